@@ -1,0 +1,52 @@
+/* pagoda.c — the command-line tool: dispatches subcommands. */
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app.h"
+
+static const char usage[] =
+    "usage: pagoda <command> [options]\n"
+    "\n"
+    "Pagoda runs OpenCL C kernels and vision pipelines on any OpenCL device.\n"
+    "\n"
+    "Commands:\n"
+    "  devices    list OpenCL devices and their capabilities\n"
+    "  demo       list devices and run a checked end-to-end example\n"
+    "  version    print the version\n"
+    "  help       show this help\n"
+    "\n"
+    "Run 'pagoda <command> --help' for a command's options.\n"
+    "\n"
+    "Environment:\n"
+    "  PAGODA_DEVICE=SEL     default device selector (see 'pagoda devices --help')\n"
+    "  PAGODA_CACHE_DIR=DIR  kernel binary cache (default $XDG_CACHE_HOME/pagoda or\n"
+    "                        ~/.cache/pagoda); 'off' disables it\n"
+    "  PAGODA_CL_DIR=DIR     read kernel sources from DIR instead of the embedded copies\n"
+    "  PAGODA_PROFILE=1      print per-kernel timings\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime failure, 2 usage error.\n";
+
+int main(int argc, char **argv)
+{
+    /* Number formatting in JSON, build options and messages must not depend on the locale. */
+    setlocale(LC_ALL, "C");
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("pagoda %s\n", PGD_VERSION_STRING);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "devices"))
+        return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "demo"))
+        return cmd_demo(argc - 1, argv + 1);
+    return app_usage_error(NULL, "unknown command '%s'", cmd);
+}

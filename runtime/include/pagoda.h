@@ -1,0 +1,258 @@
+/* pagoda.h — the public interface of libpagoda, a portable OpenCL compute runtime.
+ *
+ * Basic usage:
+ *
+ *     pgd_error *err = NULL;
+ *     pgd_ctx *ctx = NULL;
+ *     if (pgd_ctx_create(NULL, &ctx, &err) != PGD_OK) {      // NULL: $PAGODA_DEVICE or default
+ *         fprintf(stderr, "%s\n", pgd_error_message(err));
+ *         pgd_error_free(err);
+ *         return 1;
+ *     }
+ *     int64_t shape[2] = {4, 8};
+ *     pgd_tensor *x = NULL;
+ *     pgd_tensor_create(ctx, 2, shape, &x, &err);             // float32, contiguous
+ *     pgd_tensor_upload(x, host_data, &err);
+ *     pgd_scale(ctx, x, 2.0f, x, &err);                       // x *= 2 on the device
+ *     pgd_tensor_download(x, host_data, &err);
+ *     pgd_tensor_destroy(x);
+ *     pgd_ctx_destroy(ctx);
+ *
+ * Conventions: every call that can fail returns a pgd_status (0 success, negative error) and,
+ * where the reason can be detailed, takes a `pgd_error **err` last argument. `err` may be NULL;
+ * otherwise *err must be NULL on entry and is set at most once, to an error the caller frees
+ * with pgd_error_free(). The library never aborts or exits. Every _create has a _destroy;
+ * destroy functions accept NULL.
+ *
+ * This header is C99-clean and does not include the OpenCL headers.
+ */
+#ifndef PAGODA_H
+#define PAGODA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PGD_STATIC)
+#define PGD_API
+#elif defined(_WIN32)
+#ifdef PGD_BUILDING
+#define PGD_API __declspec(dllexport)
+#else
+#define PGD_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define PGD_API __attribute__((visibility("default")))
+#else
+#define PGD_API
+#endif
+
+#define PGD_VERSION_STRING "0.1.0"
+
+/* ---- status codes ------------------------------------------------------------------------ */
+
+/* X(NAME, value, message). Values overlapping OpenCL's meaning reuse OpenCL's numbers. */
+#define PGD_STATUS_MAP(X)                                                                          \
+    X(OK, 0, "success")                                                                            \
+    X(ERR_DEVICE_NOT_FOUND, -1, "no OpenCL device matches")                                      \
+    X(ERR_ALLOCATION, -4, "device memory allocation failed")                                      \
+    X(ERR_OUT_OF_RESOURCES, -5, "the device ran out of resources")                                \
+    X(ERR_OUT_OF_HOST_MEMORY, -6, "out of host memory")                                           \
+    X(ERR_BUILD, -11, "an OpenCL program failed to build")                                        \
+    X(ERR_INVALID_ARGUMENT, -30, "invalid argument")                                              \
+    X(ERR_NO_PLATFORM, -1001, "no OpenCL platform or device is installed")                        \
+    X(ERR_OPENCL, -1100, "an OpenCL call failed")                                                 \
+    X(ERR_IO, -1101, "file input/output failed")                                                  \
+    X(ERR_FORMAT, -1102, "malformed input file")                                                  \
+    X(ERR_SHAPE, -1103, "tensor shapes do not fit")                                               \
+    X(ERR_UNSUPPORTED, -1104, "not supported")                                                    \
+    X(ERR_TOO_LARGE, -1105, "request exceeds a device or safety limit")                          \
+    X(ERR_NOT_FOUND, -1106, "not found")                                                          \
+    X(ERR_INTERNAL, -1107, "internal error")
+
+typedef enum pgd_status {
+#define PGD_X_ENUM(name, value, msg) PGD_##name = value,
+    PGD_STATUS_MAP(PGD_X_ENUM)
+#undef PGD_X_ENUM
+} pgd_status;
+
+/* "PGD_ERR_BUILD" for PGD_ERR_BUILD; "PGD_UNKNOWN" for a value not in the list. Never NULL. */
+PGD_API const char *pgd_status_name(int status);
+/* A one-line English description of the status. Never NULL. */
+PGD_API const char *pgd_status_str(int status);
+/* The name of an OpenCL error code, e.g. "CL_OUT_OF_RESOURCES". Never NULL. */
+PGD_API const char *pgd_cl_error_name(int cl_code);
+
+/* ---- detailed errors --------------------------------------------------------------------- */
+
+typedef struct pgd_error pgd_error;
+
+/* The status code carried by the error. */
+PGD_API int pgd_error_code(const pgd_error *err);
+/* The fixed summary of the status (pgd_status_str of the code). */
+PGD_API const char *pgd_error_summary(const pgd_error *err);
+/* The full formatted message: what failed, where, and why. Never NULL for a non-NULL err. */
+PGD_API const char *pgd_error_message(const pgd_error *err);
+/* The OpenCL error code behind the error, or 0 when it did not come from OpenCL. */
+PGD_API int pgd_error_cl_code(const pgd_error *err);
+/* The build log for PGD_ERR_BUILD, else NULL. Owned by the error. */
+PGD_API const char *pgd_error_log(const pgd_error *err);
+/* Frees the error; NULL is accepted. */
+PGD_API void pgd_error_free(pgd_error *err);
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+typedef enum pgd_device_type {
+    PGD_DEVICE_CPU = 1,
+    PGD_DEVICE_GPU = 2,
+    PGD_DEVICE_ACCELERATOR = 4,
+    PGD_DEVICE_OTHER = 8
+} pgd_device_type;
+
+/* Capabilities of one OpenCL device, as reported by its driver. Plain data. */
+typedef struct pgd_device_info {
+    int platform_index; /* index among all platforms, as in "P:D" selectors */
+    int device_index;   /* index among the platform's devices (all types) */
+    char name[256];
+    char vendor[256];
+    char platform[256];         /* platform name */
+    char platform_version[256]; /* e.g. "OpenCL 3.0 PoCL 3.1 ..." */
+    char driver_version[256];
+    char version[256];   /* CL_DEVICE_VERSION, e.g. "OpenCL 3.0 PoCL ..." */
+    char c_version[128]; /* CL_DEVICE_OPENCL_C_VERSION */
+    int opencl_c_major, opencl_c_minor;
+    pgd_device_type type;
+    int software_rasteriser; /* 1 for Mesa llvmpipe and similar: ranks last among defaults */
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem;
+    uint64_t max_alloc;
+    uint64_t local_mem;
+    int local_mem_dedicated; /* 1: CL_LOCAL, 0: CL_GLOBAL (emulated in ordinary memory) */
+    size_t max_work_group;
+    size_t max_work_item[3];
+    unsigned max_dims;
+    int fp16, fp64, subgroups, images, unified_memory;
+    unsigned pref_vector_float; /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT */
+    unsigned mem_base_align;    /* CL_DEVICE_MEM_BASE_ADDR_ALIGN in bits */
+} pgd_device_info;
+
+/* Enumerates every device of every platform. *out is an array of *count entries that the caller
+ * frees with pgd_devices_free(); on error *out is NULL and *count 0. Zero devices is
+ * PGD_ERR_NO_PLATFORM, with a message saying how to install one. */
+PGD_API int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err);
+PGD_API void pgd_devices_free(pgd_device_info *list);
+
+/* Picks a device from `list` by selector:
+ *   NULL or ""            the default: a GPU if present, else an accelerator, else the CPU device
+ *                         with the most compute units; software rasterisers (llvmpipe) rank last;
+ *                         ties keep enumeration order.
+ *   "P:D"                 platform index P, device index D (see `pagoda devices`);
+ *   "cpu"|"gpu"|"accelerator"  the best device of that type by the same ranking;
+ *   anything else         the first device whose device or platform name contains it,
+ *                         case-insensitively.
+ * No match: PGD_ERR_DEVICE_NOT_FOUND with a message listing every device. */
+PGD_API int pgd_device_select(const pgd_device_info *list, size_t count, const char *selector,
+                              size_t *index, pgd_error **err);
+
+/* Text for a device type: "cpu", "gpu", "accelerator", "other". */
+PGD_API const char *pgd_device_type_name(pgd_device_type type);
+
+/* ---- context ----------------------------------------------------------------------------- */
+
+typedef struct pgd_ctx pgd_ctx;
+
+/* Opens a context and an in-order profiling queue on the selected device. `selector` as for
+ * pgd_device_select(); NULL means $PAGODA_DEVICE, or the default when that is unset.
+ * Profiling is on when $PAGODA_PROFILE is set to a non-zero value or pgd_ctx_set_profiling()
+ * is called. On error nothing is allocated. */
+PGD_API int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
+PGD_API void pgd_ctx_destroy(pgd_ctx *ctx);
+/* The device the context runs on. Owned by the context. */
+PGD_API const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx);
+/* Waits for all queued work. */
+PGD_API int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err);
+
+/* Counters about program builds, for tests and reports. */
+typedef struct pgd_build_stats {
+    unsigned programs_requested; /* calls that wanted a program */
+    unsigned memory_hits;        /* served from the in-memory table */
+    unsigned disk_hits;          /* built from a cached binary */
+    unsigned source_builds;      /* compiled from source */
+    unsigned disk_writes;        /* binaries written to the cache */
+    unsigned disk_rejects;       /* cached binaries found bad, deleted and rebuilt */
+    double build_ms;             /* total wall time spent in builds (source or binary) */
+} pgd_build_stats;
+
+PGD_API void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
+/* Drops the in-memory program table (the disk cache stays), so the next request builds again. */
+PGD_API void pgd_ctx_clear_programs(pgd_ctx *ctx);
+
+/* The names of the embedded kernel files ("gemm", "attention", ...), NULL-terminated. */
+PGD_API const char *const *pgd_program_names(void);
+/* Builds (or fetches from the caches) the program of kernel file `name` with extra build
+ * options `options` (may be NULL). Used by `pagoda bench` to time compiles. */
+PGD_API int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options,
+                                pgd_error **err);
+
+/* The disk cache directory in use, or NULL when caching is off or unusable. */
+PGD_API const char *pgd_ctx_cache_dir(const pgd_ctx *ctx);
+
+/* ---- profiling --------------------------------------------------------------------------- */
+
+PGD_API void pgd_ctx_set_profiling(pgd_ctx *ctx, int on);
+/* Prints per-kernel totals (launches, queued→start, start→end; total, mean, share) to `f`.
+ * Waits for the queue first. */
+PGD_API int pgd_profile_print(pgd_ctx *ctx, FILE *f, pgd_error **err);
+/* Forgets the collected timings. */
+PGD_API void pgd_profile_reset(pgd_ctx *ctx);
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+
+#define PGD_MAX_DIMS 8
+
+typedef struct pgd_tensor pgd_tensor;
+
+/* Creates a contiguous float32 tensor of `ndim` dims on the context's device. The contents are
+ * undefined. Sizes larger than the device's max allocation or global memory fail early with
+ * PGD_ERR_TOO_LARGE naming both sizes. Buffers are taken from and returned to a pool kept by
+ * the context. */
+PGD_API int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor **out,
+                              pgd_error **err);
+/* Returns the buffer to the pool and frees the handle. NULL is accepted. */
+PGD_API void pgd_tensor_destroy(pgd_tensor *t);
+PGD_API int pgd_tensor_ndim(const pgd_tensor *t);
+PGD_API int64_t pgd_tensor_dim(const pgd_tensor *t, int i);
+/* The element stride of dim i (contiguous: the product of the later dims). */
+PGD_API int64_t pgd_tensor_stride(const pgd_tensor *t, int i);
+PGD_API int64_t pgd_tensor_numel(const pgd_tensor *t);
+/* Changes the shape of a contiguous tensor to one with the same element count. */
+PGD_API int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err);
+/* Copies numel floats from host to device (blocking). */
+PGD_API int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err);
+/* Copies numel floats from device to host (blocking). */
+PGD_API int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err);
+/* Writes a one-line shape like "[2, 197, 768]" into buf. Returns buf. */
+PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
+
+/* Bytes currently held idle in the context's buffer pool, and how many buffers. */
+PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
+                                uint64_t *reused);
+
+/* ---- elementwise ops ----------------------------------------------------------------------- */
+
+/* y = alpha * x. Shapes must have equal element counts; y may alias x. */
+PGD_API int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y,
+                      pgd_error **err);
+/* y = a + b elementwise. Equal element counts; y may alias a or b. */
+PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
+                    pgd_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PAGODA_H */
