@@ -1,0 +1,140 @@
+/* harness.c — helpers shared by the Check suites. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static pgd_device_info *devices;
+static size_t device_count;
+
+const pgd_device_info *pgd_test_devices(size_t *count)
+{
+    if (!devices) {
+        pgd_error *err = NULL;
+        if (pgd_devices_list(&devices, &device_count, &err) != PGD_OK) {
+            fprintf(stderr, "SKIP: %s\n", pgd_error_message(err));
+            pgd_error_free(err);
+            exit(77);
+        }
+    }
+    *count = device_count;
+    return devices;
+}
+
+const char *pgd_test_selector(const pgd_device_info *d)
+{
+    static char bufs[4][32];
+    static int slot;
+    char *b = bufs[slot++ & 3];
+    snprintf(b, 32, "%d:%d", d->platform_index, d->device_index);
+    return b;
+}
+
+pgd_ctx *pgd_test_ctx(const pgd_device_info *d)
+{
+    pgd_ctx *ctx = NULL;
+    pgd_error *err = NULL;
+    int rc = pgd_ctx_create(pgd_test_selector(d), &ctx, &err);
+    ck_assert_msg(rc == PGD_OK, "context on %s: %s", d->name, pgd_error_message(err));
+    return ctx;
+}
+
+int pgd_test_allclose(const float *got, const double *want, size_t n, double rtol, double atol,
+                      const char *what)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i];
+        int ok = isfinite(g) && fabs(g - want[i]) <= atol + rtol * fabs(want[i]);
+        if (!ok && bad++ == 0)
+            first = i;
+    }
+    if (bad)
+        fprintf(stderr, "%s: %zu of %zu elements differ; first at index %zu: got %.9g, want %.9g\n",
+                what, bad, n, first, (double)got[first], want[first]);
+    return bad == 0;
+}
+
+void pgd_rng_seed(pgd_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t pgd_rng_next(pgd_rng *r)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 0x2545F4914F6CDD1Dull;
+}
+
+int64_t pgd_rng_int(pgd_rng *r, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(pgd_rng_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+float pgd_rng_float(pgd_rng *r)
+{
+    return (float)((double)(pgd_rng_next(r) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+char *pgd_test_tempdir(const char *tag)
+{
+    const char *base = getenv("PAGODA_TEST_TMP");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/pagoda-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(tmpl))
+        return NULL;
+    return pgd__strdup(tmpl);
+}
+
+void pgd_test_rmtree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            struct stat st;
+            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+                chmod(sub, 0755);
+                pgd_test_rmtree(sub);
+            } else {
+                unlink(sub);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+int pgd_test_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
+pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape)
+{
+    pgd_tensor *v = malloc(sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    *v = *t;
+    v->ndim = ndim;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        v->shape[i] = shape[i];
+        v->stride[i] = s;
+        s *= shape[i];
+    }
+    ck_assert_msg(s <= pgd_tensor_numel(t), "prefix larger than its tensor");
+    return v;
+}

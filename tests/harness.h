@@ -1,0 +1,55 @@
+/* harness.h — helpers shared by the Check suites. */
+#ifndef PAGODA_TEST_HARNESS_H
+#define PAGODA_TEST_HARNESS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* Every device found; exits the process with 77 (meson: skipped) when there is none. */
+const pgd_device_info *pgd_test_devices(size_t *count);
+/* "P:D" of a device, in a static buffer per call slot (4 slots). */
+const char *pgd_test_selector(const pgd_device_info *d);
+/* A context on device d; fails the test with the error message otherwise. */
+pgd_ctx *pgd_test_ctx(const pgd_device_info *d);
+
+/* Compares got to want: |got - want| <= atol + rtol * |want| for every element; NaN or Inf in
+ * got never passes. On failure prints the first bad index with both values and the number of
+ * bad elements, and returns 0. */
+int pgd_test_allclose(const float *got, const double *want, size_t n, double rtol, double atol,
+                      const char *what);
+
+/* A deterministic generator (xorshift64*). */
+typedef struct pgd_rng {
+    uint64_t s;
+} pgd_rng;
+void pgd_rng_seed(pgd_rng *r, uint64_t seed);
+uint64_t pgd_rng_next(pgd_rng *r);
+/* Uniform integer in [lo, hi]. */
+int64_t pgd_rng_int(pgd_rng *r, int64_t lo, int64_t hi);
+/* Uniform float in [-1, 1). */
+float pgd_rng_float(pgd_rng *r);
+
+/* Makes a fresh empty directory under the build's temp area; returns a malloc'd path. */
+char *pgd_test_tempdir(const char *tag);
+/* Removes a directory tree made by pgd_test_tempdir. */
+void pgd_test_rmtree(const char *path);
+
+/* A tensor handle of shape [len] over the first len floats of t's buffer, so a test can keep a
+ * canary region after an op's output. Release with free(), never pgd_tensor_destroy(). */
+pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape);
+
+/* Runs a suite without forking (OpenCL drivers do not survive fork) and returns the exit code. */
+int pgd_test_run(Suite *s);
+
+#define PGD_CHECK_OK(call, errp)                                                                   \
+    do {                                                                                           \
+        int pgd_rc_ = (call);                                                                      \
+        ck_assert_msg(pgd_rc_ == PGD_OK, "%s failed: %s (%s)", #call,                              \
+                      *(errp) ? pgd_error_message(*(errp)) : "(no error object)",                 \
+                      pgd_status_name(pgd_rc_));                                                   \
+    } while (0)
+
+#endif
