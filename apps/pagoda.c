@@ -13,6 +13,7 @@ static const char usage[] =
     "Commands:\n"
     "  devices    list OpenCL devices and their capabilities\n"
     "  demo       list devices and run a checked end-to-end example\n"
+    "  bench      time kernels and program builds; compare saved results\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "devices"))
         return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))
         return cmd_demo(argc - 1, argv + 1);
     return app_usage_error(NULL, "unknown command '%s'", cmd);
