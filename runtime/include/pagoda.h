@@ -252,6 +252,46 @@ PGD_API int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor
 PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
                     pgd_error **err);
 
+/* ---- normalisation, activations, softmax, patch embedding ---- */
+
+/* The row ops below work over the last dim of x: cols = its last dim, rows = the product of the
+ * others. y must have x's shape and may alias x. The caller keeps every tensor. */
+
+/* Layer-normalises each row: y = (x - mean) / sqrt(var + eps) * w + b, var the biased variance,
+ * accumulated in float with the mean taken relative to the row's first element (so a large
+ * common offset costs no precision). w and b have cols elements each, or are both NULL (then
+ * y = the normalised x). eps >= 0. */
+PGD_API int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
+                          const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
+/* y = GELU(x) elementwise: the exact form x/2 (1 + erf(x/sqrt 2)), or with tanh_form != 0 the
+ * approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). y may alias x. */
+PGD_API int pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form,
+                     pgd_error **err);
+/* y = max(x, 0) elementwise. y may alias x. */
+PGD_API int pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+/* y = softmax(scale * x) over each row, computed with the row maximum subtracted. */
+PGD_API int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
+                        pgd_error **err);
+/* y[r, c] = x[r, c] + bias[c]; bias has cols elements. y may alias x. */
+PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_tensor *y,
+                         pgd_error **err);
+
+/* ViT patch embedding: image [B, C, H, W] through a P x P stride-P convolution with weight
+ * [D, C, P, P] and bias [D] (NULL: none) into out [B, T, D], T = extra + (H/P)(W/P). The first
+ * `extra` tokens are the class token cls [D] and then the distillation token dist [D] (each
+ * NULL when absent; dist needs cls); then the patches row-major. pos [T, D] (NULL: none) is
+ * added to every token. H and W must be multiples of P, else PGD_ERR_SHAPE naming both shapes.
+ * out must not alias an input. */
+PGD_API int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                            const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                            const pgd_tensor *pos, pgd_tensor *out, pgd_error **err);
+/* Resizes a position-embedding table pos [extra + gh*gw, D] (any shape with D as last dim and
+ * that many rows) to out [extra + gh2*gw2, D]: the first `extra` rows are copied, the gh x gw
+ * grid is resampled to gh2 x gw2 as PyTorch's F.interpolate(size=(gh2, gw2), mode='bicubic',
+ * align_corners=False) does (A = -0.75, taps clamped at the border). out must not alias pos. */
+PGD_API int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw,
+                                 int gh2, int gw2, pgd_tensor *out, pgd_error **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,128 @@
+/* norm.cl — row reductions (LayerNorm, softmax), activations and bias add over the last dim.
+ *
+ * The row kernels run one work-group per row. The launcher picks a power-of-two work-group size
+ * from CL_KERNEL_WORK_GROUP_SIZE and the device's local memory and passes a __local scratch
+ * buffer of that many floats, so one build serves every row length. The flat kernels use one
+ * work-item per element; the launcher rounds the global size up, so they check i < n. */
+
+/* Sums v over the work-group; every work-item gets the total. The local size must be a power
+ * of two. The trailing barrier lets the caller reuse `scratch` at once. */
+static float group_sum(float v, __local float *scratch)
+{
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = nl >> 1; s > 0; s >>= 1) {
+        if (lid < s)
+            scratch[lid] += scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+static float group_max(float v, __local float *scratch)
+{
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = nl >> 1; s > 0; s >>= 1) {
+        if (lid < s)
+            scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* y = (x - mean) / sqrt(var + eps) * w + b per row; w and b are read only when affine != 0.
+ * Two passes over the row. The mean is accumulated relative to the row's first element, so a
+ * large common offset (1e3 + small noise) costs no precision; the variance is then the mean
+ * square of (x - mean), never the cancelling E[x²] - E[x]². Every read of a row happens before the
+ * group's last barrier and each element is read and written by the same work-item, so y may alias
+ * x. */
+__kernel void layernorm_rows(__global const float *x, __global const float *w,
+                             __global const float *b, __global float *y, uint cols, float eps,
+                             uint affine, __local float *scratch)
+{
+    size_t row = get_group_id(0);
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    float shift = xr[0];
+    float s = 0.0f;
+    for (uint c = lid; c < cols; c += nl)
+        s += xr[c] - shift;
+    /* mean = shift + dmean, kept as the pair: rounding shift + dmean to float would lose
+     * dmean's low bits when shift is large. x - shift is exact for x near shift. */
+    float dmean = group_sum(s, scratch) / (float)cols;
+    float q = 0.0f;
+    for (uint c = lid; c < cols; c += nl) {
+        float d = (xr[c] - shift) - dmean;
+        q += d * d;
+    }
+    float rstd = 1.0f / sqrt(group_sum(q, scratch) / (float)cols + eps);
+    for (uint c = lid; c < cols; c += nl) {
+        float v = ((xr[c] - shift) - dmean) * rstd;
+        yr[c] = affine ? v * w[c] + b[c] : v;
+    }
+}
+
+/* y = softmax(scale * x) per row, with the row maximum subtracted before exp. */
+__kernel void softmax_rows(__global const float *x, __global float *y, uint cols, float scale,
+                           __local float *scratch)
+{
+    size_t row = get_group_id(0);
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    float m = -INFINITY;
+    for (uint c = lid; c < cols; c += nl)
+        m = fmax(m, scale * xr[c]);
+    m = group_max(m, scratch);
+    float s = 0.0f;
+    for (uint c = lid; c < cols; c += nl)
+        s += exp(scale * xr[c] - m);
+    float inv = 1.0f / group_sum(s, scratch);
+    for (uint c = lid; c < cols; c += nl)
+        yr[c] = exp(scale * xr[c] - m) * inv;
+}
+
+/* GELU, exact form: x/2 · (1 + erf(x/√2)). */
+__kernel void gelu_erf(__global const float *x, __global float *y, uint n)
+{
+    uint i = (uint)get_global_id(0);
+    if (i < n) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F));
+    }
+}
+
+/* GELU, tanh approximation: x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))). */
+__kernel void gelu_tanh(__global const float *x, __global float *y, uint n)
+{
+    uint i = (uint)get_global_id(0);
+    if (i < n) {
+        float v = x[i];
+        float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        y[i] = 0.5f * v * (1.0f + tanh(u));
+    }
+}
+
+__kernel void relu(__global const float *x, __global float *y, uint n)
+{
+    uint i = (uint)get_global_id(0);
+    if (i < n)
+        y[i] = fmax(x[i], 0.0f);
+}
+
+/* y[r, c] = x[r, c] + bias[c] over a flat index i = r * cols + c. */
+__kernel void bias_add(__global const float *x, __global const float *bias, __global float *y,
+                       uint cols, uint n)
+{
+    uint i = (uint)get_global_id(0);
+    if (i < n)
+        y[i] = x[i] + bias[i % cols];
+}

@@ -1,0 +1,235 @@
+/* patch.c — launchers for cl/patch_embed.cl: ViT patch embedding and bicubic resizing of
+ * position-embedding grids. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PE_HAS_BIAS 1u
+#define PE_HAS_POS 2u
+
+static int shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
+                       const pgd_tensor *b)
+{
+    char sa[128], sb[128];
+    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s: %s vs %s", op, what,
+                          pgd_tensor_shape_str(a, sa, sizeof sa),
+                          pgd_tensor_shape_str(b, sb, sizeof sb));
+}
+
+static int64_t last_dim(const pgd_tensor *t)
+{
+    return t->ndim ? t->shape[t->ndim - 1] : 1;
+}
+
+static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
+{
+    if (*cl == CL_SUCCESS)
+        *cl = clSetKernelArg(k, index, size, value);
+}
+
+static size_t round_up(size_t n, size_t m)
+{
+    return (n + m - 1) / m * m;
+}
+
+static size_t kernel_wg_size(pgd_ctx *ctx, cl_kernel k)
+{
+    size_t v = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof v, &v, NULL) !=
+        CL_SUCCESS)
+        v = 0;
+    return v;
+}
+
+/* Work-group size of a flat kernel: a few SIMD widths within the compiled kernel's limit. */
+static size_t flat_wg(pgd_ctx *ctx, cl_kernel k)
+{
+    size_t limit = kernel_wg_size(ctx, k), mult = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                                 sizeof mult, &mult, NULL) != CL_SUCCESS ||
+        mult == 0)
+        mult = 1;
+    if (limit == 0)
+        limit = 1;
+    return mult * 4 < limit ? mult * 4 : limit;
+}
+
+/* The tiled GEMM kernel with the largest tile the device takes. The tile starts at 16
+ * (16×16 = 256 work-items, a work-group size OpenCL GPUs generally accept; with K = C·P² small
+ * a larger tile gains little), halves until the device's work-group and work-item limits and
+ * its local memory (two PE_TS × (PE_TS+1) float tiles) allow it, and halves again while the
+ * compiled kernel reports a smaller CL_KERNEL_WORK_GROUP_SIZE (register pressure). */
+static int gemm_kernel(pgd_ctx *ctx, cl_kernel *k, size_t *ts_out, pgd_error **err)
+{
+    size_t ts = 16;
+    const pgd_device_info *dev = &ctx->dev;
+    while (ts > 1 &&
+           (ts * ts > dev->max_work_group || ts > dev->max_work_item[0] ||
+            ts > dev->max_work_item[1] || 2 * ts * (ts + 1) * sizeof(float) > dev->local_mem))
+        ts /= 2;
+    for (;;) {
+        char opts[64];
+        snprintf(opts, sizeof opts, "-DPE_TS=%zu", ts);
+        int rc = pgd__kernel_get(ctx, "patch_embed", opts, "patch_embed_gemm", k, err);
+        if (rc)
+            return rc;
+        size_t wg = kernel_wg_size(ctx, *k);
+        if (ts == 1 || wg == 0 || wg >= ts * ts)
+            break;
+        ts /= 2;
+    }
+    *ts_out = ts;
+    return PGD_OK;
+}
+
+int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                    const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                    const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+{
+    const char *op = "patch_embed";
+    if (!image || !weight || !out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: image, weight and out are required", op);
+    if (dist && !cls)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: a distillation token needs a class token", op);
+    if (image->ndim != 4 || weight->ndim != 4)
+        return shape_error(err, op, "image must be [B, C, H, W] and weight [D, C, P, P]", image,
+                           weight);
+    int64_t B = image->shape[0], C = image->shape[1], H = image->shape[2], W = image->shape[3];
+    int64_t D = weight->shape[0], P = weight->shape[2];
+    if (weight->shape[1] != C || weight->shape[3] != P || P < 1)
+        return shape_error(err, op, "weight must be [D, C, P, P] with the image's channel count C",
+                           image, weight);
+    if (H % P || W % P)
+        return shape_error(err, op, "image height and width must be multiples of the patch size",
+                           image, weight);
+    int64_t gh = H / P, gw = W / P, np = gh * gw;
+    int64_t extra = (cls ? 1 : 0) + (dist ? 1 : 0), T = extra + np;
+    if (bias && pgd_tensor_numel(bias) != D)
+        return shape_error(err, op, "bias must have D elements", weight, bias);
+    if (cls && pgd_tensor_numel(cls) != D)
+        return shape_error(err, op, "class token must have D elements", weight, cls);
+    if (dist && pgd_tensor_numel(dist) != D)
+        return shape_error(err, op, "distillation token must have D elements", weight, dist);
+    if (out->ndim != 3 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != D) {
+        char what[160];
+        snprintf(what, sizeof what, "out must be [B, T, D] = [%lld, %lld, %lld] for this image",
+                 (long long)B, (long long)T, (long long)D);
+        return shape_error(err, op, what, image, out);
+    }
+    if (pos && (last_dim(pos) != D || pgd_tensor_numel(pos) != T * D)) {
+        char what[160];
+        snprintf(what, sizeof what, "position embeddings must be [T, D] = [%lld, %lld]",
+                 (long long)T, (long long)D);
+        return shape_error(err, op, what, out, pos);
+    }
+    if (pgd_tensor_numel(image) > (int64_t)UINT32_MAX ||
+        pgd_tensor_numel(weight) > (int64_t)UINT32_MAX ||
+        pgd_tensor_numel(out) > (int64_t)UINT32_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: a tensor has more than 2^32 elements",
+                              op);
+    if (pgd_tensor_numel(out) == 0)
+        return PGD_OK;
+
+    cl_uint flags = (bias ? PE_HAS_BIAS : 0) | (pos ? PE_HAS_POS : 0);
+    /* Absent optional tensors are never read; their arguments still need a valid buffer. */
+    cl_mem bb = bias ? bias->buf : weight->buf, pb = pos ? pos->buf : weight->buf;
+    int rc;
+    if (np > 0 && C > 0) {
+        cl_kernel k;
+        size_t ts;
+        if ((rc = gemm_kernel(ctx, &k, &ts, err)))
+            return rc;
+        cl_uint a[10] = {(cl_uint)B, (cl_uint)C,  (cl_uint)H,  (cl_uint)W,     (cl_uint)P,
+                         (cl_uint)D, (cl_uint)gw, (cl_uint)np, (cl_uint)extra, flags};
+        cl_int cl = CL_SUCCESS;
+        set_arg(&cl, k, 0, sizeof(cl_mem), &image->buf);
+        set_arg(&cl, k, 1, sizeof(cl_mem), &weight->buf);
+        set_arg(&cl, k, 2, sizeof(cl_mem), &bb);
+        set_arg(&cl, k, 3, sizeof(cl_mem), &pb);
+        set_arg(&cl, k, 4, sizeof(cl_mem), &out->buf);
+        for (cl_uint i = 0; i < 10; i++)
+            set_arg(&cl, k, 5 + i, sizeof(cl_uint), &a[i]);
+        if (cl != CL_SUCCESS)
+            return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_embed_gemm'");
+        size_t global[2] = {round_up((size_t)D, ts), round_up((size_t)(B * np), ts)};
+        size_t local[2] = {ts, ts};
+        if ((rc = pgd__enqueue(ctx, k, "patch_embed_gemm", 2, global, local, err)))
+            return rc;
+    } else if (np > 0) {
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: image has no channels", op);
+    }
+    if (extra == 0 || B == 0)
+        return PGD_OK;
+    cl_kernel k;
+    if ((rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_tokens", &k, err)))
+        return rc;
+    cl_mem cb = cls->buf, db = dist ? dist->buf : cls->buf;
+    cl_uint a[5] = {(cl_uint)D, (cl_uint)T, (cl_uint)extra, flags, (cl_uint)(B * extra * D)};
+    cl_int cl = CL_SUCCESS;
+    set_arg(&cl, k, 0, sizeof(cl_mem), &cb);
+    set_arg(&cl, k, 1, sizeof(cl_mem), &db);
+    set_arg(&cl, k, 2, sizeof(cl_mem), &pb);
+    set_arg(&cl, k, 3, sizeof(cl_mem), &out->buf);
+    for (cl_uint i = 0; i < 5; i++)
+        set_arg(&cl, k, 4 + i, sizeof(cl_uint), &a[i]);
+    if (cl != CL_SUCCESS)
+        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_tokens'");
+    size_t wg = flat_wg(ctx, k), global = round_up((size_t)a[4], wg);
+    return pgd__enqueue(ctx, k, "patch_tokens", 1, &global, &wg, err);
+}
+
+int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw, int gh2,
+                         int gw2, pgd_tensor *out, pgd_error **err)
+{
+    const char *op = "pos_embed_resize";
+    if (!pos || !out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: pos and out are required", op);
+    if (extra < 0 || gh < 1 || gw < 1 || gh2 < 1 || gw2 < 1)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: need extra >= 0 and grids of at least 1 x 1, got extra %d, "
+                              "%d x %d -> %d x %d",
+                              op, extra, gh, gw, gh2, gw2);
+    int64_t D = last_dim(pos);
+    int64_t rows = (int64_t)extra + (int64_t)gh * gw, rows2 = (int64_t)extra + (int64_t)gh2 * gw2;
+    if (pgd_tensor_numel(pos) != rows * D) {
+        char what[160];
+        snprintf(what, sizeof what, "pos must have %d + %d x %d rows of its last dim", extra, gh,
+                 gw);
+        return shape_error(err, op, what, pos, out);
+    }
+    if (last_dim(out) != D || pgd_tensor_numel(out) != rows2 * D) {
+        char what[160];
+        snprintf(what, sizeof what, "out must be [%lld, %lld] (%d + %d x %d rows)",
+                 (long long)rows2, (long long)D, extra, gh2, gw2);
+        return shape_error(err, op, what, pos, out);
+    }
+    if (pgd_tensor_numel(out) > (int64_t)UINT32_MAX || pgd_tensor_numel(pos) > (int64_t)UINT32_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
+    if (pos->buf == out->buf)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias pos", op);
+    if (D == 0)
+        return PGD_OK;
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "patch_embed", NULL, "pos_resize_bicubic", &k, err);
+    if (rc)
+        return rc;
+    /* PyTorch's scale for a requested output size: input / output, in float. */
+    float sy = (float)gh / (float)gh2, sx = (float)gw / (float)gw2;
+    cl_uint a[7] = {(cl_uint)D,   (cl_uint)extra, (cl_uint)gh,         (cl_uint)gw,
+                    (cl_uint)gh2, (cl_uint)gw2,   (cl_uint)(rows2 * D)};
+    cl_int cl = CL_SUCCESS;
+    set_arg(&cl, k, 0, sizeof(cl_mem), &pos->buf);
+    set_arg(&cl, k, 1, sizeof(cl_mem), &out->buf);
+    for (cl_uint i = 0; i < 6; i++)
+        set_arg(&cl, k, 2 + i, sizeof(cl_uint), &a[i]);
+    set_arg(&cl, k, 8, sizeof(float), &sy);
+    set_arg(&cl, k, 9, sizeof(float), &sx);
+    set_arg(&cl, k, 10, sizeof(cl_uint), &a[6]);
+    if (cl != CL_SUCCESS)
+        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'pos_resize_bicubic'");
+    size_t wg = flat_wg(ctx, k), global = round_up((size_t)a[6], wg);
+    return pgd__enqueue(ctx, k, "pos_resize_bicubic", 1, &global, &wg, err);
+}

@@ -1,0 +1,33 @@
+/* reference.h — plain-C double-precision references for the kernels, used by the suites. Inputs
+ * are the float data uploaded to the device; outputs are double, compared with
+ * pgd_test_allclose(). Nothing here touches OpenCL. */
+#ifndef PAGODA_TEST_REFERENCE_H
+#define PAGODA_TEST_REFERENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* LayerNorm of each of `rows` rows of `cols`: (x - mean) / sqrt(var + eps) * w + b with the
+ * biased variance; w and b may both be NULL (identity affine). */
+void pgd_ref_layernorm(const float *x, const float *w, const float *b, size_t rows, size_t cols,
+                       double eps, double *y);
+/* GELU, exact (erf) form. */
+void pgd_ref_gelu_erf(const float *x, size_t n, double *y);
+/* GELU, tanh approximation. */
+void pgd_ref_gelu_tanh(const float *x, size_t n, double *y);
+void pgd_ref_relu(const float *x, size_t n, double *y);
+/* Row softmax of scale * x. */
+void pgd_ref_softmax(const float *x, size_t rows, size_t cols, double scale, double *y);
+/* y[r, c] = x[r, c] + bias[c]. */
+void pgd_ref_bias_add(const float *x, const float *bias, size_t rows, size_t cols, double *y);
+/* Patch embedding: img [B, C, H, W], weight [D, C, P, P], bias [D] or NULL, cls / dist [D] or
+ * NULL, pos [T, D] or NULL; out [B, T, D] with T = extra + (H/P)(W/P). */
+void pgd_ref_patch_embed(const float *img, size_t B, size_t C, size_t H, size_t W,
+                         const float *weight, size_t D, size_t P, const float *bias,
+                         const float *cls, const float *dist, const float *pos, double *out);
+/* PyTorch bicubic (align_corners=False, A = -0.75, clamped taps) resize of the grid part of
+ * pos [extra + gh*gw, D] to out [extra + gh2*gw2, D]; the first `extra` rows are copied. */
+void pgd_ref_pos_resize(const float *pos, size_t extra, size_t gh, size_t gw, size_t gh2,
+                        size_t gw2, size_t D, double *out);
+
+#endif
