@@ -111,11 +111,14 @@ __kernel void gelu_tanh(__global const float *x, __global float *y, uint n)
     }
 }
 
+/* max(x, 0), written so that a NaN stays NaN (fmax would turn it into 0). */
 __kernel void relu(__global const float *x, __global float *y, uint n)
 {
     uint i = (uint)get_global_id(0);
-    if (i < n)
-        y[i] = fmax(x[i], 0.0f);
+    if (i < n) {
+        float v = x[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
 }
 
 /* y[r, c] = x[r, c] + bias[c] over a flat index i = r * cols + c. */
