@@ -243,6 +243,38 @@ PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                                 uint64_t *reused);
 
+/* ---- GEMM and linear layers --------------------------------------------------------------- */
+
+typedef enum pgd_act { PGD_ACT_NONE = 0, PGD_ACT_RELU = 1, PGD_ACT_GELU = 2 } pgd_act;
+
+/* Options of pgd_gemm. Epilogue order: alpha·op(A)·op(B) + beta·C, + bias[n], activation
+ * (GELU is the exact erf form), + residual[m, n]. */
+typedef struct pgd_gemm_args {
+    int trans_a, trans_b; /* op(X) = Xᵀ when set */
+    float alpha, beta;    /* beta = 0: C is not read (may hold NaN) */
+    const pgd_tensor *bias;     /* N elements, or NULL */
+    pgd_act act;
+    const pgd_tensor *residual; /* shaped like C (may be C itself), or NULL */
+} pgd_gemm_args;
+
+/* C = op(A)·op(B) with the epilogue of `args` (NULL: plain C = A·B). A, B and C are row-major
+ * 2-D [rows, cols] or 3-D [batch, rows, cols]; a 2-D B with 3-D A and C is shared by every
+ * batch. Any sizes. The back end is Pagoda's kernels, or CLBlast with PAGODA_GEMM=clblast. */
+PGD_API int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
+                     const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
+
+/* A linear layer y = x·Wᵀ + b with W [out, in] as PyTorch stores it, prepared once for the
+ * device (on CPU devices W is repacked into the GEMM's panel layout). The caller keeps `w` and
+ * `bias` (bias may be NULL); the layer holds its own copies. On error nothing is allocated. */
+typedef struct pgd_linear pgd_linear;
+PGD_API int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                              pgd_linear **out, pgd_error **err);
+PGD_API void pgd_linear_destroy(pgd_linear *l);
+/* y[..., out] = act(x[..., in]·Wᵀ + b) + residual. residual may be NULL or y's own tensor. */
+PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x,
+                               pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
+                               pgd_error **err);
+
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. Shapes must have equal element counts; y may alias x. */
