@@ -46,6 +46,8 @@ int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 #if PGD_HAVE_CLBLAST
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
+    if (g->M == 0 || g->N == 0)
+        return PGD_OK;
     if (g->K == 0) /* CLBlast rejects K = 0; the own kernels handle it */
         return PGD_ERR_UNSUPPORTED;
     CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;

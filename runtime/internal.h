@@ -129,6 +129,7 @@ typedef struct pgd__gemm_call {
     float alpha, beta;
     pgd__mat a, b, c;
     int b_packed;          /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
+    int b_own;             /* use Pagoda's kernels (the back end was chosen already) */
     const pgd__mat *bias;  /* off used; NULL for none */
     const pgd__mat *residual;
     pgd_act act;
@@ -138,7 +139,8 @@ enum { PGD__GEMM_PAGODA = 0, PGD__GEMM_CLBLAST = 1 };
 
 /* Strided-batched GEMM with epilogue on raw buffers; the workhorse of every launcher. */
 int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
-int pgd__gemm_backend(const pgd_ctx *ctx);
+/* The back end for this call: forced by PAGODA_GEMM, remembered, or measured now. */
+int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g);
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 int pgd__gemm_panel_width(const pgd_ctx *ctx);
 int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K);
@@ -183,6 +185,9 @@ struct pgd_ctx {
     pgd__pool_entry *pool;
     size_t pool_len, pool_cap;
     uint64_t pool_idle_bytes, pool_reused;
+
+    struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
+    unsigned gemm_measurements;  /* back-end measurements made by this context */
 
     int profiling;
     pgd__prof_event *events;

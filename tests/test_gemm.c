@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "pgd_config.h"
 
 /* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */
 static void ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch, int b_shared,
@@ -141,6 +142,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
 
 START_TEST(random_shapes)
 {
+    setenv("PAGODA_GEMM", "pagoda", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
@@ -159,6 +161,7 @@ END_TEST
 
 START_TEST(linear_layers)
 {
+    setenv("PAGODA_GEMM", "pagoda", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t di = 0; di < n; di++) {
@@ -240,6 +243,60 @@ START_TEST(shape_errors)
 }
 END_TEST
 
+/* CLBlast forced: the same reference checks on fewer, smaller cases (CLBlast compiles for
+ * seconds at its first call in each process). */
+START_TEST(clblast_backend)
+{
+#if PGD_HAVE_CLBLAST
+    setenv("PAGODA_GEMM", "clblast", 1);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 7);
+        int failed = 0;
+        for (int trial = 0; trial < 24; trial++)
+            failed += !one_case(ctx, &r, trial, 1);
+        ck_assert_msg(failed == 0, "%s: %d of 24 CLBlast GEMM cases failed", d[i].name, failed);
+        pgd_ctx_destroy(ctx);
+    }
+    unsetenv("PAGODA_GEMM");
+#endif
+}
+END_TEST
+
+/* Without PAGODA_GEMM the first GEMM of a shape class measures both back ends once and the
+ * choice is remembered in the cache directory: a new context does not measure again. */
+START_TEST(choice_is_measured_once)
+{
+#if PGD_HAVE_CLBLAST
+    unsetenv("PAGODA_GEMM");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    char *dir = pgd_test_tempdir("choice");
+    setenv("PAGODA_CACHE_DIR", dir, 1);
+    for (int round = 0; round < 2; round++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 5);
+        ck_assert(one_case(ctx, &r, 0, 1));
+        ck_assert_uint_eq(ctx->gemm_measurements, round == 0 ? 1 : 0);
+        pgd_ctx_destroy(ctx);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
+    unsigned char *text = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_msg(strstr((char *)text, "gemm:00:") != NULL, "no class recorded: %s", text);
+    free(text);
+    pgd_test_rmtree(dir);
+    free(dir);
+#endif
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm");
@@ -248,6 +305,8 @@ int main(void)
     tcase_add_test(tc, shape_errors);
     tcase_add_test(tc, random_shapes);
     tcase_add_test(tc, linear_layers);
+    tcase_add_test(tc, clblast_backend);
+    tcase_add_test(tc, choice_is_measured_once);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }
