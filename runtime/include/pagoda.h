@@ -275,6 +275,40 @@ PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tens
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);
 
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* A strided 4-D view [batch, head, token, d] over a tensor's buffer: element (b, h, t, d) is at
+ * offset + b·batch_stride + h·head_stride + t·token_stride + d (d contiguous). This addresses
+ * Q, K and V inside a fused qkv GEMM output without permutes. */
+typedef struct pgd_view {
+    const pgd_tensor *t;
+    int64_t offset, batch_stride, head_stride, token_stride;
+} pgd_view;
+
+typedef struct pgd_attention_args {
+    int64_t batch, heads, nq, nk, head_dim;
+    float scale; /* 0: 1/sqrt(head_dim) */
+    int causal;  /* key j is visible to query i iff j <= i + (nk - nq) */
+    pgd_view q, k, v, o; /* o must not overlap q, k or v */
+    pgd_view mask;       /* additive mask [b, h, i, j] (token_stride = row stride); t NULL: none */
+    /* Optional attention probabilities of query rows [probs_q0, probs_q1) of one head
+     * (probs_head >= 0) or all heads (-1), written densely as [batch, heads selected,
+     * q1 - q0, nk]. probs NULL: none. The only case where probabilities reach memory. */
+    pgd_tensor *probs;
+    int probs_head;
+    int64_t probs_q0, probs_q1;
+} pgd_attention_args;
+
+/* Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V, flash style (online
+ * softmax over key tiles; no nq × nk matrix in device memory), any sizes. A fully masked row
+ * gives zeros. $PAGODA_ATTENTION=rows|tiled|generic forces a kernel variant (for tests). */
+PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
+
+/* Multi-head self-attention on a fused projection: qkv [B, N, 3·H·D] laid out (q|k|v, head,
+ * d) as timm and torchvision produce it, out [B, N, H·D]. */
+PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
+                              pgd_tensor *out, pgd_error **err);
+
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. Shapes must have equal element counts; y may alias x. */
