@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "bench.h"
+#include "pgd_config.h"
 #include "pgd_version.h"
 
 static const char usage[] =
@@ -55,6 +56,11 @@ void bench_stats(double *ms, int n, double *median, double *p90, double *min)
 static const bench_item *const items[] = {
     &bench_item_build,
     &bench_item_scale,
+    &bench_item_gemm_nn, /* before gemm: "gemm" would match "gemm-nn:" by prefix otherwise */
+    &bench_item_gemm,
+#if PGD_HAVE_OPENBLAS
+    &bench_item_blas,
+#endif
     NULL,
 };
 

@@ -34,5 +34,8 @@ void bench_stats(double *ms, int n, double *median, double *p90, double *min);
 
 extern const bench_item bench_item_build;
 extern const bench_item bench_item_scale;
+extern const bench_item bench_item_gemm;
+extern const bench_item bench_item_gemm_nn;
+extern const bench_item bench_item_blas;
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "internal.h"
 
 #define NO_DEVICE_HINT                                                                             \
@@ -375,6 +377,7 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
     if (ctx->context)
         clReleaseContext(ctx->context);
     free(ctx->cache_dir);
+    json_decref(ctx->gemm_choices);
     free(ctx);
 }
 

@@ -113,6 +113,46 @@ void pgd__pool_destroy(pgd_ctx *ctx);
 /* Checks a size against the device limits; the message names `what`. */
 int pgd__check_alloc(pgd_ctx *ctx, uint64_t bytes, const char *what, pgd_error **err);
 
+/* ---- gemm (gemm.c, gemm_clblast.c) ---- */
+
+/* A matrix operand: buffer, element offset, leading dimension, batch stride (elements). */
+typedef struct pgd__mat {
+    cl_mem buf;
+    size_t off;
+    int ld;
+    long stride;
+} pgd__mat;
+
+typedef struct pgd__gemm_call {
+    int trans_a, trans_b;
+    int64_t M, N, K, batch;
+    float alpha, beta;
+    pgd__mat a, b, c;
+    int b_packed;          /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
+    int b_own;             /* use Pagoda's kernels (the back end was chosen already) */
+    const pgd__mat *bias;  /* off used; NULL for none */
+    const pgd__mat *residual;
+    pgd_act act;
+} pgd__gemm_call;
+
+enum { PGD__GEMM_PAGODA = 0, PGD__GEMM_CLBLAST = 1 };
+
+/* Strided-batched GEMM with epilogue on raw buffers; the workhorse of every launcher. */
+int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
+/* The back end for this call: forced by PAGODA_GEMM, remembered, or measured now. */
+int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g);
+int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
+int pgd__gemm_panel_width(const pgd_ctx *ctx);
+int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K);
+int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
+                   const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err);
+/* CLBlast path; PGD_ERR_UNSUPPORTED when built without CLBlast. */
+int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
+/* The run-time epilogue code of the gemm kernels (bias, residual, activation bits). */
+int pgd__gemm_epi_code(const pgd__gemm_call *g);
+/* Applies bias / activation / residual to C in place (used after CLBlast). */
+int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
+
 /* ---- context ---- */
 
 typedef struct pgd__pool_entry {
@@ -145,6 +185,9 @@ struct pgd_ctx {
     pgd__pool_entry *pool;
     size_t pool_len, pool_cap;
     uint64_t pool_idle_bytes, pool_reused;
+
+    struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
+    unsigned gemm_measurements;  /* back-end measurements made by this context */
 
     int profiling;
     pgd__prof_event *events;

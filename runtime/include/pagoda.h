@@ -243,6 +243,72 @@ PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                                 uint64_t *reused);
 
+/* ---- GEMM and linear layers --------------------------------------------------------------- */
+
+typedef enum pgd_act { PGD_ACT_NONE = 0, PGD_ACT_RELU = 1, PGD_ACT_GELU = 2 } pgd_act;
+
+/* Options of pgd_gemm. Epilogue order: alpha·op(A)·op(B) + beta·C, + bias[n], activation
+ * (GELU is the exact erf form), + residual[m, n]. */
+typedef struct pgd_gemm_args {
+    int trans_a, trans_b; /* op(X) = Xᵀ when set */
+    float alpha, beta;    /* beta = 0: C is not read (may hold NaN) */
+    const pgd_tensor *bias;     /* N elements, or NULL */
+    pgd_act act;
+    const pgd_tensor *residual; /* shaped like C (may be C itself), or NULL */
+} pgd_gemm_args;
+
+/* C = op(A)·op(B) with the epilogue of `args` (NULL: plain C = A·B). A, B and C are row-major
+ * 2-D [rows, cols] or 3-D [batch, rows, cols]; a 2-D B with 3-D A and C is shared by every
+ * batch. Any sizes. The back end is Pagoda's kernels, or CLBlast with PAGODA_GEMM=clblast. */
+PGD_API int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
+                     const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
+
+/* A linear layer y = x·Wᵀ + b with W [out, in] as PyTorch stores it, prepared once for the
+ * device (on CPU devices W is repacked into the GEMM's panel layout). The caller keeps `w` and
+ * `bias` (bias may be NULL); the layer holds its own copies. On error nothing is allocated. */
+typedef struct pgd_linear pgd_linear;
+PGD_API int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                              pgd_linear **out, pgd_error **err);
+PGD_API void pgd_linear_destroy(pgd_linear *l);
+/* y[..., out] = act(x[..., in]·Wᵀ + b) + residual. residual may be NULL or y's own tensor. */
+PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x,
+                               pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
+                               pgd_error **err);
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* A strided 4-D view [batch, head, token, d] over a tensor's buffer: element (b, h, t, d) is at
+ * offset + b·batch_stride + h·head_stride + t·token_stride + d (d contiguous). This addresses
+ * Q, K and V inside a fused qkv GEMM output without permutes. */
+typedef struct pgd_view {
+    const pgd_tensor *t;
+    int64_t offset, batch_stride, head_stride, token_stride;
+} pgd_view;
+
+typedef struct pgd_attention_args {
+    int64_t batch, heads, nq, nk, head_dim;
+    float scale; /* 0: 1/sqrt(head_dim) */
+    int causal;  /* key j is visible to query i iff j <= i + (nk - nq) */
+    pgd_view q, k, v, o; /* o must not overlap q, k or v */
+    pgd_view mask;       /* additive mask [b, h, i, j] (token_stride = row stride); t NULL: none */
+    /* Optional attention probabilities of query rows [probs_q0, probs_q1) of one head
+     * (probs_head >= 0) or all heads (-1), written densely as [batch, heads selected,
+     * q1 - q0, nk]. probs NULL: none. The only case where probabilities reach memory. */
+    pgd_tensor *probs;
+    int probs_head;
+    int64_t probs_q0, probs_q1;
+} pgd_attention_args;
+
+/* Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V, flash style (online
+ * softmax over key tiles; no nq × nk matrix in device memory), any sizes. A fully masked row
+ * gives zeros. $PAGODA_ATTENTION=rows|tiled|generic forces a kernel variant (for tests). */
+PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
+
+/* Multi-head self-attention on a fused projection: qkv [B, N, 3·H·D] laid out (q|k|v, head,
+ * d) as timm and torchvision produce it, out [B, N, H·D]. */
+PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
+                              pgd_tensor *out, pgd_error **err);
+
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. Shapes must have equal element counts; y may alias x. */

@@ -1,0 +1,415 @@
+/*
+ * Pagoda fused scaled-dot-product attention (flash style), OpenCL C 1.2.
+ *
+ *   O = softmax(Q K^T * scale + mask) V       per (batch b, head h)
+ *
+ * Every tensor is addressed as  base + t.x + b*t.y + h*t.z + token*t.w + d
+ * where t is an int4 "stride descriptor" (element offset, batch stride,
+ * head stride, token stride); the head-dim elements are contiguous.
+ * Online softmax over key tiles: no Nq x Nk matrix ever reaches global
+ * memory (except in attn_probs, which writes only the requested rows).
+ *
+ * Scores are kept in the log2 domain: s2 = (q.k)*scale*log2(e) + mask*log2(e),
+ * p = EXP2(s2 - m2).  stats[] (optional) receives per row (m2, l) where m2 is
+ * the final running max (log2 domain) and l = sum exp2(s2 - m2).
+ *
+ * mask_mode bits: 1 = causal (key j allowed iff j <= i + (Nk - Nq)),
+ *                 2 = additive mask tensor M (row i, column j at
+ *                     M[m.x + b*m.y + h*m.z + i*m.w + j]; strides may be 0).
+ * A row with no allowed key (or all -inf) produces zeros, never NaN.
+ *
+ * Kernels:
+ *   attn_fwd_rows    CPU variant, needs -DHEAD_DIM (multiple of 4), -DROWS, -DTK
+ *   attn_fwd_tiled   GPU variant, needs -DHEAD_DIM (any), -DBK; local K/V tiles
+ *   attn_fwd_generic any device, runtime D, -DTK; O is used as accumulator
+ *   attn_probs       second pass writing probabilities, runtime D
+ */
+
+#define LOG2E_F 1.44269504088896341f
+/* -DNATIVE_EXP uses native_exp2 (faster on some devices, accuracy is
+ * implementation-defined; the harness validates it per device) */
+/* -DUSE_FMA: host sets it when CL_DEVICE_SINGLE_FP_CONFIG has CL_FP_FMA
+ * (mad() is often lowered to a separate mul + add) */
+#ifdef USE_FMA
+#define MAD(a, b, c) fma(a, b, c)
+#else
+#define MAD(a, b, c) mad(a, b, c)
+#endif
+#ifdef NATIVE_EXP
+#define EXP2(x) native_exp2(x)
+#else
+#define EXP2(x) exp2(x)
+#endif
+
+#ifndef TK
+#define TK 32
+#endif
+#ifndef ROWS
+#define ROWS 4
+#endif
+#ifndef BK
+#define BK 32
+#endif
+
+/* -------------------------------------------------------------------------- */
+/* CPU variant: one work-item owns ROWS consecutive query rows of one (b,h),   */
+/* loops over all keys with float4 math, no barriers, no local memory.         */
+/* -------------------------------------------------------------------------- */
+#ifdef HEAD_DIM
+#if (HEAD_DIM % 4) == 0
+/* vector width along the head dimension: 8 when possible (fills AVX2), else 4 */
+#if (HEAD_DIM % 8) == 0
+#define VW 8
+#define floatV float8
+#define vloadV vload8
+#define vstoreV vstore8
+#define HSUM4(p) ((p).lo + (p).hi)
+#else
+#define VW 4
+#define floatV float4
+#define vloadV vload4
+#define vstoreV vstore4
+#define HSUM4(p) (p)
+#endif
+#define HDV (HEAD_DIM / VW)
+#if (TK % 4) != 0
+#error "TK must be a multiple of 4"
+#endif
+/* horizontal sums of four float4 -> float4 (one lane per input) */
+inline float4 hsum4x4(float4 a, float4 b, float4 c, float4 d)
+{
+    const float4 ab = (float4)(a.even, b.even) + (float4)(a.odd, b.odd);
+    const float4 cd = (float4)(c.even, d.even) + (float4)(c.odd, d.odd);
+    return (float4)(ab.even, cd.even) + (float4)(ab.odd, cd.odd);
+}
+__kernel void attn_fwd_rows(
+    __global const float *Q, int4 qs,
+    __global const float *K, int4 ks,
+    __global const float *V, int4 vs,
+    __global float *O, int4 os,
+    __global const float *M, int4 ms,
+    __global float *stats, int write_stats,
+    int H, int Nq, int Nk, float scale, int mask_mode)
+{
+    const int g = get_global_id(0);
+    const int h = get_global_id(1);
+    const int b = get_global_id(2);
+    const int i0 = g * ROWS;
+    if (i0 >= Nq || h >= H) return;
+    const float qscale = scale * LOG2E_F;
+    const int shift = Nk - Nq;
+
+    floatV qv[ROWS][HDV];
+    floatV acc[ROWS][HDV];
+    float m[ROWS], l[ROWS];
+    int ir[ROWS];
+    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+        ir[r] = min(i0 + r, Nq - 1);
+        const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + ir[r] * qs.w;
+        for (int d = 0; d < HDV; d++) {
+            qv[r][d] = vloadV(d, qp) * qscale;
+            acc[r][d] = (floatV)(0.0f);
+        }
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    int jend = Nk;
+    if (mask_mode & 1) jend = clamp(ir[ROWS - 1] + shift + 1, 0, Nk);
+
+    const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
+    const __global float *vp = V + vs.x + b * vs.y + h * vs.z;
+    const __global float *mp = M + ms.x + b * ms.y + h * ms.z;
+
+    const int jl = jend - 1;  /* last key any row of this work-item needs */
+    for (int j0 = 0; j0 < jend; j0 += TK) {
+        const int n = min(TK, jend - j0);
+        const int n4 = (n + 3) >> 2;
+        /* scores of the tile, 4 keys per float4; lanes past the end are -inf */
+        float4 s4[ROWS][TK / 4];
+        float4 tmax4[ROWS];
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++) tmax4[r] = (float4)(-INFINITY);
+        for (int t4 = 0; t4 < n4; t4++) {
+            const int j = j0 + 4 * t4;
+            const __global float *k0 = kp + min(j, jl) * ks.w;
+            const __global float *k1 = kp + min(j + 1, jl) * ks.w;
+            const __global float *k2 = kp + min(j + 2, jl) * ks.w;
+            const __global float *k3 = kp + min(j + 3, jl) * ks.w;
+            floatV p0[ROWS], p1[ROWS], p2[ROWS], p3[ROWS];
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) p0[r] = p1[r] = p2[r] = p3[r] = (floatV)(0.0f);
+            for (int d = 0; d < HDV; d++) {
+                const floatV a0 = vloadV(d, k0), a1 = vloadV(d, k1), a2 = vloadV(d, k2), a3 = vloadV(d, k3);
+                _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                    p0[r] = MAD(qv[r][d], a0, p0[r]);
+                    p1[r] = MAD(qv[r][d], a1, p1[r]);
+                    p2[r] = MAD(qv[r][d], a2, p2[r]);
+                    p3[r] = MAD(qv[r][d], a3, p3[r]);
+                }
+            }
+            const int4 jj = (int4)(j) + (int4)(0, 1, 2, 3);
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                float4 v = hsum4x4(HSUM4(p0[r]), HSUM4(p1[r]), HSUM4(p2[r]), HSUM4(p3[r]));
+                if (mask_mode & 2) {
+                    const __global float *mr = mp + ir[r] * ms.w;
+                    v += (float4)(mr[min(j, jl)], mr[min(j + 1, jl)], mr[min(j + 2, jl)], mr[min(j + 3, jl)]) * LOG2E_F;
+                }
+                int lim = jl;
+                if (mask_mode & 1) lim = min(lim, ir[r] + shift);
+                v = select(v, (float4)(-INFINITY), jj > (int4)(lim));
+                s4[r][t4] = v;
+                tmax4[r] = fmax(tmax4[r], v);
+            }
+        }
+        float alpha[ROWS];
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+            const float tmax = fmax(fmax(tmax4[r].x, tmax4[r].y), fmax(tmax4[r].z, tmax4[r].w));
+            const float mn = fmax(m[r], tmax);
+            const float mb = (mn == -INFINITY) ? 0.0f : mn;  /* all masked so far */
+            alpha[r] = EXP2(m[r] - mb);                       /* m=-inf -> 0 */
+            m[r] = mn;
+            float4 ls4 = (float4)(0.0f);
+            for (int t4 = 0; t4 < n4; t4++) {
+                const float4 pe = EXP2(s4[r][t4] - (float4)(mb));
+                s4[r][t4] = pe;
+                ls4 += pe;
+            }
+            l[r] = l[r] * alpha[r] + ((ls4.x + ls4.y) + (ls4.z + ls4.w));
+        }
+        /* P.V: one head-dim vector chunk at a time, keys inner (4 per step),
+         * so the accumulators stay in registers for the whole tile */
+        for (int d = 0; d < HDV; d++) {
+            floatV a[ROWS];
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) a[r] = acc[r][d] * alpha[r];
+            for (int t4 = 0; t4 < n4; t4++) {
+                const int j = j0 + 4 * t4;
+                const floatV v0 = vloadV(d, vp + min(j, jl) * vs.w);
+                const floatV v1 = vloadV(d, vp + min(j + 1, jl) * vs.w);
+                const floatV v2 = vloadV(d, vp + min(j + 2, jl) * vs.w);
+                const floatV v3 = vloadV(d, vp + min(j + 3, jl) * vs.w);
+                _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                    const float4 p = s4[r][t4];
+                    a[r] = MAD((floatV)(p.x), v0, a[r]);
+                    a[r] = MAD((floatV)(p.y), v1, a[r]);
+                    a[r] = MAD((floatV)(p.z), v2, a[r]);
+                    a[r] = MAD((floatV)(p.w), v3, a[r]);
+                }
+            }
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) acc[r][d] = a[r];
+        }
+    }
+    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+        const int i = i0 + r;
+        if (i >= Nq) break;
+        const float inv = (l[r] > 0.0f) ? 1.0f / l[r] : 0.0f;
+        __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
+        for (int d = 0; d < HDV; d++) vstoreV(acc[r][d] * inv, d, op);
+        if (write_stats) {
+            const int si = ((b * H + h) * Nq + i) * 2;
+            stats[si] = m[r];
+            stats[si + 1] = l[r];
+        }
+    }
+}
+#endif /* HEAD_DIM % 4 */
+
+/* -------------------------------------------------------------------------- */
+/* GPU variant: a work-group of get_local_size(0) query rows (one per          */
+/* work-item) shares K and V tiles of BK keys in local memory.                 */
+/* Local memory used: 2*BK*HEAD_DIM*4 bytes.                                   */
+/* -------------------------------------------------------------------------- */
+__kernel void attn_fwd_tiled(
+    __global const float *Q, int4 qs,
+    __global const float *K, int4 ks,
+    __global const float *V, int4 vs,
+    __global float *O, int4 os,
+    __global const float *M, int4 ms,
+    __global float *stats, int write_stats,
+    int H, int Nq, int Nk, float scale, int mask_mode)
+{
+    __local float Kt[BK * HEAD_DIM];
+    __local float Vt[BK * HEAD_DIM];
+    const int lid = get_local_id(0);
+    const int lsz = get_local_size(0);
+    const int i = get_global_id(0);
+    const int h = get_global_id(1);
+    const int b = get_global_id(2);
+    const int ii = min(i, Nq - 1);
+    const int shift = Nk - Nq;
+    const float qscale = scale * LOG2E_F;
+
+    /* key range needed by the whole group (uniform across the group) */
+    const int ilast = min((int)get_group_id(0) * lsz + lsz - 1, Nq - 1);
+    int jend = Nk;
+    if (mask_mode & 1) jend = clamp(ilast + shift + 1, 0, Nk);
+
+    float q[HEAD_DIM], acc[HEAD_DIM];
+    const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + ii * qs.w;
+    for (int d = 0; d < HEAD_DIM; d++) {
+        q[d] = qp[d] * qscale;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
+    const __global float *vp = V + vs.x + b * vs.y + h * vs.z;
+    const __global float *mp = M + ms.x + b * ms.y + h * ms.z + ii * ms.w;
+
+    for (int j0 = 0; j0 < jend; j0 += BK) {
+        const int n = min(BK, jend - j0);
+        for (int e = lid; e < n * HEAD_DIM; e += lsz) {
+            const int t = e / HEAD_DIM;
+            const int d = e - t * HEAD_DIM;
+            Kt[e] = kp[(j0 + t) * ks.w + d];
+            Vt[e] = vp[(j0 + t) * vs.w + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[BK];
+        float tmax = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            float sc = 0.0f;
+            for (int d = 0; d < HEAD_DIM; d++) sc = MAD(q[d], Kt[t * HEAD_DIM + d], sc);
+            const int j = j0 + t;
+            if (mask_mode & 2) sc += mp[j] * LOG2E_F;
+            if ((mask_mode & 1) && j > ii + shift) sc = -INFINITY;
+            s[t] = sc;
+            tmax = fmax(tmax, sc);
+        }
+        const float mn = fmax(m, tmax);
+        const float mb = (mn == -INFINITY) ? 0.0f : mn;
+        const float alpha = EXP2(m - mb);
+        m = mn;
+        float ls = 0.0f;
+        for (int t = 0; t < n; t++) {
+            const float pe = EXP2(s[t] - mb);
+            s[t] = pe;
+            ls += pe;
+        }
+        l = l * alpha + ls;
+        for (int d = 0; d < HEAD_DIM; d++) {
+            float a = acc[d] * alpha;
+            for (int t = 0; t < n; t++) a = MAD(s[t], Vt[t * HEAD_DIM + d], a);
+            acc[d] = a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i < Nq && h < H) {
+        const float inv = (l > 0.0f) ? 1.0f / l : 0.0f;
+        __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
+        for (int d = 0; d < HEAD_DIM; d++) op[d] = acc[d] * inv;
+        if (write_stats) {
+            const int si = ((b * H + h) * Nq + i) * 2;
+            stats[si] = m;
+            stats[si + 1] = l;
+        }
+    }
+}
+#endif /* HEAD_DIM */
+
+/* -------------------------------------------------------------------------- */
+/* Generic path: runtime head dimension D.  One work-item per query row.      */
+/* The output row itself is the (rescaled) accumulator, so no private array   */
+/* depends on D.  O must not alias Q/K/V.                                      */
+/* -------------------------------------------------------------------------- */
+__kernel void attn_fwd_generic(
+    __global const float *Q, int4 qs,
+    __global const float *K, int4 ks,
+    __global const float *V, int4 vs,
+    __global float *O, int4 os,
+    __global const float *M, int4 ms,
+    __global float *stats, int write_stats,
+    int H, int Nq, int Nk, float scale, int mask_mode, int D)
+{
+    const int i = get_global_id(0);
+    const int h = get_global_id(1);
+    const int b = get_global_id(2);
+    if (i >= Nq || h >= H) return;
+    const int shift = Nk - Nq;
+    const float qscale = scale * LOG2E_F;
+    const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;
+    const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
+    const __global float *vp = V + vs.x + b * vs.y + h * vs.z;
+    const __global float *mp = M + ms.x + b * ms.y + h * ms.z + i * ms.w;
+    __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
+    for (int d = 0; d < D; d++) op[d] = 0.0f;
+
+    int jend = Nk;
+    if (mask_mode & 1) jend = clamp(i + shift + 1, 0, Nk);
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = 0; j0 < jend; j0 += TK) {
+        const int n = min(TK, jend - j0);
+        float s[TK];
+        float tmax = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            const __global float *kr = kp + (j0 + t) * ks.w;
+            float sc = 0.0f;
+            for (int d = 0; d < D; d++) sc = MAD(qp[d], kr[d], sc);
+            sc *= qscale;
+            if (mask_mode & 2) sc += mp[j0 + t] * LOG2E_F;
+            s[t] = sc;
+            tmax = fmax(tmax, sc);
+        }
+        const float mn = fmax(m, tmax);
+        const float mb = (mn == -INFINITY) ? 0.0f : mn;
+        const float alpha = EXP2(m - mb);
+        m = mn;
+        float ls = 0.0f;
+        for (int t = 0; t < n; t++) {
+            const float pe = EXP2(s[t] - mb);
+            s[t] = pe;
+            ls += pe;
+        }
+        l = l * alpha + ls;
+        for (int d = 0; d < D; d++) {
+            float a = op[d] * alpha;
+            for (int t = 0; t < n; t++) a = MAD(s[t], vp[(j0 + t) * vs.w + d], a);
+            op[d] = a;
+        }
+    }
+    const float inv = (l > 0.0f) ? 1.0f / l : 0.0f;
+    for (int d = 0; d < D; d++) op[d] *= inv;
+    if (write_stats) {
+        const int si = ((b * H + h) * Nq + i) * 2;
+        stats[si] = m;
+        stats[si + 1] = l;
+    }
+}
+
+/* -------------------------------------------------------------------------- */
+/* Probabilities for selected heads and query rows, second pass.              */
+/* Uses (m2, l) saved by a forward kernel run with write_stats=1.             */
+/* P layout: [B, Hsel, q1-q0, Nk] dense, Hsel = (head_sel < 0 ? H : 1).        */
+/* global = (roundup(Nk, lx), q1-q0, B*Hsel)                                   */
+/* -------------------------------------------------------------------------- */
+__kernel void attn_probs(
+    __global const float *Q, int4 qs,
+    __global const float *K, int4 ks,
+    __global const float *M, int4 ms,
+    __global const float *stats,
+    __global float *P,
+    int H, int Nq, int Nk, float scale, int mask_mode, int D,
+    int head_sel, int q0, int q1)
+{
+    const int j = get_global_id(0);
+    const int r = get_global_id(1);
+    const int bh = get_global_id(2);
+    const int nr = q1 - q0;
+    if (j >= Nk || r >= nr) return;
+    const int hsel = (head_sel < 0) ? H : 1;
+    const int b = bh / hsel;
+    const int hs = bh - b * hsel;
+    const int h = (head_sel < 0) ? hs : head_sel;
+    const int i = q0 + r;
+    const int si = ((b * H + h) * Nq + i) * 2;
+    const float m2 = stats[si];
+    const float l = stats[si + 1];
+    float p = 0.0f;
+    const int allowed = !((mask_mode & 1) && j > i + (Nk - Nq));
+    if (allowed && l > 0.0f) {
+        const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;
+        const __global float *kr = K + ks.x + b * ks.y + h * ks.z + j * ks.w;
+        float sc = 0.0f;
+        for (int d = 0; d < D; d++) sc = MAD(qp[d], kr[d], sc);
+        sc *= scale * LOG2E_F;
+        if (mask_mode & 2) sc += M[ms.x + b * ms.y + h * ms.z + i * ms.w + j] * LOG2E_F;
+        p = EXP2(sc - m2) / l;
+    }
+    P[((size_t)(b * hsel + hs) * nr + r) * Nk + j] = p;
+}

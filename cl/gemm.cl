@@ -1,0 +1,459 @@
+/*
+ * Pagoda GEMM kernels -- OpenCL C 1.2, row-major float32.
+ *
+ *   C = alpha * op(A) * op(B) + beta * C
+ *   then optional epilogue:  + bias[n]  ->  activation  ->  + R[m,n]
+ *
+ * op(A) is M x K, op(B) is K x N, C is M x N (row-major, leading dims).
+ * All sizes/offsets are in elements.  See NOTES.md for launch rules.
+ *
+ * Compile-time macros (all have defaults):
+ *   TRANS_A   0/1   op(A) = A (A is MxK, lda>=K) or A^T (A is KxM, lda>=M)
+ *   TRANS_B   0/1   op(B) = B (B is KxN, ldb>=N) or B^T (B is NxK, ldb>=K)
+ *   (the epilogue -- bias, activation, residual -- is the run-time argument `epi`)
+ *   -- gemm_cpu / gemm_pack_b:
+ *   RM        rows of C per work-item (register tile height)
+ *   VW        float vector width (4, 8 or 16)
+ *   NV        vectors per row; panel width NB = VW*NV columns per work-item
+ *   KU        unroll factor of the K loop
+ *   B_PACKED  1: B argument is a packed panel buffer made by gemm_pack_b
+ *             0: B read directly (only with TRANS_B == 0)
+ *   A_PACKED  1: A argument is a packed row-panel buffer made by gemm_pack_a (default 0)
+ *   PACK_KB   k rows per work-item in gemm_pack_a / gemm_pack_b
+ *   -- gemm_gpu:
+ *   TSM, TSN, TSK   work-group tile (rows, cols, depth)
+ *   WPTM, WPTN      per-work-item register tile; local size = (TSN/WPTN, TSM/WPTM)
+ */
+
+#ifndef TRANS_A
+#define TRANS_A 0
+#endif
+#ifndef TRANS_B
+#define TRANS_B 0
+#endif
+#ifndef RM
+#define RM 6
+#endif
+#ifndef VW
+#define VW 8
+#endif
+#ifndef NV
+#define NV 2
+#endif
+#ifndef KU
+#define KU 4
+#endif
+#ifndef B_PACKED
+#define B_PACKED 1
+#endif
+#ifndef A_PACKED
+#define A_PACKED 0
+#endif
+#ifndef TSM
+#define TSM 32
+#endif
+#ifndef TSN
+#define TSN 32
+#endif
+#ifndef TSK
+#define TSK 16
+#endif
+#ifndef WPTM
+#define WPTM 4
+#endif
+#ifndef WPTN
+#define WPTN 4
+#endif
+
+#define NB (VW * NV)
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define VT CAT(float, VW)
+#define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
+
+#if B_PACKED == 0 && TRANS_B != 0
+#error "direct (unpacked) B requires TRANS_B == 0; pack B with gemm_pack_b"
+#endif
+
+/* ---------------------------------------------------------------- epilogue */
+/* The epilogue is chosen at run time by `epi` (bit 0: bias, bit 1: residual, bits 2-3: the
+ * activation 0 none / 1 ReLU / 2 exact GELU): it runs once per output element, outside the
+ * K loop, so a uniform branch costs nothing measurable and one program serves every layer. */
+#define EPI_BIAS(e) ((e) & 1)
+#define EPI_RES(e) (((e) >> 1) & 1)
+#define EPI_ACT(e) ((e) >> 2)
+
+inline float act_s(float x, int act)
+{
+    if (act == 1)
+        return fmax(x, 0.0f);
+    if (act == 2)
+        return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+    return x;
+}
+
+inline VT act_v(VT x, int act)
+{
+    if (act == 1)
+        return fmax(x, (VT)(0.0f));
+    if (act == 2)
+        return (VT)(0.5f) * x * ((VT)(1.0f) + erf(x * (VT)(0.70710678118654752f)));
+    return x;
+}
+
+/* ------------------------------------------------------------ pack kernel */
+/*
+ * gemm_pack_b: reorders op(B) (K x N) into column panels of NB = VW*NV columns.
+ *   P[batch*strideP + p*(K*NB) + k*NB + j] = op(B)[k, p*NB + j]   (0 if p*NB+j >= N)
+ *   number of panels NP = ceil(N/NB); strideP >= NP*K*NB (elements).
+ * Each work-item packs PACK_KB consecutive k of one panel.
+ * Global size: (ceil(K/PACK_KB), ceil(N/NB), batch), local size NULL or (1,1,1).
+ */
+#ifndef PACK_KB
+#define PACK_KB 16
+#endif
+__kernel void gemm_pack_b(const int N, const int K,
+                          __global const float *B, const int offB, const int ldb,
+                          const long strideB,
+                          __global float *P, const long strideP)
+{
+    const int k0 = get_global_id(0) * PACK_KB;
+    const int p = get_global_id(1);
+    const int bt = get_global_id(2);
+    const int n0 = p * NB;
+    if (k0 >= K || n0 >= N) return;
+    __global const float *Bb = B + offB + (long)bt * strideB;
+    __global float *Pp = P + (long)bt * strideP + (long)p * K * NB;
+    const int kend = min(k0 + PACK_KB, K);
+    const int nrem = min(NB, N - n0);
+#if TRANS_B
+    /* op(B)[k,n] = B[n*ldb + k]: read rows of B contiguous in k */
+    for (int j = 0; j < NB; ++j) {
+        if (j < nrem) {
+            __global const float *src = Bb + (long)(n0 + j) * ldb;
+            for (int k = k0; k < kend; ++k) Pp[(long)k * NB + j] = src[k];
+        } else {
+            for (int k = k0; k < kend; ++k) Pp[(long)k * NB + j] = 0.0f;
+        }
+    }
+#else
+    for (int k = k0; k < kend; ++k) {
+        __global const float *src = Bb + (long)k * ldb + n0;
+        __global float *dst = Pp + (long)k * NB;
+        if (nrem == NB) {
+            for (int v = 0; v < NV; ++v) VSTORE(VLOAD(v, src), v, dst);
+        } else {
+            for (int j = 0; j < NB; ++j) dst[j] = (j < nrem) ? src[j] : 0.0f;
+        }
+    }
+#endif
+}
+
+/*
+ * gemm_pack_a: reorders op(A) (M x K) into row panels of RM rows (used with A_PACKED=1).
+ *   Q[batch*strideQ + mb*(K*RM) + k*RM + r] = op(A)[min(mb*RM + r, M-1), k]
+ *   (rows past M replicate row M-1; their results are never stored)
+ *   number of row panels MP = ceil(M/RM); strideQ >= MP*K*RM (elements).
+ * Each work-item packs PACK_KB consecutive k of one row panel.
+ * Global size: (ceil(K/PACK_KB), ceil(M/RM), batch).
+ */
+__kernel void gemm_pack_a(const int M, const int K,
+                          __global const float *A, const int offA, const int lda,
+                          const long strideA,
+                          __global float *Q, const long strideQ)
+{
+    const int k0 = get_global_id(0) * PACK_KB;
+    const int mb = get_global_id(1);
+    const int bt = get_global_id(2);
+    if (k0 >= K || mb * RM >= M) return;
+    __global const float *Ab = A + offA + (long)bt * strideA;
+    __global float *Qp = Q + (long)bt * strideQ + (long)mb * K * RM;
+    const int kend = min(k0 + PACK_KB, K);
+    for (int r = 0; r < RM; ++r) {
+        const int m = min(mb * RM + r, M - 1);
+        for (int k = k0; k < kend; ++k)
+#if TRANS_A
+            Qp[k * RM + r] = Ab[(long)k * lda + m];
+#else
+            Qp[k * RM + r] = Ab[(long)m * lda + k];
+#endif
+    }
+}
+
+/* ---------------------------------------------------------------- CPU GEMM */
+/*
+ * Each work-item owns an RM x NB tile of C: RM*NV accumulators of type floatVW.
+ * get_global_id(0) = row block (fastest -> neighbouring work-items share the
+ * same B panel in cache), get_global_id(1) = column panel, get_global_id(2) = batch.
+ * Global size: (ceil(M/RM), ceil(N/NB), batch), local size (1,1,1) (or NULL).
+ */
+#if A_PACKED
+#define AELEM(r, k) apk[(k) * RM + (r)]
+#elif TRANS_A
+#define AELEM(r, k) Ab[(long)(k) * lda + mr[r]]
+#else
+#define AELEM(r, k) ar[r][k]
+#endif
+
+__kernel void gemm_cpu(const int M, const int N, const int K,
+                       const float alpha, const float beta,
+                       __global const float *A, const int offA, const int lda, const long strideA,
+                       __global const float *B, const int offB, const int ldb, const long strideB,
+                       __global float *C, const int offC, const int ldc, const long strideC,
+                       __global const float *bias, const int offBias,
+                       __global const float *R, const int offR, const int ldr, const long strideR,
+                       const int epi)
+{
+    const int mb = get_global_id(0);
+    const int pb = get_global_id(1);
+    const int bt = get_global_id(2);
+    const int m0 = mb * RM;
+    const int n0 = pb * NB;
+    if (m0 >= M || n0 >= N) return;
+
+    __global const float *Ab = A + offA + (long)bt * strideA;
+#if A_PACKED
+    __global const float *apk = Ab + (long)mb * K * RM;
+#elif TRANS_A
+    int mr[RM];
+#pragma unroll
+    for (int r = 0; r < RM; ++r) mr[r] = min(m0 + r, M - 1);
+#else
+    __global const float *ar[RM];
+#pragma unroll
+    for (int r = 0; r < RM; ++r) ar[r] = Ab + (long)min(m0 + r, M - 1) * lda;
+#endif
+
+#if B_PACKED
+    __global const float *bp = B + offB + (long)bt * strideB + (long)pb * K * NB;
+    const int bs = NB;
+    const int fullN = 1; /* packed panels are zero padded */
+#else
+    __global const float *bp = B + offB + (long)bt * strideB + n0;
+    const int bs = ldb;
+    const int fullN = (n0 + NB <= N);
+#endif
+
+    VT acc[RM][NV];
+#pragma unroll
+    for (int r = 0; r < RM; ++r)
+#pragma unroll
+        for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
+
+    if (fullN) {
+        int k = 0;
+        for (; k + KU <= K; k += KU) {
+#pragma unroll
+            for (int kk = 0; kk < KU; ++kk) {
+                VT bv[NV];
+#pragma unroll
+                for (int v = 0; v < NV; ++v) bv[v] = VLOAD(0, bp + (long)(k + kk) * bs + v * VW);
+#pragma unroll
+                for (int r = 0; r < RM; ++r) {
+                    const VT a = (VT)(AELEM(r, k + kk));
+#pragma unroll
+                    for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
+                }
+            }
+        }
+        for (; k < K; ++k) {
+            VT bv[NV];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) bv[v] = VLOAD(0, bp + (long)k * bs + v * VW);
+#pragma unroll
+            for (int r = 0; r < RM; ++r) {
+                const VT a = (VT)(AELEM(r, k));
+#pragma unroll
+                for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
+            }
+        }
+    }
+#if !B_PACKED
+    else {
+        /* right edge of an unpacked B: guarded element loads */
+        const int nrem = N - n0;
+        for (int k = 0; k < K; ++k) {
+            float tmp[NB];
+#pragma unroll
+            for (int j = 0; j < NB; ++j) tmp[j] = (j < nrem) ? bp[(long)k * bs + j] : 0.0f;
+            VT bv[NV];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) bv[v] = VLOAD(v, tmp);
+#pragma unroll
+            for (int r = 0; r < RM; ++r) {
+                const VT a = (VT)(AELEM(r, k));
+#pragma unroll
+                for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
+            }
+        }
+    }
+#endif
+
+    /* ------------------------------------------------------------ epilogue */
+    __global float *Cb = C + offC + (long)bt * strideC;
+    __global const float *Rb = R + offR + (long)bt * strideR;
+    __global const float *bb = bias + offBias;
+    const int readC = (beta != 0.0f);
+    const int hb = EPI_BIAS(epi), hr = EPI_RES(epi), act = EPI_ACT(epi);
+
+    if (n0 + NB <= N) {
+        VT bsv[NV];
+#pragma unroll
+        for (int v = 0; v < NV; ++v) bsv[v] = hb ? VLOAD(0, bb + n0 + v * VW) : (VT)(0.0f);
+#pragma unroll
+        for (int r = 0; r < RM; ++r) {
+            const int m = m0 + r;
+            if (m < M) {
+                __global float *cp = Cb + (long)m * ldc + n0;
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    VT x = (VT)(alpha) * acc[r][v];
+                    if (readC) x = fma((VT)(beta), VLOAD(0, cp + v * VW), x);
+                    x += bsv[v];
+                    x = act_v(x, act);
+                    if (hr) x += VLOAD(0, Rb + (long)m * ldr + n0 + v * VW);
+                    VSTORE(x, 0, cp + v * VW);
+                }
+            }
+        }
+    } else {
+        const int nrem = N - n0;
+#pragma unroll
+        for (int r = 0; r < RM; ++r) {
+            const int m = m0 + r;
+            if (m < M) {
+                float tmp[NB];
+#pragma unroll
+                for (int v = 0; v < NV; ++v) VSTORE(acc[r][v], v, tmp);
+                for (int j = 0; j < nrem; ++j) {
+                    const long ci = (long)m * ldc + n0 + j;
+                    float x = alpha * tmp[j];
+                    if (readC) x = fma(beta, Cb[ci], x);
+                    if (hb) x += bb[n0 + j];
+                    x = act_s(x, act);
+                    if (hr) x += Rb[(long)m * ldr + n0 + j];
+                    Cb[ci] = x;
+                }
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- GPU GEMM */
+/*
+ * Classic local-memory tiling.  Work-group computes TSM x TSN of C,
+ * each work-item WPTM x WPTN (strided by RTSM/RTSN for conflict-free access).
+ * Local size (RTSN, RTSM) = (TSN/WPTN, TSM/WPTM).
+ * Global size (ceil(N/TSN)*RTSN, ceil(M/TSM)*RTSM, batch).
+ * Local memory: (TSM*TSK + TSK*TSN)*4 bytes (+padding of 1 column).
+ */
+#define RTSM (TSM / WPTM)
+#define RTSN (TSN / WPTN)
+#define LWG (RTSM * RTSN)
+
+__kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
+void gemm_gpu(const int M, const int N, const int K,
+              const float alpha, const float beta,
+              __global const float *A, const int offA, const int lda, const long strideA,
+              __global const float *B, const int offB, const int ldb, const long strideB,
+              __global float *C, const int offC, const int ldc, const long strideC,
+              __global const float *bias, const int offBias,
+              __global const float *R, const int offR, const int ldr, const long strideR,
+              const int epi)
+{
+    __local float As[TSK][TSM + 1];
+    __local float Bs[TSK][TSN + 1];
+
+    const int tx = get_local_id(0); /* column direction */
+    const int ty = get_local_id(1); /* row direction */
+    const int tid = ty * RTSN + tx;
+    const int bn0 = get_group_id(0) * TSN;
+    const int bm0 = get_group_id(1) * TSM;
+    const int bt = get_global_id(2);
+
+    __global const float *Ab = A + offA + (long)bt * strideA;
+    __global const float *Bb = B + offB + (long)bt * strideB;
+
+    float acc[WPTM][WPTN];
+    for (int i = 0; i < WPTM; ++i)
+        for (int j = 0; j < WPTN; ++j) acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += TSK) {
+        /* load A tile: TSM x TSK elements, op(A)[m, k] */
+        for (int e = tid; e < TSM * TSK; e += LWG) {
+#if TRANS_A
+            const int mm = e % TSM, kk = e / TSM; /* contiguous in m */
+            const int m = bm0 + mm, k = k0 + kk;
+            As[kk][mm] = (m < M && k < K) ? Ab[(long)k * lda + m] : 0.0f;
+#else
+            const int kk = e % TSK, mm = e / TSK; /* contiguous in k */
+            const int m = bm0 + mm, k = k0 + kk;
+            As[kk][mm] = (m < M && k < K) ? Ab[(long)m * lda + k] : 0.0f;
+#endif
+        }
+        /* load B tile: TSK x TSN elements, op(B)[k, n] */
+        for (int e = tid; e < TSK * TSN; e += LWG) {
+#if TRANS_B
+            const int kk = e % TSK, nn = e / TSK; /* contiguous in k */
+            const int n = bn0 + nn, k = k0 + kk;
+            Bs[kk][nn] = (n < N && k < K) ? Bb[(long)n * ldb + k] : 0.0f;
+#else
+            const int nn = e % TSN, kk = e / TSN; /* contiguous in n */
+            const int n = bn0 + nn, k = k0 + kk;
+            Bs[kk][nn] = (n < N && k < K) ? Bb[(long)k * ldb + n] : 0.0f;
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < TSK; ++kk) {
+            float bv[WPTN];
+            for (int j = 0; j < WPTN; ++j) bv[j] = Bs[kk][tx + j * RTSN];
+            for (int i = 0; i < WPTM; ++i) {
+                const float a = As[kk][ty + i * RTSM];
+                for (int j = 0; j < WPTN; ++j) acc[i][j] = fma(a, bv[j], acc[i][j]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    __global float *Cb = C + offC + (long)bt * strideC;
+    __global const float *Rb = R + offR + (long)bt * strideR;
+    const int hb = EPI_BIAS(epi), hr = EPI_RES(epi), act = EPI_ACT(epi);
+    for (int i = 0; i < WPTM; ++i) {
+        const int m = bm0 + ty + i * RTSM;
+        if (m >= M) continue;
+        for (int j = 0; j < WPTN; ++j) {
+            const int n = bn0 + tx + j * RTSN;
+            if (n >= N) continue;
+            const long ci = (long)m * ldc + n;
+            float x = alpha * acc[i][j];
+            if (beta != 0.0f) x = fma(beta, Cb[ci], x);
+            if (hb) x += bias[offBias + n];
+            x = act_s(x, act);
+            if (hr) x += Rb[(long)m * ldr + n];
+            Cb[ci] = x;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ epilogue only */
+/*
+ * gemm_epilogue: applies + bias[n], activation, + R[m,n] to C in place, for back ends (CLBlast)
+ * that compute only alpha*op(A)*op(B) + beta*C. Global (N, M, batch).
+ */
+__kernel void gemm_epilogue(const int M, const int N,
+                            __global float *C, const int offC, const int ldc, const long strideC,
+                            __global const float *bias, const int offBias,
+                            __global const float *R, const int offR, const int ldr,
+                            const long strideR, const int epi)
+{
+    const int n = get_global_id(0), m = get_global_id(1), bt = get_global_id(2);
+    if (n >= N || m >= M) return;
+    __global float *cp = C + offC + (long)bt * strideC + (long)m * ldc + n;
+    float x = *cp;
+    if (EPI_BIAS(epi)) x += bias[offBias + n];
+    x = act_s(x, EPI_ACT(epi));
+    if (EPI_RES(epi)) x += R[offR + (long)bt * strideR + (long)m * ldr + n];
+    *cp = x;
+}

@@ -1,0 +1,652 @@
+/* gemm.c — GEMM dispatch: Pagoda's own kernels (cl/gemm.cl) or CLBlast.
+ *
+ * Variant choice (per device, never per machine):
+ *   - CPU devices (PoCL and vendors' CPU runtimes): gemm_cpu. Each work-item owns an RM × NB
+ *     register tile (NB = VW·NV columns as NV float-VW vectors), local size 1, no barriers; B
+ *     is repacked into NB-column panels contiguous in K (weights once, at load time).
+ *     VW follows CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT; RM·NV accumulators + NV B vectors + 1
+ *     broadcast stay within 16 vector registers (AVX2, SSE), which also fits AVX-512 and NEON.
+ *   - GPUs, accelerators and software rasterisers (llvmpipe reports CPU but has GPU-like
+ *     limits): gemm_gpu, local-memory tiles; the tile is the largest of three that fits the
+ *     device's work-group and local-memory limits and the kernel's CL_KERNEL_WORK_GROUP_SIZE.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "pgd_config.h"
+
+#include <jansson.h>
+#include <unistd.h>
+
+typedef struct cpu_cfg {
+    int rm, vw, nv, ku;
+} cpu_cfg;
+
+typedef struct gpu_cfg {
+    int tsm, tsn, tsk, wptm, wptn;
+} gpu_cfg;
+
+/* Largest first; the smallest needs 16 work-items and 2.2 KiB of local memory. */
+static const gpu_cfg gpu_cfgs[] = {
+    {64, 64, 16, 4, 4},
+    {32, 32, 16, 4, 4},
+    {32, 32, 8, 8, 8},
+};
+
+int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx)
+{
+    return ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser;
+}
+
+static cpu_cfg pick_cpu(const pgd_ctx *ctx)
+{
+    unsigned w = ctx->dev.pref_vector_float;
+    cpu_cfg c = {6, 8, 2, 4};
+    c.vw = w >= 16 ? 16 : w >= 8 ? 8 : 4;
+    return c;
+}
+
+int pgd__gemm_panel_width(const pgd_ctx *ctx)
+{
+    cpu_cfg c = pick_cpu(ctx);
+    return c.vw * c.nv;
+}
+
+static void trans_opts(char *buf, size_t size, int ta, int tb)
+{
+    snprintf(buf, size, "-DTRANS_A=%d -DTRANS_B=%d", ta, tb);
+}
+
+int pgd__gemm_epi_code(const pgd__gemm_call *g)
+{
+    return (g->bias ? 1 : 0) | (g->residual ? 2 : 0) | ((int)g->act << 2);
+}
+
+static int gemm_fits(const pgd_ctx *ctx, const gpu_cfg *g)
+{
+    size_t wg = (size_t)(g->tsm / g->wptm) * (size_t)(g->tsn / g->wptn);
+    uint64_t lmem = (uint64_t)g->tsk * (uint64_t)(g->tsm + g->tsn + 2) * 4;
+    return wg <= ctx->dev.max_work_group && wg <= ctx->dev.max_work_item[0] &&
+           lmem <= ctx->dev.local_mem;
+}
+
+static void set_mat_args(cl_kernel k, int first, const pgd__mat *m)
+{
+    cl_int off = (cl_int)m->off, ld = m->ld;
+    cl_long stride = m->stride;
+    clSetKernelArg(k, (cl_uint)first, sizeof(cl_mem), &m->buf);
+    clSetKernelArg(k, (cl_uint)first + 1, sizeof off, &off);
+    clSetKernelArg(k, (cl_uint)first + 2, sizeof ld, &ld);
+    clSetKernelArg(k, (cl_uint)first + 3, sizeof stride, &stride);
+}
+
+static int check_int_range(const pgd__gemm_call *g, pgd_error **err)
+{
+    const int64_t lim = INT32_MAX;
+    if (g->M < 0 || g->N < 0 || g->K < 0 || g->batch < 1 || g->M > lim || g->N > lim ||
+        g->K > lim || (int64_t)g->a.off > lim || (int64_t)g->b.off > lim || (int64_t)g->c.off > lim)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm: sizes out of range (M=%lld N=%lld K=%lld batch=%lld)",
+                              (long long)g->M, (long long)g->N, (long long)g->K,
+                              (long long)g->batch);
+    return PGD_OK;
+}
+
+/* Sets the 24 arguments shared by gemm_cpu and gemm_gpu. */
+static void set_gemm_args(cl_kernel k, const pgd__gemm_call *g, const pgd__mat *b)
+{
+    cl_int M = (cl_int)g->M, N = (cl_int)g->N, K = (cl_int)g->K;
+    clSetKernelArg(k, 0, sizeof M, &M);
+    clSetKernelArg(k, 1, sizeof N, &N);
+    clSetKernelArg(k, 2, sizeof K, &K);
+    clSetKernelArg(k, 3, sizeof(float), &g->alpha);
+    clSetKernelArg(k, 4, sizeof(float), &g->beta);
+    set_mat_args(k, 5, &g->a);
+    set_mat_args(k, 9, b);
+    set_mat_args(k, 13, &g->c);
+    /* Unused bias and residual still need a valid buffer: C stands in. */
+    cl_mem bias = g->bias ? g->bias->buf : g->c.buf;
+    cl_int boff = g->bias ? (cl_int)g->bias->off : 0;
+    clSetKernelArg(k, 17, sizeof(cl_mem), &bias);
+    clSetKernelArg(k, 18, sizeof boff, &boff);
+    pgd__mat r = g->residual ? *g->residual : g->c;
+    set_mat_args(k, 19, &r);
+    cl_int epi = pgd__gemm_epi_code(g);
+    clSetKernelArg(k, 23, sizeof epi, &epi);
+}
+
+int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
+                   const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err)
+{
+    cpu_cfg c = pick_cpu(ctx);
+    char opts[256];
+    snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16", trans_b, c.vw, c.nv);
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_pack_b", &k, err);
+    if (rc)
+        return rc;
+    cl_int n = (cl_int)N, kk = (cl_int)K, off = (cl_int)b->off, ld = b->ld;
+    cl_long sb = b->stride, sp = packed_stride;
+    clSetKernelArg(k, 0, sizeof n, &n);
+    clSetKernelArg(k, 1, sizeof kk, &kk);
+    clSetKernelArg(k, 2, sizeof(cl_mem), &b->buf);
+    clSetKernelArg(k, 3, sizeof off, &off);
+    clSetKernelArg(k, 4, sizeof ld, &ld);
+    clSetKernelArg(k, 5, sizeof sb, &sb);
+    clSetKernelArg(k, 6, sizeof(cl_mem), &packed);
+    clSetKernelArg(k, 7, sizeof sp, &sp);
+    int nb = c.vw * c.nv;
+    size_t global[3] = {(size_t)((K + 15) / 16), (size_t)((N + nb - 1) / nb), (size_t)batch};
+    return pgd__enqueue(ctx, k, "gemm_pack_b", 3, global, NULL, err);
+}
+
+int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K)
+{
+    int nb = pgd__gemm_panel_width(ctx);
+    return (N + nb - 1) / nb * nb * K;
+}
+
+static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    cpu_cfg c = pick_cpu(ctx);
+    int nb = c.vw * c.nv;
+    pgd__mat b = g->b;
+    pgd_tensor *tmp = NULL;
+    int rc;
+    if (!g->b_packed) {
+        /* B changes from call to call here (not weights): pack it now into a pooled buffer. */
+        int64_t per = pgd__gemm_packed_size(ctx, g->N, g->K);
+        int64_t shape[2] = {g->b.stride ? g->batch : 1, per};
+        rc = pgd_tensor_create(ctx, 2, shape, &tmp, err);
+        if (rc)
+            return rc;
+        rc = pgd__gemm_pack(ctx, g->trans_b, g->N, g->K, g->b.stride ? g->batch : 1, &g->b,
+                            tmp->buf, per, err);
+        if (rc) {
+            pgd_tensor_destroy(tmp);
+            return rc;
+        }
+        b.buf = tmp->buf;
+        b.off = 0;
+        b.ld = 0;
+        b.stride = g->b.stride ? per : 0;
+    }
+    char epi[160], opts[320];
+    trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
+    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d -DB_PACKED=1", epi, c.rm, c.vw,
+             c.nv, c.ku);
+    cl_kernel k;
+    rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
+    if (!rc) {
+        set_gemm_args(k, g, &b);
+        size_t global[3] = {(size_t)((g->M + c.rm - 1) / c.rm), (size_t)((g->N + nb - 1) / nb),
+                            (size_t)g->batch};
+        size_t local[3] = {1, 1, 1};
+        rc = pgd__enqueue(ctx, k, "gemm_cpu", 3, global, local, err);
+    }
+    pgd_tensor_destroy(tmp); /* the pool keeps the buffer; the in-order queue orders reuse */
+    return rc;
+}
+
+static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    char epi[160], opts[320];
+    trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
+    int last = PGD_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < sizeof gpu_cfgs / sizeof gpu_cfgs[0]; i++) {
+        const gpu_cfg *c = &gpu_cfgs[i];
+        if (!gemm_fits(ctx, c))
+            continue;
+        snprintf(opts, sizeof opts, "%s -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d", epi,
+                 c->tsm, c->tsn, c->tsk, c->wptm, c->wptn);
+        cl_kernel k;
+        int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_gpu", &k, err);
+        if (rc)
+            return rc;
+        size_t lx = (size_t)(c->tsn / c->wptn), ly = (size_t)(c->tsm / c->wptm), kwg = 0;
+        /* The compiled kernel may allow fewer work-items than the device (register use). */
+        if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
+                                     NULL) == CL_SUCCESS &&
+            kwg < lx * ly) {
+            last = PGD_ERR_OUT_OF_RESOURCES;
+            continue;
+        }
+        set_gemm_args(k, g, &g->b);
+        size_t global[3] = {(size_t)((g->N + c->tsn - 1) / c->tsn) * lx,
+                            (size_t)((g->M + c->tsm - 1) / c->tsm) * ly, (size_t)g->batch};
+        size_t local[3] = {lx, ly, 1};
+        return pgd__enqueue(ctx, k, "gemm_gpu", 3, global, local, err);
+    }
+    return pgd__error_set(err, last,
+                          "gemm: no tile configuration fits device '%s' (max work-group %zu, "
+                          "local memory %llu bytes)",
+                          ctx->dev.name, ctx->dev.max_work_group,
+                          (unsigned long long)ctx->dev.local_mem);
+}
+
+/* ---- back-end choice: measured once per device and shape class, remembered on disk ----
+ *
+ * PAGODA_GEMM=pagoda|clblast forces a back end. Otherwise, where CLBlast is built in, the first
+ * GEMM of a shape class times both back ends on scratch buffers (CLBlast's first call compiles
+ * its kernels, which is excluded) and keeps the faster; the choice is stored in
+ * <cache dir>/gemm-choices.json under the device's identity, so later runs do not measure.
+ * The class is (op(A), op(B), batched?, and each of M, N, K rounded to a power of two); linear
+ * layers are classed without M, measured with 256 rows. */
+
+static int forced_backend(void)
+{
+    const char *env = getenv("PAGODA_GEMM");
+    if (env && !strcmp(env, "clblast"))
+        return PGD__GEMM_CLBLAST;
+    if (env && !strcmp(env, "pagoda"))
+        return PGD__GEMM_PAGODA;
+    if (!PGD_HAVE_CLBLAST)
+        return PGD__GEMM_PAGODA;
+    return -1;
+}
+
+static int64_t pow2_class(int64_t v)
+{
+    int64_t p = 1;
+    while (p < v && p < ((int64_t)1 << 40))
+        p <<= 1;
+    return p;
+}
+
+static void class_key(const pgd__gemm_call *g, int linear, char *buf, size_t size)
+{
+    if (linear)
+        snprintf(buf, size, "linear:%lld,%lld", (long long)pow2_class(g->N),
+                 (long long)pow2_class(g->K));
+    else
+        snprintf(buf, size, "gemm:%d%d:%s:%lld,%lld,%lld", g->trans_a, g->trans_b,
+                 g->batch > 1 ? "b" : "1", (long long)pow2_class(g->M),
+                 (long long)pow2_class(g->N), (long long)pow2_class(g->K));
+}
+
+static char *choices_path(const pgd_ctx *ctx)
+{
+    if (!ctx->cache_dir)
+        return NULL;
+    size_t n = strlen(ctx->cache_dir) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/gemm-choices.json", ctx->cache_dir);
+    return p;
+}
+
+static void device_id(const pgd_ctx *ctx, char hex[65])
+{
+    pgd__cache_key(&ctx->dev, "gemm-choices", "", hex);
+}
+
+/* Loads the remembered choices of this device (once per context). */
+static void load_choices(pgd_ctx *ctx)
+{
+    if (ctx->gemm_choices)
+        return;
+    ctx->gemm_choices = json_object();
+    char *path = choices_path(ctx);
+    if (!path)
+        return;
+    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    free(path);
+    char id[65];
+    device_id(ctx, id);
+    json_t *mine = all ? json_object_get(all, id) : NULL;
+    json_t *ch = mine ? json_object_get(mine, "choices") : NULL;
+    if (json_is_object(ch))
+        json_object_update(ctx->gemm_choices, ch);
+    json_decref(all);
+}
+
+/* Merges our choices into the file (other devices' entries are kept): temp file + rename. */
+static void save_choices(pgd_ctx *ctx)
+{
+    char *path = choices_path(ctx);
+    if (!path)
+        return;
+    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(all)) {
+        json_decref(all);
+        all = json_object();
+    }
+    char id[65];
+    device_id(ctx, id);
+    json_object_set_new(all, id,
+                        json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
+                                  ctx->dev.driver_version, "choices", ctx->gemm_choices));
+    size_t n = strlen(path) + 48;
+    char *tmp = malloc(n);
+    if (tmp) {
+        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+        if (json_dump_file(all, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || rename(tmp, path) != 0)
+            unlink(tmp);
+        free(tmp);
+    }
+    json_decref(all);
+    free(path);
+}
+
+static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
+
+/* Median of 3 timed runs after one untimed run; a negative result means the run failed. */
+static double time_backend(pgd_ctx *ctx, const pgd__gemm_call *g, int backend)
+{
+    double t[3];
+    for (int i = -1; i < 3; i++) {
+        double t0 = pgd__now_ms();
+        int rc = backend == PGD__GEMM_CLBLAST ? pgd__gemm_clblast(ctx, g, NULL) : run_own(ctx, g, NULL);
+        if (rc || clFinish(ctx->queue) != CL_SUCCESS)
+            return -1;
+        if (i >= 0)
+            t[i] = pgd__now_ms() - t0;
+    }
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+}
+
+/* Measures both back ends on `g` with a scratch output; for a linear layer `packed` holds the
+ * panel form of the same weights for Pagoda's kernel. */
+static int measure(pgd_ctx *ctx, const pgd__gemm_call *g, cl_mem packed)
+{
+    pgd_tensor *scratch = NULL;
+    int64_t shape[1] = {g->batch * g->M * g->N};
+    if (pgd_tensor_create(ctx, 1, shape, &scratch, NULL))
+        return PGD__GEMM_PAGODA;
+    pgd__gemm_call t = *g;
+    t.beta = 0.0f;
+    t.residual = NULL;
+    t.bias = NULL;
+    t.act = PGD_ACT_NONE;
+    t.c = (pgd__mat){scratch->buf, 0, (int)g->N, (long)(g->M * g->N)};
+    pgd__gemm_call own = t;
+    if (packed) {
+        own.b = (pgd__mat){packed, 0, 0, 0};
+        own.b_packed = 1;
+    }
+    double a = time_backend(ctx, &own, PGD__GEMM_PAGODA);
+    double b = time_backend(ctx, &t, PGD__GEMM_CLBLAST);
+    pgd_tensor_destroy(scratch);
+    ctx->gemm_measurements++;
+    return b > 0 && (a < 0 || b < a) ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
+}
+
+static int choose(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_mem packed)
+{
+    int forced = forced_backend();
+    if (forced >= 0)
+        return forced;
+    load_choices(ctx);
+    char key[96];
+    class_key(g, linear, key, sizeof key);
+    const char *known = json_string_value(json_object_get(ctx->gemm_choices, key));
+    if (known)
+        return !strcmp(known, "clblast") ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
+    int b = measure(ctx, g, packed);
+    json_object_set_new(ctx->gemm_choices, key, json_string(b == PGD__GEMM_CLBLAST ? "clblast" : "pagoda"));
+    save_choices(ctx);
+    return b;
+}
+
+int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g)
+{
+    return choose(ctx, g, 0, NULL);
+}
+
+static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    return pgd__gemm_uses_cpu_kernel(ctx) ? run_cpu(ctx, g, err) : run_gpu(ctx, g, err);
+}
+
+int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    int rc = check_int_range(g, err);
+    if (rc)
+        return rc;
+    if (g->M == 0 || g->N == 0)
+        return PGD_OK;
+    if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g) == PGD__GEMM_CLBLAST) {
+        rc = pgd__gemm_clblast(ctx, g, err);
+        if (rc != PGD_ERR_UNSUPPORTED)
+            return rc;
+    }
+    return run_own(ctx, g, err);
+}
+
+/* ---- public API ---- */
+
+static int mat_dims(const pgd_tensor *t, int64_t *batch, int64_t *rows, int64_t *cols)
+{
+    if (t->ndim == 2) {
+        *batch = 1;
+        *rows = t->shape[0];
+        *cols = t->shape[1];
+        return 0;
+    }
+    if (t->ndim == 3) {
+        *batch = t->shape[0];
+        *rows = t->shape[1];
+        *cols = t->shape[2];
+        return 0;
+    }
+    return -1;
+}
+
+int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a, const pgd_tensor *b,
+             pgd_tensor *c, pgd_error **err)
+{
+    pgd_gemm_args def = {0, 0, 1.0f, 0.0f, NULL, PGD_ACT_NONE, NULL};
+    if (!args)
+        args = &def;
+    int64_t ba, ar, ac, bb, br, bc, bcn, cr, cc;
+    char sa[96], sb[96], sc[96];
+    pgd_tensor_shape_str(a, sa, sizeof sa);
+    pgd_tensor_shape_str(b, sb, sizeof sb);
+    pgd_tensor_shape_str(c, sc, sizeof sc);
+    if (mat_dims(a, &ba, &ar, &ac) || mat_dims(b, &bb, &br, &bc) || mat_dims(c, &bcn, &cr, &cc))
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "gemm: A %s, B %s and C %s must be 2-D or 3-D (batch first)", sa, sb,
+                              sc);
+    int64_t M = args->trans_a ? ac : ar, K = args->trans_a ? ar : ac;
+    int64_t Kb = args->trans_b ? bc : br, N = args->trans_b ? br : bc;
+    int64_t batch = bcn;
+    if (K != Kb || cr != M || cc != N || ba != batch || (bb != batch && bb != 1))
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "gemm: shapes do not fit: op(A) of %s is %lldx%lld, op(B) of %s is "
+                              "%lldx%lld, C is %s (batch of B must be 1 or C's)",
+                              sa, (long long)M, (long long)K, sb, (long long)Kb, (long long)N, sc);
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.trans_a = args->trans_a != 0;
+    g.trans_b = args->trans_b != 0;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.batch = batch;
+    g.alpha = args->alpha;
+    g.beta = args->beta;
+    g.act = args->act;
+    g.a = (pgd__mat){a->buf, 0, (int)ac, (long)(ar * ac)};
+    g.b = (pgd__mat){b->buf, 0, (int)bc, bb == 1 ? 0 : (long)(br * bc)};
+    g.c = (pgd__mat){c->buf, 0, (int)cc, (long)(cr * cc)};
+    pgd__mat bias, res;
+    if (args->bias) {
+        if (pgd_tensor_numel(args->bias) != N) {
+            char s[96];
+            return pgd__error_set(err, PGD_ERR_SHAPE, "gemm: bias %s must have N=%lld elements",
+                                  pgd_tensor_shape_str(args->bias, s, sizeof s), (long long)N);
+        }
+        bias = (pgd__mat){args->bias->buf, 0, 0, 0};
+        g.bias = &bias;
+    }
+    if (args->residual) {
+        if (pgd_tensor_numel(args->residual) != pgd_tensor_numel(c)) {
+            char s[96];
+            return pgd__error_set(err, PGD_ERR_SHAPE, "gemm: residual %s must be shaped like C %s",
+                                  pgd_tensor_shape_str(args->residual, s, sizeof s), sc);
+        }
+        res = (pgd__mat){args->residual->buf, 0, (int)cc, (long)(cr * cc)};
+        g.residual = &res;
+    }
+    return pgd__gemm(ctx, &g, err);
+}
+
+/* ---- linear layers: weights packed once ---- */
+
+struct pgd_linear {
+    pgd_ctx *ctx;
+    int64_t n, k;
+    pgd_tensor *w;      /* packed panels on CPU devices; the [N, K] weights elsewhere */
+    pgd_tensor *bias;   /* [N] or NULL */
+    int packed;
+    int backend; /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
+};
+
+int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                      pgd_linear **out, pgd_error **err)
+{
+    *out = NULL;
+    char sw[96], sb[96];
+    if (w->ndim != 2)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
+                              pgd_tensor_shape_str(w, sw, sizeof sw));
+    int64_t n = w->shape[0], k = w->shape[1];
+    if (bias && pgd_tensor_numel(bias) != n)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s does not match weights %s",
+                              pgd_tensor_shape_str(bias, sb, sizeof sb),
+                              pgd_tensor_shape_str(w, sw, sizeof sw));
+    pgd_linear *l = calloc(1, sizeof *l);
+    if (!l)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "linear layer");
+    l->ctx = ctx;
+    l->n = n;
+    l->k = k;
+    int rc = PGD_OK;
+    pgd_tensor *panels = NULL;
+    if (pgd__gemm_uses_cpu_kernel(ctx)) {
+        int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
+        rc = pgd_tensor_create(ctx, 1, shape, &panels, err);
+        if (!rc) {
+            pgd__mat src = {w->buf, 0, (int)k, 0};
+            rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, panels->buf, 0, err);
+        }
+    }
+    int backend = PGD__GEMM_PAGODA;
+    if (!rc) {
+        /* The class of a linear layer ignores M: it is measured with 256 rows. */
+        pgd__gemm_call probe;
+        memset(&probe, 0, sizeof probe);
+        probe.trans_b = 1;
+        probe.M = 256;
+        probe.N = n;
+        probe.K = k;
+        probe.batch = 1;
+        probe.alpha = 1.0f;
+        pgd_tensor *x = NULL;
+        int64_t xs[1] = {256 * k};
+        int need_probe = forced_backend() < 0;
+        if (need_probe && pgd_tensor_create(ctx, 1, xs, &x, NULL) == PGD_OK) {
+            probe.a = (pgd__mat){x->buf, 0, (int)k, 0};
+            probe.b = (pgd__mat){w->buf, 0, (int)k, 0};
+            backend = choose(ctx, &probe, 1, panels ? panels->buf : NULL);
+            pgd_tensor_destroy(x);
+        } else if (!need_probe) {
+            backend = forced_backend();
+        }
+    }
+    if (!rc && backend == PGD__GEMM_PAGODA && panels) {
+        l->w = panels;
+        panels = NULL;
+        l->packed = 1;
+    } else if (!rc) {
+        l->backend = backend;
+        int64_t shape[2] = {n, k};
+        rc = pgd_tensor_create(ctx, 2, shape, &l->w, err);
+        if (!rc) {
+            cl_int cl = clEnqueueCopyBuffer(ctx->queue, w->buf, l->w->buf, 0, 0,
+                                            (size_t)(n * k) * sizeof(float), 0, NULL, NULL);
+            if (cl != CL_SUCCESS)
+                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying linear weights %s",
+                                  pgd_tensor_shape_str(w, sw, sizeof sw));
+        }
+    }
+    pgd_tensor_destroy(panels);
+    if (!rc && bias) {
+        int64_t shape[1] = {n};
+        rc = pgd_tensor_create(ctx, 1, shape, &l->bias, err);
+        if (!rc) {
+            cl_int cl = clEnqueueCopyBuffer(ctx->queue, bias->buf, l->bias->buf, 0, 0,
+                                            (size_t)n * sizeof(float), 0, NULL, NULL);
+            if (cl != CL_SUCCESS)
+                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying a linear bias");
+        }
+    }
+    if (rc) {
+        pgd_linear_destroy(l);
+        return rc;
+    }
+    *out = l;
+    return PGD_OK;
+}
+
+void pgd_linear_destroy(pgd_linear *l)
+{
+    if (!l)
+        return;
+    pgd_tensor_destroy(l->w);
+    pgd_tensor_destroy(l->bias);
+    free(l);
+}
+
+int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, pgd_act act,
+                       const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
+{
+    char sx[96], sy[96];
+    pgd_tensor_shape_str(x, sx, sizeof sx);
+    pgd_tensor_shape_str(y, sy, sizeof sy);
+    if (x->ndim < 1 || y->ndim < 1 || x->shape[x->ndim - 1] != l->k ||
+        y->shape[y->ndim - 1] != l->n ||
+        pgd_tensor_numel(x) / (l->k ? l->k : 1) != pgd_tensor_numel(y) / (l->n ? l->n : 1))
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "linear %lld->%lld: input %s must end in %lld and output %s in "
+                              "%lld, with equal leading sizes",
+                              (long long)l->k, (long long)l->n, sx, (long long)l->k, sy,
+                              (long long)l->n);
+    if (residual && pgd_tensor_numel(residual) != pgd_tensor_numel(y)) {
+        char sr[96];
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: residual %s must be shaped like the "
+                              "output %s", pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
+    }
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.trans_b = 1;
+    g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
+    g.N = l->n;
+    g.K = l->k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.act = act;
+    g.a = (pgd__mat){x->buf, 0, (int)l->k, 0};
+    g.b = (pgd__mat){l->w->buf, 0, (int)l->k, 0};
+    g.b_packed = l->packed;
+    g.b_own = 1; /* the back end was chosen when the layer was created */
+    g.c = (pgd__mat){y->buf, 0, (int)l->n, 0};
+    pgd__mat bias, res;
+    if (l->bias) {
+        bias = (pgd__mat){l->bias->buf, 0, 0, 0};
+        g.bias = &bias;
+    }
+    if (residual) {
+        res = (pgd__mat){residual->buf, 0, (int)l->n, 0};
+        g.residual = &res;
+    }
+    if (l->backend == PGD__GEMM_CLBLAST) {
+        int rc = pgd__gemm_clblast(ctx, &g, err);
+        if (rc != PGD_ERR_UNSUPPORTED)
+            return rc;
+    }
+    return pgd__gemm(ctx, &g, err);
+}

@@ -1,0 +1,83 @@
+/* gemm_clblast.c — the CLBlast back end of pgd__gemm (C = alpha·op(A)·op(B) + beta·C), with
+ * Pagoda's epilogue kernel for bias, activation and residual. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "pgd_config.h"
+
+#if PGD_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    if (!g->bias && !g->residual && g->act == PGD_ACT_NONE)
+        return PGD_OK;
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "gemm", NULL, "gemm_epilogue", &k, err);
+    if (rc)
+        return rc;
+    cl_int M = (cl_int)g->M, N = (cl_int)g->N, offc = (cl_int)g->c.off, ldc = g->c.ld;
+    cl_long sc = g->c.stride;
+    cl_mem bias = g->bias ? g->bias->buf : g->c.buf;
+    cl_int boff = g->bias ? (cl_int)g->bias->off : 0;
+    pgd__mat r = g->residual ? *g->residual : g->c;
+    cl_int roff = (cl_int)r.off, ldr = r.ld;
+    cl_long sr = r.stride;
+    clSetKernelArg(k, 0, sizeof M, &M);
+    clSetKernelArg(k, 1, sizeof N, &N);
+    clSetKernelArg(k, 2, sizeof(cl_mem), &g->c.buf);
+    clSetKernelArg(k, 3, sizeof offc, &offc);
+    clSetKernelArg(k, 4, sizeof ldc, &ldc);
+    clSetKernelArg(k, 5, sizeof sc, &sc);
+    clSetKernelArg(k, 6, sizeof(cl_mem), &bias);
+    clSetKernelArg(k, 7, sizeof boff, &boff);
+    clSetKernelArg(k, 8, sizeof(cl_mem), &r.buf);
+    clSetKernelArg(k, 9, sizeof roff, &roff);
+    clSetKernelArg(k, 10, sizeof ldr, &ldr);
+    clSetKernelArg(k, 11, sizeof sr, &sr);
+    cl_int epi = pgd__gemm_epi_code(g);
+    clSetKernelArg(k, 12, sizeof epi, &epi);
+    size_t global[3] = {(size_t)g->N, (size_t)g->M, (size_t)g->batch};
+    return pgd__enqueue(ctx, k, "gemm_epilogue", 3, global, NULL, err);
+}
+
+#if PGD_HAVE_CLBLAST
+int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    if (g->M == 0 || g->N == 0)
+        return PGD_OK;
+    if (g->K == 0) /* CLBlast rejects K = 0; the own kernels handle it */
+        return PGD_ERR_UNSUPPORTED;
+    CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastStatusCode st;
+    if (g->batch == 1)
+        st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)g->M, (size_t)g->N, (size_t)g->K,
+                          g->alpha, g->a.buf, g->a.off, (size_t)g->a.ld, g->b.buf, g->b.off,
+                          (size_t)g->b.ld, g->beta, g->c.buf, g->c.off, (size_t)g->c.ld,
+                          &ctx->queue, NULL);
+    else
+        st = CLBlastSgemmStridedBatched(
+            CLBlastLayoutRowMajor, ta, tb, (size_t)g->M, (size_t)g->N, (size_t)g->K, g->alpha,
+            g->a.buf, g->a.off, (size_t)g->a.ld, (size_t)g->a.stride, g->b.buf, g->b.off,
+            (size_t)g->b.ld, (size_t)g->b.stride, g->beta, g->c.buf, g->c.off, (size_t)g->c.ld,
+            (size_t)g->c.stride, (size_t)g->batch, &ctx->queue, NULL);
+    if (st != CLBlastSuccess)
+        return pgd__error_set(err, st <= -1000 ? PGD_ERR_OPENCL : pgd__status_from_cl(st),
+                              "CLBlast Sgemm failed with status %d (M=%lld N=%lld K=%lld batch "
+                              "%lld) on '%s'",
+                              (int)st, (long long)g->M, (long long)g->N, (long long)g->K,
+                              (long long)g->batch, ctx->dev.name);
+    return pgd__gemm_epilogue(ctx, g, err);
+}
+#else
+int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    (void)ctx;
+    (void)g;
+    (void)err;
+    return PGD_ERR_UNSUPPORTED;
+}
+#endif

@@ -1,0 +1,312 @@
+/* test_gemm.c — GEMM and linear layers against a double-precision reference, on every device:
+ * random and awkward shapes, every transpose, epilogues, batches, canaries, poisoned outputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "pgd_config.h"
+
+/* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */
+static void ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch, int b_shared,
+                     double alpha, const float *A, const float *B, double beta, const float *C0,
+                     const float *bias, pgd_act act, const float *R, double *out)
+{
+    for (int64_t bt = 0; bt < batch; bt++) {
+        const float *a = A + bt * M * K, *b = B + (b_shared ? 0 : bt * K * N);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double av = ta ? a[k * M + m] : a[m * K + k];
+                    double bv = tb ? b[n * K + k] : b[k * N + n];
+                    s += av * bv;
+                }
+                int64_t i = bt * M * N + m * N + n;
+                double x = alpha * s + (beta != 0 ? beta * C0[i] : 0.0);
+                if (bias)
+                    x += bias[n];
+                if (act == PGD_ACT_RELU)
+                    x = x > 0 ? x : 0;
+                else if (act == PGD_ACT_GELU)
+                    x = 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+                if (R)
+                    x += R[i];
+                out[i] = x;
+            }
+    }
+}
+
+static const int64_t awkward[] = {1, 2, 3, 7, 13, 31, 63, 64, 65, 127, 197, 257};
+
+static int64_t pick_dim(pgd_rng *r, int small)
+{
+    if (pgd_rng_int(r, 0, 1))
+        return awkward[pgd_rng_int(r, 0, small ? 6 : 11)];
+    return pgd_rng_int(r, 1, small ? 40 : 300);
+}
+
+static float *filled(size_t n, pgd_rng *r, int integers)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = integers ? (float)pgd_rng_int(r, -3, 3) : pgd_rng_float(r);
+    return p;
+}
+
+static pgd_tensor *upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data)
+{
+    pgd_tensor *t = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, ndim, shape, &t, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_upload(t, data, &err), &err);
+    return t;
+}
+
+/* One random case; returns 1 if it passed. */
+static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
+{
+    int ta = trial & 1, tb = (trial >> 1) & 1;
+    int64_t M = pick_dim(r, small), N = pick_dim(r, small), K = pick_dim(r, small);
+    int64_t batch = pgd_rng_int(r, 0, 3) == 0 ? pgd_rng_int(r, 2, 3) : 1;
+    int b_shared = batch > 1 && pgd_rng_int(r, 0, 1);
+    /* Epilogues are exercised mostly with B transposed, the linear-layer case. */
+    int epi = tb ? (int)pgd_rng_int(r, 0, 5) : (int)pgd_rng_int(r, 0, 1);
+    int has_bias = epi >= 1, has_res = epi >= 3;
+    pgd_act act = epi == 2 || epi == 4 ? PGD_ACT_GELU : epi == 5 ? PGD_ACT_RELU : PGD_ACT_NONE;
+    int integers = act != PGD_ACT_GELU && pgd_rng_int(r, 0, 1);
+    float alpha = integers ? 1.0f : 0.5f + pgd_rng_float(r);
+    float beta = pgd_rng_int(r, 0, 3) == 0 ? (integers ? 2.0f : pgd_rng_float(r)) : 0.0f;
+
+    size_t na = (size_t)(batch * M * K), nb = (size_t)((b_shared ? 1 : batch) * K * N),
+           nc = (size_t)(batch * M * N);
+    const size_t canary = 33;
+    float *A = filled(na, r, integers), *B = filled(nb, r, integers), *C0 = filled(nc, r, integers);
+    float *bias = has_bias ? filled((size_t)N, r, integers) : NULL;
+    float *R = has_res ? filled(nc, r, integers) : NULL;
+    double *want = malloc(nc * sizeof *want);
+    float *got = malloc((nc + canary) * sizeof *got);
+    ref_gemm(ta, tb, M, N, K, batch, b_shared, alpha, A, B, beta, C0, bias, act, R, want);
+
+    int64_t sa[3] = {batch, ta ? K : M, ta ? M : K};
+    int64_t sb[3] = {b_shared ? 1 : batch, tb ? N : K, tb ? K : N};
+    int64_t sc[3] = {batch, M, N};
+    pgd_tensor *ta_ = upload(ctx, 3, sa, A);
+    pgd_tensor *tb_ = b_shared ? upload(ctx, 2, sb + 1, B) : upload(ctx, 3, sb, B);
+    /* C lives at the start of a larger buffer: the tail is a NaN canary; with beta = 0 the
+     * output is poisoned with NaN too, so an unwritten element fails. */
+    float *cinit = malloc((nc + canary) * sizeof *cinit);
+    for (size_t i = 0; i < nc + canary; i++)
+        cinit[i] = i < nc && beta != 0.0f ? C0[i] : NAN;
+    int64_t big[1] = {(int64_t)(nc + canary)};
+    pgd_tensor *cbuf = upload(ctx, 1, big, cinit);
+    pgd_tensor *cv = pgd_test_prefix(cbuf, 3, sc);
+    pgd_tensor *tbias = has_bias ? upload(ctx, 1, &N, bias) : NULL;
+    pgd_tensor *tres = has_res ? upload(ctx, 3, sc, R) : NULL;
+
+    pgd_gemm_args args = {ta, tb, alpha, beta, tbias, act, tres};
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_gemm(ctx, &args, ta_, tb_, cv, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_download(cbuf, got, &err), &err);
+    char what[160];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d M=%lld N=%lld K=%lld batch=%lld%s epi=%d %s", ta,
+             tb, (long long)M, (long long)N, (long long)K, (long long)batch,
+             b_shared ? " shared-B" : "", epi, integers ? "integers" : "floats");
+    /* Integer inputs give exact sums in float (|sum| < 2^24): demand equality. Otherwise the
+     * error of a length-K float dot product: K·eps relative to the magnitudes involved. */
+    double tol = integers ? 0.0 : 2e-6 * (double)K + 1e-5;
+    int ok = pgd_test_allclose(got, want, nc, tol, tol, what);
+    for (size_t i = nc; i < nc + canary; i++)
+        if (!isnan(got[i])) {
+            fprintf(stderr, "%s: canary %zu overwritten\n", what, i - nc);
+            ok = 0;
+            break;
+        }
+    free(cv);
+    pgd_tensor_destroy(ta_);
+    pgd_tensor_destroy(tb_);
+    pgd_tensor_destroy(cbuf);
+    pgd_tensor_destroy(tbias);
+    pgd_tensor_destroy(tres);
+    free(A);
+    free(B);
+    free(C0);
+    free(bias);
+    free(R);
+    free(want);
+    free(got);
+    free(cinit);
+    return ok;
+}
+
+START_TEST(random_shapes)
+{
+    setenv("PAGODA_GEMM", "pagoda", 1);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 42);
+        int failed = 0;
+        int small = d[i].software_rasteriser;
+        for (int trial = 0; trial < 120; trial++)
+            failed += !one_case(ctx, &r, trial, small);
+        ck_assert_msg(failed == 0, "%s: %d of 120 GEMM cases failed", d[i].name, failed);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
+START_TEST(linear_layers)
+{
+    setenv("PAGODA_GEMM", "pagoda", 1);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 99);
+        int small = d[di].software_rasteriser;
+        for (int trial = 0; trial < 100; trial++) {
+            int64_t rows = pick_dim(&r, small), in = pick_dim(&r, small), out = pick_dim(&r, small);
+            int use_bias = trial % 3 != 0, use_res = trial % 4 == 1;
+            pgd_act act = (pgd_act)(trial % 3);
+            float *X = filled((size_t)(rows * in), &r, 0), *W = filled((size_t)(out * in), &r, 0);
+            float *bias = filled((size_t)out, &r, 0), *R = filled((size_t)(rows * out), &r, 0);
+            double *want = malloc((size_t)(rows * out) * sizeof *want);
+            float *got = malloc((size_t)(rows * out) * sizeof *got);
+            ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, W, 0.0, NULL, use_bias ? bias : NULL, act,
+                     use_res ? R : NULL, want);
+            int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
+            pgd_tensor *tx = upload(ctx, 2, sx, X), *tw = upload(ctx, 2, sw, W);
+            pgd_tensor *tbias = upload(ctx, 1, &out, bias), *tr = upload(ctx, 2, sy, R);
+            pgd_tensor *ty = NULL;
+            pgd_linear *lin = NULL;
+            pgd_error *err = NULL;
+            PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sy, &ty, &err), &err);
+            PGD_CHECK_OK(pgd_linear_create(ctx, tw, use_bias ? tbias : NULL, &lin, &err), &err);
+            /* The layer keeps its own copy: changing the caller's weights must not matter. */
+            pgd_tensor_destroy(tw);
+            PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err), &err);
+            PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
+            char what[128];
+            snprintf(what, sizeof what, "%s linear %lld x %lld -> %lld act %d", d[di].name,
+                     (long long)rows, (long long)in, (long long)out, (int)act);
+            double tol = 2e-6 * (double)in + 1e-5;
+            ck_assert_msg(pgd_test_allclose(got, want, (size_t)(rows * out), tol, tol, what), "%s",
+                          what);
+            pgd_linear_destroy(lin);
+            pgd_tensor_destroy(tx);
+            pgd_tensor_destroy(tbias);
+            pgd_tensor_destroy(tr);
+            pgd_tensor_destroy(ty);
+            free(X);
+            free(W);
+            free(bias);
+            free(R);
+            free(want);
+            free(got);
+        }
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
+START_TEST(shape_errors)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_error *err = NULL;
+    int64_t s1[2] = {4, 5}, s2[2] = {6, 7}, s3[2] = {4, 7};
+    pgd_tensor *a = NULL, *b = NULL, *c = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, s1, &a, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, s2, &b, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, s3, &c, &err), &err);
+    ck_assert_int_eq(pgd_gemm(ctx, NULL, a, b, c, &err), PGD_ERR_SHAPE);
+    ck_assert_msg(strstr(pgd_error_message(err), "[4, 5]") && strstr(pgd_error_message(err), "[6, 7]"),
+                  "%s", pgd_error_message(err));
+    pgd_error_free(err);
+    err = NULL;
+    pgd_linear *lin = NULL;
+    PGD_CHECK_OK(pgd_linear_create(ctx, b, NULL, &lin, &err), &err); /* 7 -> 6 */
+    ck_assert_int_eq(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, NULL, c, &err), PGD_ERR_SHAPE);
+    ck_assert(strstr(pgd_error_message(err), "[4, 5]") != NULL);
+    pgd_error_free(err);
+    pgd_linear_destroy(lin);
+    pgd_tensor_destroy(a);
+    pgd_tensor_destroy(b);
+    pgd_tensor_destroy(c);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* CLBlast forced: the same reference checks on fewer, smaller cases (CLBlast compiles for
+ * seconds at its first call in each process). */
+START_TEST(clblast_backend)
+{
+#if PGD_HAVE_CLBLAST
+    setenv("PAGODA_GEMM", "clblast", 1);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 7);
+        int failed = 0;
+        for (int trial = 0; trial < 24; trial++)
+            failed += !one_case(ctx, &r, trial, 1);
+        ck_assert_msg(failed == 0, "%s: %d of 24 CLBlast GEMM cases failed", d[i].name, failed);
+        pgd_ctx_destroy(ctx);
+    }
+    unsetenv("PAGODA_GEMM");
+#endif
+}
+END_TEST
+
+/* Without PAGODA_GEMM the first GEMM of a shape class measures both back ends once and the
+ * choice is remembered in the cache directory: a new context does not measure again. */
+START_TEST(choice_is_measured_once)
+{
+#if PGD_HAVE_CLBLAST
+    unsetenv("PAGODA_GEMM");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    char *dir = pgd_test_tempdir("choice");
+    setenv("PAGODA_CACHE_DIR", dir, 1);
+    for (int round = 0; round < 2; round++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 5);
+        ck_assert(one_case(ctx, &r, 0, 1));
+        ck_assert_uint_eq(ctx->gemm_measurements, round == 0 ? 1 : 0);
+        pgd_ctx_destroy(ctx);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
+    unsigned char *text = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_msg(strstr((char *)text, "gemm:00:") != NULL, "no class recorded: %s", text);
+    free(text);
+    pgd_test_rmtree(dir);
+    free(dir);
+#endif
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, shape_errors);
+    tcase_add_test(tc, random_shapes);
+    tcase_add_test(tc, linear_layers);
+    tcase_add_test(tc, clblast_backend);
+    tcase_add_test(tc, choice_is_measured_once);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
