@@ -56,8 +56,11 @@ void bench_stats(double *ms, int n, double *median, double *p90, double *min)
 static const bench_item *const items[] = {
     &bench_item_build,
     &bench_item_scale,
-    &bench_item_gemm_nn, /* before gemm: "gemm" would match "gemm-nn:" by prefix otherwise */
+    &bench_item_gemm_nn,
     &bench_item_gemm,
+    &bench_item_attention_unfused,
+    &bench_item_attention,
+    &bench_item_layernorm,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif

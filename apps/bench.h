@@ -37,5 +37,8 @@ extern const bench_item bench_item_scale;
 extern const bench_item bench_item_gemm;
 extern const bench_item bench_item_gemm_nn;
 extern const bench_item bench_item_blas;
+extern const bench_item bench_item_attention;
+extern const bench_item bench_item_attention_unfused;
+extern const bench_item bench_item_layernorm;
 
 #endif

@@ -1,4 +1,5 @@
 /* bench_items.c — the benchmark items: program builds and kernels. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,3 +387,198 @@ const bench_item bench_item_blas = {
     "OpenBLAS cblas_sgemm on the host, A·Wᵀ as gemm:M,N,K (the peer to beat)", validate_mnk,
     run_blas};
 #endif
+
+/* ---- attention:N,H,D — fused attention on a [N, 3, H, D] qkv tensor (batch 1), and
+ * attention-unfused:N,H,D — Pagoda's GEMM + softmax + GEMM with the N×N scores in memory ----- */
+
+static int parse_nhd(const char *spec, long v[3])
+{
+    return parse_mnk(spec, v);
+}
+
+static int validate_nhd(const char *spec)
+{
+    long v[3];
+    return parse_nhd(spec, v);
+}
+
+typedef struct attn_state {
+    pgd_ctx *ctx;
+    long n, h, d;
+    pgd_tensor *qkv, *out;          /* fused */
+    pgd_tensor *q, *k, *v, *s, *o;  /* unfused: [H, N, D] each, scores [H, N, N] */
+} attn_state;
+
+static int attn_fused_once(void *p, pgd_error **err)
+{
+    attn_state *s = p;
+    return pgd_attention_qkv(s->ctx, s->qkv, s->h, s->out, err);
+}
+
+static int attn_unfused_once(void *p, pgd_error **err)
+{
+    attn_state *s = p;
+    pgd_gemm_args qk = {0, 1, 1.0f, 0.0f, NULL, PGD_ACT_NONE, NULL};
+    int rc = pgd_gemm(s->ctx, &qk, s->q, s->k, s->s, err);
+    if (!rc)
+        rc = pgd_softmax(s->ctx, s->s, (float)(1.0 / sqrt((double)s->d)), s->s, err);
+    if (!rc)
+        rc = pgd_gemm(s->ctx, NULL, s->s, s->v, s->o, err);
+    return rc;
+}
+
+static int run_attention_common(pgd_ctx *ctx, const char *spec, const bench_opts *o,
+                                bench_result *res, int *nres, int fused, pgd_error **err)
+{
+    long v[3] = {1, 1, 1};
+    parse_nhd(spec, v);
+    attn_state s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx;
+    s.n = v[0];
+    s.h = v[1];
+    s.d = v[2];
+    size_t nqkv = (size_t)(3 * s.n * s.h * s.d);
+    float *host = malloc(nqkv * sizeof *host);
+    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    if (!rc)
+        fill_rand(host, nqkv);
+    if (!rc && fused) {
+        int64_t sq[3] = {1, s.n, 3 * s.h * s.d}, so[3] = {1, s.n, s.h * s.d};
+        rc = pgd_tensor_create(ctx, 3, sq, &s.qkv, err);
+        if (!rc)
+            rc = pgd_tensor_create(ctx, 3, so, &s.out, err);
+        if (!rc)
+            rc = pgd_tensor_upload(s.qkv, host, err);
+    } else if (!rc) {
+        int64_t shd[3] = {s.h, s.n, s.d}, ss[3] = {s.h, s.n, s.n};
+        pgd_tensor **ts[4] = {&s.q, &s.k, &s.v, &s.o};
+        for (int i = 0; i < 4 && !rc; i++)
+            rc = pgd_tensor_create(ctx, 3, shd, ts[i], err);
+        if (!rc)
+            rc = pgd_tensor_create(ctx, 3, ss, &s.s, err);
+        for (int i = 0; i < 3 && !rc; i++)
+            rc = pgd_tensor_upload(*ts[i], host + (size_t)i * (nqkv / 3), err);
+    }
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){fused ? attn_fused_once : attn_unfused_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", fused ? "attention" : "attention-unfused",
+                 s.n, s.h, s.d);
+        b->flops = 4.0 * (double)s.n * (double)s.n * (double)s.h * (double)s.d;
+        /* Device memory the op needs beyond its inputs and output: the unfused form holds
+         * the H·N·N scores. */
+        snprintf(b->extra_key, sizeof b->extra_key, "scratch_bytes");
+        b->extra = fused ? 0.0 : 4.0 * (double)s.h * (double)s.n * (double)s.n;
+        b->bytes = 4.0 * (double)(4 * s.n * s.h * s.d);
+        *nres = 1;
+    }
+    pgd_tensor_destroy(s.qkv);
+    pgd_tensor_destroy(s.out);
+    pgd_tensor_destroy(s.q);
+    pgd_tensor_destroy(s.k);
+    pgd_tensor_destroy(s.v);
+    pgd_tensor_destroy(s.s);
+    pgd_tensor_destroy(s.o);
+    free(host);
+    return rc;
+}
+
+static int run_attention(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                         int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_attention_common(ctx, spec, o, res, nres, 1, err);
+}
+
+static int run_attention_unfused(pgd_ctx *ctx, const char *spec, const bench_opts *o,
+                                 bench_result *res, int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_attention_common(ctx, spec, o, res, nres, 0, err);
+}
+
+const bench_item bench_item_attention = {
+    "attention", "attention:N,H,D",
+    "fused multi-head self-attention on a [N, 3·H·D] qkv tensor (no N×N scores)", validate_nhd,
+    run_attention};
+const bench_item bench_item_attention_unfused = {
+    "attention-unfused", "attention-unfused:N,H,D",
+    "the same as GEMM + softmax + GEMM with the H·N·N scores in memory (the baseline)",
+    validate_nhd, run_attention_unfused};
+
+/* ---- layernorm:N,D ------------------------------------------------------------------------ */
+
+static int parse_nd(const char *spec, long v[2])
+{
+    const char *colon = strchr(spec, ':');
+    char tail[8];
+    if (!colon || sscanf(colon + 1, "%ld,%ld%7s", &v[0], &v[1], tail) != 2)
+        return -1;
+    return v[0] < 1 || v[1] < 1 || v[0] > (1L << 24) || v[1] > (1L << 24) ? -1 : 0;
+}
+
+static int validate_nd(const char *spec)
+{
+    long v[2];
+    return parse_nd(spec, v);
+}
+
+typedef struct ln_state {
+    pgd_ctx *ctx;
+    pgd_tensor *x, *w, *b, *y;
+} ln_state;
+
+static int ln_once(void *p, pgd_error **err)
+{
+    ln_state *s = p;
+    return pgd_layernorm(s->ctx, s->x, s->w, s->b, 1e-6f, s->y, err);
+}
+
+static int run_layernorm(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                         int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    long v[2] = {1, 1};
+    parse_nd(spec, v);
+    ln_state s = {ctx, NULL, NULL, NULL, NULL};
+    int64_t sx[2] = {v[0], v[1]}, sw[1] = {v[1]};
+    float *host = malloc((size_t)(v[0] * v[1]) * sizeof *host);
+    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, sx, &s.x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, sx, &s.y, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, sw, &s.w, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, sw, &s.b, err);
+    if (!rc) {
+        fill_rand(host, (size_t)(v[0] * v[1]));
+        rc = pgd_tensor_upload(s.x, host, err);
+    }
+    if (!rc)
+        rc = pgd_tensor_upload(s.w, host, err);
+    if (!rc)
+        rc = pgd_tensor_upload(s.b, host, err);
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){ln_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "layernorm:%ld,%ld", v[0], v[1]);
+        b->flops = 8.0 * (double)v[0] * (double)v[1];
+        b->bytes = 8.0 * (double)v[0] * (double)v[1];
+        *nres = 1;
+    }
+    pgd_tensor_destroy(s.x);
+    pgd_tensor_destroy(s.y);
+    pgd_tensor_destroy(s.w);
+    pgd_tensor_destroy(s.b);
+    free(host);
+    return rc;
+}
+
+const bench_item bench_item_layernorm = {"layernorm", "layernorm:N,D",
+                                         "LayerNorm over D of N rows (eps 1e-6, affine)",
+                                         validate_nd, run_layernorm};
