@@ -309,6 +309,17 @@ PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_erro
 PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
                               pgd_tensor *out, pgd_error **err);
 
+/* ---- .npy files ---------------------------------------------------------------------------- */
+
+/* Reads a NumPy .npy array of little-endian float32 or float64 (converted) in C order. *data is
+ * malloc'd (caller frees); *ndim and shape receive the shape. On error nothing is allocated and
+ * the message names the file and the problem. */
+PGD_API int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
+                         pgd_error **err);
+/* Writes float32 data of the given shape as .npy, via a temp file renamed into place. */
+PGD_API int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
+                          pgd_error **err);
+
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. Shapes must have equal element counts; y may alias x. */

@@ -1,0 +1,680 @@
+/* vit.c — the Vision Transformer built from libpagoda's ops.
+ *
+ * Three namings are recognised (timm, Hugging Face ViTForImageClassification, torchvision
+ * vit_*); all map onto one layer list. Per block: LayerNorm → fused qkv linear → fused
+ * attention → projection + residual → LayerNorm → fc1 + GELU → fc2 + residual. Hugging Face's
+ * separate query/key/value weights are concatenated into one qkv weight at load time. */
+#define CL_TARGET_OPENCL_VERSION 120
+#include "vit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+const char *vit_family_name(vit_family f)
+{
+    return f == VIT_TIMM ? "timm" : f == VIT_HF ? "Hugging Face" : "torchvision";
+}
+
+enum {
+    W_PE_W, W_PE_B, W_CLS, W_DIST, W_POS, W_NORM_W, W_NORM_B, W_HEAD_W, W_HEAD_B, W_HEADD_W,
+    W_HEADD_B, B_LN1_W, B_LN1_B, B_QKV_W, B_QKV_B, B_PROJ_W, B_PROJ_B, B_LN2_W, B_LN2_B, B_FC1_W,
+    B_FC1_B, B_FC2_W, B_FC2_B, W_COUNT
+};
+
+/* Names per family; %d is the block index. For Hugging Face, B_QKV_* name the query tensor;
+ * key and value follow by substitution. */
+static const char *const names[3][W_COUNT] = {
+    {"patch_embed.proj.weight", "patch_embed.proj.bias", "cls_token", "dist_token", "pos_embed",
+     "norm.weight", "norm.bias", "head.weight", "head.bias", "head_dist.weight", "head_dist.bias",
+     "blocks.%d.norm1.weight", "blocks.%d.norm1.bias", "blocks.%d.attn.qkv.weight",
+     "blocks.%d.attn.qkv.bias", "blocks.%d.attn.proj.weight", "blocks.%d.attn.proj.bias",
+     "blocks.%d.norm2.weight", "blocks.%d.norm2.bias", "blocks.%d.mlp.fc1.weight",
+     "blocks.%d.mlp.fc1.bias", "blocks.%d.mlp.fc2.weight", "blocks.%d.mlp.fc2.bias"},
+    {"vit.embeddings.patch_embeddings.projection.weight",
+     "vit.embeddings.patch_embeddings.projection.bias", "vit.embeddings.cls_token",
+     "vit.embeddings.distillation_token", "vit.embeddings.position_embeddings",
+     "vit.layernorm.weight", "vit.layernorm.bias", "classifier.weight", "classifier.bias",
+     "distillation_classifier.weight", "distillation_classifier.bias",
+     "vit.encoder.layer.%d.layernorm_before.weight", "vit.encoder.layer.%d.layernorm_before.bias",
+     "vit.encoder.layer.%d.attention.attention.query.weight",
+     "vit.encoder.layer.%d.attention.attention.query.bias",
+     "vit.encoder.layer.%d.attention.output.dense.weight",
+     "vit.encoder.layer.%d.attention.output.dense.bias",
+     "vit.encoder.layer.%d.layernorm_after.weight", "vit.encoder.layer.%d.layernorm_after.bias",
+     "vit.encoder.layer.%d.intermediate.dense.weight",
+     "vit.encoder.layer.%d.intermediate.dense.bias", "vit.encoder.layer.%d.output.dense.weight",
+     "vit.encoder.layer.%d.output.dense.bias"},
+    {"conv_proj.weight", "conv_proj.bias", "class_token", "", "encoder.pos_embedding",
+     "encoder.ln.weight", "encoder.ln.bias", "heads.head.weight", "heads.head.bias", "", "",
+     "encoder.layers.encoder_layer_%d.ln_1.weight", "encoder.layers.encoder_layer_%d.ln_1.bias",
+     "encoder.layers.encoder_layer_%d.self_attention.in_proj_weight",
+     "encoder.layers.encoder_layer_%d.self_attention.in_proj_bias",
+     "encoder.layers.encoder_layer_%d.self_attention.out_proj.weight",
+     "encoder.layers.encoder_layer_%d.self_attention.out_proj.bias",
+     "encoder.layers.encoder_layer_%d.ln_2.weight", "encoder.layers.encoder_layer_%d.ln_2.bias",
+     "encoder.layers.encoder_layer_%d.mlp.0.weight", "encoder.layers.encoder_layer_%d.mlp.0.bias",
+     "encoder.layers.encoder_layer_%d.mlp.3.weight",
+     "encoder.layers.encoder_layer_%d.mlp.3.bias"},
+};
+
+/* Expands the one "%d" of a name template into the block index. */
+static void wname(vit_family f, int what, int block, char *buf, size_t size)
+{
+    const char *t = names[f][what], *p = strstr(t, "%d");
+    if (!p)
+        snprintf(buf, size, "%s", t);
+    else
+        snprintf(buf, size, "%.*s%d%s", (int)(p - t), t, block, p + 2);
+}
+
+static void replace(char *buf, size_t size, const char *from, const char *to)
+{
+    char *p = strstr(buf, from);
+    if (!p)
+        return;
+    char tail[512];
+    snprintf(tail, sizeof tail, "%s", p + strlen(from));
+    snprintf(p, size - (size_t)(p - buf), "%s%s", to, tail);
+}
+
+static int64_t numel(int ndim, const int64_t *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= s[i];
+    return n;
+}
+
+static void shape_str(int ndim, const int64_t *s, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)s[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+}
+
+/* Requires tensor `name` with numel `want` (and ndim if > 0); the error names both shapes. */
+static int need(const vit_source *src, const char *name, int want_ndim, const int64_t *want,
+                pgd_error **err)
+{
+    int nd = 0;
+    int64_t s[8];
+    char ws[96], gs[96];
+    shape_str(want_ndim, want, ws, sizeof ws);
+    if (src->shape(src->u, name, &nd, s) != 0)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
+                              name, ws);
+    if (numel(nd, s) != numel(want_ndim, want)) {
+        shape_str(nd, s, gs, sizeof gs);
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
+                              src->label, name, gs, ws);
+    }
+    return PGD_OK;
+}
+
+int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    int nd;
+    int64_t s[8];
+    int fam = -1;
+    for (int f = 0; f < 3 && fam < 0; f++)
+        if (src->shape(src->u, names[f][W_PE_W], &nd, s) == 0)
+            fam = f;
+    if (fam < 0)
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: not a ViT checkpoint: none of '%s' (timm), '%s' (Hugging Face) "
+                              "or '%s' (torchvision) is present",
+                              src->label, names[0][W_PE_W], names[1][W_PE_W], names[2][W_PE_W]);
+    cfg->family = (vit_family)fam;
+    if (nd != 4 || s[1] != 3 || s[2] != s[3] || s[2] < 1) {
+        char gs[96];
+        shape_str(nd, s, gs, sizeof gs);
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "%s: '%s' has shape %s, expected [dim, 3, P, P]", src->label,
+                              names[fam][W_PE_W], gs);
+    }
+    cfg->dim = (int)s[0];
+    cfg->patch = (int)s[2];
+    cfg->eps = fam == VIT_HF ? 1e-12f : 1e-6f;
+    cfg->extra = 1;
+    if (names[fam][W_DIST][0] && src->shape(src->u, names[fam][W_DIST], &nd, s) == 0)
+        cfg->extra = 2;
+    if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
+                              names[fam][W_POS]);
+    int64_t tokens = numel(nd, s) / cfg->dim, grid = tokens - cfg->extra;
+    int side = (int)floor(sqrt((double)grid) + 0.5);
+    if (numel(nd, s) % cfg->dim || grid < 1 || (int64_t)side * side != grid)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
+                              "square grid",
+                              src->label, names[fam][W_POS], (long long)tokens, cfg->dim,
+                              cfg->extra);
+    cfg->grid_h = cfg->grid_w = side;
+    char name[256];
+    for (cfg->depth = 0;; cfg->depth++) {
+        wname(cfg->family, B_LN1_W, cfg->depth, name, sizeof name);
+        if (src->shape(src->u, name, &nd, s) != 0)
+            break;
+    }
+    if (cfg->depth == 0)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
+                              src->label, name);
+    wname(cfg->family, B_FC1_W, 0, name, sizeof name);
+    if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
+                              name, cfg->dim);
+    cfg->mlp = (int)s[0];
+    if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
+                              src->label, names[fam][W_HEAD_W], cfg->dim);
+    cfg->classes = (int)s[0];
+    const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
+    if (meta && atoi(meta) > 0)
+        cfg->heads = atoi(meta);
+    else if (heads > 0)
+        cfg->heads = heads;
+    else {
+        static const int table[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}};
+        for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+            if (table[i][0] == cfg->dim)
+                cfg->heads = table[i][1];
+        if (!cfg->heads)
+            cfg->heads = cfg->dim % 64 == 0 ? cfg->dim / 64 : 1;
+    }
+    if (cfg->dim % cfg->heads)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
+                              src->label, cfg->dim, cfg->heads);
+    return PGD_OK;
+}
+
+/* ---- weights on the device ---- */
+
+typedef struct vit_block {
+    pgd_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    pgd_linear *qkv, *proj, *fc1, *fc2;
+} vit_block;
+
+struct vit_model {
+    pgd_ctx *ctx;
+    vit_config cfg;
+    pgd_tensor *pe_w, *pe_b, *cls, *dist, *pos, *norm_w, *norm_b;
+    pgd_tensor *pos_resized;
+    int pos_h, pos_w;
+    pgd_linear *head, *head_dist;
+    vit_block *blocks;
+};
+
+static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape,
+                       pgd_tensor **out, pgd_error **err)
+{
+    int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
+    if (!rc)
+        rc = pgd_tensor_upload(*out, data, err);
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int load_tensor(pgd_ctx *ctx, const vit_source *src, const char *name, int ndim,
+                       const int64_t *shape, pgd_tensor **out, pgd_error **err)
+{
+    int rc = need(src, name, ndim, shape, err);
+    if (rc)
+        return rc;
+    float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
+    if (!host)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
+    rc = src->read(src->u, name, host, err);
+    if (!rc)
+        rc = upload_host(ctx, host, ndim, shape, out, err);
+    free(host);
+    return rc;
+}
+
+/* A linear layer from weight `wn` [out, in] and bias `bn` [out] (bias optional when absent). */
+static int load_linear(pgd_ctx *ctx, const vit_source *src, const char *wn, const char *bn,
+                       int64_t out_dim, int64_t in_dim, pgd_linear **out, pgd_error **err)
+{
+    int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
+    pgd_tensor *w = NULL, *b = NULL;
+    int nd;
+    int64_t s[8];
+    int rc = load_tensor(ctx, src, wn, 2, ws, &w, err);
+    if (!rc && src->shape(src->u, bn, &nd, s) == 0)
+        rc = load_tensor(ctx, src, bn, 1, bs, &b, err);
+    if (!rc)
+        rc = pgd_linear_create(ctx, w, b, out, err);
+    pgd_tensor_destroy(w);
+    pgd_tensor_destroy(b);
+    return rc;
+}
+
+/* Hugging Face keeps query, key and value apart: concatenate them into one [3·dim, dim]. */
+static int load_hf_qkv(pgd_ctx *ctx, const vit_source *src, int block, int64_t dim,
+                       pgd_linear **out, pgd_error **err)
+{
+    float *w = malloc((size_t)(3 * dim * dim) * sizeof *w), *b = malloc((size_t)(3 * dim) * sizeof *b);
+    int rc = w && b ? PGD_OK : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "qkv weights");
+    static const char *parts[3] = {"query", "key", "value"};
+    for (int p = 0; p < 3 && !rc; p++) {
+        char wn[256], bn[256];
+        wname(VIT_HF, B_QKV_W, block, wn, sizeof wn);
+        wname(VIT_HF, B_QKV_B, block, bn, sizeof bn);
+        replace(wn, sizeof wn, "query", parts[p]);
+        replace(bn, sizeof bn, "query", parts[p]);
+        int64_t ws[2] = {dim, dim}, bs[1] = {dim};
+        rc = need(src, wn, 2, ws, err);
+        if (!rc)
+            rc = src->read(src->u, wn, w + p * dim * dim, err);
+        if (!rc)
+            rc = need(src, bn, 1, bs, err);
+        if (!rc)
+            rc = src->read(src->u, bn, b + p * dim, err);
+    }
+    pgd_tensor *tw = NULL, *tb = NULL;
+    int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};
+    if (!rc)
+        rc = upload_host(ctx, w, 2, ws, &tw, err);
+    if (!rc)
+        rc = upload_host(ctx, b, 1, bs, &tb, err);
+    if (!rc)
+        rc = pgd_linear_create(ctx, tw, tb, out, err);
+    pgd_tensor_destroy(tw);
+    pgd_tensor_destroy(tb);
+    free(w);
+    free(b);
+    return rc;
+}
+
+int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_model **out,
+             pgd_error **err)
+{
+    *out = NULL;
+    vit_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->blocks = calloc((size_t)cfg->depth, sizeof *m->blocks);
+    if (!m->blocks) {
+        free(m);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
+    }
+    vit_family f = cfg->family;
+    int64_t D = cfg->dim, P = cfg->patch, T = cfg->extra + (int64_t)cfg->grid_h * cfg->grid_w;
+    int64_t pe[4] = {D, 3, P, P}, d1[1] = {D}, pos[2] = {T, D};
+    int nd;
+    int64_t s[8];
+    int rc = load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
+    if (!rc && src->shape(src->u, names[f][W_PE_B], &nd, s) == 0)
+        rc = load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_CLS], 1, d1, &m->cls, err);
+    if (!rc && cfg->extra == 2)
+        rc = load_tensor(ctx, src, names[f][W_DIST], 1, d1, &m->dist, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_POS], 2, pos, &m->pos, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
+    if (!rc)
+        rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], cfg->classes, D,
+                         &m->head, err);
+    if (!rc && cfg->extra == 2)
+        rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], cfg->classes, D,
+                         &m->head_dist, err);
+    for (int i = 0; i < cfg->depth && !rc; i++) {
+        vit_block *b = &m->blocks[i];
+        char a[256], c[256];
+        wname(f, B_LN1_W, i, a, sizeof a);
+        rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
+        wname(f, B_LN1_B, i, a, sizeof a);
+        if (!rc)
+            rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_b, err);
+        wname(f, B_LN2_W, i, a, sizeof a);
+        if (!rc)
+            rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_w, err);
+        wname(f, B_LN2_B, i, a, sizeof a);
+        if (!rc)
+            rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_b, err);
+        if (!rc && f == VIT_HF)
+            rc = load_hf_qkv(ctx, src, i, D, &b->qkv, err);
+        else if (!rc) {
+            wname(f, B_QKV_W, i, a, sizeof a);
+            wname(f, B_QKV_B, i, c, sizeof c);
+            rc = load_linear(ctx, src, a, c, 3 * D, D, &b->qkv, err);
+        }
+        wname(f, B_PROJ_W, i, a, sizeof a);
+        wname(f, B_PROJ_B, i, c, sizeof c);
+        if (!rc)
+            rc = load_linear(ctx, src, a, c, D, D, &b->proj, err);
+        wname(f, B_FC1_W, i, a, sizeof a);
+        wname(f, B_FC1_B, i, c, sizeof c);
+        if (!rc)
+            rc = load_linear(ctx, src, a, c, cfg->mlp, D, &b->fc1, err);
+        wname(f, B_FC2_W, i, a, sizeof a);
+        wname(f, B_FC2_B, i, c, sizeof c);
+        if (!rc)
+            rc = load_linear(ctx, src, a, c, D, cfg->mlp, &b->fc2, err);
+    }
+    if (rc) {
+        vit_free(m);
+        return rc;
+    }
+    *out = m;
+    return PGD_OK;
+}
+
+void vit_free(vit_model *m)
+{
+    if (!m)
+        return;
+    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->pos, m->norm_w, m->norm_b,
+                        m->pos_resized};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        pgd_tensor_destroy(ts[i]);
+    pgd_linear_destroy(m->head);
+    pgd_linear_destroy(m->head_dist);
+    for (int i = 0; m->blocks && i < m->cfg.depth; i++) {
+        vit_block *b = &m->blocks[i];
+        pgd_tensor_destroy(b->ln1_w);
+        pgd_tensor_destroy(b->ln1_b);
+        pgd_tensor_destroy(b->ln2_w);
+        pgd_tensor_destroy(b->ln2_b);
+        pgd_linear_destroy(b->qkv);
+        pgd_linear_destroy(b->proj);
+        pgd_linear_destroy(b->fc1);
+        pgd_linear_destroy(b->fc2);
+    }
+    free(m->blocks);
+    free(m);
+}
+
+/* ---- forward ---- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Copies token `tok` of every batch of x [B, T, D] into rows [B, D]. */
+static int gather_token(pgd_ctx *ctx, const pgd_tensor *x, int64_t B, int64_t T, int64_t D,
+                        int tok, pgd_tensor *rows, pgd_error **err)
+{
+    for (int64_t b = 0; b < B; b++) {
+        cl_int cl = clEnqueueCopyBuffer(ctx->queue, x->buf, rows->buf,
+                                        (size_t)((b * T + tok) * D) * sizeof(float),
+                                        (size_t)(b * D) * sizeof(float), (size_t)D * sizeof(float),
+                                        0, NULL, NULL);
+        if (cl != CL_SUCCESS)
+            return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "gathering token %d", tok);
+    }
+    return PGD_OK;
+}
+
+int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
+                float *attn_map, double times[4], pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    const vit_config *c = &m->cfg;
+    int64_t D = c->dim, P = c->patch;
+    if (B < 1 || H < P || W < P || H % P || W % P)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "vit: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
+                              W, (long long)P, (long long)P);
+    int gh = (int)(H / P), gw = (int)(W / P);
+    int64_t T = c->extra + (int64_t)gh * gw, heads = c->heads;
+    double t0 = now_ms();
+    const pgd_tensor *pos = m->pos;
+    int rc = PGD_OK;
+    if (gh != c->grid_h || gw != c->grid_w) {
+        if (!m->pos_resized || m->pos_h != gh || m->pos_w != gw) {
+            pgd_tensor_destroy(m->pos_resized);
+            m->pos_resized = NULL;
+            int64_t ps[2] = {T, D};
+            rc = pgd_tensor_create(ctx, 2, ps, &m->pos_resized, err);
+            if (!rc)
+                rc = pgd_pos_embed_resize(ctx, m->pos, c->extra, c->grid_h, c->grid_w, gh, gw,
+                                          m->pos_resized, err);
+            if (rc)
+                return rc;
+            m->pos_h = gh;
+            m->pos_w = gw;
+        }
+        pos = m->pos_resized;
+    }
+    pgd_tensor *img = NULL, *x = NULL, *h = NULL, *qkv = NULL, *a = NULL, *mlp = NULL;
+    pgd_tensor *rows = NULL, *out = NULL, *out2 = NULL, *probs = NULL;
+    int64_t si[4] = {B, 3, H, W}, sx[3] = {B, T, D}, sq[3] = {B, T, 3 * D}, sm[3] = {B, T, c->mlp};
+    int64_t sr[2] = {B, D}, so[2] = {B, c->classes};
+    if (!rc)
+        rc = upload_host(ctx, images, 4, si, &img, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &h, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &a, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sq, &qkv, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sm, &mlp, err);
+    if (!rc)
+        rc = pgd_patch_embed(ctx, img, m->pe_w, m->pe_b, m->cls, m->dist, pos, x, err);
+    if (!rc)
+        rc = pgd_ctx_finish(ctx, err);
+    double t1 = now_ms();
+    for (int i = 0; i < c->depth && !rc; i++) {
+        vit_block *b = &m->blocks[i];
+        rc = pgd_layernorm(ctx, x, b->ln1_w, b->ln1_b, c->eps, h, err);
+        if (!rc)
+            rc = pgd_linear_forward(ctx, b->qkv, h, PGD_ACT_NONE, NULL, qkv, err);
+        if (!rc && attn_map && i == c->depth - 1) {
+            /* The class token's attention in the last block, every head. */
+            int64_t sp[1] = {B * heads * T};
+            rc = pgd_tensor_create(ctx, 1, sp, &probs, err);
+            pgd_attention_args aa;
+            memset(&aa, 0, sizeof aa);
+            aa.batch = B;
+            aa.heads = heads;
+            aa.nq = aa.nk = T;
+            aa.head_dim = D / heads;
+            int64_t tok = 3 * D, hd = D / heads;
+            aa.q = (pgd_view){qkv, 0, T * tok, hd, tok};
+            aa.k = (pgd_view){qkv, D, T * tok, hd, tok};
+            aa.v = (pgd_view){qkv, 2 * D, T * tok, hd, tok};
+            aa.o = (pgd_view){a, 0, T * D, hd, D};
+            aa.probs = probs;
+            aa.probs_head = -1;
+            aa.probs_q0 = 0;
+            aa.probs_q1 = 1;
+            if (!rc)
+                rc = pgd_attention(ctx, &aa, err);
+        } else if (!rc) {
+            rc = pgd_attention_qkv(ctx, qkv, heads, a, err);
+        }
+        if (!rc)
+            rc = pgd_linear_forward(ctx, b->proj, a, PGD_ACT_NONE, x, x, err);
+        if (!rc)
+            rc = pgd_layernorm(ctx, x, b->ln2_w, b->ln2_b, c->eps, h, err);
+        if (!rc)
+            rc = pgd_linear_forward(ctx, b->fc1, h, PGD_ACT_GELU, NULL, mlp, err);
+        if (!rc)
+            rc = pgd_linear_forward(ctx, b->fc2, mlp, PGD_ACT_NONE, x, x, err);
+    }
+    if (!rc)
+        rc = pgd_ctx_finish(ctx, err);
+    double t2 = now_ms();
+    if (!rc)
+        rc = pgd_layernorm(ctx, x, m->norm_w, m->norm_b, c->eps, h, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, sr, &rows, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, so, &out, err);
+    if (!rc)
+        rc = gather_token(ctx, h, B, T, D, 0, rows, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->head, rows, PGD_ACT_NONE, NULL, out, err);
+    if (!rc && m->head_dist) {
+        /* DeiT distilled: the mean of the class-token and distillation-token heads. */
+        rc = pgd_tensor_create(ctx, 2, so, &out2, err);
+        if (!rc)
+            rc = gather_token(ctx, h, B, T, D, 1, rows, err);
+        if (!rc)
+            rc = pgd_linear_forward(ctx, m->head_dist, rows, PGD_ACT_NONE, NULL, out2, err);
+        if (!rc)
+            rc = pgd_add(ctx, out, out2, out, err);
+        if (!rc)
+            rc = pgd_scale(ctx, out, 0.5f, out, err);
+    }
+    if (!rc)
+        rc = pgd_tensor_download(out, logits, err);
+    if (!rc && attn_map) {
+        float *p = malloc((size_t)(B * heads * T) * sizeof *p);
+        rc = p ? pgd_tensor_download(probs, p, err)
+               : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
+        for (int64_t b = 0; !rc && b < B; b++)
+            for (int64_t t = 0; t < (int64_t)gh * gw; t++) {
+                double s = 0;
+                for (int64_t hh = 0; hh < heads; hh++)
+                    s += p[(b * heads + hh) * T + c->extra + t];
+                attn_map[b * gh * gw + t] = (float)(s / (double)heads);
+            }
+        free(p);
+    }
+    double t3 = now_ms();
+    if (times) {
+        times[0] = t1 - t0;
+        times[1] = t2 - t1;
+        times[2] = t3 - t2;
+        times[3] = t3 - t0;
+    }
+    pgd_tensor *all[] = {img, x, h, qkv, a, mlp, rows, out, out2, probs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pgd_tensor_destroy(all[i]);
+    return rc;
+}
+
+/* ---- seeded random weights (timm naming), for the demo and tests ---- */
+
+typedef struct rand_src {
+    vit_config cfg;
+    uint64_t seed;
+} rand_src;
+
+static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    const rand_src *r = u;
+    const vit_config *c = &r->cfg;
+    int64_t D = c->dim, T = c->extra + (int64_t)c->grid_h * c->grid_w;
+    int blk = -1;
+    char rest[128] = "";
+    if (sscanf(name, "blocks.%d.%127s", &blk, rest) == 2) {
+        if (blk < 0 || blk >= c->depth)
+            return -1;
+        *ndim = 1;
+        s[0] = D;
+        if (!strcmp(rest, "norm1.weight") || !strcmp(rest, "norm1.bias") ||
+            !strcmp(rest, "norm2.weight") || !strcmp(rest, "norm2.bias") ||
+            !strcmp(rest, "attn.proj.bias") || !strcmp(rest, "mlp.fc2.bias"))
+            return 0;
+        *ndim = 2;
+        if (!strcmp(rest, "attn.qkv.weight"))
+            s[0] = 3 * D, s[1] = D;
+        else if (!strcmp(rest, "attn.proj.weight"))
+            s[0] = D, s[1] = D;
+        else if (!strcmp(rest, "mlp.fc1.weight"))
+            s[0] = c->mlp, s[1] = D;
+        else if (!strcmp(rest, "mlp.fc2.weight"))
+            s[0] = D, s[1] = c->mlp;
+        else if (!strcmp(rest, "attn.qkv.bias"))
+            *ndim = 1, s[0] = 3 * D;
+        else if (!strcmp(rest, "mlp.fc1.bias"))
+            *ndim = 1, s[0] = c->mlp;
+        else
+            return -1;
+        return 0;
+    }
+    if (!strcmp(name, "patch_embed.proj.weight")) {
+        *ndim = 4;
+        s[0] = D, s[1] = 3, s[2] = s[3] = c->patch;
+    } else if (!strcmp(name, "patch_embed.proj.bias") || !strcmp(name, "norm.weight") ||
+               !strcmp(name, "norm.bias")) {
+        *ndim = 1;
+        s[0] = D;
+    } else if (!strcmp(name, "cls_token") || (!strcmp(name, "dist_token") && c->extra == 2)) {
+        *ndim = 3;
+        s[0] = 1, s[1] = 1, s[2] = D;
+    } else if (!strcmp(name, "pos_embed")) {
+        *ndim = 3;
+        s[0] = 1, s[1] = T, s[2] = D;
+    } else if (!strcmp(name, "head.weight")) {
+        *ndim = 2;
+        s[0] = c->classes, s[1] = D;
+    } else if (!strcmp(name, "head.bias")) {
+        *ndim = 1;
+        s[0] = c->classes;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    const rand_src *r = u;
+    int nd;
+    int64_t s[8];
+    if (rand_shape(u, name, &nd, s) != 0)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
+    uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
+    int64_t n = numel(nd, s);
+    size_t len = strlen(name);
+    int is_norm_w = len > 7 && strstr(name, "norm") && !strcmp(name + len - 7, ".weight");
+    int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
+    /* Small weights (std 0.02-ish, like a trained ViT's init), unit LayerNorm scales. */
+    float amp = is_bias ? 0.01f : 0.035f;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= h >> 12;
+        h ^= h << 25;
+        h ^= h >> 27;
+        float v = (float)((double)((h * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0) * 2 - 1;
+        dst[i] = is_norm_w ? 1.0f + 0.1f * v : amp * v;
+    }
+    return PGD_OK;
+}
+
+static const char *rand_meta(void *u, const char *key)
+{
+    (void)u;
+    (void)key;
+    return NULL;
+}
+
+void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
+{
+    static rand_src state; /* one random model at a time is all the CLI needs */
+    state.cfg = *cfg;
+    state.cfg.family = VIT_TIMM;
+    state.seed = seed;
+    src->u = &state;
+    src->label = "random weights";
+    src->shape = rand_shape;
+    src->read = rand_read;
+    src->meta = rand_meta;
+}

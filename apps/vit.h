@@ -1,0 +1,56 @@
+/* vit.h — the Vision Transformer: configuration from tensor names and shapes, weights on the
+ * device, and the forward pass built from libpagoda's ops. */
+#ifndef PAGODA_VIT_H
+#define PAGODA_VIT_H
+
+#include <stdint.h>
+
+#include "pagoda.h"
+
+/* Where weights come from: a safetensors file, or seeded random values for the demo. */
+typedef struct vit_source {
+    void *u;
+    const char *label; /* for messages: the file name, or "random weights" */
+    /* 0 with the shape when the tensor exists, -1 when it does not. */
+    int (*shape)(void *u, const char *name, int *ndim, int64_t shape[8]);
+    /* Reads the tensor as float32 into dst (numel floats). */
+    int (*read)(void *u, const char *name, float *dst, pgd_error **err);
+    /* A __metadata__ value, or NULL. */
+    const char *(*meta)(void *u, const char *key);
+} vit_source;
+
+typedef enum vit_family { VIT_TIMM, VIT_HF, VIT_TORCHVISION } vit_family;
+
+typedef struct vit_config {
+    vit_family family;
+    int depth, dim, heads, patch, mlp, classes;
+    int grid_h, grid_w; /* trained position grid */
+    int extra;          /* 1: class token, 2: class + distillation token (DeiT) */
+    float eps;
+} vit_config;
+
+const char *vit_family_name(vit_family f);
+
+/* Recognises the naming and reads depth, width, patch, grid, classes and eps from the names
+ * and shapes; heads from __metadata__ "num_heads", else `heads` (>0), else the standard table
+ * (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors → an
+ * error naming them. */
+int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **err);
+
+typedef struct vit_model vit_model;
+
+int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_model **out,
+             pgd_error **err);
+void vit_free(vit_model *m);
+
+/* Runs B images [B, 3, H, W] (H, W multiples of the patch; the position grid is resized when
+ * they differ from the trained size) to logits [B, classes]. If attn_map is non-NULL it receives
+ * the last block's class-token attention over the patches, averaged over heads, as
+ * [B, H/P, W/P]. Stage times in ms go to times[0..3] (embed, blocks, head, total) if non-NULL. */
+int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
+                float *attn_map, double times[4], pgd_error **err);
+
+/* A source of seeded random weights in timm naming for the given configuration. */
+void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed);
+
+#endif
