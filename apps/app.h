@@ -26,5 +26,6 @@ int app_write_json(json_t *value, const char *path);
 int cmd_devices(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_vit(int argc, char **argv);
 
 #endif

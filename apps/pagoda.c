@@ -14,6 +14,7 @@ static const char usage[] =
     "  devices    list OpenCL devices and their capabilities\n"
     "  demo       list devices and run a checked end-to-end example\n"
     "  bench      time kernels and program builds; compare saved results\n"
+    "  vit        classify with a Vision Transformer\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "devices"))
         return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "vit"))
+        return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))

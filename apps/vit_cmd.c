@@ -1,0 +1,221 @@
+/* vit_cmd.c — `pagoda vit`: ViT classification of images or an input tensor. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "labels.h"
+#include "vit.h"
+
+static const char usage[] =
+    "usage: pagoda vit [--device SEL] [--random SIZE] [--heads H] [--topk K] [--json]\n"
+    "                  [--input F.npy] [--save-logits F.npy] [--profile]\n"
+    "\n"
+    "Classifies with a Vision Transformer. The input is an .npy tensor [B, 3, H, W] of\n"
+    "preprocessed images (H and W multiples of the patch size; other sizes than the trained\n"
+    "one interpolate the position embeddings bicubically).\n"
+    "\n"
+    "Options:\n"
+    "  --device SEL        device selector (see 'pagoda devices --help')\n"
+    "  --random SIZE       seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
+    "                      s (ViT-S/16), b (ViT-B/16, default) or tiny (2 blocks of width 32)\n"
+    "  --heads H           number of attention heads (default: the standard table by width)\n"
+    "  --topk K            classes to print per image (default 5)\n"
+    "  --json              print the results as JSON\n"
+    "  --input F.npy       the input tensor; without it a deterministic synthetic batch of one\n"
+    "                      224x224 image is used\n"
+    "  --save-logits F.npy write the logits [B, classes]\n"
+    "  --profile           per-kernel timings at the end\n"
+    "  -h, --help          show this help\n";
+
+static int random_config(const char *name, vit_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->family = VIT_TIMM;
+    c->patch = 16;
+    c->grid_h = c->grid_w = 14;
+    c->extra = 1;
+    c->classes = 1000;
+    c->eps = 1e-6f;
+    if (!strcmp(name, "ti"))
+        c->dim = 192, c->depth = 12, c->heads = 3;
+    else if (!strcmp(name, "s"))
+        c->dim = 384, c->depth = 12, c->heads = 6;
+    else if (!strcmp(name, "b"))
+        c->dim = 768, c->depth = 12, c->heads = 12;
+    else if (!strcmp(name, "tiny")) {
+        c->dim = 32, c->depth = 2, c->heads = 2, c->patch = 8, c->grid_h = c->grid_w = 4;
+        c->classes = 10;
+    } else
+        return -1;
+    c->mlp = 4 * c->dim;
+    return 0;
+}
+
+typedef struct ranked {
+    int index;
+    double p;
+} ranked;
+
+static int by_p(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return (x->p < y->p) - (x->p > y->p);
+}
+
+int cmd_vit(int argc, char **argv)
+{
+    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = "b";
+    int heads = 0, topk = 5, json = 0, profile = 0;
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
+        {"heads", required_argument, 0, 'H'},  {"topk", required_argument, 0, 'k'},
+        {"json", no_argument, 0, 'j'},         {"input", required_argument, 0, 'i'},
+        {"save-logits", required_argument, 0, 's'}, {"profile", no_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'r': random = optarg; break;
+        case 'i': input = optarg; break;
+        case 's': save_logits = optarg; break;
+        case 'j': json = 1; break;
+        case 'p': profile = 1; break;
+        case 'H':
+            heads = (int)strtol(optarg, &end, 10);
+            if (*end || heads < 1 || heads > 1024)
+                return app_usage_error("vit ", "--heads wants 1..1024, got '%s'", optarg);
+            break;
+        case 'k':
+            topk = (int)strtol(optarg, &end, 10);
+            if (*end || topk < 1 || topk > 100000)
+                return app_usage_error("vit ", "--topk wants a positive number, got '%s'", optarg);
+            break;
+        case 'h': fputs(usage, stdout); return EXIT_OK;
+        default: return app_usage_error("vit ", "bad option");
+        }
+    }
+    if (optind < argc)
+        return app_usage_error("vit ", "unexpected argument '%s' (images need --input F.npy in "
+                               "this release)", argv[optind]);
+    vit_config cfg;
+    if (random_config(random, &cfg) != 0)
+        return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", random);
+    if (heads)
+        cfg.heads = heads;
+    if (cfg.dim % cfg.heads)
+        return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg.dim, cfg.heads);
+
+    pgd_error *err = NULL;
+    float *x = NULL, *logits = NULL;
+    int64_t shape[PGD_MAX_DIMS];
+    int nd = 4;
+    if (input) {
+        if (pgd_npy_read(input, &x, &nd, shape, &err))
+            return app_fail(err);
+        if (nd != 4 || shape[1] != 3) {
+            free(x);
+            fprintf(stderr, "pagoda: error: %s: input must be [B, 3, H, W]\n", input);
+            return EXIT_RUNTIME;
+        }
+    } else {
+        int64_t side = (int64_t)cfg.patch * cfg.grid_h;
+        shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = side;
+        x = malloc((size_t)(3 * side * side) * sizeof *x);
+        if (!x)
+            return EXIT_RUNTIME;
+        for (int64_t i = 0; i < 3 * side * side; i++)
+            x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
+    }
+    int B = (int)shape[0], H = (int)shape[2], W = (int)shape[3];
+    pgd_ctx *ctx = NULL;
+    vit_model *m = NULL;
+    int rc = EXIT_OK;
+    if (pgd_ctx_create(device, &ctx, &err)) {
+        free(x);
+        return app_fail(err);
+    }
+    if (profile)
+        pgd_ctx_set_profiling(ctx, 1);
+    vit_source src;
+    vit_random_source(&src, &cfg, 1);
+    if (!json)
+        fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
+                        "the classes printed are meaningless\n",
+                random, cfg.dim, cfg.depth, cfg.heads);
+    if (vit_load(ctx, &src, &cfg, &m, &err)) {
+        rc = app_fail(err);
+        goto done;
+    }
+    logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
+    double t[4];
+    if (!logits || vit_forward(m, x, B, H, W, logits, NULL, t, &err)) {
+        rc = logits ? app_fail(err) : EXIT_RUNTIME;
+        goto done;
+    }
+    if (save_logits) {
+        int64_t ls[2] = {B, cfg.classes};
+        if (pgd_npy_write(save_logits, logits, 2, ls, &err)) {
+            rc = app_fail(err);
+            goto done;
+        }
+    }
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    json_t *jall = json ? json_array() : NULL;
+    ranked *rk = malloc((size_t)cfg.classes * sizeof *rk);
+    for (int b = 0; rk && b < B; b++) {
+        const float *l = logits + (size_t)b * (size_t)cfg.classes;
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < cfg.classes; k++)
+            mx = l[k] > mx ? l[k] : mx;
+        for (int k = 0; k < cfg.classes; k++)
+            sum += exp(l[k] - mx);
+        for (int k = 0; k < cfg.classes; k++)
+            rk[k] = (ranked){k, exp(l[k] - mx) / sum};
+        qsort(rk, (size_t)cfg.classes, sizeof *rk, by_p);
+        int kk = topk < cfg.classes ? topk : cfg.classes;
+        json_t *jtop = json ? json_array() : NULL;
+        if (!json)
+            printf("image %d:\n", b);
+        for (int k = 0; k < kk; k++) {
+            char fallback[32];
+            snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
+            const char *label = cfg.classes == 1000 ? pgd_imagenet_labels[rk[k].index] : fallback;
+            if (json)
+                json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
+                                                      "label", label, "probability", rk[k].p));
+            else
+                printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
+        }
+        if (json)
+            json_array_append_new(jall, json_pack("{s:i, s:o}", "image", b, "top", jtop));
+    }
+    free(rk);
+    if (json) {
+        json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
+                                "weights", "random", "device", app_device_json(d), "model",
+                                "family", vit_family_name(cfg.family), "width", cfg.dim, "depth",
+                                cfg.depth, "heads", cfg.heads, "patch", cfg.patch, "results", jall,
+                                "times_ms", "embed", t[0], "blocks", t[1], "head", t[2], "total",
+                                t[3]);
+        rc = app_write_json(doc, NULL);
+        json_decref(doc);
+    } else {
+        printf("%d image(s) %dx%d on %s: embed %.1f ms, blocks %.1f ms, head %.1f ms, total "
+               "%.1f ms\n",
+               B, H, W, d->name, t[0], t[1], t[2], t[3]);
+    }
+    if (profile && pgd_profile_print(ctx, stdout, &err))
+        rc = app_fail(err);
+done:
+    vit_free(m);
+    pgd_ctx_destroy(ctx);
+    free(x);
+    free(logits);
+    return rc;
+}
