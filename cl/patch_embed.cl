@@ -1,64 +1,12 @@
 /* patch_embed.cl — ViT patch embedding and bicubic resizing of position-embedding grids.
  *
- * Patch embedding is a P×P stride-P convolution, computed here as a GEMM whose A operand (the
- * unfolded image, one row per patch, one column per (channel, ky, kx)) is gathered straight
- * from the image while loading each tile: out[b, extra + p, d] = bias[d] + Σ_k A[b·np + p, k] ·
- * W[d, k] (+ pos[extra + p, d]). PE_TS×PE_TS work-items compute a PE_TS×PE_TS output tile,
- * stepping through K in PE_TS-wide slices held in local memory. The launcher picks PE_TS. */
-
-#ifndef PE_TS
-#define PE_TS 8
-#endif
+ * Patch embedding is a P×P stride-P convolution, computed as patch_unfold (the image as one
+ * row per patch, one column per (channel, ky, kx)) followed by the shared GEMM kernels with
+ * bias and position embeddings as the epilogue: out[b, extra + p, d] = bias[d] +
+ * Σ_k A[b·np + p, k] · W[d, k] + pos[extra + p, d]. */
 
 #define PE_HAS_BIAS 1u
 #define PE_HAS_POS 2u
-
-/* Global size: (round_up(D, PE_TS), round_up(B·np, PE_TS)); dim 0 runs over channels d, dim 1
- * over patches. */
-__kernel __attribute__((reqd_work_group_size(PE_TS, PE_TS, 1))) void
-patch_embed_gemm(__global const float *img, __global const float *wt, __global const float *bias,
-                 __global const float *pos, __global float *out, uint B, uint C, uint H, uint W,
-                 uint P, uint D, uint gw, uint np, uint extra, uint flags)
-{
-    __local float at[PE_TS][PE_TS + 1]; /* at[patch][k]; +1 keeps columns off one bank */
-    __local float wl[PE_TS][PE_TS + 1]; /* wl[channel][k] */
-    uint tx = (uint)get_local_id(0), ty = (uint)get_local_id(1);
-    uint d = (uint)get_group_id(0) * PE_TS + tx;
-    uint m = (uint)get_group_id(1) * PE_TS + ty;
-    uint M = B * np, PP = P * P, K = C * PP;
-    /* Each work-item loads A[m, k0 + tx] and W[d_load, k0 + tx], d_load = row ty of the
-     * group's channel block, so both loads are contiguous along k across the group's x. */
-    uint d_load = (uint)get_group_id(0) * PE_TS + ty;
-    uint pb = m / np, pp = m % np;
-    uint py = pp / gw, px = pp % gw;
-    __global const float *img_b = img + (size_t)pb * C * H * W + (size_t)(py * P) * W + px * P;
-    float acc = 0.0f;
-    for (uint k0 = 0; k0 < K; k0 += PE_TS) {
-        uint k = k0 + tx;
-        float a = 0.0f, w = 0.0f;
-        if (m < M && k < K) {
-            uint c = k / PP, r = k % PP;
-            a = img_b[(size_t)c * H * W + (r / P) * W + r % P];
-        }
-        if (d_load < D && k < K)
-            w = wt[(size_t)d_load * K + k];
-        at[ty][tx] = a;
-        wl[ty][tx] = w;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint kk = 0; kk < PE_TS; kk++)
-            acc += at[ty][kk] * wl[tx][kk];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (m < M && d < D) {
-        uint t = extra + pp;
-        float v = acc;
-        if (flags & PE_HAS_BIAS)
-            v += bias[d];
-        if (flags & PE_HAS_POS)
-            v += pos[(size_t)t * D + d];
-        out[((size_t)pb * (extra + np) + t) * D + d] = v;
-    }
-}
 
 /* The leading tokens: out[b, 0, :] = cls (+ pos[0]), out[b, 1, :] = dist (+ pos[1]) when
  * extra is 2. One work-item per element of B × extra × D. */
@@ -131,4 +79,18 @@ __kernel void pos_resize_bicubic(__global const float *pos, __global float *out,
         acc += wya[a] * row;
     }
     out[i] = acc;
+}
+
+/* Unfolds the image into A[B·np, C·P·P] (one row per patch, columns ordered (c, ky, kx) like
+ * the convolution weight [D, C, P, P]), for the GEMM path of the launcher. Global (K, B·np). */
+__kernel void patch_unfold(__global const float *img, __global float *A, uint C, uint H, uint W,
+                           uint P, uint gw, uint np, uint M)
+{
+    uint k = (uint)get_global_id(0), m = (uint)get_global_id(1);
+    uint PP = P * P, K = C * PP;
+    if (k >= K || m >= M)
+        return;
+    uint b = m / np, p = m % np, c = k / PP, r = k % PP;
+    uint y = (p / gw) * P + r / P, x = (p % gw) * P + r % P;
+    A[(size_t)m * K + k] = img[(((size_t)b * C + c) * H + y) * W + x];
 }

@@ -55,33 +55,6 @@ static size_t flat_wg(pgd_ctx *ctx, cl_kernel k)
     return mult * 4 < limit ? mult * 4 : limit;
 }
 
-/* The tiled GEMM kernel with the largest tile the device takes. The tile starts at 16
- * (16×16 = 256 work-items, a work-group size OpenCL GPUs generally accept; with K = C·P² small
- * a larger tile gains little), halves until the device's work-group and work-item limits and
- * its local memory (two PE_TS × (PE_TS+1) float tiles) allow it, and halves again while the
- * compiled kernel reports a smaller CL_KERNEL_WORK_GROUP_SIZE (register pressure). */
-static int gemm_kernel(pgd_ctx *ctx, cl_kernel *k, size_t *ts_out, pgd_error **err)
-{
-    size_t ts = 16;
-    const pgd_device_info *dev = &ctx->dev;
-    while (ts > 1 &&
-           (ts * ts > dev->max_work_group || ts > dev->max_work_item[0] ||
-            ts > dev->max_work_item[1] || 2 * ts * (ts + 1) * sizeof(float) > dev->local_mem))
-        ts /= 2;
-    for (;;) {
-        char opts[64];
-        snprintf(opts, sizeof opts, "-DPE_TS=%zu", ts);
-        int rc = pgd__kernel_get(ctx, "patch_embed", opts, "patch_embed_gemm", k, err);
-        if (rc)
-            return rc;
-        size_t wg = kernel_wg_size(ctx, *k);
-        if (ts == 1 || wg == 0 || wg >= ts * ts)
-            break;
-        ts /= 2;
-    }
-    *ts_out = ts;
-    return PGD_OK;
-}
 
 int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
                     const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
@@ -138,25 +111,51 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
     cl_mem bb = bias ? bias->buf : weight->buf, pb = pos ? pos->buf : weight->buf;
     int rc;
     if (np > 0 && C > 0) {
-        cl_kernel k;
-        size_t ts;
-        if ((rc = gemm_kernel(ctx, &k, &ts, err)))
+        /* Unfold into [B·np, C·P·P], then one strided-batched GEMM with the shared GEMM
+         * kernels: batch b's rows land at token `extra` of out[b]; bias and the patches' rows
+         * of pos (shared by every batch: stride 0) are the GEMM's epilogue. */
+        int64_t K = C * P * P;
+        pgd_tensor *A = NULL;
+        int64_t as[2] = {B * np, K};
+        if ((rc = pgd_tensor_create(ctx, 2, as, &A, err)))
             return rc;
-        cl_uint a[10] = {(cl_uint)B, (cl_uint)C,  (cl_uint)H,  (cl_uint)W,     (cl_uint)P,
-                         (cl_uint)D, (cl_uint)gw, (cl_uint)np, (cl_uint)extra, flags};
+        cl_kernel k;
+        if ((rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_unfold", &k, err))) {
+            pgd_tensor_destroy(A);
+            return rc;
+        }
+        cl_uint a[7] = {(cl_uint)C, (cl_uint)H, (cl_uint)W, (cl_uint)P, (cl_uint)gw, (cl_uint)np,
+                        (cl_uint)(B * np)};
         cl_int cl = CL_SUCCESS;
         set_arg(&cl, k, 0, sizeof(cl_mem), &image->buf);
-        set_arg(&cl, k, 1, sizeof(cl_mem), &weight->buf);
-        set_arg(&cl, k, 2, sizeof(cl_mem), &bb);
-        set_arg(&cl, k, 3, sizeof(cl_mem), &pb);
-        set_arg(&cl, k, 4, sizeof(cl_mem), &out->buf);
-        for (cl_uint i = 0; i < 10; i++)
-            set_arg(&cl, k, 5 + i, sizeof(cl_uint), &a[i]);
-        if (cl != CL_SUCCESS)
-            return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_embed_gemm'");
-        size_t global[2] = {round_up((size_t)D, ts), round_up((size_t)(B * np), ts)};
-        size_t local[2] = {ts, ts};
-        if ((rc = pgd__enqueue(ctx, k, "patch_embed_gemm", 2, global, local, err)))
+        set_arg(&cl, k, 1, sizeof(cl_mem), &A->buf);
+        for (cl_uint i = 0; i < 7; i++)
+            set_arg(&cl, k, 2 + i, sizeof(cl_uint), &a[i]);
+        if (cl != CL_SUCCESS) {
+            pgd_tensor_destroy(A);
+            return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_unfold'");
+        }
+        size_t wg = flat_wg(ctx, k);
+        size_t global[2] = {round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
+        rc = pgd__enqueue(ctx, k, "patch_unfold", 2, global, local, err);
+        pgd__gemm_call g;
+        memset(&g, 0, sizeof g);
+        g.trans_b = 1;
+        g.M = np;
+        g.N = D;
+        g.K = K;
+        g.batch = B;
+        g.alpha = 1.0f;
+        g.a = (pgd__mat){A->buf, 0, (int)K, (long)(np * K)};
+        g.b = (pgd__mat){weight->buf, 0, (int)K, 0};
+        g.c = (pgd__mat){out->buf, (size_t)(extra * D), (int)D, (long)(T * D)};
+        pgd__mat mb = {bb, 0, 0, 0}, mp = {pb, (size_t)(extra * D), (int)D, 0};
+        g.bias = bias ? &mb : NULL;
+        g.residual = pos ? &mp : NULL;
+        if (!rc)
+            rc = pgd__gemm(ctx, &g, err);
+        pgd_tensor_destroy(A);
+        if (rc)
             return rc;
     } else if (np > 0) {
         return pgd__error_set(err, PGD_ERR_SHAPE, "%s: image has no channels", op);
