@@ -359,6 +359,7 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
     ctx->cache_dir = pgd__cache_dir_resolve();
     const char *prof = getenv("PAGODA_PROFILE");
     ctx->profiling = prof && *prof && strcmp(prof, "0") != 0;
+    ctx->profile_at_exit = ctx->profiling;
     *out = ctx;
     return PGD_OK;
 }
@@ -369,6 +370,8 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
         return;
     if (ctx->queue)
         clFinish(ctx->queue);
+    if (ctx->profile_at_exit && ctx->totals_len)
+        pgd_profile_print(ctx, stderr, NULL);
     pgd__profile_destroy(ctx);
     pgd__pool_destroy(ctx);
     pgd__programs_destroy(ctx);

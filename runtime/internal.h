@@ -190,6 +190,7 @@ struct pgd_ctx {
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 
     int profiling;
+    int profile_at_exit; /* PAGODA_PROFILE set: print the table when the context closes */
     pgd__prof_event *events;
     size_t events_len, events_cap;
     pgd__prof_total *totals;

@@ -168,8 +168,9 @@ typedef struct pgd_ctx pgd_ctx;
 
 /* Opens a context and an in-order profiling queue on the selected device. `selector` as for
  * pgd_device_select(); NULL means $PAGODA_DEVICE, or the default when that is unset.
- * Profiling is on when $PAGODA_PROFILE is set to a non-zero value or pgd_ctx_set_profiling()
- * is called. On error nothing is allocated. */
+ * Profiling is on when $PAGODA_PROFILE is set to a non-zero value (the table is then printed
+ * to stderr when the context is destroyed) or pgd_ctx_set_profiling() is called. On error
+ * nothing is allocated. */
 PGD_API int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
 PGD_API void pgd_ctx_destroy(pgd_ctx *ctx);
 /* The device the context runs on. Owned by the context. */
