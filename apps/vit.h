@@ -50,6 +50,9 @@ void vit_free(vit_model *m);
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, double times[4], pgd_error **err);
 
+/* A source over an open safetensors file; `label` (the path) names it in messages. */
+void vit_weights_source(vit_source *src, pgd_weights *w, const char *label);
+
 /* A source of seeded random weights in timm naming for the given configuration. */
 void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed);
 

@@ -50,6 +50,30 @@ int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         return PGD_OK;
     if (g->K == 0) /* CLBlast rejects K = 0; the own kernels handle it */
         return PGD_ERR_UNSUPPORTED;
+    /* CLBlast overwrites C before our epilogue adds the residual: a residual that lives in C
+     * (x = x + f(x) in a transformer block) is first copied aside. */
+    pgd__gemm_call local = *g;
+    pgd__mat res_copy;
+    pgd_tensor *tmp = NULL;
+    if (g->residual && g->residual->buf == g->c.buf) {
+        const pgd__mat *r = g->residual;
+        int64_t extent = (int64_t)r->off + (g->batch - 1) * (int64_t)r->stride +
+                         (g->M - 1) * (int64_t)r->ld + g->N;
+        int64_t shape[1] = {extent};
+        int rc = pgd_tensor_create(ctx, 1, shape, &tmp, err);
+        if (rc)
+            return rc;
+        cl_int cl = clEnqueueCopyBuffer(ctx->queue, r->buf, tmp->buf, 0, 0,
+                                        (size_t)extent * sizeof(float), 0, NULL, NULL);
+        if (cl != CL_SUCCESS) {
+            pgd_tensor_destroy(tmp);
+            return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "saving a residual for CLBlast");
+        }
+        res_copy = *r;
+        res_copy.buf = tmp->buf;
+        local.residual = &res_copy;
+    }
+    g = &local;
     CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastStatusCode st;
@@ -64,13 +88,17 @@ int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
             g->a.buf, g->a.off, (size_t)g->a.ld, (size_t)g->a.stride, g->b.buf, g->b.off,
             (size_t)g->b.ld, (size_t)g->b.stride, g->beta, g->c.buf, g->c.off, (size_t)g->c.ld,
             (size_t)g->c.stride, (size_t)g->batch, &ctx->queue, NULL);
-    if (st != CLBlastSuccess)
+    if (st != CLBlastSuccess) {
+        pgd_tensor_destroy(tmp);
         return pgd__error_set(err, st <= -1000 ? PGD_ERR_OPENCL : pgd__status_from_cl(st),
                               "CLBlast Sgemm failed with status %d (M=%lld N=%lld K=%lld batch "
                               "%lld) on '%s'",
                               (int)st, (long long)g->M, (long long)g->N, (long long)g->K,
                               (long long)g->batch, ctx->dev.name);
-    return pgd__gemm_epilogue(ctx, g, err);
+    }
+    int rc = pgd__gemm_epilogue(ctx, g, err);
+    pgd_tensor_destroy(tmp); /* the pool reuses it only after the queued work (in order) */
+    return rc;
 }
 #else
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)

@@ -321,6 +321,89 @@ PGD_API int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shap
 PGD_API int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
                           pgd_error **err);
 
+/* ---- weights (safetensors) ---- */
+
+/* A read-only safetensors file (https://github.com/huggingface/safetensors): an 8-byte
+ * little-endian header length N, N bytes of UTF-8 JSON, then the data section. The file is
+ * mapped (or read when mapping fails) and validated completely by pgd_weights_open(); every
+ * accessor below then works on checked data. A handle may be read from several threads. */
+
+typedef enum pgd_dtype {
+    PGD_DTYPE_F64 = 0,
+    PGD_DTYPE_F32,
+    PGD_DTYPE_F16,
+    PGD_DTYPE_BF16,
+    PGD_DTYPE_I64,
+    PGD_DTYPE_I32,
+    PGD_DTYPE_I16,
+    PGD_DTYPE_I8,
+    PGD_DTYPE_U8,
+    PGD_DTYPE_BOOL,
+    /* known to the format, listed and located, but not converted by Pagoda */
+    PGD_DTYPE_U16,
+    PGD_DTYPE_U32,
+    PGD_DTYPE_U64,
+    PGD_DTYPE_F8_E4M3,
+    PGD_DTYPE_F8_E5M2
+} pgd_dtype;
+
+/* The safetensors name of a dtype ("F32", "BF16", ...); "?" for a value not in the list. */
+PGD_API const char *pgd_dtype_name(pgd_dtype dtype);
+/* Bytes per element of a dtype; 0 for a value not in the list. */
+PGD_API size_t pgd_dtype_size(pgd_dtype dtype);
+
+typedef struct pgd_weights pgd_weights;
+
+/* One tensor of an open file. `data` points into the mapping (valid until pgd_weights_close)
+ * and may be unaligned; the values are little-endian. */
+typedef struct pgd_weight_info {
+    const char *name;
+    pgd_dtype dtype;
+    const char *dtype_name; /* "F32", ... */
+    int ndim;               /* 0..PGD_MAX_DIMS; 0 is a scalar */
+    int64_t shape[PGD_MAX_DIMS];
+    uint64_t numel;         /* product of the shape (1 for a scalar) */
+    uint64_t bytes;         /* numel * pgd_dtype_size(dtype) */
+    uint64_t offset;        /* of the first byte within the data section */
+    const void *data;
+} pgd_weight_info;
+
+/* Opens and validates a safetensors file. Rejected with PGD_ERR_FORMAT (PGD_ERR_IO when the file
+ * cannot be read), the message naming the file, the tensor and the rule broken:
+ *   - the file holds at least 8 bytes; header length N <= 100,000,000 and 8 + N <= file size;
+ *   - the header is valid UTF-8 and a JSON object without duplicate keys;
+ *   - at most 1,000,000 tensors; names are 1..1024 bytes;
+ *   - "__metadata__", when present, is an object whose values are all strings;
+ *   - every other entry is an object with exactly "dtype" (a known dtype name), "shape" (an
+ *     array of at most 8 non-negative integers) and "data_offsets" ([begin, end], integers,
+ *     begin <= end <= data section size);
+ *   - end - begin equals product(shape) x dtype size, computed without overflow;
+ *   - sorted by offset, the ranges start at 0 and follow each other without gap or overlap, and
+ *     the last ends exactly at the end of the file (no trailing bytes).
+ * On error *out is NULL, nothing is allocated and nothing stays mapped. The file must not be
+ * truncated while it is open (a mapping of a shrunk file faults on access). */
+PGD_API int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err);
+/* Unmaps and frees. NULL is accepted. */
+PGD_API void pgd_weights_close(pgd_weights *w);
+/* The number of tensors (the "__metadata__" entry is not a tensor). */
+PGD_API size_t pgd_weights_count(const pgd_weights *w);
+/* The name of tensor i, tensors ordered by their offset in the file; NULL when i >= count. */
+PGD_API const char *pgd_weights_name(const pgd_weights *w, size_t i);
+/* Fills *info (may be NULL) for tensor `name`: PGD_OK, or PGD_ERR_NOT_FOUND when absent. */
+PGD_API int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info);
+/* The value of metadata key `key`, or NULL when absent. Owned by the handle. */
+PGD_API const char *pgd_weights_metadata(const pgd_weights *w, const char *key);
+/* Converts tensor `name` to numel float32 values in dst (host memory). F32 is copied, F16 and
+ * BF16 converted exactly (subnormals, infinities and NaN included), F64 rounded to nearest
+ * (beyond the float range: infinity). Other dtypes: PGD_ERR_UNSUPPORTED naming the dtype;
+ * absent tensor: PGD_ERR_NOT_FOUND. */
+PGD_API int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst,
+                                 pgd_error **err);
+/* Creates a float32 tensor of the tensor's shape (a scalar becomes shape [1]) on the context's
+ * device and uploads the converted values. On error *out is NULL. */
+PGD_API int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
+                               pgd_tensor **out, pgd_error **err);
+
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. Shapes must have equal element counts; y may alias x. */

@@ -1,0 +1,215 @@
+/* test_vit.c — the ViT against PyTorch: tiny random-weight models in each naming (timm, timm
+ * DeiT distilled, Hugging Face, torchvision), made by tools/make-vit-golden.py; configuration
+ * detection, logits on every device, and errors for missing or misshaped tensors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+#include "vit.h"
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("PAGODA_TEST_DATA");
+    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
+    return d;
+}
+
+static float *read_floats(const char *name, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
+    unsigned char *data = NULL;
+    size_t size = 0;
+    ck_assert_msg(pgd__read_file(path, &data, &size) == 0, "cannot read %s", path);
+    ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
+                  n * sizeof(float));
+    return (float *)data;
+}
+
+static void run_case(const char *name, vit_family fam, int extra)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vit-%s.json", data_dir(), name);
+    json_error_t je;
+    json_t *meta = json_load_file(path, 0, &je);
+    ck_assert_msg(meta != NULL, "%s: %s", path, je.text);
+    json_t *in = json_object_get(meta, "input");
+    int B = (int)json_integer_value(json_array_get(in, 0));
+    int H = (int)json_integer_value(json_array_get(in, 2));
+    int W = (int)json_integer_value(json_array_get(in, 3));
+    int classes = (int)json_integer_value(json_object_get(meta, "classes"));
+    json_decref(meta);
+    ck_assert(B > 0 && H > 0 && W > 0 && classes > 0);
+
+    snprintf(path, sizeof path, "%s/vit-%s.safetensors", data_dir(), name);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    vit_source src;
+    vit_weights_source(&src, w, path);
+    vit_config cfg;
+    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.family, fam);
+    ck_assert_int_eq(cfg.dim, 32);
+    ck_assert_int_eq(cfg.depth, 2);
+    ck_assert_int_eq(cfg.heads, 2); /* from __metadata__ num_heads */
+    ck_assert_int_eq(cfg.patch, 8);
+    ck_assert_int_eq(cfg.mlp, 64);
+    ck_assert_int_eq(cfg.classes, classes);
+    ck_assert_int_eq(cfg.extra, extra);
+    ck_assert_int_eq(cfg.grid_h, H / 8);
+
+    char fn[256];
+    snprintf(fn, sizeof fn, "vit-%s-input.bin", name);
+    float *x = read_floats(fn, (size_t)B * 3 * H * W);
+    snprintf(fn, sizeof fn, "vit-%s-logits.bin", name);
+    float *want_f = read_floats(fn, (size_t)B * classes);
+    double *want = malloc((size_t)B * classes * sizeof *want);
+    for (int i = 0; i < B * classes; i++)
+        want[i] = want_f[i];
+    float *got = malloc((size_t)B * classes * sizeof *got);
+    float *map = malloc((size_t)B * (H / 8) * (W / 8) * sizeof *map);
+
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        vit_model *m = NULL;
+        PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
+        double t[4];
+        for (int k = 0; k < B * classes; k++)
+            got[k] = NAN;
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, map, t, &err), &err);
+        char what[160];
+        snprintf(what, sizeof what, "%s logits on %s", name, d[i].name);
+        /* Two blocks of float32 work against PyTorch's float32: agreement to ~1e-4 relative. */
+        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 2e-3, 2e-4, what), "%s",
+                      what);
+        /* The attention map is the class token's probability mass on the patches. */
+        for (int b = 0; b < B; b++) {
+            double s = 0;
+            for (int k = 0; k < (H / 8) * (W / 8); k++) {
+                ck_assert(map[b * (H / 8) * (W / 8) + k] >= 0);
+                s += map[b * (H / 8) * (W / 8) + k];
+            }
+            ck_assert_msg(s > 0 && s <= 1.0 + 1e-5, "attention mass %g", s);
+        }
+        vit_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(want_f);
+    free(want);
+    free(got);
+    free(map);
+    pgd_weights_close(w);
+}
+
+START_TEST(timm) { run_case("timm", VIT_TIMM, 1); }
+END_TEST
+START_TEST(deit) { run_case("deit", VIT_TIMM, 2); }
+END_TEST
+START_TEST(huggingface) { run_case("hf", VIT_HF, 1); }
+END_TEST
+START_TEST(torchvision) { run_case("torchvision", VIT_TORCHVISION, 1); }
+END_TEST
+
+/* A source that hides one tensor or lies about one shape, over a real file. */
+typedef struct faulty {
+    pgd_weights *w;
+    const char *hide, *bend;
+} faulty;
+
+static int f_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    faulty *f = u;
+    if (f->hide && !strcmp(name, f->hide))
+        return -1;
+    pgd_weight_info info;
+    if (pgd_weights_find(f->w, name, &info))
+        return -1;
+    *ndim = info.ndim;
+    for (int i = 0; i < info.ndim; i++)
+        s[i] = info.shape[i];
+    if (f->bend && !strcmp(name, f->bend))
+        s[0] += 1;
+    return 0;
+}
+
+static int f_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    faulty *f = u;
+    return pgd_weights_to_float(f->w, name, dst, err);
+}
+
+static const char *f_meta(void *u, const char *key)
+{
+    faulty *f = u;
+    return pgd_weights_metadata(f->w, key);
+}
+
+START_TEST(missing_and_misshaped)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const char *cases[][2] = {{"blocks.1.mlp.fc2.bias", NULL},
+                              {NULL, "blocks.0.attn.proj.weight"},
+                              {"norm.weight", NULL},
+                              {NULL, "pos_embed"}};
+    for (size_t c = 0; c < 4; c++) {
+        faulty f = {w, cases[c][0], cases[c][1]};
+        vit_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta};
+        vit_config cfg;
+        vit_model *m = NULL;
+        int rc = vit_detect(&src, 0, &cfg, &err);
+        if (rc == PGD_OK)
+            rc = vit_load(ctx, &src, &cfg, &m, &err);
+        const char *who = cases[c][0] ? cases[c][0] : cases[c][1];
+        if (!strcmp(who, "blocks.1.mlp.fc2.bias")) {
+            /* an absent bias is legal (no bias): the model loads */
+            ck_assert_int_eq(rc, PGD_OK);
+            vit_free(m);
+            continue;
+        }
+        ck_assert_msg(rc != PGD_OK, "case %zu loaded", c);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(pgd_error_message(err), who) != NULL, "'%s' not named in: %s", who,
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    /* Not a ViT at all. */
+    faulty f = {w, "patch_embed.proj.weight", NULL};
+    vit_source src = {&f, "other.safetensors", f_shape, f_read, f_meta};
+    vit_config cfg;
+    ck_assert_int_eq(vit_detect(&src, 0, &cfg, &err), PGD_ERR_FORMAT);
+    ck_assert(strstr(pgd_error_message(err), "not a ViT") != NULL);
+    pgd_error_free(err);
+    pgd_ctx_destroy(ctx);
+    pgd_weights_close(w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("vit");
+    TCase *tc = tcase_create("golden");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, timm);
+    tcase_add_test(tc, deit);
+    tcase_add_test(tc, huggingface);
+    tcase_add_test(tc, torchvision);
+    tcase_add_test(tc, missing_and_misshaped);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
