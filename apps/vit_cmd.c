@@ -10,7 +10,8 @@
 #include "vit.h"
 
 static const char usage[] =
-    "usage: pagoda vit [--device SEL] [--random SIZE] [--heads H] [--topk K] [--json]\n"
+    "usage: pagoda vit [--device SEL] [--weights FILE | --random SIZE] [--heads H] [--topk K]\n"
+    "                  [--json]\n"
     "                  [--input F.npy] [--save-logits F.npy] [--profile]\n"
     "\n"
     "Classifies with a Vision Transformer. The input is an .npy tensor [B, 3, H, W] of\n"
@@ -19,7 +20,9 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  --device SEL        device selector (see 'pagoda devices --help')\n"
-    "  --random SIZE       seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
+    "  --weights FILE      a .safetensors checkpoint in timm, Hugging Face or torchvision\n"
+    "                      naming (depth, width, patch, grid, classes follow from it)\n"
+    "  --random SIZE       without --weights: seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
     "                      s (ViT-S/16), b (ViT-B/16, default) or tiny (2 blocks of width 32)\n"
     "  --heads H           number of attention heads (default: the standard table by width)\n"
     "  --topk K            classes to print per image (default 5)\n"
@@ -67,10 +70,11 @@ static int by_p(const void *a, const void *b)
 
 int cmd_vit(int argc, char **argv)
 {
-    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = "b";
+    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = "b", *weights = NULL;
     int heads = 0, topk = 5, json = 0, profile = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
+        {"weights", required_argument, 0, 'w'},
         {"heads", required_argument, 0, 'H'},  {"topk", required_argument, 0, 'k'},
         {"json", no_argument, 0, 'j'},         {"input", required_argument, 0, 'i'},
         {"save-logits", required_argument, 0, 's'}, {"profile", no_argument, 0, 'p'},
@@ -82,6 +86,7 @@ int cmd_vit(int argc, char **argv)
         switch (c) {
         case 'd': device = optarg; break;
         case 'r': random = optarg; break;
+        case 'w': weights = optarg; break;
         case 'i': input = optarg; break;
         case 's': save_logits = optarg; break;
         case 'j': json = 1; break;
@@ -104,22 +109,39 @@ int cmd_vit(int argc, char **argv)
         return app_usage_error("vit ", "unexpected argument '%s' (images need --input F.npy in "
                                "this release)", argv[optind]);
     vit_config cfg;
-    if (random_config(random, &cfg) != 0)
-        return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", random);
-    if (heads)
-        cfg.heads = heads;
-    if (cfg.dim % cfg.heads)
-        return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg.dim, cfg.heads);
-
+    vit_source src;
+    pgd_weights *wf = NULL;
     pgd_error *err = NULL;
+    if (weights) {
+        if (pgd_weights_open(weights, &wf, &err))
+            return app_fail(err);
+        vit_weights_source(&src, wf, weights);
+        if (vit_detect(&src, heads, &cfg, &err)) {
+            pgd_weights_close(wf);
+            return app_fail(err);
+        }
+    } else {
+        if (random_config(random, &cfg) != 0)
+            return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", random);
+        if (heads)
+            cfg.heads = heads;
+        if (cfg.dim % cfg.heads)
+            return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg.dim,
+                                   cfg.heads);
+        vit_random_source(&src, &cfg, 1);
+    }
+
     float *x = NULL, *logits = NULL;
     int64_t shape[PGD_MAX_DIMS];
     int nd = 4;
     if (input) {
-        if (pgd_npy_read(input, &x, &nd, shape, &err))
+        if (pgd_npy_read(input, &x, &nd, shape, &err)) {
+            pgd_weights_close(wf);
             return app_fail(err);
+        }
         if (nd != 4 || shape[1] != 3) {
             free(x);
+            pgd_weights_close(wf);
             fprintf(stderr, "pagoda: error: %s: input must be [B, 3, H, W]\n", input);
             return EXIT_RUNTIME;
         }
@@ -127,8 +149,10 @@ int cmd_vit(int argc, char **argv)
         int64_t side = (int64_t)cfg.patch * cfg.grid_h;
         shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = side;
         x = malloc((size_t)(3 * side * side) * sizeof *x);
-        if (!x)
+        if (!x) {
+            pgd_weights_close(wf);
             return EXIT_RUNTIME;
+        }
         for (int64_t i = 0; i < 3 * side * side; i++)
             x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
     }
@@ -138,16 +162,20 @@ int cmd_vit(int argc, char **argv)
     int rc = EXIT_OK;
     if (pgd_ctx_create(device, &ctx, &err)) {
         free(x);
+        pgd_weights_close(wf);
         return app_fail(err);
     }
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
-    vit_source src;
-    vit_random_source(&src, &cfg, 1);
-    if (!json)
+    if (!json && !weights)
         fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
                         "the classes printed are meaningless\n",
                 random, cfg.dim, cfg.depth, cfg.heads);
+    if (!json && weights)
+        fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
+                        "%d classes\n",
+                weights, vit_family_name(cfg.family), cfg.dim, cfg.depth, cfg.heads, cfg.patch,
+                cfg.grid_h, cfg.grid_w, cfg.classes);
     if (vit_load(ctx, &src, &cfg, &m, &err)) {
         rc = app_fail(err);
         goto done;
@@ -198,7 +226,7 @@ int cmd_vit(int argc, char **argv)
     free(rk);
     if (json) {
         json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
-                                "weights", "random", "device", app_device_json(d), "model",
+                                "weights", weights ? weights : "random", "device", app_device_json(d), "model",
                                 "family", vit_family_name(cfg.family), "width", cfg.dim, "depth",
                                 cfg.depth, "heads", cfg.heads, "patch", cfg.patch, "results", jall,
                                 "times_ms", "embed", t[0], "blocks", t[1], "head", t[2], "total",
@@ -214,6 +242,7 @@ int cmd_vit(int argc, char **argv)
         rc = app_fail(err);
 done:
     vit_free(m);
+    pgd_weights_close(wf);
     pgd_ctx_destroy(ctx);
     free(x);
     free(logits);
