@@ -259,6 +259,36 @@ START_TEST(clblast_backend)
         for (int trial = 0; trial < 24; trial++)
             failed += !one_case(ctx, &r, trial, 1);
         ck_assert_msg(failed == 0, "%s: %d of 24 CLBlast GEMM cases failed", d[i].name, failed);
+        /* y = y + x·Wᵀ + b with the residual in the output itself (a transformer block's
+         * x = x + proj(a)): CLBlast overwrites C, so the residual must be saved first. */
+        int64_t rows = 13, in = 20, out = 9;
+        float *X = filled((size_t)(rows * in), &r, 0), *W = filled((size_t)(out * in), &r, 0);
+        float *bias = filled((size_t)out, &r, 0), *Y0 = filled((size_t)(rows * out), &r, 0);
+        double *want = malloc((size_t)(rows * out) * sizeof *want);
+        float *got = malloc((size_t)(rows * out) * sizeof *got);
+        ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, W, 0.0, NULL, bias, PGD_ACT_GELU, Y0, want);
+        int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
+        pgd_tensor *tx = upload(ctx, 2, sx, X), *tw = upload(ctx, 2, sw, W);
+        pgd_tensor *tb = upload(ctx, 1, &out, bias), *ty = upload(ctx, 2, sy, Y0);
+        pgd_linear *lin = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_linear_create(ctx, tw, tb, &lin, &err), &err);
+        PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, PGD_ACT_GELU, ty, ty, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
+        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(rows * out), 1e-4, 1e-5,
+                                        "CLBlast linear, residual in the output"),
+                      "%s", d[i].name);
+        pgd_linear_destroy(lin);
+        pgd_tensor_destroy(tx);
+        pgd_tensor_destroy(tw);
+        pgd_tensor_destroy(tb);
+        pgd_tensor_destroy(ty);
+        free(X);
+        free(W);
+        free(bias);
+        free(Y0);
+        free(want);
+        free(got);
         pgd_ctx_destroy(ctx);
     }
     unsetenv("PAGODA_GEMM");
