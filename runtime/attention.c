@@ -15,23 +15,7 @@
 
 enum { V_ROWS, V_TILED, V_GENERIC };
 
-static size_t pow2_le(size_t v)
-{
-    size_t p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
 
-static size_t kernel_wg(pgd_ctx *ctx, cl_kernel k)
-{
-    size_t w = 0;
-    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL) !=
-            CL_SUCCESS ||
-        w == 0)
-        w = 1;
-    return w;
-}
 
 static int fma_opt(const pgd_ctx *ctx)
 {
@@ -104,7 +88,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
         snprintf(opts, sizeof opts, "-DHEAD_DIM=%lld -DROWS=4 -DTK=32%s", (long long)D, fma);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_rows", k, err);
         if (!rc)
-            *lx = pow2_le(kernel_wg(ctx, *k) < 16 ? kernel_wg(ctx, *k) : 16);
+            *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 16 ? pgd__kernel_wg(ctx, *k) : 16);
         return rc;
     }
     if (var == V_TILED) {
@@ -124,13 +108,13 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
                 break;
             bk /= 2;
         }
-        *lx = pow2_le(kernel_wg(ctx, *k) < 64 ? kernel_wg(ctx, *k) : 64);
+        *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 64 ? pgd__kernel_wg(ctx, *k) : 64);
         return PGD_OK;
     }
     snprintf(opts, sizeof opts, "-DTK=32%s", fma);
     rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_generic", k, err);
     if (!rc)
-        *lx = pow2_le(kernel_wg(ctx, *k) < 64 ? kernel_wg(ctx, *k) : 64);
+        *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 64 ? pgd__kernel_wg(ctx, *k) : 64);
     return rc;
 }
 
@@ -223,7 +207,7 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
         cl_kernel kp;
         rc = pgd__kernel_get(ctx, "attention", NULL, "attn_probs", &kp, err);
         if (!rc) {
-            size_t lp = pow2_le(kernel_wg(ctx, kp) < 64 ? kernel_wg(ctx, kp) : 64);
+            size_t lp = pgd__pow2_floor(pgd__kernel_wg(ctx, kp) < 64 ? pgd__kernel_wg(ctx, kp) : 64);
             cl_int hs = a->probs_head, iq0 = (cl_int)q0, iq1 = (cl_int)q1;
             n = 0;
             clSetKernelArg(kp, n++, sizeof(cl_mem), &qb);

@@ -16,20 +16,6 @@ static int check_same(const pgd_tensor *a, const pgd_tensor *b, const char *op, 
     return PGD_OK;
 }
 
-/* Rounds the global size up to a multiple of a work-group size the kernel accepts. */
-static size_t round_global(size_t n, size_t wg) { return (n + wg - 1) / wg * wg; }
-
-static size_t pick_wg(pgd_ctx *ctx, cl_kernel k)
-{
-    size_t wg = 0;
-    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
-            CL_SUCCESS ||
-        wg == 0)
-        wg = 1;
-    /* 64 work-items fill a SIMD unit on every device we know; never exceed the kernel's limit. */
-    return wg < 64 ? wg : 64;
-}
-
 int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y, pgd_error **err)
 {
     int rc = check_same(x, y, "scale", err);
@@ -44,7 +30,7 @@ int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y, pgd
     clSetKernelArg(k, 1, sizeof(cl_mem), &y->buf);
     clSetKernelArg(k, 2, sizeof(float), &alpha);
     clSetKernelArg(k, 3, sizeof(cl_uint), &n);
-    size_t wg = pick_wg(ctx, k), global = round_global(n, wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "elementwise_scale", 1, &global, &wg, err);
 }
 
@@ -64,6 +50,6 @@ int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *
     clSetKernelArg(k, 1, sizeof(cl_mem), &b->buf);
     clSetKernelArg(k, 2, sizeof(cl_mem), &y->buf);
     clSetKernelArg(k, 3, sizeof(cl_uint), &n);
-    size_t wg = pick_wg(ctx, k), global = round_global(n, wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "elementwise_add", 1, &global, &wg, err);
 }

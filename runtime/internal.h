@@ -153,6 +153,19 @@ int pgd__gemm_epi_code(const pgd__gemm_call *g);
 /* Applies bias / activation / residual to C in place (used after CLBlast). */
 int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 
+/* ---- launcher helpers (launch.c) ---- */
+
+size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what);
+/* CL_KERNEL_WORK_GROUP_SIZE of a built kernel (at least 1). */
+size_t pgd__kernel_wg(pgd_ctx *ctx, cl_kernel k);
+size_t pgd__pow2_floor(size_t v);
+size_t pgd__round_up(size_t n, size_t m);
+/* The work-group size for a one-item-per-element kernel. */
+size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k);
+/* PGD_ERR_SHAPE with "op: what: [a] vs [b]". */
+int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
+                     const pgd_tensor *b);
+
 /* ---- context ---- */
 
 typedef struct pgd__pool_entry {

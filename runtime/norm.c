@@ -21,14 +21,6 @@ static int same_shape(const pgd_tensor *a, const pgd_tensor *b)
     return 1;
 }
 
-static int shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
-                       const pgd_tensor *b)
-{
-    char sa[128], sb[128];
-    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s: %s vs %s", op, what,
-                          pgd_tensor_shape_str(a, sa, sizeof sa),
-                          pgd_tensor_shape_str(b, sb, sizeof sb));
-}
 
 /* Checks the rules every op here shares: y has x's shape and x fits the 32-bit indices of
  * the kernels. */
@@ -37,7 +29,7 @@ static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pg
     if (!x || !y)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: x and y are required", op);
     if (!same_shape(x, y))
-        return shape_error(err, op, "output shape differs from input", x, y);
+        return pgd__shape_error(err, op, "output shape differs from input", x, y);
     if (pgd_tensor_numel(x) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     return PGD_OK;
@@ -50,40 +42,13 @@ static int check_vec(const pgd_tensor *x, const pgd_tensor *v, const char *op, c
     if (pgd_tensor_numel(v) != last_dim(x)) {
         char what[96];
         snprintf(what, sizeof what, "%s must have one element per entry of the last dim", name);
-        return shape_error(err, op, what, x, v);
+        return pgd__shape_error(err, op, what, x, v);
     }
     return PGD_OK;
 }
 
-static size_t kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what)
-{
-    size_t v = 0;
-    if (clGetKernelWorkGroupInfo(k, ctx->device, what, sizeof v, &v, NULL) != CL_SUCCESS)
-        v = 0;
-    return v;
-}
 
-static size_t pow2_floor(size_t v)
-{
-    size_t p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
 
-/* Work-group size of a flat (one item per element) kernel: a few SIMD widths, so each group
- * keeps the device's scheduler busy, within what the compiled kernel accepts. */
-static size_t flat_wg(pgd_ctx *ctx, cl_kernel k)
-{
-    size_t limit = kernel_info(ctx, k, CL_KERNEL_WORK_GROUP_SIZE);
-    size_t mult = kernel_info(ctx, k, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
-    if (limit == 0)
-        limit = 1;
-    if (mult == 0)
-        mult = 1;
-    size_t wg = mult * 4;
-    return wg < limit ? wg : limit;
-}
 
 /* Work-group size of a row kernel (one group per row, a power-of-two tree reduction over a
  * __local scratch of one float per item): the largest power of two that the compiled kernel,
@@ -91,18 +56,18 @@ static size_t flat_wg(pgd_ctx *ctx, cl_kernel k)
  * uses) accept, but no larger than the row needs. */
 static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
 {
-    size_t limit = kernel_info(ctx, k, CL_KERNEL_WORK_GROUP_SIZE);
+    size_t limit = pgd__kernel_info(ctx, k, CL_KERNEL_WORK_GROUP_SIZE);
     if (limit == 0 || limit > ctx->dev.max_work_group)
         limit = ctx->dev.max_work_group;
     if (limit > ctx->dev.max_work_item[0])
         limit = ctx->dev.max_work_item[0];
-    uint64_t used = kernel_info(ctx, k, CL_KERNEL_LOCAL_MEM_SIZE);
+    uint64_t used = pgd__kernel_info(ctx, k, CL_KERNEL_LOCAL_MEM_SIZE);
     uint64_t room = ctx->dev.local_mem > used ? ctx->dev.local_mem - used : 0;
     if (limit > room / sizeof(float))
         limit = (size_t)(room / sizeof(float));
     if (limit == 0)
         limit = 1;
-    limit = pow2_floor(limit);
+    limit = pgd__pow2_floor(limit);
     /* Where local memory is emulated (CPUs, llvmpipe) a work-group is a loop on one core and
      * each barrier is a pass over all its items: two SIMD widths of items (at least 4) keep the
      * loops vectorised and the barriers cheap. On PoCL 3.1 a [1576, 768] LayerNorm took 28 ms
@@ -114,10 +79,10 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
          * kernels that replaces the cap below, so CPU runs can exercise the wide reductions a
          * GPU uses (still within the device's and the kernel's limits). */
         if (limit > (size_t)forced)
-            limit = pow2_floor((size_t)forced);
+            limit = pgd__pow2_floor((size_t)forced);
     } else if (!ctx->dev.local_mem_dedicated) {
         size_t simd = ctx->dev.pref_vector_float ? ctx->dev.pref_vector_float : 1;
-        size_t cap = pow2_floor(simd * 2 > 4 ? simd * 2 : 4);
+        size_t cap = pgd__pow2_floor(simd * 2 > 4 ? simd * 2 : 4);
         if (limit > cap)
             limit = cap;
     }
@@ -127,10 +92,6 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
     return need;
 }
 
-static size_t round_up(size_t n, size_t m)
-{
-    return (n + m - 1) / m * m;
-}
 
 /* Sets one kernel argument unless an earlier one failed; *cl keeps the first failure. */
 static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
@@ -227,7 +188,7 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     set_arg(&cl, k, 2, sizeof(cl_uint), &n);
     if (cl != CL_SUCCESS)
         return set_args_fail(err, cl, kernel);
-    size_t wg = flat_wg(ctx, k), global = round_up(n, wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
 
@@ -266,6 +227,6 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
     set_arg(&cl, k, 4, sizeof(cl_uint), &n);
     if (cl != CL_SUCCESS)
         return set_args_fail(err, cl, "bias_add");
-    size_t wg = flat_wg(ctx, k), global = round_up(n, wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "bias_add", 1, &global, &wg, err);
 }

@@ -8,14 +8,6 @@
 #define PE_HAS_BIAS 1u
 #define PE_HAS_POS 2u
 
-static int shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
-                       const pgd_tensor *b)
-{
-    char sa[128], sb[128];
-    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s: %s vs %s", op, what,
-                          pgd_tensor_shape_str(a, sa, sizeof sa),
-                          pgd_tensor_shape_str(b, sb, sizeof sb));
-}
 
 static int64_t last_dim(const pgd_tensor *t)
 {
@@ -28,32 +20,8 @@ static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const v
         *cl = clSetKernelArg(k, index, size, value);
 }
 
-static size_t round_up(size_t n, size_t m)
-{
-    return (n + m - 1) / m * m;
-}
 
-static size_t kernel_wg_size(pgd_ctx *ctx, cl_kernel k)
-{
-    size_t v = 0;
-    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof v, &v, NULL) !=
-        CL_SUCCESS)
-        v = 0;
-    return v;
-}
 
-/* Work-group size of a flat kernel: a few SIMD widths within the compiled kernel's limit. */
-static size_t flat_wg(pgd_ctx *ctx, cl_kernel k)
-{
-    size_t limit = kernel_wg_size(ctx, k), mult = 0;
-    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
-                                 sizeof mult, &mult, NULL) != CL_SUCCESS ||
-        mult == 0)
-        mult = 1;
-    if (limit == 0)
-        limit = 1;
-    return mult * 4 < limit ? mult * 4 : limit;
-}
 
 
 int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
@@ -68,35 +36,35 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: a distillation token needs a class token", op);
     if (image->ndim != 4 || weight->ndim != 4)
-        return shape_error(err, op, "image must be [B, C, H, W] and weight [D, C, P, P]", image,
+        return pgd__shape_error(err, op, "image must be [B, C, H, W] and weight [D, C, P, P]", image,
                            weight);
     int64_t B = image->shape[0], C = image->shape[1], H = image->shape[2], W = image->shape[3];
     int64_t D = weight->shape[0], P = weight->shape[2];
     if (weight->shape[1] != C || weight->shape[3] != P || P < 1)
-        return shape_error(err, op, "weight must be [D, C, P, P] with the image's channel count C",
+        return pgd__shape_error(err, op, "weight must be [D, C, P, P] with the image's channel count C",
                            image, weight);
     if (H % P || W % P)
-        return shape_error(err, op, "image height and width must be multiples of the patch size",
+        return pgd__shape_error(err, op, "image height and width must be multiples of the patch size",
                            image, weight);
     int64_t gh = H / P, gw = W / P, np = gh * gw;
     int64_t extra = (cls ? 1 : 0) + (dist ? 1 : 0), T = extra + np;
     if (bias && pgd_tensor_numel(bias) != D)
-        return shape_error(err, op, "bias must have D elements", weight, bias);
+        return pgd__shape_error(err, op, "bias must have D elements", weight, bias);
     if (cls && pgd_tensor_numel(cls) != D)
-        return shape_error(err, op, "class token must have D elements", weight, cls);
+        return pgd__shape_error(err, op, "class token must have D elements", weight, cls);
     if (dist && pgd_tensor_numel(dist) != D)
-        return shape_error(err, op, "distillation token must have D elements", weight, dist);
+        return pgd__shape_error(err, op, "distillation token must have D elements", weight, dist);
     if (out->ndim != 3 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != D) {
         char what[160];
         snprintf(what, sizeof what, "out must be [B, T, D] = [%lld, %lld, %lld] for this image",
                  (long long)B, (long long)T, (long long)D);
-        return shape_error(err, op, what, image, out);
+        return pgd__shape_error(err, op, what, image, out);
     }
     if (pos && (last_dim(pos) != D || pgd_tensor_numel(pos) != T * D)) {
         char what[160];
         snprintf(what, sizeof what, "position embeddings must be [T, D] = [%lld, %lld]",
                  (long long)T, (long long)D);
-        return shape_error(err, op, what, out, pos);
+        return pgd__shape_error(err, op, what, out, pos);
     }
     if (pgd_tensor_numel(image) > (int64_t)UINT32_MAX ||
         pgd_tensor_numel(weight) > (int64_t)UINT32_MAX ||
@@ -135,8 +103,8 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
             pgd_tensor_destroy(A);
             return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_unfold'");
         }
-        size_t wg = flat_wg(ctx, k);
-        size_t global[2] = {round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
+        size_t wg = pgd__flat_wg(ctx, k);
+        size_t global[2] = {pgd__round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
         rc = pgd__enqueue(ctx, k, "patch_unfold", 2, global, local, err);
         pgd__gemm_call g;
         memset(&g, 0, sizeof g);
@@ -176,7 +144,7 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         set_arg(&cl, k, 4 + i, sizeof(cl_uint), &a[i]);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_tokens'");
-    size_t wg = flat_wg(ctx, k), global = round_up((size_t)a[4], wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[4], wg);
     return pgd__enqueue(ctx, k, "patch_tokens", 1, &global, &wg, err);
 }
 
@@ -197,13 +165,13 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
         char what[160];
         snprintf(what, sizeof what, "pos must have %d + %d x %d rows of its last dim", extra, gh,
                  gw);
-        return shape_error(err, op, what, pos, out);
+        return pgd__shape_error(err, op, what, pos, out);
     }
     if (last_dim(out) != D || pgd_tensor_numel(out) != rows2 * D) {
         char what[160];
         snprintf(what, sizeof what, "out must be [%lld, %lld] (%d + %d x %d rows)",
                  (long long)rows2, (long long)D, extra, gh2, gw2);
-        return shape_error(err, op, what, pos, out);
+        return pgd__shape_error(err, op, what, pos, out);
     }
     if (pgd_tensor_numel(out) > (int64_t)UINT32_MAX || pgd_tensor_numel(pos) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
@@ -229,6 +197,6 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
     set_arg(&cl, k, 10, sizeof(cl_uint), &a[6]);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'pos_resize_bicubic'");
-    size_t wg = flat_wg(ctx, k), global = round_up((size_t)a[6], wg);
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[6], wg);
     return pgd__enqueue(ctx, k, "pos_resize_bicubic", 1, &global, &wg, err);
 }

@@ -1,0 +1,48 @@
+/* launch.c — small helpers every launcher shares: work-group sizes, rounding, shape errors. */
+#include <stdio.h>
+
+#include "internal.h"
+
+size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what)
+{
+    size_t v = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, what, sizeof v, &v, NULL) != CL_SUCCESS)
+        v = 0;
+    return v;
+}
+
+size_t pgd__kernel_wg(pgd_ctx *ctx, cl_kernel k)
+{
+    size_t w = pgd__kernel_info(ctx, k, CL_KERNEL_WORK_GROUP_SIZE);
+    return w ? w : 1;
+}
+
+size_t pgd__pow2_floor(size_t v)
+{
+    size_t p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+size_t pgd__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* A flat kernel (one work-item per element) gets a few SIMD widths per group, so each group
+ * keeps the device's scheduler busy, within what the compiled kernel accepts. */
+size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k)
+{
+    size_t limit = pgd__kernel_wg(ctx, k);
+    size_t mult = pgd__kernel_info(ctx, k, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
+    if (mult == 0)
+        mult = 1;
+    return mult * 4 < limit ? mult * 4 : limit;
+}
+
+int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
+                     const pgd_tensor *b)
+{
+    char sa[128], sb[128];
+    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s: %s vs %s", op, what,
+                          pgd_tensor_shape_str(a, sa, sizeof sa),
+                          pgd_tensor_shape_str(b, sb, sizeof sb));
+}
