@@ -22,7 +22,9 @@ static const char usage[] =
     "  --device SEL        device selector (see 'pagoda devices --help')\n"
     "  --weights FILE      a .safetensors checkpoint in timm, Hugging Face or torchvision\n"
     "                      naming (depth, width, patch, grid, classes follow from it)\n"
-    "  --random SIZE       without --weights: seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
+    "                      (default: vit_b16_timm.safetensors in $PAGODA_WEIGHTS_DIR or\n"
+    "                      ~/.local/share/pagoda/weights, as tools/download-weights stores it)\n"
+    "  --random SIZE       without weights: seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
     "                      s (ViT-S/16), b (ViT-B/16, default) or tiny (2 blocks of width 32)\n"
     "  --heads H           number of attention heads (default: the standard table by width)\n"
     "  --topk K            classes to print per image (default 5)\n"
@@ -57,6 +59,26 @@ static int random_config(const char *name, vit_config *c)
     return 0;
 }
 
+/* The file tools/download-weights writes: $PAGODA_WEIGHTS_DIR, else $XDG_DATA_HOME/pagoda/
+ * weights, else ~/.local/share/pagoda/weights, vit_b16_timm.safetensors. 1 if it exists. */
+static int default_weights(char *buf, size_t size)
+{
+    const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
+               *h = getenv("HOME");
+    if (d && *d)
+        snprintf(buf, size, "%s/vit_b16_timm.safetensors", d);
+    else if (x && *x)
+        snprintf(buf, size, "%s/pagoda/weights/vit_b16_timm.safetensors", x);
+    else if (h && *h)
+        snprintf(buf, size, "%s/.local/share/pagoda/weights/vit_b16_timm.safetensors", h);
+    else
+        return 0;
+    FILE *f = fopen(buf, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
 typedef struct ranked {
     int index;
     double p;
@@ -70,7 +92,7 @@ static int by_p(const void *a, const void *b)
 
 int cmd_vit(int argc, char **argv)
 {
-    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = "b", *weights = NULL;
+    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = NULL, *weights = NULL;
     int heads = 0, topk = 5, json = 0, profile = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
@@ -112,6 +134,11 @@ int cmd_vit(int argc, char **argv)
     vit_source src;
     pgd_weights *wf = NULL;
     pgd_error *err = NULL;
+    char default_path[4096];
+    if (!weights && !random && default_weights(default_path, sizeof default_path))
+        weights = default_path;
+    if (!random)
+        random = "b";
     if (weights) {
         if (pgd_weights_open(weights, &wf, &err))
             return app_fail(err);
