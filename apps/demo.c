@@ -11,8 +11,10 @@
 static const char usage[] =
     "usage: pagoda demo [--device SEL] [--profile]\n"
     "\n"
-    "Lists the OpenCL devices, then runs a small kernel end to end on the selected device\n"
-    "(upload, y = 2x + x on the device, download) and checks every element against the host.\n"
+    "Lists the OpenCL devices, runs a small kernel end to end on the selected device\n"
+    "(upload, y = 2x + x on the device, download) and checks every element against the host,\n"
+    "then runs the ViT-B/16 classifier ('pagoda vit') on a synthetic image: with the weights\n"
+    "tools/download-weights stores when they are present, else with seeded random weights.\n"
     "\n"
     "Options:\n"
     "  --device SEL   device selector (see 'pagoda devices --help'); default $PAGODA_DEVICE\n"
@@ -100,6 +102,16 @@ int cmd_demo(int argc, char **argv)
            st.build_ms, st.disk_hits ? "from the binary cache" : "compiled");
     if (profile && pgd_profile_print(ctx, stdout, &err))
         rc = app_fail(err);
+    if (rc == EXIT_OK) {
+        printf("\nViT-B/16 (pagoda vit):\n");
+        fflush(stdout);
+        char sel[32];
+        snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
+        /* A software rasteriser manages ~0.3 GFLOP/s: ViT-B/16 would take minutes there, so it
+         * gets the two-block toy model instead. */
+        char *vargv[] = {"vit", "--device", sel, "--topk", "3", "--random", "tiny", NULL};
+        rc = cmd_vit(d->software_rasteriser ? 7 : 5, vargv);
+    }
 done:
     pgd_tensor_destroy(tx);
     pgd_tensor_destroy(ty);
