@@ -210,6 +210,11 @@ struct pgd_ctx {
     size_t totals_len, totals_cap;
 };
 
+/* ---- images (image.c) ---- */
+
+/* The heat-map colour ramp at t in [0, 1] (clamped; NaN counts as 0). */
+void pgd__heatmap_color(float t, uint8_t rgb[3]);
+
 /* ---- small helpers ---- */
 
 double pgd__now_ms(void);

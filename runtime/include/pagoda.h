@@ -403,6 +403,62 @@ PGD_API int pgd_weights_to_float(const pgd_weights *w, const char *name, float *
  * device and uploads the converted values. On error *out is NULL. */
 PGD_API int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
                                pgd_tensor **out, pgd_error **err);
+/* ---- images ---- */
+
+/* A decoded image: width x height pixels, RGB, 8 bits per channel, rows top to bottom, no
+ * padding (data[(y * width + x) * 3 + c]). Opaque; the pixel buffer belongs to the image and
+ * lives until pgd_image_free. */
+typedef struct pgd_image pgd_image;
+
+/* Largest accepted image: width x height <= PGD_IMAGE_MAX_PIXELS (8192 x 8192). */
+#define PGD_IMAGE_MAX_PIXELS (8192LL * 8192LL)
+
+/* Reads and decodes a JPEG, PNG or BMP file (recognised by its magic bytes; every other format
+ * is PGD_ERR_UNSUPPORTED naming the file and the format seen). The dimensions are read from the
+ * header and checked (1 <= width, height; width x height <= PGD_IMAGE_MAX_PIXELS, else
+ * PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha channels become RGB (alpha is
+ * dropped). A decoder failure is PGD_ERR_FORMAT with stb_image's reason. On success *out is a
+ * new image for pgd_image_free. */
+PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
+/* As pgd_image_load on size bytes in memory (the caller keeps them); name (may be NULL) is used
+ * in messages. */
+PGD_API int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                                  pgd_error **err);
+PGD_API int pgd_image_width(const pgd_image *img);
+PGD_API int pgd_image_height(const pgd_image *img);
+/* The RGB pixels (width * height * 3 bytes), owned by the image. */
+PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
+/* Frees the image; NULL is accepted. */
+PGD_API void pgd_image_free(pgd_image *img);
+
+/* Preprocessing presets, each to a 3 x 224 x 224 float tensor, channel-major (CHW), RGB:
+ *   TORCHVISION  shorter side to 256 (PIL bilinear, antialiased), centre crop 224,
+ *                ImageNet mean (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225);
+ *   TIMM         shorter side to 248 (PIL bicubic, antialiased), centre crop 224, mean/std 0.5;
+ *   HF           resize to 224 x 224 (PIL bilinear, antialiased), mean/std 0.5.
+ * The resampling reproduces Pillow 9.4's Image.resize bit for bit (8-bit, horizontal pass then
+ * vertical, each rounded to uint8); only the cropped window is computed. */
+typedef enum pgd_preprocess {
+    PGD_PREPROCESS_TORCHVISION = 0,
+    PGD_PREPROCESS_TIMM = 1,
+    PGD_PREPROCESS_HF = 2
+} pgd_preprocess;
+
+#define PGD_PREPROCESS_SIZE 224
+
+/* Writes the preset's 3 x 224 x 224 floats to out (the caller's buffer of
+ * 3 * PGD_PREPROCESS_SIZE * PGD_PREPROCESS_SIZE floats). */
+PGD_API int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out,
+                                 pgd_error **err);
+
+/* Writes base with a heat map over it as a PNG at path: map is mw x mh floats, row-major,
+ * min-max normalised (non-finite values count as the minimum; a constant map is all minimum),
+ * bilinearly upsampled to the image size (pixel centres aligned, edges clamped), coloured with
+ * Pagoda's dark-blue -> purple -> red -> orange -> pale-yellow ramp and blended 50 % over the
+ * image. The file appears complete or not at all (a temporary file in the same directory,
+ * then rename; removed on failure). */
+PGD_API int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map,
+                                        int mw, int mh, pgd_error **err);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 

@@ -1,0 +1,621 @@
+/* image.c — image loading (JPEG, PNG, BMP through stb_image), Pillow-exact resampling and the
+ * classification presets, and heat-map PNG output.
+ *
+ * Security (see ANCHORS.md): Debian's stb_image is v2.27 and lacks later fixes, and its shared
+ * library has every decoder compiled in. So we pick the decoder ourselves: only files whose
+ * magic bytes say JPEG, PNG or BMP reach stb_image. stb's probe order is JPEG, PNG, BMP, GIF,
+ * PSD, PIC, PNM, HDR, TGA; the later ones test their own magic ("GIF8", "8BPS", 53 80 F6 34,
+ * 'P', "#?") which none of our three magics carries, and TGA wants byte 1 (colour-map type)
+ * <= 1, which is 0xD8, 0x50 or 0x4D for ours. So a file that fails its own decoder cannot fall
+ * through to another one. The dimensions come from stbi_info_from_memory and are capped before
+ * decoding. We never touch stb's global switches (flip on load and the like). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb_image.h>
+#include <stb_image_write.h>
+
+#include "internal.h"
+
+/* Largest encoded file we read: an uncompressed 8192 x 8192 BMP is 192 MiB. */
+#define MAX_FILE_BYTES ((size_t)512 << 20)
+
+struct pgd_image {
+    int width, height;
+    uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
+};
+
+/* ---- loading ---- */
+
+typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP } img_format;
+
+/* The format the magic bytes announce; *other names a recognised but refused format. */
+static img_format sniff(const unsigned char *p, size_t n, const char **other)
+{
+    static const unsigned char png[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+    *other = NULL;
+    if (n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF)
+        return FMT_JPEG;
+    if (n >= 8 && !memcmp(p, png, 8))
+        return FMT_PNG;
+    if (n >= 2 && p[0] == 'B' && p[1] == 'M')
+        return FMT_BMP;
+    if (n >= 4 && !memcmp(p, "GIF8", 4))
+        *other = "GIF";
+    else if (n >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '7')
+        *other = "PNM";
+    else if (n >= 4 && !memcmp(p, "8BPS", 4))
+        *other = "PSD";
+    else if (n >= 2 && !memcmp(p, "#?", 2))
+        *other = "HDR (Radiance)";
+    else if (n >= 4 && p[0] == 0x53 && p[1] == 0x80 && p[2] == 0xF6 && p[3] == 0x34)
+        *other = "PIC (Softimage)";
+    else if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+        *other = "WebP";
+    else if (n >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
+        *other = "TIFF";
+    else if (n >= 4 && (p[0] == 0x89 && p[1] == 'P' && p[2] == 'N' && p[3] == 'G'))
+        *other = "PNG with a damaged signature";
+    return FMT_UNKNOWN;
+}
+
+static const char *format_name(img_format f)
+{
+    switch (f) {
+    case FMT_JPEG: return "JPEG";
+    case FMT_PNG: return "PNG";
+    case FMT_BMP: return "BMP";
+    default: return "unknown";
+    }
+}
+
+int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                          pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
+    *out = NULL;
+    if (!name)
+        name = "(memory)";
+    if (!data && size)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "image '%s': data is NULL", name);
+    if (size == 0)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': empty file", name);
+    if (size > MAX_FILE_BYTES)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "image '%s': %zu bytes exceeds the %zu-byte limit on image files",
+                              name, size, MAX_FILE_BYTES);
+    const unsigned char *p = data;
+    const char *other;
+    img_format fmt = sniff(p, size, &other);
+    if (fmt == FMT_UNKNOWN) {
+        if (other)
+            return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                                  "image '%s': format %s is not supported (only JPEG, PNG and BMP)",
+                                  name, other);
+        char hex[3 * 8 + 1] = "";
+        size_t k = size < 8 ? size : 8, pos = 0;
+        for (size_t i = 0; i < k; i++)
+            pos += (size_t)snprintf(hex + pos, sizeof hex - pos, "%s%02X", i ? " " : "", p[i]);
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "image '%s': unknown format (first bytes %s); only JPEG, PNG and BMP "
+                              "are supported",
+                              name, hex);
+    }
+    int len = (int)size; /* size <= MAX_FILE_BYTES < INT_MAX */
+    int w = 0, h = 0, comp = 0;
+    if (!stbi_info_from_memory(p, len, &w, &h, &comp))
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot read the %s header: %s",
+                              name, format_name(fmt), stbi_failure_reason());
+    if (w < 1 || h < 1)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %d x %d",
+                              name, format_name(fmt), w, h);
+    if ((long long)w * h > PGD_IMAGE_MAX_PIXELS)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
+                              "(8192 x 8192)",
+                              name, format_name(fmt), w, h, PGD_IMAGE_MAX_PIXELS);
+    pgd_image *img = calloc(1, sizeof *img);
+    if (!img)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
+    int dw = 0, dh = 0, dn = 0;
+    img->data = stbi_load_from_memory(p, len, &dw, &dh, &dn, 3);
+    if (!img->data) {
+        free(img);
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot decode the %s data: %s",
+                              name, format_name(fmt), stbi_failure_reason());
+    }
+    if (dw != w || dh != h) {
+        stbi_image_free(img->data);
+        free(img);
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "image '%s': %s decoded as %d x %d but its header says %d x %d", name,
+                              format_name(fmt), dw, dh, w, h);
+    }
+    img->width = w;
+    img->height = h;
+    *out = img;
+    return PGD_OK;
+}
+
+int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pgd__error_set(err, errno == ENOENT ? PGD_ERR_NOT_FOUND : PGD_ERR_IO,
+                              "image '%s': cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return pgd__error_set(err, PGD_ERR_IO, "image '%s': not a regular file", path);
+    }
+    if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
+        fclose(f);
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "image '%s': %lld bytes exceeds the %zu-byte limit on image files",
+                              path, (long long)st.st_size, MAX_FILE_BYTES);
+    }
+    size_t size = (size_t)st.st_size;
+    unsigned char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fclose(f);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr || got != size) {
+        free(buf);
+        return pgd__error_set(err, PGD_ERR_IO, "image '%s': read %zu of %zu bytes", path, got,
+                              size);
+    }
+    int rc = pgd_image_load_memory(buf, size, path, out, err);
+    free(buf);
+    return rc;
+}
+
+int pgd_image_width(const pgd_image *img)
+{
+    return img ? img->width : 0;
+}
+
+int pgd_image_height(const pgd_image *img)
+{
+    return img ? img->height : 0;
+}
+
+const uint8_t *pgd_image_data(const pgd_image *img)
+{
+    return img ? img->data : NULL;
+}
+
+void pgd_image_free(pgd_image *img)
+{
+    if (!img)
+        return;
+    stbi_image_free(img->data);
+    free(img);
+}
+
+/* ---- Pillow-exact resampling ----
+ *
+ * A transcription of Pillow 9.4's libImaging/Resample.c for 8-bit images: per output pixel,
+ * centre = (i + 0.5) * scale with scale = in / out; the filter is widened by
+ * filterscale = max(scale, 1) (antialiasing when shrinking); taps from
+ * (int)(centre - support + 0.5) to (int)(centre + support + 0.5), clamped to the image; weights
+ * filter((x - centre + 0.5) / filterscale) normalised to sum 1, then turned into fixed point with
+ * 22 fractional bits (rounded half away from zero); each pass accumulates from 2^21 and clips
+ * (sum >> 22) to 0..255. Horizontal pass first, then vertical, each skipped when that side keeps
+ * its size. */
+
+#define PRECISION_BITS 22
+
+typedef struct filter {
+    double (*fn)(double);
+    double support;
+} filter;
+
+static double bilinear_filter(double x)
+{
+    if (x < 0.0)
+        x = -x;
+    if (x < 1.0)
+        return 1.0 - x;
+    return 0.0;
+}
+
+static double bicubic_filter(double x)
+{
+    const double a = -0.5;
+    if (x < 0.0)
+        x = -x;
+    if (x < 1.0)
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0)
+        return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+static const filter BILINEAR = {bilinear_filter, 1.0};
+static const filter BICUBIC = {bicubic_filter, 2.0};
+
+typedef struct coeffs {
+    int ksize;
+    int *bounds; /* per output pixel: first tap, tap count */
+    int *kk;     /* per output pixel: ksize fixed-point weights */
+} coeffs;
+
+static void coeffs_free(coeffs *c)
+{
+    free(c->bounds);
+    free(c->kk);
+}
+
+/* Coefficients for output pixels o0 .. o0 + n - 1 of a resize from in_size to out_size. */
+static int coeffs_make(coeffs *c, int in_size, int out_size, const filter *f, int o0, int n)
+{
+    double scale, filterscale;
+    scale = filterscale = (double)in_size / out_size;
+    if (filterscale < 1.0)
+        filterscale = 1.0;
+    double support = f->support * filterscale;
+    int ksize = (int)ceil(support) * 2 + 1;
+    c->ksize = ksize;
+    c->bounds = malloc((size_t)n * 2 * sizeof *c->bounds);
+    c->kk = malloc((size_t)n * ksize * sizeof *c->kk);
+    double *pre = malloc((size_t)ksize * sizeof *pre);
+    if (!c->bounds || !c->kk || !pre) {
+        free(pre);
+        coeffs_free(c);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int xx = o0 + i;
+        double center = (xx + 0.5) * scale;
+        double ww = 0.0;
+        double ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5);
+        if (xmin < 0)
+            xmin = 0;
+        int xmax = (int)(center + support + 0.5);
+        if (xmax > in_size)
+            xmax = in_size;
+        xmax -= xmin;
+        int x;
+        for (x = 0; x < xmax; x++) {
+            double w = f->fn((x + xmin - center + 0.5) * ss);
+            pre[x] = w;
+            ww += w;
+        }
+        for (x = 0; x < xmax; x++)
+            if (ww != 0.0)
+                pre[x] /= ww;
+        int *k = c->kk + (size_t)i * ksize;
+        for (x = 0; x < xmax; x++)
+            k[x] = pre[x] < 0 ? (int)(-0.5 + pre[x] * (1 << PRECISION_BITS))
+                              : (int)(0.5 + pre[x] * (1 << PRECISION_BITS));
+        for (; x < ksize; x++)
+            k[x] = 0;
+        c->bounds[2 * i] = xmin;
+        c->bounds[2 * i + 1] = xmax;
+    }
+    free(pre);
+    return 0;
+}
+
+static uint8_t clip8(int v)
+{
+    if (v <= 0)
+        return 0;
+    v >>= PRECISION_BITS;
+    return v > 255 ? 255 : (uint8_t)v;
+}
+
+/* Resizes src (sw x sh RGB) to dw x dh as Pillow does and writes the window of cw x ch pixels
+ * at (cx0, cy0) of the result to dst (tight RGB rows). Only the window is computed. */
+static int resample_window(const uint8_t *src, int sw, int sh, int dw, int dh, const filter *f,
+                           int cx0, int cy0, int cw, int ch, uint8_t *dst)
+{
+    int need_h = dw != sw, need_v = dh != sh;
+    coeffs hc = {0}, vc = {0};
+    uint8_t *tmp = NULL;
+    int rc = -1;
+    int r0 = cy0, r1 = cy0 + ch; /* input rows the vertical pass reads */
+    if (need_v) {
+        if (coeffs_make(&vc, sh, dh, f, cy0, ch) != 0)
+            goto out;
+        r0 = vc.bounds[0];
+        r1 = vc.bounds[2 * (ch - 1)] + vc.bounds[2 * (ch - 1) + 1];
+    }
+    if (need_h && coeffs_make(&hc, sw, dw, f, cx0, cw) != 0)
+        goto out;
+    int th = r1 - r0;
+    tmp = malloc((size_t)cw * th * 3);
+    if (!tmp)
+        goto out;
+    /* Horizontal pass (or the column window) over rows r0 .. r1 - 1. */
+    for (int y = 0; y < th; y++) {
+        const uint8_t *row = src + (size_t)(r0 + y) * sw * 3;
+        uint8_t *o = tmp + (size_t)y * cw * 3;
+        if (!need_h) {
+            memcpy(o, row + (size_t)cx0 * 3, (size_t)cw * 3);
+            continue;
+        }
+        for (int i = 0; i < cw; i++) {
+            int xmin = hc.bounds[2 * i], xn = hc.bounds[2 * i + 1];
+            const int *k = hc.kk + (size_t)i * hc.ksize;
+            int s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+            const uint8_t *px = row + (size_t)xmin * 3;
+            for (int x = 0; x < xn; x++) {
+                s0 += px[3 * x + 0] * k[x];
+                s1 += px[3 * x + 1] * k[x];
+                s2 += px[3 * x + 2] * k[x];
+            }
+            o[3 * i + 0] = clip8(s0);
+            o[3 * i + 1] = clip8(s1);
+            o[3 * i + 2] = clip8(s2);
+        }
+    }
+    /* Vertical pass (or a copy). */
+    if (!need_v) {
+        memcpy(dst, tmp, (size_t)cw * ch * 3);
+    } else {
+        for (int j = 0; j < ch; j++) {
+            int ymin = vc.bounds[2 * j] - r0, yn = vc.bounds[2 * j + 1];
+            const int *k = vc.kk + (size_t)j * vc.ksize;
+            uint8_t *o = dst + (size_t)j * cw * 3;
+            for (int i = 0; i < cw * 3; i++) {
+                int s = 1 << (PRECISION_BITS - 1);
+                for (int y = 0; y < yn; y++)
+                    s += tmp[(size_t)(ymin + y) * cw * 3 + i] * k[y];
+                o[i] = clip8(s);
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(tmp);
+    coeffs_free(&hc);
+    coeffs_free(&vc);
+    return rc;
+}
+
+/* torchvision's CenterCrop offset: int(round((size - crop) / 2.0)), Python rounding half to
+ * even. */
+static int crop_offset(int size, int crop)
+{
+    int d = size - crop;
+    int off = d / 2;
+    if ((d & 1) && (off & 1))
+        off++;
+    return off;
+}
+
+int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out, pgd_error **err)
+{
+    if (!img || !img->data || !out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_preprocess: image or output is NULL");
+    const int S = PGD_PREPROCESS_SIZE;
+    int sw = img->width, sh = img->height;
+    int dw, dh;
+    const filter *f;
+    float mean[3], stdv[3];
+    switch (preset) {
+    case PGD_PREPROCESS_TORCHVISION:
+    case PGD_PREPROCESS_TIMM: {
+        int side = preset == PGD_PREPROCESS_TORCHVISION ? 256 : 248;
+        f = preset == PGD_PREPROCESS_TORCHVISION ? &BILINEAR : &BICUBIC;
+        /* torchvision 0.14 _compute_resized_output_size: long = int(side * long / short). */
+        int shrt = sw <= sh ? sw : sh, lng = sw <= sh ? sh : sw;
+        int nl = (int)((double)side * lng / shrt);
+        if (sw <= sh) {
+            dw = side;
+            dh = nl;
+        } else {
+            dw = nl;
+            dh = side;
+        }
+        if (preset == PGD_PREPROCESS_TORCHVISION) {
+            mean[0] = 0.485f, mean[1] = 0.456f, mean[2] = 0.406f;
+            stdv[0] = 0.229f, stdv[1] = 0.224f, stdv[2] = 0.225f;
+        } else {
+            mean[0] = mean[1] = mean[2] = 0.5f;
+            stdv[0] = stdv[1] = stdv[2] = 0.5f;
+        }
+        break;
+    }
+    case PGD_PREPROCESS_HF:
+        dw = dh = S;
+        f = &BILINEAR;
+        mean[0] = mean[1] = mean[2] = 0.5f;
+        stdv[0] = stdv[1] = stdv[2] = 0.5f;
+        break;
+    default:
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_preprocess: unknown preset %d", (int)preset);
+    }
+    int cx0 = crop_offset(dw, S), cy0 = crop_offset(dh, S);
+    uint8_t *win = malloc((size_t)S * S * 3);
+    if (!win || resample_window(img->data, sw, sh, dw, dh, f, cx0, cy0, S, S, win) != 0) {
+        free(win);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_image_preprocess: out of memory resizing %d x %d to %d x %d", sw,
+                              sh, dw, dh);
+    }
+    /* ToTensor then Normalize, in float32 as torchvision does: (v / 255 - mean) / std. */
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < S * S; i++) {
+            float v = (float)win[(size_t)i * 3 + c] / 255.0f;
+            out[(size_t)c * S * S + i] = (v - mean[c]) / stdv[c];
+        }
+    free(win);
+    return PGD_OK;
+}
+
+/* ---- heat maps ---- */
+
+/* Lightness rises monotonically along the ramp. */
+static const uint8_t RAMP[5][3] = {
+    {20, 12, 70},    /* dark blue */
+    {105, 30, 140},  /* purple */
+    {205, 50, 80},   /* red */
+    {245, 145, 30},  /* orange */
+    {252, 245, 180}, /* pale yellow */
+};
+
+void pgd__heatmap_color(float t, uint8_t rgb[3])
+{
+    if (!(t > 0.0f))
+        t = 0.0f;
+    if (t > 1.0f)
+        t = 1.0f;
+    float s = t * 4.0f;
+    int i = (int)s;
+    if (i > 3)
+        i = 3;
+    float u = s - (float)i;
+    for (int c = 0; c < 3; c++) {
+        float v = RAMP[i][c] + (RAMP[i + 1][c] - RAMP[i][c]) * u;
+        rgb[c] = (uint8_t)lrintf(v);
+    }
+}
+
+typedef struct png_sink {
+    FILE *f;
+    int failed;
+} png_sink;
+
+static void png_write_cb(void *ctx, void *data, int size)
+{
+    png_sink *s = ctx;
+    if (!s->failed && size > 0 && fwrite(data, 1, (size_t)size, s->f) != (size_t)size)
+        s->failed = 1;
+}
+
+int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map, int mw,
+                                int mh, pgd_error **err)
+{
+    if (!path || !base || !base->data || !map)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_write_heatmap_png: path, image or map is NULL");
+    if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "heat map '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
+                              mh);
+    int w = base->width, h = base->height;
+    size_t n = (size_t)mw * mh;
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(map[i])) {
+            if (map[i] < lo)
+                lo = map[i];
+            if (map[i] > hi)
+                hi = map[i];
+        }
+    double range = (lo < hi) ? (double)hi - lo : 0.0;
+    float *norm = malloc(n * sizeof *norm);
+    uint8_t *pix = malloc((size_t)w * h * 3);
+    if (!norm || !pix) {
+        free(norm);
+        free(pix);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory",
+                              path);
+    }
+    for (size_t i = 0; i < n; i++)
+        norm[i] = (range > 0.0 && isfinite(map[i])) ? (float)((map[i] - (double)lo) / range) : 0.0f;
+    for (int y = 0; y < h; y++) {
+        double sy = (y + 0.5) * mh / h - 0.5;
+        if (sy < 0)
+            sy = 0;
+        if (sy > mh - 1)
+            sy = mh - 1;
+        int y0 = (int)sy, y1 = y0 + 1 < mh ? y0 + 1 : y0;
+        double fy = sy - y0;
+        for (int x = 0; x < w; x++) {
+            double sx = (x + 0.5) * mw / w - 0.5;
+            if (sx < 0)
+                sx = 0;
+            if (sx > mw - 1)
+                sx = mw - 1;
+            int x0 = (int)sx, x1 = x0 + 1 < mw ? x0 + 1 : x0;
+            double fx = sx - x0;
+            double t = (1 - fy) * ((1 - fx) * norm[(size_t)y0 * mw + x0] +
+                                   fx * norm[(size_t)y0 * mw + x1]) +
+                       fy * ((1 - fx) * norm[(size_t)y1 * mw + x0] + fx * norm[(size_t)y1 * mw + x1]);
+            uint8_t col[3];
+            pgd__heatmap_color((float)t, col);
+            size_t o = ((size_t)y * w + x) * 3;
+            for (int c = 0; c < 3; c++)
+                pix[o + c] = (uint8_t)((base->data[o + c] + col[c] + 1) / 2);
+        }
+    }
+    free(norm);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        free(pix);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory",
+                              path);
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp-XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        free(pix);
+        return pgd__error_set(err, PGD_ERR_IO, "heat map '%s': cannot create a temporary file: %s",
+                              path, strerror(e));
+    }
+    (void)fchmod(fd, 0644);
+    png_sink sink = {fdopen(fd, "wb"), 0};
+    const char *what = NULL;
+    int e = 0;
+    if (!sink.f) {
+        e = errno;
+        close(fd);
+        what = "cannot open the temporary file";
+    } else {
+        int ok = stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, pix, w * 3);
+        if (!ok)
+            what = "stbi_write_png failed (out of memory?)";
+        if (fflush(sink.f) != 0 || ferror(sink.f))
+            sink.failed = 1;
+        if (!sink.failed && fsync(fileno(sink.f)) != 0 && errno != EINVAL)
+            sink.failed = 1;
+        if (sink.failed && !e)
+            e = errno;
+        if (fclose(sink.f) != 0 && !sink.failed) {
+            e = errno;
+            sink.failed = 1;
+        }
+        if (!what && sink.failed)
+            what = "writing the temporary file failed";
+    }
+    free(pix);
+    if (!what && rename(tmp, path) != 0) {
+        e = errno;
+        what = "cannot rename the temporary file into place";
+    }
+    if (what) {
+        unlink(tmp);
+        free(tmp);
+        return pgd__error_set(err, PGD_ERR_IO, "heat map '%s': %s%s%s", path, what,
+                              e ? ": " : "", e ? strerror(e) : "");
+    }
+    free(tmp);
+    return PGD_OK;
+}

@@ -1,0 +1,503 @@
+/* test_image.c — image loading (JPEG, PNG, BMP round trips through stb's writers, odd sizes,
+ * grey and alpha), rejection of other formats, truncated and oversized files, the preprocessing
+ * presets against golden data made with torchvision/PIL (tools/make-image-golden.py), and the
+ * heat-map PNG writer. Host only: no OpenCL device needed. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb_image_write.h>
+
+#include "harness.h"
+
+static char *tmpdir;
+
+static void setup(void)
+{
+    tmpdir = pgd_test_tempdir("image");
+    ck_assert_ptr_nonnull(tmpdir);
+}
+
+static void teardown(void)
+{
+    pgd_test_rmtree(tmpdir);
+    free(tmpdir);
+    tmpdir = NULL;
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][4096];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
+    return b;
+}
+
+/* A w x h image of comp channels: gradients plus a little hash noise. */
+static unsigned char *pattern(int w, int h, int comp)
+{
+    unsigned char *p = malloc((size_t)w * h * comp);
+    ck_assert_ptr_nonnull(p);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < comp; c++) {
+                unsigned v = (unsigned)(x * 255 / (w > 1 ? w - 1 : 1)) * (c == 0) +
+                             (unsigned)(y * 255 / (h > 1 ? h - 1 : 1)) * (c == 1) +
+                             (unsigned)((x + y) * 7 + 40 * c) * (c >= 2) +
+                             ((unsigned)(x * 31 + y * 17 + c * 5) % 7);
+                p[((size_t)y * w + x) * comp + c] = (unsigned char)(v & 255);
+            }
+    return p;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    ck_assert(fread(b, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void spit(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fwrite(data, 1, n, f) == n);
+    fclose(f);
+}
+
+static const int sizes[][2] = {{1, 1}, {3, 500}, {500, 3}, {257, 131}, {2, 2}, {64, 48}};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+START_TEST(roundtrip_png_bmp)
+{
+    for (size_t s = 0; s < N_SIZES; s++)
+        for (int kind = 0; kind < 2; kind++) {
+            int w = sizes[s][0], h = sizes[s][1];
+            unsigned char *p = pattern(w, h, 3);
+            const char *path = tpath(kind ? "rt.bmp" : "rt.png");
+            ck_assert(kind ? stbi_write_bmp(path, w, h, 3, p) : stbi_write_png(path, w, h, 3, p, w * 3));
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+            ck_assert_int_eq(pgd_image_width(img), w);
+            ck_assert_int_eq(pgd_image_height(img), h);
+            ck_assert_msg(!memcmp(pgd_image_data(img), p, (size_t)w * h * 3),
+                          "%s %dx%d pixels differ", kind ? "BMP" : "PNG", w, h);
+            pgd_image_free(img);
+            /* And from memory. */
+            size_t n;
+            unsigned char *file = slurp(path, &n);
+            PGD_CHECK_OK(pgd_image_load_memory(file, n, "mem", &img, &err), &err);
+            ck_assert(!memcmp(pgd_image_data(img), p, (size_t)w * h * 3));
+            pgd_image_free(img);
+            free(file);
+            free(p);
+        }
+}
+END_TEST
+
+START_TEST(roundtrip_grey_alpha)
+{
+    for (int comp = 1; comp <= 4; comp++) {
+        if (comp == 3)
+            continue;
+        int w = 257, h = 131;
+        unsigned char *p = pattern(w, h, comp);
+        const char *path = tpath("ga.png");
+        ck_assert(stbi_write_png(path, w, h, comp, p, w * comp));
+        pgd_image *img = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+        ck_assert_int_eq(pgd_image_width(img), w);
+        ck_assert_int_eq(pgd_image_height(img), h);
+        const uint8_t *d = pgd_image_data(img);
+        int bad = -1; /* Check's asserts are slow without fork: one per image */
+        for (int i = 0; i < w * h * 3 && bad < 0; i++) {
+            int want = comp <= 2 ? p[(size_t)(i / 3) * comp] : p[(size_t)(i / 3) * comp + i % 3];
+            if (d[i] != want)
+                bad = i;
+        }
+        ck_assert_msg(bad < 0, "comp %d: byte %d differs", comp, bad);
+        pgd_image_free(img);
+        free(p);
+    }
+}
+END_TEST
+
+START_TEST(roundtrip_jpeg)
+{
+    for (size_t s = 0; s < N_SIZES; s++) {
+        int w = sizes[s][0], h = sizes[s][1];
+        unsigned char *p = pattern(w, h, 3);
+        const char *path = tpath("rt.jpg");
+        ck_assert(stbi_write_jpg(path, w, h, 3, p, 95));
+        pgd_image *img = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+        ck_assert_int_eq(pgd_image_width(img), w);
+        ck_assert_int_eq(pgd_image_height(img), h);
+        double sum = 0;
+        const uint8_t *d = pgd_image_data(img);
+        for (size_t i = 0; i < (size_t)w * h * 3; i++)
+            sum += fabs((double)d[i] - p[i]);
+        double mad = sum / ((double)w * h * 3);
+        ck_assert_msg(mad < 12.0, "JPEG %dx%d mean abs diff %g", w, h, mad);
+        pgd_image_free(img);
+        free(p);
+    }
+}
+END_TEST
+
+static void expect_fail(const void *data, size_t n, int code, const char *needle1,
+                        const char *needle2)
+{
+    pgd_image *img = (pgd_image *)(uintptr_t)1;
+    pgd_error *err = NULL;
+    int rc = pgd_image_load_memory(data, n, "probe.bin", &img, &err);
+    ck_assert_msg(rc != PGD_OK, "accepted %zu bytes", n);
+    ck_assert_ptr_null(img);
+    ck_assert_ptr_nonnull(err);
+    if (code)
+        ck_assert_msg(rc == code, "status %s: %s", pgd_status_name(rc), pgd_error_message(err));
+    const char *m = pgd_error_message(err);
+    ck_assert_msg(strstr(m, "probe.bin"), "message lacks the name: %s", m);
+    if (needle1)
+        ck_assert_msg(strstr(m, needle1), "message lacks '%s': %s", needle1, m);
+    if (needle2)
+        ck_assert_msg(strstr(m, needle2), "message lacks '%s': %s", needle2, m);
+    pgd_error_free(err);
+}
+
+START_TEST(reject_formats)
+{
+    static const unsigned char gif[] = "GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00"
+                                       "!\xf9\x04\x00\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01"
+                                       "\x00\x00\x02\x02D\x01\x00;";
+    expect_fail(gif, sizeof gif - 1, PGD_ERR_UNSUPPORTED, "GIF", NULL);
+    static const char pnm[] = "P6\n2 2\n255\n\1\2\3\4\5\6\7\10\11\12\13\14";
+    expect_fail(pnm, sizeof pnm - 1, PGD_ERR_UNSUPPORTED, "PNM", NULL);
+    static const char psd[] = "8BPS\0\1\0\0\0\0\0\0\0\3";
+    expect_fail(psd, sizeof psd - 1, PGD_ERR_UNSUPPORTED, "PSD", NULL);
+    static const char hdr[] = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 1 +X 1\n\1\1\1\1";
+    expect_fail(hdr, sizeof hdr - 1, PGD_ERR_UNSUPPORTED, "HDR", NULL);
+    /* A valid 1 x 1 uncompressed TGA: stb would decode it; we must not. */
+    static const unsigned char tga[] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 24, 0, 9, 8, 7};
+    expect_fail(tga, sizeof tga, PGD_ERR_UNSUPPORTED, "unknown format", "00 00 02");
+    static const char junk[] = "hello, this is not an image";
+    expect_fail(junk, sizeof junk - 1, PGD_ERR_UNSUPPORTED, "unknown format", NULL);
+    expect_fail("B", 1, PGD_ERR_UNSUPPORTED, "unknown", NULL);
+    expect_fail("", 0, PGD_ERR_FORMAT, "empty", NULL);
+    /* Magic right, body garbage. */
+    expect_fail("BMxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 50, PGD_ERR_FORMAT, "BMP", NULL);
+    /* Zero-size file on disk and a file that does not exist. */
+    spit(tpath("empty.png"), "", 0);
+    pgd_image *img = NULL;
+    pgd_error *err = NULL;
+    ck_assert_int_eq(pgd_image_load(tpath("empty.png"), &img, &err), PGD_ERR_FORMAT);
+    ck_assert(strstr(pgd_error_message(err), "empty.png"));
+    pgd_error_free(err);
+    err = NULL;
+    ck_assert_int_eq(pgd_image_load(tpath("no-such-file.png"), &img, &err), PGD_ERR_NOT_FOUND);
+    ck_assert(strstr(pgd_error_message(err), "no-such-file.png"));
+    ck_assert_ptr_null(img);
+    pgd_error_free(err);
+    err = NULL;
+    ck_assert_int_eq(pgd_image_load(tmpdir, &img, &err), PGD_ERR_IO); /* a directory */
+    pgd_error_free(err);
+}
+END_TEST
+
+static void put_be32(unsigned char *p, unsigned v)
+{
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
+}
+
+/* PNG signature + IHDR only (no data): stb can report the size but not decode. */
+static size_t png_header(unsigned char *b, unsigned w, unsigned h)
+{
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+    memcpy(b, sig, 8);
+    put_be32(b + 8, 13);
+    memcpy(b + 12, "IHDR", 4);
+    put_be32(b + 16, w);
+    put_be32(b + 20, h);
+    b[24] = 8, b[25] = 2, b[26] = 0, b[27] = 0, b[28] = 0; /* 8-bit RGB */
+    put_be32(b + 29, 0);                                    /* CRC: stb does not check it */
+    return 33;
+}
+
+START_TEST(reject_sizes)
+{
+    unsigned char b[64];
+    size_t n = png_header(b, 9000, 9000);
+    spit(tpath("huge.png"), b, n);
+    pgd_image *img = NULL;
+    pgd_error *err = NULL;
+    ck_assert_int_eq(pgd_image_load(tpath("huge.png"), &img, &err), PGD_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(pgd_error_message(err), "9000 x 9000"), "%s", pgd_error_message(err));
+    pgd_error_free(err);
+    n = png_header(b, 8192, 8193);
+    expect_fail(b, n, PGD_ERR_TOO_LARGE, "8192 x 8193", NULL);
+    n = png_header(b, 100000, 1);
+    expect_fail(b, n, 0, NULL, NULL);
+    n = png_header(b, 0, 5);
+    expect_fail(b, n, PGD_ERR_FORMAT, NULL, NULL);
+    /* Within the limit: fails at decoding (no IDAT), with stb's reason. */
+    n = png_header(b, 8192, 8192);
+    expect_fail(b, n, PGD_ERR_FORMAT, "decode", NULL);
+}
+END_TEST
+
+START_TEST(reject_truncated)
+{
+    int w = 257, h = 131;
+    unsigned char *p = pattern(w, h, 3);
+    ck_assert(stbi_write_png(tpath("t.png"), w, h, 3, p, w * 3));
+    ck_assert(stbi_write_jpg(tpath("t.jpg"), w, h, 3, p, 90));
+    free(p);
+    int jpeg_ok = 0, jpeg_err = 0;
+    for (int kind = 0; kind < 2; kind++) {
+        size_t n;
+        unsigned char *file = slurp(tpath(kind ? "t.jpg" : "t.png"), &n);
+        size_t lens[] = {1, 2, 3, 4, 7, 8, 9, 16, 20, 24, 32, 33, 40, 60, 100, 200, 300, 623,
+                         n / 4, n / 2, n - 100, n - 13, n - 12, n - 5, n - 1};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+            size_t len = lens[i];
+            /* An exact-size copy so that valgrind sees any over-read. */
+            unsigned char *cut = malloc(len);
+            memcpy(cut, file, len);
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            int rc = pgd_image_load_memory(cut, len, "probe.bin", &img, &err);
+            if (kind == 0 ? len <= n - 5 : len < 300) {
+                /* PNG: any cut into the data is an error (stb forgives only a cut in the final
+                 * IEND CRC, after every pixel arrived). JPEG: the headers (~600 bytes) must be
+                 * whole. */
+                ck_assert_msg(rc != PGD_OK, "%s cut to %zu bytes accepted", kind ? "JPEG" : "PNG",
+                              len);
+                ck_assert(strstr(pgd_error_message(err), "probe.bin"));
+            } else if (rc == PGD_OK) {
+                /* stb fills a JPEG cut inside the entropy data with grey; no crash is the bar. */
+                ck_assert_int_eq(pgd_image_width(img), w);
+                ck_assert_int_eq(pgd_image_height(img), h);
+                jpeg_ok++;
+            } else {
+                jpeg_err++;
+            }
+            pgd_image_free(img);
+            pgd_error_free(err);
+            free(cut);
+        }
+        free(file);
+    }
+    printf("truncated past the headers (JPEG) or in the IEND CRC (PNG): %d decoded, %d refused\n",
+           jpeg_ok, jpeg_err);
+}
+END_TEST
+
+/* ---- preprocessing against the golden data ---- */
+
+#define S PGD_PREPROCESS_SIZE
+#define STRIDE 7
+#define NSUB (3 * S * S / STRIDE)
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("PAGODA_TEST_DATA");
+    return d && *d ? d : "tests/data";
+}
+
+START_TEST(preprocess_golden)
+{
+    static const char *images[] = {"grad_300x200", "noise_97x143", "checker_13x7"};
+    static const char *presets[] = {"torchvision", "timm", "hf"};
+    static const pgd_preprocess ids[] = {PGD_PREPROCESS_TORCHVISION, PGD_PREPROCESS_TIMM,
+                                         PGD_PREPROCESS_HF};
+    float *out = malloc(sizeof(float) * 3 * S * S);
+    float *want = malloc(sizeof(float) * NSUB);
+    for (int p = 0; p < 3; p++) {
+        double worst = 0;
+        long off_by_levels = 0;
+        for (int i = 0; i < 3; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.png", data_dir(), images[i]);
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+            PGD_CHECK_OK(pgd_image_preprocess(img, ids[p], out, &err), &err);
+            pgd_image_free(img);
+            snprintf(path, sizeof path, "%s/%s.%s.f32", data_dir(), images[i], presets[p]);
+            FILE *f = fopen(path, "rb");
+            ck_assert_msg(f, "cannot open %s", path);
+            ck_assert(fread(want, sizeof(float), NSUB, f) == NSUB);
+            fclose(f);
+            for (int k = 0; k < NSUB; k++) {
+                double d = fabs((double)out[(size_t)k * STRIDE] - want[k]);
+                if (d > worst)
+                    worst = d;
+                if (d > 1e-5)
+                    off_by_levels++;
+            }
+        }
+        printf("preprocess %-11s: max abs diff vs PIL/torchvision %.3g, %ld of %d samples differ\n",
+               presets[p], worst, off_by_levels, 3 * NSUB);
+        ck_assert_msg(worst <= 1e-2, "%s: max abs diff %g", presets[p], worst);
+        ck_assert_msg(worst <= 1e-5, "%s: not 8-bit exact (max abs diff %g)", presets[p], worst);
+    }
+    free(out);
+    free(want);
+}
+END_TEST
+
+START_TEST(preprocess_odd_sizes)
+{
+    float *out = malloc(sizeof(float) * 3 * S * S);
+    for (size_t s = 0; s < N_SIZES; s++)
+        for (int p = 0; p < 3; p++) {
+            int w = sizes[s][0], h = sizes[s][1];
+            unsigned char *px = pattern(w, h, 3);
+            ck_assert(stbi_write_png(tpath("o.png"), w, h, 3, px, w * 3));
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            PGD_CHECK_OK(pgd_image_load(tpath("o.png"), &img, &err), &err);
+            for (int i = 0; i < 3 * S * S; i++)
+                out[i] = NAN;
+            PGD_CHECK_OK(pgd_image_preprocess(img, (pgd_preprocess)p, out, &err), &err);
+            int bad = -1;
+            for (int i = 0; i < 3 * S * S && bad < 0; i++)
+                if (!(isfinite(out[i]) && out[i] >= -2.2f && out[i] <= 2.7f) ||
+                    (w == 1 && h == 1 && out[i] != out[(i / (S * S)) * S * S]))
+                    bad = i;
+            ck_assert_msg(bad < 0, "%dx%d preset %d: out[%d] = %g", w, h, p, bad,
+                          bad < 0 ? 0.0 : out[bad]);
+            pgd_image_free(img);
+            free(px);
+        }
+    pgd_error *err = NULL;
+    ck_assert_int_eq(pgd_image_preprocess(NULL, PGD_PREPROCESS_HF, out, &err),
+                     PGD_ERR_INVALID_ARGUMENT);
+    pgd_error_free(err);
+    free(out);
+}
+END_TEST
+
+/* ---- heat maps ---- */
+
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, ".tmp-"))
+            n++;
+    closedir(d);
+    return n;
+}
+
+START_TEST(heatmap)
+{
+    int w = 257, h = 131, mw = 7, mh = 5;
+    unsigned char *px = pattern(w, h, 3);
+    ck_assert(stbi_write_png(tpath("base.png"), w, h, 3, px, w * 3));
+    free(px);
+    pgd_image *base = NULL, *got = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_image_load(tpath("base.png"), &base, &err), &err);
+    float map[35];
+    for (int y = 0; y < mh; y++)
+        for (int x = 0; x < mw; x++)
+            map[y * mw + x] = 3.0f + (float)(x + y); /* min at (0, 0), max at (6, 4) */
+    map[3] = NAN;                                    /* counts as the minimum */
+    PGD_CHECK_OK(pgd_image_write_heatmap_png(tpath("heat.png"), base, map, mw, mh, &err), &err);
+    PGD_CHECK_OK(pgd_image_load(tpath("heat.png"), &got, &err), &err);
+    ck_assert_int_eq(pgd_image_width(got), w);
+    ck_assert_int_eq(pgd_image_height(got), h);
+    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (int i = 0; i <= 1000; i++) {
+        uint8_t c[3];
+        pgd__heatmap_color(i / 1000.0f, c);
+        for (int k = 0; k < 3; k++) {
+            if (c[k] < lo[k])
+                lo[k] = c[k];
+            if (c[k] > hi[k])
+                hi[k] = c[k];
+        }
+    }
+    const uint8_t *b = pgd_image_data(base), *g = pgd_image_data(got);
+    int bad = -1;
+    for (int i = 0; i < w * h * 3 && bad < 0; i++) {
+        int k = i % 3, bv = b[i], gv = g[i];
+        int mn = bv < lo[k] ? bv : lo[k], mx = bv > hi[k] ? bv : hi[k];
+        if (gv < mn || gv > mx)
+            bad = i;
+    }
+    ck_assert_msg(bad < 0, "byte %d: %d not between base %d and the ramp", bad,
+                  bad < 0 ? 0 : g[bad], bad < 0 ? 0 : b[bad]);
+    /* The corners are exact: (0, 0) is the minimum, (w-1, h-1) the maximum. */
+    uint8_t c0[3], c1[3];
+    pgd__heatmap_color(0.0f, c0);
+    pgd__heatmap_color(1.0f, c1);
+    size_t last = ((size_t)w * h - 1) * 3;
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(g[k], (b[k] + c0[k] + 1) / 2);
+        ck_assert_int_eq(g[last + k], (b[last + k] + c1[k] + 1) / 2);
+    }
+    pgd_image_free(got);
+    /* A constant map and a 1 x 1 map work. */
+    float one = 5.0f;
+    PGD_CHECK_OK(pgd_image_write_heatmap_png(tpath("heat1.png"), base, &one, 1, 1, &err), &err);
+    /* Failures: a directory that does not exist, a target that is a directory, bad sizes. */
+    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("nodir/heat.png"), base, map, mw, mh, &err),
+                     PGD_ERR_IO);
+    ck_assert(strstr(pgd_error_message(err), "nodir/heat.png"));
+    pgd_error_free(err);
+    err = NULL;
+    struct stat st;
+    ck_assert(stat(tpath("nodir"), &st) != 0);
+    ck_assert(mkdir(tpath("adir"), 0755) == 0);
+    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("adir"), base, map, mw, mh, &err),
+                     PGD_ERR_IO);
+    ck_assert_msg(strstr(pgd_error_message(err), "rename"), "%s", pgd_error_message(err));
+    pgd_error_free(err);
+    err = NULL;
+    ck_assert_int_eq(count_temp_files(tmpdir), 0);
+    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("x.png"), base, map, 0, 5, &err),
+                     PGD_ERR_INVALID_ARGUMENT);
+    pgd_error_free(err);
+    ck_assert(stat(tpath("x.png"), &st) != 0);
+    pgd_image_free(base);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("image");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, roundtrip_png_bmp);
+    tcase_add_test(tc, roundtrip_grey_alpha);
+    tcase_add_test(tc, roundtrip_jpeg);
+    tcase_add_test(tc, reject_formats);
+    tcase_add_test(tc, reject_sizes);
+    tcase_add_test(tc, reject_truncated);
+    tcase_add_test(tc, preprocess_golden);
+    tcase_add_test(tc, preprocess_odd_sizes);
+    tcase_add_test(tc, heatmap);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
