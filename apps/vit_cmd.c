@@ -11,12 +11,13 @@
 
 static const char usage[] =
     "usage: pagoda vit [--device SEL] [--weights FILE | --random SIZE] [--heads H] [--topk K]\n"
-    "                  [--json]\n"
-    "                  [--input F.npy] [--save-logits F.npy] [--profile]\n"
+    "                  [--json] [--preprocess P] [--input F.npy] [--save-input F.npy]\n"
+    "                  [--save-logits F.npy] [--attention-map OUT.png] [--profile] [IMAGE...]\n"
     "\n"
-    "Classifies with a Vision Transformer. The input is an .npy tensor [B, 3, H, W] of\n"
-    "preprocessed images (H and W multiples of the patch size; other sizes than the trained\n"
-    "one interpolate the position embeddings bicubically).\n"
+    "Classifies images (JPEG, PNG, BMP; batched together) with a Vision Transformer. Each image\n"
+    "is preprocessed as the weights were trained (--preprocess overrides), or the input is an\n"
+    ".npy tensor [B, 3, H, W] of preprocessed images (H and W multiples of the patch size;\n"
+    "other sizes than the trained one interpolate the position embeddings bicubically).\n"
     "\n"
     "Options:\n"
     "  --device SEL        device selector (see 'pagoda devices --help')\n"
@@ -29,8 +30,15 @@ static const char usage[] =
     "  --heads H           number of attention heads (default: the standard table by width)\n"
     "  --topk K            classes to print per image (default 5)\n"
     "  --json              print the results as JSON\n"
-    "  --input F.npy       the input tensor; without it a deterministic synthetic batch of one\n"
-    "                      224x224 image is used\n"
+    "  --preprocess P      torchvision (shorter side 256 bilinear, crop 224, ImageNet mean/std),\n"
+    "                      timm (shorter side 248 bicubic, crop 224, mean/std 0.5) or hf (resize\n"
+    "                      224x224 bilinear, mean/std 0.5); default: the weights' naming\n"
+    "  --input F.npy       the input tensor instead of images; with neither, one synthetic\n"
+    "                      224x224 image\n"
+    "  --save-input F.npy  write the preprocessed batch [B, 3, H, W]\n"
+    "  --attention-map OUT.png\n"
+    "                      the last block's class-token attention (mean over heads) blended\n"
+    "                      over each image (OUT.png, or OUT-1.png, OUT-2.png... for more images)\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     "  --profile           per-kernel timings at the end\n"
     "  -h, --help          show this help\n";
@@ -93,10 +101,12 @@ static int by_p(const void *a, const void *b)
 int cmd_vit(int argc, char **argv)
 {
     const char *device = NULL, *input = NULL, *save_logits = NULL, *random = NULL, *weights = NULL;
+    const char *preprocess = NULL, *save_input = NULL, *attn_png = NULL;
     int heads = 0, topk = 5, json = 0, profile = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
-        {"weights", required_argument, 0, 'w'},
+        {"weights", required_argument, 0, 'w'}, {"preprocess", required_argument, 0, 'P'},
+        {"save-input", required_argument, 0, 'S'}, {"attention-map", required_argument, 0, 'A'},
         {"heads", required_argument, 0, 'H'},  {"topk", required_argument, 0, 'k'},
         {"json", no_argument, 0, 'j'},         {"input", required_argument, 0, 'i'},
         {"save-logits", required_argument, 0, 's'}, {"profile", no_argument, 0, 'p'},
@@ -109,6 +119,9 @@ int cmd_vit(int argc, char **argv)
         case 'd': device = optarg; break;
         case 'r': random = optarg; break;
         case 'w': weights = optarg; break;
+        case 'P': preprocess = optarg; break;
+        case 'S': save_input = optarg; break;
+        case 'A': attn_png = optarg; break;
         case 'i': input = optarg; break;
         case 's': save_logits = optarg; break;
         case 'j': json = 1; break;
@@ -127,9 +140,22 @@ int cmd_vit(int argc, char **argv)
         default: return app_usage_error("vit ", "bad option");
         }
     }
-    if (optind < argc)
-        return app_usage_error("vit ", "unexpected argument '%s' (images need --input F.npy in "
-                               "this release)", argv[optind]);
+    int nimages = argc - optind;
+    char **images = argv + optind;
+    if (nimages && input)
+        return app_usage_error("vit ", "give images or --input F.npy, not both");
+    if (attn_png && !nimages)
+        return app_usage_error("vit ", "--attention-map needs image files to draw on");
+    int preset = -1;
+    if (preprocess) {
+        preset = !strcmp(preprocess, "torchvision") ? PGD_PREPROCESS_TORCHVISION
+                 : !strcmp(preprocess, "timm")      ? PGD_PREPROCESS_TIMM
+                 : !strcmp(preprocess, "hf")        ? PGD_PREPROCESS_HF
+                                                    : -1;
+        if (preset < 0)
+            return app_usage_error("vit ", "--preprocess wants torchvision, timm or hf, got '%s'",
+                                   preprocess);
+    }
     vit_config cfg;
     vit_source src;
     pgd_weights *wf = NULL;
@@ -158,7 +184,8 @@ int cmd_vit(int argc, char **argv)
         vit_random_source(&src, &cfg, 1);
     }
 
-    float *x = NULL, *logits = NULL;
+    float *x = NULL, *logits = NULL, *map = NULL;
+    pgd_image **loaded = NULL;
     int64_t shape[PGD_MAX_DIMS];
     int nd = 4;
     if (input) {
@@ -171,6 +198,32 @@ int cmd_vit(int argc, char **argv)
             pgd_weights_close(wf);
             fprintf(stderr, "pagoda: error: %s: input must be [B, 3, H, W]\n", input);
             return EXIT_RUNTIME;
+        }
+    } else if (nimages) {
+        if (preset < 0)
+            preset = cfg.family == VIT_HF ? PGD_PREPROCESS_HF
+                     : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
+                                                     : PGD_PREPROCESS_TIMM;
+        const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
+        shape[0] = nimages, shape[1] = 3, shape[2] = shape[3] = S;
+        x = malloc((size_t)(nimages * per) * sizeof *x);
+        loaded = calloc((size_t)nimages, sizeof *loaded);
+        if (!x || !loaded) {
+            free(x);
+            free(loaded);
+            pgd_weights_close(wf);
+            return EXIT_RUNTIME;
+        }
+        for (int i = 0; i < nimages; i++) {
+            if (pgd_image_load(images[i], &loaded[i], &err) ||
+                pgd_image_preprocess(loaded[i], (pgd_preprocess)preset, x + i * per, &err)) {
+                for (int j = 0; j <= i; j++)
+                    pgd_image_free(loaded[j]);
+                free(loaded);
+                free(x);
+                pgd_weights_close(wf);
+                return app_fail(err);
+            }
         }
     } else {
         int64_t side = (int64_t)cfg.patch * cfg.grid_h;
@@ -207,9 +260,18 @@ int cmd_vit(int argc, char **argv)
         rc = app_fail(err);
         goto done;
     }
+    if (save_input && pgd_npy_write(save_input, x, 4, shape, &err)) {
+        rc = app_fail(err);
+        goto done;
+    }
     logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
+    int mh = H / cfg.patch, mw = W / cfg.patch;
+    if (attn_png && !(map = malloc((size_t)(B * mh * mw) * sizeof *map))) {
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
     double t[4];
-    if (!logits || vit_forward(m, x, B, H, W, logits, NULL, t, &err)) {
+    if (!logits || vit_forward(m, x, B, H, W, logits, map, t, &err)) {
         rc = logits ? app_fail(err) : EXIT_RUNTIME;
         goto done;
     }
@@ -219,6 +281,22 @@ int cmd_vit(int argc, char **argv)
             rc = app_fail(err);
             goto done;
         }
+    }
+    for (int b = 0; map && b < B; b++) {
+        char path[4096];
+        const char *dot = strrchr(attn_png, '.');
+        if (B == 1)
+            snprintf(path, sizeof path, "%s", attn_png);
+        else if (dot && dot != attn_png)
+            snprintf(path, sizeof path, "%.*s-%d%s", (int)(dot - attn_png), attn_png, b + 1, dot);
+        else
+            snprintf(path, sizeof path, "%s-%d.png", attn_png, b + 1);
+        if (pgd_image_write_heatmap_png(path, loaded[b], map + b * mh * mw, mw, mh, &err)) {
+            rc = app_fail(err);
+            goto done;
+        }
+        if (!json)
+            fprintf(stderr, "pagoda: attention map of %s written to %s\n", images[b], path);
     }
     const pgd_device_info *d = pgd_ctx_device(ctx);
     json_t *jall = json ? json_array() : NULL;
@@ -236,7 +314,7 @@ int cmd_vit(int argc, char **argv)
         int kk = topk < cfg.classes ? topk : cfg.classes;
         json_t *jtop = json ? json_array() : NULL;
         if (!json)
-            printf("image %d:\n", b);
+            printf("%s:\n", nimages ? images[b] : input ? input : "synthetic image");
         for (int k = 0; k < kk; k++) {
             char fallback[32];
             snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
@@ -248,7 +326,9 @@ int cmd_vit(int argc, char **argv)
                 printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
         }
         if (json)
-            json_array_append_new(jall, json_pack("{s:i, s:o}", "image", b, "top", jtop));
+            json_array_append_new(jall, json_pack("{s:i, s:s, s:o}", "image", b, "source",
+                                                  nimages ? images[b] : input ? input : "synthetic",
+                                                  "top", jtop));
     }
     free(rk);
     if (json) {
@@ -270,6 +350,10 @@ int cmd_vit(int argc, char **argv)
 done:
     vit_free(m);
     pgd_weights_close(wf);
+    for (int i = 0; loaded && i < nimages; i++)
+        pgd_image_free(loaded[i]);
+    free(loaded);
+    free(map);
     pgd_ctx_destroy(ctx);
     free(x);
     free(logits);
