@@ -61,7 +61,7 @@ static void run_case(const char *name, vit_family fam, int extra)
     ck_assert_int_eq(cfg.mlp, 64);
     ck_assert_int_eq(cfg.classes, classes);
     ck_assert_int_eq(cfg.extra, extra);
-    ck_assert_int_eq(cfg.grid_h, H / 8);
+    ck_assert_int_eq(cfg.grid_h, 4); /* trained at 32x32: other sizes resample the grid */
 
     char fn[256];
     snprintf(fn, sizeof fn, "vit-%s-input.bin", name);
@@ -86,8 +86,8 @@ static void run_case(const char *name, vit_family fam, int extra)
         PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, map, t, &err), &err);
         char what[160];
         snprintf(what, sizeof what, "%s logits on %s", name, d[i].name);
-        /* Two blocks of float32 work against PyTorch's float32: agreement to ~1e-4 relative. */
-        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 2e-3, 2e-4, what), "%s",
+        /* Two blocks of float32 work against PyTorch's float32: 1e-4 relative (observed ~1e-6). */
+        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 1e-4, 1e-5, what), "%s",
                       what);
         /* The attention map is the class token's probability mass on the patches. */
         for (int b = 0; b < B; b++) {
