@@ -1,4 +1,5 @@
 /* vit_cmd.c — `pagoda vit`: ViT classification of images or an input tensor. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "internal.h"
 #include "labels.h"
 #include "vit.h"
 
@@ -29,6 +31,7 @@ static const char usage[] =
     "                      s (ViT-S/16), b (ViT-B/16, default) or tiny (2 blocks of width 32)\n"
     "  --heads H           number of attention heads (default: the standard table by width)\n"
     "  --topk K            classes to print per image (default 5)\n"
+    "  --labels FILE       class names, one per line (default: ImageNet-1k for 1000 classes)\n"
     "  --json              print the results as JSON\n"
     "  --preprocess P      torchvision (shorter side 256 bilinear, crop 224, ImageNet mean/std),\n"
     "                      timm (shorter side 248 bicubic, crop 224, mean/std 0.5) or hf (resize\n"
@@ -101,12 +104,15 @@ static int by_p(const void *a, const void *b)
 int cmd_vit(int argc, char **argv)
 {
     const char *device = NULL, *input = NULL, *save_logits = NULL, *random = NULL, *weights = NULL;
-    const char *preprocess = NULL, *save_input = NULL, *attn_png = NULL;
+    const char *preprocess = NULL, *save_input = NULL, *attn_png = NULL, *labels_path = NULL;
+    char **labels = NULL;
+    unsigned char *labels_text = NULL;
+    int nlabels = 0;
     int heads = 0, topk = 5, json = 0, profile = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
         {"weights", required_argument, 0, 'w'}, {"preprocess", required_argument, 0, 'P'},
-        {"save-input", required_argument, 0, 'S'}, {"attention-map", required_argument, 0, 'A'},
+        {"save-input", required_argument, 0, 'S'}, {"labels", required_argument, 0, 'L'}, {"attention-map", required_argument, 0, 'A'},
         {"heads", required_argument, 0, 'H'},  {"topk", required_argument, 0, 'k'},
         {"json", no_argument, 0, 'j'},         {"input", required_argument, 0, 'i'},
         {"save-logits", required_argument, 0, 's'}, {"profile", no_argument, 0, 'p'},
@@ -122,6 +128,7 @@ int cmd_vit(int argc, char **argv)
         case 'P': preprocess = optarg; break;
         case 'S': save_input = optarg; break;
         case 'A': attn_png = optarg; break;
+        case 'L': labels_path = optarg; break;
         case 'i': input = optarg; break;
         case 's': save_logits = optarg; break;
         case 'j': json = 1; break;
@@ -138,6 +145,28 @@ int cmd_vit(int argc, char **argv)
             break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
         default: return app_usage_error("vit ", "bad option");
+        }
+    }
+    if (labels_path) {
+        size_t size = 0;
+        if (pgd__read_file(labels_path, &labels_text, &size) != 0) {
+            fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n", labels_path,
+                    strerror(errno));
+            return EXIT_RUNTIME;
+        }
+        for (size_t i = 0; i < size; i++)
+            nlabels += labels_text[i] == '\n' || (i + 1 == size && labels_text[i] != '\n');
+        labels = calloc((size_t)nlabels + 1, sizeof *labels);
+        char *p = (char *)labels_text;
+        for (int i = 0; labels && i < nlabels; i++) {
+            labels[i] = p;
+            char *nl = strchr(p, '\n');
+            if (!nl)
+                break;
+            *nl = 0;
+            if (nl > p && nl[-1] == '\r')
+                nl[-1] = 0;
+            p = nl + 1;
         }
     }
     int nimages = argc - optind;
@@ -247,6 +276,12 @@ int cmd_vit(int argc, char **argv)
     }
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
+    if (labels && nlabels < cfg.classes) {
+        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
+                labels_path, nlabels, cfg.classes);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
     if (!json && !weights)
         fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
                         "the classes printed are meaningless\n",
@@ -318,7 +353,9 @@ int cmd_vit(int argc, char **argv)
         for (int k = 0; k < kk; k++) {
             char fallback[32];
             snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
-            const char *label = cfg.classes == 1000 ? pgd_imagenet_labels[rk[k].index] : fallback;
+            const char *label = labels                ? labels[rk[k].index]
+                                : cfg.classes == 1000 ? pgd_imagenet_labels[rk[k].index]
+                                                      : fallback;
             if (json)
                 json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
                                                       "label", label, "probability", rk[k].p));
@@ -354,6 +391,8 @@ done:
         pgd_image_free(loaded[i]);
     free(loaded);
     free(map);
+    free(labels);
+    free(labels_text);
     pgd_ctx_destroy(ctx);
     free(x);
     free(logits);
