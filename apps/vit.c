@@ -425,8 +425,47 @@ static int gather_token(pgd_ctx *ctx, const pgd_tensor *x, int64_t B, int64_t T,
     return PGD_OK;
 }
 
+/* Attention rollout (Abnar & Zuidema 2020): R ← (½·mean_h A + ½·I, rows renormalised) · R over
+ * the layers; p holds this layer's probabilities [B, heads, T, T]. */
+static void rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T,
+                         double *tmp)
+{
+    for (int64_t b = 0; b < B; b++) {
+        double *Rb = R + b * T * T;
+        for (int64_t i = 0; i < T; i++) {
+            double sum = 0;
+            for (int64_t j = 0; j < T; j++) {
+                double a = 0;
+                for (int64_t h = 0; h < heads; h++)
+                    a += p[((b * heads + h) * T + i) * T + j];
+                a = 0.5 * a / (double)heads + (i == j ? 0.5 : 0.0);
+                tmp[i * T + j] = a;
+                sum += a;
+            }
+            for (int64_t j = 0; j < T; j++)
+                tmp[i * T + j] /= sum > 0 ? sum : 1;
+        }
+        /* Rb = tmp · Rb, one row at a time through a scratch row at the end of tmp. */
+        double *row = tmp + T * T;
+        double *old = tmp + T * T + T;
+        for (int64_t i = 0; i < T * T; i++)
+            old[i] = Rb[i];
+        for (int64_t i = 0; i < T; i++) {
+            for (int64_t j = 0; j < T; j++)
+                row[j] = 0;
+            for (int64_t k = 0; k < T; k++) {
+                double a = tmp[i * T + k];
+                for (int64_t j = 0; j < T; j++)
+                    row[j] += a * old[k * T + j];
+            }
+            for (int64_t j = 0; j < T; j++)
+                Rb[i * T + j] = row[j];
+        }
+    }
+}
+
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
-                float *attn_map, double times[4], pgd_error **err)
+                float *attn_map, float *rollout, double times[4], pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     const vit_config *c = &m->cfg;
@@ -458,6 +497,8 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     }
     pgd_tensor *img = NULL, *x = NULL, *h = NULL, *qkv = NULL, *a = NULL, *mlp = NULL;
     pgd_tensor *rows = NULL, *out = NULL, *out2 = NULL, *probs = NULL;
+    double *R = NULL, *scratch = NULL;
+    float *hp = NULL;
     int64_t si[4] = {B, 3, H, W}, sx[3] = {B, T, D}, sq[3] = {B, T, 3 * D}, sm[3] = {B, T, c->mlp};
     int64_t sr[2] = {B, D}, so[2] = {B, c->classes};
     if (!rc)
@@ -482,10 +523,12 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
         rc = pgd_layernorm(ctx, x, b->ln1_w, b->ln1_b, c->eps, h, err);
         if (!rc)
             rc = pgd_linear_forward(ctx, b->qkv, h, PGD_ACT_NONE, NULL, qkv, err);
-        if (!rc && attn_map && i == c->depth - 1) {
-            /* The class token's attention in the last block, every head. */
-            int64_t sp[1] = {B * heads * T};
-            rc = pgd_tensor_create(ctx, 1, sp, &probs, err);
+        int64_t prow = rollout ? T : 1; /* probability rows wanted from this block */
+        if (!rc && (rollout || (attn_map && i == c->depth - 1))) {
+            /* The class token's attention (all rows for rollout), every head. */
+            int64_t sp[1] = {B * heads * prow * T};
+            if (!probs)
+                rc = pgd_tensor_create(ctx, 1, sp, &probs, err);
             pgd_attention_args aa;
             memset(&aa, 0, sizeof aa);
             aa.batch = B;
@@ -500,9 +543,25 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
             aa.probs = probs;
             aa.probs_head = -1;
             aa.probs_q0 = 0;
-            aa.probs_q1 = 1;
+            aa.probs_q1 = prow;
             if (!rc)
                 rc = pgd_attention(ctx, &aa, err);
+            if (!rc && rollout) {
+                if (!R) {
+                    R = calloc((size_t)(B * T * T), sizeof *R);
+                    scratch = malloc((size_t)(T * T * 2 + T) * sizeof *scratch);
+                    hp = malloc((size_t)(B * heads * T * T) * sizeof *hp);
+                    for (int64_t bb = 0; R && bb < B; bb++)
+                        for (int64_t q = 0; q < T; q++)
+                            R[(bb * T + q) * T + q] = 1.0;
+                }
+                if (!R || !scratch || !hp)
+                    rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
+                if (!rc)
+                    rc = pgd_tensor_download(probs, hp, err);
+                if (!rc)
+                    rollout_step(R, hp, B, heads, T, scratch);
+            }
         } else if (!rc) {
             rc = pgd_attention_qkv(ctx, qkv, heads, a, err);
         }
@@ -543,18 +602,22 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     if (!rc)
         rc = pgd_tensor_download(out, logits, err);
     if (!rc && attn_map) {
-        float *p = malloc((size_t)(B * heads * T) * sizeof *p);
+        int64_t prow = rollout ? T : 1;
+        float *p = malloc((size_t)(B * heads * prow * T) * sizeof *p);
         rc = p ? pgd_tensor_download(probs, p, err)
                : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
         for (int64_t b = 0; !rc && b < B; b++)
             for (int64_t t = 0; t < (int64_t)gh * gw; t++) {
                 double s = 0;
                 for (int64_t hh = 0; hh < heads; hh++)
-                    s += p[(b * heads + hh) * T + c->extra + t];
+                    s += p[((b * heads + hh) * prow) * T + c->extra + t]; /* row 0: the class token */
                 attn_map[b * gh * gw + t] = (float)(s / (double)heads);
             }
         free(p);
     }
+    for (int64_t b = 0; !rc && rollout && b < B; b++)
+        for (int64_t t = 0; t < (int64_t)gh * gw; t++)
+            rollout[b * gh * gw + t] = (float)R[b * T * T + c->extra + t];
     double t3 = now_ms();
     if (times) {
         times[0] = t1 - t0;
@@ -562,6 +625,9 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
         times[2] = t3 - t2;
         times[3] = t3 - t0;
     }
+    free(R);
+    free(scratch);
+    free(hp);
     pgd_tensor *all[] = {img, x, h, qkv, a, mlp, rows, out, out2, probs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgd_tensor_destroy(all[i]);

@@ -41,7 +41,9 @@ static const char usage[] =
     "  --save-input F.npy  write the preprocessed batch [B, 3, H, W]\n"
     "  --attention-map OUT.png\n"
     "                      the last block's class-token attention (mean over heads) blended\n"
-    "                      over each image (OUT.png, or OUT-1.png, OUT-2.png... for more images)\n"
+    "                      over each image as OUT.png, and the attention rollout across all\n"
+    "                      blocks as OUT-rollout.png (OUT-1.png, OUT-rollout-1.png, ... for\n"
+    "                      several images)\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     "  --profile           per-kernel timings at the end\n"
     "  -h, --help          show this help\n";
@@ -213,7 +215,7 @@ int cmd_vit(int argc, char **argv)
         vit_random_source(&src, &cfg, 1);
     }
 
-    float *x = NULL, *logits = NULL, *map = NULL;
+    float *x = NULL, *logits = NULL, *map = NULL, *roll = NULL;
     pgd_image **loaded = NULL;
     int64_t shape[PGD_MAX_DIMS];
     int nd = 4;
@@ -301,12 +303,13 @@ int cmd_vit(int argc, char **argv)
     }
     logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
     int mh = H / cfg.patch, mw = W / cfg.patch;
-    if (attn_png && !(map = malloc((size_t)(B * mh * mw) * sizeof *map))) {
+    if (attn_png && (!(map = malloc((size_t)(B * mh * mw) * sizeof *map)) ||
+                     !(roll = malloc((size_t)(B * mh * mw) * sizeof *roll)))) {
         rc = EXIT_RUNTIME;
         goto done;
     }
     double t[4];
-    if (!logits || vit_forward(m, x, B, H, W, logits, map, t, &err)) {
+    if (!logits || vit_forward(m, x, B, H, W, logits, map, roll, t, &err)) {
         rc = logits ? app_fail(err) : EXIT_RUNTIME;
         goto done;
     }
@@ -318,20 +321,26 @@ int cmd_vit(int argc, char **argv)
         }
     }
     for (int b = 0; map && b < B; b++) {
-        char path[4096];
-        const char *dot = strrchr(attn_png, '.');
-        if (B == 1)
-            snprintf(path, sizeof path, "%s", attn_png);
-        else if (dot && dot != attn_png)
-            snprintf(path, sizeof path, "%.*s-%d%s", (int)(dot - attn_png), attn_png, b + 1, dot);
-        else
-            snprintf(path, sizeof path, "%s-%d.png", attn_png, b + 1);
-        if (pgd_image_write_heatmap_png(path, loaded[b], map + b * mh * mw, mw, mh, &err)) {
-            rc = app_fail(err);
-            goto done;
+        for (int kind = 0; kind < 2; kind++) {
+            /* OUT.png (last layer) and OUT-rollout.png; with several images OUT-1.png, ... */
+            char path[4096], tag[48];
+            const char *dot = strrchr(attn_png, '.');
+            if (!dot || dot == attn_png)
+                dot = attn_png + strlen(attn_png);
+            snprintf(tag, sizeof tag, "%s%s", kind ? "-rollout" : "", "");
+            if (B > 1)
+                snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "-%d", b + 1);
+            snprintf(path, sizeof path, "%.*s%s%s", (int)(dot - attn_png), attn_png, tag,
+                     *dot ? dot : ".png");
+            const float *heat = (kind ? roll : map) + b * mh * mw;
+            if (pgd_image_write_heatmap_png(path, loaded[b], heat, mw, mh, &err)) {
+                rc = app_fail(err);
+                goto done;
+            }
+            if (!json)
+                fprintf(stderr, "pagoda: %s of %s written to %s\n",
+                        kind ? "attention rollout" : "last-layer attention", images[b], path);
         }
-        if (!json)
-            fprintf(stderr, "pagoda: attention map of %s written to %s\n", images[b], path);
     }
     const pgd_device_info *d = pgd_ctx_device(ctx);
     json_t *jall = json ? json_array() : NULL;
@@ -391,6 +400,7 @@ done:
         pgd_image_free(loaded[i]);
     free(loaded);
     free(map);
+    free(roll);
     free(labels);
     free(labels_text);
     pgd_ctx_destroy(ctx);

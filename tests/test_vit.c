@@ -73,6 +73,7 @@ static void run_case(const char *name, vit_family fam, int extra)
         want[i] = want_f[i];
     float *got = malloc((size_t)B * classes * sizeof *got);
     float *map = malloc((size_t)B * (H / 8) * (W / 8) * sizeof *map);
+    float *roll = malloc((size_t)B * (H / 8) * (W / 8) * sizeof *roll);
 
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
@@ -83,7 +84,7 @@ static void run_case(const char *name, vit_family fam, int extra)
         double t[4];
         for (int k = 0; k < B * classes; k++)
             got[k] = NAN;
-        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, map, t, &err), &err);
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, map, roll, t, &err), &err);
         char what[160];
         snprintf(what, sizeof what, "%s logits on %s", name, d[i].name);
         /* Two blocks of float32 work against PyTorch's float32: 1e-4 relative (observed ~1e-6). */
@@ -97,6 +98,14 @@ static void run_case(const char *name, vit_family fam, int extra)
                 s += map[b * (H / 8) * (W / 8) + k];
             }
             ck_assert_msg(s > 0 && s <= 1.0 + 1e-5, "attention mass %g", s);
+            /* The rollout row is a distribution over all tokens, the class token's share
+             * included: its patch part is positive and below 1. */
+            double r = 0;
+            for (int k = 0; k < (H / 8) * (W / 8); k++) {
+                ck_assert(roll[b * (H / 8) * (W / 8) + k] >= 0);
+                r += roll[b * (H / 8) * (W / 8) + k];
+            }
+            ck_assert_msg(r > 0 && r < 1.0, "rollout mass %g", r);
         }
         vit_free(m);
         pgd_ctx_destroy(ctx);
@@ -106,6 +115,7 @@ static void run_case(const char *name, vit_family fam, int extra)
     free(want);
     free(got);
     free(map);
+    free(roll);
     pgd_weights_close(w);
 }
 
