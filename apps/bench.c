@@ -61,6 +61,7 @@ static const bench_item *const items[] = {
     &bench_item_attention_unfused,
     &bench_item_attention,
     &bench_item_layernorm,
+    &bench_item_vit,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif
@@ -82,6 +83,9 @@ static void items_help(char *buf, size_t size)
 
 static const bench_item *find_item(const char *spec)
 {
+    /* One item times every ViT size. */
+    if (!strncmp(spec, "vit_ti16", 8) || !strncmp(spec, "vit_s16", 7))
+        return &bench_item_vit;
     for (size_t i = 0; items[i]; i++) {
         size_t n = strlen(items[i]->prefix);
         if (!strncmp(spec, items[i]->prefix, n) && (spec[n] == 0 || spec[n] == ':'))

@@ -40,5 +40,6 @@ extern const bench_item bench_item_blas;
 extern const bench_item bench_item_attention;
 extern const bench_item bench_item_attention_unfused;
 extern const bench_item bench_item_layernorm;
+extern const bench_item bench_item_vit;
 
 #endif

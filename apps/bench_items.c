@@ -582,3 +582,98 @@ static int run_layernorm(pgd_ctx *ctx, const char *spec, const bench_opts *o, be
 const bench_item bench_item_layernorm = {"layernorm", "layernorm:N,D",
                                          "LayerNorm over D of N rows (eps 1e-6, affine)",
                                          validate_nd, run_layernorm};
+
+/* ---- vit_ti16 / vit_s16 / vit_b16[:B] — a whole ViT forward, image tensor to logits, with
+ * seeded random weights (the work is that of trained weights) ------------------------------- */
+
+#include "vit.h"
+
+static int parse_vit(const char *spec, vit_config *c, long *batch)
+{
+    memset(c, 0, sizeof *c);
+    *batch = 1;
+    const char *colon = strchr(spec, ':');
+    if (colon) {
+        char *end = NULL;
+        *batch = strtol(colon + 1, &end, 10);
+        if (*end || *batch < 1 || *batch > 256)
+            return -1;
+    }
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    c->patch = 16;
+    c->grid_h = c->grid_w = 14;
+    c->extra = 1;
+    c->classes = 1000;
+    c->eps = 1e-6f;
+    c->depth = 12;
+    if (n == 8 && !strncmp(spec, "vit_ti16", 8))
+        c->dim = 192, c->heads = 3;
+    else if (n == 7 && !strncmp(spec, "vit_s16", 7))
+        c->dim = 384, c->heads = 6;
+    else if (n == 7 && !strncmp(spec, "vit_b16", 7))
+        c->dim = 768, c->heads = 12;
+    else
+        return -1;
+    c->mlp = 4 * c->dim;
+    return 0;
+}
+
+static int validate_vit(const char *spec)
+{
+    vit_config c;
+    long b;
+    return parse_vit(spec, &c, &b);
+}
+
+typedef struct vit_state {
+    vit_model *m;
+    float *x, *logits;
+    int batch;
+} vit_state;
+
+static int vit_once(void *p, pgd_error **err)
+{
+    vit_state *s = p;
+    return vit_forward(s->m, s->x, s->batch, 224, 224, s->logits, NULL, NULL, NULL, err);
+}
+
+static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                   int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    vit_config c;
+    long batch = 1;
+    parse_vit(spec, &c, &batch);
+    vit_source src;
+    vit_random_source(&src, &c, 1);
+    vit_state s = {NULL, NULL, NULL, (int)batch};
+    int rc = vit_load(ctx, &src, &c, &s.m, err);
+    size_t nx = (size_t)batch * 3 * 224 * 224;
+    if (!rc) {
+        s.x = malloc(nx * sizeof *s.x);
+        s.logits = malloc((size_t)batch * 1000 * sizeof *s.logits);
+        if (!s.x || !s.logits)
+            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+        else
+            fill_rand(s.x, nx);
+    }
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){vit_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "%.*s:%ld", (int)strcspn(spec, ":"), spec, batch);
+        /* Multiply-adds of the linear layers, the attention products and the patch embedding. */
+        double T = 197, D = c.dim, per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
+        b->flops = 2.0 * (double)batch * (12 * per_block + 196.0 * 768 * D);
+        *nres = 1;
+    }
+    vit_free(s.m);
+    free(s.x);
+    free(s.logits);
+    return rc;
+}
+
+const bench_item bench_item_vit = {
+    "vit_b16", "vit_ti16|vit_s16|vit_b16[:B]",
+    "ViT forward, 224x224 image tensor to logits, batch B (seeded random weights)",
+    validate_vit, run_vit};
