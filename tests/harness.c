@@ -138,3 +138,17 @@ pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape)
     ck_assert_msg(s <= pgd_tensor_numel(t), "prefix larger than its tensor");
     return v;
 }
+
+float pgd_test_canary(void)
+{
+    uint32_t bits = 0x7fc0c0deu;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+int pgd_test_is_canary(float f)
+{
+    float c = pgd_test_canary();
+    return memcmp(&f, &c, sizeof f) == 0;
+}

@@ -21,6 +21,11 @@ pgd_ctx *pgd_test_ctx(const pgd_device_info *d);
 int pgd_test_allclose(const float *got, const double *want, size_t n, double rtol, double atol,
                       const char *what);
 
+/* The canary and poison value: a NaN with its own payload, so that a stray write of any other
+ * value, another NaN included, is caught; pgd_test_is_canary compares bits. */
+float pgd_test_canary(void);
+int pgd_test_is_canary(float f);
+
 /* A deterministic generator (xorshift64*). */
 typedef struct pgd_rng {
     uint64_t s;

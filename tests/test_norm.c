@@ -59,22 +59,6 @@ static void pick_shape(pgd_rng *r, int trial, const pgd_device_info *d, int64_t 
         *rows = (*rows + 1) / 2;
 }
 
-/* The canary: a NaN with its own payload, so that a stray write of some other NaN (a result
- * computed from the NaN after an input) is caught as well. */
-static float canary_nan(void)
-{
-    uint32_t bits = 0x7fc0c0deu;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static int is_canary(float f)
-{
-    float c = canary_nan();
-    return memcmp(&f, &c, sizeof f) == 0;
-}
-
 static pgd_tensor *make(pgd_ctx *ctx, int64_t n, pgd_error **err)
 {
     pgd_tensor *t = NULL;
@@ -116,9 +100,9 @@ static void run_op(op_kind op, uint64_t seed, int trials)
                 /* In place, x's tail is the output's canary; otherwise a plain NaN that
                  * poisons any result read from beyond x. */
                 hx[i] = i < n      ? (float)(offset + spread * pgd_rng_float(&r))
-                        : in_place ? canary_nan()
+                        : in_place ? pgd_test_canary()
                                    : NAN;
-                hy[i] = i < n ? NAN : canary_nan(); /* poison: an unwritten element fails */
+                hy[i] = i < n ? NAN : pgd_test_canary(); /* poison: an unwritten element fails */
             }
             for (int64_t c = 0; c < cols; c++) {
                 hw[c] = 1.0f + 0.5f * pgd_rng_float(&r);
@@ -187,7 +171,7 @@ static void run_op(op_kind op, uint64_t seed, int trials)
                           "%s (trial %d, scale %g, eps %g, affine %d)", what, trial, (double)scale,
                           (double)eps, affine);
             for (int64_t i = n; i < full; i++)
-                ck_assert_msg(is_canary(hy[i]), "%s: canary %lld overwritten", what,
+                ck_assert_msg(pgd_test_is_canary(hy[i]), "%s: canary %lld overwritten", what,
                               (long long)(i - n));
             if (vy != vx)
                 free(vy);

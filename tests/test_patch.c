@@ -13,22 +13,6 @@ static const int64_t awkward[] = {1, 2, 3, 7, 13, 31, 63, 64, 65, 127, 197, 257}
 #define TRIALS 110
 #define CANARY 23
 
-/* The canary and poison: a NaN with its own payload, so that a stray write of any other value,
- * another NaN included, is caught. */
-static float canary_nan(void)
-{
-    uint32_t bits = 0x7fc0c0deu;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static int is_canary(float f)
-{
-    float c = canary_nan();
-    return memcmp(&f, &c, sizeof f) == 0;
-}
-
 /* A device tensor of n floats holding `data` (or the canary NaN where data is NULL). */
 static pgd_tensor *upload(pgd_ctx *ctx, const float *data, int64_t n, pgd_error **err)
 {
@@ -38,7 +22,7 @@ static pgd_tensor *upload(pgd_ctx *ctx, const float *data, int64_t n, pgd_error 
     float *h = malloc((size_t)n * sizeof(float));
     ck_assert_ptr_nonnull(h);
     for (int64_t i = 0; i < n; i++)
-        h[i] = data ? data[i] : canary_nan();
+        h[i] = data ? data[i] : pgd_test_canary();
     PGD_CHECK_OK(pgd_tensor_upload(t, h, err), err);
     free(h);
     return t;
@@ -63,7 +47,7 @@ static void check_output(pgd_tensor *buf, int64_t n, const double *want, double 
     PGD_CHECK_OK(pgd_tensor_download(buf, got, &err), &err);
     ck_assert_msg(pgd_test_allclose(got, want, (size_t)n, rtol, atol, what), "%s", what);
     for (int64_t i = n; i < n + CANARY; i++)
-        ck_assert_msg(is_canary(got[i]), "%s: canary %lld overwritten", what, (long long)(i - n));
+        ck_assert_msg(pgd_test_is_canary(got[i]), "%s: canary %lld overwritten", what, (long long)(i - n));
     free(got);
 }
 
