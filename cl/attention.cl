@@ -51,6 +51,26 @@
 #define BK 32
 #endif
 
+/* One key tile of the online softmax: given the tile's scores s[0..n) (log2 domain) and their
+ * maximum, moves the running max *m and sum *l to include the tile, turns s into the tile's
+ * unnormalised probabilities, and returns the factor the accumulated output must be scaled by.
+ * A row with nothing visible yet (max -inf) keeps zeros instead of producing NaN. */
+inline float online_softmax_step(float *s, int n, float tmax, float *m, float *l)
+{
+    const float mn = fmax(*m, tmax);
+    const float mb = (mn == -INFINITY) ? 0.0f : mn;
+    const float alpha = EXP2(*m - mb);
+    *m = mn;
+    float ls = 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float pe = EXP2(s[t] - mb);
+        s[t] = pe;
+        ls += pe;
+    }
+    *l = *l * alpha + ls;
+    return alpha;
+}
+
 /* -------------------------------------------------------------------------- */
 /* CPU variant: one work-item owns ROWS consecutive query rows of one (b,h),   */
 /* loops over all keys with float4 math, no barriers, no local memory.         */
@@ -272,17 +292,7 @@ __kernel void attn_fwd_tiled(
             s[t] = sc;
             tmax = fmax(tmax, sc);
         }
-        const float mn = fmax(m, tmax);
-        const float mb = (mn == -INFINITY) ? 0.0f : mn;
-        const float alpha = EXP2(m - mb);
-        m = mn;
-        float ls = 0.0f;
-        for (int t = 0; t < n; t++) {
-            const float pe = EXP2(s[t] - mb);
-            s[t] = pe;
-            ls += pe;
-        }
-        l = l * alpha + ls;
+        const float alpha = online_softmax_step(s, n, tmax, &m, &l);
         for (int d = 0; d < HEAD_DIM; d++) {
             float a = acc[d] * alpha;
             for (int t = 0; t < n; t++) a = MAD(s[t], Vt[t * HEAD_DIM + d], a);
@@ -346,17 +356,7 @@ __kernel void attn_fwd_generic(
             s[t] = sc;
             tmax = fmax(tmax, sc);
         }
-        const float mn = fmax(m, tmax);
-        const float mb = (mn == -INFINITY) ? 0.0f : mn;
-        const float alpha = EXP2(m - mb);
-        m = mn;
-        float ls = 0.0f;
-        for (int t = 0; t < n; t++) {
-            const float pe = EXP2(s[t] - mb);
-            s[t] = pe;
-            ls += pe;
-        }
-        l = l * alpha + ls;
+        const float alpha = online_softmax_step(s, n, tmax, &m, &l);
         for (int d = 0; d < D; d++) {
             float a = op[d] * alpha;
             for (int t = 0; t < n; t++) a = MAD(s[t], vp[(j0 + t) * vs.w + d], a);
