@@ -504,6 +504,20 @@ static void png_write_cb(void *ctx, void *data, int size)
         s->failed = 1;
 }
 
+/* Where output pixel i of `out` samples an axis of `in` pixels (centres aligned, clamped at the
+ * border): the two neighbours and the weight of the second. */
+static double bilinear_source(int i, int out, int in, int *i0, int *i1)
+{
+    double s = (i + 0.5) * in / out - 0.5;
+    if (s < 0)
+        s = 0;
+    if (s > in - 1)
+        s = in - 1;
+    *i0 = (int)s;
+    *i1 = *i0 + 1 < in ? *i0 + 1 : *i0;
+    return s - *i0;
+}
+
 int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map, int mw,
                                 int mh, pgd_error **err)
 {
@@ -536,21 +550,11 @@ int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const f
     for (size_t i = 0; i < n; i++)
         norm[i] = (range > 0.0 && isfinite(map[i])) ? (float)((map[i] - (double)lo) / range) : 0.0f;
     for (int y = 0; y < h; y++) {
-        double sy = (y + 0.5) * mh / h - 0.5;
-        if (sy < 0)
-            sy = 0;
-        if (sy > mh - 1)
-            sy = mh - 1;
-        int y0 = (int)sy, y1 = y0 + 1 < mh ? y0 + 1 : y0;
-        double fy = sy - y0;
+        int y0, y1;
+        double fy = bilinear_source(y, h, mh, &y0, &y1);
         for (int x = 0; x < w; x++) {
-            double sx = (x + 0.5) * mw / w - 0.5;
-            if (sx < 0)
-                sx = 0;
-            if (sx > mw - 1)
-                sx = mw - 1;
-            int x0 = (int)sx, x1 = x0 + 1 < mw ? x0 + 1 : x0;
-            double fx = sx - x0;
+            int x0, x1;
+            double fx = bilinear_source(x, w, mw, &x0, &x1);
             double t = (1 - fy) * ((1 - fx) * norm[(size_t)y0 * mw + x0] +
                                    fx * norm[(size_t)y0 * mw + x1]) +
                        fy * ((1 - fx) * norm[(size_t)y1 * mw + x0] + fx * norm[(size_t)y1 * mw + x1]);
