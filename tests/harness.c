@@ -152,3 +152,12 @@ int pgd_test_is_canary(float f)
     float c = pgd_test_canary();
     return memcmp(&f, &c, sizeof f) == 0;
 }
+
+pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data)
+{
+    pgd_tensor *t = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, ndim, shape, &t, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_upload(t, data, &err), &err);
+    return t;
+}

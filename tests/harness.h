@@ -15,6 +15,9 @@ const char *pgd_test_selector(const pgd_device_info *d);
 /* A context on device d; fails the test with the error message otherwise. */
 pgd_ctx *pgd_test_ctx(const pgd_device_info *d);
 
+/* A float32 tensor of the given shape holding data (numel floats); fails the test on error. */
+pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data);
+
 /* Compares got to want: |got - want| <= atol + rtol * |want| for every element; NaN or Inf in
  * got never passes. On failure prints the first bad index with both values and the number of
  * bad elements, and returns 0. */

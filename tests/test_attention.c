@@ -149,8 +149,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     pgd_error *err = NULL;
     pgd_tensor *tqkv = NULL, *to = NULL, *tm = NULL, *tp = NULL;
     int64_t s1[1] = {nqkv}, s2[1] = {no};
-    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s1, &tqkv, &err), &err);
-    PGD_CHECK_OK(pgd_tensor_upload(tqkv, hqkv, &err), &err);
+    tqkv = pgd_test_upload(ctx, 1, s1, hqkv);
     PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s2, &to, &err), &err);
     float *ho = malloc((size_t)no * sizeof(float));
     for (int64_t i = 0; i < no; i++)
@@ -158,8 +157,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     PGD_CHECK_OK(pgd_tensor_upload(to, ho, &err), &err);
     if (use_mask) {
         int64_t s3[1] = {nm};
-        PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s3, &tm, &err), &err);
-        PGD_CHECK_OK(pgd_tensor_upload(tm, hm, &err), &err);
+        tm = pgd_test_upload(ctx, 1, s3, hm);
         vm.t = tm;
     }
     int64_t hsel = a.probs_head < 0 ? H : 1, np = want_probs ? B * hsel * (a.probs_q1 - a.probs_q0) * Nk : 0;

@@ -55,15 +55,6 @@ static float *filled(size_t n, pgd_rng *r, int integers)
     return p;
 }
 
-static pgd_tensor *upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data)
-{
-    pgd_tensor *t = NULL;
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_tensor_create(ctx, ndim, shape, &t, &err), &err);
-    PGD_CHECK_OK(pgd_tensor_upload(t, data, &err), &err);
-    return t;
-}
-
 /* One random case; returns 1 if it passed. */
 static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
 {
@@ -92,18 +83,18 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     int64_t sa[3] = {batch, ta ? K : M, ta ? M : K};
     int64_t sb[3] = {b_shared ? 1 : batch, tb ? N : K, tb ? K : N};
     int64_t sc[3] = {batch, M, N};
-    pgd_tensor *ta_ = upload(ctx, 3, sa, A);
-    pgd_tensor *tb_ = b_shared ? upload(ctx, 2, sb + 1, B) : upload(ctx, 3, sb, B);
+    pgd_tensor *ta_ = pgd_test_upload(ctx, 3, sa, A);
+    pgd_tensor *tb_ = b_shared ? pgd_test_upload(ctx, 2, sb + 1, B) : pgd_test_upload(ctx, 3, sb, B);
     /* C lives at the start of a larger buffer: the tail is a NaN canary; with beta = 0 the
      * output is poisoned with NaN too, so an unwritten element fails. */
     float *cinit = malloc((nc + canary) * sizeof *cinit);
     for (size_t i = 0; i < nc + canary; i++)
         cinit[i] = i < nc && beta != 0.0f ? C0[i] : NAN;
     int64_t big[1] = {(int64_t)(nc + canary)};
-    pgd_tensor *cbuf = upload(ctx, 1, big, cinit);
+    pgd_tensor *cbuf = pgd_test_upload(ctx, 1, big, cinit);
     pgd_tensor *cv = pgd_test_prefix(cbuf, 3, sc);
-    pgd_tensor *tbias = has_bias ? upload(ctx, 1, &N, bias) : NULL;
-    pgd_tensor *tres = has_res ? upload(ctx, 3, sc, R) : NULL;
+    pgd_tensor *tbias = has_bias ? pgd_test_upload(ctx, 1, &N, bias) : NULL;
+    pgd_tensor *tres = has_res ? pgd_test_upload(ctx, 3, sc, R) : NULL;
 
     pgd_gemm_args args = {ta, tb, alpha, beta, tbias, act, tres};
     pgd_error *err = NULL;
@@ -180,8 +171,8 @@ START_TEST(linear_layers)
             ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, W, 0.0, NULL, use_bias ? bias : NULL, act,
                      use_res ? R : NULL, want);
             int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
-            pgd_tensor *tx = upload(ctx, 2, sx, X), *tw = upload(ctx, 2, sw, W);
-            pgd_tensor *tbias = upload(ctx, 1, &out, bias), *tr = upload(ctx, 2, sy, R);
+            pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W);
+            pgd_tensor *tbias = pgd_test_upload(ctx, 1, &out, bias), *tr = pgd_test_upload(ctx, 2, sy, R);
             pgd_tensor *ty = NULL;
             pgd_linear *lin = NULL;
             pgd_error *err = NULL;
@@ -268,8 +259,8 @@ START_TEST(clblast_backend)
         float *got = malloc((size_t)(rows * out) * sizeof *got);
         ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, W, 0.0, NULL, bias, PGD_ACT_GELU, Y0, want);
         int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
-        pgd_tensor *tx = upload(ctx, 2, sx, X), *tw = upload(ctx, 2, sw, W);
-        pgd_tensor *tb = upload(ctx, 1, &out, bias), *ty = upload(ctx, 2, sy, Y0);
+        pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W);
+        pgd_tensor *tb = pgd_test_upload(ctx, 1, &out, bias), *ty = pgd_test_upload(ctx, 2, sy, Y0);
         pgd_linear *lin = NULL;
         pgd_error *err = NULL;
         PGD_CHECK_OK(pgd_linear_create(ctx, tw, tb, &lin, &err), &err);
