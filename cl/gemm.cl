@@ -16,10 +16,8 @@
  *   VW        float vector width (4, 8 or 16)
  *   NV        vectors per row; panel width NB = VW*NV columns per work-item
  *   KU        unroll factor of the K loop
- *   B_PACKED  1: B argument is a packed panel buffer made by gemm_pack_b
- *             0: B read directly (only with TRANS_B == 0)
- *   A_PACKED  1: A argument is a packed row-panel buffer made by gemm_pack_a (default 0)
- *   PACK_KB   k rows per work-item in gemm_pack_a / gemm_pack_b
+ *   (gemm_cpu reads B as the NB-column panels gemm_pack_b makes; the launcher always packs)
+ *   PACK_KB   k rows per work-item in gemm_pack_b
  *   -- gemm_gpu:
  *   TSM, TSN, TSK   work-group tile (rows, cols, depth)
  *   WPTM, WPTN      per-work-item register tile; local size = (TSN/WPTN, TSM/WPTM)
@@ -42,12 +40,6 @@
 #endif
 #ifndef KU
 #define KU 4
-#endif
-#ifndef B_PACKED
-#define B_PACKED 1
-#endif
-#ifndef A_PACKED
-#define A_PACKED 0
 #endif
 #ifndef TSM
 #define TSM 32
@@ -73,9 +65,6 @@
 #define VLOAD CAT(vload, VW)
 #define VSTORE CAT(vstore, VW)
 
-#if B_PACKED == 0 && TRANS_B != 0
-#error "direct (unpacked) B requires TRANS_B == 0; pack B with gemm_pack_b"
-#endif
 
 /* ---------------------------------------------------------------- epilogue */
 /* The epilogue is chosen at run time by `epi` (bit 0: bias, bit 1: residual, bits 2-3: the
@@ -151,37 +140,6 @@ __kernel void gemm_pack_b(const int N, const int K,
 #endif
 }
 
-/*
- * gemm_pack_a: reorders op(A) (M x K) into row panels of RM rows (used with A_PACKED=1).
- *   Q[batch*strideQ + mb*(K*RM) + k*RM + r] = op(A)[min(mb*RM + r, M-1), k]
- *   (rows past M replicate row M-1; their results are never stored)
- *   number of row panels MP = ceil(M/RM); strideQ >= MP*K*RM (elements).
- * Each work-item packs PACK_KB consecutive k of one row panel.
- * Global size: (ceil(K/PACK_KB), ceil(M/RM), batch).
- */
-__kernel void gemm_pack_a(const int M, const int K,
-                          __global const float *A, const int offA, const int lda,
-                          const long strideA,
-                          __global float *Q, const long strideQ)
-{
-    const int k0 = get_global_id(0) * PACK_KB;
-    const int mb = get_global_id(1);
-    const int bt = get_global_id(2);
-    if (k0 >= K || mb * RM >= M) return;
-    __global const float *Ab = A + offA + (long)bt * strideA;
-    __global float *Qp = Q + (long)bt * strideQ + (long)mb * K * RM;
-    const int kend = min(k0 + PACK_KB, K);
-    for (int r = 0; r < RM; ++r) {
-        const int m = min(mb * RM + r, M - 1);
-        for (int k = k0; k < kend; ++k)
-#if TRANS_A
-            Qp[k * RM + r] = Ab[(long)k * lda + m];
-#else
-            Qp[k * RM + r] = Ab[(long)m * lda + k];
-#endif
-    }
-}
-
 /* ---------------------------------------------------------------- CPU GEMM */
 /*
  * Each work-item owns an RM x NB tile of C: RM*NV accumulators of type floatVW.
@@ -189,9 +147,7 @@ __kernel void gemm_pack_a(const int M, const int K,
  * same B panel in cache), get_global_id(1) = column panel, get_global_id(2) = batch.
  * Global size: (ceil(M/RM), ceil(N/NB), batch), local size (1,1,1) (or NULL).
  */
-#if A_PACKED
-#define AELEM(r, k) apk[(k) * RM + (r)]
-#elif TRANS_A
+#if TRANS_A
 #define AELEM(r, k) Ab[(long)(k) * lda + mr[r]]
 #else
 #define AELEM(r, k) ar[r][k]
@@ -214,9 +170,7 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
     if (m0 >= M || n0 >= N) return;
 
     __global const float *Ab = A + offA + (long)bt * strideA;
-#if A_PACKED
-    __global const float *apk = Ab + (long)mb * K * RM;
-#elif TRANS_A
+#if TRANS_A
     int mr[RM];
 #pragma unroll
     for (int r = 0; r < RM; ++r) mr[r] = min(m0 + r, M - 1);
@@ -226,15 +180,8 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
     for (int r = 0; r < RM; ++r) ar[r] = Ab + (long)min(m0 + r, M - 1) * lda;
 #endif
 
-#if B_PACKED
+    /* B is packed: panel pb holds K rows of NB contiguous floats, zero padded past N. */
     __global const float *bp = B + offB + (long)bt * strideB + (long)pb * K * NB;
-    const int bs = NB;
-    const int fullN = 1; /* packed panels are zero padded */
-#else
-    __global const float *bp = B + offB + (long)bt * strideB + n0;
-    const int bs = ldb;
-    const int fullN = (n0 + NB <= N);
-#endif
 
     VT acc[RM][NV];
 #pragma unroll
@@ -242,54 +189,27 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
 
-    if (fullN) {
-        int k = 0;
-        for (; k + KU <= K; k += KU) {
-#pragma unroll
-            for (int kk = 0; kk < KU; ++kk) {
-                VT bv[NV];
-#pragma unroll
-                for (int v = 0; v < NV; ++v) bv[v] = VLOAD(0, bp + (long)(k + kk) * bs + v * VW);
-#pragma unroll
-                for (int r = 0; r < RM; ++r) {
-                    const VT a = (VT)(AELEM(r, k + kk));
-#pragma unroll
-                    for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
-                }
-            }
-        }
-        for (; k < K; ++k) {
-            VT bv[NV];
-#pragma unroll
-            for (int v = 0; v < NV; ++v) bv[v] = VLOAD(0, bp + (long)k * bs + v * VW);
-#pragma unroll
-            for (int r = 0; r < RM; ++r) {
-                const VT a = (VT)(AELEM(r, k));
-#pragma unroll
-                for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
-            }
-        }
+    /* One k step: NV vectors of the panel row times RM broadcast elements of A. */
+#define GEMM_CPU_STEP(kk_)                                                                     \
+    {                                                                                          \
+        VT bv[NV];                                                                             \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] =                                 \
+            VLOAD(0, bp + (long)(kk_) * NB + v * VW);                                          \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+        {                                                                                      \
+            const VT a = (VT)(AELEM(r, kk_));                                                  \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]); \
+        }                                                                                      \
     }
-#if !B_PACKED
-    else {
-        /* right edge of an unpacked B: guarded element loads */
-        const int nrem = N - n0;
-        for (int k = 0; k < K; ++k) {
-            float tmp[NB];
+    int k = 0;
+    for (; k + KU <= K; k += KU) {
 #pragma unroll
-            for (int j = 0; j < NB; ++j) tmp[j] = (j < nrem) ? bp[(long)k * bs + j] : 0.0f;
-            VT bv[NV];
-#pragma unroll
-            for (int v = 0; v < NV; ++v) bv[v] = VLOAD(v, tmp);
-#pragma unroll
-            for (int r = 0; r < RM; ++r) {
-                const VT a = (VT)(AELEM(r, k));
-#pragma unroll
-                for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]);
-            }
-        }
+        for (int kk = 0; kk < KU; ++kk)
+            GEMM_CPU_STEP(k + kk)
     }
-#endif
+    for (; k < K; ++k)
+        GEMM_CPU_STEP(k)
+#undef GEMM_CPU_STEP
 
     /* ------------------------------------------------------------ epilogue */
     __global float *Cb = C + offC + (long)bt * strideC;

@@ -175,7 +175,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     }
     char epi[160], opts[320];
     trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d -DB_PACKED=1", epi, c.rm, c.vw,
+    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d", epi, c.rm, c.vw,
              c.nv, c.ku);
     cl_kernel k;
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
