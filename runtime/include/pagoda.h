@@ -509,6 +509,59 @@ PGD_API int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_ten
 PGD_API int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw,
                                  int gh2, int gw2, pgd_tensor *out, pgd_error **err);
 
+/* ---- convolution and pooling (NHWC activations) -------------------------------------------- */
+
+/* Activations of the CNN ops are NHWC: [batch, height, width, channels], channels contiguous.
+ * pgd_nchw_to_nhwc converts an image batch [N, C, H, W] (as preprocessing writes it). */
+PGD_API int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+
+typedef struct pgd_conv2d_desc {
+    int64_t cin, cout;  /* channels in and out; both multiples of groups */
+    int kh, kw;         /* kernel size */
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w; /* 0 for stride/dilation means 1 */
+    int groups;         /* 0 means 1; groups == cin == cout is depthwise */
+} pgd_conv2d_desc;
+
+/* Batch norm folded into a convolution at load time (inference form, running statistics). */
+typedef struct pgd_batchnorm {
+    const float *weight, *bias, *mean, *var; /* cout elements each (host memory) */
+    float eps;
+} pgd_batchnorm;
+
+/* A convolution prepared once for the device: weight is host float [cout, cin/groups, kh, kw]
+ * (PyTorch's layout), bias host [cout] or NULL, bn NULL or folded in (w' = w·γ/√(var+eps),
+ * b' = (b − mean)·γ/√(var+eps) + β). The caller keeps the host arrays. On error nothing is
+ * allocated and the message names the rule broken. */
+typedef struct pgd_conv2d pgd_conv2d;
+PGD_API int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
+                              const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out,
+                              pgd_error **err);
+PGD_API void pgd_conv2d_destroy(pgd_conv2d *conv);
+/* Output height and width for an input of h x w (PyTorch's floor rule); 0 when the kernel does
+ * not fit. */
+PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int64_t *oh,
+                                 int64_t *ow);
+/* y [N, OH, OW, cout] = act(conv(x [N, H, W, cin]) + bias + residual), the residual (NULL: none;
+ * shaped like y, may not alias x) added before the activation as ResNet does. The algorithm
+ * (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct) is chosen per shape and device;
+ * $PAGODA_CONV=gemm|implicit|im2col|direct forces one where it applies (tests). */
+PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
+                               pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
+                               pgd_error **err);
+/* The algorithm pgd_conv2d_forward would use for an input of h x w ("gemm", "implicit", ...). */
+PGD_API const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h,
+                                         int64_t w);
+
+/* Max pooling over k x k windows (padding counts as -inf; PyTorch's floor rule), NHWC. */
+PGD_API int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
+                          pgd_tensor *y, pgd_error **err);
+/* Average pooling over k x k windows, zero padding counted in the divisor
+ * (count_include_pad = True, PyTorch's default), NHWC. */
+PGD_API int pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
+                          pgd_tensor *y, pgd_error **err);
+/* y [N, C] = mean over H, W of x [N, H, W, C]. */
+PGD_API int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+
 #ifdef __cplusplus
 }
 #endif
