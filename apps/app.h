@@ -23,9 +23,35 @@ json_t *app_device_json(const pgd_device_info *d);
  * Returns 0 or prints an error and returns EXIT_RUNTIME. */
 int app_write_json(json_t *value, const char *path);
 
+/* Class names read from a file, one per line. */
+typedef struct app_labels {
+    char **names;
+    unsigned char *text;
+    int count;
+} app_labels;
+/* Reads `path`; prints an error and returns EXIT_RUNTIME on failure. */
+int app_labels_load(const char *path, app_labels *out);
+void app_labels_free(app_labels *l);
+
+/* The weights file `file` in the default location ($PAGODA_WEIGHTS_DIR, else
+ * $XDG_DATA_HOME/pagoda/weights, else ~/.local/share/pagoda/weights), written to buf; 1 if it
+ * exists. */
+int app_default_weights(const char *file, char *buf, size_t size);
+
+/* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
+ * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the
+ * file's, else ImageNet-1k's for 1000 classes, else "class N". */
+json_t *app_report_topk(const float *logits, int B, int classes, int topk,
+                        const app_labels *labels, char **sources, const char *fallback_source,
+                        int json);
+
+/* OUT.png → OUT<tag>.png, or OUT<tag>-<index+1>.png when count > 1 (malloc'd). */
+char *app_numbered_path(const char *path, const char *tag, int index, int count);
+
 int cmd_devices(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
+int cmd_nonlocal(int argc, char **argv);
 
 #endif

@@ -1,5 +1,6 @@
 /* util.c — error printing and JSON helpers shared by the subcommands. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "internal.h"
+#include "labels.h"
 
 int app_fail(pgd_error *err)
 {
@@ -71,4 +74,127 @@ int app_write_json(json_t *value, const char *path)
     }
     free(tmp);
     return 0;
+}
+
+int app_labels_load(const char *path, app_labels *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t size = 0;
+    if (pgd__read_file(path, &out->text, &size) != 0) {
+        fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n", path, strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    for (size_t i = 0; i < size; i++)
+        out->count += out->text[i] == '\n' || (i + 1 == size && out->text[i] != '\n');
+    out->names = calloc((size_t)out->count + 1, sizeof *out->names);
+    if (!out->names) {
+        app_labels_free(out);
+        return EXIT_RUNTIME;
+    }
+    char *p = (char *)out->text;
+    for (int i = 0; i < out->count; i++) {
+        out->names[i] = p;
+        char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        *nl = 0;
+        if (nl > p && nl[-1] == '\r')
+            nl[-1] = 0;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+void app_labels_free(app_labels *l)
+{
+    free(l->names);
+    free(l->text);
+    memset(l, 0, sizeof *l);
+}
+
+int app_default_weights(const char *file, char *buf, size_t size)
+{
+    const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
+               *h = getenv("HOME");
+    if (d && *d)
+        snprintf(buf, size, "%s/%s", d, file);
+    else if (x && *x)
+        snprintf(buf, size, "%s/pagoda/weights/%s", x, file);
+    else if (h && *h)
+        snprintf(buf, size, "%s/.local/share/pagoda/weights/%s", h, file);
+    else
+        return 0;
+    FILE *f = fopen(buf, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+typedef struct ranked {
+    int index;
+    double p;
+} ranked;
+
+static int by_p(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return (x->p < y->p) - (x->p > y->p);
+}
+
+json_t *app_report_topk(const float *logits, int B, int classes, int topk,
+                        const app_labels *labels, char **sources, const char *fallback_source,
+                        int json)
+{
+    json_t *jall = json ? json_array() : NULL;
+    ranked *rk = malloc((size_t)classes * sizeof *rk);
+    for (int b = 0; rk && b < B; b++) {
+        const float *l = logits + (size_t)b * (size_t)classes;
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < classes; k++)
+            mx = l[k] > mx ? l[k] : mx;
+        for (int k = 0; k < classes; k++)
+            sum += exp(l[k] - mx);
+        for (int k = 0; k < classes; k++)
+            rk[k] = (ranked){k, exp(l[k] - mx) / sum};
+        qsort(rk, (size_t)classes, sizeof *rk, by_p);
+        int kk = topk < classes ? topk : classes;
+        json_t *jtop = json ? json_array() : NULL;
+        const char *source = sources ? sources[b] : fallback_source;
+        if (!json)
+            printf("%s:\n", source);
+        for (int k = 0; k < kk; k++) {
+            char fallback[32];
+            snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
+            const char *label = labels && labels->names ? labels->names[rk[k].index]
+                                : classes == 1000       ? pgd_imagenet_labels[rk[k].index]
+                                                        : fallback;
+            if (json)
+                json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
+                                                      "label", label, "probability", rk[k].p));
+            else
+                printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
+        }
+        if (json)
+            json_array_append_new(jall, json_pack("{s:i, s:s, s:o}", "image", b, "source", source,
+                                                  "top", jtop));
+    }
+    free(rk);
+    return jall;
+}
+
+char *app_numbered_path(const char *path, const char *tag, int index, int count)
+{
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (!dot || dot == path || (slash && dot < slash))
+        dot = path + strlen(path);
+    size_t n = strlen(path) + strlen(tag) + 32;
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    char num[24] = "";
+    if (count > 1)
+        snprintf(num, sizeof num, "-%d", index + 1);
+    snprintf(out, n, "%.*s%s%s%s", (int)(dot - path), path, tag, num, *dot ? dot : ".png");
+    return out;
 }

@@ -90,34 +90,6 @@ static int64_t numel(int ndim, const int64_t *s)
     return n;
 }
 
-static void shape_str(int ndim, const int64_t *s, char *buf, size_t size)
-{
-    size_t used = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)s[i]);
-    if (used < size)
-        snprintf(buf + used, size - used, "]");
-}
-
-/* Requires tensor `name` with numel `want` (and ndim if > 0); the error names both shapes. */
-static int need(const vit_source *src, const char *name, int want_ndim, const int64_t *want,
-                pgd_error **err)
-{
-    int nd = 0;
-    int64_t s[8];
-    char ws[96], gs[96];
-    shape_str(want_ndim, want, ws, sizeof ws);
-    if (src->shape(src->u, name, &nd, s) != 0)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
-                              name, ws);
-    if (numel(nd, s) != numel(want_ndim, want)) {
-        shape_str(nd, s, gs, sizeof gs);
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
-                              src->label, name, gs, ws);
-    }
-    return PGD_OK;
-}
-
 int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -135,7 +107,7 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
     cfg->family = (vit_family)fam;
     if (nd != 4 || s[1] != 3 || s[2] != s[3] || s[2] < 1) {
         char gs[96];
-        shape_str(nd, s, gs, sizeof gs);
+        model_shape_str(nd, s, gs, sizeof gs);
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "%s: '%s' has shape %s, expected [dim, 3, P, P]", src->label,
                               names[fam][W_PE_W], gs);
@@ -228,7 +200,7 @@ static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t 
 static int load_tensor(pgd_ctx *ctx, const vit_source *src, const char *name, int ndim,
                        const int64_t *shape, pgd_tensor **out, pgd_error **err)
 {
-    int rc = need(src, name, ndim, shape, err);
+    int rc = model_need(src, name, ndim, shape, err);
     if (rc)
         return rc;
     float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
@@ -273,11 +245,11 @@ static int load_hf_qkv(pgd_ctx *ctx, const vit_source *src, int block, int64_t d
         replace(wn, sizeof wn, "query", parts[p]);
         replace(bn, sizeof bn, "query", parts[p]);
         int64_t ws[2] = {dim, dim}, bs[1] = {dim};
-        rc = need(src, wn, 2, ws, err);
+        rc = model_need(src, wn, 2, ws, err);
         if (!rc)
             rc = src->read(src->u, wn, w + p * dim * dim, err);
         if (!rc)
-            rc = need(src, bn, 1, bs, err);
+            rc = model_need(src, bn, 1, bs, err);
         if (!rc)
             rc = src->read(src->u, bn, b + p * dim, err);
     }
@@ -743,4 +715,5 @@ void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
     src->shape = rand_shape;
     src->read = rand_read;
     src->meta = rand_meta;
+    src->name_at = NULL;
 }

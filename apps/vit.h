@@ -17,7 +17,17 @@ typedef struct vit_source {
     int (*read)(void *u, const char *name, float *dst, pgd_error **err);
     /* A __metadata__ value, or NULL. */
     const char *(*meta)(void *u, const char *key);
+    /* The i-th tensor name, or NULL past the end (may itself be NULL: no listing). */
+    const char *(*name_at)(void *u, size_t i);
 } vit_source;
+
+/* Shared by the models (weights.c): requires tensor `name` with `want_ndim` dims of `want`
+ * (compared by element count, so [1, 1, D] matches [D]); the error names the tensor, its shape
+ * and the expected one. */
+int model_need(const vit_source *src, const char *name, int want_ndim, const int64_t *want,
+               pgd_error **err);
+/* Writes "[a, b, c]". */
+void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size);
 
 typedef enum vit_family { VIT_TIMM, VIT_HF, VIT_TORCHVISION } vit_family;
 

@@ -72,44 +72,11 @@ static int random_config(const char *name, vit_config *c)
     return 0;
 }
 
-/* The file tools/download-weights writes: $PAGODA_WEIGHTS_DIR, else $XDG_DATA_HOME/pagoda/
- * weights, else ~/.local/share/pagoda/weights, vit_b16_timm.safetensors. 1 if it exists. */
-static int default_weights(char *buf, size_t size)
-{
-    const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
-               *h = getenv("HOME");
-    if (d && *d)
-        snprintf(buf, size, "%s/vit_b16_timm.safetensors", d);
-    else if (x && *x)
-        snprintf(buf, size, "%s/pagoda/weights/vit_b16_timm.safetensors", x);
-    else if (h && *h)
-        snprintf(buf, size, "%s/.local/share/pagoda/weights/vit_b16_timm.safetensors", h);
-    else
-        return 0;
-    FILE *f = fopen(buf, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
-}
-
-typedef struct ranked {
-    int index;
-    double p;
-} ranked;
-
-static int by_p(const void *a, const void *b)
-{
-    const ranked *x = a, *y = b;
-    return (x->p < y->p) - (x->p > y->p);
-}
-
 int cmd_vit(int argc, char **argv)
 {
     const char *device = NULL, *input = NULL, *save_logits = NULL, *random = NULL, *weights = NULL;
     const char *preprocess = NULL, *save_input = NULL, *attn_png = NULL, *labels_path = NULL;
-    char **labels = NULL;
-    unsigned char *labels_text = NULL;
-    int nlabels = 0;
+    app_labels labels = {0};
     int heads = 0, topk = 5, json = 0, profile = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
@@ -149,28 +116,8 @@ int cmd_vit(int argc, char **argv)
         default: return app_usage_error("vit ", "bad option");
         }
     }
-    if (labels_path) {
-        size_t size = 0;
-        if (pgd__read_file(labels_path, &labels_text, &size) != 0) {
-            fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n", labels_path,
-                    strerror(errno));
-            return EXIT_RUNTIME;
-        }
-        for (size_t i = 0; i < size; i++)
-            nlabels += labels_text[i] == '\n' || (i + 1 == size && labels_text[i] != '\n');
-        labels = calloc((size_t)nlabels + 1, sizeof *labels);
-        char *p = (char *)labels_text;
-        for (int i = 0; labels && i < nlabels; i++) {
-            labels[i] = p;
-            char *nl = strchr(p, '\n');
-            if (!nl)
-                break;
-            *nl = 0;
-            if (nl > p && nl[-1] == '\r')
-                nl[-1] = 0;
-            p = nl + 1;
-        }
-    }
+    if (labels_path && app_labels_load(labels_path, &labels))
+        return EXIT_RUNTIME;
     int nimages = argc - optind;
     char **images = argv + optind;
     if (nimages && input)
@@ -192,7 +139,7 @@ int cmd_vit(int argc, char **argv)
     pgd_weights *wf = NULL;
     pgd_error *err = NULL;
     char default_path[4096];
-    if (!weights && !random && default_weights(default_path, sizeof default_path))
+    if (!weights && !random && app_default_weights("vit_b16_timm.safetensors", default_path, sizeof default_path))
         weights = default_path;
     if (!random)
         random = "b";
@@ -278,9 +225,9 @@ int cmd_vit(int argc, char **argv)
     }
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
-    if (labels && nlabels < cfg.classes) {
+    if (labels.names && labels.count < cfg.classes) {
         fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
-                labels_path, nlabels, cfg.classes);
+                labels_path, labels.count, cfg.classes);
         rc = EXIT_RUNTIME;
         goto done;
     }
@@ -323,60 +270,27 @@ int cmd_vit(int argc, char **argv)
     for (int b = 0; map && b < B; b++) {
         for (int kind = 0; kind < 2; kind++) {
             /* OUT.png (last layer) and OUT-rollout.png; with several images OUT-1.png, ... */
-            char path[4096], tag[48];
-            const char *dot = strrchr(attn_png, '.');
-            if (!dot || dot == attn_png)
-                dot = attn_png + strlen(attn_png);
-            snprintf(tag, sizeof tag, "%s%s", kind ? "-rollout" : "", "");
-            if (B > 1)
-                snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "-%d", b + 1);
-            snprintf(path, sizeof path, "%.*s%s%s", (int)(dot - attn_png), attn_png, tag,
-                     *dot ? dot : ".png");
+            char *path = app_numbered_path(attn_png, kind ? "-rollout" : "", b, B);
+            if (!path) {
+                rc = EXIT_RUNTIME;
+                goto done;
+            }
             const float *heat = (kind ? roll : map) + b * mh * mw;
             if (pgd_image_write_heatmap_png(path, loaded[b], heat, mw, mh, &err)) {
+                free(path);
                 rc = app_fail(err);
                 goto done;
             }
             if (!json)
                 fprintf(stderr, "pagoda: %s of %s written to %s\n",
                         kind ? "attention rollout" : "last-layer attention", images[b], path);
+            free(path);
         }
     }
     const pgd_device_info *d = pgd_ctx_device(ctx);
-    json_t *jall = json ? json_array() : NULL;
-    ranked *rk = malloc((size_t)cfg.classes * sizeof *rk);
-    for (int b = 0; rk && b < B; b++) {
-        const float *l = logits + (size_t)b * (size_t)cfg.classes;
-        double mx = -INFINITY, sum = 0;
-        for (int k = 0; k < cfg.classes; k++)
-            mx = l[k] > mx ? l[k] : mx;
-        for (int k = 0; k < cfg.classes; k++)
-            sum += exp(l[k] - mx);
-        for (int k = 0; k < cfg.classes; k++)
-            rk[k] = (ranked){k, exp(l[k] - mx) / sum};
-        qsort(rk, (size_t)cfg.classes, sizeof *rk, by_p);
-        int kk = topk < cfg.classes ? topk : cfg.classes;
-        json_t *jtop = json ? json_array() : NULL;
-        if (!json)
-            printf("%s:\n", nimages ? images[b] : input ? input : "synthetic image");
-        for (int k = 0; k < kk; k++) {
-            char fallback[32];
-            snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
-            const char *label = labels                ? labels[rk[k].index]
-                                : cfg.classes == 1000 ? pgd_imagenet_labels[rk[k].index]
-                                                      : fallback;
-            if (json)
-                json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
-                                                      "label", label, "probability", rk[k].p));
-            else
-                printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
-        }
-        if (json)
-            json_array_append_new(jall, json_pack("{s:i, s:s, s:o}", "image", b, "source",
-                                                  nimages ? images[b] : input ? input : "synthetic",
-                                                  "top", jtop));
-    }
-    free(rk);
+    json_t *jall = app_report_topk(logits, B, cfg.classes, topk, &labels,
+                                   nimages ? images : NULL,
+                                   input ? input : json ? "synthetic" : "synthetic image", json);
     if (json) {
         json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
                                 "weights", weights ? weights : "random", "device", app_device_json(d), "model",
@@ -401,8 +315,7 @@ done:
     free(loaded);
     free(map);
     free(roll);
-    free(labels);
-    free(labels_text);
+    app_labels_free(&labels);
     pgd_ctx_destroy(ctx);
     free(x);
     free(logits);
