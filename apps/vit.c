@@ -436,6 +436,23 @@ static void rollout_step(double *R, const float *p, int64_t B, int64_t heads, in
     }
 }
 
+/* How each family resamples its position grid at another image size (the grid differs):
+ * timm's resample_abs_pos_embed (dynamic_img_size=True) antialiases, torchvision's
+ * interpolate_embeddings aligns corners, Hugging Face's interpolate_pos_encoding passes
+ * scale_factor (n + 0.1) / n. Equal grids are used as they are, as all three do. */
+pgd_resize_mode vit_resize_mode(vit_family f)
+{
+    switch (f) {
+    case VIT_TORCHVISION:
+        return PGD_RESIZE_BICUBIC_ALIGN_CORNERS;
+    case VIT_HF:
+        return PGD_RESIZE_BICUBIC_HF;
+    case VIT_TIMM:
+    default:
+        return PGD_RESIZE_BICUBIC_ANTIALIAS;
+    }
+}
+
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, float *rollout, double times[4], pgd_error **err)
 {
@@ -459,7 +476,7 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
             rc = pgd_tensor_create(ctx, 2, ps, &m->pos_resized, err);
             if (!rc)
                 rc = pgd_pos_embed_resize(ctx, m->pos, c->extra, c->grid_h, c->grid_w, gh, gw,
-                                          m->pos_resized, err);
+                                          vit_resize_mode(c->family), m->pos_resized, err);
             if (rc)
                 return rc;
             m->pos_h = gh;

@@ -40,6 +40,9 @@ typedef struct vit_config {
 } vit_config;
 
 const char *vit_family_name(vit_family f);
+/* The position-grid resize rule of family f at an image size other than the trained one: timm
+ * antialiased bicubic, torchvision align_corners, Hugging Face its scale_factor. */
+pgd_resize_mode vit_resize_mode(vit_family f);
 
 /* Recognises the naming and reads depth, width, patch, grid, classes and eps from the names
  * and shapes; heads from __metadata__ "num_heads", else `heads` (>0), else the standard table

@@ -1,5 +1,5 @@
 /* patch.c — launchers for cl/patch_embed.cl: ViT patch embedding and bicubic resizing of
- * position-embedding grids. */
+ * position-embedding grids (PyTorch's plain, align_corners, antialiased and scale-factor rules). */
 #include <stdio.h>
 #include <string.h>
 
@@ -149,7 +149,7 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
 }
 
 int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw, int gh2,
-                         int gw2, pgd_tensor *out, pgd_error **err)
+                         int gw2, pgd_resize_mode mode, pgd_tensor *out, pgd_error **err)
 {
     const char *op = "pos_embed_resize";
     if (!pos || !out)
@@ -159,6 +159,9 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
                               "%s: need extra >= 0 and grids of at least 1 x 1, got extra %d, "
                               "%d x %d -> %d x %d",
                               op, extra, gh, gw, gh2, gw2);
+    if ((int)mode < (int)PGD_RESIZE_BICUBIC || (int)mode > (int)PGD_RESIZE_BICUBIC_HF)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: unknown resize mode %d", op,
+                              (int)mode);
     int64_t D = last_dim(pos);
     int64_t rows = (int64_t)extra + (int64_t)gh * gw, rows2 = (int64_t)extra + (int64_t)gh2 * gw2;
     if (pgd_tensor_numel(pos) != rows * D) {
@@ -179,24 +182,42 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias pos", op);
     if (D == 0)
         return PGD_OK;
+    int aa = mode == PGD_RESIZE_BICUBIC_ANTIALIAS;
+    const char *name = aa ? "pos_resize_bicubic_aa" : "pos_resize_bicubic";
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "patch_embed", NULL, "pos_resize_bicubic", &k, err);
+    int rc = pgd__kernel_get(ctx, "patch_embed", NULL, name, &k, err);
     if (rc)
         return rc;
-    /* PyTorch's scale for a requested output size: input / output, in float. */
-    float sy = (float)gh / (float)gh2, sx = (float)gw / (float)gw2;
+    /* The source scale as PyTorch computes it, in float: input / output for a requested size;
+     * (input - 1) / (output - 1) with align_corners (0 for one output); 1 / scale_factor, the
+     * division in double, for a requested scale factor (Hugging Face's (out + 0.1) / in). */
+    float sy, sx;
+    cl_uint align = mode == PGD_RESIZE_BICUBIC_ALIGN_CORNERS;
+    if (align) {
+        sy = gh2 > 1 ? (float)(gh - 1) / (float)(gh2 - 1) : 0.0f;
+        sx = gw2 > 1 ? (float)(gw - 1) / (float)(gw2 - 1) : 0.0f;
+    } else if (mode == PGD_RESIZE_BICUBIC_HF) {
+        sy = (float)(1.0 / (((double)gh2 + 0.1) / (double)gh));
+        sx = (float)(1.0 / (((double)gw2 + 0.1) / (double)gw));
+    } else {
+        sy = (float)gh / (float)gh2;
+        sx = (float)gw / (float)gw2;
+    }
     cl_uint a[7] = {(cl_uint)D,   (cl_uint)extra, (cl_uint)gh,         (cl_uint)gw,
                     (cl_uint)gh2, (cl_uint)gw2,   (cl_uint)(rows2 * D)};
     cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &pos->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &out->buf);
+    cl_uint arg = 0;
+    set_arg(&cl, k, arg++, sizeof(cl_mem), &pos->buf);
+    set_arg(&cl, k, arg++, sizeof(cl_mem), &out->buf);
     for (cl_uint i = 0; i < 6; i++)
-        set_arg(&cl, k, 2 + i, sizeof(cl_uint), &a[i]);
-    set_arg(&cl, k, 8, sizeof(float), &sy);
-    set_arg(&cl, k, 9, sizeof(float), &sx);
-    set_arg(&cl, k, 10, sizeof(cl_uint), &a[6]);
+        set_arg(&cl, k, arg++, sizeof(cl_uint), &a[i]);
+    set_arg(&cl, k, arg++, sizeof(float), &sy);
+    set_arg(&cl, k, arg++, sizeof(float), &sx);
+    if (!aa)
+        set_arg(&cl, k, arg++, sizeof(cl_uint), &align);
+    set_arg(&cl, k, arg++, sizeof(cl_uint), &a[6]);
     if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'pos_resize_bicubic'");
+        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of '%s'", name);
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[6], wg);
-    return pgd__enqueue(ctx, k, "pos_resize_bicubic", 1, &global, &wg, err);
+    return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
 }

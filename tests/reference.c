@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "pagoda.h"
 #include "reference.h"
 
 void pgd_ref_layernorm(const float *x, const float *w, const float *b, size_t rows, size_t cols,
@@ -97,10 +98,9 @@ void pgd_ref_patch_embed(const float *img, size_t B, size_t C, size_t H, size_t 
     }
 }
 
-/* Keys' cubic convolution kernel with A = -0.75 at distance |s|. */
-static double cubic(double s)
+/* Keys' cubic convolution kernel with parameter A at distance |s|. */
+static double cubic(double s, double A)
 {
-    const double A = -0.75;
     s = fabs(s);
     if (s <= 1.0)
         return ((A + 2.0) * s - (A + 3.0)) * s * s + 1.0;
@@ -114,33 +114,81 @@ static size_t clampi(long i, size_t n)
     return i < 0 ? 0 : (size_t)i >= n ? n - 1 : (size_t)i;
 }
 
+void pgd_ref_resize_weights(size_t in, size_t out, int mode, double *w)
+{
+    for (size_t i = 0; i < in * out; i++)
+        w[i] = 0.0;
+    if (mode == PGD_RESIZE_BICUBIC_ANTIALIAS) {
+        /* Taps x with |x + 1/2 - c| < support around c = (o + 1/2)·s, A = -0.5 at distance
+         * (x + 1/2 - c)/max(s, 1), normalised over the taps inside the grid. */
+        double s = (double)in / (double)out, r = s >= 1.0 ? s : 1.0, support = 2.0 * r;
+        for (size_t o = 0; o < out; o++) {
+            double c = ((double)o + 0.5) * s, total = 0.0;
+            double *row = w + o * in;
+            for (size_t x = 0; x < in; x++) {
+                double dx = ((double)x + 0.5 - c) / r;
+                if (fabs((double)x + 0.5 - c) < support) /* the taps PyTorch visits */
+                    row[x] = cubic(dx, -0.5);
+                total += row[x];
+            }
+            if (total != 0.0)
+                for (size_t x = 0; x < in; x++)
+                    row[x] /= total;
+        }
+        return;
+    }
+    double s;
+    if (mode == PGD_RESIZE_BICUBIC_ALIGN_CORNERS)
+        s = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+    else if (mode == PGD_RESIZE_BICUBIC_HF)
+        s = 1.0 / (((double)out + 0.1) / (double)in); /* 1 / scale_factor */
+    else
+        s = (double)in / (double)out;
+    for (size_t o = 0; o < out; o++) {
+        double src = mode == PGD_RESIZE_BICUBIC_ALIGN_CORNERS ? (double)o * s
+                                                              : ((double)o + 0.5) * s - 0.5;
+        long x0 = (long)floor(src);
+        if (x0 > (long)in - 1)
+            x0 = (long)in - 1;
+        double f = src - (double)x0;
+        f = f < 0.0 ? 0.0 : f > 1.0 ? 1.0 : f;
+        for (long a = -1; a <= 2; a++)
+            w[o * in + clampi(x0 + a, in)] += cubic((double)a - f, -0.75);
+    }
+}
+
 void pgd_ref_pos_resize(const float *pos, size_t extra, size_t gh, size_t gw, size_t gh2,
-                        size_t gw2, size_t D, double *out)
+                        size_t gw2, size_t D, int mode, double *out)
 {
     for (size_t i = 0; i < extra * D; i++)
         out[i] = pos[i];
     const float *grid = pos + extra * D;
-    double sy = (double)gh / (double)gh2, sx = (double)gw / (double)gw2;
-    for (size_t oy = 0; oy < gh2; oy++) {
-        double ry = (oy + 0.5) * sy - 0.5;
-        long y0 = (long)floor(ry);
-        double fy = ry - (double)y0;
-        for (size_t ox = 0; ox < gw2; ox++) {
-            double rx = (ox + 0.5) * sx - 0.5;
-            long x0 = (long)floor(rx);
-            double fx = rx - (double)x0;
+    double *wy = malloc(gh2 * gh * sizeof *wy), *wx = malloc(gw2 * gw * sizeof *wx);
+    if (!wy || !wx)
+        abort();
+    pgd_ref_resize_weights(gh, gh2, mode, wy);
+    pgd_ref_resize_weights(gw, gw2, mode, wx);
+    /* Along x first, into tmp [gh, gw2, D], then along y. */
+    double *tmp = calloc(gh * gw2 * D + 1, sizeof *tmp);
+    if (!tmp)
+        abort();
+    for (size_t y = 0; y < gh; y++)
+        for (size_t ox = 0; ox < gw2; ox++)
+            for (size_t x = 0; x < gw; x++) {
+                double wt = wx[ox * gw + x];
+                if (wt != 0.0)
+                    for (size_t d = 0; d < D; d++)
+                        tmp[(y * gw2 + ox) * D + d] += wt * grid[(y * gw + x) * D + d];
+            }
+    for (size_t oy = 0; oy < gh2; oy++)
+        for (size_t ox = 0; ox < gw2; ox++)
             for (size_t d = 0; d < D; d++) {
                 double acc = 0.0;
-                for (long a = -1; a <= 2; a++) {
-                    size_t yy = clampi(y0 + a, gh);
-                    for (long c = -1; c <= 2; c++) {
-                        size_t xx = clampi(x0 + c, gw);
-                        acc += cubic((double)a - fy) * cubic((double)c - fx) *
-                               grid[(yy * gw + xx) * D + d];
-                    }
-                }
+                for (size_t y = 0; y < gh; y++)
+                    acc += wy[oy * gh + y] * tmp[(y * gw2 + ox) * D + d];
                 out[(extra + oy * gw2 + ox) * D + d] = acc;
             }
-        }
-    }
+    free(tmp);
+    free(wy);
+    free(wx);
 }

@@ -25,9 +25,14 @@ void pgd_ref_bias_add(const float *x, const float *bias, size_t rows, size_t col
 void pgd_ref_patch_embed(const float *img, size_t B, size_t C, size_t H, size_t W,
                          const float *weight, size_t D, size_t P, const float *bias,
                          const float *cls, const float *dist, const float *pos, double *out);
-/* PyTorch bicubic (align_corners=False, A = -0.75, clamped taps) resize of the grid part of
- * pos [extra + gh*gw, D] to out [extra + gh2*gw2, D]; the first `extra` rows are copied. */
+/* Resize of the grid part of pos [extra + gh*gw, D] to out [extra + gh2*gw2, D] as PyTorch's
+ * F.interpolate does for `mode` (a pgd_resize_mode: bicubic with align_corners False or True,
+ * antialiased bicubic, or bicubic with Hugging Face's scale_factor); the first `extra` rows are
+ * copied. Every mode is separable: out = Wy · grid · Wxᵀ with per-axis weights. */
 void pgd_ref_pos_resize(const float *pos, size_t extra, size_t gh, size_t gw, size_t gh2,
-                        size_t gw2, size_t D, double *out);
+                        size_t gw2, size_t D, int mode, double *out);
+/* The per-axis weights of that resize: w [out, in], row o the weights of output o on the
+ * source indices (clamped border taps added to the border index). */
+void pgd_ref_resize_weights(size_t in, size_t out, int mode, double *w);
 
 #endif

@@ -424,12 +424,26 @@ START_TEST(golden_patch_embed_dist)
 }
 END_TEST
 
-START_TEST(golden_pos_resize)
+/* The pgd_resize_mode a golden's "mode" parameter names (make-golden.py's names). */
+static pgd_resize_mode resize_mode(const golden *g)
 {
-    golden *g = golden_load("pos-resize");
+    const char *m = json_string_value(json_object_get(g->params, "mode"));
+    ck_assert_ptr_nonnull(m);
+    static const char *const names[] = {"bicubic", "align-corners", "antialias", "hf"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(m, names[i]))
+            return (pgd_resize_mode)i;
+    ck_abort_msg("unknown resize mode '%s'", m);
+    return PGD_RESIZE_BICUBIC;
+}
+
+static void run_pos_resize_case(const char *gcase)
+{
+    golden *g = golden_load(gcase);
     int extra = (int)iparam(g, "extra"), gh = (int)iparam(g, "gh"), gw = (int)iparam(g, "gw"),
         gh2 = (int)iparam(g, "gh2"), gw2 = (int)iparam(g, "gw2");
     int64_t D = iparam(g, "dim");
+    pgd_resize_mode mode = resize_mode(g);
     int64_t sp[2] = {extra + (int64_t)gh * gw, D}, so[2] = {extra + (int64_t)gh2 * gw2, D};
     const golden_array *pos = arr(g, "pos", 2, sp), *want = arr(g, "want_out", 2, so);
     size_t ndev;
@@ -438,16 +452,40 @@ START_TEST(golden_pos_resize)
         pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
         pgd_error *err = NULL;
         pgd_tensor *tp = upload(ctx, pos), *to = poisoned(ctx, want);
-        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, tp, extra, gh, gw, gh2, gw2, to, &err), &err);
+        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, tp, extra, gh, gw, gh2, gw2, mode, to, &err),
+                     &err);
         char what[256];
-        snprintf(what, sizeof what, "golden pos-resize %dx%d -> %dx%d on %s", gh, gw, gh2, gw2,
+        snprintf(what, sizeof what, "golden %s %dx%d -> %dx%d on %s", gcase, gh, gw, gh2, gw2,
                  devs[di].name);
-        ck_assert_msg(compare(to, want, RTOL, ATOL, what, NULL), "%s", what);
+        float *got = NULL;
+        ck_assert_msg(compare(to, want, RTOL, ATOL, what, &got), "%s", what);
+        double worst = 0.0;
+        for (int64_t i = 0; i < want->n; i++)
+            worst = fmax(worst, fabs((double)got[i] - (double)want->data[i]));
+        printf("%s: max abs error %.3g\n", what, worst);
+        free(got);
         pgd_tensor_destroy(tp);
         pgd_tensor_destroy(to);
         pgd_ctx_destroy(ctx);
     }
     golden_free(g);
+}
+
+START_TEST(golden_pos_resize)
+{
+    run_pos_resize_case("pos-resize");
+}
+END_TEST
+
+/* Each mode, up and down (the rule of each weight family at another image size). */
+START_TEST(golden_pos_resize_modes)
+{
+    static const char *const cases[] = {
+        "pos-resize-bicubic-up",   "pos-resize-bicubic-down",   "pos-resize-align-corners-up",
+        "pos-resize-align-corners-down", "pos-resize-antialias-up", "pos-resize-antialias-down",
+        "pos-resize-hf-up",        "pos-resize-hf-down"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_pos_resize_case(cases[i]);
 }
 END_TEST
 
@@ -514,6 +552,7 @@ int main(void)
     tcase_add_test(tc, golden_patch_embed_cls);
     tcase_add_test(tc, golden_patch_embed_dist);
     tcase_add_test(tc, golden_pos_resize);
+    tcase_add_test(tc, golden_pos_resize_modes);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

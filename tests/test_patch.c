@@ -145,6 +145,12 @@ START_TEST(patch_embed_shapes)
 }
 END_TEST
 
+static const char *const mode_names[] = {"bicubic", "bicubic-align-corners",
+                                          "bicubic-antialias", "bicubic-hf"};
+#define N_MODES 4
+
+/* Every resize mode over TRIALS seeded shapes each: up- and down-sampling, 1 x N and N x 1
+ * grids on either side, the identity size, 0, 1 or 2 extra rows and the awkward widths. */
 START_TEST(pos_resize_shapes)
 {
     size_t ndev;
@@ -153,44 +159,74 @@ START_TEST(pos_resize_shapes)
         const pgd_device_info *dev = &devs[di];
         pgd_ctx *ctx = pgd_test_ctx(dev);
         pgd_error *err = NULL;
-        pgd_rng r;
-        pgd_rng_seed(&r, 777);
         int64_t cap = dev->software_rasteriser ? 20000 : 400000; /* output elements */
-        for (int trial = 0; trial < TRIALS; trial++) {
-            int extra = (int)pgd_rng_int(&r, 0, 2);
-            /* Small grids while D runs through the awkward widths, so the cap keeps them. */
-            int g1 = trial < (int)N_AWKWARD ? 8 : 16, g2 = trial < (int)N_AWKWARD ? 8 : 24;
-            int gh = (int)pgd_rng_int(&r, 1, g1), gw = (int)pgd_rng_int(&r, 1, g1);
-            int gh2 = (int)pgd_rng_int(&r, 1, g2), gw2 = (int)pgd_rng_int(&r, 1, g2);
-            if (trial % 10 == 0) /* same size: the identity */
-                gh2 = gh, gw2 = gw;
-            int64_t D = trial < (int)N_AWKWARD  ? awkward[trial]
-                        : pgd_rng_int(&r, 0, 1) ? awkward[pgd_rng_int(&r, 0, N_AWKWARD - 1)]
-                                                : pgd_rng_int(&r, 1, 400);
-            int64_t rows = extra + (int64_t)gh * gw, rows2 = extra + (int64_t)gh2 * gw2;
-            while (D > 1 && rows2 * D > cap)
-                D = (D + 1) / 2;
-            float *hpos = random_floats(&r, rows * D, 1.0f);
-            double *want = malloc((size_t)(rows2 * D) * sizeof(double));
-            ck_assert_ptr_nonnull(want);
-            pgd_tensor *pos = upload(ctx, hpos, rows * D, &err);
-            pgd_tensor *out = upload(ctx, NULL, rows2 * D + CANARY, &err);
-            int64_t sp[2] = {rows, D}, so[2] = {rows2, D};
-            pgd_tensor *vpos = pgd_test_prefix(pos, 2, sp), *vout = pgd_test_prefix(out, 2, so);
-            PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vpos, extra, gh, gw, gh2, gw2, vout, &err),
-                         &err);
-            pgd_ref_pos_resize(hpos, (size_t)extra, (size_t)gh, (size_t)gw, (size_t)gh2,
-                               (size_t)gw2, (size_t)D, want);
-            char what[200];
-            snprintf(what, sizeof what, "pos_resize on %s: extra %d, %dx%d -> %dx%d, D %lld",
-                     dev->name, extra, gh, gw, gh2, gw2, (long long)D);
-            check_output(out, rows2 * D, want, 1e-4, 1e-5, what);
-            free(vpos);
-            free(vout);
-            pgd_tensor_destroy(pos);
-            pgd_tensor_destroy(out);
-            free(hpos);
-            free(want);
+        for (int mode = 0; mode < N_MODES; mode++) {
+            pgd_rng r;
+            pgd_rng_seed(&r, 777 + (uint64_t)mode);
+            for (int trial = 0; trial < TRIALS; trial++) {
+                int extra = trial % 3;
+                /* Small grids while D runs through the awkward widths, so the cap keeps them. */
+                int g1 = trial < (int)N_AWKWARD ? 8 : 16, g2 = trial < (int)N_AWKWARD ? 8 : 24;
+                int gh = (int)pgd_rng_int(&r, 1, g1), gw = (int)pgd_rng_int(&r, 1, g1);
+                int gh2 = (int)pgd_rng_int(&r, 1, g2), gw2 = (int)pgd_rng_int(&r, 1, g2);
+                switch (trial % 10) {
+                case 0: /* same size: the identity (not for Hugging Face's +0.1) */
+                    gh2 = gh, gw2 = gw;
+                    break;
+                case 3: /* 1 x N in */
+                    gh = 1;
+                    break;
+                case 4: /* N x 1 out */
+                    gw2 = 1;
+                    break;
+                case 6: /* downsampling by a large factor: the antialiased support widens */
+                    gh = 16, gw = (int)pgd_rng_int(&r, 9, 16);
+                    gh2 = (int)pgd_rng_int(&r, 1, 3), gw2 = (int)pgd_rng_int(&r, 1, 5);
+                    break;
+                case 7: /* 1 x 1 out or in */
+                    if (trial % 20 == 7)
+                        gh2 = gw2 = 1;
+                    else
+                        gh = gw = 1;
+                    break;
+                default:
+                    break;
+                }
+                int64_t D = trial < (int)N_AWKWARD  ? awkward[trial]
+                            : pgd_rng_int(&r, 0, 1) ? awkward[pgd_rng_int(&r, 0, N_AWKWARD - 1)]
+                                                    : pgd_rng_int(&r, 1, 400);
+                int64_t rows = extra + (int64_t)gh * gw, rows2 = extra + (int64_t)gh2 * gw2;
+                while (D > 1 && rows2 * D > cap)
+                    D = (D + 1) / 2;
+                float *hpos = random_floats(&r, rows * D, 1.0f);
+                double *want = malloc((size_t)(rows2 * D) * sizeof(double));
+                ck_assert_ptr_nonnull(want);
+                pgd_tensor *pos = upload(ctx, hpos, rows * D, &err);
+                pgd_tensor *out = upload(ctx, NULL, rows2 * D + CANARY, &err);
+                int64_t sp[2] = {rows, D}, so[2] = {rows2, D};
+                pgd_tensor *vpos = pgd_test_prefix(pos, 2, sp), *vout = pgd_test_prefix(out, 2, so);
+                PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vpos, extra, gh, gw, gh2, gw2,
+                                                  (pgd_resize_mode)mode, vout, &err),
+                             &err);
+                pgd_ref_pos_resize(hpos, (size_t)extra, (size_t)gh, (size_t)gw, (size_t)gh2,
+                                   (size_t)gw2, (size_t)D, mode, want);
+                char what[200];
+                snprintf(what, sizeof what,
+                         "pos_resize %s on %s: extra %d, %dx%d -> %dx%d, D %lld (trial %d)",
+                         mode_names[mode], dev->name, extra, gh, gw, gh2, gw2, (long long)D,
+                         trial);
+                check_output(out, rows2 * D, want, 1e-4, 1e-5, what);
+                if (trial % 10 == 0 && mode != PGD_RESIZE_BICUBIC_HF)
+                    for (int64_t k = 0; k < rows2 * D; k++) /* the reference is the identity */
+                        ck_assert_msg(fabs(want[k] - hpos[k]) < 1e-12, "%s: not the identity",
+                                      what);
+                free(vpos);
+                free(vout);
+                pgd_tensor_destroy(pos);
+                pgd_tensor_destroy(out);
+                free(hpos);
+                free(want);
+            }
         }
         pgd_ctx_destroy(ctx);
     }
@@ -204,7 +240,7 @@ START_TEST(pos_resize_known_values)
 {
     const float pos[3] = {9.0f, 0.0f, 1.0f}; /* one class row, a 1 x 2 grid, D = 1 */
     double want[5] = {9.0, -0.10546875, 0.2265625, 0.7734375, 1.10546875}, got[5];
-    pgd_ref_pos_resize(pos, 1, 1, 2, 1, 4, 1, got);
+    pgd_ref_pos_resize(pos, 1, 1, 2, 1, 4, 1, PGD_RESIZE_BICUBIC, got);
     for (int i = 0; i < 5; i++)
         ck_assert_msg(fabs(got[i] - want[i]) < 1e-12, "reference %d: %.17g vs %.17g", i, got[i],
                       want[i]);
@@ -216,10 +252,51 @@ START_TEST(pos_resize_known_values)
         pgd_tensor *p = upload(ctx, pos, 3, &err), *o = upload(ctx, NULL, 5 + CANARY, &err);
         int64_t so[2] = {5, 1}, sp[2] = {3, 1};
         pgd_tensor *vo = pgd_test_prefix(o, 2, so), *vp = pgd_test_prefix(p, 2, sp);
-        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vp, 1, 1, 2, 1, 4, vo, &err), &err);
+        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vp, 1, 1, 2, 1, 4, PGD_RESIZE_BICUBIC, vo, &err),
+                     &err);
         free(vp);
         check_output(o, 5, want, 1e-6, 1e-6, devs[di].name);
         free(vo);
+        pgd_tensor_destroy(p);
+        pgd_tensor_destroy(o);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
+/* Antialiased (A = -0.5, in-bounds taps normalised): [0, 1] to 4 samples puts the centres at
+ * 0.25, 0.75, 1.25, 1.75, distances x + 1/2 - c; e.g. the first is -0.0703125 / 0.796875. */
+START_TEST(pos_resize_antialias_known_values)
+{
+    const float pos[3] = {9.0f, 0.0f, 1.0f};
+    double want[5] = {9.0, -3.0 / 34.0, 29.0 / 140.0, 111.0 / 140.0, 37.0 / 34.0}, got[5];
+    pgd_ref_pos_resize(pos, 1, 1, 2, 1, 4, 1, PGD_RESIZE_BICUBIC_ANTIALIAS, got);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) < 1e-12, "reference %d: %.17g vs %.17g", i, got[i],
+                      want[i]);
+    /* align_corners: [0, 1] to 3 samples is 0, 1/2, 1 exactly. */
+    double want_ac[4] = {9.0, 0.0, 0.5, 1.0};
+    pgd_ref_pos_resize(pos, 1, 1, 2, 1, 3, 1, PGD_RESIZE_BICUBIC_ALIGN_CORNERS, got);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(fabs(got[i] - want_ac[i]) < 1e-12, "align_corners %d: %.17g", i, got[i]);
+    size_t ndev;
+    const pgd_device_info *devs = pgd_test_devices(&ndev);
+    for (size_t di = 0; di < ndev; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
+        pgd_error *err = NULL;
+        pgd_tensor *p = upload(ctx, pos, 3, &err), *o = upload(ctx, NULL, 5 + CANARY, &err);
+        int64_t so[2] = {5, 1}, sp[2] = {3, 1};
+        pgd_tensor *vo = pgd_test_prefix(o, 2, so), *vp = pgd_test_prefix(p, 2, sp);
+        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vp, 1, 1, 2, 1, 4, PGD_RESIZE_BICUBIC_ANTIALIAS,
+                                          vo, &err),
+                     &err);
+        free(vp);
+        check_output(o, 5, want, 1e-6, 1e-6, devs[di].name);
+        free(vo);
+        /* An unknown mode is refused. */
+        ck_assert_int_eq(pgd_pos_embed_resize(ctx, p, 1, 1, 2, 1, 2, (pgd_resize_mode)9, p, &err),
+                         PGD_ERR_INVALID_ARGUMENT);
+        pgd_error_free(err);
         pgd_tensor_destroy(p);
         pgd_tensor_destroy(o);
         pgd_ctx_destroy(ctx);
@@ -290,11 +367,11 @@ START_TEST(patch_shape_errors)
     /* Position tables: 65 rows are 1 + 8 x 8, not 1 + 7 x 7; output must have 1 + 4 x 4. */
     int64_t sp[2] = {65, 8}, sp2[2] = {17, 8};
     pgd_tensor *pos = shaped(ctx, 2, sp), *pos2 = shaped(ctx, 2, sp2);
-    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 7, 7, 4, 4, pos2, &err), &err, "[65, 8]",
+    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 7, 7, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err), &err, "[65, 8]",
                        "[17, 8]");
-    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 5, pos2, &err), &err, "[65, 8]",
+    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 5, PGD_RESIZE_BICUBIC, pos2, &err), &err, "[65, 8]",
                        "[17, 8]");
-    PGD_CHECK_OK(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 4, pos2, &err), &err);
+    PGD_CHECK_OK(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err), &err);
     pgd_tensor *all[] = {img, w, w2, img_ok, out, out_bad, pos_bad, cls, pos, pos2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgd_tensor_destroy(all[i]);
@@ -309,6 +386,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, patch_embed_reference_known_values);
     tcase_add_test(tc, pos_resize_known_values);
+    tcase_add_test(tc, pos_resize_antialias_known_values);
     tcase_add_test(tc, patch_embed_shapes);
     tcase_add_test(tc, pos_resize_shapes);
     tcase_add_test(tc, patch_shape_errors);

@@ -1,6 +1,8 @@
 /* test_vit.c — the ViT against PyTorch: tiny random-weight models in each naming (timm, timm
  * DeiT distilled, Hugging Face, torchvision), made by tools/make-vit-golden.py; configuration
- * detection, logits on every device, and errors for missing or misshaped tensors. */
+ * detection, logits on every device (at the trained image size and at another one, where each
+ * family resamples its position grid its own way), and errors for missing or misshaped
+ * tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +44,17 @@ static void run_case(const char *name, vit_family fam, int extra)
     int H = (int)json_integer_value(json_array_get(in, 2));
     int W = (int)json_integer_value(json_array_get(in, 3));
     int classes = (int)json_integer_value(json_object_get(meta, "classes"));
+    /* Cases at another image size name the trained model's weights. */
+    const char *wfile = json_string_value(json_object_get(meta, "weights"));
+    char weights[256];
+    if (wfile)
+        snprintf(weights, sizeof weights, "%s", wfile);
+    else
+        snprintf(weights, sizeof weights, "vit-%s.safetensors", name);
     json_decref(meta);
     ck_assert(B > 0 && H > 0 && W > 0 && classes > 0);
 
-    snprintf(path, sizeof path, "%s/vit-%s.safetensors", data_dir(), name);
+    snprintf(path, sizeof path, "%s/%s", data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
@@ -90,6 +99,10 @@ static void run_case(const char *name, vit_family fam, int extra)
         /* Two blocks of float32 work against PyTorch's float32: 1e-4 relative (observed ~1e-6). */
         ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 1e-4, 1e-5, what), "%s",
                       what);
+        double worst = 0.0;
+        for (int k = 0; k < B * classes; k++)
+            worst = fmax(worst, fabs(got[k] - want[k]) / fmax(fabs(want[k]), 1e-6));
+        printf("%s [%d, 3, %d, %d]: max relative error %.3g\n", what, B, H, W, worst);
         /* The attention map is the class token's probability mass on the patches. */
         for (int b = 0; b < B; b++) {
             double s = 0;
@@ -126,6 +139,16 @@ END_TEST
 START_TEST(huggingface) { run_case("hf", VIT_HF, 1); }
 END_TEST
 START_TEST(torchvision) { run_case("torchvision", VIT_TORCHVISION, 1); }
+END_TEST
+/* At an image size other than the trained 32x32: the 4x4 position grid resampled by each
+ * family's own rule (timm antialiased, torchvision align_corners, Hugging Face scale_factor). */
+START_TEST(timm_resized) { run_case("timm-24x40", VIT_TIMM, 1); }
+END_TEST
+START_TEST(deit_resized) { run_case("deit-40x24", VIT_TIMM, 2); }
+END_TEST
+START_TEST(huggingface_resized) { run_case("hf-40x32", VIT_HF, 1); }
+END_TEST
+START_TEST(torchvision_resized) { run_case("torchvision-40x40", VIT_TORCHVISION, 1); }
 END_TEST
 
 /* A source that hides one tensor or lies about one shape, over a real file. */
@@ -219,6 +242,10 @@ int main(void)
     tcase_add_test(tc, deit);
     tcase_add_test(tc, huggingface);
     tcase_add_test(tc, torchvision);
+    tcase_add_test(tc, timm_resized);
+    tcase_add_test(tc, deit_resized);
+    tcase_add_test(tc, huggingface_resized);
+    tcase_add_test(tc, torchvision_resized);
     tcase_add_test(tc, missing_and_misshaped);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

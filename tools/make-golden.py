@@ -27,6 +27,16 @@ Cases:
   patch-dist    the same with a DeiT distillation token: cls, dist, then patches; pos [2 + 12, 24].
   pos-resize    pos [1 + 4*3, 8], grid 4x3 -> 6x5 by F.interpolate(mode='bicubic',
                 align_corners=False) on the grid part, class row kept.
+  pos-resize-<mode>-<up|down>
+                the grid resize of each pgd_resize_mode (params "mode"), upsampling and
+                downsampling, with 0, 1 or 2 extra rows kept:
+                  bicubic        F.interpolate(size=, mode='bicubic', align_corners=False)
+                  align-corners  the same with align_corners=True (torchvision)
+                  antialias      F.interpolate(size=, mode='bicubic', antialias=True,
+                                 align_corners=False) (timm's resample_abs_pos_embed)
+                  hf             F.interpolate(scale_factor=((gh2 + 0.1) / gh, (gw2 + 0.1) / gw),
+                                 mode='bicubic', align_corners=False) (Hugging Face ViT), square
+                                 source grids as Hugging Face has them
 """
 import json
 import os
@@ -173,6 +183,51 @@ def pos_resize_case():
          {"pos": pos, "want_out": out})
 
 
+def resize_grid(grid, mode, gh, gw, gh2, gw2):
+    """grid [1, D, gh, gw] (float64) resized as pgd_resize_mode `mode` does."""
+    if mode == "bicubic":
+        return F.interpolate(grid, size=(gh2, gw2), mode="bicubic", align_corners=False)
+    if mode == "align-corners":
+        return F.interpolate(grid, size=(gh2, gw2), mode="bicubic", align_corners=True)
+    if mode == "antialias":
+        return F.interpolate(grid, size=(gh2, gw2), mode="bicubic", antialias=True,
+                             align_corners=False)
+    if mode == "hf":
+        out = F.interpolate(grid, scale_factor=((gh2 + 0.1) / gh, (gw2 + 0.1) / gw),
+                            mode="bicubic", align_corners=False)
+        assert out.shape[-2:] == (gh2, gw2)
+        return out
+    raise ValueError(mode)
+
+
+def pos_resize_mode_case(mode, direction, seed, extra, gh, gw, gh2, gw2, D):
+    g = torch.Generator().manual_seed(seed)
+    pos = randn(g, extra + gh * gw, D)
+    p = pos.double()
+    grid = p[extra:].reshape(1, gh, gw, D).permute(0, 3, 1, 2)
+    grid = resize_grid(grid, mode, gh, gw, gh2, gw2)
+    grid = grid.permute(0, 2, 3, 1).reshape(gh2 * gw2, D)
+    out = torch.cat([p[:extra], grid], dim=0)
+    save("pos-resize-%s-%s" % (mode, direction), "pgd_pos_embed_resize",
+         {"extra": extra, "gh": gh, "gw": gw, "gh2": gh2, "gw2": gw2, "dim": D, "mode": mode},
+         {"pos": pos, "want_out": out})
+
+
+def pos_resize_mode_cases():
+    # (mode, up: extra, gh, gw, gh2, gw2, D; down: the same)
+    cases = [
+        ("bicubic", (0, 3, 5, 7, 6, 4), (2, 7, 6, 3, 4, 5)),
+        ("align-corners", (1, 4, 4, 7, 7, 6), (1, 7, 7, 3, 1, 4)),
+        ("antialias", (1, 4, 4, 6, 5, 6), (2, 9, 8, 3, 2, 5)),
+        ("hf", (1, 4, 4, 7, 5, 6), (0, 6, 6, 4, 3, 5)),
+    ]
+    seed = 1100
+    for mode, up, down in cases:
+        for direction, (extra, gh, gw, gh2, gw2, D) in (("up", up), ("down", down)):
+            pos_resize_mode_case(mode, direction, seed, extra, gh, gw, gh2, gw2, D)
+            seed += 1
+
+
 def main():
     torch.use_deterministic_algorithms(True)
     os.makedirs(OUT, exist_ok=True)
@@ -180,6 +235,7 @@ def main():
     patch_case("patch-cls", 1004, False)
     patch_case("patch-dist", 1005, True)
     pos_resize_case()
+    pos_resize_mode_cases()
 
 
 if __name__ == "__main__":

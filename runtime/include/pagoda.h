@@ -502,12 +502,37 @@ PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bi
 PGD_API int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
                             const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
                             const pgd_tensor *pos, pgd_tensor *out, pgd_error **err);
+/* How pgd_pos_embed_resize resamples the position grid: the rule of each weight family when a
+ * ViT runs at an image size other than the trained one. All are bicubic; they differ in how
+ * output coordinates map to the source grid, in the cubic's A, and at the border. With in and
+ * out the grid sizes along one axis and dst an output index: */
+typedef enum pgd_resize_mode {
+    /* F.interpolate(size=(gh2, gw2), mode='bicubic', align_corners=False): source position
+     * (dst + 1/2) * in/out - 1/2, Keys' cubic with A = -0.75, taps clamped to the border. */
+    PGD_RESIZE_BICUBIC = 0,
+    /* The same with align_corners=True: source position dst * (in - 1)/(out - 1) (0 when out
+     * is 1). torchvision's interpolate_embeddings. */
+    PGD_RESIZE_BICUBIC_ALIGN_CORNERS = 1,
+    /* F.interpolate(size=..., mode='bicubic', antialias=True, align_corners=False), timm's
+     * resample_abs_pos_embed (dynamic_img_size=True, or loading at another img_size). With
+     * s = in/out and r = max(s, 1): the taps are the source indices x with |x + 1/2 - c| < 2r
+     * around c = (dst + 1/2) * s, weighted by the cubic with A = -0.5 at (x + 1/2 - c) / r and
+     * normalised over the taps inside the grid (no border clamping); downsampling widens the
+     * support, upsampling keeps 4 taps. */
+    PGD_RESIZE_BICUBIC_ANTIALIAS = 2,
+    /* Hugging Face ViTEmbeddings.interpolate_pos_encoding (transformers 4.39, DINO's rule):
+     * F.interpolate(scale_factor=((gh2 + 0.1)/gh, (gw2 + 0.1)/gw), mode='bicubic',
+     * align_corners=False). As PGD_RESIZE_BICUBIC, but the source scale is 1/scale_factor, not
+     * in/out. Not the identity when the sizes are equal (Hugging Face skips the call then). */
+    PGD_RESIZE_BICUBIC_HF = 3
+} pgd_resize_mode;
+
 /* Resizes a position-embedding table pos [extra + gh*gw, D] (any shape with D as last dim and
  * that many rows) to out [extra + gh2*gw2, D]: the first `extra` rows are copied, the gh x gw
- * grid is resampled to gh2 x gw2 as PyTorch's F.interpolate(size=(gh2, gw2), mode='bicubic',
- * align_corners=False) does (A = -0.75, taps clamped at the border). out must not alias pos. */
+ * grid is resampled to gh2 x gw2 by `mode` (see pgd_resize_mode). out must not alias pos. */
 PGD_API int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw,
-                                 int gh2, int gw2, pgd_tensor *out, pgd_error **err);
+                                 int gh2, int gw2, pgd_resize_mode mode, pgd_tensor *out,
+                                 pgd_error **err);
 
 /* ---- convolution and pooling (NHWC activations) -------------------------------------------- */
 
