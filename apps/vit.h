@@ -56,12 +56,13 @@ int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_mod
              pgd_error **err);
 void vit_free(vit_model *m);
 
-/* Runs B images [B, 3, H, W] (H, W multiples of the patch; the position grid is resized when
- * they differ from the trained size) to logits [B, classes]. If attn_map is non-NULL it receives
- * the last block's class-token attention over the patches, averaged over heads, as
- * [B, H/P, W/P]; if rollout is non-NULL it receives the class token's row of the attention
- * rollout across all blocks (Abnar & Zuidema 2020: heads averaged, identity for the residual,
- * rows renormalised, multiplied through the layers), same shape. Stage times in ms go to times[0..3] (embed, blocks, head, total) if non-NULL. */
+/* Runs B images [B, 3, H, W] (H, W multiples of the patch; the position grid is resized by
+ * vit_resize_mode(family) when they differ from the trained size) to logits [B, classes]. If
+ * attn_map is non-NULL it receives the last block's class-token attention over the patches,
+ * averaged over heads, as [B, H/P, W/P]; if rollout is non-NULL it receives the class token's row
+ * of the attention rollout across all blocks (Abnar & Zuidema 2020: heads averaged, identity for
+ * the residual, rows renormalised, multiplied through the layers), same shape. Stage times in ms go
+ * to times[0..3] (embed, blocks, head, total) if non-NULL. */
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, float *rollout, double times[4], pgd_error **err);
 

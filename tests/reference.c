@@ -145,8 +145,8 @@ void pgd_ref_resize_weights(size_t in, size_t out, int mode, double *w)
     else
         s = (double)in / (double)out;
     for (size_t o = 0; o < out; o++) {
-        double src = mode == PGD_RESIZE_BICUBIC_ALIGN_CORNERS ? (double)o * s
-                                                              : ((double)o + 0.5) * s - 0.5;
+        double src =
+            mode == PGD_RESIZE_BICUBIC_ALIGN_CORNERS ? (double)o * s : ((double)o + 0.5) * s - 0.5;
         long x0 = (long)floor(src);
         if (x0 > (long)in - 1)
             x0 = (long)in - 1;

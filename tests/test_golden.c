@@ -452,8 +452,7 @@ static void run_pos_resize_case(const char *gcase)
         pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
         pgd_error *err = NULL;
         pgd_tensor *tp = upload(ctx, pos), *to = poisoned(ctx, want);
-        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, tp, extra, gh, gw, gh2, gw2, mode, to, &err),
-                     &err);
+        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, tp, extra, gh, gw, gh2, gw2, mode, to, &err), &err);
         char what[256];
         snprintf(what, sizeof what, "golden %s %dx%d -> %dx%d on %s", gcase, gh, gw, gh2, gw2,
                  devs[di].name);
@@ -480,10 +479,14 @@ END_TEST
 /* Each mode, up and down (the rule of each weight family at another image size). */
 START_TEST(golden_pos_resize_modes)
 {
-    static const char *const cases[] = {
-        "pos-resize-bicubic-up",   "pos-resize-bicubic-down",   "pos-resize-align-corners-up",
-        "pos-resize-align-corners-down", "pos-resize-antialias-up", "pos-resize-antialias-down",
-        "pos-resize-hf-up",        "pos-resize-hf-down"};
+    static const char *const cases[] = {"pos-resize-bicubic-up",
+                                        "pos-resize-bicubic-down",
+                                        "pos-resize-align-corners-up",
+                                        "pos-resize-align-corners-down",
+                                        "pos-resize-antialias-up",
+                                        "pos-resize-antialias-down",
+                                        "pos-resize-hf-up",
+                                        "pos-resize-hf-down"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_pos_resize_case(cases[i]);
 }

@@ -145,8 +145,8 @@ START_TEST(patch_embed_shapes)
 }
 END_TEST
 
-static const char *const mode_names[] = {"bicubic", "bicubic-align-corners",
-                                          "bicubic-antialias", "bicubic-hf"};
+static const char *const mode_names[] = {"bicubic", "bicubic-align-corners", "bicubic-antialias",
+                                         "bicubic-hf"};
 #define N_MODES 4
 
 /* Every resize mode over TRIALS seeded shapes each: up- and down-sampling, 1 x N and N x 1
@@ -213,8 +213,7 @@ START_TEST(pos_resize_shapes)
                 char what[200];
                 snprintf(what, sizeof what,
                          "pos_resize %s on %s: extra %d, %dx%d -> %dx%d, D %lld (trial %d)",
-                         mode_names[mode], dev->name, extra, gh, gw, gh2, gw2, (long long)D,
-                         trial);
+                         mode_names[mode], dev->name, extra, gh, gw, gh2, gw2, (long long)D, trial);
                 check_output(out, rows2 * D, want, 1e-4, 1e-5, what);
                 if (trial % 10 == 0 && mode != PGD_RESIZE_BICUBIC_HF)
                     for (int64_t k = 0; k < rows2 * D; k++) /* the reference is the identity */
@@ -287,9 +286,9 @@ START_TEST(pos_resize_antialias_known_values)
         pgd_tensor *p = upload(ctx, pos, 3, &err), *o = upload(ctx, NULL, 5 + CANARY, &err);
         int64_t so[2] = {5, 1}, sp[2] = {3, 1};
         pgd_tensor *vo = pgd_test_prefix(o, 2, so), *vp = pgd_test_prefix(p, 2, sp);
-        PGD_CHECK_OK(pgd_pos_embed_resize(ctx, vp, 1, 1, 2, 1, 4, PGD_RESIZE_BICUBIC_ANTIALIAS,
-                                          vo, &err),
-                     &err);
+        PGD_CHECK_OK(
+            pgd_pos_embed_resize(ctx, vp, 1, 1, 2, 1, 4, PGD_RESIZE_BICUBIC_ANTIALIAS, vo, &err),
+            &err);
         free(vp);
         check_output(o, 5, want, 1e-6, 1e-6, devs[di].name);
         free(vo);
@@ -367,11 +366,14 @@ START_TEST(patch_shape_errors)
     /* Position tables: 65 rows are 1 + 8 x 8, not 1 + 7 x 7; output must have 1 + 4 x 4. */
     int64_t sp[2] = {65, 8}, sp2[2] = {17, 8};
     pgd_tensor *pos = shaped(ctx, 2, sp), *pos2 = shaped(ctx, 2, sp2);
-    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 7, 7, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err), &err, "[65, 8]",
-                       "[17, 8]");
-    expect_shape_error(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 5, PGD_RESIZE_BICUBIC, pos2, &err), &err, "[65, 8]",
-                       "[17, 8]");
-    PGD_CHECK_OK(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err), &err);
+    expect_shape_error(
+        pgd_pos_embed_resize(ctx, pos, 1, 7, 7, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err), &err,
+        "[65, 8]", "[17, 8]");
+    expect_shape_error(
+        pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 5, PGD_RESIZE_BICUBIC, pos2, &err), &err,
+        "[65, 8]", "[17, 8]");
+    PGD_CHECK_OK(pgd_pos_embed_resize(ctx, pos, 1, 8, 8, 4, 4, PGD_RESIZE_BICUBIC, pos2, &err),
+                 &err);
     pgd_tensor *all[] = {img, w, w2, img_ok, out, out_bad, pos_bad, cls, pos, pos2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgd_tensor_destroy(all[i]);
