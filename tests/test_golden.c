@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "reference.h"
 
 #define MAX_ARRAYS 8
 
@@ -492,6 +493,74 @@ START_TEST(golden_pos_resize_modes)
 }
 END_TEST
 
+/* PyTorch's 1-D weights of each mode for every size 1..6 -> 1..9: the double reference of
+ * reference.c (which test_patch.c checks the kernels against) and the device, resizing a 1 x in
+ * grid of unit rows (D = in) to 1 x out, whose output is W [out, in] itself. */
+START_TEST(golden_resize_weights)
+{
+    golden *g = golden_load("resize-weights");
+    int in_max = (int)iparam(g, "in_max"), out_max = (int)iparam(g, "out_max");
+    static const char *const names[] = {"bicubic", "align-corners", "antialias", "hf"};
+    int64_t total = 0;
+    for (int n_in = 1; n_in <= in_max; n_in++)
+        total += (int64_t)n_in * out_max * (out_max + 1) / 2;
+    size_t ndev;
+    const pgd_device_info *devs = pgd_test_devices(&ndev);
+    double *w = malloc((size_t)(in_max * out_max) * sizeof *w);
+    float *eye = malloc((size_t)(in_max * in_max) * sizeof *eye);
+    float *got = malloc((size_t)(in_max * out_max) * sizeof *got);
+    ck_assert(w && eye && got);
+    for (int mode = 0; mode < 4; mode++) {
+        const golden_array *want = arr(g, names[mode], 1, &total);
+        double worst_ref = 0.0, worst_dev = 0.0;
+        int64_t off = 0;
+        for (int n_in = 1; n_in <= in_max; n_in++) {
+            for (int n_out = 1; n_out <= out_max; n_out++) {
+                const float *wm = want->data + off;
+                off += (int64_t)n_in * n_out;
+                pgd_ref_resize_weights((size_t)n_in, (size_t)n_out, mode, w);
+                for (int k = 0; k < n_in * n_out; k++) {
+                    double e = fabs(w[k] - (double)wm[k]);
+                    worst_ref = fmax(worst_ref, e);
+                    ck_assert_msg(e < 1e-6, "reference %s %d -> %d, weight %d: %.9g vs %.9g",
+                                  names[mode], n_in, n_out, k, w[k], (double)wm[k]);
+                }
+                for (int k = 0; k < n_in * n_in; k++)
+                    eye[k] = k % (n_in + 1) == 0 ? 1.0f : 0.0f;
+                int64_t sp[2] = {n_in, n_in}, so[2] = {n_out, n_in};
+                for (size_t di = 0; di < ndev; di++) {
+                    pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
+                    pgd_error *err = NULL;
+                    pgd_tensor *tp = pgd_test_upload(ctx, 2, sp, eye), *to = NULL;
+                    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, so, &to, &err), &err);
+                    PGD_CHECK_OK(pgd_pos_embed_resize(ctx, tp, 0, 1, n_in, 1, n_out,
+                                                      (pgd_resize_mode)mode, to, &err),
+                                 &err);
+                    PGD_CHECK_OK(pgd_tensor_download(to, got, &err), &err);
+                    for (int k = 0; k < n_in * n_out; k++) {
+                        double e = fabs((double)got[k] - (double)wm[k]);
+                        worst_dev = fmax(worst_dev, e);
+                        ck_assert_msg(e < 2e-6, "%s on %s %d -> %d, weight %d: %.9g vs %.9g",
+                                      names[mode], devs[di].name, n_in, n_out, k, (double)got[k],
+                                      (double)wm[k]);
+                    }
+                    pgd_tensor_destroy(tp);
+                    pgd_tensor_destroy(to);
+                    pgd_ctx_destroy(ctx);
+                }
+            }
+        }
+        ck_assert_int_eq(off, total);
+        printf("resize weights %s: max abs error reference %.3g, devices %.3g\n", names[mode],
+               worst_ref, worst_dev);
+    }
+    free(w);
+    free(eye);
+    free(got);
+    golden_free(g);
+}
+END_TEST
+
 static void write_file(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -556,6 +625,7 @@ int main(void)
     tcase_add_test(tc, golden_patch_embed_dist);
     tcase_add_test(tc, golden_pos_resize);
     tcase_add_test(tc, golden_pos_resize_modes);
+    tcase_add_test(tc, golden_resize_weights);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

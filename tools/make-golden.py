@@ -37,6 +37,12 @@ Cases:
                   hf             F.interpolate(scale_factor=((gh2 + 0.1) / gh, (gw2 + 0.1) / gw),
                                  mode='bicubic', align_corners=False) (Hugging Face ViT), square
                                  source grids as Hugging Face has them
+  resize-weights
+                the 1-D weights of each mode (arrays named as the modes), for every input
+                size 1..6 and output size 1..9: F.interpolate of the identity basis, a
+                [1, in, 1, in] batch of unit rows, to width `out` (height 1 stays 1; Hugging
+                Face's height factor 1.1 keeps it 1); per (in, out), in that order, the matrix
+                W [out, in] row-major, all concatenated.
 """
 import json
 import os
@@ -228,6 +234,21 @@ def pos_resize_mode_cases():
             seed += 1
 
 
+def resize_weights_case():
+    in_max, out_max = 6, 9
+    arrays = {}
+    for mode in ("bicubic", "align-corners", "antialias", "hf"):
+        mats = []
+        for n_in in range(1, in_max + 1):
+            for n_out in range(1, out_max + 1):
+                basis = torch.eye(n_in, dtype=torch.float64).reshape(1, n_in, 1, n_in)
+                y = resize_grid(basis, mode, 1, n_in, 1, n_out)  # [1, in, 1, out]
+                mats.append(y.reshape(n_in, n_out).t().reshape(-1))
+        arrays[mode] = torch.cat(mats)
+    save("resize-weights", "pgd_pos_embed_resize", {"in_max": in_max, "out_max": out_max},
+         arrays)
+
+
 def main():
     torch.use_deterministic_algorithms(True)
     os.makedirs(OUT, exist_ok=True)
@@ -236,6 +257,7 @@ def main():
     patch_case("patch-dist", 1005, True)
     pos_resize_case()
     pos_resize_mode_cases()
+    resize_weights_case()
 
 
 if __name__ == "__main__":
