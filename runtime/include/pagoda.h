@@ -523,7 +523,8 @@ typedef enum pgd_resize_mode {
     /* Hugging Face ViTEmbeddings.interpolate_pos_encoding (transformers 4.39, DINO's rule):
      * F.interpolate(scale_factor=((gh2 + 0.1)/gh, (gw2 + 0.1)/gw), mode='bicubic',
      * align_corners=False). As PGD_RESIZE_BICUBIC, but the source scale is 1/scale_factor, not
-     * in/out. Not the identity when the sizes are equal (Hugging Face skips the call then). */
+     * in/out. Hugging Face divides by sqrt(gh * gw) on both axes, its grids being square.
+     * Not the identity when the sizes are equal (Hugging Face skips the call then). */
     PGD_RESIZE_BICUBIC_HF = 3
 } pgd_resize_mode;
 
