@@ -48,6 +48,10 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
 /* OUT.png → OUT<tag>.png, or OUT<tag>-<index+1>.png when count > 1 (malloc'd). */
 char *app_numbered_path(const char *path, const char *tag, int index, int count);
 
+/* The demo's sample image (Chelsea the cat, CC0): $PAGODA_SAMPLE_IMAGE, else the installed
+ * copy, else the source tree's apps/data. 1 if readable. */
+int app_sample_image(char *buf, size_t size);
+
 int cmd_devices(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -62,6 +62,10 @@ static const bench_item *const items[] = {
     &bench_item_attention,
     &bench_item_layernorm,
     &bench_item_vit,
+    &bench_item_resnet,
+    &bench_item_resnet_nl,
+    &bench_item_nonlocal,
+    &bench_item_nonlocal_unfused,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif

@@ -41,5 +41,9 @@ extern const bench_item bench_item_attention;
 extern const bench_item bench_item_attention_unfused;
 extern const bench_item bench_item_layernorm;
 extern const bench_item bench_item_vit;
+extern const bench_item bench_item_resnet;
+extern const bench_item bench_item_nonlocal;
+extern const bench_item bench_item_resnet_nl;
+extern const bench_item bench_item_nonlocal_unfused;
 
 #endif

@@ -677,3 +677,197 @@ const bench_item bench_item_vit = {
     "vit_b16", "vit_ti16|vit_s16|vit_b16[:B]",
     "ViT forward, 224x224 image tensor to logits, batch B (seeded random weights)",
     validate_vit, run_vit};
+
+/* ---- resnet50[:B], resnet50-nl[:B] — ResNet-50 forward, image tensor to logits, without and
+ * with one non-local block before layer3.5 (the paper's setting); nonlocal[-unfused]:H,W,C —
+ * one embedded-Gaussian block on an H x W x C map, fused vs the materialised softmax ---------- */
+
+#include "resnet.h"
+
+static int parse_batch(const char *spec, size_t name_len, long *batch)
+{
+    *batch = 1;
+    if (spec[name_len] == '\0')
+        return 0;
+    if (spec[name_len] != ':')
+        return -1;
+    char *end = NULL;
+    *batch = strtol(spec + name_len + 1, &end, 10);
+    return (*end || *batch < 1 || *batch > 256) ? -1 : 0;
+}
+
+static int resnet_kind(const char *spec, long *batch)
+{
+    if (!strncmp(spec, "resnet50-nl", 11))
+        return parse_batch(spec, 11, batch) ? -1 : 1;
+    if (!strncmp(spec, "resnet50", 8))
+        return parse_batch(spec, 8, batch) ? -1 : 0;
+    return -1;
+}
+
+static int validate_resnet(const char *spec)
+{
+    long b;
+    return resnet_kind(spec, &b) < 0 ? -1 : 0;
+}
+
+typedef struct resnet_state {
+    resnet_model *m;
+    float *x, *logits;
+    int batch;
+    double nl_ms, total_ms; /* of the last run */
+} resnet_state;
+
+static int resnet_once(void *p, pgd_error **err)
+{
+    resnet_state *s = p;
+    double t[5];
+    int rc = resnet_forward(s->m, s->x, s->batch, 224, 224, s->logits, NULL, t, err);
+    s->nl_ms = t[2];
+    s->total_ms = t[4];
+    return rc;
+}
+
+static int run_resnet(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                      int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    long batch = 1;
+    int nl = resnet_kind(spec, &batch);
+    vit_source src;
+    int rc = resnet_random_source(&src, 50, 1000, nl ? "layer3.5" : NULL, NL_EMBEDDED_GAUSSIAN,
+                                  1, err);
+    if (rc)
+        return rc;
+    resnet_config cfg;
+    resnet_options opt = {NULL, NULL, -1};
+    resnet_state s = {NULL, NULL, NULL, (int)batch, 0, 0};
+    rc = resnet_detect(&src, &opt, &cfg, err);
+    if (!rc)
+        rc = resnet_load(ctx, &src, &cfg, &s.m, err);
+    resnet_random_free(&src);
+    size_t nx = (size_t)batch * 3 * 224 * 224;
+    if (!rc) {
+        s.x = malloc(nx * sizeof *s.x);
+        s.logits = malloc((size_t)batch * 1000 * sizeof *s.logits);
+        if (!s.x || !s.logits)
+            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+        else
+            fill_rand(s.x, nx);
+    }
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){resnet_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "%s:%ld", nl ? "resnet50-nl" : "resnet50", batch);
+        /* torchvision's ResNet-50: 4.09 G multiply-adds at 224x224; the non-local block at
+         * 14x14, C = 1024: θ/φ/g 3·196·1024·512, W 196·512·1024, attention 2·196²·512. */
+        double block = 4.0 * 196 * 1024 * 512 + 2.0 * 196 * 196 * 512;
+        b->flops = 2.0 * (double)batch * (4.089e9 + (nl ? block : 0));
+        if (nl && s.total_ms > 0) {
+            snprintf(b->extra_key, sizeof b->extra_key, "nonlocal_share");
+            b->extra = s.nl_ms / s.total_ms;
+        }
+        *nres = 1;
+    }
+    resnet_free(s.m);
+    free(s.x);
+    free(s.logits);
+    return rc;
+}
+
+const bench_item bench_item_resnet = {
+    "resnet50", "resnet50[:B]",
+    "ResNet-50 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
+    validate_resnet, run_resnet};
+
+static int parse_nl(const char *spec, int *unfused, long v[3])
+{
+    v[0] = 56, v[1] = 56, v[2] = 256; /* the paper's res3-style map: N = 3136, C = 256 */
+    if (strncmp(spec, "nonlocal", 8))
+        return -1;
+    *unfused = !strncmp(spec, "nonlocal-unfused", 16);
+    const char *p = spec + (*unfused ? 16 : 8);
+    if (*p == '\0')
+        return 0;
+    if (*p != ':' || sscanf(p + 1, "%ld,%ld,%ld", &v[0], &v[1], &v[2]) != 3)
+        return -1;
+    return (v[0] < 1 || v[1] < 1 || v[2] < 2 || v[0] * v[1] > 1 << 20 || v[2] > 8192) ? -1 : 0;
+}
+
+static int validate_nl(const char *spec)
+{
+    int u = 0;
+    long v[3];
+    return parse_nl(spec, &u, v);
+}
+
+typedef struct nl_state {
+    resnet_model *m;
+    pgd_tensor *x;
+} nl_state;
+
+static int nl_once(void *p, pgd_error **err)
+{
+    nl_state *s = p;
+    pgd_tensor *z = NULL;
+    int rc = resnet_nl_block_forward(s->m, s->x, &z, err);
+    pgd_tensor_destroy(z);
+    return rc;
+}
+
+static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                  int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    int unfused = 0;
+    long v[3] = {56, 56, 256};
+    parse_nl(spec, &unfused, v);
+    nl_state s = {NULL, NULL};
+    int64_t xs[4] = {1, v[0], v[1], v[2]};
+    size_t nx = (size_t)(v[0] * v[1] * v[2]);
+    float *host = malloc(nx * sizeof *host);
+    if (!host)
+        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    fill_rand(host, nx);
+    int rc = resnet_nl_block_create(ctx, v[2], NL_EMBEDDED_GAUSSIAN, 0, unfused, &s.m, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 4, xs, &s.x, err);
+    if (!rc)
+        rc = pgd_tensor_upload(s.x, host, err);
+    free(host);
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){nl_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", unfused ? "nonlocal-unfused" : "nonlocal",
+                 v[0], v[1], v[2]);
+        double N = (double)(v[0] * v[1]), C = (double)v[2], Ci = C / 2;
+        b->flops = 2.0 * (4 * N * C * Ci + 2 * N * N * Ci);
+        /* device memory the block needs beyond x and z: P [N, 3Ci], y [N, Ci], and for the
+         * unfused form the N x N affinity */
+        snprintf(b->extra_key, sizeof b->extra_key, "scratch_mib");
+        b->extra = 4.0 * (N * 3 * Ci + N * Ci + (unfused ? N * N : 0)) / (1024.0 * 1024.0);
+        *nres = 1;
+    }
+    pgd_tensor_destroy(s.x);
+    resnet_free(s.m);
+    return rc;
+}
+
+const bench_item bench_item_nonlocal = {
+    "nonlocal", "nonlocal[:H,W,C]",
+    "one embedded-Gaussian non-local block on an H x W x C map (default 56,56,256: N = 3136), "
+    "fused attention: no N x N matrix",
+    validate_nl, run_nl};
+
+const bench_item bench_item_resnet_nl = {
+    "resnet50-nl", "resnet50-nl[:B]",
+    "ResNet-50 with a non-local block before layer3.5, batch B; the block's share of the time "
+    "as nonlocal_share",
+    validate_resnet, run_resnet};
+
+const bench_item bench_item_nonlocal_unfused = {
+    "nonlocal-unfused", "nonlocal-unfused[:H,W,C]",
+    "the same non-local block with the N x N softmax materialised (GEMM, softmax, GEMM)",
+    validate_nl, run_nl};

@@ -15,6 +15,7 @@ static const char usage[] =
     "  demo       list devices and run a checked end-to-end example\n"
     "  bench      time kernels and program builds; compare saved results\n"
     "  vit        classify with a Vision Transformer\n"
+    "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
         return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "vit"))
         return cmd_vit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "nonlocal"))
+        return cmd_nonlocal(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))

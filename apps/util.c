@@ -198,3 +198,25 @@ char *app_numbered_path(const char *path, const char *tag, int index, int count)
     snprintf(out, n, "%.*s%s%s%s", (int)(dot - path), path, tag, num, *dot ? dot : ".png");
     return out;
 }
+
+static int readable(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+int app_sample_image(char *buf, size_t size)
+{
+    const char *env = getenv("PAGODA_SAMPLE_IMAGE");
+    if (env && *env) {
+        snprintf(buf, size, "%s", env);
+        return readable(buf);
+    }
+    snprintf(buf, size, "%s/chelsea.jpg", PGD_DATA_DIR);
+    if (readable(buf))
+        return 1;
+    snprintf(buf, size, "%s/chelsea.jpg", PGD_SOURCE_DATA_DIR);
+    return readable(buf);
+}

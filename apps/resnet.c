@@ -1,0 +1,1468 @@
+/* resnet.c — ResNet-18…152 (torchvision naming) with non-local blocks.
+ *
+ * Activations are NHWC throughout. Every convolution has its batch norm folded in at load time
+ * and its ReLU / residual add fused into the GEMM epilogue (residual before ReLU, as ResNet
+ * adds). A non-local block (Wang et al. 2018) on x [B, H, W, C] with inner width Ci:
+ *   P = [θ | φ | g](x)          one fused 1x1 convolution, [B, H, W, 3·Ci]
+ *   P' = maxpool2x2(P)          when subsampling (φ and g are read from P'; θ from P)
+ *   embedded Gaussian           y = attention(q = θ, k = φ, v = g, scale 1): the fused kernel,
+ *                               no N x N' matrix in memory
+ *   Gaussian                    y = attention(q = x, k = x (pooled), v = g); g is padded to C
+ *                               columns because the attention kernel takes one head width
+ *   dot product                 y = θ·(φᵀ·g) / N': two GEMMs, O(N·Ci²), no N x N' matrix
+ *   concatenation               y_i = Σ_j ReLU(a_i + b_j)·g_j / N' with a = θ·w_θ, b = φ·w_φ:
+ *                               one streaming kernel over j, no N x N' matrix
+ *   z = BN(W·y) + x             a 1x1 convolution with BN folded, x fused in as the residual.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include "resnet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const mode_names[] = {"embedded_gaussian", "gaussian", "dot_product",
+                                         "concatenation"};
+
+const char *nl_mode_name(nl_mode m)
+{
+    return (unsigned)m < 4 ? mode_names[m] : "?";
+}
+
+int nl_mode_parse(const char *s, nl_mode *m)
+{
+    for (int i = 0; i < 4; i++)
+        if (s && !strcmp(s, mode_names[i])) {
+            *m = (nl_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+static const struct {
+    int depth, bottleneck, blocks[4];
+} standard[] = {
+    {18, 0, {2, 2, 2, 2}},   {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
+    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
+};
+
+static int has(const vit_source *src, const char *name)
+{
+    int nd;
+    int64_t s[8];
+    return src->shape(src->u, name, &nd, s) == 0;
+}
+
+static int64_t dim0(const vit_source *src, const char *name)
+{
+    int nd;
+    int64_t s[8];
+    if (src->shape(src->u, name, &nd, s) != 0 || nd < 1)
+        return -1;
+    return s[0];
+}
+
+/* The input channels of residual block layerL.B. */
+static int64_t block_cin(const resnet_config *c, int L, int B)
+{
+    if (B > 0)
+        return c->out[L - 1];
+    return L == 1 ? c->stem : c->out[L - 2];
+}
+
+static int block_stride(int L, int B)
+{
+    return (L > 1 && B == 0) ? 2 : 1;
+}
+
+static int need_conv(const vit_source *src, const char *name, int64_t cout, int64_t cin, int k,
+                     pgd_error **err)
+{
+    int64_t s[4] = {cout, cin, k, k};
+    return model_need(src, name, 4, s, err);
+}
+
+static int need_bn(const vit_source *src, const char *prefix, int64_t c, pgd_error **err)
+{
+    static const char *const parts[] = {"weight", "bias", "running_mean", "running_var"};
+    char name[160];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
+        int rc = model_need(src, name, 1, &c, err);
+        if (rc)
+            return rc;
+    }
+    return PGD_OK;
+}
+
+static int has_downsample(const vit_source *src, int L, int B)
+{
+    char name[96];
+    snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
+    return has(src, name);
+}
+
+/* Checks every tensor of the backbone; the error names the first missing or misshaped one. */
+static int check_backbone(const vit_source *src, const resnet_config *c, pgd_error **err)
+{
+    int rc = need_conv(src, "conv1.weight", c->stem, 3, 7, err);
+    if (!rc)
+        rc = need_bn(src, "bn1", c->stem, err);
+    char name[128], bn[128];
+    for (int L = 1; L <= 4 && !rc; L++)
+        for (int B = 0; B < c->blocks[L - 1] && !rc; B++) {
+            int64_t cin = block_cin(c, L, B), w = c->width[L - 1], out = c->out[L - 1];
+            int nconv = c->bottleneck ? 3 : 2;
+            for (int k = 1; k <= nconv && !rc; k++) {
+                int64_t ci = k == 1 ? cin : w, co = k == nconv ? out : w;
+                int ks = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
+                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", L, B, k);
+                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
+                rc = need_conv(src, name, co, ci, ks, err);
+                if (!rc)
+                    rc = need_bn(src, bn, co, err);
+            }
+            int needs_ds = block_stride(L, B) != 1 || cin != out;
+            if (!rc && (needs_ds || has_downsample(src, L, B))) {
+                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
+                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
+                rc = need_conv(src, name, out, cin, 1, err);
+                if (!rc)
+                    rc = need_bn(src, bn, out, err);
+            }
+        }
+    if (!rc) {
+        int64_t fw[2] = {c->classes, c->out[3]};
+        rc = model_need(src, "fc.weight", 2, fw, err);
+        if (!rc)
+            rc = model_need(src, "fc.bias", 1, &c->classes, err);
+    }
+    return rc;
+}
+
+static int site_index(const resnet_config *c, int L, int B)
+{
+    for (int i = 0; i < c->n_nl; i++)
+        if (c->nl[i].layer == L && c->nl[i].block == B)
+            return i;
+    return -1;
+}
+
+static int add_site(resnet_config *c, const char *label, const char *what, int L, int B,
+                    int identity, pgd_error **err)
+{
+    if (L < 1 || L > 4 || B < 0 || B >= c->blocks[L > 0 && L <= 4 ? L - 1 : 0])
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "%s: %s names residual block layer%d.%d, which doesn't exist "
+                              "(layers 1-4 have %d, %d, %d and %d blocks)",
+                              label, what, L, B, c->blocks[0], c->blocks[1], c->blocks[2],
+                              c->blocks[3]);
+    if (site_index(c, L, B) >= 0)
+        return identity ? pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                         "%s: --nonlocal layer%d.%d: there is a non-local block "
+                                         "before layer%d.%d already",
+                                         label, L, B, L, B)
+                        : PGD_OK;
+    if (c->n_nl >= RESNET_MAX_NL)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: more than %d non-local blocks", label,
+                              RESNET_MAX_NL);
+    resnet_nl_site *s = &c->nl[c->n_nl++];
+    s->layer = L;
+    s->block = B;
+    s->channels = block_cin(c, L, B);
+    s->inner = (int)(s->channels / 2 > 0 ? s->channels / 2 : 1);
+    s->identity = identity;
+    return PGD_OK;
+}
+
+static const char *const nl_parts[] = {
+    "theta.weight", "theta.bias", "phi.weight",     "phi.bias",       "g.weight",
+    "g.bias",       "w.weight",   "w.bias",         "bn.weight",      "bn.bias",
+    "bn.running_mean", "bn.running_var", "bn.num_batches_tracked", "concat.weight",
+};
+
+/* The non-local keys of the file: each must name an existing block and a known part. */
+static int scan_nonlocal(const vit_source *src, resnet_config *c, pgd_error **err)
+{
+    if (!src->name_at)
+        return PGD_OK;
+    const char *name;
+    for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++) {
+        if (strncmp(name, "nonlocal.", 9) != 0)
+            continue;
+        int L = -1, B = -1, n = 0;
+        if (sscanf(name, "nonlocal.layer%d.%d.%n", &L, &B, &n) != 2 || n == 0)
+            return pgd__error_set(err, PGD_ERR_FORMAT,
+                                  "%s: tensor '%s': non-local keys are "
+                                  "nonlocal.layerL.B.{theta,phi,g,w,bn,concat}.*",
+                                  src->label, name);
+        int known = 0;
+        for (size_t p = 0; p < sizeof nl_parts / sizeof *nl_parts; p++)
+            known |= !strcmp(name + n, nl_parts[p]);
+        if (!known)
+            return pgd__error_set(err, PGD_ERR_FORMAT,
+                                  "%s: tensor '%s': unknown part '%s' of a non-local block "
+                                  "(theta, phi, g, w .weight/.bias; bn.*; concat.weight)",
+                                  src->label, name, name + n);
+        char what[200];
+        snprintf(what, sizeof what, "tensor '%s'", name);
+        int rc = add_site(c, src->label, what, L, B, 0, err);
+        if (rc)
+            return rc;
+    }
+    return PGD_OK;
+}
+
+static int check_site(const vit_source *src, const resnet_config *c, const resnet_nl_site *s,
+                      pgd_error **err)
+{
+    char p[64], name[128];
+    snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
+    int64_t C = s->channels, Ci = s->inner;
+    const char *convs[] = {"theta", "phi", "g"};
+    for (int k = 0; k < 3; k++) {
+        if (k < 2 && c->mode == NL_GAUSSIAN)
+            continue; /* the Gaussian form uses x itself */
+        snprintf(name, sizeof name, "%s.%s.weight", p, convs[k]);
+        int rc = need_conv(src, name, Ci, C, 1, err);
+        snprintf(name, sizeof name, "%s.%s.bias", p, convs[k]);
+        if (!rc && has(src, name))
+            rc = model_need(src, name, 1, &Ci, err);
+        if (rc)
+            return rc;
+    }
+    snprintf(name, sizeof name, "%s.w.weight", p);
+    int rc = need_conv(src, name, C, Ci, 1, err);
+    snprintf(name, sizeof name, "%s.w.bias", p);
+    if (!rc && has(src, name))
+        rc = model_need(src, name, 1, &C, err);
+    snprintf(name, sizeof name, "%s.bn", p);
+    if (!rc)
+        rc = need_bn(src, name, C, err);
+    if (!rc && c->mode == NL_CONCATENATION) {
+        int64_t cs[4] = {1, 2 * Ci, 1, 1};
+        snprintf(name, sizeof name, "%s.concat.weight", p);
+        rc = model_need(src, name, 4, cs, err);
+    }
+    return rc;
+}
+
+static int parse_spec(const char *label, const char *spec, resnet_config *c, int identity,
+                      pgd_error **err)
+{
+    const char *p = spec;
+    while (p && *p) {
+        int L = -1, B = -1, n = 0;
+        if (sscanf(p, "layer%d.%d%n", &L, &B, &n) != 2 || (p[n] != ',' && p[n] != '\0'))
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "--nonlocal '%s': expected layerL.B[,layerL.B…], e.g. layer3.5",
+                                  spec);
+        char what[64];
+        snprintf(what, sizeof what, "--nonlocal layer%d.%d", L, B);
+        int rc = add_site(c, label, what, L, B, identity, err);
+        if (rc)
+            return rc;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return PGD_OK;
+}
+
+int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_config *cfg,
+                  pgd_error **err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    int nd;
+    int64_t s[8];
+    if (src->shape(src->u, "conv1.weight", &nd, s) != 0 || !has(src, "layer1.0.conv1.weight"))
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: not a ResNet checkpoint: 'conv1.weight' and "
+                              "'layer1.0.conv1.weight' (torchvision naming) are required",
+                              src->label);
+    if (nd != 4 || s[0] < 1 || s[1] != 3 || s[2] != 7 || s[3] != 7) {
+        char gs[96];
+        model_shape_str(nd, s, gs, sizeof gs);
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "%s: 'conv1.weight' has shape %s, expected [C, 3, 7, 7]",
+                              src->label, gs);
+    }
+    cfg->stem = s[0];
+    cfg->bottleneck = has(src, "layer1.0.conv3.weight");
+    char name[96];
+    for (int L = 1; L <= 4; L++) {
+        int n = 0;
+        for (;;) {
+            snprintf(name, sizeof name, "layer%d.%d.conv1.weight", L, n);
+            if (!has(src, name) || n >= RESNET_MAX_BLOCKS)
+                break;
+            n++;
+        }
+        if (n == 0)
+            return pgd__error_set(err, PGD_ERR_NOT_FOUND,
+                                  "%s: tensor 'layer%d.0.conv1.weight' is missing (a ResNet has "
+                                  "four layers of residual blocks)",
+                                  src->label, L);
+        cfg->blocks[L - 1] = n;
+        snprintf(name, sizeof name, "layer%d.0.conv1.weight", L);
+        cfg->width[L - 1] = dim0(src, name);
+        snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
+        cfg->out[L - 1] = dim0(src, name);
+        if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1)
+            return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
+                                  src->label, name);
+    }
+    cfg->classes = dim0(src, "fc.weight");
+    if (cfg->classes < 1)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
+                              src->label);
+    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
+        if (standard[i].bottleneck == cfg->bottleneck &&
+            !memcmp(standard[i].blocks, cfg->blocks, sizeof cfg->blocks))
+            cfg->depth = standard[i].depth;
+    int rc = check_backbone(src, cfg, err);
+    if (rc)
+        return rc;
+
+    /* Non-local blocks: mode and subsampling from the metadata unless overridden. */
+    const char *mode = opt && opt->mode ? opt->mode : src->meta(src->u, "nonlocal.mode");
+    if (mode && nl_mode_parse(mode, &cfg->mode) != 0)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: unknown non-local mode '%s'%s (embedded_gaussian, gaussian, "
+                              "dot_product or concatenation)",
+                              src->label, mode,
+                              opt && opt->mode ? "" : " in __metadata__ 'nonlocal.mode'");
+    if (opt && opt->subsample >= 0) {
+        cfg->subsample = opt->subsample;
+    } else {
+        const char *sub = src->meta(src->u, "nonlocal.subsample");
+        if (sub && strcmp(sub, "true") && strcmp(sub, "false"))
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "%s: __metadata__ 'nonlocal.subsample' is '%s', expected true "
+                                  "or false",
+                                  src->label, sub);
+        cfg->subsample = sub && !strcmp(sub, "true");
+    }
+    if ((rc = scan_nonlocal(src, cfg, err)))
+        return rc;
+    for (int i = 0; i < cfg->n_nl; i++)
+        if ((rc = check_site(src, cfg, &cfg->nl[i], err)))
+            return rc;
+    if (opt && opt->nonlocal_spec)
+        rc = parse_spec(src->label, opt->nonlocal_spec, cfg, 1, err);
+    return rc;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+typedef struct conv_layer {
+    pgd_conv2d *c;
+    pgd_conv2d_desc d;
+} conv_layer;
+
+typedef struct res_block {
+    conv_layer conv[3], ds;
+    int has_ds;
+} res_block;
+
+typedef struct nl_block {
+    resnet_nl_site site;
+    conv_layer proj; /* [θ | φ | g], or g (padded to C) for the Gaussian form */
+    conv_layer wz;   /* W with BN folded; Ci (or C) -> C */
+    int64_t pc;      /* columns of proj's output */
+    int64_t dy;      /* columns of y */
+    pgd_tensor *w_theta, *w_phi; /* concatenation: the halves of concat.weight */
+} nl_block;
+
+struct resnet_model {
+    pgd_ctx *ctx;
+    resnet_config cfg;
+    conv_layer stem;
+    res_block *blocks[4];
+    nl_block nl[RESNET_MAX_NL];
+    pgd_linear *fc;
+    int unfused; /* softmax forms: materialise the N x N' affinity (benchmark baseline) */
+};
+
+static float *read_host(const vit_source *src, const char *name, int64_t n, pgd_error **err)
+{
+    float *h = malloc((size_t)n * sizeof *h + 1);
+    if (!h) {
+        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s' (%lld floats)",
+                       src->label, name, (long long)n);
+        return NULL;
+    }
+    if (src->read(src->u, name, h, err)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Reads a batch norm's four arrays; *arrays receives one block of 4·c floats. */
+static int read_bn(const vit_source *src, const char *prefix, int64_t c, float **arrays,
+                   pgd_batchnorm *bn, pgd_error **err)
+{
+    static const char *const parts[] = {"weight", "bias", "running_mean", "running_var"};
+    float *all = malloc((size_t)(4 * c) * sizeof *all);
+    if (!all)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s'", src->label,
+                              prefix);
+    char name[160];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
+        int rc = src->read(src->u, name, all + i * c, err);
+        if (rc) {
+            free(all);
+            return rc;
+        }
+    }
+    bn->weight = all;
+    bn->bias = all + c;
+    bn->mean = all + 2 * c;
+    bn->var = all + 3 * c;
+    bn->eps = 1e-5f; /* torchvision's BatchNorm2d */
+    *arrays = all;
+    return PGD_OK;
+}
+
+static int make_conv(pgd_ctx *ctx, conv_layer *cl, int64_t cin, int64_t cout, int k, int stride,
+                     const float *w, const float *bias, const pgd_batchnorm *bn, pgd_error **err)
+{
+    memset(&cl->d, 0, sizeof cl->d);
+    cl->d.cin = cin;
+    cl->d.cout = cout;
+    cl->d.kh = cl->d.kw = k;
+    cl->d.stride_h = cl->d.stride_w = stride;
+    cl->d.pad_h = cl->d.pad_w = k / 2;
+    cl->d.dil_h = cl->d.dil_w = 1;
+    cl->d.groups = 1;
+    return pgd_conv2d_create(ctx, &cl->d, w, bias, bn, &cl->c, err);
+}
+
+/* A convolution `wname` [cout, cin, k, k] with batch norm `bnprefix` folded in. */
+static int load_conv_bn(pgd_ctx *ctx, const vit_source *src, const char *wname,
+                        const char *bnprefix, int64_t cin, int64_t cout, int k, int stride,
+                        conv_layer *cl, pgd_error **err)
+{
+    float *w = read_host(src, wname, cout * cin * k * k, err), *bnarr = NULL;
+    if (!w)
+        return pgd_error_code(*err);
+    pgd_batchnorm bn;
+    int rc = read_bn(src, bnprefix, cout, &bnarr, &bn, err);
+    if (!rc)
+        rc = make_conv(ctx, cl, cin, cout, k, stride, w, NULL, &bn, err);
+    free(w);
+    free(bnarr);
+    return rc;
+}
+
+static void conv_free(conv_layer *cl)
+{
+    pgd_conv2d_destroy(cl->c);
+    cl->c = NULL;
+}
+
+/* Seeded values for blocks inserted by --nonlocal (xorshift; uniform in [-amp, amp]). */
+static void fill_seeded(float *dst, int64_t n, uint64_t seed, float amp)
+{
+    uint64_t h = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= h >> 12;
+        h ^= h << 25;
+        h ^= h >> 27;
+        double u = (double)((h * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+        dst[i] = (float)(amp * (2 * u - 1));
+    }
+}
+
+/* The host arrays of one non-local block: from the file, or (identity sites) seeded values
+ * with BN γ = 0, β = 0 so that z = x exactly. Missing biases are zero. */
+typedef struct nl_host {
+    float *theta, *phi, *g, *bt, *bp, *bg, *w, *bw, *bn, *concat;
+} nl_host;
+
+static void nl_host_free(nl_host *h)
+{
+    free(h->theta);
+    free(h->phi);
+    free(h->g);
+    free(h->bt);
+    free(h->bp);
+    free(h->bg);
+    free(h->w);
+    free(h->bw);
+    free(h->bn);
+    free(h->concat);
+}
+
+static float *read_or_zero(const vit_source *src, const char *name, int64_t n, pgd_error **err)
+{
+    if (has(src, name))
+        return read_host(src, name, n, err);
+    float *z = calloc((size_t)n + 1, sizeof *z);
+    if (!z)
+        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: '%s'", src->label, name);
+    return z;
+}
+
+static int nl_host_read(const vit_source *src, const resnet_config *c, const resnet_nl_site *s,
+                        nl_host *h, pgd_error **err)
+{
+    memset(h, 0, sizeof *h);
+    int64_t C = s->channels, Ci = s->inner;
+    int gauss = c->mode == NL_GAUSSIAN;
+    if (s->identity) {
+        uint64_t seed = 0x6e6c0000u + (uint64_t)(s->layer * 1000 + s->block);
+        h->theta = malloc((size_t)(Ci * C) * sizeof(float));
+        h->phi = malloc((size_t)(Ci * C) * sizeof(float));
+        h->g = malloc((size_t)(Ci * C) * sizeof(float));
+        h->w = malloc((size_t)(C * Ci) * sizeof(float));
+        h->bt = calloc((size_t)Ci, sizeof(float));
+        h->bp = calloc((size_t)Ci, sizeof(float));
+        h->bg = calloc((size_t)Ci, sizeof(float));
+        h->bw = calloc((size_t)C, sizeof(float));
+        h->bn = calloc((size_t)(4 * C), sizeof(float));
+        h->concat = malloc((size_t)(2 * Ci) * sizeof(float));
+        if (!h->theta || !h->phi || !h->g || !h->w || !h->bt || !h->bp || !h->bg || !h->bw ||
+            !h->bn || !h->concat) {
+            nl_host_free(h);
+            return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block layer%d.%d",
+                                  s->layer, s->block);
+        }
+        float amp = (float)sqrt(3.0 / (double)C);
+        fill_seeded(h->theta, Ci * C, seed + 1, amp);
+        fill_seeded(h->phi, Ci * C, seed + 2, amp);
+        fill_seeded(h->g, Ci * C, seed + 3, amp);
+        fill_seeded(h->w, C * Ci, seed + 4, (float)sqrt(3.0 / (double)Ci));
+        fill_seeded(h->concat, 2 * Ci, seed + 5, (float)sqrt(3.0 / (double)(2 * Ci)));
+        for (int64_t i = 0; i < C; i++)
+            h->bn[3 * C + i] = 1.0f; /* running_var 1; γ, β, mean 0 */
+        return PGD_OK;
+    }
+    char p[64], name[128];
+    snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
+#define RD(field, part, n)                                                                         \
+    do {                                                                                           \
+        snprintf(name, sizeof name, "%s.%s", p, part);                                             \
+        if (!(h->field = read_or_zero(src, name, n, err)))                                         \
+            goto fail;                                                                             \
+    } while (0)
+    if (!gauss) {
+        RD(theta, "theta.weight", Ci * C);
+        RD(phi, "phi.weight", Ci * C);
+        RD(bt, "theta.bias", Ci);
+        RD(bp, "phi.bias", Ci);
+    }
+    RD(g, "g.weight", Ci * C);
+    RD(bg, "g.bias", Ci);
+    RD(w, "w.weight", C * Ci);
+    RD(bw, "w.bias", C);
+    if (c->mode == NL_CONCATENATION)
+        RD(concat, "concat.weight", 2 * Ci);
+#undef RD
+    {
+        pgd_batchnorm bn;
+        snprintf(name, sizeof name, "%s.bn", p);
+        if (read_bn(src, name, C, &h->bn, &bn, err))
+            goto fail;
+    }
+    return PGD_OK;
+fail:
+    nl_host_free(h);
+    return pgd_error_code(*err);
+}
+
+static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out,
+                      pgd_error **err)
+{
+    int rc = pgd_tensor_create(ctx, 1, &n, out, err);
+    if (!rc)
+        rc = pgd_tensor_upload(*out, data, err);
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int load_nl(resnet_model *m, const vit_source *src, const resnet_nl_site *s, nl_block *nb,
+                   pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    const resnet_config *c = &m->cfg;
+    int64_t C = s->channels, Ci = s->inner;
+    nb->site = *s;
+    nl_host h;
+    int rc = nl_host_read(src, c, s, &h, err);
+    if (rc)
+        return rc;
+    int gauss = c->mode == NL_GAUSSIAN;
+    nb->pc = gauss ? C : 3 * Ci;
+    nb->dy = gauss ? C : Ci;
+    float *pw = calloc((size_t)(nb->pc * C), sizeof *pw);
+    float *pb = calloc((size_t)nb->pc, sizeof *pb);
+    float *ww = calloc((size_t)(C * nb->dy), sizeof *ww);
+    if (!pw || !pb || !ww) {
+        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block layer%d.%d",
+                            s->layer, s->block);
+        goto done;
+    }
+    if (gauss) {
+        /* g in the first Ci output columns, zeros after: v must be as wide as q and k. */
+        memcpy(pw, h.g, (size_t)(Ci * C) * sizeof *pw);
+        memcpy(pb, h.bg, (size_t)Ci * sizeof *pb);
+        for (int64_t o = 0; o < C; o++)
+            memcpy(ww + o * C, h.w + o * Ci, (size_t)Ci * sizeof *ww);
+    } else {
+        memcpy(pw, h.theta, (size_t)(Ci * C) * sizeof *pw);
+        memcpy(pw + Ci * C, h.phi, (size_t)(Ci * C) * sizeof *pw);
+        memcpy(pw + 2 * Ci * C, h.g, (size_t)(Ci * C) * sizeof *pw);
+        memcpy(pb, h.bt, (size_t)Ci * sizeof *pb);
+        memcpy(pb + Ci, h.bp, (size_t)Ci * sizeof *pb);
+        memcpy(pb + 2 * Ci, h.bg, (size_t)Ci * sizeof *pb);
+        memcpy(ww, h.w, (size_t)(C * Ci) * sizeof *ww);
+    }
+    rc = make_conv(ctx, &nb->proj, C, nb->pc, 1, 1, pw, pb, NULL, err);
+    pgd_batchnorm bn = {h.bn, h.bn + C, h.bn + 2 * C, h.bn + 3 * C, 1e-5f};
+    if (!rc)
+        rc = make_conv(ctx, &nb->wz, nb->dy, C, 1, 1, ww, h.bw, &bn, err);
+    if (!rc && c->mode == NL_CONCATENATION) {
+        rc = upload_vec(ctx, h.concat, Ci, &nb->w_theta, err);
+        if (!rc)
+            rc = upload_vec(ctx, h.concat + Ci, Ci, &nb->w_phi, err);
+    }
+done:
+    free(pw);
+    free(pb);
+    free(ww);
+    nl_host_free(&h);
+    return rc;
+}
+
+static void nl_free(nl_block *nb)
+{
+    conv_free(&nb->proj);
+    conv_free(&nb->wz);
+    pgd_tensor_destroy(nb->w_theta);
+    pgd_tensor_destroy(nb->w_phi);
+    nb->w_theta = nb->w_phi = NULL;
+}
+
+void resnet_free(resnet_model *m)
+{
+    if (!m)
+        return;
+    conv_free(&m->stem);
+    for (int L = 0; L < 4; L++) {
+        if (!m->blocks[L])
+            continue;
+        for (int b = 0; b < m->cfg.blocks[L]; b++) {
+            for (int k = 0; k < 3; k++)
+                conv_free(&m->blocks[L][b].conv[k]);
+            conv_free(&m->blocks[L][b].ds);
+        }
+        free(m->blocks[L]);
+    }
+    for (int i = 0; i < m->cfg.n_nl; i++)
+        nl_free(&m->nl[i]);
+    pgd_linear_destroy(m->fc);
+    free(m);
+}
+
+static int load_fc(resnet_model *m, const vit_source *src, pgd_error **err)
+{
+    int64_t ws[2] = {m->cfg.classes, m->cfg.out[3]};
+    float *w = read_host(src, "fc.weight", ws[0] * ws[1], err);
+    float *b = w ? read_host(src, "fc.bias", ws[0], err) : NULL;
+    pgd_tensor *tw = NULL, *tb = NULL;
+    int rc = b ? PGD_OK : pgd_error_code(*err);
+    if (!rc)
+        rc = pgd_tensor_create(m->ctx, 2, ws, &tw, err);
+    if (!rc)
+        rc = pgd_tensor_upload(tw, w, err);
+    if (!rc)
+        rc = upload_vec(m->ctx, b, ws[0], &tb, err);
+    if (!rc)
+        rc = pgd_linear_create(m->ctx, tw, tb, &m->fc, err);
+    pgd_tensor_destroy(tw);
+    pgd_tensor_destroy(tb);
+    free(w);
+    free(b);
+    return rc;
+}
+
+int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
+                resnet_model **out, pgd_error **err)
+{
+    *out = NULL;
+    resnet_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet model");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    const resnet_config *c = &m->cfg;
+    int rc = load_conv_bn(ctx, src, "conv1.weight", "bn1", 3, c->stem, 7, 2, &m->stem, err);
+    char name[128], bn[128];
+    for (int L = 1; L <= 4 && !rc; L++) {
+        m->blocks[L - 1] = calloc((size_t)c->blocks[L - 1], sizeof(res_block));
+        if (!m->blocks[L - 1]) {
+            rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet layer%d", L);
+            break;
+        }
+        for (int B = 0; B < c->blocks[L - 1] && !rc; B++) {
+            res_block *rb = &m->blocks[L - 1][B];
+            int64_t cin = block_cin(c, L, B), w = c->width[L - 1], o = c->out[L - 1];
+            int nconv = c->bottleneck ? 3 : 2, stride = block_stride(L, B);
+            for (int k = 1; k <= nconv && !rc; k++) {
+                int64_t ci = k == 1 ? cin : w, co = k == nconv ? o : w;
+                int ks = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
+                /* torchvision v1.5: the stride sits on the 3x3 convolution */
+                int st = (c->bottleneck ? k == 2 : k == 1) ? stride : 1;
+                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", L, B, k);
+                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
+                rc = load_conv_bn(ctx, src, name, bn, ci, co, ks, st, &rb->conv[k - 1], err);
+            }
+            if (!rc && (stride != 1 || cin != o || has_downsample(src, L, B))) {
+                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
+                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
+                rc = load_conv_bn(ctx, src, name, bn, cin, o, 1, stride, &rb->ds, err);
+                rb->has_ds = 1;
+            }
+        }
+    }
+    for (int i = 0; i < c->n_nl && !rc; i++)
+        rc = load_nl(m, src, &c->nl[i], &m->nl[i], err);
+    if (!rc)
+        rc = load_fc(m, src, err);
+    if (rc) {
+        resnet_free(m);
+        return rc;
+    }
+    *out = m;
+    return PGD_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+static int64_t dimv(const pgd_tensor *t, int i) { return pgd_tensor_dim(t, i); }
+
+static int new4(pgd_ctx *ctx, int64_t a, int64_t b, int64_t c, int64_t d, pgd_tensor **out,
+                pgd_error **err)
+{
+    int64_t s[4] = {a, b, c, d};
+    return pgd_tensor_create(ctx, 4, s, out, err);
+}
+
+static int conv_run(pgd_ctx *ctx, const conv_layer *cl, const pgd_tensor *x, pgd_act act,
+                    const pgd_tensor *res, pgd_tensor **y, pgd_error **err)
+{
+    int64_t oh, ow;
+    pgd_conv2d_out_size(&cl->d, dimv(x, 1), dimv(x, 2), &oh, &ow);
+    int rc = new4(ctx, dimv(x, 0), oh, ow, cl->d.cout, y, err);
+    if (!rc)
+        rc = pgd_conv2d_forward(ctx, cl->c, x, act, res, *y, err);
+    if (rc) {
+        pgd_tensor_destroy(*y);
+        *y = NULL;
+    }
+    return rc;
+}
+
+/* out[r] = Σ_c X[off + r·ld + c]·w[c] for r < rows. */
+static int rowdot(pgd_ctx *ctx, const pgd_tensor *X, int64_t off, int64_t ld, int64_t cols,
+                  const pgd_tensor *w, pgd_tensor *out, int64_t rows, pgd_error **err)
+{
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
+    if (rc)
+        return rc;
+    cl_long o = off;
+    cl_int l = (cl_int)ld, c = (cl_int)cols, r = (cl_int)rows;
+    cl_int e = 0;
+    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &X->buf);
+    e |= clSetKernelArg(k, 1, sizeof o, &o);
+    e |= clSetKernelArg(k, 2, sizeof l, &l);
+    e |= clSetKernelArg(k, 3, sizeof c, &c);
+    e |= clSetKernelArg(k, 4, sizeof(cl_mem), &w->buf);
+    e |= clSetKernelArg(k, 5, sizeof(cl_mem), &out->buf);
+    e |= clSetKernelArg(k, 6, sizeof r, &r);
+    if (e)
+        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_rowdot'");
+    size_t wg = pgd__flat_wg(ctx, k);
+    size_t global[1] = {pgd__round_up((size_t)rows, wg)}, local[1] = {wg};
+    return pgd__enqueue(ctx, k, "nl_rowdot", 1, global, local, err);
+}
+
+/* y[b, i, c] = inv·Σ_j ReLU(a[b, i] + bv[b, j])·G[goff + (b·Np + j)·ld + c]. */
+static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, const pgd_tensor *G,
+                      int64_t goff, int64_t ld, int64_t Ci, int64_t Bn, int64_t N, int64_t Np,
+                      pgd_tensor *y, pgd_error **err)
+{
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_concat", &k, err);
+    if (rc)
+        return rc;
+    cl_long o = goff;
+    cl_int l = (cl_int)ld, ci = (cl_int)Ci, n = (cl_int)N, np = (cl_int)Np;
+    float inv = 1.0f / (float)Np;
+    cl_int e = 0;
+    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &a->buf);
+    e |= clSetKernelArg(k, 1, sizeof(cl_mem), &bv->buf);
+    e |= clSetKernelArg(k, 2, sizeof(cl_mem), &G->buf);
+    e |= clSetKernelArg(k, 3, sizeof o, &o);
+    e |= clSetKernelArg(k, 4, sizeof l, &l);
+    e |= clSetKernelArg(k, 5, sizeof ci, &ci);
+    e |= clSetKernelArg(k, 6, sizeof n, &n);
+    e |= clSetKernelArg(k, 7, sizeof np, &np);
+    e |= clSetKernelArg(k, 8, sizeof inv, &inv);
+    e |= clSetKernelArg(k, 9, sizeof(cl_mem), &y->buf);
+    if (e)
+        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
+    size_t wg = pgd__flat_wg(ctx, k);
+    size_t l0 = wg < (size_t)Ci ? wg : pgd__pow2_floor((size_t)Ci);
+    if (l0 < 1)
+        l0 = 1;
+    size_t global[3] = {pgd__round_up((size_t)Ci, l0), (size_t)N, (size_t)Bn};
+    size_t local[3] = {l0, 1, 1};
+    return pgd__enqueue(ctx, k, "nl_concat", 3, global, local, err);
+}
+
+int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)
+{
+    if (m->cfg.n_nl == 0)
+        return 0;
+    /* stem /2, maxpool /2, then /2 per layer after the first (conv arithmetic, k3 p1 s2) */
+    int64_t h = H, w = W;
+    h = (h + 6 - 7) / 2 + 1, w = (w + 6 - 7) / 2 + 1;
+    h = (h + 2 - 3) / 2 + 1, w = (w + 2 - 3) / 2 + 1;
+    const resnet_nl_site *s = &m->cfg.nl[0];
+    for (int L = 2; L <= s->layer; L++)
+        if (!(L == s->layer && s->block == 0))
+            h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
+    if (m->cfg.subsample)
+        h /= 2, w /= 2;
+    *gh = (int)h;
+    *gw = (int)w;
+    return h * w;
+}
+
+/* The affinity row of query (qi, qj) on the block's grid, for every batch item. */
+static int nl_affinity(resnet_model *m, nl_block *nb, const pgd_tensor *x, const pgd_tensor *P,
+                       const pgd_tensor *Pp, const pgd_tensor *Kx, int64_t H, int64_t W,
+                       int64_t Np, resnet_affinity *aff, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    int64_t Bn = dimv(x, 0), N = H * W, Ci = nb->site.inner, C = nb->site.channels;
+    int64_t qi = (int64_t)(aff->qy * (double)H), qj = (int64_t)(aff->qx * (double)W);
+    qi = qi < 0 ? 0 : qi >= H ? H - 1 : qi;
+    qj = qj < 0 ? 0 : qj >= W ? W - 1 : qj;
+    aff->qi = (int)qi;
+    aff->qj = (int)qj;
+    int sub = m->cfg.subsample;
+    aff->gh = (int)(sub ? H / 2 : H);
+    aff->gw = (int)(sub ? W / 2 : W);
+    int64_t q = qi * W + qj;
+    int rc = PGD_OK;
+    nl_mode mode = m->cfg.mode;
+    if (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN) {
+        /* the attention kernel's probability pass: softmax row q, nothing else stored */
+        int64_t ps[4] = {Bn, 1, 1, Np};
+        pgd_tensor *probs = NULL, *scratch = NULL;
+        rc = pgd_tensor_create(ctx, 4, ps, &probs, err);
+        if (!rc)
+            rc = new4(ctx, Bn, H, W, nb->dy, &scratch, err);
+        if (!rc) {
+            pgd_attention_args a;
+            memset(&a, 0, sizeof a);
+            a.batch = Bn, a.heads = 1, a.nq = N, a.nk = Np, a.scale = 1.0f;
+            if (mode == NL_GAUSSIAN) {
+                a.head_dim = C;
+                a.q = (pgd_view){x, 0, N * C, 0, C};
+                a.k = (pgd_view){Kx, 0, Np * C, 0, C};
+                a.v = (pgd_view){Pp, 0, Np * nb->pc, 0, nb->pc};
+            } else {
+                a.head_dim = Ci;
+                a.q = (pgd_view){P, 0, N * nb->pc, 0, nb->pc};
+                a.k = (pgd_view){Pp, Ci, Np * nb->pc, 0, nb->pc};
+                a.v = (pgd_view){Pp, 2 * Ci, Np * nb->pc, 0, nb->pc};
+            }
+            a.o = (pgd_view){scratch, 0, N * nb->dy, 0, nb->dy};
+            a.probs = probs;
+            a.probs_head = 0;
+            a.probs_q0 = q;
+            a.probs_q1 = q + 1;
+            rc = pgd_attention(ctx, &a, err);
+        }
+        if (!rc)
+            rc = pgd_tensor_download(probs, aff->row, err);
+        pgd_tensor_destroy(probs);
+        pgd_tensor_destroy(scratch);
+        return rc;
+    }
+    /* dot product and concatenation: from θ's row q and φ, in double on the host */
+    float *hp = malloc((size_t)pgd_tensor_numel(P) * sizeof *hp);
+    float *hpp = malloc((size_t)pgd_tensor_numel(Pp) * sizeof *hpp);
+    float *wc = mode == NL_CONCATENATION ? malloc((size_t)(2 * Ci) * sizeof *wc) : NULL;
+    if (!hp || !hpp || (mode == NL_CONCATENATION && !wc))
+        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "affinity map");
+    if (!rc)
+        rc = pgd_tensor_download(P, hp, err);
+    if (!rc)
+        rc = pgd_tensor_download(Pp, hpp, err);
+    if (!rc && wc)
+        rc = pgd_tensor_download(nb->w_theta, wc, err);
+    if (!rc && wc)
+        rc = pgd_tensor_download(nb->w_phi, wc + Ci, err);
+    for (int64_t b = 0; b < Bn && !rc; b++) {
+        const float *th = hp + (b * N + q) * nb->pc;
+        double at = 0;
+        if (wc)
+            for (int64_t c = 0; c < Ci; c++)
+                at += (double)th[c] * wc[c];
+        for (int64_t j = 0; j < Np; j++) {
+            const float *ph = hpp + (b * Np + j) * nb->pc + Ci;
+            double s = 0;
+            if (wc) {
+                for (int64_t c = 0; c < Ci; c++)
+                    s += (double)ph[c] * wc[Ci + c];
+                s = at + s > 0 ? at + s : 0;
+            } else {
+                for (int64_t c = 0; c < Ci; c++)
+                    s += (double)th[c] * ph[c];
+            }
+            aff->row[b * Np + j] = (float)(s / (double)Np);
+        }
+    }
+    free(hp);
+    free(hpp);
+    free(wc);
+    return rc;
+}
+
+/* The softmax forms the textbook way: S = q·kᵀ [B, N, N'] in memory, softmax over rows,
+ * y = S·v. Only for comparison with the fused path (pagoda bench nonlocal-unfused). */
+static int nl_unfused(resnet_model *m, const nl_block *nb, const pgd_tensor *x,
+                      const pgd_tensor *P, const pgd_tensor *Pk, const pgd_tensor *Xk, int64_t N,
+                      int64_t Np, pgd_tensor *y, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    int64_t Bn = dimv(x, 0), C = dimv(x, 3), Ci = nb->site.inner, pc = nb->pc;
+    int gauss = m->cfg.mode == NL_GAUSSIAN;
+    int64_t d = gauss ? C : Ci, ss[2] = {Bn * N, Np};
+    pgd_tensor *S = NULL;
+    int rc = pgd_tensor_create(ctx, 2, ss, &S, err);
+    if (!rc) {
+        pgd__gemm_call g;
+        memset(&g, 0, sizeof g);
+        g.trans_b = 1;
+        g.M = N, g.N = Np, g.K = d, g.batch = Bn, g.alpha = 1.0f;
+        g.a = gauss ? (pgd__mat){x->buf, 0, (int)C, (long)(N * C)}
+                    : (pgd__mat){P->buf, 0, (int)pc, (long)(N * pc)};
+        g.b = gauss ? (pgd__mat){Xk->buf, 0, (int)C, (long)(Np * C)}
+                    : (pgd__mat){Pk->buf, (size_t)Ci, (int)pc, (long)(Np * pc)};
+        g.c = (pgd__mat){S->buf, 0, (int)Np, (long)(N * Np)};
+        rc = pgd__gemm(ctx, &g, err);
+    }
+    if (!rc)
+        rc = pgd_softmax(ctx, S, 1.0f, S, err);
+    if (!rc) {
+        pgd__gemm_call g;
+        memset(&g, 0, sizeof g);
+        g.M = N, g.N = nb->dy, g.K = Np, g.batch = Bn, g.alpha = 1.0f;
+        g.a = (pgd__mat){S->buf, 0, (int)Np, (long)(N * Np)};
+        g.b = (pgd__mat){Pk->buf, gauss ? 0 : (size_t)(2 * Ci), (int)pc, (long)(Np * pc)};
+        g.c = (pgd__mat){y->buf, 0, (int)nb->dy, (long)(N * nb->dy)};
+        rc = pgd__gemm(ctx, &g, err);
+    }
+    pgd_tensor_destroy(S);
+    return rc;
+}
+
+/* z = x + BN(W·y(x)); *z is a new tensor shaped like x. */
+static int nl_forward(resnet_model *m, nl_block *nb, const pgd_tensor *x, resnet_affinity *aff,
+                      pgd_tensor **z, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    int64_t Bn = dimv(x, 0), H = dimv(x, 1), W = dimv(x, 2), C = dimv(x, 3);
+    int64_t N = H * W, Ci = nb->site.inner, pc = nb->pc;
+    int sub = m->cfg.subsample;
+    int64_t H2 = sub ? H / 2 : H, W2 = sub ? W / 2 : W, Np = H2 * W2;
+    nl_mode mode = m->cfg.mode;
+    pgd_tensor *P = NULL, *Pp = NULL, *Kx = NULL, *y = NULL, *M = NULL, *av = NULL, *bv = NULL;
+    *z = NULL;
+    if (Np < 1)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "non-local block before layer%d.%d: a %lldx%lld input has nothing "
+                              "left after 2x2 subsampling",
+                              nb->site.layer, nb->site.block, (long long)H, (long long)W);
+    int rc = conv_run(ctx, &nb->proj, x, PGD_ACT_NONE, NULL, &P, err);
+    if (!rc && sub) {
+        rc = new4(ctx, Bn, H2, W2, pc, &Pp, err);
+        if (!rc)
+            rc = pgd_maxpool2d(ctx, P, 2, 2, 0, Pp, err);
+        if (!rc && mode == NL_GAUSSIAN) {
+            rc = new4(ctx, Bn, H2, W2, C, &Kx, err);
+            if (!rc)
+                rc = pgd_maxpool2d(ctx, x, 2, 2, 0, Kx, err);
+        }
+    }
+    const pgd_tensor *Pk = sub ? Pp : P, *Xk = Kx ? Kx : x;
+    if (!rc)
+        rc = new4(ctx, Bn, H, W, nb->dy, &y, err);
+    if (!rc && (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN) && m->unfused) {
+        rc = nl_unfused(m, nb, x, P, Pk, Xk, N, Np, y, err);
+    } else if (!rc && (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN)) {
+        pgd_attention_args a;
+        memset(&a, 0, sizeof a);
+        a.batch = Bn, a.heads = 1, a.nq = N, a.nk = Np, a.scale = 1.0f;
+        if (mode == NL_GAUSSIAN) {
+            a.head_dim = C;
+            a.q = (pgd_view){x, 0, N * C, 0, C};
+            a.k = (pgd_view){Xk, 0, Np * C, 0, C};
+            a.v = (pgd_view){Pk, 0, Np * pc, 0, pc};
+        } else {
+            a.head_dim = Ci;
+            a.q = (pgd_view){P, 0, N * pc, 0, pc};
+            a.k = (pgd_view){Pk, Ci, Np * pc, 0, pc};
+            a.v = (pgd_view){Pk, 2 * Ci, Np * pc, 0, pc};
+        }
+        a.o = (pgd_view){y, 0, N * nb->dy, 0, nb->dy};
+        rc = pgd_attention(ctx, &a, err);
+    } else if (!rc && mode == NL_DOT_PRODUCT) {
+        int64_t ms[3] = {Bn, Ci, Ci};
+        rc = pgd_tensor_create(ctx, 3, ms, &M, err);
+        if (!rc) { /* M = φᵀ·g per batch item: [Ci, Np]·[Np, Ci] */
+            pgd__gemm_call g;
+            memset(&g, 0, sizeof g);
+            g.trans_a = 1;
+            g.M = Ci, g.N = Ci, g.K = Np, g.batch = Bn, g.alpha = 1.0f;
+            g.a = (pgd__mat){Pk->buf, (size_t)Ci, (int)pc, (long)(Np * pc)};
+            g.b = (pgd__mat){Pk->buf, (size_t)(2 * Ci), (int)pc, (long)(Np * pc)};
+            g.c = (pgd__mat){M->buf, 0, (int)Ci, (long)(Ci * Ci)};
+            rc = pgd__gemm(ctx, &g, err);
+        }
+        if (!rc) { /* y = θ·M / Np */
+            pgd__gemm_call g;
+            memset(&g, 0, sizeof g);
+            g.M = N, g.N = Ci, g.K = Ci, g.batch = Bn, g.alpha = 1.0f / (float)Np;
+            g.a = (pgd__mat){P->buf, 0, (int)pc, (long)(N * pc)};
+            g.b = (pgd__mat){M->buf, 0, (int)Ci, (long)(Ci * Ci)};
+            g.c = (pgd__mat){y->buf, 0, (int)Ci, (long)(N * Ci)};
+            rc = pgd__gemm(ctx, &g, err);
+        }
+    } else if (!rc) { /* concatenation */
+        int64_t an = Bn * N, bn = Bn * Np;
+        rc = pgd_tensor_create(ctx, 1, &an, &av, err);
+        if (!rc)
+            rc = pgd_tensor_create(ctx, 1, &bn, &bv, err);
+        if (!rc)
+            rc = rowdot(ctx, P, 0, pc, Ci, nb->w_theta, av, an, err);
+        if (!rc)
+            rc = rowdot(ctx, Pk, Ci, pc, Ci, nb->w_phi, bv, bn, err);
+        if (!rc)
+            rc = concat_sum(ctx, av, bv, Pk, 2 * Ci, pc, Ci, Bn, N, Np, y, err);
+    }
+    if (!rc && aff && aff->row)
+        rc = nl_affinity(m, nb, x, P, Pk, Xk, H, W, Np, aff, err);
+    if (!rc)
+        rc = conv_run(ctx, &nb->wz, y, PGD_ACT_NONE, x, z, err);
+    pgd_tensor_destroy(P);
+    pgd_tensor_destroy(Pp);
+    pgd_tensor_destroy(Kx);
+    pgd_tensor_destroy(y);
+    pgd_tensor_destroy(M);
+    pgd_tensor_destroy(av);
+    pgd_tensor_destroy(bv);
+    return rc;
+}
+
+static int block_forward(resnet_model *m, const res_block *rb, const pgd_tensor *x,
+                         pgd_tensor **out, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    pgd_tensor *t1 = NULL, *t2 = NULL, *idt = NULL;
+    int n = m->cfg.bottleneck ? 3 : 2;
+    int rc = conv_run(ctx, &rb->conv[0], x, PGD_ACT_RELU, NULL, &t1, err);
+    if (!rc && n == 3)
+        rc = conv_run(ctx, &rb->conv[1], t1, PGD_ACT_RELU, NULL, &t2, err);
+    if (!rc && rb->has_ds)
+        rc = conv_run(ctx, &rb->ds, x, PGD_ACT_NONE, NULL, &idt, err);
+    if (!rc)
+        rc = conv_run(ctx, &rb->conv[n - 1], n == 3 ? t2 : t1, PGD_ACT_RELU, idt ? idt : x, out,
+                      err);
+    pgd_tensor_destroy(t1);
+    pgd_tensor_destroy(t2);
+    pgd_tensor_destroy(idt);
+    return rc;
+}
+
+static double now_ms(void) { return pgd__now_ms(); }
+
+int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
+                   resnet_affinity *aff, double times[5], pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    pgd_tensor *img = NULL, *x = NULL, *t = NULL, *feat = NULL, *out = NULL;
+    double t0 = now_ms(), tl = 0, tn = 0, ts = 0, th = 0;
+    if (B < 1 || H < 32 || W < 32)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                              B, H, W);
+    int64_t is[4] = {B, 3, H, W};
+    int rc = pgd_tensor_create(ctx, 4, is, &img, err);
+    if (!rc)
+        rc = pgd_tensor_upload(img, images, err);
+    if (!rc)
+        rc = new4(ctx, B, H, W, 3, &x, err);
+    if (!rc)
+        rc = pgd_nchw_to_nhwc(ctx, img, x, err);
+    pgd_tensor_destroy(img);
+    if (!rc)
+        rc = conv_run(ctx, &m->stem, x, PGD_ACT_RELU, NULL, &t, err);
+    pgd_tensor_destroy(x);
+    x = NULL;
+    if (!rc) {
+        int64_t ph = (dimv(t, 1) + 2 - 3) / 2 + 1, pw = (dimv(t, 2) + 2 - 3) / 2 + 1;
+        rc = new4(ctx, B, ph, pw, dimv(t, 3), &x, err);
+        if (!rc)
+            rc = pgd_maxpool2d(ctx, t, 3, 2, 1, x, err);
+    }
+    pgd_tensor_destroy(t);
+    t = NULL;
+    if (!rc && times)
+        rc = pgd_ctx_finish(ctx, err);
+    ts = now_ms() - t0;
+    int first_nl = 1;
+    for (int L = 1; L <= 4 && !rc; L++)
+        for (int b = 0; b < m->cfg.blocks[L - 1] && !rc; b++) {
+            int si = site_index(&m->cfg, L, b);
+            if (si >= 0) {
+                double a = now_ms();
+                if (times)
+                    rc = pgd_ctx_finish(ctx, err);
+                double a2 = now_ms();
+                tl += a2 - a;
+                if (!rc)
+                    rc = nl_forward(m, &m->nl[si], x, first_nl ? aff : NULL, &t, err);
+                first_nl = 0;
+                if (!rc && times)
+                    rc = pgd_ctx_finish(ctx, err);
+                tn += now_ms() - a2;
+                pgd_tensor_destroy(x);
+                x = t;
+                t = NULL;
+                if (rc)
+                    break;
+            }
+            double a = now_ms();
+            rc = block_forward(m, &m->blocks[L - 1][b], x, &t, err);
+            tl += now_ms() - a;
+            pgd_tensor_destroy(x);
+            x = t;
+            t = NULL;
+        }
+    double a = now_ms();
+    if (!rc && times)
+        rc = pgd_ctx_finish(ctx, err);
+    tl += now_ms() - a;
+    a = now_ms();
+    int64_t C = m->cfg.out[3];
+    if (!rc) {
+        int64_t fs[2] = {B, C};
+        rc = pgd_tensor_create(ctx, 2, fs, &feat, err);
+    }
+    if (!rc)
+        rc = pgd_global_avgpool(ctx, x, feat, err);
+    if (!rc) {
+        int64_t os[2] = {B, m->cfg.classes};
+        rc = pgd_tensor_create(ctx, 2, os, &out, err);
+    }
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->fc, feat, PGD_ACT_NONE, NULL, out, err);
+    if (!rc)
+        rc = pgd_tensor_download(out, logits, err);
+    th = now_ms() - a;
+    pgd_tensor_destroy(x);
+    pgd_tensor_destroy(feat);
+    pgd_tensor_destroy(out);
+    if (times && !rc) {
+        times[0] = ts;
+        times[1] = tl;
+        times[2] = tn;
+        times[3] = th;
+        times[4] = now_ms() - t0;
+    }
+    return rc;
+}
+
+/* ---- random weights ----------------------------------------------------------------------- */
+
+typedef struct rs_entry {
+    char name[128];
+    int ndim;
+    int64_t shape[4];
+    int kind; /* 0 conv/fc weight, 1 bias, 2 BN weight, 3 BN bias, 4 mean, 5 var, 6 damped BN */
+} rs_entry;
+
+typedef struct rs_src {
+    rs_entry *e;
+    size_t n, cap;
+    uint64_t seed;
+    char meta_mode[32];
+} rs_src;
+
+static int rs_add(rs_src *r, const char *name, int ndim, int64_t a, int64_t b, int64_t c,
+                  int64_t d, int kind)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        rs_entry *e = realloc(r->e, cap * sizeof *e);
+        if (!e)
+            return -1;
+        r->e = e;
+        r->cap = cap;
+    }
+    rs_entry *e = &r->e[r->n++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = ndim;
+    e->shape[0] = a, e->shape[1] = b, e->shape[2] = c, e->shape[3] = d;
+    e->kind = kind;
+    return 0;
+}
+
+static int rs_conv_bn(rs_src *r, const char *w, const char *bn, int64_t co, int64_t ci, int k,
+                      int damp)
+{
+    char name[96];
+    int rc = rs_add(r, w, 4, co, ci, k, k, 0);
+    static const char *const parts[] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4 && !rc; i++) {
+        snprintf(name, sizeof name, "%s.%s", bn, parts[i]);
+        rc = rs_add(r, name, 1, co, 0, 0, 0, i == 0 && damp ? 6 : 2 + i);
+    }
+    return rc;
+}
+
+static const rs_entry *rs_find(const rs_src *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->e[i].name, name))
+            return &r->e[i];
+    return NULL;
+}
+
+static int rs_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    const rs_entry *e = rs_find(u, name);
+    if (!e)
+        return -1;
+    *ndim = e->ndim;
+    for (int i = 0; i < e->ndim; i++)
+        s[i] = e->shape[i];
+    return 0;
+}
+
+static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    const rs_src *r = u;
+    const rs_entry *e = rs_find(r, name);
+    if (!e)
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
+    int64_t n = 1;
+    for (int i = 0; i < e->ndim; i++)
+        n *= e->shape[i];
+    uint64_t h = r->seed;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
+    /* He-uniform weights keep activations of the deep net bounded; BN is near identity. */
+    int64_t fan_in = e->ndim == 4 ? e->shape[1] * e->shape[2] * e->shape[3]
+                                  : e->ndim == 2 ? e->shape[1] : 1;
+    float amp = (float)sqrt(6.0 / (double)fan_in);
+    switch (e->kind) {
+    case 0: fill_seeded(dst, n, h, amp); break;
+    case 1: fill_seeded(dst, n, h, 0.01f); break;
+    case 2:
+    case 6:
+        fill_seeded(dst, n, h, 0.1f);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] += e->kind == 6 ? 0.25f : 1.0f;
+        break;
+    case 3:
+    case 4: fill_seeded(dst, n, h, 0.05f); break;
+    default:
+        fill_seeded(dst, n, h, 0.1f);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] += 1.0f;
+        break;
+    }
+    return PGD_OK;
+}
+
+static const char *rs_meta(void *u, const char *key)
+{
+    rs_src *r = u;
+    if (!strcmp(key, "nonlocal.mode"))
+        return r->meta_mode;
+    if (!strcmp(key, "nonlocal.subsample"))
+        return "false";
+    return NULL;
+}
+
+static const char *rs_name_at(void *u, size_t i)
+{
+    const rs_src *r = u;
+    return i < r->n ? r->e[i].name : NULL;
+}
+
+int resnet_random_source(vit_source *src, int depth, int64_t classes, const char *spec,
+                         nl_mode mode, uint64_t seed, pgd_error **err)
+{
+    int si = -1;
+    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
+        if (standard[i].depth == depth)
+            si = (int)i;
+    if (si < 0)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "random ResNet-%d: depth must be 18, 34, 50, 101 or 152", depth);
+    rs_src *r = calloc(1, sizeof *r);
+    if (!r)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    r->seed = seed * 0x9E3779B97F4A7C15ull + 7;
+    snprintf(r->meta_mode, sizeof r->meta_mode, "%s", nl_mode_name(mode));
+    resnet_config c;
+    memset(&c, 0, sizeof c);
+    c.bottleneck = standard[si].bottleneck;
+    memcpy(c.blocks, standard[si].blocks, sizeof c.blocks);
+    c.stem = 64;
+    for (int L = 0; L < 4; L++) {
+        c.width[L] = 64 << L;
+        c.out[L] = c.width[L] * (c.bottleneck ? 4 : 1);
+    }
+    int rc = rs_conv_bn(r, "conv1.weight", "bn1", 64, 3, 7, 0);
+    char w[96], bn[96];
+    for (int L = 1; L <= 4 && !rc; L++)
+        for (int B = 0; B < c.blocks[L - 1] && !rc; B++) {
+            int64_t cin = block_cin(&c, L, B), wd = c.width[L - 1], o = c.out[L - 1];
+            int n = c.bottleneck ? 3 : 2;
+            for (int k = 1; k <= n && !rc; k++) {
+                snprintf(w, sizeof w, "layer%d.%d.conv%d.weight", L, B, k);
+                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
+                rc = rs_conv_bn(r, w, bn, k == n ? o : wd, k == 1 ? cin : wd,
+                                c.bottleneck ? (k == 2 ? 3 : 1) : 3, k == n);
+            }
+            if (!rc && (block_stride(L, B) != 1 || cin != o)) {
+                snprintf(w, sizeof w, "layer%d.%d.downsample.0.weight", L, B);
+                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
+                rc = rs_conv_bn(r, w, bn, o, cin, 1, 0);
+            }
+        }
+    if (!rc)
+        rc = rs_add(r, "fc.weight", 2, classes, c.out[3], 0, 0, 0);
+    if (!rc)
+        rc = rs_add(r, "fc.bias", 1, classes, 0, 0, 0, 1);
+    if (rc) {
+        free(r->e);
+        free(r);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    }
+    /* Non-local blocks at the sites of spec: real (non-identity) weights. */
+    if (spec) {
+        resnet_config tmp = c;
+        rc = parse_spec("random weights", spec, &tmp, 0, err);
+        for (int i = 0; i < tmp.n_nl && !rc; i++) {
+            const resnet_nl_site *s = &tmp.nl[i];
+            char p[64], name[128];
+            snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
+            const char *convs[] = {"theta", "phi", "g"};
+            for (int k = 0; k < 3 && !rc; k++) {
+                if (k < 2 && mode == NL_GAUSSIAN)
+                    continue;
+                snprintf(name, sizeof name, "%s.%s.weight", p, convs[k]);
+                rc = rs_add(r, name, 4, s->inner, s->channels, 1, 1, 0);
+                snprintf(name, sizeof name, "%s.%s.bias", p, convs[k]);
+                if (!rc)
+                    rc = rs_add(r, name, 1, s->inner, 0, 0, 0, 1);
+            }
+            snprintf(name, sizeof name, "%s.w.weight", p);
+            snprintf(w, sizeof w, "%s.bn", p);
+            if (!rc)
+                rc = rs_conv_bn(r, name, w, s->channels, s->inner, 1, 1);
+            if (!rc && mode == NL_CONCATENATION) {
+                snprintf(name, sizeof name, "%s.concat.weight", p);
+                rc = rs_add(r, name, 4, 1, 2 * s->inner, 1, 1, 0);
+            }
+            if (rc && !*err)
+                pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+        }
+        if (rc) {
+            free(r->e);
+            free(r);
+            return rc;
+        }
+    }
+    src->u = r;
+    src->label = "random weights";
+    src->shape = rs_shape;
+    src->read = rs_read;
+    src->meta = rs_meta;
+    src->name_at = rs_name_at;
+    return PGD_OK;
+}
+
+void resnet_random_free(vit_source *src)
+{
+    rs_src *r = src ? src->u : NULL;
+    if (!r)
+        return;
+    free(r->e);
+    free(r);
+    src->u = NULL;
+}
+
+/* ---- a lone non-local block (benchmarks) -------------------------------------------------- */
+
+int resnet_nl_block_create(pgd_ctx *ctx, int64_t C, nl_mode mode, int subsample, int unfused,
+                           resnet_model **out, pgd_error **err)
+{
+    *out = NULL;
+    if (C < 2)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "non-local block: need at least 2 channels, got %lld",
+                              (long long)C);
+    resnet_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block");
+    m->ctx = ctx;
+    m->unfused = unfused;
+    m->cfg.mode = mode;
+    m->cfg.subsample = subsample;
+    m->cfg.n_nl = 1;
+    resnet_nl_site *s = &m->cfg.nl[0];
+    s->layer = 1;
+    s->block = 0;
+    s->channels = C;
+    s->inner = (int)(C / 2);
+    s->identity = 1; /* seeded weights; the work is the same as a trained block's */
+    vit_source none;
+    memset(&none, 0, sizeof none);
+    none.label = "non-local block";
+    int rc = load_nl(m, &none, s, &m->nl[0], err);
+    if (rc) {
+        resnet_free(m);
+        return rc;
+    }
+    *out = m;
+    return PGD_OK;
+}
+
+int resnet_nl_block_forward(resnet_model *m, const pgd_tensor *x, pgd_tensor **z,
+                            pgd_error **err)
+{
+    return nl_forward(m, &m->nl[0], x, NULL, z, err);
+}

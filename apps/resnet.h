@@ -1,0 +1,99 @@
+/* resnet.h — ResNet backbones (torchvision naming) with non-local blocks (Wang et al., "Non-local
+ * Neural Networks", CVPR 2018), built from libpagoda's convolution, GEMM and attention ops. */
+#ifndef PAGODA_RESNET_H
+#define PAGODA_RESNET_H
+
+#include <stdint.h>
+
+#include "pagoda.h"
+#include "vit.h" /* vit_source: the weight-source interface shared by the models */
+
+typedef enum nl_mode {
+    NL_EMBEDDED_GAUSSIAN = 0,
+    NL_GAUSSIAN,
+    NL_DOT_PRODUCT,
+    NL_CONCATENATION
+} nl_mode;
+
+/* "embedded_gaussian", "gaussian", "dot_product", "concatenation". */
+const char *nl_mode_name(nl_mode m);
+/* 0 and *m for a known name, else -1. */
+int nl_mode_parse(const char *s, nl_mode *m);
+
+#define RESNET_MAX_BLOCKS 64 /* residual blocks per layer */
+#define RESNET_MAX_NL 16     /* non-local blocks */
+
+typedef struct resnet_nl_site {
+    int layer, block; /* inserted immediately before residual block layer<layer>.<block> */
+    int64_t channels; /* C: the input channels of that block */
+    int inner;        /* C/2 (θ, φ, g widths) */
+    int identity;     /* 1: inserted by --nonlocal with the paper's initialisation */
+} resnet_nl_site;
+
+typedef struct resnet_config {
+    int bottleneck;       /* 1: Bottleneck blocks (conv1/2/3), 0: BasicBlock (conv1/2) */
+    int blocks[4];        /* residual blocks per layer */
+    int64_t stem;         /* conv1 output channels */
+    int64_t width[4];     /* per layer: the blocks' inner width */
+    int64_t out[4];       /* per layer: output channels */
+    int64_t classes;
+    int depth;            /* 18/34/50/101/152 for the standard layouts, else 0 */
+    nl_mode mode;
+    int subsample;
+    int n_nl;
+    resnet_nl_site nl[RESNET_MAX_NL];
+} resnet_config;
+
+/* Options that override what the file says. */
+typedef struct resnet_options {
+    const char *nonlocal_spec; /* "layer3.5[,layer2.1,…]": identity-initialised blocks to add */
+    const char *mode;          /* NULL: __metadata__ nonlocal.mode, else embedded_gaussian */
+    int subsample;             /* -1: __metadata__ nonlocal.subsample, else off; 0/1 force */
+} resnet_options;
+
+/* Reads the layout from names and shapes: block type, blocks per layer, widths, classes, and
+ * the non-local blocks present in the file (nonlocal.layerL.B.*) plus those `opt` adds. Every
+ * missing or misshaped tensor, an unknown mode, or a non-local key naming a block that doesn't
+ * exist → an error naming the key. */
+int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_config *cfg,
+                  pgd_error **err);
+
+typedef struct resnet_model resnet_model;
+
+int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
+                resnet_model **out, pgd_error **err);
+void resnet_free(resnet_model *m);
+
+/* The affinity row of one query position of the first non-local block (visualisation). */
+typedef struct resnet_affinity {
+    double qx, qy;  /* the query as a fraction of the input's width and height, in [0, 1) */
+    float *row;     /* out: [B, gh * gw] (caller allocates B * max grid; see resnet_nl_grid) */
+    int gh, gw;     /* out: the grid the row lives on (after subsampling) */
+    int qi, qj;     /* out: the query's position on the block's own grid (row, column) */
+} resnet_affinity;
+
+/* The (subsampled) key grid of the first non-local block for an input of H x W, or 0. */
+int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw);
+
+/* Runs B images [B, 3, H, W] to logits [B, classes]. times (ms) if non-NULL: [0] stem,
+ * [1] residual layers without the non-local blocks, [2] non-local blocks, [3] head, [4] total.
+ * aff NULL: no affinity. */
+int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
+                   resnet_affinity *aff, double times[5], pgd_error **err);
+
+/* Seeded random weights in torchvision naming for ResNet-`depth` (18/34/50/101/152) with
+ * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)
+ * in `mode` (their BN after W has γ = 1: the blocks do real work). */
+int resnet_random_source(vit_source *src, int depth, int64_t classes, const char *spec,
+                         nl_mode mode, uint64_t seed, pgd_error **err);
+void resnet_random_free(vit_source *src);
+
+/* A lone non-local block on C channels with seeded weights, for benchmarks: x and z are NHWC
+ * [B, H, W, C]. unfused: the softmax forms materialise the N x N' affinity (the baseline the
+ * fused attention kernel is measured against). Free with resnet_free. */
+int resnet_nl_block_create(pgd_ctx *ctx, int64_t C, nl_mode mode, int subsample, int unfused,
+                           resnet_model **out, pgd_error **err);
+int resnet_nl_block_forward(resnet_model *m, const pgd_tensor *x, pgd_tensor **z,
+                            pgd_error **err);
+
+#endif

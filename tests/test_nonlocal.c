@@ -1,0 +1,425 @@
+/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch (tools/make-nonlocal-golden.py):
+ * small torchvision-named ResNets with a non-local block in each of the four modes, with and
+ * without subsampling, batch > 1, a bottleneck net with two blocks; the affinity row; the
+ * zero-initialised block is the identity; malformed weights name the key. Every device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "resnet.h"
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("PAGODA_TEST_DATA");
+    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
+    return d;
+}
+
+static float *read_npy(const char *name, int *ndim, int64_t shape[PGD_MAX_DIMS])
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
+    float *data = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_npy_read(path, &data, ndim, shape, &err), &err);
+    return data;
+}
+
+static pgd_weights *open_case(const char *name, vit_source *src, char *path, size_t size)
+{
+    snprintf(path, size, "%s/nl-%s.safetensors", data_dir(), name);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    vit_weights_source(src, w, path);
+    return w;
+}
+
+/* |got - want| <= 1e-4 · max|want| over the row set (logits of float32 work vs float64). */
+static void check_close(const float *got, const float *want, size_t n, double rel,
+                        const char *what)
+{
+    double scale = 0;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want[i]));
+    ck_assert_msg(scale > 0, "%s: golden is all zero", what);
+    double *w = malloc(n * sizeof *w);
+    for (size_t i = 0; i < n; i++)
+        w[i] = want[i];
+    int ok = pgd_test_allclose(got, w, n, 0, rel * scale, what);
+    free(w);
+    ck_assert_msg(ok, "%s", what);
+}
+
+/* The grid a block's input has: stem /2, max pool /2, /2 per later layer's first block. */
+static void block_grid(const resnet_config *c, int H, int W, int *bh, int *bw)
+{
+    int64_t h = (H - 1) / 2 + 1, w = (W - 1) / 2 + 1;
+    h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
+    for (int L = 2; L <= c->nl[0].layer; L++)
+        if (!(L == c->nl[0].layer && c->nl[0].block == 0))
+            h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
+    *bh = (int)h;
+    *bw = (int)w;
+}
+
+static void run_case(const char *name, nl_mode mode, int subsample, int n_nl)
+{
+    char path[4096], fn[256];
+    vit_source src;
+    pgd_weights *w = open_case(name, &src, path, sizeof path);
+    pgd_error *err = NULL;
+    resnet_config cfg;
+    resnet_options opt = {NULL, NULL, -1};
+    PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.mode, mode);
+    ck_assert_int_eq(cfg.subsample, subsample);
+    ck_assert_int_eq(cfg.n_nl, n_nl);
+    ck_assert_int_eq(cfg.depth, 0); /* not a standard layout */
+
+    int nd;
+    int64_t xs[PGD_MAX_DIMS], ls[PGD_MAX_DIMS], as[PGD_MAX_DIMS];
+    snprintf(fn, sizeof fn, "nl-%s-input.npy", name);
+    float *x = read_npy(fn, &nd, xs);
+    ck_assert_int_eq(nd, 4);
+    snprintf(fn, sizeof fn, "nl-%s-logits.npy", name);
+    float *want = read_npy(fn, &nd, ls);
+    ck_assert_int_eq(nd, 2);
+    snprintf(fn, sizeof fn, "nl-%s-affinity.npy", name);
+    float *want_aff = read_npy(fn, &nd, as);
+    ck_assert_int_eq(nd, 2);
+    int B = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
+    ck_assert_int_eq(ls[0], B);
+    ck_assert_int_eq(ls[1], cfg.classes);
+    ck_assert_int_eq(as[0], B);
+
+    /* The query position the golden used, on the block's own grid ("y,x"). */
+    const char *q = pgd_weights_metadata(w, "golden.query");
+    ck_assert_ptr_nonnull(q);
+    int qy = -1, qx = -1;
+    ck_assert_int_eq(sscanf(q, "%d,%d", &qy, &qx), 2);
+
+    size_t nlog = (size_t)(B * cfg.classes);
+    float *got = malloc(nlog * sizeof *got);
+    float *aff = malloc((size_t)(B * as[1]) * sizeof *aff);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        resnet_model *m = NULL;
+        PGD_CHECK_OK(resnet_load(ctx, &src, &cfg, &m, &err), &err);
+        int gh = 0, gw = 0;
+        int64_t cells = resnet_nl_grid(m, H, W, &gh, &gw);
+        ck_assert_int_eq(cells, as[1]);
+        /* the query lives on the block's input grid (before any subsampling) */
+        int bh = 0, bw = 0;
+        block_grid(&cfg, H, W, &bh, &bw);
+        resnet_affinity ra;
+        memset(&ra, 0, sizeof ra);
+        ra.row = aff;
+        ra.qy = (qy + 0.5) / bh;
+        ra.qx = (qx + 0.5) / bw;
+        for (size_t k = 0; k < nlog; k++)
+            got[k] = pgd_test_canary();
+        double t[5];
+        PGD_CHECK_OK(resnet_forward(m, x, B, H, W, got, &ra, t, &err), &err);
+        ck_assert_int_eq(ra.qi, qy);
+        ck_assert_int_eq(ra.qj, qx);
+        ck_assert_int_eq(ra.gh * ra.gw, cells);
+        char what[200];
+        snprintf(what, sizeof what, "nl-%s logits on %s", name, d[i].name);
+        check_close(got, want, nlog, 1e-4, what);
+        snprintf(what, sizeof what, "nl-%s affinity on %s", name, d[i].name);
+        check_close(aff, want_aff, (size_t)(B * as[1]), 1e-4, what);
+        /* The same run without an affinity request gives the same logits. */
+        float *again = malloc(nlog * sizeof *again);
+        PGD_CHECK_OK(resnet_forward(m, x, B, H, W, again, NULL, NULL, &err), &err);
+        ck_assert_int_eq(memcmp(again, got, nlog * sizeof *got), 0);
+        free(again);
+        resnet_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(want);
+    free(want_aff);
+    free(got);
+    free(aff);
+    pgd_weights_close(w);
+}
+
+#define CASE(fn, name, mode, sub)                                                                  \
+    START_TEST(fn) { run_case(name, mode, sub, 1); }                                               \
+    END_TEST
+CASE(embedded, "basic-embedded-gaussian", NL_EMBEDDED_GAUSSIAN, 0)
+CASE(embedded_sub, "basic-embedded-gaussian-sub", NL_EMBEDDED_GAUSSIAN, 1)
+CASE(gaussian, "basic-gaussian", NL_GAUSSIAN, 0)
+CASE(gaussian_sub, "basic-gaussian-sub", NL_GAUSSIAN, 1)
+CASE(dot, "basic-dot-product", NL_DOT_PRODUCT, 0)
+CASE(dot_sub, "basic-dot-product-sub", NL_DOT_PRODUCT, 1)
+CASE(concat, "basic-concatenation", NL_CONCATENATION, 0)
+CASE(concat_sub, "basic-concatenation-sub", NL_CONCATENATION, 1)
+
+START_TEST(bottleneck) { run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2); }
+END_TEST
+
+/* Blocks inserted with the paper's initialisation (BN γ = 0) leave the output unchanged,
+ * bit for bit, in every mode. */
+START_TEST(identity_init)
+{
+    char path[4096];
+    vit_source src;
+    pgd_weights *w = open_case("bottleneck", &src, path, sizeof path);
+    pgd_error *err = NULL;
+    int nd;
+    int64_t xs[PGD_MAX_DIMS];
+    float *x = read_npy("nl-bottleneck-input.npy", &nd, xs);
+    int B = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    static const char *const modes[] = {"embedded_gaussian", "gaussian", "dot_product",
+                                        "concatenation"};
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        resnet_config base, more;
+        resnet_options o0 = {NULL, NULL, -1};
+        PGD_CHECK_OK(resnet_detect(&src, &o0, &base, &err), &err);
+        resnet_model *m0 = NULL;
+        PGD_CHECK_OK(resnet_load(ctx, &src, &base, &m0, &err), &err);
+        size_t nl = (size_t)(B * base.classes);
+        float *ref = malloc(nl * sizeof *ref), *got = malloc(nl * sizeof *got);
+        PGD_CHECK_OK(resnet_forward(m0, x, B, H, W, ref, NULL, NULL, &err), &err);
+        resnet_free(m0);
+        resnet_options o = {"layer1.0,layer3.0,layer4.0", NULL, -1};
+        PGD_CHECK_OK(resnet_detect(&src, &o, &more, &err), &err);
+        ck_assert_int_eq(more.n_nl, base.n_nl + 3);
+        resnet_model *m = NULL;
+        PGD_CHECK_OK(resnet_load(ctx, &src, &more, &m, &err), &err);
+        PGD_CHECK_OK(resnet_forward(m, x, B, H, W, got, NULL, NULL, &err), &err);
+        ck_assert_msg(memcmp(ref, got, nl * sizeof *got) == 0,
+                      "identity-initialised blocks changed the logits on %s", d[i].name);
+        resnet_free(m);
+        free(ref);
+        free(got);
+        pgd_ctx_destroy(ctx);
+    }
+    pgd_weights_close(w);
+
+    free(x);
+    pgd_weights_close(w);
+
+    /* Every mode, with and without subsampling: the file's block (layer2.1) run in that mode,
+     * with and without identity blocks added before layer1.0 and layer4.0. */
+    for (int k = 0; k < 4; k++) {
+        const char *file = k == NL_CONCATENATION ? "basic-concatenation" : "basic-dot-product";
+        w = open_case(file, &src, path, sizeof path);
+        char fn[128];
+        snprintf(fn, sizeof fn, "nl-%s-input.npy", file);
+        float *xb = read_npy(fn, &nd, xs);
+        B = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
+        for (size_t i = 0; i < n; i++) {
+            pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+            for (int sub = 0; sub < 2; sub++) {
+                resnet_options o0 = {NULL, modes[k], sub}, o1 = {"layer1.0,layer4.0", modes[k], sub};
+                resnet_config c0, c1;
+                PGD_CHECK_OK(resnet_detect(&src, &o0, &c0, &err), &err);
+                PGD_CHECK_OK(resnet_detect(&src, &o1, &c1, &err), &err);
+                ck_assert_int_eq(c1.n_nl, 3);
+                resnet_model *m0 = NULL, *m1 = NULL;
+                PGD_CHECK_OK(resnet_load(ctx, &src, &c0, &m0, &err), &err);
+                PGD_CHECK_OK(resnet_load(ctx, &src, &c1, &m1, &err), &err);
+                size_t nl = (size_t)(B * c0.classes);
+                float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+                PGD_CHECK_OK(resnet_forward(m0, xb, B, H, W, a, NULL, NULL, &err), &err);
+                PGD_CHECK_OK(resnet_forward(m1, xb, B, H, W, b, NULL, NULL, &err), &err);
+                ck_assert_msg(memcmp(a, b, nl * sizeof *a) == 0,
+                              "%s%s: identity blocks changed the logits on %s", modes[k],
+                              sub ? " (subsampled)" : "", d[i].name);
+                free(a);
+                free(b);
+                resnet_free(m0);
+                resnet_free(m1);
+            }
+            pgd_ctx_destroy(ctx);
+        }
+        free(xb);
+        pgd_weights_close(w);
+    }
+}
+END_TEST
+
+/* A source over a file that hides, reshapes, adds or renames tensors and overrides metadata. */
+typedef struct faulty {
+    pgd_weights *w;
+    const char *hide;    /* this tensor is absent */
+    const char *reshape; /* this tensor reports [1, 2, 3] */
+    const char *extra;   /* this extra name is listed (shape [4]) */
+    const char *meta_key, *meta_value;
+} faulty;
+
+static int f_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    faulty *f = u;
+    if (f->hide && !strcmp(name, f->hide))
+        return -1;
+    if ((f->reshape && !strcmp(name, f->reshape)) || (f->extra && !strcmp(name, f->extra))) {
+        *ndim = 3;
+        s[0] = 1, s[1] = 2, s[2] = 3;
+        return 0;
+    }
+    pgd_weight_info info;
+    if (pgd_weights_find(f->w, name, &info) != PGD_OK)
+        return -1;
+    *ndim = info.ndim;
+    for (int i = 0; i < info.ndim; i++)
+        s[i] = info.shape[i];
+    return 0;
+}
+
+static int f_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    faulty *f = u;
+    return pgd_weights_to_float(f->w, name, dst, err);
+}
+
+static const char *f_meta(void *u, const char *key)
+{
+    faulty *f = u;
+    if (f->meta_key && !strcmp(key, f->meta_key))
+        return f->meta_value;
+    return pgd_weights_metadata(f->w, key);
+}
+
+static const char *f_name_at(void *u, size_t i)
+{
+    faulty *f = u;
+    size_t n = pgd_weights_count(f->w);
+    if (i < n)
+        return pgd_weights_name(f->w, i);
+    return i == n ? f->extra : NULL;
+}
+
+START_TEST(malformed)
+{
+    char path[4096];
+    vit_source file;
+    pgd_weights *w = open_case("basic-concatenation", &file, path, sizeof path);
+    struct {
+        faulty f;
+        const char *named; /* must appear in the message */
+    } cases[] = {
+        {{w, "layer2.0.conv1.weight", NULL, NULL, NULL, NULL}, "layer2.0.conv1.weight"},
+        {{w, "layer3.0.downsample.0.weight", NULL, NULL, NULL, NULL}, "layer3.0.downsample.0.weight"},
+        {{w, "layer1.0.bn2.running_var", NULL, NULL, NULL, NULL}, "layer1.0.bn2.running_var"},
+        {{w, "fc.bias", NULL, NULL, NULL, NULL}, "fc.bias"},
+        {{w, NULL, "layer2.1.conv2.weight", NULL, NULL, NULL}, "layer2.1.conv2.weight"},
+        {{w, NULL, "bn1.weight", NULL, NULL, NULL}, "bn1.weight"},
+        {{w, "nonlocal.layer2.1.phi.weight", NULL, NULL, NULL, NULL}, "nonlocal.layer2.1.phi.weight"},
+        {{w, "nonlocal.layer2.1.concat.weight", NULL, NULL, NULL, NULL},
+         "nonlocal.layer2.1.concat.weight"},
+        {{w, NULL, "nonlocal.layer2.1.bn.running_mean", NULL, NULL, NULL},
+         "nonlocal.layer2.1.bn.running_mean"},
+        {{w, NULL, "nonlocal.layer2.1.w.weight", NULL, NULL, NULL}, "nonlocal.layer2.1.w.weight"},
+        /* a non-local key pointing at a block that doesn't exist */
+        {{w, NULL, NULL, "nonlocal.layer2.7.theta.weight", NULL, NULL}, "nonlocal.layer2.7.theta.weight"},
+        {{w, NULL, NULL, "nonlocal.layer9.0.g.weight", NULL, NULL}, "nonlocal.layer9.0.g.weight"},
+        {{w, NULL, NULL, "nonlocal.layer2.1.gamma", NULL, NULL}, "nonlocal.layer2.1.gamma"},
+        {{w, NULL, NULL, "nonlocal.stage2.theta.weight", NULL, NULL}, "nonlocal.stage2.theta.weight"},
+        /* unknown mode, bad subsample flag */
+        {{w, NULL, NULL, NULL, "nonlocal.mode", "softmax_of_doom"}, "softmax_of_doom"},
+        {{w, NULL, NULL, NULL, "nonlocal.subsample", "maybe"}, "nonlocal.subsample"},
+        /* not a ResNet */
+        {{w, "conv1.weight", NULL, NULL, NULL, NULL}, "not a ResNet"},
+    };
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        vit_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at};
+        resnet_config cfg;
+        resnet_options opt = {NULL, NULL, -1};
+        pgd_error *err = NULL;
+        resnet_model *m = NULL;
+        int rc = resnet_detect(&src, &opt, &cfg, &err);
+        if (rc == PGD_OK)
+            rc = resnet_load(ctx, &src, &cfg, &m, &err);
+        ck_assert_msg(rc != PGD_OK, "case %zu (%s) was accepted", c, cases[c].named);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(pgd_error_message(err), cases[c].named) != NULL,
+                      "case %zu: '%s' not named in: %s", c, cases[c].named,
+                      pgd_error_message(err));
+        pgd_error_free(err);
+    }
+    /* --nonlocal specs: bad syntax, a block that doesn't exist, one that has a block already */
+    const char *specs[][2] = {{"layer3", "layerL.B"},
+                              {"layer4.1", "layer4.1"},
+                              {"layer2.1", "already"},
+                              {"layer1.0,,", "layerL.B"}};
+    for (size_t c = 0; c < 4; c++) {
+        resnet_config cfg;
+        resnet_options opt = {specs[c][0], NULL, -1};
+        pgd_error *err = NULL;
+        ck_assert_int_ne(resnet_detect(&file, &opt, &cfg, &err), PGD_OK);
+        ck_assert_msg(strstr(pgd_error_message(err), specs[c][1]) != NULL, "'%s' not in: %s",
+                      specs[c][1], pgd_error_message(err));
+        pgd_error_free(err);
+    }
+    pgd_ctx_destroy(ctx);
+    pgd_weights_close(w);
+}
+END_TEST
+
+/* The random ResNet-50 with a block before layer3.5 (what `pagoda nonlocal` runs without
+ * weights) is recognised as such; random ResNet-18 loads without blocks. */
+START_TEST(random_models)
+{
+    pgd_error *err = NULL;
+    vit_source src;
+    resnet_config cfg;
+    resnet_options opt = {NULL, NULL, -1};
+    PGD_CHECK_OK(resnet_random_source(&src, 50, 1000, "layer3.5", NL_EMBEDDED_GAUSSIAN, 1, &err),
+                 &err);
+    PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.depth, 50);
+    ck_assert_int_eq(cfg.bottleneck, 1);
+    ck_assert_int_eq(cfg.n_nl, 1);
+    ck_assert_int_eq(cfg.nl[0].layer, 3);
+    ck_assert_int_eq(cfg.nl[0].block, 5);
+    ck_assert_int_eq(cfg.nl[0].channels, 1024);
+    ck_assert_int_eq(cfg.nl[0].inner, 512);
+    ck_assert_int_eq(cfg.out[3], 2048);
+    resnet_random_free(&src);
+    PGD_CHECK_OK(resnet_random_source(&src, 18, 10, NULL, NL_EMBEDDED_GAUSSIAN, 1, &err), &err);
+    PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.depth, 18);
+    ck_assert_int_eq(cfg.bottleneck, 0);
+    ck_assert_int_eq(cfg.n_nl, 0);
+    resnet_random_free(&src);
+    ck_assert_int_ne(resnet_random_source(&src, 19, 10, NULL, NL_EMBEDDED_GAUSSIAN, 1, &err),
+                     PGD_OK);
+    ck_assert(strstr(pgd_error_message(err), "18, 34, 50") != NULL);
+    pgd_error_free(err);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("nonlocal");
+    TCase *tc = tcase_create("golden");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, embedded);
+    tcase_add_test(tc, embedded_sub);
+    tcase_add_test(tc, gaussian);
+    tcase_add_test(tc, gaussian_sub);
+    tcase_add_test(tc, dot);
+    tcase_add_test(tc, dot_sub);
+    tcase_add_test(tc, concat);
+    tcase_add_test(tc, concat_sub);
+    tcase_add_test(tc, bottleneck);
+    tcase_add_test(tc, identity_init);
+    tcase_add_test(tc, malformed);
+    tcase_add_test(tc, random_models);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
