@@ -3,6 +3,7 @@
  *
  *   C = alpha * op(A) * op(B) + beta * C
  *   then optional epilogue:  + bias[n]  ->  activation  ->  + R[m,n]
+ *   (epilogue bit 4: + bias[n]  ->  + R[m,n]  ->  activation, ResNet's order)
  *
  * op(A) is M x K, op(B) is K x N, C is M x N (row-major, leading dims).
  * All sizes/offsets are in elements.  See NOTES.md for launch rules.
@@ -68,11 +69,13 @@
 
 /* ---------------------------------------------------------------- epilogue */
 /* The epilogue is chosen at run time by `epi` (bit 0: bias, bit 1: residual, bits 2-3: the
- * activation 0 none / 1 ReLU / 2 exact GELU): it runs once per output element, outside the
- * K loop, so a uniform branch costs nothing measurable and one program serves every layer. */
+ * activation 0 none / 1 ReLU / 2 exact GELU, bit 4: the residual is added before the
+ * activation, as ResNet does): it runs once per output element, outside the K loop, so a
+ * uniform branch costs nothing measurable and one program serves every layer. */
 #define EPI_BIAS(e) ((e) & 1)
 #define EPI_RES(e) (((e) >> 1) & 1)
-#define EPI_ACT(e) ((e) >> 2)
+#define EPI_ACT(e) (((e) >> 2) & 3)
+#define EPI_RES_FIRST(e) (((e) >> 4) & 1)
 
 inline float act_s(float x, int act)
 {
@@ -153,6 +156,71 @@ __kernel void gemm_pack_b(const int N, const int K,
 #define AELEM(r, k) ar[r][k]
 #endif
 
+/* One k step: NV vectors of the panel row times RM broadcast elements of A (AEL(r, k) names
+ * row r's element k; bp points at the panel). */
+#define GEMM_CPU_STEP(kk_, AEL)                                                                \
+    {                                                                                          \
+        VT bv[NV];                                                                             \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] =                                 \
+            VLOAD(0, bp + (long)(kk_) * NB + v * VW);                                          \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+        {                                                                                      \
+            const VT a = (VT)(AEL(r, kk_));                                                    \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]); \
+        }                                                                                      \
+    }
+
+/* The epilogue of an RM x NB register tile at (m0, n0): alpha, beta·C, bias, residual and
+ * activation in the order `epi` says, into Cb (ldc), reading Rb (ldr) and bb. */
+#define GEMM_CPU_STORE()                                                                       \
+    {                                                                                          \
+        const int readC = (beta != 0.0f);                                                      \
+        const int hb = EPI_BIAS(epi), hr = EPI_RES(epi), act = EPI_ACT(epi);                   \
+        const int hr0 = hr && EPI_RES_FIRST(epi), hr1 = hr && !EPI_RES_FIRST(epi);             \
+        if (n0 + NB <= N) {                                                                    \
+            VT bsv[NV];                                                                        \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) bsv[v] =                            \
+                hb ? VLOAD(0, bb + n0 + v * VW) : (VT)(0.0f);                                  \
+            _Pragma("unroll") for (int r = 0; r < RM; ++r)                                     \
+            {                                                                                  \
+                const int m = m0 + r;                                                          \
+                if (m < M) {                                                                   \
+                    __global float *cp = Cb + (long)m * ldc + n0;                              \
+                    _Pragma("unroll") for (int v = 0; v < NV; ++v)                             \
+                    {                                                                          \
+                        VT x = (VT)(alpha) * acc[r][v];                                        \
+                        if (readC) x = fma((VT)(beta), VLOAD(0, cp + v * VW), x);              \
+                        x += bsv[v];                                                           \
+                        if (hr0) x += VLOAD(0, Rb + (long)m * ldr + n0 + v * VW);              \
+                        x = act_v(x, act);                                                     \
+                        if (hr1) x += VLOAD(0, Rb + (long)m * ldr + n0 + v * VW);              \
+                        VSTORE(x, 0, cp + v * VW);                                             \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        } else {                                                                               \
+            const int nrem = N - n0;                                                           \
+            _Pragma("unroll") for (int r = 0; r < RM; ++r)                                     \
+            {                                                                                  \
+                const int m = m0 + r;                                                          \
+                if (m < M) {                                                                   \
+                    float tmp[NB];                                                             \
+                    _Pragma("unroll") for (int v = 0; v < NV; ++v) VSTORE(acc[r][v], v, tmp);  \
+                    for (int j = 0; j < nrem; ++j) {                                           \
+                        const long ci = (long)m * ldc + n0 + j;                                \
+                        float x = alpha * tmp[j];                                              \
+                        if (readC) x = fma(beta, Cb[ci], x);                                   \
+                        if (hb) x += bb[n0 + j];                                               \
+                        if (hr0) x += Rb[(long)m * ldr + n0 + j];                              \
+                        x = act_s(x, act);                                                     \
+                        if (hr1) x += Rb[(long)m * ldr + n0 + j];                              \
+                        Cb[ci] = x;                                                            \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
 __kernel void gemm_cpu(const int M, const int N, const int K,
                        const float alpha, const float beta,
                        __global const float *A, const int offA, const int lda, const long strideA,
@@ -189,76 +257,96 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
 
-    /* One k step: NV vectors of the panel row times RM broadcast elements of A. */
-#define GEMM_CPU_STEP(kk_)                                                                     \
-    {                                                                                          \
-        VT bv[NV];                                                                             \
-        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] =                                 \
-            VLOAD(0, bp + (long)(kk_) * NB + v * VW);                                          \
-        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
-        {                                                                                      \
-            const VT a = (VT)(AELEM(r, kk_));                                                  \
-            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, bv[v], acc[r][v]); \
-        }                                                                                      \
-    }
     int k = 0;
     for (; k + KU <= K; k += KU) {
 #pragma unroll
         for (int kk = 0; kk < KU; ++kk)
-            GEMM_CPU_STEP(k + kk)
+            GEMM_CPU_STEP(k + kk, AELEM)
     }
     for (; k < K; ++k)
-        GEMM_CPU_STEP(k)
-#undef GEMM_CPU_STEP
+        GEMM_CPU_STEP(k, AELEM)
 
-    /* ------------------------------------------------------------ epilogue */
     __global float *Cb = C + offC + (long)bt * strideC;
     __global const float *Rb = R + offR + (long)bt * strideR;
     __global const float *bb = bias + offBias;
-    const int readC = (beta != 0.0f);
-    const int hb = EPI_BIAS(epi), hr = EPI_RES(epi), act = EPI_ACT(epi);
+    GEMM_CPU_STORE()
+}
 
-    if (n0 + NB <= N) {
-        VT bsv[NV];
+/* ------------------------------------------------------- CPU implicit-GEMM convolution */
+/*
+ * conv_implicit_cpu: the gemm_cpu tile over a convolution seen as a GEMM without the im2col
+ * matrix. Row m of A is output pixel m of the NHWC output (n, oy, ox); its K = KH·KW·CIN
+ * elements are the taps in (ky, kx, ci) order, so for one tap the CIN elements of a row lie
+ * contiguous in the NHWC input, and the inner loop is gemm_cpu's. A tap outside the image
+ * points its row at Z, CIN zeros. B is the packed [K, COUT] weights of group g (stride
+ * strideB), C the NHWC output with ldc channels, the group's columns at g·N.
+ * Global size: (ceil(M/RM), ceil(N/NB), groups), local size (1,1,1).
+ */
+#define CONV_AEL(r, c) ar[r][c]
+
+__kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
+                                const int H, const int W, const int OH, const int OW,
+                                const int KH, const int KW, const int SH, const int SW,
+                                const int PH, const int PW, const int DH, const int DW,
+                                __global const float *X, __global const float *Z,
+                                __global const float *B, const long strideB,
+                                __global float *C, const int ldc,
+                                __global const float *bias, __global const float *R,
+                                const int epi)
+{
+    const int mb = get_global_id(0);
+    const int pb = get_global_id(1);
+    const int g = get_global_id(2);
+    const int m0 = mb * RM;
+    const int n0 = pb * NB;
+    if (m0 >= M || n0 >= N) return;
+    const float alpha = 1.0f, beta = 0.0f;
+    const int K = KH * KW * CIN, ldr = ldc;
+
+    __global const float *xb[RM];
+    int iy0[RM], ix0[RM];
 #pragma unroll
-        for (int v = 0; v < NV; ++v) bsv[v] = hb ? VLOAD(0, bb + n0 + v * VW) : (VT)(0.0f);
+    for (int r = 0; r < RM; ++r) {
+        const int m = min(m0 + r, M - 1);
+        const int pix = m % (OH * OW), n = m / (OH * OW);
+        iy0[r] = (pix / OW) * SH - PH;
+        ix0[r] = (pix % OW) * SW - PW;
+        xb[r] = X + (long)n * H * W * ldx + (long)g * CIN;
+    }
+    __global const float *bpanel = B + (long)g * strideB + (long)pb * K * NB;
+
+    VT acc[RM][NV];
 #pragma unroll
-        for (int r = 0; r < RM; ++r) {
-            const int m = m0 + r;
-            if (m < M) {
-                __global float *cp = Cb + (long)m * ldc + n0;
+    for (int r = 0; r < RM; ++r)
 #pragma unroll
-                for (int v = 0; v < NV; ++v) {
-                    VT x = (VT)(alpha) * acc[r][v];
-                    if (readC) x = fma((VT)(beta), VLOAD(0, cp + v * VW), x);
-                    x += bsv[v];
-                    x = act_v(x, act);
-                    if (hr) x += VLOAD(0, Rb + (long)m * ldr + n0 + v * VW);
-                    VSTORE(x, 0, cp + v * VW);
-                }
+        for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
+
+    for (int ky = 0; ky < KH; ++ky) {
+        for (int kx = 0; kx < KW; ++kx) {
+            __global const float *ar[RM];
+#pragma unroll
+            for (int r = 0; r < RM; ++r) {
+                const int iy = iy0[r] + ky * DH, ix = ix0[r] + kx * DW;
+                ar[r] = (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                            ? xb[r] + ((long)iy * W + ix) * ldx
+                            : Z;
             }
-        }
-    } else {
-        const int nrem = N - n0;
+            __global const float *bp = bpanel + (long)(ky * KW + kx) * CIN * NB;
+            int k = 0;
+            for (; k + KU <= CIN; k += KU) {
 #pragma unroll
-        for (int r = 0; r < RM; ++r) {
-            const int m = m0 + r;
-            if (m < M) {
-                float tmp[NB];
-#pragma unroll
-                for (int v = 0; v < NV; ++v) VSTORE(acc[r][v], v, tmp);
-                for (int j = 0; j < nrem; ++j) {
-                    const long ci = (long)m * ldc + n0 + j;
-                    float x = alpha * tmp[j];
-                    if (readC) x = fma(beta, Cb[ci], x);
-                    if (hb) x += bb[n0 + j];
-                    x = act_s(x, act);
-                    if (hr) x += Rb[(long)m * ldr + n0 + j];
-                    Cb[ci] = x;
-                }
+                for (int kk = 0; kk < KU; ++kk)
+                    GEMM_CPU_STEP(k + kk, CONV_AEL)
             }
+            for (; k < CIN; ++k)
+                GEMM_CPU_STEP(k, CONV_AEL)
         }
     }
+
+    __global float *Cb = C + (long)g * N;
+    __global const float *Rb = R + (long)g * N;
+    __global const float *bb = bias + (long)g * N;
+    GEMM_CPU_STORE()
 }
 
 /* ---------------------------------------------------------------- GPU GEMM */
@@ -350,8 +438,9 @@ void gemm_gpu(const int M, const int N, const int K,
             float x = alpha * acc[i][j];
             if (beta != 0.0f) x = fma(beta, Cb[ci], x);
             if (hb) x += bias[offBias + n];
+            if (hr && EPI_RES_FIRST(epi)) x += Rb[(long)m * ldr + n];
             x = act_s(x, act);
-            if (hr) x += Rb[(long)m * ldr + n];
+            if (hr && !EPI_RES_FIRST(epi)) x += Rb[(long)m * ldr + n];
             Cb[ci] = x;
         }
     }
@@ -372,8 +461,10 @@ __kernel void gemm_epilogue(const int M, const int N,
     if (n >= N || m >= M) return;
     __global float *cp = C + offC + (long)bt * strideC + (long)m * ldc + n;
     float x = *cp;
+    const float res = EPI_RES(epi) ? R[offR + (long)bt * strideR + (long)m * ldr + n] : 0.0f;
     if (EPI_BIAS(epi)) x += bias[offBias + n];
+    if (EPI_RES_FIRST(epi)) x += res;
     x = act_s(x, EPI_ACT(epi));
-    if (EPI_RES(epi)) x += R[offR + (long)bt * strideR + (long)m * ldr + n];
+    if (!EPI_RES_FIRST(epi)) x += res;
     *cp = x;
 }

@@ -61,7 +61,8 @@ static void trans_opts(char *buf, size_t size, int ta, int tb)
 
 int pgd__gemm_epi_code(const pgd__gemm_call *g)
 {
-    return (g->bias ? 1 : 0) | (g->residual ? 2 : 0) | ((int)g->act << 2);
+    return (g->bias ? 1 : 0) | (g->residual ? 2 : 0) | ((int)g->act << 2) |
+           (g->residual && g->res_before_act ? 16 : 0);
 }
 
 static int gemm_fits(const pgd_ctx *ctx, const gpu_cfg *g)
@@ -146,6 +147,16 @@ int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K)
 {
     int nb = pgd__gemm_panel_width(ctx);
     return (N + nb - 1) / nb * nb * K;
+}
+
+void pgd__gemm_cpu_tile(const pgd_ctx *ctx, char *opts, size_t size, int *rm, int *nb)
+{
+    cpu_cfg c = pick_cpu(ctx);
+    /* TRANS_B=1 as linear layers build it: gemm_cpu reads packed panels either way. */
+    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d", c.rm, c.vw,
+             c.nv, c.ku);
+    *rm = c.rm;
+    *nb = c.vw * c.nv;
 }
 
 static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)

@@ -133,6 +133,7 @@ typedef struct pgd__gemm_call {
     const pgd__mat *bias;  /* off used; NULL for none */
     const pgd__mat *residual;
     pgd_act act;
+    int res_before_act; /* 0: bias, activation, residual (ViT); 1: bias, residual, activation */
 } pgd__gemm_call;
 
 enum { PGD__GEMM_PAGODA = 0, PGD__GEMM_CLBLAST = 1 };
@@ -144,6 +145,9 @@ int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g);
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 int pgd__gemm_panel_width(const pgd_ctx *ctx);
 int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K);
+/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for this device and its
+ * register tile: rows per work-item and panel width. */
+void pgd__gemm_cpu_tile(const pgd_ctx *ctx, char *opts, size_t size, int *rm, int *nb);
 int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
                    const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err);
 /* CLBlast path; PGD_ERR_UNSUPPORTED when built without CLBlast. */

@@ -192,3 +192,115 @@ void pgd_ref_pos_resize(const float *pos, size_t extra, size_t gh, size_t gw, si
     free(wy);
     free(wx);
 }
+
+void pgd_ref_conv_out(const pgd_ref_conv *c, size_t *oh, size_t *ow)
+{
+    long eh = (long)c->h + 2 * (long)c->ph - (long)(c->dh * (c->kh - 1)) - 1;
+    long ew = (long)c->w + 2 * (long)c->pw - (long)(c->dw * (c->kw - 1)) - 1;
+    *oh = eh < 0 ? 0 : (size_t)eh / c->sh + 1;
+    *ow = ew < 0 ? 0 : (size_t)ew / c->sw + 1;
+}
+
+static double ref_act(double v, int act)
+{
+    if (act == 1)
+        return v > 0.0 ? v : 0.0;
+    if (act == 2)
+        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    return v;
+}
+
+void pgd_ref_conv2d(const pgd_ref_conv *c, const float *x, const float *weight, const float *bias,
+                    const float *const bn[4], double bn_eps, const float *residual, int act,
+                    double *y, double *mag)
+{
+    size_t oh, ow;
+    pgd_ref_conv_out(c, &oh, &ow);
+    size_t cing = c->cin / c->groups, coutg = c->cout / c->groups;
+    for (size_t n = 0; n < c->n; n++)
+        for (size_t oy = 0; oy < oh; oy++)
+            for (size_t ox = 0; ox < ow; ox++)
+                for (size_t co = 0; co < c->cout; co++) {
+                    size_t g = co / coutg;
+                    double s = 0.0, a = 0.0;
+                    for (size_t ci = 0; ci < cing; ci++)
+                        for (size_t ky = 0; ky < c->kh; ky++)
+                            for (size_t kx = 0; kx < c->kw; kx++) {
+                                long iy = (long)(oy * c->sh + ky * c->dh) - (long)c->ph;
+                                long ix = (long)(ox * c->sw + kx * c->dw) - (long)c->pw;
+                                if (iy < 0 || ix < 0 || iy >= (long)c->h || ix >= (long)c->w)
+                                    continue;
+                                double xv = x[((n * c->h + (size_t)iy) * c->w + (size_t)ix) *
+                                                  c->cin + g * cing + ci];
+                                double wv = weight[((co * cing + ci) * c->kh + ky) * c->kw + kx];
+                                s += xv * wv;
+                                a += fabs(xv * wv);
+                            }
+                    double b = bias ? bias[co] : 0.0;
+                    double v = s + b, m = a + fabs(b);
+                    if (bn) {
+                        double sc = bn[0][co] / sqrt((double)bn[3][co] + bn_eps);
+                        v = (v - bn[2][co]) * sc + bn[1][co];
+                        m = a * fabs(sc) + fabs((b - bn[2][co]) * sc + bn[1][co]);
+                    }
+                    size_t i = ((n * oh + oy) * ow + ox) * c->cout + co;
+                    if (residual) {
+                        v += residual[i];
+                        m += fabs(residual[i]);
+                    }
+                    y[i] = ref_act(v, act);
+                    if (mag)
+                        mag[i] = m;
+                }
+}
+
+static void ref_pool(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k, size_t s,
+                     size_t p, int avg, double *y)
+{
+    size_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+    for (size_t b = 0; b < n; b++)
+        for (size_t oy = 0; oy < oh; oy++)
+            for (size_t ox = 0; ox < ow; ox++)
+                for (size_t ch = 0; ch < c; ch++) {
+                    long y0 = (long)(oy * s) - (long)p, x0 = (long)(ox * s) - (long)p;
+                    long y1 = y0 + (long)k, x1 = x0 + (long)k;
+                    if (y1 > (long)(h + p))
+                        y1 = (long)(h + p);
+                    if (x1 > (long)(w + p))
+                        x1 = (long)(w + p);
+                    double m = -INFINITY, sum = 0.0;
+                    for (long iy = y0; iy < y1; iy++)
+                        for (long ix = x0; ix < x1; ix++) {
+                            if (iy < 0 || ix < 0 || iy >= (long)h || ix >= (long)w)
+                                continue;
+                            double v = x[((b * h + (size_t)iy) * w + (size_t)ix) * c + ch];
+                            m = v > m ? v : m;
+                            sum += v;
+                        }
+                    y[((b * oh + oy) * ow + ox) * c + ch] =
+                        avg ? sum / (double)((y1 - y0) * (x1 - x0)) : m;
+                }
+}
+
+void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
+                       size_t s, size_t p, double *y)
+{
+    ref_pool(x, n, h, w, c, k, s, p, 0, y);
+}
+
+void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
+                       size_t s, size_t p, double *y)
+{
+    ref_pool(x, n, h, w, c, k, s, p, 1, y);
+}
+
+void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y)
+{
+    for (size_t b = 0; b < n; b++)
+        for (size_t ch = 0; ch < c; ch++) {
+            double s = 0.0;
+            for (size_t i = 0; i < h * w; i++)
+                s += x[(b * h * w + i) * c + ch];
+            y[b * c + ch] = s / (double)(h * w);
+        }
+}

@@ -35,4 +35,28 @@ void pgd_ref_pos_resize(const float *pos, size_t extra, size_t gh, size_t gw, si
  * source indices (clamped border taps added to the border index). */
 void pgd_ref_resize_weights(size_t in, size_t out, int mode, double *w);
 
+/* A convolution's geometry for pgd_ref_conv2d (strides, dilations and groups at least 1). */
+typedef struct pgd_ref_conv {
+    size_t n, h, w, cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} pgd_ref_conv;
+/* Output height and width of c (PyTorch's floor rule; 0 when the kernel does not fit). */
+void pgd_ref_conv_out(const pgd_ref_conv *c, size_t *oh, size_t *ow);
+/* y [n, oh, ow, cout] = act(bn(conv(x) + bias) + residual), x NHWC [n, h, w, cin], weight
+ * PyTorch's [cout, cin/groups, kh, kw]; bias, residual NULL for none; bn (weight, bias, mean,
+ * var, cout each) NULL for none, applied after the convolution in double (not folded); act 0
+ * none, 1 ReLU, 2 exact GELU. mag (may be NULL) receives per element the sum of |terms|
+ * (|w'·x| over the taps, |b'|, |residual|), the scale of a float evaluation's rounding. */
+void pgd_ref_conv2d(const pgd_ref_conv *c, const float *x, const float *weight, const float *bias,
+                    const float *const bn[4], double bn_eps, const float *residual, int act,
+                    double *y, double *mag);
+/* Pools over k x k windows of x NHWC [n, h, w, c] into [n, oh, ow, c], floor rule: max with
+ * -inf padding; average with the padding counted (count_include_pad, clipped at the padded
+ * edge as PyTorch does). */
+void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
+                       size_t s, size_t p, double *y);
+void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
+                       size_t s, size_t p, double *y);
+/* y [n, c] = mean over h·w of x [n, h, w, c]. */
+void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y);
+
 #endif

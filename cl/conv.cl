@@ -1,0 +1,177 @@
+/*
+ * Pagoda convolution and pooling kernels -- OpenCL C 1.2, float32, NHWC activations
+ * ([batch, height, width, channels], channels contiguous). The GEMM-shaped convolutions
+ * (1x1, implicit GEMM) live in gemm.cl with the GEMM tiles; here are the layout conversion,
+ * im2col, the direct convolution and the pools. Every kernel is one work-item per output
+ * element over a flat index (`total` of them), so any work-group size the launcher picks is
+ * valid; sizes are in elements.
+ */
+
+/* The activation codes of pgd_act: 0 none, 1 ReLU, 2 exact GELU. */
+inline float conv_act(float x, int act)
+{
+    if (act == 1)
+        return fmax(x, 0.0f);
+    if (act == 2)
+        return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+    return x;
+}
+
+/* y [N, H, W, C] from x [N, C, H, W]. */
+__kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int total,
+                           const int C, const int H, const int W)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int c = i % C;
+    int t = i / C;
+    const int w = t % W;
+    t /= W;
+    const int h = t % H, n = t / H;
+    Y[i] = X[(((long)n * C + c) * H + h) * W + w];
+}
+
+/* The geometry of a convolution, passed as one int16:
+ * 0 H, 1 W, 2 CIN (input channels, ldx), 3 OH, 4 OW, 5 COUT, 6 KH, 7 KW, 8 SH, 9 SW, 10 PH,
+ * 11 PW, 12 DH, 13 DW, 14 CING (channels per group), 15 COUTG. */
+#define G_H geo.s0
+#define G_W geo.s1
+#define G_CIN geo.s2
+#define G_OH geo.s3
+#define G_OW geo.s4
+#define G_COUT geo.s5
+#define G_KH geo.s6
+#define G_KW geo.s7
+#define G_SH geo.s8
+#define G_SW geo.s9
+#define G_PH geo.sa
+#define G_PW geo.sb
+#define G_DH geo.sc
+#define G_DW geo.sd
+#define G_CING geo.se
+#define G_COUTG geo.sf
+
+/*
+ * conv_im2col: rows [m0, m0 + rows) of group g's im2col matrix A [rows, KG], KG = KH·KW·CING
+ * in (ky, kx, ci) order (the order of the prepared weights); taps outside the image are 0.
+ * total = rows·KG.
+ */
+__kernel void conv_im2col(__global const float *X, __global float *A, const int16 geo,
+                          const int m0, const int total, const int g)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int KG = G_KH * G_KW * G_CING;
+    const int k = i % KG, row = i / KG;
+    const int ci = k % G_CING, tap = k / G_CING;
+    const int ky = tap / G_KW, kx = tap % G_KW;
+    const int m = m0 + row;
+    const int pix = m % (G_OH * G_OW), n = m / (G_OH * G_OW);
+    const int iy = (pix / G_OW) * G_SH - G_PH + ky * G_DH;
+    const int ix = (pix % G_OW) * G_SW - G_PW + kx * G_DW;
+    float v = 0.0f;
+    if (iy >= 0 && iy < G_H && ix >= 0 && ix < G_W)
+        v = X[(((long)n * G_H + iy) * G_W + ix) * G_CIN + (long)g * G_CING + ci];
+    A[i] = v;
+}
+
+/*
+ * conv_direct: y = act(conv(x) + bias + residual) (residual before the activation when
+ * `res_first`, after it otherwise), one output element per work-item, any groups, stride,
+ * padding and dilation. W is [COUT, KH, KW, CING]. flags: bit 0 bias, bit 1 residual, bits 2-3
+ * the activation, bit 4 residual first. total = N·OH·OW·COUT.
+ */
+__kernel void conv_direct(__global const float *X, __global const float *Wt,
+                          __global const float *bias, __global const float *R,
+                          __global float *Y, const int16 geo, const int total,
+                          const int flags)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int co = i % G_COUT;
+    int t = i / G_COUT;
+    const int ox = t % G_OW;
+    t /= G_OW;
+    const int oy = t % G_OH, n = t / G_OH;
+    const int g = co / G_COUTG, cing = G_CING;
+    __global const float *xn = X + (long)n * G_H * G_W * G_CIN + (long)g * cing;
+    __global const float *wc = Wt + (long)co * G_KH * G_KW * cing;
+    float acc = 0.0f;
+    for (int ky = 0; ky < G_KH; ++ky) {
+        const int iy = oy * G_SH - G_PH + ky * G_DH;
+        if (iy < 0 || iy >= G_H) continue;
+        for (int kx = 0; kx < G_KW; ++kx) {
+            const int ix = ox * G_SW - G_PW + kx * G_DW;
+            if (ix < 0 || ix >= G_W) continue;
+            __global const float *xp = xn + ((long)iy * G_W + ix) * G_CIN;
+            __global const float *wp = wc + (ky * G_KW + kx) * cing;
+            for (int c = 0; c < cing; ++c)
+                acc = fma(xp[c], wp[c], acc);
+        }
+    }
+    if (flags & 1) acc += bias[co];
+    const int hr = (flags >> 1) & 1, act = (flags >> 2) & 3, first = (flags >> 4) & 1;
+    if (hr && first) acc += R[i];
+    acc = conv_act(acc, act);
+    if (hr && !first) acc += R[i];
+    Y[i] = acc;
+}
+
+/*
+ * Pools over K x K windows, NHWC; total = N·OH·OW·C. Max: padding is -inf (a window always
+ * holds one real element by PyTorch's rule pad <= K/2). Average: the divisor counts padding
+ * (count_include_pad) but not the part of a window past the padded edge, as PyTorch does.
+ */
+__kernel void maxpool2d(__global const float *X, __global float *Y, const int total,
+                        const int C, const int H, const int W, const int OH, const int OW,
+                        const int K, const int S, const int P)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int c = i % C;
+    int t = i / C;
+    const int ox = t % OW;
+    t /= OW;
+    const int oy = t % OH, n = t / OH;
+    const int y0 = oy * S - P, x0 = ox * S - P;
+    float m = -INFINITY;
+    for (int ky = max(y0, 0); ky < min(y0 + K, H); ++ky)
+        for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx)
+            m = fmax(m, X[(((long)n * H + ky) * W + kx) * C + c]);
+    Y[i] = m;
+}
+
+__kernel void avgpool2d(__global const float *X, __global float *Y, const int total,
+                        const int C, const int H, const int W, const int OH, const int OW,
+                        const int K, const int S, const int P)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int c = i % C;
+    int t = i / C;
+    const int ox = t % OW;
+    t /= OW;
+    const int oy = t % OH, n = t / OH;
+    const int y0 = oy * S - P, x0 = ox * S - P;
+    const int y1 = min(y0 + K, H + P), x1 = min(x0 + K, W + P);
+    const int count = (y1 - y0) * (x1 - x0);
+    float s = 0.0f;
+    for (int ky = max(y0, 0); ky < min(y1, H); ++ky)
+        for (int kx = max(x0, 0); kx < min(x1, W); ++kx)
+            s += X[(((long)n * H + ky) * W + kx) * C + c];
+    Y[i] = s / (float)count;
+}
+
+/* y [N, C] = mean over the HW pixels of x [N, HW, C]; total = N·C. */
+__kernel void global_avgpool(__global const float *X, __global float *Y, const int total,
+                             const int C, const int HW)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int c = i % C, n = i / C;
+    __global const float *xp = X + (long)n * HW * C + c;
+    float s = 0.0f;
+    for (int p = 0; p < HW; ++p)
+        s += xp[(long)p * C];
+    Y[i] = s / (float)HW;
+}
