@@ -47,7 +47,8 @@ static const char usage[] =
     "  --topk K            classes to print per image (default 5)\n"
     "  --labels FILE       class names, one per line (default: ImageNet-1k for 1000 classes)\n"
     "  --json              print the results as JSON\n"
-    "  --input F.npy       a preprocessed input tensor [B, 3, H, W] instead of images\n"
+    "  --input F.npy       a preprocessed input tensor [B, 3, H, W] instead of images; with\n"
+    "                      neither, one synthetic image of --size S x S (default 224)\n"
     "  --save-input F.npy  write the preprocessed batch\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     "  --affinity-map OUT.png\n"
@@ -87,7 +88,7 @@ int cmd_nonlocal(int argc, char **argv)
     const char *device = NULL, *input = NULL, *save_logits = NULL, *weights = NULL;
     const char *save_input = NULL, *aff_png = NULL, *labels_path = NULL, *query = NULL;
     resnet_options ro = {NULL, NULL, -1};
-    int depth = 50, random = 0, topk = 5, json = 0, profile = 0;
+    int depth = 50, random = 0, topk = 5, json = 0, profile = 0, size = PGD_PREPROCESS_SIZE;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'},     {"random", required_argument, 0, 'r'},
         {"weights", required_argument, 0, 'w'},    {"nonlocal", required_argument, 0, 'n'},
@@ -97,6 +98,7 @@ int cmd_nonlocal(int argc, char **argv)
         {"input", required_argument, 0, 'i'},      {"save-input", required_argument, 0, 'S'},
         {"save-logits", required_argument, 0, 's'}, {"affinity-map", required_argument, 0, 'A'},
         {"query", required_argument, 0, 'q'},      {"profile", no_argument, 0, 'p'},
+        {"size", required_argument, 0, 'z'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -139,6 +141,11 @@ int cmd_nonlocal(int argc, char **argv)
         case 's': save_logits = optarg; break;
         case 'A': aff_png = optarg; break;
         case 'q': query = optarg; break;
+        case 'z':
+            size = (int)strtol(optarg, &end, 10);
+            if (*end || size < 32 || size > 4096)
+                return app_usage_error("nonlocal ", "--size wants 32..4096, got '%s'", optarg);
+            break;
         case 'p': profile = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
         default: return app_usage_error("nonlocal ", "bad option");
@@ -242,13 +249,14 @@ int cmd_nonlocal(int argc, char **argv)
                 goto done;
             }
     } else {
-        shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = S;
-        x = malloc((size_t)per * sizeof *x);
+        shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = size;
+        int64_t n = 3 * (int64_t)size * size;
+        x = malloc((size_t)n * sizeof *x);
         if (!x) {
             rc = EXIT_RUNTIME;
             goto done;
         }
-        for (int64_t i = 0; i < per; i++)
+        for (int64_t i = 0; i < n; i++)
             x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
     }
     int B = (int)shape[0], H = (int)shape[2], W = (int)shape[3];

@@ -204,8 +204,6 @@ START_TEST(identity_init)
         free(got);
         pgd_ctx_destroy(ctx);
     }
-    pgd_weights_close(w);
-
     free(x);
     pgd_weights_close(w);
 
