@@ -37,7 +37,8 @@ static const char usage[] =
     "                      has no non-local block)\n"
     "  --random DEPTH      without weights: seeded random weights, clearly not a trained model:\n"
     "                      ResNet-DEPTH (18, 34, 50, 101, 152; default 50) with a non-local block\n"
-    "                      before layer3.5 (or where --nonlocal says)\n"
+    "                      before the last block of layer3 (layer3.5 for ResNet-50; or where\n"
+    "                      --nonlocal says)\n"
     "  --nonlocal SPEC     layerL.B[,layerL.B...]: insert identity-initialised blocks there;\n"
     "                      'none': no blocks added (with --random: a plain ResNet)\n"
     "  --mode M            pairwise function: embedded_gaussian (default), gaussian,\n"
@@ -68,19 +69,6 @@ static int parse_query(const char *s, double *x, double *y)
     const char *p = end + 1;
     *y = strtod(p, &end);
     return (end == p || *end || *x < 0 || *y < 0) ? -1 : 0;
-}
-
-/* The query pixel of an image of w x h as a fraction of torchvision's centre crop (shorter
- * side to 256, crop 224), clamped into it. */
-static void query_fraction(int w, int h, double px, double py, double *fx, double *fy)
-{
-    double s = 256.0 / (w < h ? w : h); /* torchvision: shorter side 256 */
-    double S = PGD_PREPROCESS_SIZE;
-    double ox = (w * s - S) / 2, oy = (h * s - S) / 2;
-    *fx = ((px + 0.5) * s - ox) / S;
-    *fy = ((py + 0.5) * s - oy) / S;
-    *fx = *fx < 0 ? 0 : *fx > 0.999999 ? 0.999999 : *fx;
-    *fy = *fy < 0 ? 0 : *fy > 0.999999 ? 0.999999 : *fy;
 }
 
 int cmd_nonlocal(int argc, char **argv)
@@ -198,7 +186,15 @@ int cmd_nonlocal(int argc, char **argv)
         nl_mode mode = NL_EMBEDDED_GAUSSIAN;
         if (ro.mode)
             nl_mode_parse(ro.mode, &mode);
-        const char *spec = no_nl ? NULL : ro.nonlocal_spec ? ro.nonlocal_spec : "layer3.5";
+        /* default: before the last block of layer3, the paper's place (layer3.5 in ResNet-50) */
+        const char *spec = depth == 18    ? "layer3.1"
+                           : depth == 101 ? "layer3.22"
+                           : depth == 152 ? "layer3.35"
+                                          : "layer3.5";
+        if (no_nl)
+            spec = NULL;
+        else if (ro.nonlocal_spec)
+            spec = ro.nonlocal_spec;
         if (resnet_random_source(&src, depth, 1000, spec, mode, 1, &err)) {
             rc = app_fail(err);
             goto done;
@@ -330,7 +326,13 @@ int cmd_nonlocal(int argc, char **argv)
             rc = EXIT_RUNTIME;
             goto done;
         }
-        query_fraction(iw, ih, qx, qy, &aff.qx, &aff.qy);
+        /* the query as a fraction of the crop the model sees (clamped into it) */
+        double v[4];
+        pgd_image_preprocess_view(loaded[0], PGD_PREPROCESS_TORCHVISION, v);
+        aff.qx = (qx + 0.5 - v[0]) / (v[2] - v[0]);
+        aff.qy = (qy + 0.5 - v[1]) / (v[3] - v[1]);
+        aff.qx = aff.qx < 0 ? 0 : aff.qx > 0.999999 ? 0.999999 : aff.qx;
+        aff.qy = aff.qy < 0 ? 0 : aff.qy > 0.999999 ? 0.999999 : aff.qy;
     }
     double t[5];
     if (!logits || resnet_forward(m, x, B, H, W, logits, aff_png ? &aff : NULL, t, &err)) {
@@ -353,7 +355,10 @@ int cmd_nonlocal(int argc, char **argv)
             mx = row[i] > mx ? row[i] : mx;
         for (int64_t i = 0; i < cells && mx > 0; i++)
             row[i] = row[i] > 0 ? row[i] / mx : 0;
-        if (!path || pgd_image_write_heatmap_png(path, loaded[b], row, aff.gw, aff.gh, &err)) {
+        double view[4];
+        pgd_image_preprocess_view(loaded[b], PGD_PREPROCESS_TORCHVISION, view);
+        if (!path ||
+            pgd_image_write_heatmap_png_view(path, loaded[b], row, aff.gw, aff.gh, view, &err)) {
             free(path);
             rc = path ? app_fail(err) : EXIT_RUNTIME;
             goto done;

@@ -277,7 +277,9 @@ int cmd_vit(int argc, char **argv)
                 goto done;
             }
             const float *heat = (kind ? roll : map) + b * mh * mw;
-            if (pgd_image_write_heatmap_png(path, loaded[b], heat, mw, mh, &err)) {
+            double view[4];
+            pgd_image_preprocess_view(loaded[b], (pgd_preprocess)preset, view);
+            if (pgd_image_write_heatmap_png_view(path, loaded[b], heat, mw, mh, view, &err)) {
                 free(path);
                 rc = app_fail(err);
                 goto done;

@@ -464,6 +464,32 @@ int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out
     return PGD_OK;
 }
 
+int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, double rect[4])
+{
+    if (!img || img->width < 1 || img->height < 1)
+        return PGD_ERR_INVALID_ARGUMENT;
+    const int S = PGD_PREPROCESS_SIZE;
+    int sw = img->width, sh = img->height;
+    if (preset == PGD_PREPROCESS_HF) {
+        rect[0] = 0, rect[1] = 0, rect[2] = sw, rect[3] = sh;
+        return PGD_OK;
+    }
+    if (preset != PGD_PREPROCESS_TORCHVISION && preset != PGD_PREPROCESS_TIMM)
+        return PGD_ERR_INVALID_ARGUMENT;
+    /* the same geometry as pgd_image_preprocess: shorter side to 256 (248), centre crop S */
+    int side = preset == PGD_PREPROCESS_TORCHVISION ? 256 : 248;
+    int shrt = sw <= sh ? sw : sh, lng = sw <= sh ? sh : sw;
+    int nl = (int)((double)side * lng / shrt);
+    int dw = sw <= sh ? side : nl, dh = sw <= sh ? nl : side;
+    int cx0 = crop_offset(dw, S), cy0 = crop_offset(dh, S);
+    double kx = (double)sw / dw, ky = (double)sh / dh;
+    rect[0] = cx0 * kx;
+    rect[1] = cy0 * ky;
+    rect[2] = (cx0 + S) * kx;
+    rect[3] = (cy0 + S) * ky;
+    return PGD_OK;
+}
+
 /* ---- heat maps ---- */
 
 /* Lightness rises monotonically along the ramp. */
@@ -506,9 +532,10 @@ static void png_write_cb(void *ctx, void *data, int size)
 
 /* Where output pixel i of `out` samples an axis of `in` pixels (centres aligned, clamped at the
  * border): the two neighbours and the weight of the second. */
-static double bilinear_source(int i, int out, int in, int *i0, int *i1)
+/* The map cell coordinate of pixel centre i when the map's `in` cells span [r0, r1). */
+static double view_source(int i, double r0, double r1, int in, int *i0, int *i1)
 {
-    double s = (i + 0.5) * in / out - 0.5;
+    double s = (i + 0.5 - r0) / (r1 - r0) * in - 0.5;
     if (s < 0)
         s = 0;
     if (s > in - 1)
@@ -521,6 +548,13 @@ static double bilinear_source(int i, int out, int in, int *i0, int *i1)
 int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map, int mw,
                                 int mh, pgd_error **err)
 {
+    double full[4] = {0, 0, base ? base->width : 0, base ? base->height : 0};
+    return pgd_image_write_heatmap_png_view(path, base, map, mw, mh, full, err);
+}
+
+int pgd_image_write_heatmap_png_view(const char *path, const pgd_image *base, const float *map,
+                                     int mw, int mh, const double rect[4], pgd_error **err)
+{
     if (!path || !base || !base->data || !map)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "pgd_image_write_heatmap_png: path, image or map is NULL");
@@ -528,6 +562,9 @@ int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const f
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "heat map '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
                               mh);
+    if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1]))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "heat map '%s': the map's rectangle is empty", path);
     int w = base->width, h = base->height;
     size_t n = (size_t)mw * mh;
     float lo = INFINITY, hi = -INFINITY;
@@ -551,16 +588,23 @@ int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const f
         norm[i] = (range > 0.0 && isfinite(map[i])) ? (float)((map[i] - (double)lo) / range) : 0.0f;
     for (int y = 0; y < h; y++) {
         int y0, y1;
-        double fy = bilinear_source(y, h, mh, &y0, &y1);
+        double fy = view_source(y, rect[1], rect[3], mh, &y0, &y1);
+        int yin = y + 0.5 >= rect[1] && y + 0.5 < rect[3];
         for (int x = 0; x < w; x++) {
+            size_t o = ((size_t)y * w + x) * 3;
+            if (!yin || x + 0.5 < rect[0] || x + 0.5 >= rect[2]) {
+                /* outside what the model saw: the image, dimmed */
+                for (int c = 0; c < 3; c++)
+                    pix[o + c] = (uint8_t)(base->data[o + c] / 3);
+                continue;
+            }
             int x0, x1;
-            double fx = bilinear_source(x, w, mw, &x0, &x1);
+            double fx = view_source(x, rect[0], rect[2], mw, &x0, &x1);
             double t = (1 - fy) * ((1 - fx) * norm[(size_t)y0 * mw + x0] +
                                    fx * norm[(size_t)y0 * mw + x1]) +
                        fy * ((1 - fx) * norm[(size_t)y1 * mw + x0] + fx * norm[(size_t)y1 * mw + x1]);
             uint8_t col[3];
             pgd__heatmap_color((float)t, col);
-            size_t o = ((size_t)y * w + x) * 3;
             for (int c = 0; c < 3; c++)
                 pix[o + c] = (uint8_t)((base->data[o + c] + col[c] + 1) / 2);
         }
