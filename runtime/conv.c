@@ -284,7 +284,7 @@ static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
         return ALG_GEMM;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
      * waste most of it, and the direct kernel reads each weight once per output anyway. */
-    if (c->coutg < 8 || c->cing < 4)
+    if (c->coutg < 8)
         return ALG_DIRECT;
     return pgd__gemm_uses_cpu_kernel(ctx) ? ALG_IMPLICIT : ALG_IM2COL;
 }
