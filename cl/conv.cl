@@ -31,6 +31,21 @@ __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int
     Y[i] = X[(((long)n * C + c) * H + h) * W + w];
 }
 
+/* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border (total: y's size). */
+__kernel void conv_pad(__global const float *X, __global float *Y, const int total,
+                       const int C, const int H, const int W, const int PH, const int PW)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int WP = W + 2 * PW, HP = H + 2 * PH;
+    const int c = i % C;
+    int t = i / C;
+    const int x = t % WP - PW;
+    t /= WP;
+    const int y = t % HP - PH, n = t / HP;
+    Y[i] = (x >= 0 && x < W && y >= 0 && y < H) ? X[(((long)n * H + y) * W + x) * C + c] : 0.0f;
+}
+
 /* The geometry of a convolution, passed as one int16:
  * 0 H, 1 W, 2 CIN (input channels, ldx), 3 OH, 4 OW, 5 COUT, 6 KH, 7 KW, 8 SH, 9 SW, 10 PH,
  * 11 PW, 12 DH, 13 DW, 14 CING (channels per group), 15 COUTG. */

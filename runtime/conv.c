@@ -10,7 +10,8 @@
  * it applies):
  *   gemm      1x1, stride 1, no padding, one group: the input is the GEMM's A [N·H·W, cin].
  *   implicit  CPU devices: gemm_cpu's register tile with A addressed as im2col would lay it
- *             out, without the matrix (conv_implicit_cpu), any groups.
+ *             out, without the matrix (conv_implicit_cpu), any groups; a padding
+ *             convolution first copies its input into a zero border.
  *   im2col    an explicit im2col matrix, in chunks of output rows of at most 64 MiB, then the
  *             shared GEMM; any device, any groups (one GEMM per group).
  *   direct    one work-item per output element; any device, any shape (depthwise).
@@ -37,7 +38,6 @@ struct pgd_conv2d {
     pgd_tensor *packed;    /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
     pgd_tensor *bias;      /* [cout] or NULL */
-    pgd_tensor *zeros;     /* cing zeros: the implicit GEMM's taps outside the image */
 };
 
 static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
@@ -192,12 +192,10 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     pgd_conv2d *c = calloc(1, sizeof *c);
     float *hw = malloc((size_t)nw * sizeof(float));
     float *hb = malloc((size_t)d.cout * sizeof(float));
-    float *hz = calloc((size_t)cing, sizeof(float));
-    if (!c || !hw || !hb || !hz) {
+    if (!c || !hw || !hb) {
         free(c);
         free(hw);
         free(hb);
-        free(hz);
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "conv2d: host staging of %lld "
                               "weights", (long long)nw);
     }
@@ -222,8 +220,6 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
         rc = upload_new(ctx, d.cout, hb, &c->bias, "conv2d bias", err);
-    if (!rc)
-        rc = upload_new(ctx, cing, hz, &c->zeros, "conv2d zeros", err);
     if (!rc && cpu) {
         int64_t shape[1] = {per * d.groups};
         rc = pgd_tensor_create(ctx, 1, shape, &c->packed, err);
@@ -235,7 +231,6 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     }
     free(hw);
     free(hb);
-    free(hz);
     if (rc) {
         pgd_conv2d_destroy(c);
         return rc;
@@ -251,7 +246,6 @@ void pgd_conv2d_destroy(pgd_conv2d *c)
     pgd_tensor_destroy(c->w);
     pgd_tensor_destroy(c->packed);
     pgd_tensor_destroy(c->bias);
-    pgd_tensor_destroy(c->zeros);
     free(c);
 }
 
@@ -370,6 +364,41 @@ static int run_gemm(const fwd *f, pgd_error **err)
     return pgd__gemm(f->ctx, &gc, err);
 }
 
+/* The input inside a zero border of the convolution's padding, in a pooled buffer. */
+static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
+{
+    pgd_ctx *ctx = f->ctx;
+    const pgd_conv2d_desc *d = &f->c->d;
+    int64_t hp = f->h + 2 * d->pad_h, wp = f->w + 2 * d->pad_w;
+    int64_t total = f->n * hp * wp * d->cin;
+    if (total > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "conv2d: the padded input has more than 2^31 elements");
+    int rc = pgd__check_alloc(ctx, (uint64_t)total * sizeof(float), "conv2d padded input", err);
+    if (rc)
+        return rc;
+    cl_kernel k;
+    if ((rc = pgd__kernel_get(ctx, "conv", NULL, "conv_pad", &k, err)))
+        return rc;
+    if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
+        return rc;
+    cl_int a[6] = {(cl_int)total, (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w, d->pad_h, d->pad_w};
+    cl_int cl = CL_SUCCESS;
+    set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
+    set_arg(&cl, k, 1, sizeof(cl_mem), &(*out)->buf);
+    for (cl_uint i = 0; i < 6; i++)
+        set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
+    if (cl != CL_SUCCESS)
+        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_pad'");
+    if (!rc)
+        rc = enqueue_flat(ctx, k, "conv_pad", total, err);
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 static int run_implicit(const fwd *f, pgd_error **err)
 {
     pgd_ctx *ctx = f->ctx;
@@ -382,32 +411,46 @@ static int run_implicit(const fwd *f, pgd_error **err)
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
         return rc;
-    cl_int a[16] = {(cl_int)f->m,  (cl_int)c->coutg, (cl_int)c->cing, (cl_int)d->cin,
-                    (cl_int)f->h,  (cl_int)f->w,     (cl_int)f->oh,   (cl_int)f->ow,
-                    d->kh,         d->kw,            d->stride_h,     d->stride_w,
-                    d->pad_h,      d->pad_w,         d->dil_h,        d->dil_w};
+    /* The kernel reads every tap unchecked: a padding convolution reads a bordered copy. */
+    pgd_tensor *padded = NULL;
+    if ((d->pad_h || d->pad_w) && (rc = pad_input(f, &padded, err)))
+        return rc;
+    cl_mem x = padded ? padded->buf : f->x->buf;
+    cl_int a[14] = {(cl_int)f->m,  (cl_int)c->coutg, (cl_int)c->cing, (cl_int)d->cin,
+                    (cl_int)(f->h + 2 * d->pad_h), (cl_int)(f->w + 2 * d->pad_w),
+                    (cl_int)f->oh, (cl_int)f->ow, d->kh, d->kw, d->stride_h, d->stride_w,
+                    d->dil_h, d->dil_w};
     cl_int cl = CL_SUCCESS;
-    for (cl_uint i = 0; i < 16; i++)
+    for (cl_uint i = 0; i < 14; i++)
         set_arg(&cl, k, i, sizeof(cl_int), &a[i]);
     cl_long sb = c->packed_stride;
     cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
     /* Absent bias and residual are never read; their arguments still need a valid buffer. */
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    set_arg(&cl, k, 16, sizeof(cl_mem), &f->x->buf);
-    set_arg(&cl, k, 17, sizeof(cl_mem), &c->zeros->buf);
-    set_arg(&cl, k, 18, sizeof(cl_mem), &c->packed->buf);
-    set_arg(&cl, k, 19, sizeof sb, &sb);
-    set_arg(&cl, k, 20, sizeof(cl_mem), &f->y->buf);
-    set_arg(&cl, k, 21, sizeof ldc, &ldc);
-    set_arg(&cl, k, 22, sizeof(cl_mem), &bias);
-    set_arg(&cl, k, 23, sizeof(cl_mem), &res);
-    set_arg(&cl, k, 24, sizeof epi, &epi);
+    set_arg(&cl, k, 14, sizeof(cl_mem), &x);
+    set_arg(&cl, k, 15, sizeof(cl_mem), &c->packed->buf);
+    set_arg(&cl, k, 16, sizeof sb, &sb);
+    set_arg(&cl, k, 17, sizeof(cl_mem), &f->y->buf);
+    set_arg(&cl, k, 18, sizeof ldc, &ldc);
+    set_arg(&cl, k, 19, sizeof(cl_mem), &bias);
+    set_arg(&cl, k, 20, sizeof(cl_mem), &res);
+    set_arg(&cl, k, 21, sizeof epi, &epi);
+    /* Row tiles per work-item: up to 8 while at least 16 work-items per compute unit remain. */
+    int64_t tiles = (f->m + rm - 1) / rm, panels = (c->coutg + nb - 1) / nb * d->groups;
+    int64_t want = 16 * (int64_t)(ctx->dev.compute_units ? ctx->dev.compute_units : 1);
+    cl_int mb = 1;
+    while (mb < 8 && tiles * panels / (2 * mb) >= want)
+        mb *= 2;
+    set_arg(&cl, k, 22, sizeof mb, &mb);
     if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
-    size_t global[3] = {(size_t)((f->m + rm - 1) / rm), (size_t)((c->coutg + nb - 1) / nb),
+        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
+    size_t global[3] = {(size_t)((tiles + mb - 1) / mb), (size_t)((c->coutg + nb - 1) / nb),
                         (size_t)d->groups};
     size_t local[3] = {1, 1, 1};
-    return pgd__enqueue(ctx, k, "conv_implicit_cpu", 3, global, local, err);
+    if (!rc)
+        rc = pgd__enqueue(ctx, k, "conv_implicit_cpu", 3, global, local, err);
+    pgd_tensor_destroy(padded); /* the pool reuses it only after the queued work (in order) */
+    return rc;
 }
 
 static int run_im2col(const fwd *f, pgd_error **err)
