@@ -69,25 +69,28 @@ __kernel void conv_pad(__global const float *X, __global float *Y, const int tot
 /*
  * conv_im2col: rows [m0, m0 + rows) of group g's im2col matrix A [rows, KG], KG = KH·KW·CING
  * in (ky, kx, ci) order (the order of the prepared weights); taps outside the image are 0.
- * total = rows·KG.
+ * One work-item copies the CING contiguous channels of one tap of one row; total = rows·KH·KW.
  */
 __kernel void conv_im2col(__global const float *X, __global float *A, const int16 geo,
                           const int m0, const int total, const int g)
 {
     const int i = get_global_id(0);
     if (i >= total) return;
-    const int KG = G_KH * G_KW * G_CING;
-    const int k = i % KG, row = i / KG;
-    const int ci = k % G_CING, tap = k / G_CING;
+    const int taps = G_KH * G_KW, cing = G_CING;
+    const int tap = i % taps, row = i / taps;
     const int ky = tap / G_KW, kx = tap % G_KW;
     const int m = m0 + row;
     const int pix = m % (G_OH * G_OW), n = m / (G_OH * G_OW);
     const int iy = (pix / G_OW) * G_SH - G_PH + ky * G_DH;
     const int ix = (pix % G_OW) * G_SW - G_PW + kx * G_DW;
-    float v = 0.0f;
-    if (iy >= 0 && iy < G_H && ix >= 0 && ix < G_W)
-        v = X[(((long)n * G_H + iy) * G_W + ix) * G_CIN + (long)g * G_CING + ci];
-    A[i] = v;
+    __global float *dst = A + (long)row * taps * cing + (long)tap * cing;
+    if (iy >= 0 && iy < G_H && ix >= 0 && ix < G_W) {
+        __global const float *src =
+            X + (((long)n * G_H + iy) * G_W + ix) * G_CIN + (long)g * cing;
+        for (int c = 0; c < cing; ++c) dst[c] = src[c];
+    } else {
+        for (int c = 0; c < cing; ++c) dst[c] = 0.0f;
+    }
 }
 
 /*

@@ -50,7 +50,15 @@ static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const v
 static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
                         pgd_error **err)
 {
-    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)total, wg);
+    size_t wg = pgd__flat_wg(ctx, k);
+    /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
+     * hundred items make that call's cost small (PoCL 3.1: the stem's im2col took 31 ms in
+     * groups of 32). */
+    if (pgd__gemm_uses_cpu_kernel(ctx)) {
+        size_t limit = pgd__kernel_wg(ctx, k);
+        wg = limit < 256 ? limit : 256;
+    }
+    size_t global = pgd__round_up((size_t)total, wg);
     return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
 }
 
@@ -435,12 +443,12 @@ static int run_implicit(const fwd *f, pgd_error **err)
     set_arg(&cl, k, 19, sizeof(cl_mem), &bias);
     set_arg(&cl, k, 20, sizeof(cl_mem), &res);
     set_arg(&cl, k, 21, sizeof epi, &epi);
-    /* Row tiles per work-item: up to 8 while at least 16 work-items per compute unit remain. */
-    int64_t tiles = (f->m + rm - 1) / rm, panels = (c->coutg + nb - 1) / nb * d->groups;
-    int64_t want = 16 * (int64_t)(ctx->dev.compute_units ? ctx->dev.compute_units : 1);
-    cl_int mb = 1;
-    while (mb < 8 && tiles * panels / (2 * mb) >= want)
-        mb *= 2;
+    /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
+     * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
+     * 8). PAGODA_CONV_MB is a tuning knob. */
+    int64_t tiles = (f->m + rm - 1) / rm;
+    const char *knob = getenv("PAGODA_CONV_MB");
+    cl_int mb = knob && atoi(knob) > 0 ? atoi(knob) : 1;
     set_arg(&cl, k, 22, sizeof mb, &mb);
     if (cl != CL_SUCCESS)
         rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
@@ -486,7 +494,7 @@ static int run_im2col(const fwd *f, pgd_error **err)
     for (int g = 0; g < c->d.groups && !rc; g++) {
         for (int64_t m0 = 0; m0 < f->m && !rc; m0 += chunk) {
             int64_t rows = f->m - m0 < chunk ? f->m - m0 : chunk;
-            cl_int im0 = (cl_int)m0, total = (cl_int)(rows * c->kg), gi = g;
+            cl_int im0 = (cl_int)m0, total = (cl_int)(rows * c->d.kh * c->d.kw), gi = g;
             cl_int cl = CL_SUCCESS;
             set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
             set_arg(&cl, k, 1, sizeof(cl_mem), &a->buf);
