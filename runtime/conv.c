@@ -31,13 +31,13 @@ static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "
 
 struct pgd_conv2d {
     pgd_ctx *ctx;
-    pgd_conv2d_desc d;     /* normalised: strides, dilations and groups at least 1 */
-    int64_t cing, coutg;   /* channels per group */
-    int64_t kg;            /* GEMM depth per group: kh·kw·cing */
-    pgd_tensor *w;         /* [cout, kh, kw, cing], batch norm folded in */
-    pgd_tensor *packed;    /* CPU devices: each group's panels, packed_stride apart; else NULL */
+    pgd_conv2d_desc d;   /* normalised: strides, dilations and groups at least 1 */
+    int64_t cing, coutg; /* channels per group */
+    int64_t kg;          /* GEMM depth per group: kh·kw·cing */
+    pgd_tensor *w;       /* [cout, kh, kw, cing], batch norm folded in */
+    pgd_tensor *packed;  /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
-    pgd_tensor *bias;      /* [cout] or NULL */
+    pgd_tensor *bias; /* [cout] or NULL */
 };
 
 static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
@@ -47,8 +47,7 @@ static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const v
 }
 
 /* Enqueues a flat kernel (one work-item per element) over `total` items. */
-static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
-                        pgd_error **err)
+static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, pgd_error **err)
 {
     size_t wg = pgd__flat_wg(ctx, k);
     /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
@@ -133,15 +132,15 @@ static int check_desc(const pgd_conv2d_desc *d, pgd_error **err)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: stride %d x %d, dilation %d x %d, groups %d must be positive "
                               "(0 means 1) and padding %d x %d not negative",
-                              op, d->stride_h, d->stride_w, d->dil_h, d->dil_w, d->groups,
-                              d->pad_h, d->pad_w);
+                              op, d->stride_h, d->stride_w, d->dil_h, d->dil_w, d->groups, d->pad_h,
+                              d->pad_w);
     if (d->cin % d->groups || d->cout % d->groups)
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "%s: cin %lld and cout %lld must both be multiples of groups %d", op,
                               (long long)d->cin, (long long)d->cout, d->groups);
     int64_t kg = (int64_t)d->kh * d->kw * (d->cin / d->groups);
-    if (d->cout > INT32_MAX || d->cin > INT32_MAX || kg > INT32_MAX ||
-        d->cout * kg > INT32_MAX || d->kh > 65535 || d->kw > 65535)
+    if (d->cout > INT32_MAX || d->cin > INT32_MAX || kg > INT32_MAX || d->cout * kg > INT32_MAX ||
+        d->kh > 65535 || d->kw > 65535)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
                               "%s: %lld x %lld weights of a %d x %d kernel exceed the 32-bit "
                               "indices of the kernels",
@@ -173,8 +172,7 @@ static int upload_new(pgd_ctx *ctx, int64_t n, const float *host, pgd_tensor **o
 }
 
 int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
-                      const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out,
-                      pgd_error **err)
+                      const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out, pgd_error **err)
 {
     if (out)
         *out = NULL;
@@ -204,8 +202,10 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         free(c);
         free(hw);
         free(hb);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "conv2d: host staging of %lld "
-                              "weights", (long long)nw);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "conv2d: host staging of %lld "
+                              "weights",
+                              (long long)nw);
     }
     c->ctx = ctx;
     c->d = d;
@@ -223,7 +223,8 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         hb[co] = (float)b;
         for (int64_t ci = 0; ci < cing; ci++)
             for (int64_t t = 0; t < taps; t++)
-                hw[co * kg + t * cing + ci] = (float)((double)weight[(co * cing + ci) * taps + t] * s);
+                hw[co * kg + t * cing + ci] =
+                    (float)((double)weight[(co * cing + ci) * taps + t] * s);
     }
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
@@ -264,8 +265,8 @@ static int applies(const pgd_ctx *ctx, const pgd_conv2d *c, int alg)
     const pgd_conv2d_desc *d = &c->d;
     switch (alg) {
     case ALG_GEMM:
-        return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 &&
-               d->pad_h == 0 && d->pad_w == 0 && d->groups == 1;
+        return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_h == 0 &&
+               d->pad_w == 0 && d->groups == 1;
     case ALG_IMPLICIT:
         return pgd__gemm_uses_cpu_kernel(ctx);
     default:
@@ -313,12 +314,11 @@ static cl_int16 geometry(const fwd *f)
 {
     const pgd_conv2d_desc *d = &f->c->d;
     cl_int16 g;
-    cl_int v[16] = {(cl_int)f->h,        (cl_int)f->w,        (cl_int)d->cin,
-                    (cl_int)f->oh,       (cl_int)f->ow,       (cl_int)d->cout,
-                    d->kh,               d->kw,               d->stride_h,
-                    d->stride_w,         d->pad_h,            d->pad_w,
-                    d->dil_h,            d->dil_w,            (cl_int)f->c->cing,
-                    (cl_int)f->c->coutg};
+    cl_int v[16] = {
+        (cl_int)f->h,       (cl_int)f->w, (cl_int)d->cin, (cl_int)f->oh, (cl_int)f->ow,
+        (cl_int)d->cout,    d->kh,        d->kw,          d->stride_h,   d->stride_w,
+        d->pad_h,           d->pad_w,     d->dil_h,       d->dil_w,      (cl_int)f->c->cing,
+        (cl_int)f->c->coutg};
     memcpy(g.s, v, sizeof v);
     return g;
 }
@@ -424,10 +424,20 @@ static int run_implicit(const fwd *f, pgd_error **err)
     if ((d->pad_h || d->pad_w) && (rc = pad_input(f, &padded, err)))
         return rc;
     cl_mem x = padded ? padded->buf : f->x->buf;
-    cl_int a[14] = {(cl_int)f->m,  (cl_int)c->coutg, (cl_int)c->cing, (cl_int)d->cin,
-                    (cl_int)(f->h + 2 * d->pad_h), (cl_int)(f->w + 2 * d->pad_w),
-                    (cl_int)f->oh, (cl_int)f->ow, d->kh, d->kw, d->stride_h, d->stride_w,
-                    d->dil_h, d->dil_w};
+    cl_int a[14] = {(cl_int)f->m,
+                    (cl_int)c->coutg,
+                    (cl_int)c->cing,
+                    (cl_int)d->cin,
+                    (cl_int)(f->h + 2 * d->pad_h),
+                    (cl_int)(f->w + 2 * d->pad_w),
+                    (cl_int)f->oh,
+                    (cl_int)f->ow,
+                    d->kh,
+                    d->kw,
+                    d->stride_h,
+                    d->stride_w,
+                    d->dil_h,
+                    d->dil_w};
     cl_int cl = CL_SUCCESS;
     for (cl_uint i = 0; i < 14; i++)
         set_arg(&cl, k, i, sizeof(cl_int), &a[i]);
@@ -466,7 +476,8 @@ static int run_im2col(const fwd *f, pgd_error **err)
     pgd_ctx *ctx = f->ctx;
     const pgd_conv2d *c = f->c;
     uint64_t row_bytes = (uint64_t)c->kg * sizeof(float);
-    uint64_t cap = IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
+    uint64_t cap =
+        IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
     /* A test knob: a smaller chunk (bytes) so small shapes run the chunk loop. */
     const char *knob = getenv("PAGODA_CONV_CHUNK");
     long long forced = knob ? strtoll(knob, NULL, 10) : 0;
@@ -565,8 +576,8 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
     if (f.oh < 1 || f.ow < 1) {
         char what[160];
         snprintf(what, sizeof what,
-                 "a %d x %d kernel (dilation %d x %d, padding %d x %d) does not fit the input", d->kh,
-                 d->kw, d->dil_h, d->dil_w, d->pad_h, d->pad_w);
+                 "a %d x %d kernel (dilation %d x %d, padding %d x %d) does not fit the input",
+                 d->kh, d->kw, d->dil_h, d->dil_w, d->pad_h, d->pad_w);
         return pgd__shape_error(err, op, what, x, y);
     }
     if (!same_shape4(y, f.n, f.oh, f.ow, d->cout)) {
@@ -638,8 +649,8 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int rc = pgd__kernel_get(ctx, "conv", NULL, kernel, &kk, err);
     if (rc)
         return rc;
-    cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH, (cl_int)OW,
-                   k, stride, pad};
+    cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
+                   (cl_int)OW,    k,         stride,    pad};
     cl_int cl = CL_SUCCESS;
     set_arg(&cl, kk, 0, sizeof(cl_mem), &x->buf);
     set_arg(&cl, kk, 1, sizeof(cl_mem), &y->buf);
