@@ -31,19 +31,23 @@ __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int
     Y[i] = X[(((long)n * C + c) * H + h) * W + w];
 }
 
-/* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border (total: y's size). */
+/* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border. One work-item copies
+ * the C contiguous channels of one pixel; total = N·(H + 2·PH)·(W + 2·PW). */
 __kernel void conv_pad(__global const float *X, __global float *Y, const int total,
                        const int C, const int H, const int W, const int PH, const int PW)
 {
     const int i = get_global_id(0);
     if (i >= total) return;
     const int WP = W + 2 * PW, HP = H + 2 * PH;
-    const int c = i % C;
-    int t = i / C;
-    const int x = t % WP - PW;
-    t /= WP;
+    const int x = i % WP - PW, t = i / WP;
     const int y = t % HP - PH, n = t / HP;
-    Y[i] = (x >= 0 && x < W && y >= 0 && y < H) ? X[(((long)n * H + y) * W + x) * C + c] : 0.0f;
+    __global float *dst = Y + (long)i * C;
+    if (x >= 0 && x < W && y >= 0 && y < H) {
+        __global const float *src = X + (((long)n * H + y) * W + x) * C;
+        for (int c = 0; c < C; ++c) dst[c] = src[c];
+    } else {
+        for (int c = 0; c < C; ++c) dst[c] = 0.0f;
+    }
 }
 
 /* The geometry of a convolution, passed as one int16:

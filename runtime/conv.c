@@ -390,7 +390,8 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
         return rc;
     if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
         return rc;
-    cl_int a[6] = {(cl_int)total, (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w, d->pad_h, d->pad_w};
+    cl_int a[6] = {(cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w,
+                   d->pad_h, d->pad_w};
     cl_int cl = CL_SUCCESS;
     set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
     set_arg(&cl, k, 1, sizeof(cl_mem), &(*out)->buf);
@@ -399,7 +400,7 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
     if (cl != CL_SUCCESS)
         rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_pad'");
     if (!rc)
-        rc = enqueue_flat(ctx, k, "conv_pad", total, err);
+        rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, err);
     if (rc) {
         pgd_tensor_destroy(*out);
         *out = NULL;
