@@ -61,6 +61,7 @@ static const bench_item *const items[] = {
     &bench_item_attention_unfused,
     &bench_item_attention,
     &bench_item_layernorm,
+    &bench_item_conv,
     &bench_item_vit,
     &bench_item_resnet,
     &bench_item_resnet_nl,
@@ -131,14 +132,17 @@ static int run_device(const char *selector, char **specs, int nspecs, const benc
             bench_result *b = &res[j];
             double gflops = b->flops > 0 ? b->flops / (b->median_ms * 1e6) : 0;
             double gbs = b->bytes > 0 ? b->bytes / (b->median_ms * 1e6) : 0;
-            printf("%-28s %10.3f %10.3f %10.3f %9.1f %9.1f %11.1f\n", b->name, b->median_ms,
-                   b->p90_ms, b->min_ms, gflops, gbs, b->compile_ms);
+            printf("%-28s %10.3f %10.3f %10.3f %9.1f %9.1f %11.1f%s%s\n", b->name, b->median_ms,
+                   b->p90_ms, b->min_ms, gflops, gbs, b->compile_ms, b->note[0] ? "  " : "",
+                   b->note);
             json_t *o2 = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:i}", "name", b->name,
                                    "median_ms", b->median_ms, "p90_ms", b->p90_ms, "min_ms",
                                    b->min_ms, "gflops", gflops, "gbs", gbs, "compile_ms",
                                    b->compile_ms, "repeat", b->repeat);
             if (b->extra_key[0])
                 json_object_set_new(o2, b->extra_key, json_real(b->extra));
+            if (b->note[0])
+                json_object_set_new(o2, "algorithm", json_string(b->note));
             json_array_append_new(results, o2);
         }
         fflush(stdout);

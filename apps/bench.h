@@ -16,6 +16,7 @@ typedef struct bench_result {
     int repeat;
     char extra_key[32]; /* optional extra number for the JSON record */
     double extra;
+    char note[24]; /* optional word printed after the numbers and recorded ("algorithm") */
 } bench_result;
 
 typedef struct bench_item {
@@ -40,6 +41,7 @@ extern const bench_item bench_item_blas;
 extern const bench_item bench_item_attention;
 extern const bench_item bench_item_attention_unfused;
 extern const bench_item bench_item_layernorm;
+extern const bench_item bench_item_conv;
 extern const bench_item bench_item_vit;
 extern const bench_item bench_item_resnet;
 extern const bench_item bench_item_nonlocal;

@@ -583,6 +583,159 @@ const bench_item bench_item_layernorm = {"layernorm", "layernorm:N,D",
                                          "LayerNorm over D of N rows (eps 1e-6, affine)",
                                          validate_nd, run_layernorm};
 
+/* ---- conv[:N,H,W,Cin,Cout,K,stride[,groups]] — one NHWC convolution (padding K/2, bias,
+ * ReLU), or without a shape ResNet-50's distinct convolutions at 224 x 224, batch 1, and their
+ * total weighted by how often each occurs ------------------------------------------------- */
+
+typedef struct conv_shape {
+    long n, h, w, cin, cout, k, stride, groups;
+} conv_shape;
+
+/* ResNet-50 (torchvision, stride in the 3x3) at 224 x 224: input size, channels, kernel,
+ * stride, and the number of layers of that shape. */
+static const struct {
+    int h, cin, cout, k, stride, count;
+} resnet50_convs[] = {
+    {224, 3, 64, 7, 2, 1},     {56, 64, 64, 1, 1, 1},      {56, 64, 64, 3, 1, 3},
+    {56, 64, 256, 1, 1, 4},    {56, 256, 64, 1, 1, 2},     {56, 256, 128, 1, 1, 1},
+    {56, 128, 128, 3, 2, 1},   {28, 128, 512, 1, 1, 4},    {56, 256, 512, 1, 2, 1},
+    {28, 512, 128, 1, 1, 3},   {28, 128, 128, 3, 1, 3},    {28, 512, 256, 1, 1, 1},
+    {28, 256, 256, 3, 2, 1},   {14, 256, 1024, 1, 1, 6},   {28, 512, 1024, 1, 2, 1},
+    {14, 1024, 256, 1, 1, 5},  {14, 256, 256, 3, 1, 5},    {14, 1024, 512, 1, 1, 1},
+    {14, 512, 512, 3, 2, 1},   {7, 512, 2048, 1, 1, 3},    {14, 1024, 2048, 1, 2, 1},
+    {7, 2048, 512, 1, 1, 2},   {7, 512, 512, 3, 1, 2},
+};
+
+static int parse_conv(const char *spec, conv_shape *c)
+{
+    const char *colon = strchr(spec, ':');
+    if (!colon)
+        return 1; /* the ResNet-50 list */
+    char tail[8];
+    c->groups = 1;
+    int n = sscanf(colon + 1, "%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld%7s", &c->n, &c->h, &c->w, &c->cin,
+                   &c->cout, &c->k, &c->stride, &c->groups, tail);
+    if (n != 7 && n != 8)
+        return -1;
+    long v[8] = {c->n, c->h, c->w, c->cin, c->cout, c->k, c->stride, c->groups};
+    for (int i = 0; i < 8; i++)
+        if (v[i] < 1 || v[i] > (1L << 20))
+            return -1;
+    if (c->cin % c->groups || c->cout % c->groups || c->h + 2 * (c->k / 2) < c->k ||
+        c->w + 2 * (c->k / 2) < c->k)
+        return -1;
+    return 0;
+}
+
+static int validate_conv(const char *spec)
+{
+    conv_shape c;
+    return parse_conv(spec, &c) < 0 ? -1 : 0;
+}
+
+typedef struct conv_state {
+    pgd_ctx *ctx;
+    pgd_conv2d *conv;
+    pgd_tensor *x, *y;
+} conv_state;
+
+static int conv_once(void *p, pgd_error **err)
+{
+    conv_state *s = p;
+    return pgd_conv2d_forward(s->ctx, s->conv, s->x, PGD_ACT_RELU, NULL, s->y, err);
+}
+
+static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c, const bench_opts *o, bench_result *b,
+                          pgd_error **err)
+{
+    pgd_conv2d_desc d = {c->cin, c->cout, (int)c->k, (int)c->k, (int)c->stride, (int)c->stride,
+                         (int)(c->k / 2), (int)(c->k / 2), 1, 1, (int)c->groups};
+    int64_t oh, ow;
+    pgd_conv2d_out_size(&d, c->h, c->w, &oh, &ow);
+    size_t nw = (size_t)(c->cout * (c->cin / c->groups) * c->k * c->k);
+    size_t nx = (size_t)(c->n * c->h * c->w * c->cin);
+    float *host = malloc((nw > nx ? nw : nx) * sizeof *host);
+    float *bias = malloc((size_t)c->cout * sizeof *bias);
+    conv_state s = {ctx, NULL, NULL, NULL};
+    int rc = host && bias ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    if (!rc) {
+        fill_rand(host, nw);
+        fill_rand(bias, (size_t)c->cout);
+        rc = pgd_conv2d_create(ctx, &d, host, bias, NULL, &s.conv, err);
+    }
+    int64_t sx[4] = {c->n, c->h, c->w, c->cin}, sy[4] = {c->n, oh, ow, c->cout};
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 4, sx, &s.x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 4, sy, &s.y, err);
+    if (!rc) {
+        fill_rand(host, nx);
+        rc = pgd_tensor_upload(s.x, host, err);
+    }
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){conv_once, &s}, o, b, err);
+    if (!rc) {
+        if (c->groups > 1)
+            snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
+                     c->w, c->cin, c->cout, c->k, c->stride, c->groups);
+        else
+            snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
+                     c->w, c->cin, c->cout, c->k, c->stride);
+        snprintf(b->note, sizeof b->note, "%s", pgd_conv2d_algorithm(ctx, s.conv, c->h, c->w));
+        b->flops = 2.0 * (double)(c->n * oh * ow) * (double)c->cout * (double)(c->cin / c->groups) *
+                   (double)(c->k * c->k);
+        b->bytes = 4.0 * ((double)nx + (double)nw + (double)(c->n * oh * ow * c->cout));
+    }
+    pgd_conv2d_destroy(s.conv);
+    pgd_tensor_destroy(s.x);
+    pgd_tensor_destroy(s.y);
+    free(host);
+    free(bias);
+    return rc;
+}
+
+static int run_conv(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                    int *nres, int cap, pgd_error **err)
+{
+    conv_shape c;
+    if (parse_conv(spec, &c) == 0) {
+        int rc = bench_one_conv(ctx, &c, o, &res[0], err);
+        if (!rc)
+            *nres = 1;
+        return rc;
+    }
+    int n = 0, layers = sizeof resnet50_convs / sizeof resnet50_convs[0];
+    double total_ms = 0, total_min = 0, total_flops = 0;
+    for (int i = 0; i < layers && n + 1 < cap; i++) {
+        conv_shape s = {1, resnet50_convs[i].h, resnet50_convs[i].h, resnet50_convs[i].cin,
+                        resnet50_convs[i].cout, resnet50_convs[i].k, resnet50_convs[i].stride, 1};
+        int rc = bench_one_conv(ctx, &s, o, &res[n], err);
+        if (rc)
+            return rc;
+        int count = resnet50_convs[i].count;
+        snprintf(res[n].extra_key, sizeof res[n].extra_key, "layers");
+        res[n].extra = count;
+        total_ms += count * res[n].median_ms;
+        total_min += count * res[n].min_ms;
+        total_flops += count * res[n].flops;
+        n++;
+    }
+    bench_result *t = &res[n++];
+    snprintf(t->name, sizeof t->name, "conv:resnet50-total");
+    t->median_ms = t->p90_ms = total_ms;
+    t->min_ms = total_min;
+    t->flops = total_flops;
+    t->repeat = o->repeat;
+    snprintf(t->note, sizeof t->note, "53 layers");
+    *nres = n;
+    return 0;
+}
+
+const bench_item bench_item_conv = {
+    "conv", "conv[:N,H,W,Ci,Co,K,S[,G]]",
+    "NHWC convolution, padding K/2, bias + ReLU (no shape: ResNet-50's, with the total)",
+    validate_conv, run_conv};
+
 /* ---- vit_ti16 / vit_s16 / vit_b16[:B] — a whole ViT forward, image tensor to logits, with
  * seeded random weights (the work is that of trained weights) ------------------------------- */
 

@@ -31,6 +31,25 @@ __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int
     Y[i] = X[(((long)n * C + c) * H + h) * W + w];
 }
 
+/* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border. One work-item copies
+ * the C contiguous channels of one pixel; total = N·(H + 2·PH)·(W + 2·PW). */
+__kernel void conv_pad(__global const float *X, __global float *Y, const int total,
+                       const int C, const int H, const int W, const int PH, const int PW)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int WP = W + 2 * PW, HP = H + 2 * PH;
+    const int x = i % WP - PW, t = i / WP;
+    const int y = t % HP - PH, n = t / HP;
+    __global float *dst = Y + (long)i * C;
+    if (x >= 0 && x < W && y >= 0 && y < H) {
+        __global const float *src = X + (((long)n * H + y) * W + x) * C;
+        for (int c = 0; c < C; ++c) dst[c] = src[c];
+    } else {
+        for (int c = 0; c < C; ++c) dst[c] = 0.0f;
+    }
+}
+
 /* The geometry of a convolution, passed as one int16:
  * 0 H, 1 W, 2 CIN (input channels, ldx), 3 OH, 4 OW, 5 COUT, 6 KH, 7 KW, 8 SH, 9 SW, 10 PH,
  * 11 PW, 12 DH, 13 DW, 14 CING (channels per group), 15 COUTG. */
@@ -54,25 +73,28 @@ __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int
 /*
  * conv_im2col: rows [m0, m0 + rows) of group g's im2col matrix A [rows, KG], KG = KH·KW·CING
  * in (ky, kx, ci) order (the order of the prepared weights); taps outside the image are 0.
- * total = rows·KG.
+ * One work-item copies the CING contiguous channels of one tap of one row; total = rows·KH·KW.
  */
 __kernel void conv_im2col(__global const float *X, __global float *A, const int16 geo,
                           const int m0, const int total, const int g)
 {
     const int i = get_global_id(0);
     if (i >= total) return;
-    const int KG = G_KH * G_KW * G_CING;
-    const int k = i % KG, row = i / KG;
-    const int ci = k % G_CING, tap = k / G_CING;
+    const int taps = G_KH * G_KW, cing = G_CING;
+    const int tap = i % taps, row = i / taps;
     const int ky = tap / G_KW, kx = tap % G_KW;
     const int m = m0 + row;
     const int pix = m % (G_OH * G_OW), n = m / (G_OH * G_OW);
     const int iy = (pix / G_OW) * G_SH - G_PH + ky * G_DH;
     const int ix = (pix % G_OW) * G_SW - G_PW + kx * G_DW;
-    float v = 0.0f;
-    if (iy >= 0 && iy < G_H && ix >= 0 && ix < G_W)
-        v = X[(((long)n * G_H + iy) * G_W + ix) * G_CIN + (long)g * G_CING + ci];
-    A[i] = v;
+    __global float *dst = A + (long)row * taps * cing + (long)tap * cing;
+    if (iy >= 0 && iy < G_H && ix >= 0 && ix < G_W) {
+        __global const float *src =
+            X + (((long)n * G_H + iy) * G_W + ix) * G_CIN + (long)g * cing;
+        for (int c = 0; c < cing; ++c) dst[c] = src[c];
+    } else {
+        for (int c = 0; c < cing; ++c) dst[c] = 0.0f;
+    }
 }
 
 /*

@@ -276,77 +276,78 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 /*
  * conv_implicit_cpu: the gemm_cpu tile over a convolution seen as a GEMM without the im2col
  * matrix. Row m of A is output pixel m of the NHWC output (n, oy, ox); its K = KH·KW·CIN
- * elements are the taps in (ky, kx, ci) order, so for one tap the CIN elements of a row lie
- * contiguous in the NHWC input, and the inner loop is gemm_cpu's. A tap outside the image
- * points its row at Z, CIN zeros. B is the packed [K, COUT] weights of group g (stride
- * strideB), C the NHWC output with ldc channels, the group's columns at g·N.
- * Global size: (ceil(M/RM), ceil(N/NB), groups), local size (1,1,1).
+ * elements are the taps in (ky, kx, ci) order, which is the order of the packed weights B.
+ * X is already padded (the launcher copies it into a zero border when the convolution pads),
+ * so every tap lies inside it and no load is checked. For one tap the CIN elements of a row
+ * are contiguous in the NHWC input; with one group (ldx = CIN) and no horizontal dilation the
+ * KW·CIN elements of a kernel row are too, and the inner loop, gemm_cpu's, runs over that
+ * whole run. C is the NHWC output with ldc channels, group g's columns at g·N; B's groups are
+ * strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so that
+ * they share the panel while it is in cache.
+ * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1).
  */
 #define CONV_AEL(r, c) ar[r][c]
 
 __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
                                 const int H, const int W, const int OH, const int OW,
                                 const int KH, const int KW, const int SH, const int SW,
-                                const int PH, const int PW, const int DH, const int DW,
-                                __global const float *X, __global const float *Z,
+                                const int DH, const int DW,
+                                __global const float *X,
                                 __global const float *B, const long strideB,
                                 __global float *C, const int ldc,
                                 __global const float *bias, __global const float *R,
-                                const int epi)
+                                const int epi, const int MB)
 {
-    const int mb = get_global_id(0);
     const int pb = get_global_id(1);
     const int g = get_global_id(2);
-    const int m0 = mb * RM;
     const int n0 = pb * NB;
-    if (m0 >= M || n0 >= N) return;
+    if (n0 >= N) return;
     const float alpha = 1.0f, beta = 0.0f;
     const int K = KH * KW * CIN, ldr = ldc;
-
-    __global const float *xb[RM];
-    int iy0[RM], ix0[RM];
-#pragma unroll
-    for (int r = 0; r < RM; ++r) {
-        const int m = min(m0 + r, M - 1);
-        const int pix = m % (OH * OW), n = m / (OH * OW);
-        iy0[r] = (pix / OW) * SH - PH;
-        ix0[r] = (pix % OW) * SW - PW;
-        xb[r] = X + (long)n * H * W * ldx + (long)g * CIN;
-    }
+    const int whole_rows = DW == 1 && ldx == CIN;
+    const int RUN = whole_rows ? KW * CIN : CIN, NRUN = whole_rows ? KH : KH * KW;
     __global const float *bpanel = B + (long)g * strideB + (long)pb * K * NB;
 
-    VT acc[RM][NV];
+    for (int mt = 0; mt < MB; ++mt) {
+        const int m0 = (get_global_id(0) * MB + mt) * RM;
+        if (m0 >= M) return;
+        __global const float *xb[RM];
 #pragma unroll
-    for (int r = 0; r < RM; ++r)
-#pragma unroll
-        for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
+        for (int r = 0; r < RM; ++r) {
+            const int m = min(m0 + r, M - 1);
+            const int pix = m % (OH * OW), n = m / (OH * OW);
+            xb[r] = X + (((long)n * H + (pix / OW) * SH) * W + (pix % OW) * SW) * ldx +
+                    (long)g * CIN;
+        }
 
-    for (int ky = 0; ky < KH; ++ky) {
-        for (int kx = 0; kx < KW; ++kx) {
+        VT acc[RM][NV];
+#pragma unroll
+        for (int r = 0; r < RM; ++r)
+#pragma unroll
+            for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
+
+        for (int t = 0; t < NRUN; ++t) {
+            const int ky = whole_rows ? t : t / KW, kx = whole_rows ? 0 : t % KW;
+            const long toff = ((long)ky * DH * W + (long)kx * DW) * ldx;
             __global const float *ar[RM];
 #pragma unroll
-            for (int r = 0; r < RM; ++r) {
-                const int iy = iy0[r] + ky * DH, ix = ix0[r] + kx * DW;
-                ar[r] = (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                            ? xb[r] + ((long)iy * W + ix) * ldx
-                            : Z;
-            }
-            __global const float *bp = bpanel + (long)(ky * KW + kx) * CIN * NB;
+            for (int r = 0; r < RM; ++r) ar[r] = xb[r] + toff;
+            __global const float *bp = bpanel + (long)t * RUN * NB;
             int k = 0;
-            for (; k + KU <= CIN; k += KU) {
+            for (; k + KU <= RUN; k += KU) {
 #pragma unroll
                 for (int kk = 0; kk < KU; ++kk)
                     GEMM_CPU_STEP(k + kk, CONV_AEL)
             }
-            for (; k < CIN; ++k)
+            for (; k < RUN; ++k)
                 GEMM_CPU_STEP(k, CONV_AEL)
         }
-    }
 
-    __global float *Cb = C + (long)g * N;
-    __global const float *Rb = R + (long)g * N;
-    __global const float *bb = bias + (long)g * N;
-    GEMM_CPU_STORE()
+        __global float *Cb = C + (long)g * N;
+        __global const float *Rb = R + (long)g * N;
+        __global const float *bb = bias + (long)g * N;
+        GEMM_CPU_STORE()
+    }
 }
 
 /* ---------------------------------------------------------------- GPU GEMM */

@@ -10,7 +10,8 @@
  * it applies):
  *   gemm      1x1, stride 1, no padding, one group: the input is the GEMM's A [N·H·W, cin].
  *   implicit  CPU devices: gemm_cpu's register tile with A addressed as im2col would lay it
- *             out, without the matrix (conv_implicit_cpu), any groups.
+ *             out, without the matrix (conv_implicit_cpu), any groups; a padding
+ *             convolution first copies its input into a zero border.
  *   im2col    an explicit im2col matrix, in chunks of output rows of at most 64 MiB, then the
  *             shared GEMM; any device, any groups (one GEMM per group).
  *   direct    one work-item per output element; any device, any shape (depthwise).
@@ -30,14 +31,13 @@ static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "
 
 struct pgd_conv2d {
     pgd_ctx *ctx;
-    pgd_conv2d_desc d;     /* normalised: strides, dilations and groups at least 1 */
-    int64_t cing, coutg;   /* channels per group */
-    int64_t kg;            /* GEMM depth per group: kh·kw·cing */
-    pgd_tensor *w;         /* [cout, kh, kw, cing], batch norm folded in */
-    pgd_tensor *packed;    /* CPU devices: each group's panels, packed_stride apart; else NULL */
+    pgd_conv2d_desc d;   /* normalised: strides, dilations and groups at least 1 */
+    int64_t cing, coutg; /* channels per group */
+    int64_t kg;          /* GEMM depth per group: kh·kw·cing */
+    pgd_tensor *w;       /* [cout, kh, kw, cing], batch norm folded in */
+    pgd_tensor *packed;  /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
-    pgd_tensor *bias;      /* [cout] or NULL */
-    pgd_tensor *zeros;     /* cing zeros: the implicit GEMM's taps outside the image */
+    pgd_tensor *bias; /* [cout] or NULL */
 };
 
 static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
@@ -47,10 +47,17 @@ static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const v
 }
 
 /* Enqueues a flat kernel (one work-item per element) over `total` items. */
-static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
-                        pgd_error **err)
+static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, pgd_error **err)
 {
-    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)total, wg);
+    size_t wg = pgd__flat_wg(ctx, k);
+    /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
+     * hundred items make that call's cost small (PoCL 3.1: the stem's im2col took 31 ms in
+     * groups of 32). */
+    if (pgd__gemm_uses_cpu_kernel(ctx)) {
+        size_t limit = pgd__kernel_wg(ctx, k);
+        wg = limit < 256 ? limit : 256;
+    }
+    size_t global = pgd__round_up((size_t)total, wg);
     return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
 }
 
@@ -125,15 +132,15 @@ static int check_desc(const pgd_conv2d_desc *d, pgd_error **err)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: stride %d x %d, dilation %d x %d, groups %d must be positive "
                               "(0 means 1) and padding %d x %d not negative",
-                              op, d->stride_h, d->stride_w, d->dil_h, d->dil_w, d->groups,
-                              d->pad_h, d->pad_w);
+                              op, d->stride_h, d->stride_w, d->dil_h, d->dil_w, d->groups, d->pad_h,
+                              d->pad_w);
     if (d->cin % d->groups || d->cout % d->groups)
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "%s: cin %lld and cout %lld must both be multiples of groups %d", op,
                               (long long)d->cin, (long long)d->cout, d->groups);
     int64_t kg = (int64_t)d->kh * d->kw * (d->cin / d->groups);
-    if (d->cout > INT32_MAX || d->cin > INT32_MAX || kg > INT32_MAX ||
-        d->cout * kg > INT32_MAX || d->kh > 65535 || d->kw > 65535)
+    if (d->cout > INT32_MAX || d->cin > INT32_MAX || kg > INT32_MAX || d->cout * kg > INT32_MAX ||
+        d->kh > 65535 || d->kw > 65535)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
                               "%s: %lld x %lld weights of a %d x %d kernel exceed the 32-bit "
                               "indices of the kernels",
@@ -165,8 +172,7 @@ static int upload_new(pgd_ctx *ctx, int64_t n, const float *host, pgd_tensor **o
 }
 
 int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
-                      const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out,
-                      pgd_error **err)
+                      const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out, pgd_error **err)
 {
     if (out)
         *out = NULL;
@@ -192,14 +198,14 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     pgd_conv2d *c = calloc(1, sizeof *c);
     float *hw = malloc((size_t)nw * sizeof(float));
     float *hb = malloc((size_t)d.cout * sizeof(float));
-    float *hz = calloc((size_t)cing, sizeof(float));
-    if (!c || !hw || !hb || !hz) {
+    if (!c || !hw || !hb) {
         free(c);
         free(hw);
         free(hb);
-        free(hz);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "conv2d: host staging of %lld "
-                              "weights", (long long)nw);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "conv2d: host staging of %lld "
+                              "weights",
+                              (long long)nw);
     }
     c->ctx = ctx;
     c->d = d;
@@ -217,13 +223,12 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         hb[co] = (float)b;
         for (int64_t ci = 0; ci < cing; ci++)
             for (int64_t t = 0; t < taps; t++)
-                hw[co * kg + t * cing + ci] = (float)((double)weight[(co * cing + ci) * taps + t] * s);
+                hw[co * kg + t * cing + ci] =
+                    (float)((double)weight[(co * cing + ci) * taps + t] * s);
     }
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
         rc = upload_new(ctx, d.cout, hb, &c->bias, "conv2d bias", err);
-    if (!rc)
-        rc = upload_new(ctx, cing, hz, &c->zeros, "conv2d zeros", err);
     if (!rc && cpu) {
         int64_t shape[1] = {per * d.groups};
         rc = pgd_tensor_create(ctx, 1, shape, &c->packed, err);
@@ -235,7 +240,6 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     }
     free(hw);
     free(hb);
-    free(hz);
     if (rc) {
         pgd_conv2d_destroy(c);
         return rc;
@@ -251,7 +255,6 @@ void pgd_conv2d_destroy(pgd_conv2d *c)
     pgd_tensor_destroy(c->w);
     pgd_tensor_destroy(c->packed);
     pgd_tensor_destroy(c->bias);
-    pgd_tensor_destroy(c->zeros);
     free(c);
 }
 
@@ -262,8 +265,8 @@ static int applies(const pgd_ctx *ctx, const pgd_conv2d *c, int alg)
     const pgd_conv2d_desc *d = &c->d;
     switch (alg) {
     case ALG_GEMM:
-        return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 &&
-               d->pad_h == 0 && d->pad_w == 0 && d->groups == 1;
+        return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_h == 0 &&
+               d->pad_w == 0 && d->groups == 1;
     case ALG_IMPLICIT:
         return pgd__gemm_uses_cpu_kernel(ctx);
     default:
@@ -284,7 +287,7 @@ static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
         return ALG_GEMM;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
      * waste most of it, and the direct kernel reads each weight once per output anyway. */
-    if (c->coutg < 8 || c->cing < 4)
+    if (c->coutg < 8)
         return ALG_DIRECT;
     return pgd__gemm_uses_cpu_kernel(ctx) ? ALG_IMPLICIT : ALG_IM2COL;
 }
@@ -311,12 +314,11 @@ static cl_int16 geometry(const fwd *f)
 {
     const pgd_conv2d_desc *d = &f->c->d;
     cl_int16 g;
-    cl_int v[16] = {(cl_int)f->h,        (cl_int)f->w,        (cl_int)d->cin,
-                    (cl_int)f->oh,       (cl_int)f->ow,       (cl_int)d->cout,
-                    d->kh,               d->kw,               d->stride_h,
-                    d->stride_w,         d->pad_h,            d->pad_w,
-                    d->dil_h,            d->dil_w,            (cl_int)f->c->cing,
-                    (cl_int)f->c->coutg};
+    cl_int v[16] = {
+        (cl_int)f->h,       (cl_int)f->w, (cl_int)d->cin, (cl_int)f->oh, (cl_int)f->ow,
+        (cl_int)d->cout,    d->kh,        d->kw,          d->stride_h,   d->stride_w,
+        d->pad_h,           d->pad_w,     d->dil_h,       d->dil_w,      (cl_int)f->c->cing,
+        (cl_int)f->c->coutg};
     memcpy(g.s, v, sizeof v);
     return g;
 }
@@ -370,6 +372,42 @@ static int run_gemm(const fwd *f, pgd_error **err)
     return pgd__gemm(f->ctx, &gc, err);
 }
 
+/* The input inside a zero border of the convolution's padding, in a pooled buffer. */
+static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
+{
+    pgd_ctx *ctx = f->ctx;
+    const pgd_conv2d_desc *d = &f->c->d;
+    int64_t hp = f->h + 2 * d->pad_h, wp = f->w + 2 * d->pad_w;
+    int64_t total = f->n * hp * wp * d->cin;
+    if (total > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "conv2d: the padded input has more than 2^31 elements");
+    int rc = pgd__check_alloc(ctx, (uint64_t)total * sizeof(float), "conv2d padded input", err);
+    if (rc)
+        return rc;
+    cl_kernel k;
+    if ((rc = pgd__kernel_get(ctx, "conv", NULL, "conv_pad", &k, err)))
+        return rc;
+    if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
+        return rc;
+    cl_int a[6] = {(cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w,
+                   d->pad_h, d->pad_w};
+    cl_int cl = CL_SUCCESS;
+    set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
+    set_arg(&cl, k, 1, sizeof(cl_mem), &(*out)->buf);
+    for (cl_uint i = 0; i < 6; i++)
+        set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
+    if (cl != CL_SUCCESS)
+        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_pad'");
+    if (!rc)
+        rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, err);
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 static int run_implicit(const fwd *f, pgd_error **err)
 {
     pgd_ctx *ctx = f->ctx;
@@ -382,32 +420,56 @@ static int run_implicit(const fwd *f, pgd_error **err)
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
         return rc;
-    cl_int a[16] = {(cl_int)f->m,  (cl_int)c->coutg, (cl_int)c->cing, (cl_int)d->cin,
-                    (cl_int)f->h,  (cl_int)f->w,     (cl_int)f->oh,   (cl_int)f->ow,
-                    d->kh,         d->kw,            d->stride_h,     d->stride_w,
-                    d->pad_h,      d->pad_w,         d->dil_h,        d->dil_w};
+    /* The kernel reads every tap unchecked: a padding convolution reads a bordered copy. */
+    pgd_tensor *padded = NULL;
+    if ((d->pad_h || d->pad_w) && (rc = pad_input(f, &padded, err)))
+        return rc;
+    cl_mem x = padded ? padded->buf : f->x->buf;
+    cl_int a[14] = {(cl_int)f->m,
+                    (cl_int)c->coutg,
+                    (cl_int)c->cing,
+                    (cl_int)d->cin,
+                    (cl_int)(f->h + 2 * d->pad_h),
+                    (cl_int)(f->w + 2 * d->pad_w),
+                    (cl_int)f->oh,
+                    (cl_int)f->ow,
+                    d->kh,
+                    d->kw,
+                    d->stride_h,
+                    d->stride_w,
+                    d->dil_h,
+                    d->dil_w};
     cl_int cl = CL_SUCCESS;
-    for (cl_uint i = 0; i < 16; i++)
+    for (cl_uint i = 0; i < 14; i++)
         set_arg(&cl, k, i, sizeof(cl_int), &a[i]);
     cl_long sb = c->packed_stride;
     cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
     /* Absent bias and residual are never read; their arguments still need a valid buffer. */
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    set_arg(&cl, k, 16, sizeof(cl_mem), &f->x->buf);
-    set_arg(&cl, k, 17, sizeof(cl_mem), &c->zeros->buf);
-    set_arg(&cl, k, 18, sizeof(cl_mem), &c->packed->buf);
-    set_arg(&cl, k, 19, sizeof sb, &sb);
-    set_arg(&cl, k, 20, sizeof(cl_mem), &f->y->buf);
-    set_arg(&cl, k, 21, sizeof ldc, &ldc);
-    set_arg(&cl, k, 22, sizeof(cl_mem), &bias);
-    set_arg(&cl, k, 23, sizeof(cl_mem), &res);
-    set_arg(&cl, k, 24, sizeof epi, &epi);
+    set_arg(&cl, k, 14, sizeof(cl_mem), &x);
+    set_arg(&cl, k, 15, sizeof(cl_mem), &c->packed->buf);
+    set_arg(&cl, k, 16, sizeof sb, &sb);
+    set_arg(&cl, k, 17, sizeof(cl_mem), &f->y->buf);
+    set_arg(&cl, k, 18, sizeof ldc, &ldc);
+    set_arg(&cl, k, 19, sizeof(cl_mem), &bias);
+    set_arg(&cl, k, 20, sizeof(cl_mem), &res);
+    set_arg(&cl, k, 21, sizeof epi, &epi);
+    /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
+     * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
+     * 8). PAGODA_CONV_MB is a tuning knob. */
+    int64_t tiles = (f->m + rm - 1) / rm;
+    const char *knob = getenv("PAGODA_CONV_MB");
+    cl_int mb = knob && atoi(knob) > 0 ? atoi(knob) : 1;
+    set_arg(&cl, k, 22, sizeof mb, &mb);
     if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
-    size_t global[3] = {(size_t)((f->m + rm - 1) / rm), (size_t)((c->coutg + nb - 1) / nb),
+        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
+    size_t global[3] = {(size_t)((tiles + mb - 1) / mb), (size_t)((c->coutg + nb - 1) / nb),
                         (size_t)d->groups};
     size_t local[3] = {1, 1, 1};
-    return pgd__enqueue(ctx, k, "conv_implicit_cpu", 3, global, local, err);
+    if (!rc)
+        rc = pgd__enqueue(ctx, k, "conv_implicit_cpu", 3, global, local, err);
+    pgd_tensor_destroy(padded); /* the pool reuses it only after the queued work (in order) */
+    return rc;
 }
 
 static int run_im2col(const fwd *f, pgd_error **err)
@@ -415,7 +477,8 @@ static int run_im2col(const fwd *f, pgd_error **err)
     pgd_ctx *ctx = f->ctx;
     const pgd_conv2d *c = f->c;
     uint64_t row_bytes = (uint64_t)c->kg * sizeof(float);
-    uint64_t cap = IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
+    uint64_t cap =
+        IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
     /* A test knob: a smaller chunk (bytes) so small shapes run the chunk loop. */
     const char *knob = getenv("PAGODA_CONV_CHUNK");
     long long forced = knob ? strtoll(knob, NULL, 10) : 0;
@@ -443,7 +506,7 @@ static int run_im2col(const fwd *f, pgd_error **err)
     for (int g = 0; g < c->d.groups && !rc; g++) {
         for (int64_t m0 = 0; m0 < f->m && !rc; m0 += chunk) {
             int64_t rows = f->m - m0 < chunk ? f->m - m0 : chunk;
-            cl_int im0 = (cl_int)m0, total = (cl_int)(rows * c->kg), gi = g;
+            cl_int im0 = (cl_int)m0, total = (cl_int)(rows * c->d.kh * c->d.kw), gi = g;
             cl_int cl = CL_SUCCESS;
             set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
             set_arg(&cl, k, 1, sizeof(cl_mem), &a->buf);
@@ -514,8 +577,8 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
     if (f.oh < 1 || f.ow < 1) {
         char what[160];
         snprintf(what, sizeof what,
-                 "a %d x %d kernel (dilation %d x %d, padding %d x %d) does not fit the input", d->kh,
-                 d->kw, d->dil_h, d->dil_w, d->pad_h, d->pad_w);
+                 "a %d x %d kernel (dilation %d x %d, padding %d x %d) does not fit the input",
+                 d->kh, d->kw, d->dil_h, d->dil_w, d->pad_h, d->pad_w);
         return pgd__shape_error(err, op, what, x, y);
     }
     if (!same_shape4(y, f.n, f.oh, f.ow, d->cout)) {
@@ -587,8 +650,8 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int rc = pgd__kernel_get(ctx, "conv", NULL, kernel, &kk, err);
     if (rc)
         return rc;
-    cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH, (cl_int)OW,
-                   k, stride, pad};
+    cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
+                   (cl_int)OW,    k,         stride,    pad};
     cl_int cl = CL_SUCCESS;
     set_arg(&cl, kk, 0, sizeof(cl_mem), &x->buf);
     set_arg(&cl, kk, 1, sizeof(cl_mem), &y->buf);

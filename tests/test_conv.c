@@ -55,8 +55,8 @@ static float *download_checked(pgd_tensor *buf, int64_t n, const char *what, int
 
 /* |got - want| <= 1e-6 + rel · mag per element: float rounding is relative to the sum of the
  * terms' magnitudes, not to the result (which may cancel to near 0). */
-static int close_to(const float *got, const double *want, const double *mag, int64_t n,
-                    double rel, const char *what)
+static int close_to(const float *got, const double *want, const double *mag, int64_t n, double rel,
+                    const char *what)
 {
     int64_t bad = 0, first = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -67,8 +67,9 @@ static int close_to(const float *got, const double *want, const double *mag, int
         }
     }
     if (bad)
-        fprintf(stderr, "%s: %lld of %lld elements differ; first at %lld: got %.9g, want %.9g "
-                        "(magnitude %.3g)\n",
+        fprintf(stderr,
+                "%s: %lld of %lld elements differ; first at %lld: got %.9g, want %.9g "
+                "(magnitude %.3g)\n",
                 what, (long long)bad, (long long)n, (long long)first, (double)got[first],
                 want[first], mag[first]);
     return bad == 0;
@@ -178,16 +179,16 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
                    cc->res ? hres : NULL, cc->act, want, mag);
 
     pgd_error *err = NULL;
-    pgd_conv2d_desc d = {(int64_t)g->cin, (int64_t)g->cout, (int)g->kh, (int)g->kw,
-                         (int)g->sh, (int)g->sw, (int)g->ph, (int)g->pw, (int)g->dh, (int)g->dw,
-                         (int)g->groups};
+    pgd_conv2d_desc d = {(int64_t)g->cin, (int64_t)g->cout, (int)g->kh,    (int)g->kw,
+                         (int)g->sh,      (int)g->sw,       (int)g->ph,    (int)g->pw,
+                         (int)g->dh,      (int)g->dw,       (int)g->groups};
     if (trial % 5 == 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1)
         d.stride_h = d.stride_w = d.dil_h = d.dil_w = d.groups = 0; /* 0 means 1 */
     pgd_batchnorm bn = {bnw, bnb, bnm, bnv, 1e-5f};
     pgd_conv2d *conv = NULL;
-    PGD_CHECK_OK(pgd_conv2d_create(ctx, &d, hw, cc->bias ? hb : NULL, cc->bn ? &bn : NULL, &conv,
-                                   &err),
-                 &err);
+    PGD_CHECK_OK(
+        pgd_conv2d_create(ctx, &d, hw, cc->bias ? hb : NULL, cc->bn ? &bn : NULL, &conv, &err),
+        &err);
     int64_t oh2, ow2;
     pgd_conv2d_out_size(&d, (int64_t)g->h, (int64_t)g->w, &oh2, &ow2);
     ck_assert_int_eq(oh2, (int64_t)oh);
@@ -201,9 +202,9 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     pgd_tensor *vx = pgd_test_prefix(xbuf, 4, sx), *vy = pgd_test_prefix(ybuf, 4, sy);
     pgd_tensor *vr = rbuf ? pgd_test_prefix(rbuf, 4, sy) : NULL;
     const char *used = pgd_conv2d_algorithm(ctx, conv, (int64_t)g->h, (int64_t)g->w);
-    PGD_CHECK_OK(pgd_conv2d_forward(ctx, conv, vx, (pgd_act)cc->act,
-                                    cc->res_in_y ? vy : vr, vy, &err),
-                 &err);
+    PGD_CHECK_OK(
+        pgd_conv2d_forward(ctx, conv, vx, (pgd_act)cc->act, cc->res_in_y ? vy : vr, vy, &err),
+        &err);
     char what[512];
     snprintf(what, sizeof what,
              "conv on %s (forced '%s', used %s, trial %d): x [%zu, %zu, %zu, %zu], cout %zu, "
@@ -285,15 +286,30 @@ static void conv_shapes(const char *alg, uint64_t seed)
     unsetenv("PAGODA_CONV");
 }
 
-START_TEST(conv_gemm) { conv_shapes("gemm", 11); }
+START_TEST(conv_gemm)
+{
+    conv_shapes("gemm", 11);
+}
 END_TEST
-START_TEST(conv_implicit) { conv_shapes("implicit", 12); }
+START_TEST(conv_implicit)
+{
+    conv_shapes("implicit", 12);
+}
 END_TEST
-START_TEST(conv_im2col) { conv_shapes("im2col", 13); }
+START_TEST(conv_im2col)
+{
+    conv_shapes("im2col", 13);
+}
 END_TEST
-START_TEST(conv_direct) { conv_shapes("direct", 14); }
+START_TEST(conv_direct)
+{
+    conv_shapes("direct", 14);
+}
 END_TEST
-START_TEST(conv_auto) { conv_shapes("", 15); }
+START_TEST(conv_auto)
+{
+    conv_shapes("", 15);
+}
 END_TEST
 
 /* ResNet-50's own layers at a reduced image size, automatic choice: the stem, a bottleneck's
@@ -302,8 +318,8 @@ START_TEST(conv_resnet_layers)
 {
     static const int L[][6] = {
         /* cin, cout, k, stride, pad, h */
-        {3, 64, 7, 2, 3, 33}, {64, 64, 1, 1, 0, 14}, {64, 64, 3, 1, 1, 14},
-        {64, 256, 1, 1, 0, 14}, {256, 64, 1, 1, 0, 14}, {128, 128, 3, 2, 1, 14},
+        {3, 64, 7, 2, 3, 33},    {64, 64, 1, 1, 0, 14},  {64, 64, 3, 1, 1, 14},
+        {64, 256, 1, 1, 0, 14},  {256, 64, 1, 1, 0, 14}, {128, 128, 3, 2, 1, 14},
         {256, 512, 1, 2, 0, 14}, {256, 256, 3, 1, 1, 7},
     };
     unsetenv("PAGODA_CONV");
@@ -320,10 +336,20 @@ START_TEST(conv_resnet_layers)
         for (int i = 0; i < (int)(sizeof L / sizeof L[0]); i++) {
             conv_case c;
             memset(&c, 0, sizeof c);
-            c.g = (pgd_ref_conv){1,   (size_t)L[i][5], (size_t)L[i][5], (size_t)L[i][0],
-                                 (size_t)L[i][1], (size_t)L[i][2], (size_t)L[i][2],
-                                 (size_t)L[i][3], (size_t)L[i][3], (size_t)L[i][4],
-                                 (size_t)L[i][4], 1, 1, 1};
+            c.g = (pgd_ref_conv){1,
+                                 (size_t)L[i][5],
+                                 (size_t)L[i][5],
+                                 (size_t)L[i][0],
+                                 (size_t)L[i][1],
+                                 (size_t)L[i][2],
+                                 (size_t)L[i][2],
+                                 (size_t)L[i][3],
+                                 (size_t)L[i][3],
+                                 (size_t)L[i][4],
+                                 (size_t)L[i][4],
+                                 1,
+                                 1,
+                                 1};
             if (devs[di].software_rasteriser && c.g.h > 9)
                 c.g.h = c.g.w = 9;
             c.bn = 1;
@@ -389,15 +415,18 @@ static void pool_shapes(int kind, uint64_t seed)
             size_t p = (size_t)pgd_rng_int(&r, 0, (int64_t)k / 2);
             if (trial % 10 == 0) /* ResNet's: 3x3, stride 2, pad 1 */
                 k = 3, s = 2, p = 1;
-            size_t n = (size_t)pgd_rng_int(&r, 1, 3), c = (size_t)chans[pgd_rng_int(&r, 0, N_CHANS - 1)];
+            size_t n = (size_t)pgd_rng_int(&r, 1, 3),
+                   c = (size_t)chans[pgd_rng_int(&r, 0, N_CHANS - 1)];
             size_t minhw = k > 2 * p ? k - 2 * p : 1;
-            size_t h = minhw + (size_t)pgd_rng_int(&r, 0, 20), w = minhw + (size_t)pgd_rng_int(&r, 0, 20);
+            size_t h = minhw + (size_t)pgd_rng_int(&r, 0, 20),
+                   w = minhw + (size_t)pgd_rng_int(&r, 0, 20);
             if (kind == 2)
                 h = (size_t)pgd_rng_int(&r, 1, 12), w = (size_t)pgd_rng_int(&r, 1, 12);
             size_t oh = kind == 2 ? 1 : (h + 2 * p - k) / s + 1;
             size_t ow = kind == 2 ? 1 : (w + 2 * p - k) / s + 1;
             int64_t nx = (int64_t)(n * h * w * c), ny = (int64_t)(n * oh * ow * c);
-            float *hx = random_floats(&r, nx, -2.0f, 1.0f); /* mostly negative: -inf padding shows */
+            float *hx =
+                random_floats(&r, nx, -2.0f, 1.0f); /* mostly negative: -inf padding shows */
             double *want = malloc((size_t)ny * sizeof(double));
             ck_assert_ptr_nonnull(want);
             if (kind == 0)
@@ -411,15 +440,17 @@ static void pool_shapes(int kind, uint64_t seed)
             int64_t sy[4] = {(int64_t)n, (int64_t)oh, (int64_t)ow, (int64_t)c};
             int64_t sg[2] = {(int64_t)n, (int64_t)c};
             pgd_tensor *vx = pgd_test_prefix(xbuf, 4, sx);
-            pgd_tensor *vy = kind == 2 ? pgd_test_prefix(ybuf, 2, sg) : pgd_test_prefix(ybuf, 4, sy);
+            pgd_tensor *vy =
+                kind == 2 ? pgd_test_prefix(ybuf, 2, sg) : pgd_test_prefix(ybuf, 4, sy);
             pgd_error *err = NULL;
             int rc = kind == 0   ? pgd_maxpool2d(ctx, vx, (int)k, (int)s, (int)p, vy, &err)
                      : kind == 1 ? pgd_avgpool2d(ctx, vx, (int)k, (int)s, (int)p, vy, &err)
                                  : pgd_global_avgpool(ctx, vx, vy, &err);
             PGD_CHECK_OK(rc, &err);
             char what[200];
-            snprintf(what, sizeof what, "%s on %s: x [%zu, %zu, %zu, %zu], k %zu, stride %zu, pad %zu",
-                     names[kind], dev->name, n, h, w, c, k, s, p);
+            snprintf(what, sizeof what,
+                     "%s on %s: x [%zu, %zu, %zu, %zu], k %zu, stride %zu, pad %zu", names[kind],
+                     dev->name, n, h, w, c, k, s, p);
             int ok = 1;
             float *got = download_checked(ybuf, ny, what, &ok);
             ok &= pgd_test_allclose(got, want, (size_t)ny, 1e-5, 1e-6, what);
@@ -438,11 +469,20 @@ static void pool_shapes(int kind, uint64_t seed)
     }
 }
 
-START_TEST(maxpool_shapes) { pool_shapes(0, 21); }
+START_TEST(maxpool_shapes)
+{
+    pool_shapes(0, 21);
+}
 END_TEST
-START_TEST(avgpool_shapes) { pool_shapes(1, 22); }
+START_TEST(avgpool_shapes)
+{
+    pool_shapes(1, 22);
+}
 END_TEST
-START_TEST(global_avgpool_shapes) { pool_shapes(2, 23); }
+START_TEST(global_avgpool_shapes)
+{
+    pool_shapes(2, 23);
+}
 END_TEST
 
 START_TEST(nchw_to_nhwc_shapes)
@@ -463,7 +503,8 @@ START_TEST(nchw_to_nhwc_shapes)
                 for (int64_t ch = 0; ch < c; ch++)
                     for (int64_t y = 0; y < h; y++)
                         for (int64_t x = 0; x < w; x++)
-                            want[((b * h + y) * w + x) * c + ch] = hx[((b * c + ch) * h + y) * w + x];
+                            want[((b * h + y) * w + x) * c + ch] =
+                                hx[((b * c + ch) * h + y) * w + x];
             pgd_tensor *xbuf = upload_buf(ctx, hx, total), *ybuf = upload_buf(ctx, NULL, total);
             int64_t sx[4] = {n, c, h, w}, sy[4] = {n, h, w, c};
             pgd_tensor *vx = pgd_test_prefix(xbuf, 4, sx), *vy = pgd_test_prefix(ybuf, 4, sy);
@@ -526,8 +567,8 @@ START_TEST(shape_errors)
                  "cin 4", "groups 3");
     ck_assert_ptr_null(conv);
     pgd_conv2d_desc neg = {4, 6, 3, 3, 1, 1, -1, 1, 1, 1, 1};
-    expect_error(pgd_conv2d_create(ctx, &neg, w, NULL, NULL, &conv, &err),
-                 PGD_ERR_INVALID_ARGUMENT, &err, "padding -1", NULL);
+    expect_error(pgd_conv2d_create(ctx, &neg, w, NULL, NULL, &conv, &err), PGD_ERR_INVALID_ARGUMENT,
+                 &err, "padding -1", NULL);
     pgd_conv2d_desc zero = {4, 6, 0, 3, 1, 1, 1, 1, 1, 1, 1};
     expect_error(pgd_conv2d_create(ctx, &zero, w, NULL, NULL, &conv, &err),
                  PGD_ERR_INVALID_ARGUMENT, &err, "kernel 0 x 3", NULL);
@@ -546,7 +587,8 @@ START_TEST(shape_errors)
     ck_assert_int_eq(oh, 0);
     ck_assert_int_eq(ow, 8);
 
-    int64_t sx[4] = {2, 9, 8, 4}, sx3[4] = {2, 9, 8, 3}, sy[4] = {2, 5, 4, 6}, sy2[4] = {2, 5, 5, 6};
+    int64_t sx[4] = {2, 9, 8, 4}, sx3[4] = {2, 9, 8, 3}, sy[4] = {2, 5, 4, 6},
+            sy2[4] = {2, 5, 5, 6};
     int64_t sx_small[4] = {1, 1, 1, 4}, sy1[4] = {1, 1, 1, 6}, sx_nchw[4] = {2, 4, 9, 8};
     pgd_tensor *x = shaped(ctx, 4, sx), *x3 = shaped(ctx, 4, sx3), *y = shaped(ctx, 4, sy);
     pgd_tensor *y2 = shaped(ctx, 4, sy2), *xs = shaped(ctx, 4, sx_small), *y1 = shaped(ctx, 4, sy1);
@@ -576,8 +618,8 @@ START_TEST(shape_errors)
     PGD_CHECK_OK(pgd_maxpool2d(ctx, x, 3, 2, 0, yp, &err), &err);
     expect_error(pgd_maxpool2d(ctx, x, 3, 2, 1, yp, &err), PGD_ERR_SHAPE, &err, "[2, 9, 8, 4]",
                  "[2, 4, 3, 4]");
-    expect_error(pgd_avgpool2d(ctx, x, 3, 2, 2, yp, &err), PGD_ERR_INVALID_ARGUMENT, &err,
-                 "pad 2", NULL);
+    expect_error(pgd_avgpool2d(ctx, x, 3, 2, 2, yp, &err), PGD_ERR_INVALID_ARGUMENT, &err, "pad 2",
+                 NULL);
     expect_error(pgd_avgpool2d(ctx, xs, 3, 1, 0, yp, &err), PGD_ERR_SHAPE, &err, "does not fit",
                  "[1, 1, 1, 4]");
     PGD_CHECK_OK(pgd_global_avgpool(ctx, x, yg, &err), &err);

@@ -579,8 +579,10 @@ PGD_API void pgd_conv2d_destroy(pgd_conv2d *conv);
 PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int64_t *oh,
                                  int64_t *ow);
 /* y [N, OH, OW, cout] = act(conv(x [N, H, W, cin]) + bias + residual), the residual (NULL: none;
- * shaped like y, may not alias x) added before the activation as ResNet does. The algorithm
- * (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct) is chosen per shape and device;
+ * shaped like y, may not alias x; may be y itself) added before the activation as ResNet does.
+ * y may not alias x (PGD_ERR_INVALID_ARGUMENT). Wrong shapes are PGD_ERR_SHAPE naming both
+ * tensors. The algorithm (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct) is chosen per
+ * shape and device;
  * $PAGODA_CONV=gemm|implicit|im2col|direct forces one where it applies (tests). */
 PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
@@ -589,7 +591,9 @@ PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_t
 PGD_API const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h,
                                          int64_t w);
 
-/* Max pooling over k x k windows (padding counts as -inf; PyTorch's floor rule), NHWC. */
+/* Max pooling over k x k windows (padding counts as -inf; PyTorch's floor rule), NHWC. Pools need
+ * k >= 1, stride >= 1 and 0 <= pad <= k/2 (PyTorch's rule) and a y that does not alias x, else
+ * PGD_ERR_INVALID_ARGUMENT; y must be [N, OH, OW, C], else PGD_ERR_SHAPE naming both shapes. */
 PGD_API int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
                           pgd_tensor *y, pgd_error **err);
 /* Average pooling over k x k windows, zero padding counted in the divisor
