@@ -10,6 +10,7 @@
  *     limits): gemm_gpu, local-memory tiles; the tile is the largest of three that fits the
  *     device's work-group and local-memory limits and the kernel's CL_KERNEL_WORK_GROUP_SIZE.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,6 +413,75 @@ static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     return pgd__gemm_uses_cpu_kernel(ctx) ? run_cpu(ctx, g, err) : run_gpu(ctx, g, err);
 }
 
+static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g) == PGD__GEMM_CLBLAST) {
+        int rc = pgd__gemm_clblast(ctx, g, err);
+        if (rc != PGD_ERR_UNSUPPORTED)
+            return rc;
+    }
+    return run_own(ctx, g, err);
+}
+
+/* The longest K one launch may take. Mesa's llvmpipe (22.3) ends every loop nest of a
+ * work-item after about 65,535 iterations without an error (a GPU-hang guard), which silently
+ * truncates the K loop of a GEMM past K ≈ 750; on software rasterisers K is therefore split
+ * into chunks accumulated through beta. $PAGODA_GEMM_KCHUNK sets the chunk anywhere (tests). */
+static int64_t k_chunk(const pgd_ctx *ctx)
+{
+    const char *e = getenv("PAGODA_GEMM_KCHUNK");
+    if (e && *e) {
+        long v = strtol(e, NULL, 10);
+        if (v > 0)
+            return v;
+    }
+    return ctx->dev.software_rasteriser ? 256 : INT64_MAX;
+}
+
+static int gemm_k_chunked(pgd_ctx *ctx, const pgd__gemm_call *g, int64_t kc, pgd_error **err)
+{
+    pgd__mat res;
+    cl_mem copy = NULL;
+    int rc = PGD_OK;
+    if (g->residual && g->residual->buf == g->c.buf) {
+        /* the chunks overwrite C: keep the residual it holds */
+        size_t bytes = 0;
+        cl_int cl = clGetMemObjectInfo(g->c.buf, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        if (cl == CL_SUCCESS)
+            copy = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &cl);
+        if (cl == CL_SUCCESS)
+            cl = clEnqueueCopyBuffer(ctx->queue, g->c.buf, copy, 0, 0, bytes, 0, NULL, NULL);
+        if (cl != CL_SUCCESS) {
+            if (copy)
+                clReleaseMemObject(copy);
+            return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer",
+                                "keeping the residual of a K-chunked GEMM (%zu bytes)", bytes);
+        }
+        res = *g->residual;
+        res.buf = copy;
+    }
+    for (int64_t k0 = 0; k0 < g->K && !rc; k0 += kc) {
+        pgd__gemm_call c = *g;
+        int last = k0 + kc >= g->K;
+        c.K = last ? g->K - k0 : kc;
+        c.a.off += (size_t)(g->trans_a ? k0 * g->a.ld : k0);
+        c.b.off += (size_t)(g->trans_b ? k0 : k0 * g->b.ld);
+        if (k0 > 0)
+            c.beta = 1.0f;
+        if (!last) {
+            c.bias = NULL;
+            c.residual = NULL;
+            c.act = PGD_ACT_NONE;
+        } else if (copy) {
+            c.residual = &res;
+        }
+        rc = gemm_one(ctx, &c, err);
+    }
+    if (copy)
+        clReleaseMemObject(copy);
+    return rc;
+}
+
 int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
     int rc = check_int_range(g, err);
@@ -419,12 +489,10 @@ int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         return rc;
     if (g->M == 0 || g->N == 0)
         return PGD_OK;
-    if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g) == PGD__GEMM_CLBLAST) {
-        rc = pgd__gemm_clblast(ctx, g, err);
-        if (rc != PGD_ERR_UNSUPPORTED)
-            return rc;
-    }
-    return run_own(ctx, g, err);
+    int64_t kc = k_chunk(ctx);
+    if (g->K > kc && !g->b_packed)
+        return gemm_k_chunked(ctx, g, kc, err);
+    return gemm_one(ctx, g, err);
 }
 
 /* ---- public API ---- */

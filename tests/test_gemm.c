@@ -55,16 +55,23 @@ static float *filled(size_t n, pgd_rng *r, int integers)
     return p;
 }
 
-/* One random case; returns 1 if it passed. */
-static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
+/* One random case; returns 1 if it passed. long_k: K in 700..3000 with small M and N (past
+ * llvmpipe's loop limit, so K is chunked there); 2: and the residual is C itself. */
+static int one_case_k(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int long_k)
 {
     int ta = trial & 1, tb = (trial >> 1) & 1;
     int64_t M = pick_dim(r, small), N = pick_dim(r, small), K = pick_dim(r, small);
+    if (long_k) {
+        M = pgd_rng_int(r, 1, 24);
+        N = pgd_rng_int(r, 1, 24);
+        K = pgd_rng_int(r, 700, 3000);
+    }
     int64_t batch = pgd_rng_int(r, 0, 3) == 0 ? pgd_rng_int(r, 2, 3) : 1;
     int b_shared = batch > 1 && pgd_rng_int(r, 0, 1);
     /* Epilogues are exercised mostly with B transposed, the linear-layer case. */
     int epi = tb ? (int)pgd_rng_int(r, 0, 5) : (int)pgd_rng_int(r, 0, 1);
-    int has_bias = epi >= 1, has_res = epi >= 3;
+    int has_bias = epi >= 1, has_res = epi >= 3 || long_k == 2;
+    int alias = long_k == 2;
     pgd_act act = epi == 2 || epi == 4 ? PGD_ACT_GELU : epi == 5 ? PGD_ACT_RELU : PGD_ACT_NONE;
     int integers = act != PGD_ACT_GELU && pgd_rng_int(r, 0, 1);
     float alpha = integers ? 1.0f : 0.5f + pgd_rng_float(r);
@@ -76,6 +83,8 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     float *A = filled(na, r, integers), *B = filled(nb, r, integers), *C0 = filled(nc, r, integers);
     float *bias = has_bias ? filled((size_t)N, r, integers) : NULL;
     float *R = has_res ? filled(nc, r, integers) : NULL;
+    if (alias)
+        memcpy(R, C0, nc * sizeof *R); /* the residual is C's old content */
     double *want = malloc(nc * sizeof *want);
     float *got = malloc((nc + canary) * sizeof *got);
     ref_gemm(ta, tb, M, N, K, batch, b_shared, alpha, A, B, beta, C0, bias, act, R, want);
@@ -89,21 +98,22 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
      * output is poisoned with NaN too, so an unwritten element fails. */
     float *cinit = malloc((nc + canary) * sizeof *cinit);
     for (size_t i = 0; i < nc + canary; i++)
-        cinit[i] = i < nc && beta != 0.0f ? C0[i] : NAN;
+        cinit[i] = i < nc && (beta != 0.0f || alias) ? C0[i] : NAN;
     int64_t big[1] = {(int64_t)(nc + canary)};
     pgd_tensor *cbuf = pgd_test_upload(ctx, 1, big, cinit);
     pgd_tensor *cv = pgd_test_prefix(cbuf, 3, sc);
     pgd_tensor *tbias = has_bias ? pgd_test_upload(ctx, 1, &N, bias) : NULL;
-    pgd_tensor *tres = has_res ? pgd_test_upload(ctx, 3, sc, R) : NULL;
+    pgd_tensor *tres = has_res && !alias ? pgd_test_upload(ctx, 3, sc, R) : NULL;
 
-    pgd_gemm_args args = {ta, tb, alpha, beta, tbias, act, tres};
+    pgd_gemm_args args = {ta, tb, alpha, beta, tbias, act, alias ? cv : tres};
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_gemm(ctx, &args, ta_, tb_, cv, &err), &err);
     PGD_CHECK_OK(pgd_tensor_download(cbuf, got, &err), &err);
     char what[160];
-    snprintf(what, sizeof what, "gemm ta=%d tb=%d M=%lld N=%lld K=%lld batch=%lld%s epi=%d %s", ta,
-             tb, (long long)M, (long long)N, (long long)K, (long long)batch,
-             b_shared ? " shared-B" : "", epi, integers ? "integers" : "floats");
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d M=%lld N=%lld K=%lld batch=%lld%s epi=%d %s%s",
+             ta, tb, (long long)M, (long long)N, (long long)K, (long long)batch,
+             b_shared ? " shared-B" : "", epi, integers ? "integers" : "floats",
+             alias ? " residual=C" : "");
     /* Integer inputs give exact sums in float (|sum| < 2^24): demand equality. Otherwise the
      * error of a length-K float dot product: K·eps relative to the magnitudes involved. */
     double tol = integers ? 0.0 : 2e-6 * (double)K + 1e-5;
@@ -130,6 +140,38 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     free(cinit);
     return ok;
 }
+
+static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
+{
+    return one_case_k(ctx, r, trial, small, 0);
+}
+
+/* Long K on every device, both back ends, with K chunked (forced small on half the cases, as
+ * llvmpipe needs it; see k_chunk in gemm.c), the residual sometimes C itself. */
+START_TEST(long_k)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 4242);
+        int failed = 0;
+        for (int trial = 0; trial < 24; trial++) {
+            setenv("PAGODA_GEMM", trial % 3 == 2 ? "clblast" : "pagoda", 1);
+            if (trial % 2)
+                setenv("PAGODA_GEMM_KCHUNK", "97", 1);
+            else
+                unsetenv("PAGODA_GEMM_KCHUNK");
+            failed += !one_case_k(ctx, &r, trial, 1, trial % 4 == 3 ? 2 : 1);
+        }
+        unsetenv("PAGODA_GEMM");
+        unsetenv("PAGODA_GEMM_KCHUNK");
+        ck_assert_msg(failed == 0, "%s: %d of 24 long-K GEMM cases failed", d[i].name, failed);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
 
 START_TEST(random_shapes)
 {
@@ -325,6 +367,7 @@ int main(void)
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, shape_errors);
     tcase_add_test(tc, random_shapes);
+    tcase_add_test(tc, long_k);
     tcase_add_test(tc, linear_layers);
     tcase_add_test(tc, clblast_backend);
     tcase_add_test(tc, choice_is_measured_once);
