@@ -830,7 +830,22 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
         l0 = 1;
     size_t global[3] = {pgd__round_up((size_t)Ci, l0), (size_t)N, (size_t)Bn};
     size_t local[3] = {l0, 1, 1};
-    return pgd__enqueue(ctx, k, "nl_concat", 3, global, local, err);
+    /* key ranges of at most 8192 per launch: llvmpipe truncates longer loops (see gemm.c);
+     * $PAGODA_NL_KEY_CHUNK sets another length (tests) */
+    cl_int chunk = 8192;
+    const char *env = getenv("PAGODA_NL_KEY_CHUNK");
+    if (env && atoi(env) > 0)
+        chunk = atoi(env);
+    for (cl_int j0 = 0; j0 < np && !rc; j0 += chunk) {
+        cl_int j1 = np - j0 > chunk ? j0 + chunk : np, acc = j0 > 0;
+        e = clSetKernelArg(k, 10, sizeof j0, &j0);
+        e |= clSetKernelArg(k, 11, sizeof j1, &j1);
+        e |= clSetKernelArg(k, 12, sizeof acc, &acc);
+        if (e)
+            return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
+        rc = pgd__enqueue(ctx, k, "nl_concat", 3, global, local, err);
+    }
+    return rc;
 }
 
 int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)

@@ -19,10 +19,12 @@ __kernel void nl_rowdot(__global const float *X, long off, int ld, int cols,
     out[r] = acc;
 }
 
-/* Y[(b·N + i)·Ci + c] = inv · Σ_j max(a[b·N + i] + bv[b·Np + j], 0) · G[goff + (b·Np + j)·ld + c] */
+/* Y[(b·N + i)·Ci + c] (+)= inv · Σ_{j0 <= j < j1} max(a[b·N + i] + bv[b·Np + j], 0) ·
+ * G[goff + (b·Np + j)·ld + c]; accumulate: add to Y (the launcher splits long j ranges: Mesa's
+ * llvmpipe ends a work-item's loops after ~65535 iterations). */
 __kernel void nl_concat(__global const float *a, __global const float *bv,
                         __global const float *G, long goff, int ld, int Ci, int N, int Np,
-                        float inv, __global float *Y)
+                        float inv, __global float *Y, int j0, int j1, int accumulate)
 {
     int c = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (c >= Ci || i >= N)
@@ -31,9 +33,10 @@ __kernel void nl_concat(__global const float *a, __global const float *bv,
     __global const float *bb = bv + (long)b * Np;
     __global const float *g = G + goff + (long)b * Np * ld + c;
     float acc = 0.0f;
-    for (int j = 0; j < Np; j++) {
+    for (int j = j0; j < j1; j++) {
         float f = fmax(ai + bb[j], 0.0f);
         acc = fma(f, g[(long)j * ld], acc);
     }
-    Y[((long)b * N + i) * Ci + c] = acc * inv;
+    long o = ((long)b * N + i) * Ci + c;
+    Y[o] = accumulate ? Y[o] + acc * inv : acc * inv;
 }

@@ -161,6 +161,16 @@ CASE(dot_sub, "basic-dot-product-sub", NL_DOT_PRODUCT, 1)
 CASE(concat, "basic-concatenation", NL_CONCATENATION, 0)
 CASE(concat_sub, "basic-concatenation-sub", NL_CONCATENATION, 1)
 
+/* The concatenation sum split into key ranges of 5 (as long ranges are on llvmpipe). */
+START_TEST(concat_chunked)
+{
+    setenv("PAGODA_NL_KEY_CHUNK", "5", 1);
+    run_case("basic-concatenation", NL_CONCATENATION, 0, 1);
+    run_case("basic-concatenation-sub", NL_CONCATENATION, 1, 1);
+    unsetenv("PAGODA_NL_KEY_CHUNK");
+}
+END_TEST
+
 START_TEST(bottleneck) { run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2); }
 END_TEST
 
@@ -414,6 +424,7 @@ int main(void)
     tcase_add_test(tc, dot_sub);
     tcase_add_test(tc, concat);
     tcase_add_test(tc, concat_sub);
+    tcase_add_test(tc, concat_chunked);
     tcase_add_test(tc, bottleneck);
     tcase_add_test(tc, identity_init);
     tcase_add_test(tc, malformed);
