@@ -285,7 +285,8 @@ int pgd_device_select(const pgd_device_info *list, size_t count, const char *sel
                               listing);
     }
     for (size_t i = 0; i < count; i++) {
-        if (contains_nocase(list[i].name, selector) || contains_nocase(list[i].platform, selector)) {
+        if (contains_nocase(list[i].name, selector) || contains_nocase(list[i].platform, selector) ||
+            contains_nocase(list[i].platform_version, selector)) {
             *index = i;
             return PGD_OK;
         }
