@@ -84,13 +84,13 @@ static const struct {
     {"kernels", "gemm:197,3072,768"},
     {"kernels", "gemm:197,768,3072"},
     /* ResNet-50 convolutions as GEMMs (M = output pixels, N = out channels, K = C·kh·kw). */
-    {"kernels", "gemm:3136,256,64"},   /* layer1 1x1 expand, 56x56 */
-    {"kernels", "gemm:784,128,1152"},  /* layer2 3x3, 28x28 */
-    {"kernels", "gemm:196,256,2304"},  /* layer3 3x3, 14x14 */
-    {"kernels", "gemm:49,2048,512"},   /* layer4 1x1 expand, 7x7 */
-    {"kernels", "attention:197,12,64"},  /* ViT-B/16 at 224 */
-    {"kernels", "attention:785,12,64"},  /* ViT-B/16 at 448 */
-    {"kernels", "attention:3136,1,64"},  /* one head over 56x56 positions */
+    {"kernels", "gemm:3136,256,64"},    /* layer1 1x1 expand, 56x56 */
+    {"kernels", "gemm:784,128,1152"},   /* layer2 3x3, 28x28 */
+    {"kernels", "gemm:196,256,2304"},   /* layer3 3x3, 14x14 */
+    {"kernels", "gemm:49,2048,512"},    /* layer4 1x1 expand, 7x7 */
+    {"kernels", "attention:197,12,64"}, /* ViT-B/16 at 224 */
+    {"kernels", "attention:785,12,64"}, /* ViT-B/16 at 448 */
+    {"kernels", "attention:3136,1,64"}, /* one head over 56x56 positions */
     {"kernels", "layernorm:197,768"},
     {"kernels", "patch_embed:1,768"},
     {"models", "vit_ti16:1"},
@@ -322,8 +322,9 @@ static void host_json(json_t *doc)
         fclose(f);
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    json_object_set_new(doc, "host", json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model",
-                                               cpu, "cores", (int)cores));
+    json_object_set_new(
+        doc, "host",
+        json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model", cpu, "cores", (int)cores));
 }
 
 static json_t *result_json(const char *item, const bench_result *b, const peak_numbers *pk,
@@ -332,11 +333,11 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
     json_t *params = NULL;
     if (b->params[0])
         params = json_loads(b->params, 0, NULL);
-    json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item", item,
-                          "spec", b->name, "name", b->name, "params",
-                          params ? params : json_object(), "median_ms", b->median_ms, "p90_ms",
-                          b->p90_ms, "min_ms", b->min_ms, "repeat", b->repeat, "warmup", b->warmup,
-                          "compile_ms", b->compile_ms);
+    json_t *r =
+        json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item", item, "spec",
+                  b->name, "name", b->name, "params", params ? params : json_object(), "median_ms",
+                  b->median_ms, "p90_ms", b->p90_ms, "min_ms", b->min_ms, "repeat", b->repeat,
+                  "warmup", b->warmup, "compile_ms", b->compile_ms);
     if (b->flops > 0) {
         json_object_set_new(r, "flops", json_real(b->flops));
         json_object_set_new(r, "gflops", json_real(gflops));
@@ -348,8 +349,8 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
     if (b->flops > 0 && b->bytes > 0)
         json_object_set_new(r, "intensity", json_real(b->flops / b->bytes));
     if (b->peak_kind != BENCH_PEAK_NONE)
-        json_object_set_new(r, "peak_kind", json_string(b->peak_kind == BENCH_PEAK_FLOPS ? "flops"
-                                                                                        : "bytes"));
+        json_object_set_new(r, "peak_kind",
+                            json_string(b->peak_kind == BENCH_PEAK_FLOPS ? "flops" : "bytes"));
     else if (b->flops > 0 && pk->gflops > 0)
         json_object_set_new(r, "peak_fraction", json_real(gflops / pk->gflops));
     if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk->gbs > 0)
@@ -452,8 +453,8 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
                     snprintf(frac, sizeof frac, "%.0f%%bw", 100.0 * gbs / pk.gbs);
                 if (b->flops > 0 && b->bytes > 0)
                     snprintf(ai, sizeof ai, "%.1f", b->flops / b->bytes);
-                printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f\n", b->name,
-                       b->median_ms, b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms);
+                printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f\n", b->name, b->median_ms,
+                       b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms);
             }
             json_array_append_new(results, result_json(e->item->prefix, b, &pk, gflops, gbs));
         }
@@ -461,7 +462,8 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
     }
     if (table && (pk.gflops > 0 || pk.gbs > 0))
         printf("peak: %.1f GFLOP/s fp32 FMA (%s), %.1f GB/s global memory (%s)\n", pk.gflops,
-               pk.gflops_from[0] ? pk.gflops_from : "-", pk.gbs, pk.gbs_from[0] ? pk.gbs_from : "-");
+               pk.gflops_from[0] ? pk.gflops_from : "-", pk.gbs,
+               pk.gbs_from[0] ? pk.gbs_from : "-");
     json_t *run = json_pack("{s:o, s:s, s:s}", "device", app_device_json(d), "driver",
                             d->driver_version, "platform_version", d->platform_version);
     if (pk.gflops > 0 || pk.gbs > 0) {
@@ -552,7 +554,9 @@ static int compare(char **files, int nfiles)
             json_t *dev = json_object_get(run, "device");
             json_t *pk = json_object_get(run, "peak");
             printf("[%d] %s: %s", ncols, files[f],
-                   json_string_value(json_object_get(dev, "name")) ? json_string_value(json_object_get(dev, "name")) : "?");
+                   json_string_value(json_object_get(dev, "name"))
+                       ? json_string_value(json_object_get(dev, "name"))
+                       : "?");
             const char *plat = json_string_value(json_object_get(dev, "platform"));
             if (plat)
                 printf(" (%s)", plat);
@@ -626,16 +630,12 @@ int cmd_bench(int argc, char **argv)
     const char *device = NULL, *out_path = NULL;
     bench_opts o = {.repeat = -1, .warmup = -1, .budget_ms = -1};
     int do_compare = 0, json = 0;
-    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"budget-ms", required_argument, 0, 'b'},
-                                         {"repeat", required_argument, 0, 'r'},
-                                         {"warmup", required_argument, 0, 'w'},
-                                         {"compare", no_argument, 0, 'c'},
-                                         {"list", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
+        {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
+        {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
+        {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     static char suite_help[2048], item_help[4096];
     help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
@@ -702,8 +702,7 @@ int cmd_bench(int argc, char **argv)
                 const bench_item *it = find_item(suites[j].spec);
                 if (it && it->validate && it->validate(suites[j].spec))
                     it = NULL;
-                specs[nspecs++] = (spec_entry){suites[j].spec, it,
-                                               "not available in this build"};
+                specs[nspecs++] = (spec_entry){suites[j].spec, it, "not available in this build"};
             }
             continue;
         }
@@ -745,14 +744,14 @@ int cmd_bench(int argc, char **argv)
         char date[64];
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema", "pagoda-bench-2", "tool",
-                                "pagoda", "pagoda_version", PGD_VERSION_STRING, "git",
-                                PGD_GIT_DESCRIBE, "date", date);
+        json_t *doc =
+            json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema", "pagoda-bench-2", "tool", "pagoda",
+                      "pagoda_version", PGD_VERSION_STRING, "git", PGD_GIT_DESCRIBE, "date", date);
         host_json(doc);
-        json_object_set_new(doc, "budget_ms", o.repeat > 0 && o.warmup >= 0
-                                                  ? json_null()
-                                                  : json_real(o.budget_ms > 0 ? o.budget_ms
-                                                                              : 1000.0));
+        json_object_set_new(doc, "budget_ms",
+                            o.repeat > 0 && o.warmup >= 0
+                                ? json_null()
+                                : json_real(o.budget_ms > 0 ? o.budget_ms : 1000.0));
         json_object_set_new(doc, "repeat", o.repeat > 0 ? json_integer(o.repeat) : json_null());
         json_object_set_new(doc, "warmup", o.warmup >= 0 ? json_integer(o.warmup) : json_null());
         json_object_set_new(doc, "runs", runs);

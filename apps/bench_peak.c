@@ -16,7 +16,7 @@ static const struct {
 } fma_variants[] = {{4, 8}, {8, 8}, {8, 16}, {16, 4}},
   /* Mesa llvmpipe compiles each kernel for its work-group shape at the first launch and takes
    * minutes over the long bodies above; a short body still fills its SIMD lanes. */
-  fma_variants_soft[] = {{4, 4}};
+    fma_variants_soft[] = {{4, 4}};
 
 /* One launch of either microkernel should last about this long: long enough that launch
  * overhead is noise, short enough for a small budget. */
@@ -111,8 +111,7 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
     return 0;
 }
 
-static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result *b,
-                      pgd_error **err)
+static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result *b, pgd_error **err)
 {
     const pgd_device_info *d = pgd_ctx_device(ctx);
     /* Far larger than any cache (hundreds of MiB), within the device's allocation limit. */
