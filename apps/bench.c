@@ -322,9 +322,19 @@ static void host_json(json_t *doc)
         fclose(f);
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    json_object_set_new(
-        doc, "host",
-        json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model", cpu, "cores", (int)cores));
+    /* On a shared machine the load explains a slow run: recorded, not corrected for. */
+    double load = -1;
+    f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    json_t *h = json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model", cpu, "cores",
+                          (int)cores);
+    if (load >= 0)
+        json_object_set_new(h, "loadavg_1min", json_real(load));
+    json_object_set_new(doc, "host", h);
 }
 
 static json_t *result_json(const char *item, const bench_result *b, const peak_numbers *pk,
