@@ -1,10 +1,14 @@
-/* bench.c — `pagoda bench`: timed kernel runs and program builds, JSON output, comparisons.
+/* bench.c — `pagoda bench`: timed kernel runs and program builds, suites, the device's measured
+ * peak, JSON output and comparisons.
  *
- * Each item is warmed up, then timed `repeat` times with the queue drained around every run;
- * the report gives median, p90 and min. The first build of an item's programs is timed apart
- * (compile_ms) so compile cost never pollutes the run times. */
+ * Each item is run once untimed (its program builds are timed apart as compile_ms, so compile
+ * cost never pollutes the run times), warmed up, then timed with the queue drained around every
+ * run; the report gives median, p90 and min. Counts come from --budget-ms (per item) unless
+ * --repeat / --warmup give them. The `peak` item measures the device's FMA rate and bandwidth
+ * first, and every later result with a FLOP or byte count is placed under that roofline. */
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +21,162 @@
 #include "pgd_version.h"
 
 static const char usage[] =
-    "usage: pagoda bench [--device SEL|all] [--json FILE] [--repeat N] [--warmup N] ITEM...\n"
+    "usage: pagoda bench [--device SEL|all] [--budget-ms MS] [--repeat N] [--warmup N]\n"
+    "                    [--json] [--output FILE] ITEM|SUITE...\n"
     "       pagoda bench --compare A.json B.json...\n"
     "       pagoda bench --list\n"
     "\n"
-    "Times kernels and program builds on one device (or every device with --device all).\n"
-    "Every item is warmed up, then run N times (default 20); median, p90 and min are\n"
-    "reported with GFLOP/s and GB/s. The time to build the item's programs is shown apart.\n"
+    "Times kernels, models and program builds on one device (or every device with --device\n"
+    "all). Each item runs once untimed (its compile time is reported apart), is warmed up,\n"
+    "then timed; median, p90 and min are reported with GFLOP/s, GB/s and, after 'peak', the\n"
+    "fraction of the device's measured FMA peak and the arithmetic intensity (FLOP/byte).\n"
+    "\n"
+    "Suites:\n"
+    "%s"
     "\n"
     "Items:\n"
     "%s"
     "\n"
     "Options:\n"
     "  --device SEL     device selector (see 'pagoda devices --help'), or 'all'\n"
-    "  --json FILE      also write the results as JSON to FILE ('-' for stdout)\n"
-    "  --repeat N       timed runs per item (default 20)\n"
-    "  --warmup N       untimed runs before timing (default 3)\n"
-    "  --compare F...   print the results of saved JSON files side by side, with ratios to\n"
-    "                   the first file\n"
-    "  --list           list the items\n"
+    "  --budget-ms MS   time per item for warm-ups (up to a tenth) and timed runs (at least 3);\n"
+    "                   default 1000\n"
+    "  --repeat N       timed runs per item (overrides the budget)\n"
+    "  --warmup N       untimed runs before timing (overrides the budget; 3 with --repeat)\n"
+    "  --json           print the results as JSON on stdout instead of the table\n"
+    "  --output FILE    write the results as JSON to FILE (temp file + rename)\n"
+    "  --compare F...   print saved JSON files (pagoda's or tools/bench-peers') side by side,\n"
+    "                   matched by item spec, with the ratio first/other (above 1: the other\n"
+    "                   is faster)\n"
+    "  --list           list the suites and items\n"
     "  -h, --help       show this help\n";
+
+/* ---- the items and suites ------------------------------------------------------------------ */
+
+/* Every item the CLI knows: one line each. */
+static const bench_item *const items[] = {
+    &bench_item_build,
+    &bench_item_peak,
+    &bench_item_scale,
+    &bench_item_gemm_nn,
+    &bench_item_gemm,
+    &bench_item_attention_unfused,
+    &bench_item_attention,
+    &bench_item_layernorm,
+    &bench_item_patch_embed,
+    &bench_item_vit_ti16,
+    &bench_item_vit_s16,
+    &bench_item_vit,
+    &bench_item_conv,
+    &bench_item_resnet,
+    &bench_item_resnet_nl,
+    &bench_item_nonlocal,
+    &bench_item_nonlocal_unfused,
+#if PGD_HAVE_OPENBLAS
+    &bench_item_blas,
+#endif
+    NULL,
+};
+
+/* The suites: one item spec a line. A spec whose item is not registered in this build is
+ * skipped with a note, so a suite can name items that other work adds later. */
+static const struct {
+    const char *suite, *spec;
+} suites[] = {
+    /* ViT-B/16 linear layers (M = 197 tokens): qkv, proj, fc1, fc2. */
+    {"kernels", "gemm:197,2304,768"},
+    {"kernels", "gemm:197,768,768"},
+    {"kernels", "gemm:197,3072,768"},
+    {"kernels", "gemm:197,768,3072"},
+    /* ResNet-50 convolutions as GEMMs (M = output pixels, N = out channels, K = C·kh·kw). */
+    {"kernels", "gemm:3136,256,64"},    /* layer1 1x1 expand, 56x56 */
+    {"kernels", "gemm:784,128,1152"},   /* layer2 3x3, 28x28 */
+    {"kernels", "gemm:196,256,2304"},   /* layer3 3x3, 14x14 */
+    {"kernels", "gemm:49,2048,512"},    /* layer4 1x1 expand, 7x7 */
+    {"kernels", "attention:197,12,64"}, /* ViT-B/16 at 224 */
+    {"kernels", "attention:785,12,64"}, /* ViT-B/16 at 448 */
+    {"kernels", "attention:3136,1,64"}, /* one head over 56x56 positions */
+    {"kernels", "layernorm:197,768"},
+    {"kernels", "patch_embed:1,768"},
+    /* ResNet-50's convolutions as they run (N,H,W,Cin,Cout,K,stride) and the non-local block */
+    {"kernels", "conv:1,224,224,3,64,7,2"},  /* stem 7x7 */
+    {"kernels", "conv:1,56,56,64,64,1,1"},   /* layer1 1x1 */
+    {"kernels", "conv:1,56,56,64,64,3,1"},   /* layer1 3x3 */
+    {"kernels", "conv:1,28,28,128,128,3,1"}, /* layer2 3x3 */
+    {"kernels", "conv:1,14,14,256,256,3,1"}, /* layer3 3x3 */
+    {"kernels", "conv:1,7,7,512,512,3,1"},   /* layer4 3x3 */
+    {"kernels", "nonlocal:56,56,256"},
+    {"kernels", "nonlocal-unfused:56,56,256"},
+    {"models", "vit_ti16:1"},
+    {"models", "vit_ti16:8"},
+    {"models", "vit_s16:1"},
+    {"models", "vit_s16:8"},
+    {"models", "vit_b16:1"},
+    {"models", "vit_b16:8"},
+    {"models", "resnet50:1"},
+    {"models", "resnet50:8"},
+    {"models", "resnet50-nl:1"},
+    {"models", "resnet50-nl:8"},
+};
+#define NSUITE_LINES (sizeof suites / sizeof suites[0])
+
+static const bench_item *find_item(const char *spec)
+{
+    for (size_t i = 0; items[i]; i++) {
+        size_t n = strlen(items[i]->prefix);
+        if (!strncmp(spec, items[i]->prefix, n) && (spec[n] == 0 || spec[n] == ':'))
+            return items[i];
+    }
+    return NULL;
+}
+
+static int is_suite(const char *name)
+{
+    if (!strcmp(name, "peak"))
+        return 0; /* an item of its own */
+    for (size_t i = 0; i < NSUITE_LINES; i++)
+        if (!strcmp(suites[i].suite, name))
+            return 1;
+    return 0;
+}
+
+static void help_text(char *suite_buf, size_t ssize, char *item_buf, size_t isize)
+{
+    size_t used = 0;
+    item_buf[0] = 0;
+    for (size_t i = 0; items[i] && used < isize; i++) {
+        int w = snprintf(item_buf + used, isize - used, "  %-24s %s\n", items[i]->syntax,
+                         items[i]->help);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    used = 0;
+    suite_buf[0] = 0;
+    for (size_t i = 0; i < NSUITE_LINES && used < ssize; i++) {
+        if (i > 0 && !strcmp(suites[i].suite, suites[i - 1].suite))
+            continue;
+        int w = snprintf(suite_buf + used, ssize - used, "  %-8s", suites[i].suite);
+        for (size_t j = i; w > 0 && j < NSUITE_LINES && !strcmp(suites[j].suite, suites[i].suite);
+             j++) {
+            used += (size_t)w;
+            if (used >= ssize)
+                break;
+            w = snprintf(suite_buf + used, ssize - used, " %s%s", suites[j].spec,
+                         find_item(suites[j].spec) ? "" : " (n/a)");
+        }
+        if (w < 0 || used + (size_t)w >= ssize)
+            break;
+        used += (size_t)w;
+        w = snprintf(suite_buf + used, ssize - used, "\n");
+        used += (size_t)(w > 0 ? w : 0);
+    }
+    if (used < ssize)
+        snprintf(suite_buf + used, ssize - used, "  %-8s %s\n", "peak",
+                 "(the item) FMA rate and bandwidth of the device");
+}
+
+/* ---- statistics, timing, progress ---------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -53,105 +193,326 @@ void bench_stats(double *ms, int n, double *median, double *p90, double *min)
     *p90 = ms[i90 < 0 ? 0 : i90];
 }
 
-static const bench_item *const items[] = {
-    &bench_item_build,
-    &bench_item_scale,
-    &bench_item_gemm_nn,
-    &bench_item_gemm,
-    &bench_item_attention_unfused,
-    &bench_item_attention,
-    &bench_item_layernorm,
-    &bench_item_conv,
-    &bench_item_vit,
-    &bench_item_resnet,
-    &bench_item_resnet_nl,
-    &bench_item_nonlocal,
-    &bench_item_nonlocal_unfused,
-#if PGD_HAVE_OPENBLAS
-    &bench_item_blas,
-#endif
-    NULL,
-};
-
-static void items_help(char *buf, size_t size)
+static double now_ms(void)
 {
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t i = 0; items[i] && used < size; i++) {
-        int w = snprintf(buf + used, size - used, "  %-22s %s\n", items[i]->syntax,
-                         items[i]->help);
-        if (w < 0)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static struct {
+    int on;
+    char prefix[96];
+    double last_ms;
+    int shown;
+} progress;
+
+void bench_progress(const char *fmt, ...)
+{
+    if (!progress.on)
+        return;
+    double t = now_ms();
+    /* Ten updates a second are plenty, and keep a terminal over ssh responsive. */
+    if (progress.shown && t - progress.last_ms < 100.0)
+        return;
+    progress.last_ms = t;
+    char msg[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\r%s %.*s\033[K", progress.prefix, 70, msg);
+    fflush(stderr);
+    progress.shown = 1;
+}
+
+static void progress_clear(void)
+{
+    if (progress.on && progress.shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        progress.shown = 0;
+    }
+}
+
+/* The most timed runs one item may take, whatever the budget. */
+#define BENCH_MAX_RUNS 100000
+
+int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *state,
+               const bench_opts *o, bench_result *b, pgd_error **err)
+{
+    pgd_build_stats s0, s1;
+    pgd_ctx_build_stats(ctx, &s0);
+    bench_progress("first run (builds)");
+    int rc = fn(state, err);
+    if (!rc)
+        rc = pgd_ctx_finish(ctx, err);
+    pgd_ctx_build_stats(ctx, &s1);
+    if (rc)
+        return rc;
+    double budget = o->budget_ms > 0 ? o->budget_ms : 1000.0;
+    double start = now_ms();
+    int warm = 0;
+    /* Warm-ups: as many as asked, or from the budget up to a tenth of it (1 to 10). */
+    while (!rc && (o->warmup >= 0 ? warm < o->warmup
+                                  : warm < 1 || (warm < 10 && now_ms() - start < budget * 0.1))) {
+        bench_progress("warm-up %d", warm + 1);
+        rc = fn(state, err);
+        if (!rc)
+            rc = pgd_ctx_finish(ctx, err);
+        warm++;
+    }
+    int cap = o->repeat > 0 ? o->repeat : 64, n = 0;
+    double *ms = malloc((size_t)cap * sizeof *ms);
+    if (!ms)
+        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    for (;;) {
+        if (rc)
             break;
-        used += (size_t)w;
+        if (o->repeat > 0 ? n >= o->repeat
+                          : n >= 3 && (now_ms() - start >= budget || n >= BENCH_MAX_RUNS))
+            break;
+        if (n == cap) {
+            double *grown = realloc(ms, (size_t)cap * 2 * sizeof *ms);
+            if (!grown) {
+                rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+                break;
+            }
+            ms = grown;
+            cap *= 2;
+        }
+        if (o->repeat > 0)
+            bench_progress("run %d/%d", n + 1, o->repeat);
+        else
+            bench_progress("run %d (%.0f of %.0f ms)", n + 1, now_ms() - start, budget);
+        double t0 = now_ms();
+        rc = fn(state, err);
+        if (!rc)
+            rc = pgd_ctx_finish(ctx, err);
+        ms[n++] = now_ms() - t0;
     }
+    if (!rc) {
+        bench_stats(ms, n, &b->median_ms, &b->p90_ms, &b->min_ms);
+        b->compile_ms = s1.build_ms - s0.build_ms;
+        b->repeat = n;
+        b->warmup = warm;
+    }
+    free(ms);
+    return rc;
 }
 
-static const bench_item *find_item(const char *spec)
+/* ---- running ------------------------------------------------------------------------------- */
+
+typedef struct spec_entry {
+    const char *spec;
+    const bench_item *item; /* NULL: skipped with `note` */
+    const char *note;
+} spec_entry;
+
+typedef struct peak_numbers {
+    double gflops, gbs;
+    char gflops_from[64], gbs_from[64];
+} peak_numbers;
+
+static void host_json(json_t *doc)
 {
-    /* One item times every ViT size. */
-    if (!strncmp(spec, "vit_ti16", 8) || !strncmp(spec, "vit_s16", 7))
-        return &bench_item_vit;
-    for (size_t i = 0; items[i]; i++) {
-        size_t n = strlen(items[i]->prefix);
-        if (!strncmp(spec, items[i]->prefix, n) && (spec[n] == 0 || spec[n] == ':'))
-            return items[i];
+    char host[256] = "unknown", cpu[256] = "unknown";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10))
+                continue;
+            const char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                v += strspn(v, " \t");
+                snprintf(cpu, sizeof cpu, "%.*s", (int)strcspn(v, "\n"), v);
+            }
+            break;
+        }
+        fclose(f);
     }
-    return NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* On a shared machine the load explains a slow run: recorded, not corrected for. */
+    double load = -1;
+    f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    json_t *h = json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model", cpu, "cores",
+                          (int)cores);
+    if (load >= 0)
+        json_object_set_new(h, "loadavg_1min", json_real(load));
+    json_object_set_new(doc, "host", h);
 }
 
-static json_t *device_json_ctx(pgd_ctx *ctx) { return app_device_json(pgd_ctx_device(ctx)); }
+static json_t *result_json(const char *item, const bench_result *b, const peak_numbers *pk,
+                           double gflops, double gbs)
+{
+    json_t *params = NULL;
+    if (b->params[0])
+        params = json_loads(b->params, 0, NULL);
+    json_t *r =
+        json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item", item, "spec",
+                  b->name, "name", b->name, "params", params ? params : json_object(), "median_ms",
+                  b->median_ms, "p90_ms", b->p90_ms, "min_ms", b->min_ms, "repeat", b->repeat,
+                  "warmup", b->warmup, "compile_ms", b->compile_ms);
+    if (b->flops > 0) {
+        json_object_set_new(r, "flops", json_real(b->flops));
+        json_object_set_new(r, "gflops", json_real(gflops));
+    }
+    if (b->bytes > 0) {
+        json_object_set_new(r, "bytes", json_real(b->bytes));
+        json_object_set_new(r, "gbs", json_real(gbs));
+    }
+    if (b->flops > 0 && b->bytes > 0)
+        json_object_set_new(r, "intensity", json_real(b->flops / b->bytes));
+    if (b->peak_kind != BENCH_PEAK_NONE)
+        json_object_set_new(r, "peak_kind",
+                            json_string(b->peak_kind == BENCH_PEAK_FLOPS ? "flops" : "bytes"));
+    else if (b->flops > 0 && pk->gflops > 0)
+        json_object_set_new(r, "peak_fraction", json_real(gflops / pk->gflops));
+    if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk->gbs > 0)
+        json_object_set_new(r, "bandwidth_fraction", json_real(gbs / pk->gbs));
+    if (b->peak_kind == BENCH_PEAK_NONE && b->flops > 0 && b->bytes > 0 && pk->gflops > 0 &&
+        pk->gbs > 0) {
+        /* The roofline's bound at this intensity: min(peak, intensity × bandwidth). */
+        double roof = fmin(pk->gflops, b->flops / b->bytes * pk->gbs);
+        json_object_set_new(r, "roofline_fraction", json_real(gflops / roof));
+    }
+    if (b->extra_key[0])
+        json_object_set_new(r, b->extra_key, json_real(b->extra));
+    if (b->note[0])
+        json_object_set_new(r, "algorithm", json_string(b->note));
+    return r;
+}
 
-static int run_device(const char *selector, char **specs, int nspecs, const bench_opts *o,
-                      json_t *runs)
+static int run_device(const char *selector, const spec_entry *specs, int nspecs,
+                      const bench_opts *o, int table, json_t *runs, int *failures)
 {
     pgd_ctx *ctx = NULL;
     pgd_error *err = NULL;
     if (pgd_ctx_create(selector, &ctx, &err))
         return app_fail(err);
     const pgd_device_info *d = pgd_ctx_device(ctx);
-    printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
-           d->platform, d->driver_version);
-    printf("%-28s %10s %10s %10s %9s %9s %11s\n", "item", "median ms", "p90 ms", "min ms",
-           "GFLOP/s", "GB/s", "compile ms");
-    json_t *results = json_array();
+    if (table) {
+        printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
+               d->platform, d->driver_version);
+        printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms",
+               "min ms", "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
+    }
+    json_t *results = json_array(), *skipped = json_array();
+    peak_numbers pk;
+    memset(&pk, 0, sizeof pk);
     int rc = EXIT_OK;
-    for (int i = 0; i < nspecs && rc == EXIT_OK; i++) {
-        const bench_item *it = find_item(specs[i]);
+    /* The peak first, so every other result can be placed under it. */
+    int order[256], norder = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nspecs && norder < 256; i++)
+            if ((specs[i].item == &bench_item_peak) == (pass == 0))
+                order[norder++] = i;
+    for (int oi = 0; oi < norder && rc == EXIT_OK; oi++) {
+        const spec_entry *e = &specs[order[oi]];
+        if (!e->item) {
+            fprintf(stderr, "pagoda: note: %s: %s (skipped)\n", e->spec, e->note);
+            json_array_append_new(skipped,
+                                  json_pack("{s:s, s:s}", "spec", e->spec, "reason", e->note));
+            continue;
+        }
+        snprintf(progress.prefix, sizeof progress.prefix, "[%d/%d] %s:", oi + 1, norder, e->spec);
+        progress.shown = 0;
+        bench_progress("starting");
         bench_result res[64];
         int nres = 0;
         memset(res, 0, sizeof res);
-        int r = it->run(ctx, specs[i], o, res, &nres, 64, &err);
-        if (r) {
-            rc = r == EXIT_USAGE ? EXIT_USAGE : app_fail(err);
-            if (r == EXIT_USAGE)
-                pgd_error_free(err);
+        int r = e->item->run(ctx, e->spec, o, res, &nres, 64, &err);
+        progress_clear();
+        if (r == EXIT_USAGE) {
+            pgd_error_free(err);
             err = NULL;
+            rc = EXIT_USAGE;
             break;
+        }
+        if (r) {
+            /* One failing item does not stop a suite: it is reported and recorded. */
+            json_array_append_new(skipped, json_pack("{s:s, s:s}", "spec", e->spec, "reason",
+                                                     err ? pgd_error_message(err) : "failed"));
+            fprintf(stderr, "pagoda: error: %s on %s: ", e->spec, d->name);
+            app_fail(err);
+            err = NULL;
+            (*failures)++;
+            continue;
         }
         for (int j = 0; j < nres; j++) {
             bench_result *b = &res[j];
             double gflops = b->flops > 0 ? b->flops / (b->median_ms * 1e6) : 0;
             double gbs = b->bytes > 0 ? b->bytes / (b->median_ms * 1e6) : 0;
-            printf("%-28s %10.3f %10.3f %10.3f %9.1f %9.1f %11.1f%s%s\n", b->name, b->median_ms,
-                   b->p90_ms, b->min_ms, gflops, gbs, b->compile_ms, b->note[0] ? "  " : "",
-                   b->note);
-            json_t *o2 = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:i}", "name", b->name,
-                                   "median_ms", b->median_ms, "p90_ms", b->p90_ms, "min_ms",
-                                   b->min_ms, "gflops", gflops, "gbs", gbs, "compile_ms",
-                                   b->compile_ms, "repeat", b->repeat);
-            if (b->extra_key[0])
-                json_object_set_new(o2, b->extra_key, json_real(b->extra));
-            if (b->note[0])
-                json_object_set_new(o2, "algorithm", json_string(b->note));
-            json_array_append_new(results, o2);
+            /* The peak is the best a device did: its fastest run, not its median (on a shared
+             * machine the median of a microkernel drifts with the load; the fastest run
+             * drifts least). */
+            double best_gflops = b->flops > 0 ? b->flops / (b->min_ms * 1e6) : 0;
+            double best_gbs = b->bytes > 0 ? b->bytes / (b->min_ms * 1e6) : 0;
+            if (b->peak_kind == BENCH_PEAK_FLOPS && best_gflops > pk.gflops) {
+                pk.gflops = best_gflops;
+                snprintf(pk.gflops_from, sizeof pk.gflops_from, "%s", b->name);
+            }
+            if (b->peak_kind == BENCH_PEAK_BYTES && best_gbs > pk.gbs) {
+                pk.gbs = best_gbs;
+                snprintf(pk.gbs_from, sizeof pk.gbs_from, "%s", b->name);
+            }
+            if (table) {
+                char gf[16] = "-", bw[16] = "-", frac[16] = "-", ai[16] = "-";
+                if (b->flops > 0)
+                    snprintf(gf, sizeof gf, "%.1f", gflops);
+                if (b->bytes > 0)
+                    snprintf(bw, sizeof bw, "%.1f", gbs);
+                if (b->peak_kind != BENCH_PEAK_NONE)
+                    ; /* the peak itself */
+                else if (b->flops > 0 && pk.gflops > 0)
+                    snprintf(frac, sizeof frac, "%.0f%%", 100.0 * gflops / pk.gflops);
+                else if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk.gbs > 0)
+                    snprintf(frac, sizeof frac, "%.0f%%bw", 100.0 * gbs / pk.gbs);
+                if (b->flops > 0 && b->bytes > 0)
+                    snprintf(ai, sizeof ai, "%.1f", b->flops / b->bytes);
+                printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f%s%s\n", b->name,
+                       b->median_ms, b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms,
+                       b->note[0] ? "  " : "", b->note);
+            }
+            json_array_append_new(results, result_json(e->item->prefix, b, &pk, gflops, gbs));
         }
         fflush(stdout);
     }
-    json_array_append_new(runs, json_pack("{s:o, s:o}", "device", device_json_ctx(ctx),
-                                          "results", results));
+    if (table && (pk.gflops > 0 || pk.gbs > 0))
+        printf("peak: %.1f GFLOP/s fp32 FMA (%s), %.1f GB/s global memory (%s)\n", pk.gflops,
+               pk.gflops_from[0] ? pk.gflops_from : "-", pk.gbs,
+               pk.gbs_from[0] ? pk.gbs_from : "-");
+    json_t *run = json_pack("{s:o, s:s, s:s}", "device", app_device_json(d), "driver",
+                            d->driver_version, "platform_version", d->platform_version);
+    if (pk.gflops > 0 || pk.gbs > 0) {
+        json_t *p = json_object();
+        if (pk.gflops > 0) {
+            json_object_set_new(p, "gflops", json_real(pk.gflops));
+            json_object_set_new(p, "gflops_from", json_string(pk.gflops_from));
+        }
+        if (pk.gbs > 0) {
+            json_object_set_new(p, "gbs", json_real(pk.gbs));
+            json_object_set_new(p, "gbs_from", json_string(pk.gbs_from));
+        }
+        json_object_set_new(run, "peak", p);
+    }
+    json_object_set_new(run, "results", results);
+    json_object_set_new(run, "skipped", skipped);
+    json_array_append_new(runs, run);
     pgd_ctx_destroy(ctx);
     return rc;
 }
+
+/* ---- comparing saved files ----------------------------------------------------------------- */
 
 static json_t *load_json(const char *path)
 {
@@ -162,8 +523,30 @@ static json_t *load_json(const char *path)
     return v;
 }
 
-/* Prints, for every (device, item) of the first file, the median of each file and the ratio
- * first/other (above 1: the other file is faster). */
+#define COMPARE_MAX_COLS 16
+
+static const char *result_spec(json_t *res)
+{
+    const char *s = json_string_value(json_object_get(res, "spec"));
+    return s ? s : json_string_value(json_object_get(res, "name"));
+}
+
+static double lookup_median(json_t *run, const char *spec)
+{
+    size_t k;
+    json_t *res;
+    json_array_foreach(json_object_get(run, "results"), k, res)
+    {
+        const char *s = result_spec(res);
+        if (s && !strcmp(s, spec))
+            return json_number_value(json_object_get(res, "median_ms"));
+    }
+    return 0;
+}
+
+/* Every run (device or peer) of every file is one column; rows are the item specs in order of
+ * first appearance; ratios are column 1's median over each other column's (above 1: that
+ * column is faster). */
 static int compare(char **files, int nfiles)
 {
     json_t **docs = calloc((size_t)nfiles, sizeof *docs);
@@ -179,119 +562,150 @@ static int compare(char **files, int nfiles)
             rc = EXIT_RUNTIME;
         }
     }
+    json_t *cols[COMPARE_MAX_COLS];
+    int ncols = 0;
+    json_t *rows = json_array();
     if (rc)
         goto done;
-    printf("%-28s", "item");
-    for (int f = 0; f < nfiles; f++)
-        printf(" %14.14s", files[f]);
-    for (int f = 1; f < nfiles; f++)
-        printf(" %9s", "ratio");
-    printf("\n");
     for (int f = 0; f < nfiles; f++) {
         size_t ri;
         json_t *run;
         json_array_foreach(json_object_get(docs[f], "runs"), ri, run)
         {
-            printf("[%d] %s: %s\n", f + 1, files[f],
-                   json_string_value(json_object_get(json_object_get(run, "device"), "name")));
+            if (ncols == COMPARE_MAX_COLS) {
+                fprintf(stderr, "pagoda: note: more than %d runs; the rest are left out\n",
+                        COMPARE_MAX_COLS);
+                break;
+            }
+            cols[ncols++] = run;
+            json_t *dev = json_object_get(run, "device");
+            json_t *pk = json_object_get(run, "peak");
+            printf("[%d] %s: %s", ncols, files[f],
+                   json_string_value(json_object_get(dev, "name"))
+                       ? json_string_value(json_object_get(dev, "name"))
+                       : "?");
+            const char *plat = json_string_value(json_object_get(dev, "platform"));
+            if (plat)
+                printf(" (%s)", plat);
+            if (pk)
+                printf("; peak %.1f GFLOP/s, %.1f GB/s",
+                       json_number_value(json_object_get(pk, "gflops")),
+                       json_number_value(json_object_get(pk, "gbs")));
+            printf("\n");
+            size_t k;
+            json_t *res;
+            json_array_foreach(json_object_get(run, "results"), k, res)
+            {
+                const char *s = result_spec(res);
+                int seen = 0;
+                size_t m;
+                json_t *row;
+                json_array_foreach(rows, m, row) seen |= s && !strcmp(json_string_value(row), s);
+                if (s && !seen)
+                    json_array_append_new(rows, json_string(s));
+            }
         }
     }
-    /* Items are matched by name across files; a file may hold several devices' runs, which
-     * are shown in order. */
-    size_t ri;
-    json_t *run;
-    json_array_foreach(json_object_get(docs[0], "runs"), ri, run)
+    printf("%-30s", "median ms");
+    for (int c = 0; c < ncols; c++) {
+        char h[16];
+        snprintf(h, sizeof h, "[%d]", c + 1);
+        if (c == 0)
+            printf(" %10s", h);
+        else
+            printf(" %10s %7s", h, "1/this");
+    }
+    printf("\n");
+    size_t m;
+    json_t *row;
+    json_array_foreach(rows, m, row)
     {
-        size_t k;
-        json_t *res;
-        json_array_foreach(json_object_get(run, "results"), k, res)
-        {
-            const char *name = json_string_value(json_object_get(res, "name"));
-            if (!name)
-                continue;
-            double base = json_number_value(json_object_get(res, "median_ms"));
-            double med[16] = {0};
-            int nf = nfiles < 16 ? nfiles : 16;
-            med[0] = base;
-            for (int f = 1; f < nf; f++) {
-                json_t *other = json_array_get(json_object_get(docs[f], "runs"),
-                                               ri < json_array_size(json_object_get(docs[f], "runs"))
-                                                   ? ri
-                                                   : 0);
-                size_t m;
-                json_t *r2;
-                json_array_foreach(json_object_get(other, "results"), m, r2)
-                {
-                    const char *n2 = json_string_value(json_object_get(r2, "name"));
-                    if (n2 && !strcmp(n2, name))
-                        med[f] = json_number_value(json_object_get(r2, "median_ms"));
-                }
-            }
-            printf("%-28s", name);
-            for (int f = 0; f < nf; f++)
-                med[f] > 0 ? printf(" %11.3f ms", med[f]) : printf(" %14s", "-");
-            for (int f = 1; f < nf; f++)
-                med[f] > 0 ? printf(" %8.2fx", base / med[f]) : printf(" %9s", "-");
-            printf("\n");
+        const char *spec = json_string_value(row);
+        double base = lookup_median(cols[0], spec);
+        printf("%-30s", spec);
+        for (int c = 0; c < ncols; c++) {
+            double v = c == 0 ? base : lookup_median(cols[c], spec);
+            v > 0 ? printf(" %10.3f", v) : printf(" %10s", "-");
+            if (c > 0)
+                base > 0 && v > 0 ? printf(" %6.2fx", base / v) : printf(" %7s", "-");
         }
+        printf("\n");
     }
 done:
+    json_decref(rows);
     for (int i = 0; i < nfiles; i++)
         json_decref(docs[i]);
     free(docs);
     return rc;
 }
 
+/* ---- the command --------------------------------------------------------------------------- */
+
+static int parse_count(const char *arg, const char *name, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    long v = strtol(arg, &end, 10);
+    if (!*arg || *end || v < lo || v > hi)
+        return app_usage_error("bench ", "--%s wants a whole number from %ld to %ld, got '%s'",
+                               name, lo, hi, arg);
+    *out = v;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
-    const char *device = NULL, *json_path = NULL;
-    bench_opts o = {.repeat = 20, .warmup = 3};
-    int do_compare = 0;
-    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
-                                         {"json", required_argument, 0, 'j'},
-                                         {"repeat", required_argument, 0, 'r'},
-                                         {"warmup", required_argument, 0, 'w'},
-                                         {"compare", no_argument, 0, 'c'},
-                                         {"list", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    char help[4096];
-    items_help(help, sizeof help);
+    const char *device = NULL, *out_path = NULL;
+    bench_opts o = {.repeat = -1, .warmup = -1, .budget_ms = -1};
+    int do_compare = 0, json = 0;
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
+        {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
+        {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
+        {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    static char suite_help[2048], item_help[4096];
+    help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
+    long v = 0;
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
         switch (c) {
         case 'd':
             device = optarg;
             break;
         case 'j':
-            json_path = optarg;
+            json = 1;
+            break;
+        case 'o':
+            out_path = optarg;
+            break;
+        case 'b':
+            if (parse_count(optarg, "budget-ms", 1, 3600000, &v))
+                return EXIT_USAGE;
+            o.budget_ms = (double)v;
             break;
         case 'r':
-        case 'w': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == 'r' ? 1 : 0) || v > 100000)
-                return app_usage_error("bench ", "--%s wants a whole number (%s1 to 100000), got '%s'",
-                                       c == 'r' ? "repeat" : "warmup", c == 'r' ? "" : "0 or ",
-                                       optarg);
-            if (c == 'r')
-                o.repeat = (int)v;
-            else
-                o.warmup = (int)v;
+            if (parse_count(optarg, "repeat", 1, 100000, &v))
+                return EXIT_USAGE;
+            o.repeat = (int)v;
             break;
-        }
+        case 'w':
+            if (parse_count(optarg, "warmup", 0, 100000, &v))
+                return EXIT_USAGE;
+            o.warmup = (int)v;
+            break;
         case 'c':
             do_compare = 1;
             break;
         case 'l':
-            fputs(help, stdout);
+            printf("Suites:\n%s\nItems:\n%s", suite_help, item_help);
             return EXIT_OK;
         case 'h':
-            printf(usage, help);
+            printf(usage, suite_help, item_help);
             return EXIT_OK;
         default:
-            return app_usage_error("bench ", "bad option");
+            return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
         }
     }
     if (do_compare) {
@@ -300,17 +714,40 @@ int cmd_bench(int argc, char **argv)
         return compare(argv + optind, argc - optind);
     }
     if (optind >= argc)
-        return app_usage_error("bench ", "name at least one item (see 'pagoda bench --list')");
+        return app_usage_error("bench ", "name at least one item or suite (see 'pagoda bench "
+                                         "--list')");
+    /* --repeat alone keeps the warm-up count it always had. */
+    if (o.repeat > 0 && o.warmup < 0 && o.budget_ms < 0)
+        o.warmup = 3;
+    spec_entry specs[256];
+    int nspecs = 0;
     for (int i = optind; i < argc; i++) {
+        if (is_suite(argv[i])) {
+            for (size_t j = 0; j < NSUITE_LINES && nspecs < 256; j++) {
+                if (strcmp(suites[j].suite, argv[i]))
+                    continue;
+                const bench_item *it = find_item(suites[j].spec);
+                if (it && it->validate && it->validate(suites[j].spec))
+                    it = NULL;
+                specs[nspecs++] = (spec_entry){suites[j].spec, it, "not available in this build"};
+            }
+            continue;
+        }
         const bench_item *it = find_item(argv[i]);
         if (!it)
             return app_usage_error("bench ", "unknown item '%s' (see 'pagoda bench --list')",
                                    argv[i]);
         if (it->validate && it->validate(argv[i]) != 0)
             return app_usage_error("bench ", "bad item '%s': expected %s", argv[i], it->syntax);
+        if (nspecs == 256)
+            return app_usage_error("bench ", "too many items (at most 256)");
+        specs[nspecs++] = (spec_entry){argv[i], it, NULL};
     }
+    /* The table goes to stdout unless JSON does; the progress line only to a terminal. */
+    int table = !(json && !out_path);
+    progress.on = isatty(STDERR_FILENO) && !(json && !out_path && isatty(STDOUT_FILENO));
     json_t *runs = json_array();
-    int rc = EXIT_OK;
+    int rc = EXIT_OK, failures = 0;
     if (device && !strcmp(device, "all")) {
         pgd_error *err = NULL;
         pgd_device_info *list = NULL;
@@ -322,26 +759,33 @@ int cmd_bench(int argc, char **argv)
         for (size_t i = 0; i < n && rc == EXIT_OK; i++) {
             char sel[32];
             snprintf(sel, sizeof sel, "%d:%d", list[i].platform_index, list[i].device_index);
-            rc = run_device(sel, argv + optind, argc - optind, &o, runs);
+            if (table && i > 0)
+                printf("\n");
+            rc = run_device(sel, specs, nspecs, &o, table, runs, &failures);
         }
         pgd_devices_free(list);
     } else {
-        rc = run_device(device, argv + optind, argc - optind, &o, runs);
+        rc = run_device(device, specs, nspecs, &o, table, runs, &failures);
     }
-    if (rc == EXIT_OK && json_path) {
-        char host[256] = "unknown", date[64];
-        gethostname(host, sizeof host);
-        host[sizeof host - 1] = 0;
+    if (rc == EXIT_OK && (json || out_path) && json_array_size(runs) > 0) {
+        char date[64];
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:o}", "schema",
-                                "pagoda-bench-1", "pagoda_version", PGD_VERSION_STRING, "git",
-                                PGD_GIT_DESCRIBE, "date", date, "host", host, "repeat", o.repeat,
-                                "warmup", o.warmup, "runs", runs);
-        rc = app_write_json(doc, json_path);
+        json_t *doc =
+            json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema", "pagoda-bench-2", "tool", "pagoda",
+                      "pagoda_version", PGD_VERSION_STRING, "git", PGD_GIT_DESCRIBE, "date", date);
+        host_json(doc);
+        json_object_set_new(doc, "budget_ms",
+                            o.repeat > 0 && o.warmup >= 0
+                                ? json_null()
+                                : json_real(o.budget_ms > 0 ? o.budget_ms : 1000.0));
+        json_object_set_new(doc, "repeat", o.repeat > 0 ? json_integer(o.repeat) : json_null());
+        json_object_set_new(doc, "warmup", o.warmup >= 0 ? json_integer(o.warmup) : json_null());
+        json_object_set_new(doc, "runs", runs);
+        rc = app_write_json(doc, out_path);
         json_decref(doc);
-        return rc;
+    } else {
+        json_decref(runs);
     }
-    json_decref(runs);
-    return rc;
+    return rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK;
 }

@@ -1,22 +1,34 @@
-/* bench.h — the items `pagoda bench` can time. */
+/* bench.h — the items `pagoda bench` can time.
+ *
+ * Adding an item: write its run function in bench_items.c (time it with time_runs there, or
+ * bench_time here), declare its bench_item below, and add one line to the items table in
+ * bench.c; one more line in the suites table there puts it in a suite. */
 #ifndef PAGODA_BENCH_H
 #define PAGODA_BENCH_H
 
 #include "pagoda.h"
 
 typedef struct bench_opts {
+    /* Explicit counts; below 0: derived from budget_ms (warm-ups take up to a tenth of it,
+     * timed runs the rest, at least 3). */
     int repeat, warmup;
+    double budget_ms; /* per item */
 } bench_opts;
 
+/* What a result contributes to the device's measured peak (the `peak` item). */
+enum { BENCH_PEAK_NONE = 0, BENCH_PEAK_FLOPS = 1, BENCH_PEAK_BYTES = 2 };
+
 typedef struct bench_result {
-    char name[64];
+    char name[64]; /* the spec, e.g. "gemm:197,768,768": results are matched by it */
     double median_ms, p90_ms, min_ms;
     double compile_ms;
     double flops, bytes; /* per run; 0 when not meaningful */
-    int repeat;
+    int repeat, warmup;
     char extra_key[32]; /* optional extra number for the JSON record */
     double extra;
     char note[24]; /* optional word printed after the numbers and recorded ("algorithm") */
+    char params[160]; /* optional JSON object text, e.g. {"M":197,"N":768,"K":768} */
+    int peak_kind;    /* BENCH_PEAK_* */
 } bench_result;
 
 typedef struct bench_item {
@@ -33,7 +45,21 @@ typedef struct bench_item {
 /* Sorts ms[0..n) and computes its median, 90th percentile and minimum. */
 void bench_stats(double *ms, int n, double *median, double *p90, double *min);
 
+/* Times fn(state): one untimed first run (its program builds are b->compile_ms), the warm-ups,
+ * then the timed runs, each drained with pgd_ctx_finish; counts from `o`. Fills b's times,
+ * compile_ms, repeat and warmup. */
+int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *state,
+               const bench_opts *o, bench_result *b, pgd_error **err);
+
+/* Updates the one-line progress display (stderr on a terminal only; a no-op otherwise). */
+void bench_progress(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
 extern const bench_item bench_item_build;
+extern const bench_item bench_item_peak;
 extern const bench_item bench_item_scale;
 extern const bench_item bench_item_gemm;
 extern const bench_item bench_item_gemm_nn;
@@ -42,7 +68,10 @@ extern const bench_item bench_item_attention;
 extern const bench_item bench_item_attention_unfused;
 extern const bench_item bench_item_layernorm;
 extern const bench_item bench_item_conv;
+extern const bench_item bench_item_patch_embed;
 extern const bench_item bench_item_vit;
+extern const bench_item bench_item_vit_s16;
+extern const bench_item bench_item_vit_ti16;
 extern const bench_item bench_item_resnet;
 extern const bench_item bench_item_nonlocal;
 extern const bench_item bench_item_resnet_nl;

@@ -24,7 +24,7 @@ static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
 {
     (void)spec;
     /* Compiles are seconds each on PoCL: a few repetitions give a stable median. */
-    int reps = o->repeat < 5 ? o->repeat : 5;
+    int reps = o->repeat < 0 ? 3 : o->repeat < 5 ? o->repeat : 5;
     const char *const *names = pgd_program_names();
     int have_cache = pgd_ctx_cache_dir(ctx) != NULL;
     if (!have_cache)
@@ -100,6 +100,19 @@ const bench_item bench_item_build = {
     "build", "build",
     "cold (compile) vs warm (binary cache) build of every kernel file", NULL, run_build};
 
+typedef struct timed_fn {
+    int (*fn)(void *state, pgd_error **err);
+    void *state;
+} timed_fn;
+
+/* Warm-up then timed runs, each drained; the first run's program builds are the compile time
+ * (bench.c's bench_time, which derives the counts from --budget-ms or takes them as given). */
+static int time_runs(pgd_ctx *ctx, timed_fn f, const bench_opts *o, bench_result *b,
+                     pgd_error **err)
+{
+    return bench_time(ctx, f.fn, f.state, o, b, err);
+}
+
 /* ---- scale:N: y = a*x over N floats (memory bandwidth) ------------------------------------- */
 
 static int parse_n(const char *spec, long *n)
@@ -122,6 +135,17 @@ static int validate_scale(const char *spec)
     return parse_n(spec, &n);
 }
 
+typedef struct scale_state {
+    pgd_ctx *ctx;
+    pgd_tensor *x, *y;
+} scale_state;
+
+static int scale_once(void *p, pgd_error **err)
+{
+    scale_state *s = p;
+    return pgd_scale(s->ctx, s->x, 1.0f, s->y, err);
+}
+
 static int run_scale(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
                      int *nres, int cap, pgd_error **err)
 {
@@ -133,42 +157,17 @@ static int run_scale(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
     int rc = pgd_tensor_create(ctx, 1, shape, &x, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 1, shape, &y, err);
-    double *ms = calloc((size_t)o->repeat, sizeof *ms);
-    if (!rc && !ms)
-        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
-    pgd_build_stats before, after;
-    pgd_ctx_build_stats(ctx, &before);
-    double t0 = now_ms();
+    scale_state st = {ctx, x, y};
+    bench_result *b = &res[0];
     if (!rc)
-        rc = pgd_scale(ctx, x, 1.0f, y, err); /* the first call builds the program */
-    if (!rc)
-        rc = pgd_ctx_finish(ctx, err);
-    double first = now_ms() - t0;
-    pgd_ctx_build_stats(ctx, &after);
-    for (int i = 0; !rc && i < o->warmup; i++)
-        rc = pgd_scale(ctx, x, 1.0f, y, err);
-    if (!rc)
-        rc = pgd_ctx_finish(ctx, err);
-    for (int i = 0; !rc && i < o->repeat; i++) {
-        t0 = now_ms();
-        rc = pgd_scale(ctx, x, 1.0f, y, err);
-        if (!rc)
-            rc = pgd_ctx_finish(ctx, err);
-        ms[i] = now_ms() - t0;
-    }
+        rc = time_runs(ctx, (timed_fn){scale_once, &st}, o, b, err);
     if (!rc) {
-        bench_result *b = &res[0];
         snprintf(b->name, sizeof b->name, "scale:%ld", n);
-        bench_stats(ms, o->repeat, &b->median_ms, &b->p90_ms, &b->min_ms);
-        b->compile_ms = after.build_ms - before.build_ms;
-        if (b->compile_ms <= 0)
-            b->compile_ms = first > b->median_ms ? first - b->median_ms : 0;
+        snprintf(b->params, sizeof b->params, "{\"N\":%ld}", n);
         b->bytes = 8.0 * (double)n;
         b->flops = (double)n;
-        b->repeat = o->repeat;
         *nres = 1;
     }
-    free(ms);
     pgd_tensor_destroy(x);
     pgd_tensor_destroy(y);
     return rc;
@@ -208,44 +207,6 @@ static void fill_rand(float *p, size_t n)
         s = s * 1664525u + 1013904223u;
         p[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
     }
-}
-
-typedef struct timed_fn {
-    int (*fn)(void *state, pgd_error **err);
-    void *state;
-} timed_fn;
-
-/* Warm-up then `repeat` timed runs, each drained; the first run's extra time is the compile. */
-static int time_runs(pgd_ctx *ctx, timed_fn f, const bench_opts *o, bench_result *b,
-                     pgd_error **err)
-{
-    double *ms = calloc((size_t)o->repeat, sizeof *ms);
-    if (!ms)
-        return PGD_ERR_OUT_OF_HOST_MEMORY;
-    pgd_build_stats s0, s1;
-    pgd_ctx_build_stats(ctx, &s0);
-    int rc = f.fn(f.state, err);
-    if (!rc)
-        rc = pgd_ctx_finish(ctx, err);
-    pgd_ctx_build_stats(ctx, &s1);
-    for (int i = 0; !rc && i < o->warmup; i++)
-        rc = f.fn(f.state, err);
-    if (!rc)
-        rc = pgd_ctx_finish(ctx, err);
-    for (int i = 0; !rc && i < o->repeat; i++) {
-        double t0 = now_ms();
-        rc = f.fn(f.state, err);
-        if (!rc)
-            rc = pgd_ctx_finish(ctx, err);
-        ms[i] = now_ms() - t0;
-    }
-    if (!rc) {
-        bench_stats(ms, o->repeat, &b->median_ms, &b->p90_ms, &b->min_ms);
-        b->compile_ms = s1.build_ms - s0.build_ms;
-        b->repeat = o->repeat;
-    }
-    free(ms);
-    return rc;
 }
 
 typedef struct gemm_state {
@@ -297,6 +258,7 @@ static int run_gemm_common(pgd_ctx *ctx, const char *spec, const bench_opts *o, 
         rc = time_runs(ctx, (timed_fn){linear ? gemm_linear_once : gemm_plain_once, &s}, o, b, err);
     if (!rc) {
         snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", linear ? "gemm" : "gemm-nn", M, N, K);
+        snprintf(b->params, sizeof b->params, "{\"M\":%ld,\"N\":%ld,\"K\":%ld}", M, N, K);
         b->flops = 2.0 * (double)M * (double)N * (double)K;
         b->bytes = 4.0 * (double)(M * K + N * K + M * N);
         *nres = 1;
@@ -335,51 +297,53 @@ const bench_item bench_item_gemm_nn = {
 #include <cblas.h>
 extern void openblas_set_num_threads(int);
 
+typedef struct blas_state {
+    const float *a, *w;
+    float *c;
+    int M, N, K;
+} blas_state;
+
+static int blas_once(void *p, pgd_error **err)
+{
+    (void)err;
+    blas_state *s = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->M, s->N, s->K, 1.0f, s->a, s->K, s->w,
+                s->K, 0.0f, s->c, s->N);
+    return 0;
+}
+
 static int run_blas(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
                     int *nres, int cap, pgd_error **err)
 {
-    (void)ctx;
     (void)cap;
-    (void)err;
     long v[3];
     parse_mnk(spec, v);
     long M = v[0], N = v[1], K = v[2];
     float *a = malloc((size_t)(M * K) * sizeof *a), *w = malloc((size_t)(N * K) * sizeof *w),
           *c = malloc((size_t)(M * N) * sizeof *c);
-    double *ms = calloc((size_t)o->repeat, sizeof *ms);
-    if (!a || !w || !c || !ms) {
+    if (!a || !w || !c) {
         free(a);
         free(w);
         free(c);
-        free(ms);
         return PGD_ERR_OUT_OF_HOST_MEMORY;
     }
     fill_rand(a, (size_t)(M * K));
     fill_rand(w, (size_t)(N * K));
-    for (int i = 0; i < o->warmup + 1; i++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, a,
-                    (int)K, w, (int)K, 0.0f, c, (int)N);
-    for (int i = 0; i < o->repeat; i++) {
-        double t0 = now_ms();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, a,
-                    (int)K, w, (int)K, 0.0f, c, (int)N);
-        ms[i] = now_ms() - t0;
-    }
+    blas_state st = {a, w, c, (int)M, (int)N, (int)K};
     bench_result *b = &res[0];
-    bench_stats(ms, o->repeat, &b->median_ms, &b->p90_ms, &b->min_ms);
+    int rc = time_runs(ctx, (timed_fn){blas_once, &st}, o, b, err);
     snprintf(b->name, sizeof b->name, "blas:%ld,%ld,%ld", M, N, K);
+    snprintf(b->params, sizeof b->params, "{\"M\":%ld,\"N\":%ld,\"K\":%ld}", M, N, K);
     b->flops = 2.0 * (double)M * (double)N * (double)K;
     b->bytes = 4.0 * (double)(M * K + N * K + M * N);
-    b->repeat = o->repeat;
-    *nres = 1;
+    *nres = rc ? 0 : 1;
     free(a);
     free(w);
     free(c);
-    free(ms);
     /* OpenBLAS's threads spin for a while after a call and would slow the next item. */
     struct timespec pause = {0, 300000000};
     nanosleep(&pause, NULL);
-    return 0;
+    return rc;
 }
 
 const bench_item bench_item_blas = {
@@ -466,6 +430,7 @@ static int run_attention_common(pgd_ctx *ctx, const char *spec, const bench_opts
     if (!rc) {
         snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", fused ? "attention" : "attention-unfused",
                  s.n, s.h, s.d);
+        snprintf(b->params, sizeof b->params, "{\"N\":%ld,\"H\":%ld,\"D\":%ld}", s.n, s.h, s.d);
         b->flops = 4.0 * (double)s.n * (double)s.n * (double)s.h * (double)s.d;
         /* Device memory the op needs beyond its inputs and output: the unfused form holds
          * the H·N·N scores. */
@@ -567,6 +532,7 @@ static int run_layernorm(pgd_ctx *ctx, const char *spec, const bench_opts *o, be
         rc = time_runs(ctx, (timed_fn){ln_once, &s}, o, b, err);
     if (!rc) {
         snprintf(b->name, sizeof b->name, "layernorm:%ld,%ld", v[0], v[1]);
+        snprintf(b->params, sizeof b->params, "{\"N\":%ld,\"D\":%ld}", v[0], v[1]);
         b->flops = 8.0 * (double)v[0] * (double)v[1];
         b->bytes = 8.0 * (double)v[0] * (double)v[1];
         *nres = 1;
@@ -815,6 +781,9 @@ static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
         rc = time_runs(ctx, (timed_fn){vit_once, &s}, o, b, err);
     if (!rc) {
         snprintf(b->name, sizeof b->name, "%.*s:%ld", (int)strcspn(spec, ":"), spec, batch);
+        snprintf(b->params, sizeof b->params,
+                 "{\"batch\":%ld,\"dim\":%d,\"heads\":%d,\"depth\":%d,\"image\":224}", batch,
+                 (int)c.dim, (int)c.heads, (int)c.depth);
         /* Multiply-adds of the linear layers, the attention products and the patch embedding. */
         double T = 197, D = c.dim, per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
         b->flops = 2.0 * (double)batch * (12 * per_block + 196.0 * 768 * D);
@@ -827,8 +796,8 @@ static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
 }
 
 const bench_item bench_item_vit = {
-    "vit_b16", "vit_ti16|vit_s16|vit_b16[:B]",
-    "ViT forward, 224x224 image tensor to logits, batch B (seeded random weights)",
+    "vit_b16", "vit_b16[:B]",
+    "ViT-B/16 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
     validate_vit, run_vit};
 
 /* ---- resnet50[:B], resnet50-nl[:B] — ResNet-50 forward, image tensor to logits, without and
@@ -1024,3 +993,97 @@ const bench_item bench_item_nonlocal_unfused = {
     "nonlocal-unfused", "nonlocal-unfused[:H,W,C]",
     "the same non-local block with the N x N softmax materialised (GEMM, softmax, GEMM)",
     validate_nl, run_nl};
+const bench_item bench_item_vit_s16 = {"vit_s16", "vit_s16[:B]", "the same, ViT-S/16 (384 wide)",
+                                       validate_vit, run_vit};
+const bench_item bench_item_vit_ti16 = {"vit_ti16", "vit_ti16[:B]",
+                                        "the same, ViT-Ti/16 (192 wide)", validate_vit, run_vit};
+
+/* ---- patch_embed:B,D — the ViT patch embedding (16×16 stride-16 convolution of a 224×224
+ * RGB image, class token, position embedding) into [B, 197, D] ------------------------------ */
+
+static int parse_bd(const char *spec, long v[2])
+{
+    if (parse_nd(spec, v))
+        return -1;
+    return v[0] > 256 || v[1] > 4096 ? -1 : 0;
+}
+
+static int validate_bd(const char *spec)
+{
+    long v[2];
+    return parse_bd(spec, v);
+}
+
+typedef struct patch_state {
+    pgd_ctx *ctx;
+    pgd_tensor *img, *w, *bias, *cls, *pos, *out;
+} patch_state;
+
+static int patch_once(void *p, pgd_error **err)
+{
+    patch_state *s = p;
+    return pgd_patch_embed(s->ctx, s->img, s->w, s->bias, s->cls, NULL, s->pos, s->out, err);
+}
+
+static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o,
+                           bench_result *res, int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    long v[2] = {1, 768};
+    parse_bd(spec, v);
+    long B = v[0], D = v[1], T = 197, P = 16;
+    patch_state s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx;
+    int64_t si[4] = {B, 3, 224, 224}, sw[4] = {D, 3, P, P}, sd[1] = {D}, sp[2] = {T, D},
+            so[3] = {B, T, D};
+    size_t nmax = (size_t)(B * 3 * 224 * 224);
+    if ((size_t)(D * 3 * P * P) > nmax)
+        nmax = (size_t)(D * 3 * P * P);
+    if ((size_t)(T * D) > nmax)
+        nmax = (size_t)(T * D);
+    float *host = malloc(nmax * sizeof *host);
+    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    if (!rc) {
+        fill_rand(host, nmax);
+        rc = pgd_tensor_create(ctx, 4, si, &s.img, err);
+    }
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 4, sw, &s.w, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, sd, &s.bias, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, sd, &s.cls, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, sp, &s.pos, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, so, &s.out, err);
+    pgd_tensor *ups[5] = {s.img, s.w, s.bias, s.cls, s.pos};
+    for (int i = 0; i < 5 && !rc; i++)
+        rc = pgd_tensor_upload(ups[i], host, err);
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){patch_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "patch_embed:%ld,%ld", B, D);
+        snprintf(b->params, sizeof b->params,
+                 "{\"B\":%ld,\"D\":%ld,\"image\":224,\"patch\":%ld}", B, D, P);
+        b->flops = 2.0 * (double)B * 196.0 * (double)D * (double)(3 * P * P);
+        b->bytes = 4.0 * ((double)B * 3 * 224 * 224 + (double)D * 3 * P * P + (double)T * D +
+                          (double)B * T * D);
+        *nres = 1;
+    }
+    pgd_tensor_destroy(s.img);
+    pgd_tensor_destroy(s.w);
+    pgd_tensor_destroy(s.bias);
+    pgd_tensor_destroy(s.cls);
+    pgd_tensor_destroy(s.pos);
+    pgd_tensor_destroy(s.out);
+    free(host);
+    return rc;
+}
+
+const bench_item bench_item_patch_embed = {
+    "patch_embed", "patch_embed:B,D",
+    "ViT patch embedding: B 224x224 images, 16x16 patches, D channels, cls + position",
+    validate_bd, run_patch_embed};

@@ -1,0 +1,206 @@
+/* bench_peak.c — the `peak` item: the device's fp32 FMA rate and global memory bandwidth,
+ * measured with Pagoda's own microkernels (cl/peak.cl), so that every other result can be
+ * placed under this device's roofline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "bench.h"
+#include "internal.h"
+
+/* The FMA variants tried; the best one is the device's peak. A CPU driver that vectorises
+ * across work-items wants narrow vectors and many chains, a GPU the opposite. */
+static const struct {
+    int vec, chains;
+} fma_variants[] = {{4, 8}, {8, 8}, {8, 16}, {16, 4}},
+  /* Mesa llvmpipe compiles each kernel for its work-group shape at the first launch and takes
+   * minutes over the long bodies above; a short body still fills its SIMD lanes. */
+    fma_variants_soft[] = {{4, 4}};
+
+/* One launch of either microkernel should last about this long: long enough that launch
+ * overhead is noise, short enough for a small budget. */
+#define PEAK_TARGET_MS 20.0
+
+typedef struct peak_state {
+    pgd_ctx *ctx;
+    cl_kernel k;
+    const char *name;
+    size_t global, local;
+} peak_state;
+
+static int peak_once(void *p, pgd_error **err)
+{
+    peak_state *s = p;
+    return pgd__enqueue(s->ctx, s->k, s->name, 1, &s->global, &s->local, err);
+}
+
+static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench_result *b,
+                   pgd_error **err)
+{
+    char opts[64];
+    /* llvmpipe has no fused multiply-add instruction path: fma() there is a slow exact
+     * emulation, and its mad() is the fastest multiply-add it has. */
+    const char *op = pgd_ctx_device(ctx)->software_rasteriser ? "mad" : "fma";
+    snprintf(opts, sizeof opts, "-DPEAK_VEC=%d -DPEAK_CHAINS=%d -DPEAK_OP=%s", vec, chains, op);
+    peak_state s = {ctx, NULL, "peak_fma", 0, 0};
+    pgd_build_stats s0, s1;
+    pgd_ctx_build_stats(ctx, &s0);
+    int rc = pgd__kernel_get(ctx, "peak", opts, "peak_fma", &s.k, err);
+    pgd_ctx_build_stats(ctx, &s1);
+    if (rc)
+        return rc;
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    s.local = pgd__flat_wg(ctx, s.k);
+    /* Enough groups that every compute unit has several in flight. */
+    size_t cus = d->compute_units ? d->compute_units : 1;
+    s.global = s.local * cus * 8;
+    size_t outn = s.global;
+    cl_int cle;
+    cl_mem out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, outn * sizeof(float), NULL, &cle);
+    if (!out)
+        return pgd__cl_fail(err, cle, "clCreateBuffer", "peak_fma output");
+    float m = 0.999999f, c = 1e-6f;
+    int iters = 4;
+    clSetKernelArg(s.k, 0, sizeof(cl_mem), &out);
+    clSetKernelArg(s.k, 1, sizeof(float), &m);
+    clSetKernelArg(s.k, 2, sizeof(float), &c);
+    /* Calibrate: grow the loop count until one launch lasts about PEAK_TARGET_MS. The first
+     * launch is left out: some drivers (PoCL) finish compiling the kernel on it. */
+    clSetKernelArg(s.k, 3, sizeof(int), &iters);
+    rc = peak_once(&s, err);
+    if (!rc)
+        rc = pgd_ctx_finish(ctx, err);
+    for (int tries = 0; !rc && tries < 12; tries++) {
+        clSetKernelArg(s.k, 3, sizeof(int), &iters);
+        /* The faster of two launches: one slow sample on a busy machine must not stop the
+         * growth early. */
+        double t = 1e30;
+        for (int k = 0; !rc && k < 2; k++) {
+            double t0 = pgd__now_ms();
+            rc = peak_once(&s, err);
+            if (!rc)
+                rc = pgd_ctx_finish(ctx, err);
+            double tk = pgd__now_ms() - t0;
+            t = tk < t ? tk : t;
+        }
+        if (rc || t >= PEAK_TARGET_MS * 0.5)
+            break;
+        double grow = t > 0.05 ? PEAK_TARGET_MS / t : 64.0;
+        if (grow > 64.0)
+            grow = 64.0;
+        if ((double)iters * grow > 4e8)
+            break;
+        iters = (int)((double)iters * grow) + 1;
+    }
+    if (!rc) {
+        clSetKernelArg(s.k, 3, sizeof(int), &iters);
+        rc = bench_time(ctx, peak_once, &s, o, b, err);
+    }
+    clReleaseMemObject(out);
+    if (rc)
+        return rc;
+    snprintf(b->name, sizeof b->name, "peak:fma:float%dx%d", vec, chains);
+    snprintf(b->params, sizeof b->params,
+             "{\"vec\":%d,\"chains\":%d,\"op\":\"%s\",\"iters\":%d,\"global\":%zu,"
+             "\"local\":%zu}",
+             vec, chains, op, iters, s.global, s.local);
+    b->compile_ms += s1.build_ms - s0.build_ms;
+    b->flops = 2.0 * 4.0 * (double)iters * chains * vec * (double)s.global;
+    b->peak_kind = BENCH_PEAK_FLOPS;
+    return 0;
+}
+
+static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result *b, pgd_error **err)
+{
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    /* Far larger than any cache (hundreds of MiB), within the device's allocation limit. */
+    uint64_t bytes = (uint64_t)256 << 20;
+    if (bytes > d->max_alloc)
+        bytes = d->max_alloc & ~(uint64_t)15;
+    if (bytes * (copy ? 2 : 1) > d->global_mem / 2)
+        bytes = (d->global_mem / (copy ? 8 : 4)) & ~(uint64_t)15;
+    cl_uint n4 = (cl_uint)(bytes / 16);
+    const char *kname = copy ? "peak_copy" : "peak_read";
+    peak_state s = {ctx, NULL, kname, 0, 0};
+    pgd_build_stats s0, s1;
+    pgd_ctx_build_stats(ctx, &s0);
+    int rc = pgd__kernel_get(ctx, "peak", NULL, kname, &s.k, err);
+    pgd_ctx_build_stats(ctx, &s1);
+    if (rc)
+        return rc;
+    s.local = pgd__flat_wg(ctx, s.k);
+    /* PEAK_PER_ITEM (16) float4s per work-item: the buffer is a whole number of groups. */
+    size_t per_group = s.local * 16;
+    n4 = (cl_uint)(n4 / per_group * per_group);
+    bytes = (uint64_t)n4 * 16;
+    s.global = n4 / 16;
+    cl_int cle;
+    cl_mem src = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &cle);
+    if (!src)
+        return pgd__cl_fail(err, cle, "clCreateBuffer", "%s source (%llu bytes)", kname,
+                            (unsigned long long)bytes);
+    cl_mem dst = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
+                                copy ? (size_t)bytes : s.global * sizeof(float), NULL, &cle);
+    if (!dst) {
+        clReleaseMemObject(src);
+        return pgd__cl_fail(err, cle, "clCreateBuffer", "%s destination", kname);
+    }
+    /* Touch the source once so the first timed pass does not pay for page faults. */
+    float zero = 0.0f;
+    cle = clEnqueueFillBuffer(ctx->queue, src, &zero, sizeof zero, 0, (size_t)bytes, 0, NULL, NULL);
+    if (cle != CL_SUCCESS)
+        rc = pgd__cl_fail(err, cle, "clEnqueueFillBuffer", "%s source", kname);
+    clSetKernelArg(s.k, 0, sizeof(cl_mem), &src);
+    clSetKernelArg(s.k, 1, sizeof(cl_mem), &dst);
+    if (!rc)
+        rc = bench_time(ctx, peak_once, &s, o, b, err);
+    clReleaseMemObject(src);
+    clReleaseMemObject(dst);
+    if (rc)
+        return rc;
+    snprintf(b->name, sizeof b->name, "peak:%s", copy ? "copy" : "read");
+    snprintf(b->params, sizeof b->params, "{\"buffer_bytes\":%llu,\"global\":%zu,\"local\":%zu}",
+             (unsigned long long)bytes, s.global, s.local);
+    b->compile_ms += s1.build_ms - s0.build_ms;
+    /* Bytes moved: read (and written, for the copy), plus the read kernel's one float per item. */
+    b->bytes = (double)bytes * (copy ? 2.0 : 1.0) + (copy ? 0.0 : 4.0 * (double)s.global);
+    b->peak_kind = BENCH_PEAK_BYTES;
+    return 0;
+}
+
+static int validate_peak(const char *spec)
+{
+    return strcmp(spec, "peak") && strcmp(spec, "peak:fma") && strcmp(spec, "peak:bw") ? -1 : 0;
+}
+
+static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                    int *nres, int cap, pgd_error **err)
+{
+    int fma = strcmp(spec, "peak:bw") != 0, bw = strcmp(spec, "peak:fma") != 0;
+    int n = 0, rc = 0;
+    int soft = pgd_ctx_device(ctx)->software_rasteriser;
+    size_t nv = soft ? sizeof fma_variants_soft / sizeof fma_variants_soft[0]
+                     : sizeof fma_variants / sizeof fma_variants[0];
+    for (size_t i = 0; fma && !rc && i < nv && n < cap; i++) {
+        int vec = soft ? fma_variants_soft[i].vec : fma_variants[i].vec;
+        int chains = soft ? fma_variants_soft[i].chains : fma_variants[i].chains;
+        bench_progress("peak: fma float%dx%d", vec, chains);
+        rc = run_fma(ctx, vec, chains, o, &res[n], err);
+        if (!rc)
+            n++;
+    }
+    for (int copy = 0; bw && !rc && copy < 2 && n < cap; copy++) {
+        bench_progress("peak: %s", copy ? "copy" : "read");
+        rc = run_stream(ctx, copy, o, &res[n], err);
+        if (!rc)
+            n++;
+    }
+    *nres = n;
+    return rc;
+}
+
+const bench_item bench_item_peak = {
+    "peak", "peak[:fma|:bw]",
+    "the device's fp32 FMA rate and global memory bandwidth (cl/peak.cl microkernels)",
+    validate_peak, run_peak};
