@@ -210,6 +210,17 @@ struct pgd_ctx {
     size_t totals_len, totals_cap;
 };
 
+/* ---- readers from memory (for the fuzz targets and tests) ---- */
+
+/* As pgd_weights_open on size bytes in memory (copied: the caller keeps data); name (NULL:
+ * "<memory>") stands for the path in messages. */
+int pgd__weights_open_memory(const void *data, size_t size, const char *name, pgd_weights **out,
+                             pgd_error **err);
+/* As pgd_npy_read on size bytes in memory (the caller keeps them); path is used in messages.
+ * The bytes need not be NUL-terminated. */
+int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
+                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err);
+
 /* ---- images (image.c) ---- */
 
 /* The heat-map colour ramp at t in [0, 1] (clamped; NaN counts as 0). */

@@ -43,6 +43,16 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
     size_t size = 0;
     if (pgd__read_file(path, &file, &size) != 0)
         return pgd__error_set(err, PGD_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    int rc = pgd__npy_parse(file, size, path, data, ndim, shape, err);
+    free(file);
+    return rc;
+}
+
+int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
+                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err)
+{
+    *data = NULL;
+    *ndim = 0;
     int rc = PGD_OK;
     size_t hlen = 0, hstart = 0;
     if (size < 10 || memcmp(file, "\x93NUMPY", 6) != 0) {
@@ -82,7 +92,8 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
         f64 = 1;
     else {
         rc = pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                            "%s: dtype %.8s is not little-endian float32 or float64", path, descr);
+                            "%s: dtype %.*s is not little-endian float32 or float64", path,
+                            (int)(end - descr < 8 ? end - descr : 8), descr);
         goto done;
     }
     if (!(end - fo >= 5 && !memcmp(fo, "False", 5))) {
@@ -150,7 +161,6 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
 done:
     if (rc)
         *ndim = 0;
-    free(file);
     return rc;
 }
 
