@@ -97,6 +97,10 @@ void pgd__sha256_hex(const unsigned char digest[32], char hex[65]);
  * be NULL. The error names the kernel and the sizes. */
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err);
+/* As pgd__enqueue with a global work offset (NULL: none), for launches split into chunks. */
+int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
+                    const size_t *offset, const size_t *global, const size_t *local,
+                    pgd_error **err);
 void pgd__profile_destroy(pgd_ctx *ctx);
 
 /* ---- tensors (tensor.c) ---- */

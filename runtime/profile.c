@@ -51,6 +51,13 @@ static void drain(pgd_ctx *ctx)
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err)
 {
+    return pgd__enqueue_at(ctx, k, name, dims, NULL, global, local, err);
+}
+
+int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
+                    const size_t *offset, const size_t *global, const size_t *local,
+                    pgd_error **err)
+{
     for (cl_uint i = 0; i < dims; i++)
         if (global[i] == 0)
             return PGD_OK; /* an empty launch does nothing; OpenCL would call it an error */
@@ -75,13 +82,13 @@ int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, cons
         if (idx >= 0 && ctx->events_len < ctx->events_cap)
             evp = &ev;
     }
-    cl_int cl = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, evp);
+    cl_int cl = clEnqueueNDRangeKernel(ctx->queue, k, dims, offset, global, local, 0, NULL, evp);
     if (cl != CL_SUCCESS) {
         char sizes[128];
-        snprintf(sizes, sizeof sizes, "global %zu,%zu,%zu local %zu,%zu,%zu", global[0],
+        snprintf(sizes, sizeof sizes, "global %zu,%zu,%zu local %zu,%zu,%zu offset %zu", global[0],
                  dims > 1 ? global[1] : (size_t)1, dims > 2 ? global[2] : (size_t)1,
                  local ? local[0] : (size_t)0, local && dims > 1 ? local[1] : (size_t)0,
-                 local && dims > 2 ? local[2] : (size_t)0);
+                 local && dims > 2 ? local[2] : (size_t)0, offset ? offset[0] : (size_t)0);
         return pgd__cl_fail(err, cl, "clEnqueueNDRangeKernel", "kernel '%s' (%s) on '%s'", name,
                             sizes, ctx->dev.name);
     }
