@@ -256,10 +256,14 @@ typedef struct coeffs {
     int *kk;     /* per output pixel: ksize fixed-point weights */
 } coeffs;
 
+/* Frees and clears, so that a second call (coeffs_make failed, then the caller's cleanup) is
+ * harmless. */
 static void coeffs_free(coeffs *c)
 {
     free(c->bounds);
     free(c->kk);
+    c->bounds = NULL;
+    c->kk = NULL;
 }
 
 /* Coefficients for output pixels o0 .. o0 + n - 1 of a resize from in_size to out_size. */
