@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tools/memcheck.sh [BUILD_DIR] — valgrind memcheck over a tiny ViT run on PoCL.
+#
+# Runs `pagoda vit --weights tests/data/vit-timm.safetensors IMAGE` (tests/data/grad_300x200.png)
+# under memcheck with full leak checking; leaks and errors inside the OpenCL drivers (PoCL, its
+# LLVM, Mesa, the ICD loader) are suppressed by tests/sanitize/valgrind.supp, each entry
+# commented. Exit status non-zero on any error or definite/indirect leak left after that.
+# BUILD_DIR defaults to build/ (a normal, non-sanitizer build: valgrind and ASan do not mix).
+# The binary cache is warmed first, so the run under valgrind loads kernels rather than
+# compiling them (compiling under memcheck takes many minutes).
+# A `pagoda nonlocal` run will join this script when that command exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bdir=${1:-build}
+pagoda=$bdir/apps/pagoda
+if [ ! -x "$pagoda" ]; then
+  echo "memcheck: $pagoda not found; build first (tools/setup build)" >&2; exit 1
+fi
+if ! command -v valgrind >/dev/null; then
+  echo "memcheck: valgrind not found (apt-get install valgrind)" >&2; exit 1
+fi
+export PAGODA_DEVICE=${PAGODA_DEVICE:-cpu} PAGODA_GEMM=pagoda
+export PAGODA_CACHE_DIR=${PAGODA_CACHE_DIR:-$bdir/memcheck-cache}
+args=(vit --weights tests/data/vit-timm.safetensors tests/data/grad_300x200.png)
+"$pagoda" "${args[@]}" >/dev/null   # warm the binary cache
+log=$bdir/memcheck.log
+# PoCL runs kernels on its own pthreads and dlopens the kernel .so files it compiled.
+set +e
+valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect \
+  --errors-for-leak-kinds=definite,indirect --track-origins=yes --num-callers=40 \
+  --suppressions=tests/sanitize/valgrind.supp --gen-suppressions=all --error-exitcode=99 \
+  --log-file="$log" "$pagoda" "${args[@]}" >/dev/null
+rc=$?
+set -e
+grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable|suppressed:" "$log" || true
+if [ $rc -ne 0 ]; then
+  echo "memcheck: FAILED (exit $rc); see $log (it holds suppression stanzas for each report)" >&2
+  exit 1
+fi
+echo "memcheck: clean ($log)"
