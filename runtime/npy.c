@@ -5,9 +5,11 @@
  * NumPy writes. Writing goes to a temp file renamed into place. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -186,10 +188,28 @@ int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *
     char *tmp = malloc(plen);
     if (!tmp)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "writing %s", path);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
-    if (ok) {
+    /* A fresh temporary beside the target (mkstemp: O_EXCL, so never an existing file or a
+     * planted symlink), made complete and flushed to disk before it is renamed into place. */
+    snprintf(tmp, plen, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = NULL;
+    if (fd >= 0) {
+        (void)fchmod(fd, 0644);
+        f = fdopen(fd, "wb");
+        if (!f) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+        }
+    } else {
+        int e = errno;
+        free(tmp);
+        return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    int ok = 1;
+    {
         unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
                                  (unsigned char)(hl >> 8)};
         ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)n, f) == (size_t)n;
@@ -197,6 +217,7 @@ int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *
             ok = fputc(' ', f) != EOF;
         ok = ok && fputc('\n', f) != EOF;
         ok = ok && (count == 0 || fwrite(data, sizeof(float), (size_t)count, f) == count);
+        ok = ok && fflush(f) == 0 && (fsync(fileno(f)) == 0 || errno == EINVAL);
         ok = (fclose(f) == 0) && ok;
     }
     if (!ok || rename(tmp, path) != 0) {
