@@ -138,9 +138,9 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
         char gs[96];
         shape_str(nd, s, gs, sizeof gs);
         return pgd__error_set(err, PGD_ERR_SHAPE,
-                              "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, P 1..4096)",
-                              src->label,
-                              names[fam][W_PE_W], gs);
+                              "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, "
+                              "P 1..4096)",
+                              src->label, names[fam][W_PE_W], gs);
     }
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];

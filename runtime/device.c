@@ -181,8 +181,8 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
              * a confusing "no device" or "matches no device" later. */
             free(list);
             free(plats);
-            return pgd__cl_fail(err, rc, "clGetDeviceIDs", "while listing the devices of platform %u",
-                                pi);
+            return pgd__cl_fail(err, rc, "clGetDeviceIDs",
+                                "while listing the devices of platform %u", pi);
         }
         cl_device_id *devs = calloc(nd, sizeof *devs);
         pgd_device_info *grown = realloc(list, (n + nd) * sizeof *list);
@@ -198,8 +198,8 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
             free(devs);
             free(list);
             free(plats);
-            return pgd__cl_fail(err, rc, "clGetDeviceIDs", "while listing the devices of platform %u",
-                                pi);
+            return pgd__cl_fail(err, rc, "clGetDeviceIDs",
+                                "while listing the devices of platform %u", pi);
         }
         for (cl_uint di = 0; di < nd; di++)
             pgd__device_query(plats[pi], devs[di], (int)pi, (int)di, &list[n++]);

@@ -126,7 +126,8 @@ static void *next(const char *name)
     }
 
 FORWARD(clGetPlatformIDs, (cl_uint n, cl_platform_id *p, cl_uint *np), (n, p, np))
-FORWARD(clGetDeviceIDs, (cl_platform_id p, cl_device_type t, cl_uint n, cl_device_id *d, cl_uint *nd),
+FORWARD(clGetDeviceIDs,
+        (cl_platform_id p, cl_device_type t, cl_uint n, cl_device_id *d, cl_uint *nd),
         (p, t, n, d, nd))
 FORWARD_OBJ(cl_context, clCreateContext,
             (const cl_context_properties *props, cl_uint n, const cl_device_id *d,

@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     int w = pgd_image_width(img), h = pgd_image_height(img);
-    if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > PGD_IMAGE_MAX_PIXELS || !pgd_image_data(img))
+    if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > PGD_IMAGE_MAX_PIXELS ||
+        !pgd_image_data(img))
         abort();
     /* Resampling costs grow with the image; small ones give the interesting edge cases. */
     if ((uint64_t)w * (uint64_t)h <= 512u * 512u) {
