@@ -87,6 +87,20 @@ def main():
         if (stride <= 1 or kinds[name] <= 60 or seen[name] in (1, kinds[name])
                 or seen[name] % stride == 0):
             picked.append((n, name))
+    # PGD_WALK_FROM=N skips the calls before N; PGD_WALK_PER_KIND=K keeps at most K calls of
+    # each kind, spread evenly (a quick pass that still reaches every kind).
+    first = int(os.environ.get("PGD_WALK_FROM", "1"))
+    picked = [(n, name) for n, name in picked if n >= first]
+    per_kind = int(os.environ.get("PGD_WALK_PER_KIND", "0"))
+    if per_kind > 0:
+        by_kind = collections.defaultdict(list)
+        for n, name in picked:
+            by_kind[name].append(n)
+        keep = set()
+        for name, ns in by_kind.items():
+            step = max(1, len(ns) / per_kind)
+            keep.update(ns[int(i * step)] for i in range(min(per_kind, len(ns))))
+        picked = [(n, name) for n, name in picked if n in keep]
     print("walk: faulting %d of them (stride %d)" % (len(picked), stride))
     failures = []
     n_ok = n_recovered = 0
