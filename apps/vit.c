@@ -105,12 +105,14 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
                               "or '%s' (torchvision) is present",
                               src->label, names[0][W_PE_W], names[1][W_PE_W], names[2][W_PE_W]);
     cfg->family = (vit_family)fam;
-    if (nd != 4 || s[1] != 3 || s[2] != s[3] || s[2] < 1) {
+    if (nd != 4 || s[1] != 3 || s[2] != s[3] || s[2] < 1 || s[2] > 4096 || s[0] < 1 ||
+        s[0] > INT32_MAX) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
         return pgd__error_set(err, PGD_ERR_SHAPE,
-                              "%s: '%s' has shape %s, expected [dim, 3, P, P]", src->label,
-                              names[fam][W_PE_W], gs);
+                              "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, "
+                              "P 1..4096)",
+                              src->label, names[fam][W_PE_W], gs);
     }
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
@@ -143,14 +145,28 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
     if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
         return pgd__error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
                               name, cfg->dim);
+    if (s[0] < 1 || s[0] > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
+                              "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
     cfg->mlp = (int)s[0];
     if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
         return pgd__error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
                               src->label, names[fam][W_HEAD_W], cfg->dim);
+    if (s[0] < 1 || s[0] > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
+                              "2^31 - 1)", src->label, names[fam][W_HEAD_W], (long long)s[0]);
     cfg->classes = (int)s[0];
     const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
-    if (meta && atoi(meta) > 0)
-        cfg->heads = atoi(meta);
+    long meta_heads = 0;
+    if (meta) {
+        /* strtol, not atoi: an out-of-range value must not be undefined behaviour. */
+        char *end;
+        meta_heads = strtol(meta, &end, 10);
+        if (end == meta || meta_heads > INT32_MAX)
+            meta_heads = 0;
+    }
+    if (meta_heads > 0)
+        cfg->heads = (int)meta_heads;
     else if (heads > 0)
         cfg->heads = heads;
     else {

@@ -256,8 +256,9 @@ __kernel void attn_fwd_tiled(
     const int shift = Nk - Nq;
     const float qscale = scale * LOG2E_F;
 
-    /* key range needed by the whole group (uniform across the group) */
-    const int ilast = min((int)get_group_id(0) * lsz + lsz - 1, Nq - 1);
+    /* key range needed by the whole group (uniform across the group); the group's first row
+     * from the global id, which counts a chunked launch's global offset (get_group_id does not) */
+    const int ilast = min(i - (int)get_local_id(0) + lsz - 1, Nq - 1);
     int jend = Nk;
     if (mask_mode & 1) jend = clamp(ilast + shift + 1, 0, Nk);
 

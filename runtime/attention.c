@@ -15,7 +15,33 @@
 
 enum { V_ROWS, V_TILED, V_GENERIC };
 
+/* Work per forward launch: a launch that runs for seconds trips GPU watchdogs (Windows TDR,
+ * Linux's i915/amdgpu job timeouts) and starves the display, so the query rows are split into
+ * chunks of at most this many FLOPs (4·Nk·D per row, head and batch: QKᵀ and PV), launched one
+ * after another with a global offset. 2^28 FLOPs is ~100 ms at 2.7 GFLOP/s, the attention rate
+ * of a slow device; on PoCL (~30 GFLOP/s) it is ~9 ms, and ViT-B/16's 197 rows of 12 heads
+ * (0.6 MFLOP a row) still fit in one launch. */
+#define LAUNCH_FLOPS (UINT64_C(1) << 28)
 
+/* Query rows per forward launch, a multiple of `unit` (rows per work-group), so that each chunk
+ * is made of the same work-groups as the whole launch and the results are bitwise the same.
+ * PAGODA_MAX_LAUNCH_ROWS=N forces at most N rows (rounded up to the unit), for testing. */
+static int64_t chunk_rows(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t D, int64_t unit)
+{
+    uint64_t per_row = 4u * (uint64_t)B * (uint64_t)H * (uint64_t)(Nk > 0 ? Nk : 1) * (uint64_t)D;
+    uint64_t rows = LAUNCH_FLOPS / (per_row ? per_row : 1);
+    const char *env = getenv("PAGODA_MAX_LAUNCH_ROWS");
+    if (env && *env) {
+        char *end;
+        long long v = strtoll(env, &end, 10);
+        if (*end == '\0' && v > 0)
+            rows = (uint64_t)v;
+    }
+    if (rows < (uint64_t)unit)
+        rows = (uint64_t)unit;
+    rows = rows / (uint64_t)unit * (uint64_t)unit;
+    return rows >= (uint64_t)Nq ? Nq : (int64_t)rows;
+}
 
 static int fma_opt(const pgd_ctx *ctx)
 {
@@ -199,10 +225,20 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
     clSetKernelArg(k, n++, sizeof mode, &mode);
     if (var == V_GENERIC)
         clSetKernelArg(k, n++, sizeof iD, &iD);
+    /* The whole launch covers gx work-items in dimension 0 (rows query rows each); it is
+     * enqueued in chunks of whole work-groups, each at its global offset. The kernels index by
+     * the global id, so a chunk computes exactly what the same work-items would in one launch. */
     size_t gx = ((size_t)((Nq + rows - 1) / rows) + lx - 1) / lx * lx;
-    size_t global[3] = {gx, (size_t)H, (size_t)B}, local[3] = {lx, 1, 1};
+    size_t chunk = ((size_t)chunk_rows(B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
+                   (size_t)rows;
+    chunk = (chunk + lx - 1) / lx * lx;
     const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
-    rc = pgd__enqueue(ctx, k, names[var], 3, global, local, err);
+    for (size_t x0 = 0; x0 < gx && !rc; x0 += chunk) {
+        size_t offset[3] = {x0, 0, 0};
+        size_t global[3] = {gx - x0 < chunk ? gx - x0 : chunk, (size_t)H, (size_t)B};
+        size_t local[3] = {lx, 1, 1};
+        rc = pgd__enqueue_at(ctx, k, names[var], 3, x0 ? offset : NULL, global, local, err);
+    }
     if (!rc && a->probs) {
         cl_kernel kp;
         rc = pgd__kernel_get(ctx, "attention", NULL, "attn_probs", &kp, err);

@@ -174,8 +174,16 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
     for (cl_uint pi = 0; pi < np; pi++) {
         cl_uint nd = 0;
         rc = clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
-        if (rc != CL_SUCCESS || nd == 0)
+        if (rc == CL_DEVICE_NOT_FOUND || (rc == CL_SUCCESS && nd == 0))
             continue; /* a platform with no devices (Mesa Clover, often) is not an error */
+        if (rc != CL_SUCCESS) {
+            /* Any other failure is an error: silently dropping the platform would turn it into
+             * a confusing "no device" or "matches no device" later. */
+            free(list);
+            free(plats);
+            return pgd__cl_fail(err, rc, "clGetDeviceIDs",
+                                "while listing the devices of platform %u", pi);
+        }
         cl_device_id *devs = calloc(nd, sizeof *devs);
         pgd_device_info *grown = realloc(list, (n + nd) * sizeof *list);
         if (!devs || !grown) {
@@ -185,10 +193,16 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
             return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "listing devices");
         }
         list = grown;
-        if (clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, nd, devs, NULL) == CL_SUCCESS) {
-            for (cl_uint di = 0; di < nd; di++)
-                pgd__device_query(plats[pi], devs[di], (int)pi, (int)di, &list[n++]);
+        rc = clGetDeviceIDs(plats[pi], CL_DEVICE_TYPE_ALL, nd, devs, NULL);
+        if (rc != CL_SUCCESS) {
+            free(devs);
+            free(list);
+            free(plats);
+            return pgd__cl_fail(err, rc, "clGetDeviceIDs",
+                                "while listing the devices of platform %u", pi);
         }
+        for (cl_uint di = 0; di < nd; di++)
+            pgd__device_query(plats[pi], devs[di], (int)pi, (int)di, &list[n++]);
         free(devs);
     }
     free(plats);

@@ -75,6 +75,50 @@ static const char *format_name(img_format f)
     }
 }
 
+/* stb_image 2.27 (Debian's) writes past its 257-entry size table when a JPEG Huffman table
+ * (DHT) declares more than 256 codes (fixed upstream in 2.28; found here by fuzz_image). So
+ * every DHT segment of the file — they may follow any scan in a progressive JPEG — is checked
+ * before stb_image sees the data: each table's 16 counts sum to at most 256 and the table
+ * fits in its segment. Entropy-coded data is skipped up to the next real marker (0xFF followed
+ * by neither 0x00, a fill byte nor RST0..7). */
+static int jpeg_tables_ok(const unsigned char *p, size_t n)
+{
+    size_t i = 2; /* after SOI */
+    while (i + 1 < n) {
+        if (p[i] != 0xFF) {
+            i++;
+            continue;
+        }
+        unsigned m = p[i + 1];
+        if (m == 0x00 || m == 0xFF || (m >= 0xD0 && m <= 0xD7) || m == 0x01 || m == 0xD8) {
+            i += m == 0xFF ? 1 : 2;
+            continue;
+        }
+        if (m == 0xD9) /* EOI */
+            break;
+        if (i + 3 >= n)
+            break; /* truncated: stb_image reports it */
+        size_t seg = (size_t)p[i + 2] << 8 | p[i + 3], end = i + 2 + seg;
+        if (seg < 2)
+            break; /* stb_image rejects a bad length itself */
+        if (m == 0xC4) {
+            size_t q = i + 4, stop = end < n ? end : n;
+            while (q < stop) {
+                if (q + 17 > stop)
+                    return 0;
+                size_t codes = 0;
+                for (int k = 0; k < 16; k++)
+                    codes += p[q + 1 + k];
+                if (codes > 256 || q + 17 + codes > stop)
+                    return 0;
+                q += 17 + codes;
+            }
+        }
+        i = end;
+    }
+    return 1;
+}
+
 int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
                           pgd_error **err)
 {
@@ -108,6 +152,11 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "are supported",
                               name, hex);
     }
+    if (fmt == FMT_JPEG && !jpeg_tables_ok(p, size))
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "image '%s': corrupt JPEG: a Huffman table (DHT) lists more than 256 "
+                              "codes or runs past its segment",
+                              name);
     int len = (int)size; /* size <= MAX_FILE_BYTES < INT_MAX */
     int w = 0, h = 0, comp = 0;
     if (!stbi_info_from_memory(p, len, &w, &h, &comp))
@@ -256,10 +305,14 @@ typedef struct coeffs {
     int *kk;     /* per output pixel: ksize fixed-point weights */
 } coeffs;
 
+/* Frees and clears, so that a second call (coeffs_make failed, then the caller's cleanup) is
+ * harmless. */
 static void coeffs_free(coeffs *c)
 {
     free(c->bounds);
     free(c->kk);
+    c->bounds = NULL;
+    c->kk = NULL;
 }
 
 /* Coefficients for output pixels o0 .. o0 + n - 1 of a resize from in_size to out_size. */

@@ -95,8 +95,18 @@ void pgd__sha256_hex(const unsigned char digest[32], char hex[65]);
 
 /* Enqueues an NDRange kernel; records an event under `name` when profiling is on. `local` may
  * be NULL. The error names the kernel and the sizes. */
+/* Kernel arguments: the launchers set them with plain clSetKernelArg calls and do not check
+ * each one; this macro routes them through pgd__set_arg, which remembers the first failure
+ * (per thread) so that the next pgd__enqueue fails with it, naming clSetKernelArg, instead of
+ * launching with a stale or missing argument. */
+cl_int pgd__set_arg(cl_kernel k, cl_uint index, size_t size, const void *value);
+#define clSetKernelArg(k, i, s, v) pgd__set_arg((k), (i), (s), (v))
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err);
+/* As pgd__enqueue with a global work offset (NULL: none), for launches split into chunks. */
+int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
+                    const size_t *offset, const size_t *global, const size_t *local,
+                    pgd_error **err);
 void pgd__profile_destroy(pgd_ctx *ctx);
 
 /* ---- tensors (tensor.c) ---- */
@@ -213,6 +223,17 @@ struct pgd_ctx {
     pgd__prof_total *totals;
     size_t totals_len, totals_cap;
 };
+
+/* ---- readers from memory (for the fuzz targets and tests) ---- */
+
+/* As pgd_weights_open on size bytes in memory (copied: the caller keeps data); name (NULL:
+ * "<memory>") stands for the path in messages. */
+int pgd__weights_open_memory(const void *data, size_t size, const char *name, pgd_weights **out,
+                             pgd_error **err);
+/* As pgd_npy_read on size bytes in memory (the caller keeps them); path is used in messages.
+ * The bytes need not be NUL-terminated. */
+int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
+                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err);
 
 /* ---- images (image.c) ---- */
 

@@ -5,9 +5,11 @@
  * NumPy writes. Writing goes to a temp file renamed into place. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -43,6 +45,16 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
     size_t size = 0;
     if (pgd__read_file(path, &file, &size) != 0)
         return pgd__error_set(err, PGD_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    int rc = pgd__npy_parse(file, size, path, data, ndim, shape, err);
+    free(file);
+    return rc;
+}
+
+int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
+                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err)
+{
+    *data = NULL;
+    *ndim = 0;
     int rc = PGD_OK;
     size_t hlen = 0, hstart = 0;
     if (size < 10 || memcmp(file, "\x93NUMPY", 6) != 0) {
@@ -82,7 +94,8 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
         f64 = 1;
     else {
         rc = pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                            "%s: dtype %.8s is not little-endian float32 or float64", path, descr);
+                            "%s: dtype %.*s is not little-endian float32 or float64", path,
+                            (int)(end - descr < 8 ? end - descr : 8), descr);
         goto done;
     }
     if (!(end - fo >= 5 && !memcmp(fo, "False", 5))) {
@@ -150,7 +163,6 @@ int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MA
 done:
     if (rc)
         *ndim = 0;
-    free(file);
     return rc;
 }
 
@@ -176,10 +188,28 @@ int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *
     char *tmp = malloc(plen);
     if (!tmp)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "writing %s", path);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
-    if (ok) {
+    /* A fresh temporary beside the target (mkstemp: O_EXCL, so never an existing file or a
+     * planted symlink), made complete and flushed to disk before it is renamed into place. */
+    snprintf(tmp, plen, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = NULL;
+    if (fd >= 0) {
+        (void)fchmod(fd, 0644);
+        f = fdopen(fd, "wb");
+        if (!f) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+        }
+    } else {
+        int e = errno;
+        free(tmp);
+        return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    int ok = 1;
+    {
         unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
                                  (unsigned char)(hl >> 8)};
         ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)n, f) == (size_t)n;
@@ -187,6 +217,7 @@ int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *
             ok = fputc(' ', f) != EOF;
         ok = ok && fputc('\n', f) != EOF;
         ok = ok && (count == 0 || fwrite(data, sizeof(float), (size_t)count, f) == count);
+        ok = ok && fflush(f) == 0 && (fsync(fileno(f)) == 0 || errno == EINVAL);
         ok = (fclose(f) == 0) && ok;
     }
     if (!ok || rename(tmp, path) != 0) {

@@ -493,22 +493,27 @@ void pgd_weights_close(pgd_weights *w)
     free(w);
 }
 
-int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
+/* A new handle with its path copied, or NULL (the error set). */
+static pgd_weights *weights_new(const char *path, pgd_error **err)
 {
-    if (!out)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: out is NULL");
-    *out = NULL;
-    if (!path)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: path is NULL");
     pgd_weights *w = calloc(1, sizeof *w);
-    if (!w)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: weights handle", path);
+    if (!w) {
+        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: weights handle", path);
+        return NULL;
+    }
     w->path = pgd__strdup(path);
     if (!w->path) {
         free(w);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: weights handle", path);
+        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: weights handle", path);
+        return NULL;
     }
-    int rc = load_file(w, path, err);
+    return w;
+}
+
+/* Validates the loaded bytes w->base[0, w->size); on failure closes w. */
+static int weights_finish(pgd_weights *w, const char *path, int rc, pgd_weights **out,
+                          pgd_error **err)
+{
     if (rc == PGD_OK && w->size < 8)
         rc = fail(err, PGD_ERR_FORMAT, path,
                   "file too short: %zu bytes, less than the 8-byte header length", w->size);
@@ -533,6 +538,43 @@ int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
     }
     *out = w;
     return PGD_OK;
+}
+
+int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: out is NULL");
+    *out = NULL;
+    if (!path)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: path is NULL");
+    pgd_weights *w = weights_new(path, err);
+    if (!w)
+        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    return weights_finish(w, path, load_file(w, path, err), out, err);
+}
+
+int pgd__weights_open_memory(const void *data, size_t size, const char *name, pgd_weights **out,
+                             pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: out is NULL");
+    *out = NULL;
+    if (!data && size)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: data is NULL");
+    if (!name)
+        name = "<memory>";
+    pgd_weights *w = weights_new(name, err);
+    if (!w)
+        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    /* A private copy, exactly as load_file's read fallback leaves it: the handle owns it. */
+    int rc = PGD_OK;
+    w->size = size;
+    w->base = malloc(size ? size : 1);
+    if (!w->base)
+        rc = fail(err, PGD_ERR_OUT_OF_HOST_MEMORY, name, "%zu bytes to copy the file", size);
+    else if (size)
+        memcpy(w->base, data, size);
+    return weights_finish(w, name, rc, out, err);
 }
 
 /* ---- accessors ---- */

@@ -88,7 +88,36 @@ static int64_t extent(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
 
 static const char *variants[] = {"rows", "tiled", "generic"};
 
-static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
+/* Runs the case again with the launch split into the smallest chunks (PAGODA_MAX_LAUNCH_ROWS=1:
+ * one work-group of query rows per launch); output and probabilities must be bitwise equal. */
+static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *ho, int64_t no,
+                             const float *hp, int64_t np, const char *what)
+{
+    pgd_error *err = NULL;
+    float *o2 = malloc((size_t)no * sizeof *o2), *p2 = np ? malloc((size_t)np * sizeof *p2) : NULL;
+    for (int64_t i = 0; i < no; i++)
+        o2[i] = NAN;
+    PGD_CHECK_OK(pgd_tensor_upload((pgd_tensor *)a->o.t, o2, &err), &err);
+    for (int64_t i = 0; i < np; i++)
+        p2[i] = NAN;
+    if (np)
+        PGD_CHECK_OK(pgd_tensor_upload(a->probs, p2, &err), &err);
+    setenv("PAGODA_MAX_LAUNCH_ROWS", "1", 1);
+    PGD_CHECK_OK(pgd_attention(ctx, a, &err), &err);
+    unsetenv("PAGODA_MAX_LAUNCH_ROWS");
+    PGD_CHECK_OK(pgd_tensor_download(a->o.t, o2, &err), &err);
+    if (np)
+        PGD_CHECK_OK(pgd_tensor_download(a->probs, p2, &err), &err);
+    int ok = memcmp(o2, ho, (size_t)no * sizeof *o2) == 0 &&
+             (!np || memcmp(p2, hp, (size_t)np * sizeof *p2) == 0);
+    if (!ok)
+        fprintf(stderr, "%s: chunked launches differ from one launch\n", what);
+    free(o2);
+    free(p2);
+    return ok;
+}
+
+static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
 {
     setenv("PAGODA_ATTENTION", variants[trial % 3], 1);
     pgd_attention_args a;
@@ -208,6 +237,8 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
         PGD_CHECK_OK(pgd_tensor_download(tp, hp, &err), &err);
         ok &= pgd_test_allclose(hp, wp, (size_t)np, 1e-4, 1e-6, what);
     }
+    if (chunked)
+        ok &= same_when_chunked(ctx, &a, ho, no, hp, np, what);
     pgd_tensor_destroy(tqkv);
     pgd_tensor_destroy(to);
     pgd_tensor_destroy(tm);
@@ -232,8 +263,28 @@ START_TEST(random_cases)
         pgd_rng_seed(&r, 2024);
         int failed = 0, cases = 120;
         for (int t = 0; t < cases; t++)
-            failed += !one_case(ctx, &r, t, d[i].software_rasteriser);
+            failed += !one_case(ctx, &r, t, d[i].software_rasteriser, 0);
         ck_assert_msg(failed == 0, "%s: %d of %d attention cases failed", d[i].name, failed, cases);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
+/* Long launches split over query rows give bitwise the same results as one launch, for every
+ * variant, with causal masks, additive masks and probabilities. */
+START_TEST(chunked_launches)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 77);
+        int failed = 0, cases = 30;
+        for (int t = 0; t < cases; t++)
+            failed += !one_case(ctx, &r, t, 1, 1);
+        ck_assert_msg(failed == 0, "%s: %d of %d chunked attention cases failed", d[i].name,
+                      failed, cases);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -300,6 +351,7 @@ int main(void)
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, qkv_entry_point);
     tcase_add_test(tc, random_cases);
+    tcase_add_test(tc, chunked_launches);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""tests/fault/walk.py PAGODA CLFAULT_SO WEIGHTS [STRIDE] — OpenCL fault injection walk.
+
+Counts the intercepted OpenCL calls of one `pagoda vit --weights WEIGHTS --json` run on PoCL
+(warm binary cache, Pagoda's own GEMM so CLBlast's internal calls stay out), then for each
+selected call N reruns with PGD_FAULT_CALL=N (the shim in tests/fault/clfault.c makes exactly
+that call fail) and asserts:
+  - a non-zero exit that is not a signal (no crash, no abort);
+  - stderr carries "pagoda: error:" and names the failed OpenCL call;
+  - no AddressSanitizer/UBSan/LeakSanitizer report (run it on the ASan build: PAGODA from
+    build-asan; LSan uses tests/sanitize/lsan.supp for driver leaks);
+  - the next run without a fault succeeds (nothing poisoned, e.g. the binary cache); with
+    PGD_WALK_VERIFY_EVERY=K only after every K-th walked call and after every program call.
+STRIDE 1 (default; env PGD_WALK_STRIDE) walks every call. STRIDE S > 1 walks every call of each
+kind that occurs at most 60 times, and for the frequent kinds (clSetKernelArg) their first and
+last call and every S-th, so every call kind is covered. Errors cycle through the five codes.
+A run that exits 0 passes only with exactly the clean run's results (a designed fallback, such
+as rebuilding from source when the driver rejects a cached binary, absorbed the failure).
+Exit 0 when every walked call passes; 77 (skipped) without an OpenCL CPU device.
+"""
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ERRORS = ["CL_OUT_OF_RESOURCES", "CL_MEM_OBJECT_ALLOCATION_FAILURE", "CL_OUT_OF_HOST_MEMORY",
+          "CL_INVALID_WORK_GROUP_SIZE", "CL_BUILD_PROGRAM_FAILURE"]
+REPORTS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+           "SUMMARY: UndefinedBehaviorSanitizer"]
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    pagoda, shim, weights = sys.argv[1:4]
+    stride = int(sys.argv[4]) if len(sys.argv) > 4 else int(os.environ.get("PGD_WALK_STRIDE", "1"))
+    verify_every = int(os.environ.get("PGD_WALK_VERIFY_EVERY", "1"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    supp = os.path.join(here, "..", "sanitize", "lsan.supp")
+    tmp = tempfile.mkdtemp(prefix="pgd-fault-", dir=os.environ.get("PAGODA_TEST_TMP"))
+    env = dict(os.environ)
+    env.setdefault("PAGODA_DEVICE", "cpu")
+    env["PAGODA_GEMM"] = "pagoda"
+    env.setdefault("PAGODA_CACHE_DIR", os.path.join(tmp, "cache"))
+    env["ASAN_OPTIONS"] = ("detect_leaks=1:fast_unwind_on_malloc=0:halt_on_error=1:"
+                           "verify_asan_link_order=0:" + env.get("ASAN_OPTIONS", ""))
+    env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    env["LSAN_OPTIONS"] = "suppressions=" + supp
+    cmd = [pagoda, "vit", "--weights", weights, "--json"]
+
+    def run(extra, timeout=300):
+        e = dict(env)
+        e.update(extra)
+        e["LD_PRELOAD"] = shim
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout)
+        run.stdout = p.stdout
+        return p.returncode, p.stderr.decode("utf-8", "replace")
+
+    def results():
+        try:
+            return json.loads(run.stdout)["results"]
+        except (ValueError, KeyError):
+            return None
+
+    # Warm the cache, then count and name every call.
+    rc, err = run({})
+    if rc != 0:
+        if "matches no device" in err or "no OpenCL device" in err:
+            print("walk: no CPU OpenCL device; skipped")
+            return 77
+        print("walk: the run without a fault fails:\n" + err)
+        return 1
+    want = results()
+    trace = os.path.join(tmp, "trace")
+    rc, err = run({"PGD_FAULT_TRACE": trace, "PGD_FAULT_COUNT": os.path.join(tmp, "count")})
+    calls = [line.split()[1] for line in open(trace)]
+    kinds = collections.Counter(calls)
+    print("walk: %d intercepted calls: %s" % (len(calls), ", ".join(
+        "%s %d" % kv for kv in sorted(kinds.items()))))
+    seen = collections.Counter()
+    picked = []
+    for n, name in enumerate(calls, 1):
+        seen[name] += 1
+        if (stride <= 1 or kinds[name] <= 60 or seen[name] in (1, kinds[name])
+                or seen[name] % stride == 0):
+            picked.append((n, name))
+    # PGD_WALK_FROM=N skips the calls before N; PGD_WALK_PER_KIND=K keeps at most K calls of
+    # each kind, spread evenly (a quick pass that still reaches every kind).
+    first = int(os.environ.get("PGD_WALK_FROM", "1"))
+    picked = [(n, name) for n, name in picked if n >= first]
+    per_kind = int(os.environ.get("PGD_WALK_PER_KIND", "0"))
+    if per_kind > 0:
+        by_kind = collections.defaultdict(list)
+        for n, name in picked:
+            by_kind[name].append(n)
+        keep = set()
+        for name, ns in by_kind.items():
+            step = max(1, len(ns) / per_kind)
+            keep.update(ns[int(i * step)] for i in range(min(per_kind, len(ns))))
+        picked = [(n, name) for n, name in picked if n in keep]
+    print("walk: faulting %d of them (stride %d)" % (len(picked), stride))
+    failures = []
+    n_ok = n_recovered = 0
+    for i, (n, name) in enumerate(picked):
+        code = ERRORS[i % len(ERRORS)]
+        try:
+            rc, err = run({"PGD_FAULT_CALL": str(n), "PGD_FAULT_ERROR": code})
+        except subprocess.TimeoutExpired:
+            failures.append("call %d %s (%s): timed out" % (n, name, code))
+            continue
+        why = []
+        recovered = False
+        if rc == 0:
+            # Designed fallbacks (a rejected cached binary is rebuilt from source, a platform
+            # without devices is skipped) may absorb a failure: then the results must be
+            # exactly those of the clean run.
+            if results() == want:
+                recovered = True
+            else:
+                why.append("exit 0 with different results (the failure was swallowed)")
+        elif rc < 0 or rc >= 128:
+            why.append("killed by a signal (%d)" % rc)
+        if rc != 0 and "pagoda: error:" not in err:
+            why.append("no 'pagoda: error:' line")
+        if rc != 0 and name not in err:
+            why.append("the message does not name %s" % name)
+        for r in REPORTS:
+            if r in err:
+                why.append("sanitizer report (%s)" % r)
+        rc2 = 0
+        if i % verify_every == 0 or "Program" in name or "Kernels" in name:
+            rc2, err2 = run({})
+        if rc2 != 0:
+            why.append("the next run without a fault fails (%d): %s" % (rc2, err2.strip()[-300:]))
+        status = ("recovered" if recovered else "ok") if not why else "FAIL: " + "; ".join(why)
+        first = next((l for l in err.splitlines() if "pagoda: error:" in l), err.strip()[-200:])
+        print("call %4d %-26s %-32s %s | %s" % (n, name, code, status, first[:160]), flush=True)
+        n_ok += not why and not recovered
+        n_recovered += not why and recovered
+        if why:
+            failures.append("call %d %s (%s): %s\n%s" % (n, name, code, "; ".join(why), err[-2000:]))
+    print("walk: %d of %d faulted calls passed (%d with a clean error, %d recovered with identical "
+          "results)" % (len(picked) - len(failures), len(picked), n_ok, n_recovered))
+    for f in failures:
+        print("---\n" + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+/* fuzz_model_config.c — libFuzzer target: model configuration detection from tensor names and
+ * shapes. The input is a safetensors file (so the fuzzer mutates names, shapes and metadata
+ * through the real reader); whatever the reader accepts is handed to each detector, which must
+ * either fill a consistent configuration or fail with a message — never read out of bounds or
+ * overflow while deriving depth, width, patch, grid, classes, eps and heads. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "vit.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_vit(const vit_source *src, int heads)
+{
+    vit_config cfg;
+    pgd_error *err = NULL;
+    if (vit_detect(src, heads, &cfg, &err) != PGD_OK) {
+        if (!err || !pgd_error_message(err)[0])
+            abort();
+        pgd_error_free(err);
+        return;
+    }
+    pgd_error_free(err);
+    /* What vit_load and vit_forward rely on. */
+    if (cfg.depth < 1 || cfg.dim < 1 || cfg.heads < 1 || cfg.patch < 1 || cfg.mlp < 1 ||
+        cfg.classes < 1 || cfg.grid_h < 1 || cfg.grid_w < 1 || cfg.extra < 1 || cfg.extra > 2 ||
+        cfg.dim % cfg.heads != 0)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    if (pgd__weights_open_memory(data, size, "fuzz.safetensors", &w, &err) != PGD_OK) {
+        pgd_error_free(err);
+        return 0;
+    }
+    vit_source src;
+    vit_weights_source(&src, w, "fuzz.safetensors");
+    check_vit(&src, 0);
+    /* An explicit --heads that need not divide the width. */
+    check_vit(&src, size ? 1 + data[size - 1] % 16 : 3);
+    /* Further model families (the ResNet detector) are checked here the same way:
+     * resnet_detect(&src, &rcfg, &err) → a consistent configuration or a message. */
+    pgd_weights_close(w);
+    return 0;
+}

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
+
+Writes OUTDIR/{safetensors,npy,image,model_config}/: for each reader a few valid tiny files and
+one file per rejection rule (so the fuzzer starts with every error path reached), all small.
+Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
+importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
+"""
+import io
+import json
+import os
+import struct
+import sys
+import zlib
+
+
+def st_file(entries, meta=None, raw_header=None, pad_data=b"", header_len=None):
+    """A safetensors file from [(name, dtype, shape, bytes)], offsets in order."""
+    hdr, data, at = {}, b"", 0
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dtype, shape, blob in entries:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(blob)]}
+        data += blob
+        at += len(blob)
+    h = raw_header if raw_header is not None else json.dumps(hdr, separators=(",", ":")).encode()
+    n = len(h) if header_len is None else header_len
+    return struct.pack("<Q", n) + h + data + pad_data
+
+
+def f32(*vals):
+    return struct.pack("<%df" % len(vals), *vals)
+
+
+def safetensors_seeds():
+    s = {}
+    s["valid-f32"] = st_file([("a", "F32", [2, 3], f32(*range(6))), ("b", "F32", [1], f32(1.5))])
+    s["valid-f16-bf16"] = st_file([("h", "F16", [2], struct.pack("<2H", 0x3C00, 0x7C00)),
+                                   ("b", "BF16", [2], struct.pack("<2H", 0x3F80, 0x7FC1))])
+    s["valid-f64-i64"] = st_file([("d", "F64", [2], struct.pack("<2d", 1e300, -0.0)),
+                                  ("n", "I64", [], struct.pack("<q", 7))])
+    s["valid-meta"] = st_file([("x", "F32", [1, 1, 1], f32(2))], meta={"format": "pt", "num_heads": "3"})
+    s["valid-empty"] = st_file([])
+    s["valid-zero-size"] = st_file([("z", "F32", [0, 4], b""), ("y", "U8", [3], b"abc")])
+    s["err-short"] = b"\x01\x00\x00"
+    s["err-header-limit"] = struct.pack("<Q", 100000001) + b"{}"
+    s["err-header-past-end"] = struct.pack("<Q", 64) + b"{}"
+    s["err-utf8"] = st_file([], raw_header=b'{"\xff\xfe":1}')
+    s["err-json"] = st_file([], raw_header=b'{"a":')
+    s["err-duplicate"] = st_file([], raw_header=b'{"a":{},"a":{}}')
+    s["err-not-object"] = st_file([], raw_header=b"[1,2]")
+    s["err-meta-not-object"] = st_file([], raw_header=b'{"__metadata__":[]}')
+    s["err-meta-value"] = st_file([], raw_header=b'{"__metadata__":{"k":1}}')
+    s["err-dtype"] = st_file([("a", "F33", [1], f32(0))])
+    s["err-shape-type"] = st_file([("a", "F32", "1", f32(0))])
+    s["err-dims"] = st_file([("a", "F32", [1] * 9, f32(0))])
+    s["err-negative-dim"] = st_file([("a", "F32", [-1], f32(0))])
+    s["err-overflow"] = st_file([("a", "F32", [2**62, 2**62], f32(0))])
+    s["err-size-mismatch"] = st_file([("a", "F32", [2], f32(0))])
+    s["err-empty-name"] = st_file([("", "F32", [1], f32(0))])
+    s["err-extra-key"] = st_file([], raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":0}}',
+                                 pad_data=f32(0))
+    s["err-offsets-start"] = st_file([], raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+                                     pad_data=f32(0, 0))
+    s["err-gap"] = st_file([], raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                           b'"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}', pad_data=f32(0, 0, 0))
+    s["err-overlap"] = st_file([], raw_header=b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+                               b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', pad_data=f32(0, 0))
+    s["err-trailing"] = st_file([("a", "F32", [1], f32(0))], pad_data=b"xx")
+    s["err-offsets-order"] = st_file([], raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}',
+                                     pad_data=f32(0))
+    return s
+
+
+# ---- ViT checkpoints in the three namings, tiny (dim 4, patch 2, 2x2 grid, 2 blocks) ----
+
+FAMILIES = {
+    "timm": ("patch_embed.proj.weight", "patch_embed.proj.bias", "cls_token", "dist_token", "pos_embed",
+             "norm.weight", "norm.bias", "head.weight", "head.bias",
+             "blocks.%d.norm1.weight", "blocks.%d.norm1.bias", "blocks.%d.attn.qkv.weight",
+             "blocks.%d.attn.qkv.bias", "blocks.%d.attn.proj.weight", "blocks.%d.attn.proj.bias",
+             "blocks.%d.norm2.weight", "blocks.%d.norm2.bias", "blocks.%d.mlp.fc1.weight",
+             "blocks.%d.mlp.fc1.bias", "blocks.%d.mlp.fc2.weight", "blocks.%d.mlp.fc2.bias"),
+    "hf": ("vit.embeddings.patch_embeddings.projection.weight",
+           "vit.embeddings.patch_embeddings.projection.bias", "vit.embeddings.cls_token",
+           "vit.embeddings.distillation_token", "vit.embeddings.position_embeddings",
+           "vit.layernorm.weight", "vit.layernorm.bias", "classifier.weight", "classifier.bias",
+           "vit.encoder.layer.%d.layernorm_before.weight", "vit.encoder.layer.%d.layernorm_before.bias",
+           "vit.encoder.layer.%d.attention.attention.query.weight",
+           "vit.encoder.layer.%d.attention.attention.query.bias",
+           "vit.encoder.layer.%d.attention.output.dense.weight",
+           "vit.encoder.layer.%d.attention.output.dense.bias",
+           "vit.encoder.layer.%d.layernorm_after.weight", "vit.encoder.layer.%d.layernorm_after.bias",
+           "vit.encoder.layer.%d.intermediate.dense.weight", "vit.encoder.layer.%d.intermediate.dense.bias",
+           "vit.encoder.layer.%d.output.dense.weight", "vit.encoder.layer.%d.output.dense.bias"),
+    "torchvision": ("conv_proj.weight", "conv_proj.bias", "class_token", None, "encoder.pos_embedding",
+                    "encoder.ln.weight", "encoder.ln.bias", "heads.head.weight", "heads.head.bias",
+                    "encoder.layers.encoder_layer_%d.ln_1.weight", "encoder.layers.encoder_layer_%d.ln_1.bias",
+                    "encoder.layers.encoder_layer_%d.self_attention.in_proj_weight",
+                    "encoder.layers.encoder_layer_%d.self_attention.in_proj_bias",
+                    "encoder.layers.encoder_layer_%d.self_attention.out_proj.weight",
+                    "encoder.layers.encoder_layer_%d.self_attention.out_proj.bias",
+                    "encoder.layers.encoder_layer_%d.ln_2.weight", "encoder.layers.encoder_layer_%d.ln_2.bias",
+                    "encoder.layers.encoder_layer_%d.mlp.0.weight", "encoder.layers.encoder_layer_%d.mlp.0.bias",
+                    "encoder.layers.encoder_layer_%d.mlp.3.weight", "encoder.layers.encoder_layer_%d.mlp.3.bias"),
+}
+
+
+def vit_tensors(fam, dim=4, patch=2, grid=2, depth=2, mlp=8, classes=3, dist=False, drop=()):
+    n = FAMILIES[fam]
+    extra = 2 if dist else 1
+    t = {n[0]: [dim, 3, patch, patch], n[1]: [dim], n[2]: [1, 1, dim],
+         n[4]: [1, grid * grid + extra, dim], n[5]: [dim], n[6]: [dim], n[7]: [classes, dim], n[8]: [classes]}
+    if dist:
+        t[n[3]] = [1, 1, dim]
+    for b in range(depth):
+        blk = [[dim], [dim], [3 * dim, dim], [3 * dim], [dim, dim], [dim], [dim], [dim],
+               [mlp, dim], [mlp], [dim, mlp], [dim]]
+        for tmpl, shape in zip(n[9:], blk):
+            name = tmpl % b
+            if fam == "hf" and "query" in name:
+                shape = [dim, dim] if len(shape) == 2 else [dim]
+                for part in ("query", "key", "value"):
+                    t[name.replace("query", part)] = shape
+            else:
+                t[name] = shape
+    for d in drop:
+        t.pop(d, None)
+    return t
+
+
+def vit_file(tensors, meta=None, dtype="F16"):
+    size = {"F16": 2, "F32": 4}[dtype]
+    entries = []
+    for name, shape in tensors.items():
+        count = 1
+        for v in shape:
+            count *= v
+        entries.append((name, dtype, shape, bytes(count * size)))
+    return st_file(entries, meta=meta)
+
+
+def model_seeds():
+    s = {}
+    for fam in FAMILIES:
+        s["vit-" + fam] = vit_file(vit_tensors(fam))
+    s["vit-deit"] = vit_file(vit_tensors("timm", dist=True))
+    s["vit-meta-heads"] = vit_file(vit_tensors("timm", dim=8), meta={"num_heads": "2"})
+    s["vit-f32-192"] = vit_file(vit_tensors("timm", dim=192, patch=1, grid=1, depth=1, mlp=1, classes=1), dtype="F32")
+    t = vit_tensors("timm")
+    s["err-no-pos"] = vit_file(vit_tensors("timm", drop=["pos_embed"]))
+    t = vit_tensors("timm")
+    t["patch_embed.proj.weight"] = [4, 3, 2, 3]
+    s["err-patch-shape"] = vit_file(t)
+    t = vit_tensors("timm")
+    t["pos_embed"] = [1, 4, 4]
+    s["err-grid"] = vit_file(t)
+    s["err-no-blocks"] = vit_file(vit_tensors("timm", depth=0))
+    s["err-no-fc1"] = vit_file(vit_tensors("timm", drop=["blocks.0.mlp.fc1.weight"]))
+    s["err-no-head"] = vit_file(vit_tensors("torchvision", drop=["heads.head.weight"]))
+    s["err-heads"] = vit_file(vit_tensors("timm", dim=6), meta={"num_heads": "4"})
+    s["err-not-vit"] = vit_file({"conv1.weight": [4, 3, 3, 3], "fc.weight": [3, 4]})
+    return s
+
+
+# ---- .npy ----
+
+def npy(header, body, version=1, magic=b"\x93NUMPY"):
+    h = header.encode("latin-1")
+    pad = (64 - (len(magic) + 2 + (2 if version == 1 else 4) + len(h) + 1) % 64) % 64
+    h = h + b" " * pad + b"\n"
+    ln = struct.pack("<H", len(h)) if version == 1 else struct.pack("<I", len(h))
+    return magic + bytes([version, 0]) + ln + h + body
+
+
+def npy_seeds():
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }"
+    s = {}
+    s["valid-f4-2d"] = npy(d % ("<f4", "False", "(2, 3)"), f32(*range(6)))
+    s["valid-f8-1d"] = npy(d % ("<f8", "False", "(2,)"), struct.pack("<2d", 1.0, 2.0), version=2)
+    s["valid-0d"] = npy(d % ("<f4", "False", "()"), f32(3))
+    s["valid-empty"] = npy(d % ("<f4", "False", "(0, 5)"), b"", version=3)
+    s["valid-4d"] = npy(d % ("<f4", "False", "(1, 3, 2, 2)"), f32(*range(12)))
+    s["err-magic"] = b"\x93NUMPZ\x01\x00\x10\x00" + b" " * 16
+    s["err-short"] = b"\x93NUMPY\x01"
+    s["err-version"] = npy(d % ("<f4", "False", "(1,)"), f32(0), version=4)
+    s["err-header-past-end"] = b"\x93NUMPY\x01\x00\xff\x7f{'descr'"
+    s["err-missing-key"] = npy("{'descr': '<f4', 'shape': (1,), }", f32(0))
+    s["err-dtype"] = npy(d % (">f4", "False", "(1,)"), f32(0))
+    s["err-int"] = npy(d % ("<i8", "False", "(1,)"), bytes(8))
+    s["err-fortran"] = npy(d % ("<f4", "True", "(1,)"), f32(0))
+    s["err-shape-type"] = npy(d % ("<f4", "False", "[1]"), f32(0))
+    s["err-shape-neg"] = npy(d % ("<f4", "False", "(-1,)"), f32(0))
+    s["err-dims"] = npy(d % ("<f4", "False", "(1, 1, 1, 1, 1, 1, 1, 1, 1)"), f32(0))
+    s["err-huge"] = npy(d % ("<f4", "False", "(99999999999999, 99999999999)"), f32(0))
+    s["err-count"] = npy(d % ("<f4", "False", "(3,)"), f32(0, 1))
+    return s
+
+
+# ---- images ----
+
+def png(width, height, color_type, bit_depth=8, rows=None, interlace=0, palette=None, bad_crc=False):
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color_type]
+    bpr = (width * channels * bit_depth + 7) // 8
+    if rows is None:
+        rows = [bytes((x * 37 + y * 11) & 255 for x in range(bpr)) for y in range(height)]
+    raw = b"".join(bytes([y % 5]) + r for y, r in enumerate(rows))
+
+    def chunk(kind, data):
+        crc = zlib.crc32(kind + data) ^ (1 if bad_crc else 0)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc & 0xFFFFFFFF)
+
+    out = b"\x89PNG\r\n\x1a\n"
+    out += chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, interlace))
+    if palette is not None:
+        out += chunk(b"PLTE", palette)
+    out += chunk(b"IDAT", zlib.compress(raw))
+    return out + chunk(b"IEND", b"")
+
+
+def bmp(width, height, bpp=24, palette_size=0, top_down=False):
+    row = ((width * bpp + 31) // 32) * 4
+    pixels = bytes(((i * 7) & 255) for i in range(row * height))
+    pal = bytes(((i * 5) & 255) for i in range(4 * palette_size))
+    off = 14 + 40 + len(pal)
+    h = -height if top_down else height
+    info = struct.pack("<IiiHHIIiiII", 40, width, h, 1, bpp, 0, len(pixels), 2835, 2835, palette_size, 0)
+    return b"BM" + struct.pack("<IHHI", off + len(pixels), 0, 0, off) + info + pal + pixels
+
+
+def image_seeds():
+    s = {}
+    s["png-gray"] = png(5, 3, 0)
+    s["png-rgb"] = png(4, 4, 2)
+    s["png-rgba"] = png(3, 2, 6)
+    s["png-gray-alpha-16"] = png(2, 2, 4, bit_depth=16)
+    s["png-palette"] = png(4, 2, 3, palette=bytes(range(12)))
+    s["png-1bit"] = png(9, 2, 0, bit_depth=1)
+    s["png-interlaced"] = png(9, 9, 2, interlace=1)
+    s["bmp-24"] = bmp(5, 3)
+    s["bmp-32-top-down"] = bmp(2, 2, bpp=32, top_down=True)
+    s["bmp-8-palette"] = bmp(4, 3, bpp=8, palette_size=4)
+    s["bmp-1"] = bmp(9, 2, bpp=1, palette_size=2)
+    s["err-gif"] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
+    s["err-pnm"] = b"P6\n1 1\n255\n\x00\x00\x00"
+    s["err-unknown"] = b"hello, world"
+    s["err-empty"] = b""
+    s["err-png-truncated"] = png(4, 4, 2)[:40]
+    s["err-png-crc"] = png(2, 2, 2, bad_crc=True)
+    s["err-png-too-large"] = png(8193, 8193, 0, rows=[b""] * 1)[:33] + png(1, 1, 0)[33:]
+    s["err-png-zero"] = png(1, 1, 0)[:16] + struct.pack(">II", 0, 1) + png(1, 1, 0)[24:]
+    s["err-bmp-truncated"] = bmp(5, 3)[:60]
+    s["err-jpeg-truncated"] = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+    try:
+        from PIL import Image  # optional: JPEG seeds
+        img = Image.new("RGB", (9, 7))
+        img.putdata([((x * 29) & 255, (y * 37) & 255, ((x + y) * 13) & 255) for y in range(7) for x in range(9)])
+        for name, kw in {"jpeg-baseline": {}, "jpeg-progressive": {"progressive": True},
+                         "jpeg-420": {"subsampling": 2}}.items():
+            buf = io.BytesIO()
+            img.save(buf, "JPEG", quality=80, **kw)
+            s[name] = buf.getvalue()
+        buf = io.BytesIO()
+        img.convert("L").save(buf, "JPEG")
+        s["jpeg-gray"] = buf.getvalue()
+    except ImportError:
+        pass
+    return s
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
+    out = sys.argv[1]
+    sets = {"safetensors": safetensors_seeds(), "model_config": model_seeds(),
+            "npy": npy_seeds(), "image": image_seeds()}
+    sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
+    for target, seeds in sets.items():
+        d = os.path.join(out, target)
+        os.makedirs(d, exist_ok=True)
+        for name, blob in seeds.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(blob)
+        print("%s: %d seeds in %s" % (target, len(seeds), d))
+
+
+if __name__ == "__main__":
+    main()
