@@ -867,13 +867,37 @@ int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)
     return h * w;
 }
 
+/* The fused attention call of a softmax-form block: q = θ (Gaussian: x), k = φ (x, pooled when
+ * subsampling), v = g, scale 1, one head; o = y [B, N, dy]. */
+static void nl_attention_args(const nl_block *nb, nl_mode mode, const pgd_tensor *x,
+                              const pgd_tensor *P, const pgd_tensor *Pk, const pgd_tensor *Xk,
+                              int64_t Bn, int64_t N, int64_t Np, const pgd_tensor *y,
+                              pgd_attention_args *a)
+{
+    int64_t C = nb->site.channels, Ci = nb->site.inner, pc = nb->pc;
+    memset(a, 0, sizeof *a);
+    a->batch = Bn, a->heads = 1, a->nq = N, a->nk = Np, a->scale = 1.0f;
+    if (mode == NL_GAUSSIAN) {
+        a->head_dim = C;
+        a->q = (pgd_view){x, 0, N * C, 0, C};
+        a->k = (pgd_view){Xk, 0, Np * C, 0, C};
+        a->v = (pgd_view){Pk, 0, Np * pc, 0, pc};
+    } else {
+        a->head_dim = Ci;
+        a->q = (pgd_view){P, 0, N * pc, 0, pc};
+        a->k = (pgd_view){Pk, Ci, Np * pc, 0, pc};
+        a->v = (pgd_view){Pk, 2 * Ci, Np * pc, 0, pc};
+    }
+    a->o = (pgd_view){y, 0, N * nb->dy, 0, nb->dy};
+}
+
 /* The affinity row of query (qi, qj) on the block's grid, for every batch item. */
 static int nl_affinity(resnet_model *m, nl_block *nb, const pgd_tensor *x, const pgd_tensor *P,
                        const pgd_tensor *Pp, const pgd_tensor *Kx, int64_t H, int64_t W,
                        int64_t Np, resnet_affinity *aff, pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
-    int64_t Bn = dimv(x, 0), N = H * W, Ci = nb->site.inner, C = nb->site.channels;
+    int64_t Bn = dimv(x, 0), N = H * W, Ci = nb->site.inner;
     int64_t qi = (int64_t)(aff->qy * (double)H), qj = (int64_t)(aff->qx * (double)W);
     qi = qi < 0 ? 0 : qi >= H ? H - 1 : qi;
     qj = qj < 0 ? 0 : qj >= W ? W - 1 : qj;
@@ -894,20 +918,7 @@ static int nl_affinity(resnet_model *m, nl_block *nb, const pgd_tensor *x, const
             rc = new4(ctx, Bn, H, W, nb->dy, &scratch, err);
         if (!rc) {
             pgd_attention_args a;
-            memset(&a, 0, sizeof a);
-            a.batch = Bn, a.heads = 1, a.nq = N, a.nk = Np, a.scale = 1.0f;
-            if (mode == NL_GAUSSIAN) {
-                a.head_dim = C;
-                a.q = (pgd_view){x, 0, N * C, 0, C};
-                a.k = (pgd_view){Kx, 0, Np * C, 0, C};
-                a.v = (pgd_view){Pp, 0, Np * nb->pc, 0, nb->pc};
-            } else {
-                a.head_dim = Ci;
-                a.q = (pgd_view){P, 0, N * nb->pc, 0, nb->pc};
-                a.k = (pgd_view){Pp, Ci, Np * nb->pc, 0, nb->pc};
-                a.v = (pgd_view){Pp, 2 * Ci, Np * nb->pc, 0, nb->pc};
-            }
-            a.o = (pgd_view){scratch, 0, N * nb->dy, 0, nb->dy};
+            nl_attention_args(nb, mode, x, P, Pp, Kx, Bn, N, Np, scratch, &a);
             a.probs = probs;
             a.probs_head = 0;
             a.probs_q0 = q;
@@ -1034,20 +1045,7 @@ static int nl_forward(resnet_model *m, nl_block *nb, const pgd_tensor *x, resnet
         rc = nl_unfused(m, nb, x, P, Pk, Xk, N, Np, y, err);
     } else if (!rc && (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN)) {
         pgd_attention_args a;
-        memset(&a, 0, sizeof a);
-        a.batch = Bn, a.heads = 1, a.nq = N, a.nk = Np, a.scale = 1.0f;
-        if (mode == NL_GAUSSIAN) {
-            a.head_dim = C;
-            a.q = (pgd_view){x, 0, N * C, 0, C};
-            a.k = (pgd_view){Xk, 0, Np * C, 0, C};
-            a.v = (pgd_view){Pk, 0, Np * pc, 0, pc};
-        } else {
-            a.head_dim = Ci;
-            a.q = (pgd_view){P, 0, N * pc, 0, pc};
-            a.k = (pgd_view){Pk, Ci, Np * pc, 0, pc};
-            a.v = (pgd_view){Pk, 2 * Ci, Np * pc, 0, pc};
-        }
-        a.o = (pgd_view){y, 0, N * nb->dy, 0, nb->dy};
+        nl_attention_args(nb, mode, x, P, Pk, Xk, Bn, N, Np, y, &a);
         rc = pgd_attention(ctx, &a, err);
     } else if (!rc && mode == NL_DOT_PRODUCT) {
         int64_t ms[3] = {Bn, Ci, Ci};
