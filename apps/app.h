@@ -45,6 +45,11 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                         const app_labels *labels, char **sources, const char *fallback_source,
                         int json);
 
+/* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it) and keeps
+ * the decoded images in *loaded (for drawing maps). On error nothing is left allocated. */
+int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
+                   int64_t shape[4], pgd_error **err);
+
 /* OUT.png → OUT<tag>.png, or OUT<tag>-<index+1>.png when count > 1 (malloc'd). */
 char *app_numbered_path(const char *path, const char *tag, int index, int count);
 

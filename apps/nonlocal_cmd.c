@@ -219,7 +219,6 @@ int cmd_nonlocal(int argc, char **argv)
 
     int64_t shape[PGD_MAX_DIMS];
     int nd = 4;
-    const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
     if (input) {
         if (pgd_npy_read(input, &x, &nd, shape, &err)) {
             rc = app_fail(err);
@@ -231,19 +230,11 @@ int cmd_nonlocal(int argc, char **argv)
             goto done;
         }
     } else if (nimages) {
-        shape[0] = nimages, shape[1] = 3, shape[2] = shape[3] = S;
-        x = malloc((size_t)(nimages * per) * sizeof *x);
-        loaded = calloc((size_t)nimages, sizeof *loaded);
-        if (!x || !loaded) {
-            rc = EXIT_RUNTIME;
+        if (app_load_batch(images, nimages, PGD_PREPROCESS_TORCHVISION, &x, &loaded, shape,
+                           &err)) {
+            rc = app_fail(err);
             goto done;
         }
-        for (int i = 0; i < nimages; i++)
-            if (pgd_image_load(images[i], &loaded[i], &err) ||
-                pgd_image_preprocess(loaded[i], PGD_PREPROCESS_TORCHVISION, x + i * per, &err)) {
-                rc = app_fail(err);
-                goto done;
-            }
     } else {
         shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = size;
         int64_t n = 3 * (int64_t)size * size;

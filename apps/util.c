@@ -220,3 +220,31 @@ int app_sample_image(char *buf, size_t size)
     snprintf(buf, size, "%s/chelsea.jpg", PGD_SOURCE_DATA_DIR);
     return readable(buf);
 }
+
+int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
+                   int64_t shape[4], pgd_error **err)
+{
+    const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
+    *x = malloc((size_t)(n * per) * sizeof **x);
+    *loaded = calloc((size_t)n, sizeof **loaded);
+    int rc = (*x && *loaded) ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    if (rc)
+        pgd__error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
+                       (long long)S);
+    for (int i = 0; i < n && !rc; i++) {
+        rc = pgd_image_load(paths[i], &(*loaded)[i], err);
+        if (!rc)
+            rc = pgd_image_preprocess((*loaded)[i], preset, *x + i * per, err);
+    }
+    if (rc) {
+        for (int i = 0; *loaded && i < n; i++)
+            pgd_image_free((*loaded)[i]);
+        free(*loaded);
+        free(*x);
+        *loaded = NULL;
+        *x = NULL;
+        return rc;
+    }
+    shape[0] = n, shape[1] = 3, shape[2] = shape[3] = S;
+    return PGD_OK;
+}

@@ -183,26 +183,9 @@ int cmd_vit(int argc, char **argv)
             preset = cfg.family == VIT_HF ? PGD_PREPROCESS_HF
                      : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
                                                      : PGD_PREPROCESS_TIMM;
-        const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
-        shape[0] = nimages, shape[1] = 3, shape[2] = shape[3] = S;
-        x = malloc((size_t)(nimages * per) * sizeof *x);
-        loaded = calloc((size_t)nimages, sizeof *loaded);
-        if (!x || !loaded) {
-            free(x);
-            free(loaded);
+        if (app_load_batch(images, nimages, (pgd_preprocess)preset, &x, &loaded, shape, &err)) {
             pgd_weights_close(wf);
-            return EXIT_RUNTIME;
-        }
-        for (int i = 0; i < nimages; i++) {
-            if (pgd_image_load(images[i], &loaded[i], &err) ||
-                pgd_image_preprocess(loaded[i], (pgd_preprocess)preset, x + i * per, &err)) {
-                for (int j = 0; j <= i; j++)
-                    pgd_image_free(loaded[j]);
-                free(loaded);
-                free(x);
-                pgd_weights_close(wf);
-                return app_fail(err);
-            }
+            return app_fail(err);
         }
     } else {
         int64_t side = (int64_t)cfg.patch * cfg.grid_h;
