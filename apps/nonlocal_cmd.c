@@ -356,10 +356,10 @@ int cmd_nonlocal(int argc, char **argv)
         }
         if (!json)
             fprintf(stderr,
-                    "pagoda: affinity of pixel (%.0f, %.0f) -> position (%d, %d) of the %dx%d "
-                    "grid before layer%d.%d in %s written to %s\n",
-                    qx, qy, aff.qj, aff.qi, gw, gh, cfg.nl[0].layer, cfg.nl[0].block, images[b],
-                    path);
+                    "pagoda: affinity of pixel (%.0f, %.0f) (position (%d, %d) of the input of "
+                    "the block before layer%d.%d) over its %dx%d key grid, %s: written to %s\n",
+                    qx, qy, aff.qj, aff.qi, cfg.nl[0].layer, cfg.nl[0].block, aff.gw, aff.gh,
+                    images[b], path);
         free(path);
     }
     const pgd_device_info *d = pgd_ctx_device(ctx);
