@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "resnet.h"
 #include "vit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,6 +30,32 @@ static void check_vit(const vit_source *src, int heads)
         abort();
 }
 
+static void check_resnet(const vit_source *src, const char *spec, const char *mode, int sub)
+{
+    resnet_config cfg;
+    resnet_options opt = {spec, mode, sub};
+    pgd_error *err = NULL;
+    if (resnet_detect(src, &opt, &cfg, &err) != PGD_OK) {
+        if (!err || !pgd_error_message(err)[0])
+            abort();
+        pgd_error_free(err);
+        return;
+    }
+    pgd_error_free(err);
+    /* What resnet_load and resnet_forward rely on. */
+    if (cfg.stem < 1 || cfg.classes < 1 || cfg.n_nl < 0 || cfg.n_nl > RESNET_MAX_NL)
+        abort();
+    for (int L = 0; L < 4; L++)
+        if (cfg.blocks[L] < 1 || cfg.blocks[L] > RESNET_MAX_BLOCKS || cfg.width[L] < 1 ||
+            cfg.out[L] < 1)
+            abort();
+    for (int i = 0; i < cfg.n_nl; i++)
+        if (cfg.nl[i].layer < 1 || cfg.nl[i].layer > 4 || cfg.nl[i].block < 0 ||
+            cfg.nl[i].block >= cfg.blocks[cfg.nl[i].layer - 1] || cfg.nl[i].channels < 1 ||
+            cfg.nl[i].inner < 1)
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pgd_weights *w = NULL;
@@ -42,8 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_vit(&src, 0);
     /* An explicit --heads that need not divide the width. */
     check_vit(&src, size ? 1 + data[size - 1] % 16 : 3);
-    /* Further model families (the ResNet detector) are checked here the same way:
-     * resnet_detect(&src, &rcfg, &err) → a consistent configuration or a message. */
+    /* The ResNet detector: the file's own blocks and metadata, and with overrides. */
+    check_resnet(&src, NULL, NULL, -1);
+    check_resnet(&src, "layer1.0,layer3.1", "concatenation", 1);
     pgd_weights_close(w);
     return 0;
 }
