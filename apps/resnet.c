@@ -387,6 +387,9 @@ struct resnet_model {
     nl_block nl[RESNET_MAX_NL];
     pgd_linear *fc;
     int unfused; /* softmax forms: materialise the N x N' affinity (benchmark baseline) */
+    int meas_h, meas_w; /* device bytes one image took in the last pass at this size */
+    uint64_t meas_bytes;
+    int last_split; /* images per pass in the last resnet_forward */
 };
 
 static float *read_host(const vit_source *src, const char *name, int64_t n, pgd_error **err)
@@ -701,6 +704,8 @@ int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
                 resnet_model **out, pgd_error **err)
 {
     *out = NULL;
+    if (model_check_fits(ctx, src, "ResNet weights", err))
+        return PGD_ERR_TOO_LARGE;
     resnet_model *m = calloc(1, sizeof *m);
     if (!m)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet model");
@@ -1117,8 +1122,8 @@ static int block_forward(resnet_model *m, const res_block *rb, const pgd_tensor 
 
 static double now_ms(void) { return pgd__now_ms(); }
 
-int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
-                   resnet_affinity *aff, double times[5], pgd_error **err)
+static int forward_pass(resnet_model *m, const float *images, int B, int H, int W, float *logits,
+                        resnet_affinity *aff, double times[5], pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     pgd_tensor *img = NULL, *x = NULL, *t = NULL, *feat = NULL, *out = NULL;
@@ -1211,6 +1216,94 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
         times[3] = th;
         times[4] = now_ms() - t0;
     }
+    return rc;
+}
+
+int resnet_last_split(const resnet_model *m) { return m->last_split; }
+
+/* As vit_forward: a batch too big for the device runs as several passes of at most b images,
+ * b from the free global memory and one image's tensors (estimated from the widest stage, or
+ * measured in an earlier pass at this size), halved again on an allocation failure. */
+int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
+                   resnet_affinity *aff, double times[5], pgd_error **err)
+{
+    const resnet_config *c = &m->cfg;
+    if (B < 1 || H < 32 || W < 32)
+        return forward_pass(m, images, B, H, W, logits, aff, times, err);
+    /* The widest activation: the stem's output or a layer's (strides 4, 8, 16, 32). */
+    uint64_t hw2 = (uint64_t)((H + 1) / 2) * (uint64_t)((W + 1) / 2);
+    uint64_t widest = hw2 * (uint64_t)c->stem;
+    for (int L = 0; L < 4; L++) {
+        uint64_t s = (uint64_t)4 << L;
+        uint64_t px = (uint64_t)((H + s - 1) / s) * (uint64_t)((W + s - 1) / s);
+        uint64_t ch = (uint64_t)(c->out[L] > c->width[L] ? c->out[L] : c->width[L]);
+        if (px * ch > widest)
+            widest = px * ch;
+    }
+    uint64_t nl = 0; /* the non-local blocks' N x N' scratch when it is materialised */
+    int kh = 0, kw = 0;
+    int64_t keys = resnet_nl_grid(m, H, W, &kh, &kw);
+    if (keys > 0 && m->unfused)
+        nl = (uint64_t)keys * (uint64_t)keys * (c->subsample ? 16u : 4u);
+    uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest) + nl;
+    per += per / 4;
+    if (m->meas_h == H && m->meas_w == W && m->meas_bytes > per)
+        per = m->meas_bytes;
+    uint64_t largest = 4u * widest > nl ? 4u * widest : nl;
+    int b = model_batch_plan(m->ctx, B, per, largest, "resnet", err);
+    if (b < 1)
+        return PGD_ERR_TOO_LARGE;
+    int cells = 0;
+    if (aff) {
+        int ah = 0, aw = 0;
+        resnet_nl_grid(m, H, W, &ah, &aw);
+        cells = ah * aw;
+    }
+    double sum[5] = {0, 0, 0, 0, 0};
+    int rc = PGD_OK;
+    m->last_split = b;
+    for (int i = 0; i < B && !rc;) {
+        int n = B - i < b ? B - i : b;
+        double t[5];
+        resnet_affinity part;
+        if (aff) {
+            part = *aff;
+            part.row = aff->row + (size_t)i * (size_t)cells;
+        }
+        uint64_t base = m->ctx->live_bytes;
+        pgd__live_peak_reset(m->ctx);
+        rc = forward_pass(m, images + (size_t)i * 3 * (size_t)H * (size_t)W, n, H, W,
+                          logits + (size_t)i * (size_t)c->classes, aff ? &part : NULL, t, err);
+        if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
+             rc == PGD_ERR_TOO_LARGE) &&
+            n > 1) {
+            /* Out of device memory after all: the same images in smaller passes. */
+            if (err) {
+                pgd_error_free(*err);
+                *err = NULL;
+            }
+            b = n / 2;
+            m->last_split = b;
+            rc = PGD_OK;
+            continue;
+        }
+        if (!rc) {
+            if (aff) {
+                aff->gh = part.gh;
+                aff->gw = part.gw;
+                aff->qi = part.qi;
+                aff->qj = part.qj;
+            }
+            m->meas_h = H;
+            m->meas_w = W;
+            m->meas_bytes = (m->ctx->live_peak - base) / (uint64_t)n;
+            for (int k = 0; k < 5; k++)
+                sum[k] += t[k];
+            i += n;
+        }
+    }
+    if (times && !rc)
+        memcpy(times, sum, sizeof sum);
     return rc;
 }
 

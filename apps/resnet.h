@@ -80,6 +80,8 @@ int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw);
  * aff NULL: no affinity. */
 int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
                    resnet_affinity *aff, double times[5], pgd_error **err);
+/* The images per pass of the last resnet_forward (see vit_last_split). */
+int resnet_last_split(const resnet_model *m);
 
 /* Seeded random weights in torchvision naming for ResNet-`depth` (18/34/50/101/152) with
  * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)

@@ -198,6 +198,10 @@ struct vit_model {
     int pos_h, pos_w;
     pgd_linear *head, *head_dist;
     vit_block *blocks;
+    /* Device bytes one image took in the last pass at meas_h x meas_w (measured peak). */
+    int meas_h, meas_w, meas_maps;
+    uint64_t meas_bytes;
+    int last_split; /* images per pass in the last vit_forward */
 };
 
 static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape,
@@ -288,6 +292,8 @@ int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_mod
              pgd_error **err)
 {
     *out = NULL;
+    if (model_check_fits(ctx, src, "ViT weights", err))
+        return PGD_ERR_TOO_LARGE;
     vit_model *m = calloc(1, sizeof *m);
     if (!m)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model");
@@ -469,8 +475,8 @@ pgd_resize_mode vit_resize_mode(vit_family f)
     }
 }
 
-int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
-                float *attn_map, float *rollout, double times[4], pgd_error **err)
+static int forward_pass(vit_model *m, const float *images, int B, int H, int W, float *logits,
+                        float *attn_map, float *rollout, double times[4], pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     const vit_config *c = &m->cfg;
@@ -749,4 +755,71 @@ void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
     src->read = rand_read;
     src->meta = rand_meta;
     src->name_at = NULL;
+}
+
+int vit_last_split(const vit_model *m) { return m->last_split; }
+
+/* A batch that does not fit on the device at once runs as several passes of at most `b`
+ * images: b from the device's free global memory and an estimate of one image's tensors (the
+ * measured peak of an earlier pass at this size when there is one), halved again whenever a
+ * pass runs out of device memory anyway. Every image's result is the same either way. */
+int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
+                float *attn_map, float *rollout, double times[4], pgd_error **err)
+{
+    const vit_config *c = &m->cfg;
+    int64_t P = c->patch;
+    if (B < 1 || H < P || W < P || H % P || W % P)
+        return forward_pass(m, images, B, H, W, logits, attn_map, rollout, times, err);
+    int64_t T = c->extra + (H / P) * (W / P), D = c->dim, cells = (H / P) * (W / P);
+    int64_t prow = rollout ? T : attn_map ? 1 : 0;
+    uint64_t probs = 4u * (uint64_t)(c->heads * prow * T);
+    uint64_t per = 4u * (uint64_t)(3 * H * W + T * (6 * D + c->mlp) + D + 2 * c->classes) + probs;
+    per += per / 4; /* GEMM packing, attention scratch, pool rounding */
+    int maps = rollout ? 2 : attn_map ? 1 : 0;
+    if (m->meas_h == H && m->meas_w == W && m->meas_maps == maps && m->meas_bytes > per)
+        per = m->meas_bytes;
+    uint64_t largest = 4u * (uint64_t)T * (uint64_t)(c->mlp > 3 * D ? c->mlp : 3 * D);
+    if (probs > largest)
+        largest = probs;
+    int b = model_batch_plan(m->ctx, B, per, largest, "vit", err);
+    if (b < 1)
+        return PGD_ERR_TOO_LARGE;
+    double sum[4] = {0, 0, 0, 0};
+    int rc = PGD_OK;
+    m->last_split = b;
+    for (int i = 0; i < B && !rc;) {
+        int n = B - i < b ? B - i : b;
+        double t[4];
+        uint64_t base = m->ctx->live_bytes;
+        pgd__live_peak_reset(m->ctx);
+        rc = forward_pass(m, images + (size_t)i * 3 * (size_t)(H * W), n, H, W,
+                          logits + (size_t)i * (size_t)c->classes,
+                          attn_map ? attn_map + (size_t)i * (size_t)cells : NULL,
+                          rollout ? rollout + (size_t)i * (size_t)cells : NULL, t, err);
+        if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
+             rc == PGD_ERR_TOO_LARGE) &&
+            n > 1) {
+            /* Out of device memory after all: the same images in smaller passes. */
+            if (err) {
+                pgd_error_free(*err);
+                *err = NULL;
+            }
+            b = n / 2;
+            m->last_split = b;
+            rc = PGD_OK;
+            continue;
+        }
+        if (!rc) {
+            m->meas_h = H;
+            m->meas_w = W;
+            m->meas_maps = maps;
+            m->meas_bytes = (m->ctx->live_peak - base) / (uint64_t)n;
+            for (int k = 0; k < 4; k++)
+                sum[k] += t[k];
+            i += n;
+        }
+    }
+    if (times)
+        memcpy(times, sum, sizeof sum);
+    return rc;
 }

@@ -29,6 +29,19 @@ int model_need(const vit_source *src, const char *name, int want_ndim, const int
 /* Writes "[a, b, c]". */
 void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size);
 
+/* Fitting on the device (weights.c). The weights as float32: the sum over the source's
+ * tensors (0 when it lists none, as random sources do). */
+uint64_t model_weight_bytes(const vit_source *src);
+/* Refuses, before anything is allocated, weights larger than the device's global memory
+ * (PGD_ERR_TOO_LARGE with both sizes and the file). */
+int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_error **err);
+/* Images per forward pass: at most B and $PAGODA_MAX_BATCH, and as many as fit, at per_image
+ * bytes each, in seven eighths of the global memory less what live tensors hold (the model),
+ * with the largest single per-image buffer (`largest` bytes each) under
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE. 0, with *err naming the sizes, when one image does not fit. */
+int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
+                     pgd_error **err);
+
 typedef enum vit_family { VIT_TIMM, VIT_HF, VIT_TORCHVISION } vit_family;
 
 typedef struct vit_config {
@@ -65,6 +78,9 @@ void vit_free(vit_model *m);
  * to times[0..3] (embed, blocks, head, total) if non-NULL. */
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, float *rollout, double times[4], pgd_error **err);
+/* A batch too big for the device's memory runs as several passes (model_batch_plan, then
+ * halved on an allocation failure); the images per pass of the last vit_forward. */
+int vit_last_split(const vit_model *m);
 
 /* A source over an open safetensors file; `label` (the path) names it in messages. */
 void vit_weights_source(vit_source *src, pgd_weights *w, const char *label);

@@ -244,6 +244,10 @@ int cmd_vit(int argc, char **argv)
         rc = logits ? app_fail(err) : EXIT_RUNTIME;
         goto done;
     }
+    if (vit_last_split(m) < B)
+        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d: "
+                "that is what fits in the memory of '%s'\n", B, vit_last_split(m),
+                pgd_ctx_device(ctx)->name);
     if (save_logits) {
         int64_t ls[2] = {B, cfg.classes};
         if (pgd_npy_write(save_logits, logits, 2, ls, &err)) {

@@ -1,4 +1,5 @@
 /* weights.c — a vit_source over a safetensors file. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -72,4 +73,77 @@ void vit_weights_source(vit_source *src, pgd_weights *w, const char *label)
     src->read = st_read;
     src->meta = st_meta;
     src->name_at = st_name_at;
+}
+
+/* ---- fitting a model on the device ---- */
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+uint64_t model_weight_bytes(const vit_source *src)
+{
+    uint64_t total = 0;
+    if (!src->name_at)
+        return 0;
+    for (size_t i = 0;; i++) {
+        const char *name = src->name_at(src->u, i);
+        int nd;
+        int64_t s[8];
+        if (!name)
+            break;
+        if (src->shape(src->u, name, &nd, s) == 0 && nd <= 8) {
+            int64_t n = count(nd, s);
+            if (n > 0)
+                total += (uint64_t)n * sizeof(float);
+        }
+    }
+    return total;
+}
+
+int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_error **err)
+{
+    uint64_t need = model_weight_bytes(src);
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    if (need > d->global_mem)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "%s '%s' need %" PRIu64 " bytes (%.1f MiB) as float32 on "
+                              "the device, more than the %" PRIu64 " bytes (%.1f MiB) of global "
+                              "memory of '%s'",
+                              what, src->label, need, mib(need), d->global_mem, mib(d->global_mem),
+                              d->name);
+    return PGD_OK;
+}
+
+int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
+                     pgd_error **err)
+{
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    /* Leave an eighth of the device for the driver, kernels' scratch and other programs. */
+    uint64_t usable = d->global_mem - d->global_mem / 8, held = ctx->live_bytes;
+    uint64_t room = usable > held ? usable - held : 0;
+    uint64_t fit = per_image ? room / per_image : (uint64_t)B;
+    if (largest && d->max_alloc / largest < fit)
+        fit = d->max_alloc / largest;
+    if (fit < 1) {
+        if (largest > d->max_alloc)
+        {
+            pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                           "%s: one image needs a %" PRIu64 "-byte buffer (%.1f MiB), more than "
+                           "the %" PRIu64 " bytes '%s' allows in one buffer "
+                           "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                           what, largest, mib(largest), d->max_alloc, d->name);
+            return 0;
+        }
+        pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                       "%s: one image needs about %" PRIu64 " bytes (%.1f MiB) of activations; "
+                       "'%s' has %" PRIu64 " bytes (%.1f MiB) of global memory and the model "
+                       "holds %" PRIu64 " (%.1f MiB)",
+                       what, per_image, mib(per_image), d->name, d->global_mem, mib(d->global_mem),
+                       held, mib(held));
+        return 0;
+    }
+    int b = fit < (uint64_t)B ? (int)fit : B;
+    const char *env = getenv("PAGODA_MAX_BATCH");
+    if (env && atoi(env) > 0 && atoi(env) < b)
+        b = atoi(env);
+    return b;
 }

@@ -15,32 +15,19 @@
 
 enum { V_ROWS, V_TILED, V_GENERIC };
 
-/* Work per forward launch: a launch that runs for seconds trips GPU watchdogs (Windows TDR,
- * Linux's i915/amdgpu job timeouts) and starves the display, so the query rows are split into
- * chunks of at most this many FLOPs (4·Nk·D per row, head and batch: QKᵀ and PV), launched one
+/* Work per forward launch (see pgd__launch_rows): the query rows are split into chunks of at
+ * most this many FLOPs (4·Nk·D per row, head and batch: QKᵀ and PV), launched one
  * after another with a global offset. 2^28 FLOPs is ~100 ms at 2.7 GFLOP/s, the attention rate
  * of a slow device; on PoCL (~30 GFLOP/s) it is ~9 ms, and ViT-B/16's 197 rows of 12 heads
  * (0.6 MFLOP a row) still fit in one launch. */
 #define LAUNCH_FLOPS (UINT64_C(1) << 28)
 
 /* Query rows per forward launch, a multiple of `unit` (rows per work-group), so that each chunk
- * is made of the same work-groups as the whole launch and the results are bitwise the same.
- * PAGODA_MAX_LAUNCH_ROWS=N forces at most N rows (rounded up to the unit), for testing. */
+ * is made of the same work-groups as the whole launch and the results are bitwise the same. */
 static int64_t chunk_rows(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t D, int64_t unit)
 {
     uint64_t per_row = 4u * (uint64_t)B * (uint64_t)H * (uint64_t)(Nk > 0 ? Nk : 1) * (uint64_t)D;
-    uint64_t rows = LAUNCH_FLOPS / (per_row ? per_row : 1);
-    const char *env = getenv("PAGODA_MAX_LAUNCH_ROWS");
-    if (env && *env) {
-        char *end;
-        long long v = strtoll(env, &end, 10);
-        if (*end == '\0' && v > 0)
-            rows = (uint64_t)v;
-    }
-    if (rows < (uint64_t)unit)
-        rows = (uint64_t)unit;
-    rows = rows / (uint64_t)unit * (uint64_t)unit;
-    return rows >= (uint64_t)Nq ? Nq : (int64_t)rows;
+    return pgd__launch_rows(Nq, per_row, LAUNCH_FLOPS, unit);
 }
 
 static int fma_opt(const pgd_ctx *ctx)

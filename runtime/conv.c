@@ -46,8 +46,11 @@ static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const v
         *cl = clSetKernelArg(k, index, size, value);
 }
 
-/* Enqueues a flat kernel (one work-item per element) over `total` items. */
-static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, pgd_error **err)
+/* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
+ * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
+ * kernels index by the global id and test it against the total). */
+static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
+                        uint64_t flops, pgd_error **err)
 {
     size_t wg = pgd__flat_wg(ctx, k);
     /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
@@ -58,7 +61,15 @@ static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t tot
         wg = limit < 256 ? limit : 256;
     }
     size_t global = pgd__round_up((size_t)total, wg);
-    return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
+    size_t chunk = flops ? (size_t)pgd__launch_rows((int64_t)global, flops, PGD_LAUNCH_GEMM_FLOPS,
+                                                    (int64_t)wg)
+                         : global;
+    int rc = PGD_OK;
+    for (size_t x0 = 0; x0 < global && !rc; x0 += chunk) {
+        size_t n = global - x0 < chunk ? global - x0 : chunk;
+        rc = pgd__enqueue_at(ctx, k, name, 1, x0 ? &x0 : NULL, &n, &wg, err);
+    }
+    return rc;
 }
 
 static int same_shape4(const pgd_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
@@ -98,7 +109,7 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
         set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'nchw_to_nhwc'");
-    return enqueue_flat(ctx, k, "nchw_to_nhwc", total, err);
+    return enqueue_flat(ctx, k, "nchw_to_nhwc", total, 0, err);
 }
 
 /* ---- convolution: preparation ---- */
@@ -400,7 +411,7 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
     if (cl != CL_SUCCESS)
         rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_pad'");
     if (!rc)
-        rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, err);
+        rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, 0, err);
     if (rc) {
         pgd_tensor_destroy(*out);
         *out = NULL;
@@ -463,11 +474,22 @@ static int run_implicit(const fwd *f, pgd_error **err)
     set_arg(&cl, k, 22, sizeof mb, &mb);
     if (cl != CL_SUCCESS)
         rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
-    size_t global[3] = {(size_t)((tiles + mb - 1) / mb), (size_t)((c->coutg + nb - 1) / nb),
-                        (size_t)d->groups};
-    size_t local[3] = {1, 1, 1};
-    if (!rc)
-        rc = pgd__enqueue(ctx, k, "conv_implicit_cpu", 3, global, local, err);
+    /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
+    size_t items = (size_t)((tiles + mb - 1) / mb);
+    uint64_t per_row = 2u * (uint64_t)d->cout * (uint64_t)c->kg;
+    size_t chunk = (size_t)(pgd__launch_rows(f->m, per_row, PGD_LAUNCH_GEMM_FLOPS,
+                                             (int64_t)rm * mb) /
+                            ((int64_t)rm * mb));
+    if (chunk < 1)
+        chunk = 1;
+    for (size_t x0 = 0; x0 < items && !rc; x0 += chunk) {
+        size_t offset[3] = {x0, 0, 0};
+        size_t global[3] = {items - x0 < chunk ? items - x0 : chunk,
+                            (size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups};
+        size_t local[3] = {1, 1, 1};
+        rc = pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local,
+                             err);
+    }
     pgd_tensor_destroy(padded); /* the pool reuses it only after the queued work (in order) */
     return rc;
 }
@@ -518,7 +540,7 @@ static int run_im2col(const fwd *f, pgd_error **err)
                 rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_im2col'");
                 break;
             }
-            rc = enqueue_flat(ctx, k, "conv_im2col", total, err);
+            rc = enqueue_flat(ctx, k, "conv_im2col", total, 0, err);
             pgd__mat bias, res;
             pgd__gemm_call gc =
                 group_call(f, g, m0, rows, (pgd__mat){a->buf, 0, (int)c->kg, 0}, &bias, &res);
@@ -553,7 +575,8 @@ static int run_direct(const fwd *f, pgd_error **err)
     set_arg(&cl, k, 7, sizeof flags, &flags);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_direct'");
-    return enqueue_flat(ctx, k, "conv_direct", total, err);
+    return enqueue_flat(ctx, k, "conv_direct", total,
+                        2u * (uint64_t)c->d.kh * (uint64_t)c->d.kw * (uint64_t)c->cing, err);
 }
 
 int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x, pgd_act act,
@@ -659,7 +682,7 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         set_arg(&cl, kk, 2 + i, sizeof(cl_int), &a[i]);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of '%s'", kernel);
-    return enqueue_flat(ctx, kk, kernel, total, err);
+    return enqueue_flat(ctx, kk, kernel, total, (uint64_t)k * (uint64_t)k, err);
 }
 
 int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad, pgd_tensor *y,
@@ -705,5 +728,5 @@ int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
         set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'global_avgpool'");
-    return enqueue_flat(ctx, k, "global_avgpool", total, err);
+    return enqueue_flat(ctx, k, "global_avgpool", total, (uint64_t)(H * W), err);
 }

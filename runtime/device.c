@@ -1,5 +1,7 @@
 /* device.c — platforms and devices, capabilities, selection rules, the context and queue. */
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +314,35 @@ int pgd_device_select(const pgd_device_info *list, size_t count, const char *sel
                           selector, listing);
 }
 
+/* $PAGODA_GLOBAL_MEM / $PAGODA_MAX_ALLOC: bytes, with an optional K, M or G (binary) suffix,
+ * that lower what the device reports, to see how a run behaves on a smaller device. */
+static int env_limit(const char *var, uint64_t *value, pgd_error **err)
+{
+    const char *s = getenv(var);
+    if (!s || !*s)
+        return PGD_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (end && (*end == 'K' || *end == 'k'))
+        shift = 10;
+    else if (end && (*end == 'M' || *end == 'm'))
+        shift = 20;
+    else if (end && (*end == 'G' || *end == 'g'))
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || s[0] == '-' || v == 0 || v > (UINT64_MAX >> shift))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s='%s': expected a positive byte count such as 512M or 2G", var,
+                              s);
+    uint64_t bytes = (uint64_t)v << shift;
+    if (bytes < *value)
+        *value = bytes;
+    return PGD_OK;
+}
+
 int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
 {
     *out = NULL;
@@ -334,6 +365,15 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
     }
     ctx->dev = list[idx];
     pgd_devices_free(list);
+    rc = env_limit("PAGODA_GLOBAL_MEM", &ctx->dev.global_mem, err);
+    if (!rc)
+        rc = env_limit("PAGODA_MAX_ALLOC", &ctx->dev.max_alloc, err);
+    if (rc) {
+        free(ctx);
+        return rc;
+    }
+    if (ctx->dev.max_alloc > ctx->dev.global_mem)
+        ctx->dev.max_alloc = ctx->dev.global_mem;
 
     /* Look the handles up again by index: the info list holds no OpenCL handles. */
     cl_uint np = 0;

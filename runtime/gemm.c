@@ -119,6 +119,28 @@ static void set_gemm_args(cl_kernel k, const pgd__gemm_call *g, const pgd__mat *
     clSetKernelArg(k, 23, sizeof epi, &epi);
 }
 
+/* Output rows per launch (see pgd__launch_rows), a multiple of `unit`. */
+static int64_t launch_rows(const pgd__gemm_call *g, int64_t unit)
+{
+    uint64_t per_row = 2u * (uint64_t)g->N * (uint64_t)(g->K ? g->K : 1) * (uint64_t)g->batch;
+    return pgd__launch_rows(g->M, per_row, PGD_LAUNCH_GEMM_FLOPS, unit);
+}
+
+/* The same GEMM restricted to output rows [m0, m0 + rows); `res` holds its residual operand. */
+static pgd__gemm_call rows_of(const pgd__gemm_call *g, int64_t m0, int64_t rows, pgd__mat *res)
+{
+    pgd__gemm_call c = *g;
+    c.M = rows;
+    c.a.off += (size_t)(g->trans_a ? m0 : m0 * g->a.ld);
+    c.c.off += (size_t)(m0 * g->c.ld);
+    if (g->residual) {
+        *res = *g->residual;
+        res->off += (size_t)(m0 * res->ld);
+        c.residual = res;
+    }
+    return c;
+}
+
 int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
                    const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err)
 {
@@ -193,10 +215,17 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
     if (!rc) {
         set_gemm_args(k, g, &b);
-        size_t global[3] = {(size_t)((g->M + c.rm - 1) / c.rm), (size_t)((g->N + nb - 1) / nb),
-                            (size_t)g->batch};
-        size_t local[3] = {1, 1, 1};
-        rc = pgd__enqueue(ctx, k, "gemm_cpu", 3, global, local, err);
+        /* Long launches go in chunks of row blocks at their global offset: gemm_cpu indexes
+         * by the global id, so each chunk computes what the same work-items would at once. */
+        size_t blocks = (size_t)((g->M + c.rm - 1) / c.rm);
+        size_t chunk = (size_t)((launch_rows(g, c.rm) + c.rm - 1) / c.rm); /* ≥ 1 */
+        for (size_t b0 = 0; b0 < blocks && !rc; b0 += chunk) {
+            size_t offset[3] = {b0, 0, 0};
+            size_t global[3] = {blocks - b0 < chunk ? blocks - b0 : chunk,
+                                (size_t)((g->N + nb - 1) / nb), (size_t)g->batch};
+            size_t local[3] = {1, 1, 1};
+            rc = pgd__enqueue_at(ctx, k, "gemm_cpu", 3, b0 ? offset : NULL, global, local, err);
+        }
     }
     pgd_tensor_destroy(tmp); /* the pool keeps the buffer; the in-order queue orders reuse */
     return rc;
@@ -225,11 +254,20 @@ static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
             last = PGD_ERR_OUT_OF_RESOURCES;
             continue;
         }
-        set_gemm_args(k, g, &g->b);
-        size_t global[3] = {(size_t)((g->N + c->tsn - 1) / c->tsn) * lx,
-                            (size_t)((g->M + c->tsm - 1) / c->tsm) * ly, (size_t)g->batch};
-        size_t local[3] = {lx, ly, 1};
-        return pgd__enqueue(ctx, k, "gemm_gpu", 3, global, local, err);
+        /* gemm_gpu indexes tiles by the work-group id: long launches go in chunks of whole
+         * tile rows, each a GEMM over its rows of A, C and the residual. */
+        int64_t chunk = launch_rows(g, c->tsm);
+        for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
+            pgd__mat res;
+            pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
+            set_gemm_args(k, &part, &part.b);
+            size_t global[3] = {(size_t)((part.N + c->tsn - 1) / c->tsn) * lx,
+                                (size_t)((part.M + c->tsm - 1) / c->tsm) * ly,
+                                (size_t)part.batch};
+            size_t local[3] = {lx, ly, 1};
+            rc = pgd__enqueue(ctx, k, "gemm_gpu", 3, global, local, err);
+        }
+        return rc;
     }
     return pgd__error_set(err, last,
                           "gemm: no tile configuration fits device '%s' (max work-group %zu, "
@@ -416,7 +454,14 @@ static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
     if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g) == PGD__GEMM_CLBLAST) {
-        int rc = pgd__gemm_clblast(ctx, g, err);
+        /* CLBlast's launches are its own: long GEMMs go to it in chunks of rows. */
+        int64_t chunk = launch_rows(g, 64);
+        int rc = PGD_OK;
+        for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
+            pgd__mat res;
+            pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
+            rc = pgd__gemm_clblast(ctx, &part, err);
+        }
         if (rc != PGD_ERR_UNSUPPORTED)
             return rc;
     }

@@ -119,6 +119,28 @@ static int jpeg_tables_ok(const unsigned char *p, size_t n)
     return 1;
 }
 
+/* stb_image 2.27 computes `idata + ioff` on a NULL buffer when the first IDAT chunk of a PNG is
+ * empty (undefined behaviour, UBSan pointer-overflow in stbi__parse_png_file; found here by
+ * fuzz_image). Walking the chunks as stb_image does (length, type, data, CRC), a PNG whose
+ * first IDAT has length 0 is refused before stb sees it. */
+static int png_first_idat_ok(const unsigned char *p, size_t n)
+{
+    size_t i = 8; /* after the signature */
+    while (i + 8 <= n) {
+        uint32_t len = (uint32_t)p[i] << 24 | (uint32_t)p[i + 1] << 16 |
+                       (uint32_t)p[i + 2] << 8 | p[i + 3];
+        const unsigned char *type = p + i + 4;
+        if (!memcmp(type, "IDAT", 4))
+            return len != 0;
+        if (!memcmp(type, "IEND", 4))
+            break;
+        if (len > n - i - 8 || n - i - 8 - len < 4)
+            break; /* truncated: stb_image reports it */
+        i += 12 + (size_t)len;
+    }
+    return 1;
+}
+
 int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
                           pgd_error **err)
 {
@@ -156,6 +178,10 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
         return pgd__error_set(err, PGD_ERR_FORMAT,
                               "image '%s': corrupt JPEG: a Huffman table (DHT) lists more than 256 "
                               "codes or runs past its segment",
+                              name);
+    if (fmt == FMT_PNG && !png_first_idat_ok(p, size))
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "image '%s': corrupt PNG: its first IDAT (image data) chunk is empty",
                               name);
     int len = (int)size; /* size <= MAX_FILE_BYTES < INT_MAX */
     int w = 0, h = 0, comp = 0;

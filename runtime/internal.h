@@ -120,6 +120,8 @@ struct pgd_tensor {
     int64_t stride[PGD_MAX_DIMS];
 };
 void pgd__pool_destroy(pgd_ctx *ctx);
+/* Sets the peak to the bytes live now (before a pass to be measured). */
+void pgd__live_peak_reset(pgd_ctx *ctx);
 /* Checks a size against the device limits; the message names `what`. */
 int pgd__check_alloc(pgd_ctx *ctx, uint64_t bytes, const char *what, pgd_error **err);
 
@@ -174,6 +176,15 @@ size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info wha
 size_t pgd__kernel_wg(pgd_ctx *ctx, cl_kernel k);
 size_t pgd__pow2_floor(size_t v);
 size_t pgd__round_up(size_t n, size_t m);
+/* Long launches. A launch that runs for seconds trips GPU watchdogs (Windows TDR, Linux's
+ * i915/amdgpu job timeouts) and starves the display, so big launches are split along their
+ * rows into chunks of at most `cap` FLOPs, run one after another. Returns the rows per chunk:
+ * a multiple of `unit` (so that chunks are made of whole work-groups or tiles), at least one
+ * unit, at most `rows`. PAGODA_MAX_LAUNCH_ROWS=N forces N (rounded to the unit), for tests. */
+int64_t pgd__launch_rows(int64_t rows, uint64_t flops_per_row, uint64_t cap, int64_t unit);
+/* The cap for GEMM-like launches (GEMM, convolution): 2^30 FLOPs, ~100 ms at 10 GFLOP/s
+ * (Mesa llvmpipe on 2 cores runs our GEMM at 5-15), ~10 ms on an integrated GPU. */
+#define PGD_LAUNCH_GEMM_FLOPS (UINT64_C(1) << 30)
 /* The work-group size for a one-item-per-element kernel. */
 size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k);
 /* PGD_ERR_SHAPE with "op: what: [a] vs [b]". */
@@ -212,6 +223,9 @@ struct pgd_ctx {
     pgd__pool_entry *pool;
     size_t pool_len, pool_cap;
     uint64_t pool_idle_bytes, pool_reused;
+    /* Bytes of the buffers held by live tensors (idle pooled ones not counted), and the most
+     * seen since the last pgd__live_peak_reset: what a forward pass really needs. */
+    uint64_t live_bytes, live_peak;
 
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
     unsigned gemm_measurements;  /* back-end measurements made by this context */

@@ -44,6 +44,13 @@ int pgd__check_alloc(pgd_ctx *ctx, uint64_t bytes, const char *what, pgd_error *
     return PGD_OK;
 }
 
+static void count_live(pgd_ctx *ctx, uint64_t bytes)
+{
+    ctx->live_bytes += bytes;
+    if (ctx->live_bytes > ctx->live_peak)
+        ctx->live_peak = ctx->live_bytes;
+}
+
 static void set_contiguous(pgd_tensor *t, int ndim, const int64_t *shape)
 {
     t->ndim = ndim;
@@ -112,6 +119,7 @@ int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor *
             ctx->pool_idle_bytes -= want;
             ctx->pool[i] = ctx->pool[--ctx->pool_len];
             ctx->pool_reused++;
+            count_live(ctx, want);
             *out = t;
             return PGD_OK;
         }
@@ -129,15 +137,19 @@ int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor *
                             ctx->dev.name);
     }
     t->bytes = want;
+    count_live(ctx, want);
     *out = t;
     return PGD_OK;
 }
+
+void pgd__live_peak_reset(pgd_ctx *ctx) { ctx->live_peak = ctx->live_bytes; }
 
 void pgd_tensor_destroy(pgd_tensor *t)
 {
     if (!t)
         return;
     pgd_ctx *ctx = t->ctx;
+    ctx->live_bytes -= t->bytes < ctx->live_bytes ? t->bytes : ctx->live_bytes;
     uint64_t cap = pool_cap_bytes(ctx);
     if (t->bytes <= cap) {
         while (ctx->pool_len && ctx->pool_idle_bytes + t->bytes > cap) {

@@ -155,6 +155,39 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     return c;
 }
 
+/* Runs the convolution again with every launch split into the smallest chunks
+ * (PAGODA_MAX_LAUNCH_ROWS=1: one work-group, tile or work-item's rows per launch, the way a
+ * slow GPU runs big layers under its watchdog) into a fresh output (y canaries, or the residual
+ * again when it is read from y); the result must be bitwise the one launch's `got`. */
+static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *vx,
+                             pgd_tensor *vr, pgd_tensor *vy, const float *y_init, int act,
+                             const float *got, int64_t ny, const char *what)
+{
+    pgd_error *err = NULL;
+    float *h = malloc((size_t)(ny ? ny : 1) * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    for (int64_t i = 0; i < ny; i++)
+        h[i] = y_init ? y_init[i] : pgd_test_canary();
+    PGD_CHECK_OK(pgd_tensor_upload(vy, h, &err), &err); /* vy: the output's prefix view */
+    free(h);
+    setenv("PAGODA_MAX_LAUNCH_ROWS", "1", 1);
+    int rc = pgd_conv2d_forward(ctx, conv, vx, (pgd_act)act, y_init ? vy : vr, vy, &err);
+    unsetenv("PAGODA_MAX_LAUNCH_ROWS");
+    PGD_CHECK_OK(rc, &err);
+    float *again = malloc((size_t)ny * sizeof *again);
+    ck_assert_ptr_nonnull(again);
+    PGD_CHECK_OK(pgd_tensor_download(vy, again, &err), &err);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < ny && bad < 0; i++)
+        if (memcmp(&again[i], &got[i], sizeof *got))
+            bad = i;
+    if (bad >= 0)
+        fprintf(stderr, "%s: launches split into chunks differ from one launch at %lld: %.9g vs "
+                "%.9g\n", what, (long long)bad, again[bad], got[bad]);
+    free(again);
+    return bad < 0;
+}
+
 /* Runs one case; returns 1 if it passed. */
 static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const conv_case *cc,
                     const char *alg, int trial)
@@ -230,6 +263,9 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     }
     float *got = download_checked(ybuf, ny, what, &ok);
     ok &= close_to(got, want, mag, ny, 2e-5, what);
+    if (trial % 3 == 0)
+        ok &= same_when_chunked(ctx, conv, vx, vr, vy, cc->res_in_y ? hres : NULL, cc->act, got,
+                                ny, what);
     free(got);
     free(vx);
     free(vy);

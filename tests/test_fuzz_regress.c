@@ -58,6 +58,14 @@ START_TEST(regressions)
             ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "Huffman"));
             pgd_error_free(err);
         }
+        if (!strncmp(e->d_name, "image-png-empty-idat", 20)) {
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            ck_assert_int_eq(pgd_image_load_memory(buf, size, e->d_name, &img, &err),
+                             PGD_ERR_FORMAT);
+            ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "IDAT"));
+            pgd_error_free(err);
+        }
         free(buf);
         run++;
     }

@@ -233,6 +233,130 @@ START_TEST(missing_and_misshaped)
 }
 END_TEST
 
+/* Device limits, from a smaller device than the one at hand ($PAGODA_GLOBAL_MEM and
+ * $PAGODA_MAX_ALLOC lower what it reports): weights that do not fit are refused before anything
+ * is allocated, with both sizes; at sizes where the model fits but not the whole batch, the
+ * batch runs as smaller passes with the same logits; below that a clear error. */
+START_TEST(device_limits)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    vit_source src;
+    vit_weights_source(&src, w, path);
+    vit_config cfg;
+    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    const int B = 2, H = 32, W = 32;
+    float *x = read_floats("vit-timm-input.bin", (size_t)B * 3 * H * W);
+    float *want_f = read_floats("vit-timm-logits.bin", (size_t)B * cfg.classes);
+    double *want = malloc((size_t)B * cfg.classes * sizeof *want);
+    for (int i = 0; i < B * cfg.classes; i++)
+        want[i] = want_f[i];
+    float *got = malloc((size_t)B * cfg.classes * sizeof *got);
+    uint64_t need = model_weight_bytes(&src);
+    ck_assert_uint_gt(need, 10000);
+
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        char lim[32];
+        /* weights larger than the global memory */
+        snprintf(lim, sizeof lim, "%llu", (unsigned long long)(need / 2));
+        setenv("PAGODA_GLOBAL_MEM", lim, 1);
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        ck_assert_uint_eq(pgd_ctx_device(ctx)->global_mem, need / 2);
+        vit_model *m = NULL;
+        ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
+        ck_assert_ptr_null(m);
+        const char *msg = pgd_error_message(err);
+        snprintf(lim, sizeof lim, "%llu bytes", (unsigned long long)need);
+        ck_assert_msg(strstr(msg, path) && strstr(msg, lim) && strstr(msg, "global memory"),
+                      "message: %s", msg);
+        pgd_error_free(err);
+        err = NULL;
+        pgd_ctx_destroy(ctx);
+        unsetenv("PAGODA_GLOBAL_MEM");
+
+        /* a tensor larger than one buffer may be */
+        setenv("PAGODA_MAX_ALLOC", "4K", 1);
+        ctx = pgd_test_ctx(&d[i]);
+        ck_assert_uint_eq(pgd_ctx_device(ctx)->max_alloc, 4096);
+        ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
+        ck_assert_msg(strstr(pgd_error_message(err), "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), "message: %s",
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+        pgd_ctx_destroy(ctx);
+        unsetenv("PAGODA_MAX_ALLOC");
+
+        /* shrinking memory: whole batch, then passes of one image, then "one image needs" */
+        int whole = 0, split = 0, refused = 0;
+        for (double mem = 8.0 * need; mem > need / 2.0; mem *= 0.85) {
+            snprintf(lim, sizeof lim, "%llu", (unsigned long long)mem);
+            setenv("PAGODA_GLOBAL_MEM", lim, 1);
+            ctx = pgd_test_ctx(&d[i]);
+            int rc = vit_load(ctx, &src, &cfg, &m, &err);
+            if (rc == PGD_OK) {
+                for (int k = 0; k < B * cfg.classes; k++)
+                    got[k] = NAN;
+                rc = vit_forward(m, x, B, H, W, got, NULL, NULL, NULL, &err);
+                if (rc == PGD_OK) {
+                    char what[160];
+                    snprintf(what, sizeof what, "logits on %s with %s bytes, passes of %d",
+                             d[i].name, lim, vit_last_split(m));
+                    ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * cfg.classes), 1e-4,
+                                                    1e-5, what),
+                                  "%s", what);
+                    ck_assert_int_ge(vit_last_split(m), 1);
+                    if (vit_last_split(m) < B)
+                        split++;
+                    else
+                        whole++;
+                } else {
+                    ck_assert_msg(rc == PGD_ERR_TOO_LARGE, "%s bytes: %s", lim,
+                                  pgd_error_message(err));
+                    refused++;
+                    pgd_error_free(err);
+                    err = NULL;
+                }
+                vit_free(m);
+                m = NULL;
+            } else {
+                ck_assert_msg(rc == PGD_ERR_TOO_LARGE, "%s bytes: %s", lim,
+                              pgd_error_message(err));
+                pgd_error_free(err);
+                err = NULL;
+            }
+            pgd_ctx_destroy(ctx);
+        }
+        unsetenv("PAGODA_GLOBAL_MEM");
+        printf("device limits on %s: %d whole batches, %d split, %d refused after loading\n",
+               d[i].name, whole, split, refused);
+        ck_assert_int_gt(whole, 0);
+        ck_assert_int_gt(split, 0);
+
+        /* $PAGODA_MAX_BATCH caps the pass */
+        setenv("PAGODA_MAX_BATCH", "1", 1);
+        ctx = pgd_test_ctx(&d[i]);
+        PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, NULL, NULL, NULL, &err), &err);
+        ck_assert_int_eq(vit_last_split(m), 1);
+        ck_assert(pgd_test_allclose(got, want, (size_t)(B * cfg.classes), 1e-4, 1e-5,
+                                    "PAGODA_MAX_BATCH=1"));
+        vit_free(m);
+        pgd_ctx_destroy(ctx);
+        unsetenv("PAGODA_MAX_BATCH");
+    }
+    free(x);
+    free(want_f);
+    free(want);
+    free(got);
+    pgd_weights_close(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vit");
@@ -247,6 +371,7 @@ int main(void)
     tcase_add_test(tc, huggingface_resized);
     tcase_add_test(tc, torchvision_resized);
     tcase_add_test(tc, missing_and_misshaped);
+    tcase_add_test(tc, device_limits);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -1,26 +1,36 @@
 #!/usr/bin/env python3
-"""tests/fault/walk.py PAGODA CLFAULT_SO WEIGHTS [STRIDE] — OpenCL fault injection walk.
+"""tests/fault/walk.py PAGODA CLFAULT_SO COMMAND... — OpenCL fault injection walk.
 
-Counts the intercepted OpenCL calls of one `pagoda vit --weights WEIGHTS --json` run on PoCL
-(warm binary cache, Pagoda's own GEMM so CLBlast's internal calls stay out), then for each
-selected call N reruns with PGD_FAULT_CALL=N (the shim in tests/fault/clfault.c makes exactly
-that call fail) and asserts:
+COMMAND is a pagoda command line that prints JSON with a "results" member, e.g.
+  vit --weights tests/data/vit-timm.safetensors --json
+  nonlocal --weights tests/data/nl-bottleneck.safetensors --input ….npy --json
+(the old form `walk.py PAGODA CLFAULT_SO WEIGHTS.safetensors [STRIDE]` means the first one).
+
+Counts the intercepted OpenCL calls of one run on PoCL (warm binary cache, Pagoda's own GEMM
+so CLBlast's internal calls stay out), then for each selected call N reruns with
+PGD_FAULT_CALL=N (the shim in tests/fault/clfault.c makes exactly that call fail) and asserts:
   - a non-zero exit that is not a signal (no crash, no abort);
   - stderr carries "pagoda: error:" and names the failed OpenCL call;
+  - no OpenCL object left unreleased (the shim's PGD_FAULT_LEAKS count of contexts, queues,
+    buffers, programs, kernels and events);
   - no AddressSanitizer/UBSan/LeakSanitizer report (run it on the ASan build: PAGODA from
     build-asan; LSan uses tests/sanitize/lsan.supp for driver leaks);
   - the next run without a fault succeeds (nothing poisoned, e.g. the binary cache); with
     PGD_WALK_VERIFY_EVERY=K only after every K-th walked call and after every program call.
-STRIDE 1 (default; env PGD_WALK_STRIDE) walks every call. STRIDE S > 1 walks every call of each
-kind that occurs at most 60 times, and for the frequent kinds (clSetKernelArg) their first and
-last call and every S-th, so every call kind is covered. Errors cycle through the five codes.
+PGD_WALK_STRIDE=1 (default) walks every call. STRIDE S > 1 walks every call of each kind that
+occurs at most 60 times, and for the frequent kinds (clSetKernelArg) their first and last call
+and every S-th, so every call kind is covered. Errors cycle through the five codes.
 A run that exits 0 passes only with exactly the clean run's results (a designed fallback, such
 as rebuilding from source when the driver rejects a cached binary, absorbed the failure).
+PGD_WALK_JOBS (default 2) faulted runs go at once.
 Exit 0 when every walked call passes; 77 (skipped) without an OpenCL CPU device.
 """
 import collections
+import concurrent.futures
 import json
 import os
+import shutil
+import threading
 import subprocess
 import sys
 import tempfile
@@ -34,8 +44,14 @@ REPORTS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
-    pagoda, shim, weights = sys.argv[1:4]
-    stride = int(sys.argv[4]) if len(sys.argv) > 4 else int(os.environ.get("PGD_WALK_STRIDE", "1"))
+    pagoda, shim = sys.argv[1:3]
+    stride = int(os.environ.get("PGD_WALK_STRIDE", "1"))
+    args = sys.argv[3:]
+    if len(args) <= 2 and args[0].endswith(".safetensors"):
+        if len(args) == 2:
+            stride = int(args[1])
+        args = ["vit", "--weights", args[0], "--json"]
+    jobs = max(1, int(os.environ.get("PGD_WALK_JOBS", "2")))
     verify_every = int(os.environ.get("PGD_WALK_VERIFY_EVERY", "1"))
     here = os.path.dirname(os.path.abspath(__file__))
     supp = os.path.join(here, "..", "sanitize", "lsan.supp")
@@ -43,39 +59,46 @@ def main():
     env = dict(os.environ)
     env.setdefault("PAGODA_DEVICE", "cpu")
     env["PAGODA_GEMM"] = "pagoda"
-    env.setdefault("PAGODA_CACHE_DIR", os.path.join(tmp, "cache"))
-    env["ASAN_OPTIONS"] = ("detect_leaks=1:fast_unwind_on_malloc=0:halt_on_error=1:"
-                           "verify_asan_link_order=0:" + env.get("ASAN_OPTIONS", ""))
+    # A private binary cache, seeded from the one the caller uses (the test suite's), so the
+    # walk never races other processes on it.
+    cache = os.path.join(tmp, "cache")
+    if os.path.isdir(env.get("PAGODA_CACHE_DIR", "")):
+        shutil.copytree(env["PAGODA_CACHE_DIR"], cache)
+    env["PAGODA_CACHE_DIR"] = cache
+    env["ASAN_OPTIONS"] = ("detect_leaks=1:halt_on_error=1:verify_asan_link_order=0:" +
+                           env.get("ASAN_OPTIONS", ""))
     env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
     env["LSAN_OPTIONS"] = "suppressions=" + supp
-    cmd = [pagoda, "vit", "--weights", weights, "--json"]
+    env["PGD_FAULT_LEAKS"] = "1"
+    cmd = [pagoda] + args
+    print("walk: pagoda " + " ".join(args))
 
     def run(extra, timeout=300):
+        """(exit status, stderr, "results" of the JSON on stdout or None)"""
         e = dict(env)
         e.update(extra)
         e["LD_PRELOAD"] = shim
         p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            timeout=timeout)
-        run.stdout = p.stdout
-        return p.returncode, p.stderr.decode("utf-8", "replace")
-
-    def results():
         try:
-            return json.loads(run.stdout)["results"]
-        except (ValueError, KeyError):
-            return None
+            res = json.loads(p.stdout)["results"]
+        except (ValueError, KeyError, TypeError):
+            res = None
+        return p.returncode, p.stderr.decode("utf-8", "replace"), res
 
     # Warm the cache, then count and name every call.
-    rc, err = run({})
+    rc, err, want = run({})
     if rc != 0:
         if "matches no device" in err or "no OpenCL device" in err:
             print("walk: no CPU OpenCL device; skipped")
             return 77
         print("walk: the run without a fault fails:\n" + err)
         return 1
-    want = results()
+    if want is None or "clfault: leaked" in err:
+        print("walk: the run without a fault prints no results or leaks:\n" + err)
+        return 1
     trace = os.path.join(tmp, "trace")
-    rc, err = run({"PGD_FAULT_TRACE": trace, "PGD_FAULT_COUNT": os.path.join(tmp, "count")})
+    rc, err, _ = run({"PGD_FAULT_TRACE": trace, "PGD_FAULT_COUNT": os.path.join(tmp, "count")})
     calls = [line.split()[1] for line in open(trace)]
     kinds = collections.Counter(calls)
     print("walk: %d intercepted calls: %s" % (len(calls), ", ".join(
@@ -102,22 +125,35 @@ def main():
             keep.update(ns[int(i * step)] for i in range(min(per_kind, len(ns))))
         picked = [(n, name) for n, name in picked if n in keep]
     print("walk: faulting %d of them (stride %d)" % (len(picked), stride))
-    failures = []
-    n_ok = n_recovered = 0
-    for i, (n, name) in enumerate(picked):
+    # Each worker has its own copy of the warm cache: a faulted run may drop and rebuild an
+    # entry, which would change the call sequence of a run beside it.
+    local = threading.local()
+    workers = []
+    lock = threading.Lock()
+
+    def own_cache():
+        if not hasattr(local, "cache"):
+            with lock:
+                local.cache = os.path.join(tmp, "cache-%d" % len(workers))
+                workers.append(local.cache)
+            shutil.copytree(env["PAGODA_CACHE_DIR"], local.cache)
+        return {"PAGODA_CACHE_DIR": local.cache}
+
+    def check(item):
+        i, (n, name) = item
         code = ERRORS[i % len(ERRORS)]
+        mine = own_cache()
         try:
-            rc, err = run({"PGD_FAULT_CALL": str(n), "PGD_FAULT_ERROR": code})
+            rc, err, res = run(dict(mine, PGD_FAULT_CALL=str(n), PGD_FAULT_ERROR=code))
         except subprocess.TimeoutExpired:
-            failures.append("call %d %s (%s): timed out" % (n, name, code))
-            continue
+            return n, name, code, "FAIL: timed out", "", "timed out"
         why = []
         recovered = False
         if rc == 0:
             # Designed fallbacks (a rejected cached binary is rebuilt from source, a platform
             # without devices is skipped) may absorb a failure: then the results must be
             # exactly those of the clean run.
-            if results() == want:
+            if res == want:
                 recovered = True
             else:
                 why.append("exit 0 with different results (the failure was swallowed)")
@@ -127,21 +163,37 @@ def main():
             why.append("no 'pagoda: error:' line")
         if rc != 0 and name not in err:
             why.append("the message does not name %s" % name)
+        if "clfault: leaked" in err:
+            why.append(next(l for l in err.splitlines() if "clfault: leaked" in l))
         for r in REPORTS:
             if r in err:
                 why.append("sanitizer report (%s)" % r)
         rc2 = 0
         if i % verify_every == 0 or "Program" in name or "Kernels" in name:
-            rc2, err2 = run({})
+            try:
+                rc2, err2, res2 = run(mine)
+            except subprocess.TimeoutExpired:
+                rc2, err2, res2 = -1, "timed out", None
+            if rc2 == 0 and res2 != want:
+                why.append("the next run without a fault gives other results")
         if rc2 != 0:
             why.append("the next run without a fault fails (%d): %s" % (rc2, err2.strip()[-300:]))
         status = ("recovered" if recovered else "ok") if not why else "FAIL: " + "; ".join(why)
         first = next((l for l in err.splitlines() if "pagoda: error:" in l), err.strip()[-200:])
-        print("call %4d %-26s %-32s %s | %s" % (n, name, code, status, first[:160]), flush=True)
-        n_ok += not why and not recovered
-        n_recovered += not why and recovered
-        if why:
-            failures.append("call %d %s (%s): %s\n%s" % (n, name, code, "; ".join(why), err[-2000:]))
+        return n, name, code, status, first, err
+
+    failures = []
+    n_ok = n_recovered = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for n, name, code, status, first, err in pool.map(check, enumerate(picked)):
+            print("call %4d %-26s %-32s %s | %s" % (n, name, code, status, first[:160]),
+                  flush=True)
+            if status.startswith("FAIL"):
+                failures.append("call %d %s (%s): %s\n%s" % (n, name, code, status, err[-2000:]))
+            elif status == "recovered":
+                n_recovered += 1
+            else:
+                n_ok += 1
     print("walk: %d of %d faulted calls passed (%d with a clean error, %d recovered with identical "
           "results)" % (len(picked) - len(failures), len(picked), n_ok, n_recovered))
     for f in failures:
