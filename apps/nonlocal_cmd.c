@@ -331,9 +331,9 @@ int cmd_nonlocal(int argc, char **argv)
         goto done;
     }
     if (resnet_last_split(m) < B)
-        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d: "
-                "that is what fits in the memory of '%s'\n", B, resnet_last_split(m),
-                pgd_ctx_device(ctx)->name);
+        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
+                B, resnet_last_split(m), getenv("PAGODA_MAX_BATCH") ? "$PAGODA_MAX_BATCH, or " : "",
+                "what fits in the memory of ", pgd_ctx_device(ctx)->name);
     if (save_logits) {
         int64_t ls[2] = {B, cfg.classes};
         if (pgd_npy_write(save_logits, logits, 2, ls, &err)) {
