@@ -1221,6 +1221,38 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
 
 int resnet_last_split(const resnet_model *m) { return m->last_split; }
 
+/* One pass of resnet_forward over images [first, first + n); the affinity rows at their
+ * offset, the grid and query it reports copied back. */
+typedef struct resnet_pass_args {
+    resnet_model *m;
+    const float *images;
+    int H, W;
+    float *logits;
+    resnet_affinity *aff;
+    int cells;
+} resnet_pass_args;
+
+static int resnet_pass(void *u, int first, int n, double *times, pgd_error **err)
+{
+    resnet_pass_args *a = u;
+    size_t i = (size_t)first;
+    resnet_affinity part;
+    if (a->aff) {
+        part = *a->aff;
+        part.row = a->aff->row + i * (size_t)a->cells;
+    }
+    int rc = forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
+                          a->logits + i * (size_t)a->m->cfg.classes, a->aff ? &part : NULL,
+                          times, err);
+    if (!rc && a->aff) {
+        a->aff->gh = part.gh;
+        a->aff->gw = part.gw;
+        a->aff->qi = part.qi;
+        a->aff->qj = part.qj;
+    }
+    return rc;
+}
+
 /* As vit_forward: a batch too big for the device runs as several passes of at most b images,
  * b from the free global memory and one image's tensors (estimated from the widest stage, or
  * measured in an earlier pass at this size), halved again on an allocation failure. */
@@ -1253,57 +1285,15 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
     int b = model_batch_plan(m->ctx, B, per, largest, "resnet", err);
     if (b < 1)
         return PGD_ERR_TOO_LARGE;
-    int cells = 0;
-    if (aff) {
-        int ah = 0, aw = 0;
-        resnet_nl_grid(m, H, W, &ah, &aw);
-        cells = ah * aw;
+    int cells = aff ? kh * kw : 0; /* the affinity row covers the non-local grid */
+    resnet_pass_args a = {m, images, H, W, logits, aff, cells};
+    uint64_t peak = 0;
+    int rc = model_run_passes(m->ctx, B, b, 5, resnet_pass, &a, &m->last_split, &peak, times, err);
+    if (!rc) {
+        m->meas_h = H;
+        m->meas_w = W;
+        m->meas_bytes = peak;
     }
-    double sum[5] = {0, 0, 0, 0, 0};
-    int rc = PGD_OK;
-    m->last_split = b;
-    for (int i = 0; i < B && !rc;) {
-        int n = B - i < b ? B - i : b;
-        double t[5];
-        resnet_affinity part;
-        if (aff) {
-            part = *aff;
-            part.row = aff->row + (size_t)i * (size_t)cells;
-        }
-        uint64_t base = m->ctx->live_bytes;
-        pgd__live_peak_reset(m->ctx);
-        rc = forward_pass(m, images + (size_t)i * 3 * (size_t)H * (size_t)W, n, H, W,
-                          logits + (size_t)i * (size_t)c->classes, aff ? &part : NULL, t, err);
-        if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
-             rc == PGD_ERR_TOO_LARGE) &&
-            n > 1) {
-            /* Out of device memory after all: the same images in smaller passes. */
-            if (err) {
-                pgd_error_free(*err);
-                *err = NULL;
-            }
-            b = n / 2;
-            m->last_split = b;
-            rc = PGD_OK;
-            continue;
-        }
-        if (!rc) {
-            if (aff) {
-                aff->gh = part.gh;
-                aff->gw = part.gw;
-                aff->qi = part.qi;
-                aff->qj = part.qj;
-            }
-            m->meas_h = H;
-            m->meas_w = W;
-            m->meas_bytes = (m->ctx->live_peak - base) / (uint64_t)n;
-            for (int k = 0; k < 5; k++)
-                sum[k] += t[k];
-            i += n;
-        }
-    }
-    if (times && !rc)
-        memcpy(times, sum, sizeof sum);
     return rc;
 }
 

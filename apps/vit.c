@@ -759,6 +759,25 @@ void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
 
 int vit_last_split(const vit_model *m) { return m->last_split; }
 
+/* One pass of vit_forward over images [first, first + n). */
+typedef struct vit_pass_args {
+    vit_model *m;
+    const float *images;
+    int H, W;
+    float *logits, *attn_map, *rollout;
+    int64_t cells;
+} vit_pass_args;
+
+static int vit_pass(void *u, int first, int n, double *times, pgd_error **err)
+{
+    vit_pass_args *a = u;
+    size_t i = (size_t)first, cells = (size_t)a->cells;
+    return forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
+                        a->logits + i * (size_t)a->m->cfg.classes,
+                        a->attn_map ? a->attn_map + i * cells : NULL,
+                        a->rollout ? a->rollout + i * cells : NULL, times, err);
+}
+
 /* A batch that does not fit on the device at once runs as several passes of at most `b`
  * images: b from the device's free global memory and an estimate of one image's tensors (the
  * measured peak of an earlier pass at this size when there is one), halved again whenever a
@@ -784,42 +803,14 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     int b = model_batch_plan(m->ctx, B, per, largest, "vit", err);
     if (b < 1)
         return PGD_ERR_TOO_LARGE;
-    double sum[4] = {0, 0, 0, 0};
-    int rc = PGD_OK;
-    m->last_split = b;
-    for (int i = 0; i < B && !rc;) {
-        int n = B - i < b ? B - i : b;
-        double t[4];
-        uint64_t base = m->ctx->live_bytes;
-        pgd__live_peak_reset(m->ctx);
-        rc = forward_pass(m, images + (size_t)i * 3 * (size_t)(H * W), n, H, W,
-                          logits + (size_t)i * (size_t)c->classes,
-                          attn_map ? attn_map + (size_t)i * (size_t)cells : NULL,
-                          rollout ? rollout + (size_t)i * (size_t)cells : NULL, t, err);
-        if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
-             rc == PGD_ERR_TOO_LARGE) &&
-            n > 1) {
-            /* Out of device memory after all: the same images in smaller passes. */
-            if (err) {
-                pgd_error_free(*err);
-                *err = NULL;
-            }
-            b = n / 2;
-            m->last_split = b;
-            rc = PGD_OK;
-            continue;
-        }
-        if (!rc) {
-            m->meas_h = H;
-            m->meas_w = W;
-            m->meas_maps = maps;
-            m->meas_bytes = (m->ctx->live_peak - base) / (uint64_t)n;
-            for (int k = 0; k < 4; k++)
-                sum[k] += t[k];
-            i += n;
-        }
+    vit_pass_args a = {m, images, H, W, logits, attn_map, rollout, cells};
+    uint64_t peak = 0;
+    int rc = model_run_passes(m->ctx, B, b, 4, vit_pass, &a, &m->last_split, &peak, times, err);
+    if (!rc) {
+        m->meas_h = H;
+        m->meas_w = W;
+        m->meas_maps = maps;
+        m->meas_bytes = peak;
     }
-    if (times)
-        memcpy(times, sum, sizeof sum);
     return rc;
 }

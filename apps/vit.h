@@ -41,6 +41,13 @@ int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_
  * CL_DEVICE_MAX_MEM_ALLOC_SIZE. 0, with *err naming the sizes, when one image does not fit. */
 int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
                      pgd_error **err);
+/* Runs B images as passes of at most b: pass(u, first, n, times, err) runs images
+ * [first, first + n) and fills times[0..ntimes) (ntimes <= 8), summed over the passes. A pass of
+ * several images that runs out of device memory is retried at half the size. *last_split: the
+ * images per pass in the end; *peak_per_image: device bytes per image the last pass took. */
+typedef int (*model_pass_fn)(void *u, int first, int n, double *times, pgd_error **err);
+int model_run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass, void *u,
+                     int *last_split, uint64_t *peak_per_image, double *times, pgd_error **err);
 
 typedef enum vit_family { VIT_TIMM, VIT_HF, VIT_TORCHVISION } vit_family;
 

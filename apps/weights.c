@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -146,4 +147,41 @@ int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, 
     if (env && atoi(env) > 0 && atoi(env) < b)
         b = atoi(env);
     return b;
+}
+
+int model_run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass, void *u,
+                     int *last_split, uint64_t *peak_per_image, double *times, pgd_error **err)
+{
+    double sum[8] = {0};
+    int rc = PGD_OK;
+    *last_split = b;
+    for (int i = 0; i < B && !rc;) {
+        int n = B - i < b ? B - i : b;
+        double t[8] = {0};
+        uint64_t base = ctx->live_bytes;
+        pgd__live_peak_reset(ctx);
+        rc = pass(u, i, n, t, err);
+        if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
+             rc == PGD_ERR_TOO_LARGE) &&
+            n > 1) {
+            /* Out of device memory after all: the same images in smaller passes. */
+            if (err) {
+                pgd_error_free(*err);
+                *err = NULL;
+            }
+            b = n / 2;
+            *last_split = b;
+            rc = PGD_OK;
+            continue;
+        }
+        if (!rc) {
+            *peak_per_image = (ctx->live_peak - base) / (uint64_t)n;
+            for (int k = 0; k < ntimes && k < 8; k++)
+                sum[k] += t[k];
+            i += n;
+        }
+    }
+    if (times && !rc)
+        memcpy(times, sum, (size_t)ntimes * sizeof *times);
+    return rc;
 }

@@ -50,20 +50,17 @@ START_TEST(regressions)
         fn(buf, size);
         /* Corruptions stb_image 2.27 mishandles inside Debian's uninstrumented shared library,
          * where no sanitizer sees them: Pagoda must reject them before decoding. */
-        if (!strncmp(e->d_name, "image-jpeg-dht", 14)) {
+        static const struct {
+            const char *prefix, *says;
+        } refused[] = {{"image-jpeg-dht", "Huffman"}, {"image-png-empty-idat", "IDAT"}};
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            if (strncmp(e->d_name, refused[i].prefix, strlen(refused[i].prefix)))
+                continue;
             pgd_image *img = NULL;
             pgd_error *err = NULL;
             ck_assert_int_eq(pgd_image_load_memory(buf, size, e->d_name, &img, &err),
                              PGD_ERR_FORMAT);
-            ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "Huffman"));
-            pgd_error_free(err);
-        }
-        if (!strncmp(e->d_name, "image-png-empty-idat", 20)) {
-            pgd_image *img = NULL;
-            pgd_error *err = NULL;
-            ck_assert_int_eq(pgd_image_load_memory(buf, size, e->d_name, &img, &err),
-                             PGD_ERR_FORMAT);
-            ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "IDAT"));
+            ck_assert_ptr_nonnull(strstr(pgd_error_message(err), refused[i].says));
             pgd_error_free(err);
         }
         free(buf);
