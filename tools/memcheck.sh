@@ -10,7 +10,10 @@
 # commented. Exit status non-zero on any error or definite/indirect leak left after that.
 # BUILD_DIR defaults to build/ (a normal, non-sanitizer build: valgrind and ASan do not mix).
 # The binary cache is warmed first, so the run under valgrind loads kernels rather than
-# compiling them (compiling under memcheck takes many minutes).
+# compiling them (compiling under memcheck takes many minutes). The warm-up itself runs under
+# valgrind (--tool=none): valgrind's CPU has no AVX-512, so on such a host PoCL names another
+# device there (pthread-haswell instead of pthread-skylake-avx512) and a cache warmed natively
+# would not match.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bdir=${1:-build}
@@ -26,7 +29,9 @@ export PAGODA_CACHE_DIR=${PAGODA_CACHE_DIR:-$bdir/memcheck-cache}
 status=0
 run() {
   local name=$1; shift
-  "$pagoda" "$@" >/dev/null   # warm the binary cache
+  valgrind --tool=none -q "$pagoda" "$@" >/dev/null 2>"$bdir/memcheck-$name-warm.log" || {
+    echo "memcheck: $name: the warm-up run failed; see $bdir/memcheck-$name-warm.log" >&2
+    return 1; }
   local log=$bdir/memcheck-$name.log
   # PoCL runs kernels on its own pthreads and dlopens the kernel .so files it compiled.
   set +e
