@@ -487,10 +487,15 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
         }
         fflush(stdout);
     }
-    if (table && (pk.gflops > 0 || pk.gbs > 0))
-        printf("peak: %.1f GFLOP/s fp32 FMA (%s), %.1f GB/s global memory (%s)\n", pk.gflops,
-               pk.gflops_from[0] ? pk.gflops_from : "-", pk.gbs,
-               pk.gbs_from[0] ? pk.gbs_from : "-");
+    if (table && (pk.gflops > 0 || pk.gbs > 0)) {
+        printf("peak:");
+        if (pk.gflops > 0)
+            printf(" %.1f GFLOP/s fp32 FMA (%s)%s", pk.gflops, pk.gflops_from,
+                   pk.gbs > 0 ? "," : "");
+        if (pk.gbs > 0)
+            printf(" %.1f GB/s global memory (%s)", pk.gbs, pk.gbs_from);
+        printf("\n");
+    }
     json_t *run = json_pack("{s:o, s:s, s:s}", "device", app_device_json(d), "driver",
                             d->driver_version, "platform_version", d->platform_version);
     if (pk.gflops > 0 || pk.gbs > 0) {

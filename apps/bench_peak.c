@@ -13,7 +13,7 @@
  * across work-items wants narrow vectors and many chains, a GPU the opposite. */
 static const struct {
     int vec, chains;
-} fma_variants[] = {{4, 8}, {8, 8}, {8, 16}, {16, 4}},
+} fma_variants[] = {{4, 8}, {8, 8}, {8, 16}, {16, 4}, {16, 8}, {16, 16}},
   /* Mesa llvmpipe compiles each kernel for its work-group shape at the first launch and takes
    * minutes over the long bodies above; a short body still fills its SIMD lanes. */
     fma_variants_soft[] = {{4, 4}};
