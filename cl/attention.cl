@@ -77,8 +77,15 @@ inline float online_softmax_step(float *s, int n, float tmax, float *m, float *l
 /* -------------------------------------------------------------------------- */
 #ifdef HEAD_DIM
 #if (HEAD_DIM % 4) == 0
-/* vector width along the head dimension: 8 when possible (fills AVX2), else 4 */
-#if (HEAD_DIM % 8) == 0
+/* vector width along the head dimension: 16 when the host asks for it (-DVW16: the device
+ * prefers 16-wide floats, AVX-512), else 8 when possible (fills AVX2), else 4 */
+#if defined(VW16) && (HEAD_DIM % 16) == 0
+#define VW 16
+#define floatV float16
+#define vloadV vload16
+#define vstoreV vstore16
+#define HSUM4(p) (((p).lo.lo + (p).lo.hi) + ((p).hi.lo + (p).hi.hi))
+#elif (HEAD_DIM % 8) == 0
 #define VW 8
 #define floatV float8
 #define vloadV vload8

@@ -98,7 +98,9 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
     *rows = 1;
     if (var == V_ROWS) {
         *rows = 4;
-        snprintf(opts, sizeof opts, "-DHEAD_DIM=%lld -DROWS=4 -DTK=32%s", (long long)D, fma);
+        const char *vw16 = pgd_ctx_device(ctx)->pref_vector_float >= 16 ? " -DVW16" : "";
+        snprintf(opts, sizeof opts, "-DHEAD_DIM=%lld -DROWS=4 -DTK=32%s%s", (long long)D, fma,
+                 vw16);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_rows", k, err);
         if (!rc)
             *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 16 ? pgd__kernel_wg(ctx, *k) : 16);
