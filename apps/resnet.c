@@ -387,9 +387,7 @@ struct resnet_model {
     nl_block nl[RESNET_MAX_NL];
     pgd_linear *fc;
     int unfused; /* softmax forms: materialise the N x N' affinity (benchmark baseline) */
-    int meas_h, meas_w; /* device bytes one image took in the last pass at this size */
-    uint64_t meas_bytes;
-    int last_split; /* images per pass in the last resnet_forward */
+    model_batching batching; /* measured bytes per image, images per pass of the last forward */
 };
 
 static float *read_host(const vit_source *src, const char *name, int64_t n, pgd_error **err)
@@ -1219,7 +1217,7 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
     return rc;
 }
 
-int resnet_last_split(const resnet_model *m) { return m->last_split; }
+int resnet_last_split(const resnet_model *m) { return m->batching.last_split; }
 
 /* One pass of resnet_forward over images [first, first + n); the affinity rows at their
  * offset, the grid and query it reports copied back. */
@@ -1279,22 +1277,11 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
         nl = (uint64_t)keys * (uint64_t)keys * (c->subsample ? 16u : 4u);
     uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest) + nl;
     per += per / 4;
-    if (m->meas_h == H && m->meas_w == W && m->meas_bytes > per)
-        per = m->meas_bytes;
     uint64_t largest = 4u * widest > nl ? 4u * widest : nl;
-    int b = model_batch_plan(m->ctx, B, per, largest, "resnet", err);
-    if (b < 1)
-        return PGD_ERR_TOO_LARGE;
     int cells = aff ? kh * kw : 0; /* the affinity row covers the non-local grid */
     resnet_pass_args a = {m, images, H, W, logits, aff, cells};
-    uint64_t peak = 0;
-    int rc = model_run_passes(m->ctx, B, b, 5, resnet_pass, &a, &m->last_split, &peak, times, err);
-    if (!rc) {
-        m->meas_h = H;
-        m->meas_w = W;
-        m->meas_bytes = peak;
-    }
-    return rc;
+    return model_forward_batched(m->ctx, &m->batching, H, W, 0, B, per, largest, "resnet", 5,
+                                 resnet_pass, &a, times, err);
 }
 
 /* ---- random weights ----------------------------------------------------------------------- */

@@ -198,10 +198,7 @@ struct vit_model {
     int pos_h, pos_w;
     pgd_linear *head, *head_dist;
     vit_block *blocks;
-    /* Device bytes one image took in the last pass at meas_h x meas_w (measured peak). */
-    int meas_h, meas_w, meas_maps;
-    uint64_t meas_bytes;
-    int last_split; /* images per pass in the last vit_forward */
+    model_batching batching; /* measured bytes per image, images per pass of the last forward */
 };
 
 static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape,
@@ -757,7 +754,7 @@ void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
     src->name_at = NULL;
 }
 
-int vit_last_split(const vit_model *m) { return m->last_split; }
+int vit_last_split(const vit_model *m) { return m->batching.last_split; }
 
 /* One pass of vit_forward over images [first, first + n). */
 typedef struct vit_pass_args {
@@ -795,22 +792,10 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     uint64_t per = 4u * (uint64_t)(3 * H * W + T * (6 * D + c->mlp) + D + 2 * c->classes) + probs;
     per += per / 4; /* GEMM packing, attention scratch, pool rounding */
     int maps = rollout ? 2 : attn_map ? 1 : 0;
-    if (m->meas_h == H && m->meas_w == W && m->meas_maps == maps && m->meas_bytes > per)
-        per = m->meas_bytes;
     uint64_t largest = 4u * (uint64_t)T * (uint64_t)(c->mlp > 3 * D ? c->mlp : 3 * D);
     if (probs > largest)
         largest = probs;
-    int b = model_batch_plan(m->ctx, B, per, largest, "vit", err);
-    if (b < 1)
-        return PGD_ERR_TOO_LARGE;
     vit_pass_args a = {m, images, H, W, logits, attn_map, rollout, cells};
-    uint64_t peak = 0;
-    int rc = model_run_passes(m->ctx, B, b, 4, vit_pass, &a, &m->last_split, &peak, times, err);
-    if (!rc) {
-        m->meas_h = H;
-        m->meas_w = W;
-        m->meas_maps = maps;
-        m->meas_bytes = peak;
-    }
-    return rc;
+    return model_forward_batched(m->ctx, &m->batching, H, W, maps, B, per, largest, "vit", 4,
+                                 vit_pass, &a, times, err);
 }

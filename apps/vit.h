@@ -35,19 +35,23 @@ uint64_t model_weight_bytes(const vit_source *src);
 /* Refuses, before anything is allocated, weights larger than the device's global memory
  * (PGD_ERR_TOO_LARGE with both sizes and the file). */
 int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_error **err);
-/* Images per forward pass: at most B and $PAGODA_MAX_BATCH, and as many as fit, at per_image
- * bytes each, in seven eighths of the global memory less what live tensors hold (the model),
- * with the largest single per-image buffer (`largest` bytes each) under
- * CL_DEVICE_MAX_MEM_ALLOC_SIZE. 0, with *err naming the sizes, when one image does not fit. */
-int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
-                     pgd_error **err);
-/* Runs B images as passes of at most b: pass(u, first, n, times, err) runs images
- * [first, first + n) and fills times[0..ntimes) (ntimes <= 8), summed over the passes. A pass of
- * several images that runs out of device memory is retried at half the size. *last_split: the
- * images per pass in the end; *peak_per_image: device bytes per image the last pass took. */
+/* A forward over a batch that may not fit the device at once. Passes of as many images as fit,
+ * at per_image bytes each (the measured peak of the last pass at the same input, when larger),
+ * in seven eighths of the global memory less what live tensors hold (the model), with the
+ * largest single per-image buffer (`largest` bytes) under CL_DEVICE_MAX_MEM_ALLOC_SIZE and at
+ * most $PAGODA_MAX_BATCH images; a pass of several images that runs out of device memory is
+ * retried at half the size. pass(u, first, n, times, err) runs images [first, first + n) and
+ * fills times[0..ntimes) (ntimes <= 8), summed over the passes. PGD_ERR_TOO_LARGE, naming the
+ * sizes, when one image does not fit. */
 typedef int (*model_pass_fn)(void *u, int first, int n, double *times, pgd_error **err);
-int model_run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass, void *u,
-                     int *last_split, uint64_t *peak_per_image, double *times, pgd_error **err);
+typedef struct model_batching {
+    int h, w, maps;     /* the input (size, probability maps) `bytes` was measured for */
+    uint64_t bytes;     /* device bytes one image took in the last pass there */
+    int last_split;     /* images per pass in the last forward */
+} model_batching;
+int model_forward_batched(pgd_ctx *ctx, model_batching *mb, int H, int W, int maps, int B,
+                          uint64_t per_image, uint64_t largest, const char *what, int ntimes,
+                          model_pass_fn pass, void *u, double *times, pgd_error **err);
 
 typedef enum vit_family { VIT_TIMM, VIT_HF, VIT_TORCHVISION } vit_family;
 
@@ -85,8 +89,8 @@ void vit_free(vit_model *m);
  * to times[0..3] (embed, blocks, head, total) if non-NULL. */
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, float *rollout, double times[4], pgd_error **err);
-/* A batch too big for the device's memory runs as several passes (model_batch_plan, then
- * halved on an allocation failure); the images per pass of the last vit_forward. */
+/* A batch too big for the device's memory runs as several passes (model_forward_batched);
+ * the images per pass of the last vit_forward. */
 int vit_last_split(const vit_model *m);
 
 /* A source over an open safetensors file; `label` (the path) names it in messages. */

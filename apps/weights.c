@@ -114,8 +114,9 @@ int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_
     return PGD_OK;
 }
 
-int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
-                     pgd_error **err)
+/* Images per pass (model_forward_batched); 0 with *err set when one image does not fit. */
+static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
+                      pgd_error **err)
 {
     const pgd_device_info *d = pgd_ctx_device(ctx);
     /* Leave an eighth of the device for the driver, kernels' scratch and other programs. */
@@ -149,8 +150,10 @@ int model_batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, 
     return b;
 }
 
-int model_run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass, void *u,
-                     int *last_split, uint64_t *peak_per_image, double *times, pgd_error **err)
+/* B images as passes of at most b, halved on running out of device memory; *last_split: the
+ * images per pass in the end; *peak_per_image: device bytes per image the last pass took. */
+static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass, void *u,
+                      int *last_split, uint64_t *peak_per_image, double *times, pgd_error **err)
 {
     double sum[8] = {0};
     int rc = PGD_OK;
@@ -183,5 +186,25 @@ int model_run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass,
     }
     if (times && !rc)
         memcpy(times, sum, (size_t)ntimes * sizeof *times);
+    return rc;
+}
+
+int model_forward_batched(pgd_ctx *ctx, model_batching *mb, int H, int W, int maps, int B,
+                          uint64_t per_image, uint64_t largest, const char *what, int ntimes,
+                          model_pass_fn pass, void *u, double *times, pgd_error **err)
+{
+    if (mb->h == H && mb->w == W && mb->maps == maps && mb->bytes > per_image)
+        per_image = mb->bytes;
+    int b = batch_plan(ctx, B, per_image, largest, what, err);
+    if (b < 1)
+        return PGD_ERR_TOO_LARGE;
+    uint64_t peak = 0;
+    int rc = run_passes(ctx, B, b, ntimes, pass, u, &mb->last_split, &peak, times, err);
+    if (!rc) {
+        mb->h = H;
+        mb->w = W;
+        mb->maps = maps;
+        mb->bytes = peak;
+    }
     return rc;
 }

@@ -33,6 +33,15 @@ static float *read_floats(const char *name, size_t n)
 }
 
 /* Golden logits as doubles (what pgd_test_allclose compares against). */
+/* Opens the weights at path and detects their ViT configuration; both must succeed. */
+static void open_detect(const char *path, pgd_weights **w, vit_source *src, vit_config *cfg)
+{
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, w, &err), &err);
+    vit_weights_source(src, *w, path);
+    PGD_CHECK_OK(vit_detect(src, 0, cfg, &err), &err);
+}
+
 static double *read_logits(const char *name, size_t n)
 {
     float *f = read_floats(name, n);
@@ -69,11 +78,9 @@ static void run_case(const char *name, vit_family fam, int extra)
     snprintf(path, sizeof path, "%s/%s", data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
     vit_source src;
-    vit_weights_source(&src, w, path);
     vit_config cfg;
-    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    open_detect(path, &w, &src, &cfg);
     ck_assert_int_eq(cfg.family, fam);
     ck_assert_int_eq(cfg.dim, 32);
     ck_assert_int_eq(cfg.depth, 2);
@@ -252,11 +259,9 @@ START_TEST(device_limits)
     snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
     vit_source src;
-    vit_weights_source(&src, w, path);
     vit_config cfg;
-    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    open_detect(path, &w, &src, &cfg);
     const int B = 2, H = 32, W = 32;
     float *x = read_floats("vit-timm-input.bin", (size_t)B * 3 * H * W);
     double *want = read_logits("vit-timm-logits.bin", (size_t)B * cfg.classes);
