@@ -78,18 +78,31 @@ def main():
     cmd = [pagoda] + args
     print("walk: pagoda " + " ".join(args))
 
-    def run(extra, timeout=300):
-        """(exit status, stderr, "results" of the JSON on stdout or None)"""
+    lock = threading.Lock()
+    lsan_reruns = []
+
+    def run(extra, tag=None, timeout=300):
+        """(exit status, stderr, "results" of the JSON on stdout or None). LeakSanitizer's
+        exit-time scan itself sometimes dies beside the drivers' threads ("Tracer caught signal
+        11", then "LeakSanitizer has encountered a fatal error"): that is the tool failing, not a
+        report about Pagoda, so such a run is repeated (twice at most) and counted under `tag`;
+        a real leak report reads "ERROR: LeakSanitizer" and fails."""
         e = dict(env)
         e.update(extra)
         e["LD_PRELOAD"] = shim
-        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout)
+        for attempt in range(3):
+            p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=timeout)
+            err = p.stderr.decode("utf-8", "replace")
+            if not lsan_died(err) or attempt == 2:
+                break
+            with lock:
+                lsan_reruns.append(tag if tag is not None else "clean")
         try:
             res = json.loads(p.stdout)["results"]
         except (ValueError, KeyError, TypeError):
             res = None
-        return p.returncode, p.stderr.decode("utf-8", "replace"), res
+        return p.returncode, err, res
 
     # Warm the cache, then count and name every call.
     rc, err, want = run({})
@@ -134,8 +147,6 @@ def main():
     # entry, which would change the call sequence of a run beside it.
     local = threading.local()
     workers = []
-    lsan_reruns = []
-    lock = threading.Lock()
 
     def own_cache():
         if not hasattr(local, "cache"):
@@ -149,19 +160,10 @@ def main():
         i, (n, name) = item
         code = ERRORS[i % len(ERRORS)]
         mine = own_cache()
-        # LeakSanitizer's exit-time scan itself sometimes dies beside the drivers' threads
-        # ("Tracer caught signal 11", then "LeakSanitizer has encountered a fatal error"): that
-        # is the tool failing, not a report about Pagoda, so such a run is repeated (twice at
-        # most) and counted; a real leak report reads "ERROR: LeakSanitizer" and fails.
-        for attempt in range(3):
-            try:
-                rc, err, res = run(dict(mine, PGD_FAULT_CALL=str(n), PGD_FAULT_ERROR=code))
-            except subprocess.TimeoutExpired:
-                return n, name, code, "FAIL: timed out", "", "timed out"
-            if not lsan_died(err):
-                break
-            with lock:
-                lsan_reruns.append(n)
+        try:
+            rc, err, res = run(dict(mine, PGD_FAULT_CALL=str(n), PGD_FAULT_ERROR=code), n)
+        except subprocess.TimeoutExpired:
+            return n, name, code, "FAIL: timed out", "", "timed out"
         why = []
         recovered = False
         if rc == 0:
@@ -185,15 +187,10 @@ def main():
                 why.append("sanitizer report (%s)" % r)
         rc2 = 0
         if i % verify_every == 0 or "Program" in name or "Kernels" in name:
-            for attempt in range(3):
-                try:
-                    rc2, err2, res2 = run(mine)
-                except subprocess.TimeoutExpired:
-                    rc2, err2, res2 = -1, "timed out", None
-                if not lsan_died(err2):
-                    break
-                with lock:
-                    lsan_reruns.append(n)
+            try:
+                rc2, err2, res2 = run(mine, n)
+            except subprocess.TimeoutExpired:
+                rc2, err2, res2 = -1, "timed out", None
             if rc2 == 0 and res2 != want:
                 why.append("the next run without a fault gives other results")
         if rc2 != 0:
@@ -218,7 +215,7 @@ def main():
           "results)" % (len(picked) - len(failures), len(picked), n_ok, n_recovered))
     if lsan_reruns:
         print("walk: %d run(s) repeated because LeakSanitizer itself died at exit (calls %s)"
-              % (len(lsan_reruns), ", ".join(str(n) for n in sorted(set(lsan_reruns)))))
+              % (len(lsan_reruns), ", ".join(str(n) for n in sorted(set(lsan_reruns), key=str))))
     for f in failures:
         print("---\n" + f)
     return 1 if failures else 0
