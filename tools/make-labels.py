@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Writes apps/labels.c: the 1000 ImageNet-1k class names in index order.
+"""Writes apps/models/labels.c: the 1000 ImageNet-1k class names in index order.
 
 The names are the ones torchvision ships with its ImageNet weights
 (torchvision.models._meta._IMAGENET_CATEGORIES, Debian's python3-torchvision). Run with
-Debian's /usr/bin/python3: `/usr/bin/python3 tools/make-labels.py > apps/labels.c`.
+Debian's /usr/bin/python3: `/usr/bin/python3 tools/make-labels.py > apps/models/labels.c`.
 """
 import json
 from torchvision.models._meta import _IMAGENET_CATEGORIES as names
