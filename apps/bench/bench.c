@@ -193,7 +193,7 @@ void bench_stats(double *ms, int n, double *median, double *p90, double *min)
     *p90 = ms[i90 < 0 ? 0 : i90];
 }
 
-static double now_ms(void)
+double bench_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -211,7 +211,7 @@ void bench_progress(const char *fmt, ...)
 {
     if (!progress.on)
         return;
-    double t = now_ms();
+    double t = bench_now_ms();
     /* Ten updates a second are plenty, and keep a terminal over ssh responsive. */
     if (progress.shown && t - progress.last_ms < 100.0)
         return;
@@ -251,11 +251,11 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
     if (rc)
         return rc;
     double budget = o->budget_ms > 0 ? o->budget_ms : 1000.0;
-    double start = now_ms();
+    double start = bench_now_ms();
     int warm = 0;
     /* Warm-ups: as many as asked, or from the budget up to a tenth of it (1 to 10). */
     while (!rc && (o->warmup >= 0 ? warm < o->warmup
-                                  : warm < 1 || (warm < 10 && now_ms() - start < budget * 0.1))) {
+                                  : warm < 1 || (warm < 10 && bench_now_ms() - start < budget * 0.1))) {
         bench_progress("warm-up %d", warm + 1);
         rc = fn(state, err);
         if (!rc)
@@ -270,7 +270,7 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
         if (rc)
             break;
         if (o->repeat > 0 ? n >= o->repeat
-                          : n >= 3 && (now_ms() - start >= budget || n >= BENCH_MAX_RUNS))
+                          : n >= 3 && (bench_now_ms() - start >= budget || n >= BENCH_MAX_RUNS))
             break;
         if (n == cap) {
             double *grown = realloc(ms, (size_t)cap * 2 * sizeof *ms);
@@ -284,12 +284,12 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
         if (o->repeat > 0)
             bench_progress("run %d/%d", n + 1, o->repeat);
         else
-            bench_progress("run %d (%.0f of %.0f ms)", n + 1, now_ms() - start, budget);
-        double t0 = now_ms();
+            bench_progress("run %d (%.0f of %.0f ms)", n + 1, bench_now_ms() - start, budget);
+        double t0 = bench_now_ms();
         rc = fn(state, err);
         if (!rc)
             rc = pgd_ctx_finish(ctx, err);
-        ms[n++] = now_ms() - t0;
+        ms[n++] = bench_now_ms() - t0;
     }
     if (!rc) {
         bench_stats(ms, n, &b->median_ms, &b->p90_ms, &b->min_ms);

@@ -42,6 +42,9 @@ typedef struct bench_item {
                int cap, pgd_error **err);
 } bench_item;
 
+/* Monotonic wall-clock time in milliseconds. */
+double bench_now_ms(void);
+
 /* Sorts ms[0..n) and computes its median, 90th percentile and minimum. */
 void bench_stats(double *ms, int n, double *median, double *p90, double *min);
 

@@ -10,13 +10,6 @@
 #include "bench.h"
 #include "pgd_config.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* ---- build: cold vs warm build of every kernel file ---------------------------------------- */
 
 static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
@@ -46,18 +39,18 @@ static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
             char opts[64];
             snprintf(opts, sizeof opts, "-DPGD_BENCH_NONCE=%d%04d", rand(), r);
             pgd_ctx_clear_programs(ctx);
-            double t0 = now_ms();
+            double t0 = bench_now_ms();
             int rc = pgd_program_prepare(ctx, names[i], opts, err);
-            cold[r] = now_ms() - t0;
+            cold[r] = bench_now_ms() - t0;
             if (rc) {
                 free(cold);
                 free(warm);
                 return rc;
             }
             pgd_ctx_clear_programs(ctx);
-            t0 = now_ms();
+            t0 = bench_now_ms();
             rc = pgd_program_prepare(ctx, names[i], opts, err);
-            warm[r] = now_ms() - t0;
+            warm[r] = bench_now_ms() - t0;
             if (rc) {
                 free(cold);
                 free(warm);

@@ -7,7 +7,7 @@
 
 #include "app.h"
 #include "bench.h"
-#include "internal.h"
+#include "bench_embed.h"
 
 /* The FMA variants tried; the best one is the device's peak. A CPU driver that vectorises
  * across work-items wants narrow vectors and many chains, a GPU the opposite. */
@@ -23,17 +23,28 @@ static const struct {
 #define PEAK_TARGET_MS 20.0
 
 typedef struct peak_state {
-    pgd_ctx *ctx;
-    cl_kernel k;
-    const char *name;
+    pgd_kernel *k;
     size_t global, local;
 } peak_state;
 
 static int peak_once(void *p, pgd_error **err)
 {
     peak_state *s = p;
-    return pgd__enqueue(s->ctx, s->k, s->name, 1, &s->global, &s->local, err);
+    return pgd_kernel_launch(s->k, 1, &s->global, &s->local, err);
 }
+
+/* Kernel `function` of peak.cl built with `opts`; *build_ms: the compile time it took. */
+static int peak_kernel(pgd_ctx *ctx, const char *opts, const char *function, pgd_kernel **k,
+                       double *build_ms, pgd_error **err)
+{
+    pgd_build_stats s0, s1;
+    pgd_ctx_build_stats(ctx, &s0);
+    int rc = pgd_kernel_create(ctx, "peak", bench_peak_sources[0].text, opts, function, k, err);
+    pgd_ctx_build_stats(ctx, &s1);
+    *build_ms = s1.build_ms - s0.build_ms;
+    return rc;
+}
+
 
 static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench_result *b,
                    pgd_error **err)
@@ -43,45 +54,49 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
      * emulation, and its mad() is the fastest multiply-add it has. */
     const char *op = pgd_ctx_device(ctx)->software_rasteriser ? "mad" : "fma";
     snprintf(opts, sizeof opts, "-DPEAK_VEC=%d -DPEAK_CHAINS=%d -DPEAK_OP=%s", vec, chains, op);
-    peak_state s = {ctx, NULL, "peak_fma", 0, 0};
-    pgd_build_stats s0, s1;
-    pgd_ctx_build_stats(ctx, &s0);
-    int rc = pgd__kernel_get(ctx, "peak", opts, "peak_fma", &s.k, err);
-    pgd_ctx_build_stats(ctx, &s1);
+    peak_state s = {NULL, 0, 0};
+    double build_ms = 0;
+    int rc = peak_kernel(ctx, opts, "peak_fma", &s.k, &build_ms, err);
     if (rc)
         return rc;
     const pgd_device_info *d = pgd_ctx_device(ctx);
-    s.local = pgd__flat_wg(ctx, s.k);
+    s.local = pgd_kernel_preferred_work_group(s.k);
     /* Enough groups that every compute unit has several in flight. */
     size_t cus = d->compute_units ? d->compute_units : 1;
     s.global = s.local * cus * 8;
-    size_t outn = s.global;
-    cl_int cle;
-    cl_mem out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, outn * sizeof(float), NULL, &cle);
-    if (!out)
-        return pgd__cl_fail(err, cle, "clCreateBuffer", "peak_fma output");
+    int64_t outn = (int64_t)s.global;
+    pgd_tensor *out = NULL;
+    rc = pgd_tensor_create(ctx, 1, &outn, &out, err);
+    if (rc) {
+        pgd_kernel_destroy(s.k);
+        return rc;
+    }
     float m = 0.999999f, c = 1e-6f;
     int iters = 4;
-    clSetKernelArg(s.k, 0, sizeof(cl_mem), &out);
-    clSetKernelArg(s.k, 1, sizeof(float), &m);
-    clSetKernelArg(s.k, 2, sizeof(float), &c);
+    rc = pgd_kernel_set_tensor(s.k, 0, out, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(s.k, 1, sizeof m, &m, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(s.k, 2, sizeof c, &c, err);
     /* Calibrate: grow the loop count until one launch lasts about PEAK_TARGET_MS. The first
      * launch is left out: some drivers (PoCL) finish compiling the kernel on it. */
-    clSetKernelArg(s.k, 3, sizeof(int), &iters);
-    rc = peak_once(&s, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
+    if (!rc)
+        rc = peak_once(&s, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     for (int tries = 0; !rc && tries < 12; tries++) {
-        clSetKernelArg(s.k, 3, sizeof(int), &iters);
+        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
         /* The faster of two launches: one slow sample on a busy machine must not stop the
          * growth early. */
         double t = 1e30;
         for (int k = 0; !rc && k < 2; k++) {
-            double t0 = pgd__now_ms();
+            double t0 = bench_now_ms();
             rc = peak_once(&s, err);
             if (!rc)
                 rc = pgd_ctx_finish(ctx, err);
-            double tk = pgd__now_ms() - t0;
+            double tk = bench_now_ms() - t0;
             t = tk < t ? tk : t;
         }
         if (rc || t >= PEAK_TARGET_MS * 0.5)
@@ -93,11 +108,12 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
             break;
         iters = (int)((double)iters * grow) + 1;
     }
-    if (!rc) {
-        clSetKernelArg(s.k, 3, sizeof(int), &iters);
+    if (!rc)
+        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
+    if (!rc)
         rc = bench_time(ctx, peak_once, &s, o, b, err);
-    }
-    clReleaseMemObject(out);
+    pgd_tensor_destroy(out);
+    pgd_kernel_destroy(s.k);
     if (rc)
         return rc;
     snprintf(b->name, sizeof b->name, "peak:fma:float%dx%d", vec, chains);
@@ -105,7 +121,7 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
              "{\"vec\":%d,\"chains\":%d,\"op\":\"%s\",\"iters\":%d,\"global\":%zu,"
              "\"local\":%zu}",
              vec, chains, op, iters, s.global, s.local);
-    b->compile_ms += s1.build_ms - s0.build_ms;
+    b->compile_ms += build_ms;
     b->flops = 2.0 * 4.0 * (double)iters * chains * vec * (double)s.global;
     b->peak_kind = BENCH_PEAK_FLOPS;
     return 0;
@@ -120,49 +136,43 @@ static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result 
         bytes = d->max_alloc & ~(uint64_t)15;
     if (bytes * (copy ? 2 : 1) > d->global_mem / 2)
         bytes = (d->global_mem / (copy ? 8 : 4)) & ~(uint64_t)15;
-    cl_uint n4 = (cl_uint)(bytes / 16);
+    uint32_t n4 = (uint32_t)(bytes / 16);
     const char *kname = copy ? "peak_copy" : "peak_read";
-    peak_state s = {ctx, NULL, kname, 0, 0};
-    pgd_build_stats s0, s1;
-    pgd_ctx_build_stats(ctx, &s0);
-    int rc = pgd__kernel_get(ctx, "peak", NULL, kname, &s.k, err);
-    pgd_ctx_build_stats(ctx, &s1);
+    peak_state s = {NULL, 0, 0};
+    double build_ms = 0;
+    int rc = peak_kernel(ctx, NULL, kname, &s.k, &build_ms, err);
     if (rc)
         return rc;
-    s.local = pgd__flat_wg(ctx, s.k);
+    s.local = pgd_kernel_preferred_work_group(s.k);
     /* PEAK_PER_ITEM (16) float4s per work-item: the buffer is a whole number of groups. */
     size_t per_group = s.local * 16;
-    n4 = (cl_uint)(n4 / per_group * per_group);
+    n4 = (uint32_t)(n4 / per_group * per_group);
     bytes = (uint64_t)n4 * 16;
     s.global = n4 / 16;
-    cl_int cle;
-    cl_mem src = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &cle);
-    if (!src)
-        return pgd__cl_fail(err, cle, "clCreateBuffer", "%s source (%llu bytes)", kname,
-                            (unsigned long long)bytes);
-    cl_mem dst = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                                copy ? (size_t)bytes : s.global * sizeof(float), NULL, &cle);
-    if (!dst) {
-        clReleaseMemObject(src);
-        return pgd__cl_fail(err, cle, "clCreateBuffer", "%s destination", kname);
-    }
+    int64_t src_n = (int64_t)(bytes / sizeof(float));
+    int64_t dst_n = copy ? src_n : (int64_t)s.global;
+    pgd_tensor *src = NULL, *dst = NULL;
+    rc = pgd_tensor_create(ctx, 1, &src_n, &src, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, &dst_n, &dst, err);
     /* Touch the source once so the first timed pass does not pay for page faults. */
-    float zero = 0.0f;
-    cle = clEnqueueFillBuffer(ctx->queue, src, &zero, sizeof zero, 0, (size_t)bytes, 0, NULL, NULL);
-    if (cle != CL_SUCCESS)
-        rc = pgd__cl_fail(err, cle, "clEnqueueFillBuffer", "%s source", kname);
-    clSetKernelArg(s.k, 0, sizeof(cl_mem), &src);
-    clSetKernelArg(s.k, 1, sizeof(cl_mem), &dst);
+    if (!rc)
+        rc = pgd_tensor_fill(src, 0.0f, err);
+    if (!rc)
+        rc = pgd_kernel_set_tensor(s.k, 0, src, err);
+    if (!rc)
+        rc = pgd_kernel_set_tensor(s.k, 1, dst, err);
     if (!rc)
         rc = bench_time(ctx, peak_once, &s, o, b, err);
-    clReleaseMemObject(src);
-    clReleaseMemObject(dst);
+    pgd_tensor_destroy(src);
+    pgd_tensor_destroy(dst);
+    pgd_kernel_destroy(s.k);
     if (rc)
         return rc;
     snprintf(b->name, sizeof b->name, "peak:%s", copy ? "copy" : "read");
     snprintf(b->params, sizeof b->params, "{\"buffer_bytes\":%llu,\"global\":%zu,\"local\":%zu}",
              (unsigned long long)bytes, s.global, s.local);
-    b->compile_ms += s1.build_ms - s0.build_ms;
+    b->compile_ms += build_ms;
     /* Bytes moved: read (and written, for the copy), plus the read kernel's one float per item. */
     b->bytes = (double)bytes * (copy ? 2.0 : 1.0) + (copy ? 0.0 : 4.0 * (double)s.global);
     b->peak_kind = BENCH_PEAK_BYTES;

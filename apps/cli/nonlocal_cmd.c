@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "app.h"
-#include "internal.h"
 #include "resnet.h"
 
 static const char usage[] =

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "internal.h"
 #include "labels.h"
 
 int app_fail(pgd_error *err)
@@ -76,11 +75,41 @@ int app_write_json(json_t *value, const char *path)
     return 0;
 }
 
+/* A labels file is a short text (ImageNet-1k's is 22 KB); anything past 64 MiB is a mistake. */
+#define LABELS_MAX_BYTES ((long)64 << 20)
+
+/* Reads a whole small file into a NUL-terminated buffer; -1 with errno set on failure. */
+static int read_small_file(const char *path, unsigned char **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n > LABELS_MAX_BYTES)
+        errno = EFBIG;
+    unsigned char *buf = n >= 0 && n <= LABELS_MAX_BYTES && fseek(f, 0, SEEK_SET) == 0
+                             ? malloc((size_t)n + 1)
+                             : NULL;
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    int bad = !buf || got != (size_t)n || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        if (buf)
+            errno = EIO;
+        return -1;
+    }
+    buf[got] = 0;
+    *data = buf;
+    *size = got;
+    return 0;
+}
+
 int app_labels_load(const char *path, app_labels *out)
 {
     memset(out, 0, sizeof *out);
     size_t size = 0;
-    if (pgd__read_file(path, &out->text, &size) != 0) {
+    if (read_small_file(path, &out->text, &size) != 0) {
         fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n", path, strerror(errno));
         return EXIT_RUNTIME;
     }
@@ -229,7 +258,7 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
     *loaded = calloc((size_t)n, sizeof **loaded);
     int rc = (*x && *loaded) ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
     if (rc)
-        pgd__error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
+        pgd_error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
                        (long long)S);
     for (int i = 0; i < n && !rc; i++) {
         rc = pgd_image_load(paths[i], &(*loaded)[i], err);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
 
 const char *vit_family_name(vit_family f)
 {
@@ -100,7 +99,7 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
         if (src->shape(src->u, names[f][W_PE_W], &nd, s) == 0)
             fam = f;
     if (fam < 0)
-        return pgd__error_set(err, PGD_ERR_FORMAT,
+        return pgd_error_set(err, PGD_ERR_FORMAT,
                               "%s: not a ViT checkpoint: none of '%s' (timm), '%s' (Hugging Face) "
                               "or '%s' (torchvision) is present",
                               src->label, names[0][W_PE_W], names[1][W_PE_W], names[2][W_PE_W]);
@@ -109,7 +108,7 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
         s[0] > INT32_MAX) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, "
                               "P 1..4096)",
                               src->label, names[fam][W_PE_W], gs);
@@ -121,12 +120,12 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
     if (names[fam][W_DIST][0] && src->shape(src->u, names[fam][W_DIST], &nd, s) == 0)
         cfg->extra = 2;
     if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
                               names[fam][W_POS]);
     int64_t tokens = numel(nd, s) / cfg->dim, grid = tokens - cfg->extra;
     int side = (int)floor(sqrt((double)grid) + 0.5);
     if (numel(nd, s) % cfg->dim || grid < 1 || (int64_t)side * side != grid)
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
                               "square grid",
                               src->label, names[fam][W_POS], (long long)tokens, cfg->dim,
@@ -139,21 +138,21 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
             break;
     }
     if (cfg->depth == 0)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
                               src->label, name);
     wname(cfg->family, B_FC1_W, 0, name, sizeof name);
     if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
                               name, cfg->dim);
     if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
                               "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
     cfg->mlp = (int)s[0];
     if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
                               src->label, names[fam][W_HEAD_W], cfg->dim);
     if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
                               "2^31 - 1)", src->label, names[fam][W_HEAD_W], (long long)s[0]);
     cfg->classes = (int)s[0];
     const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
@@ -178,7 +177,7 @@ int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **er
             cfg->heads = cfg->dim % 64 == 0 ? cfg->dim / 64 : 1;
     }
     if (cfg->dim % cfg->heads)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
                               src->label, cfg->dim, cfg->heads);
     return PGD_OK;
 }
@@ -222,7 +221,7 @@ static int load_tensor(pgd_ctx *ctx, const vit_source *src, const char *name, in
         return rc;
     float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
     if (!host)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
     rc = src->read(src->u, name, host, err);
     if (!rc)
         rc = upload_host(ctx, host, ndim, shape, out, err);
@@ -253,7 +252,7 @@ static int load_hf_qkv(pgd_ctx *ctx, const vit_source *src, int block, int64_t d
                        pgd_linear **out, pgd_error **err)
 {
     float *w = malloc((size_t)(3 * dim * dim) * sizeof *w), *b = malloc((size_t)(3 * dim) * sizeof *b);
-    int rc = w && b ? PGD_OK : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "qkv weights");
+    int rc = w && b ? PGD_OK : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "qkv weights");
     static const char *parts[3] = {"query", "key", "value"};
     for (int p = 0; p < 3 && !rc; p++) {
         char wn[256], bn[256];
@@ -293,13 +292,13 @@ int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_mod
         return PGD_ERR_TOO_LARGE;
     vit_model *m = calloc(1, sizeof *m);
     if (!m)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model");
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model");
     m->ctx = ctx;
     m->cfg = *cfg;
     m->blocks = calloc((size_t)cfg->depth, sizeof *m->blocks);
     if (!m->blocks) {
         free(m);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
     }
     vit_family f = cfg->family;
     int64_t D = cfg->dim, P = cfg->patch, T = cfg->extra + (int64_t)cfg->grid_h * cfg->grid_w;
@@ -402,18 +401,15 @@ static double now_ms(void)
 }
 
 /* Copies token `tok` of every batch of x [B, T, D] into rows [B, D]. */
-static int gather_token(pgd_ctx *ctx, const pgd_tensor *x, int64_t B, int64_t T, int64_t D,
-                        int tok, pgd_tensor *rows, pgd_error **err)
+static int gather_token(const pgd_tensor *x, int64_t B, int64_t D, int tok, pgd_tensor *rows,
+                        pgd_error **err)
 {
-    for (int64_t b = 0; b < B; b++) {
-        cl_int cl = clEnqueueCopyBuffer(ctx->queue, x->buf, rows->buf,
-                                        (size_t)((b * T + tok) * D) * sizeof(float),
-                                        (size_t)(b * D) * sizeof(float), (size_t)D * sizeof(float),
-                                        0, NULL, NULL);
-        if (cl != CL_SUCCESS)
-            return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "gathering token %d", tok);
-    }
-    return PGD_OK;
+    int64_t one[3] = {B, 1, D}, flat[2] = {B, D};
+    int rc = pgd_tensor_reshape(rows, 3, one, err);
+    if (!rc)
+        rc = pgd_tensor_slice(x, 1, tok, 1, rows, err);
+    int back = pgd_tensor_reshape(rows, 2, flat, rc ? NULL : err);
+    return rc ? rc : back;
 }
 
 /* Attention rollout (Abnar & Zuidema 2020): R ← (½·mean_h A + ½·I, rows renormalised) · R over
@@ -479,7 +475,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     const vit_config *c = &m->cfg;
     int64_t D = c->dim, P = c->patch;
     if (B < 1 || H < P || W < P || H % P || W % P)
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "vit: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
                               W, (long long)P, (long long)P);
     int gh = (int)(H / P), gw = (int)(W / P);
@@ -564,7 +560,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
                             R[(bb * T + q) * T + q] = 1.0;
                 }
                 if (!R || !scratch || !hp)
-                    rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
+                    rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
                 if (!rc)
                     rc = pgd_tensor_download(probs, hp, err);
                 if (!rc)
@@ -592,14 +588,14 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, so, &out, err);
     if (!rc)
-        rc = gather_token(ctx, h, B, T, D, 0, rows, err);
+        rc = gather_token(h, B, D, 0, rows, err);
     if (!rc)
         rc = pgd_linear_forward(ctx, m->head, rows, PGD_ACT_NONE, NULL, out, err);
     if (!rc && m->head_dist) {
         /* DeiT distilled: the mean of the class-token and distillation-token heads. */
         rc = pgd_tensor_create(ctx, 2, so, &out2, err);
         if (!rc)
-            rc = gather_token(ctx, h, B, T, D, 1, rows, err);
+            rc = gather_token(h, B, D, 1, rows, err);
         if (!rc)
             rc = pgd_linear_forward(ctx, m->head_dist, rows, PGD_ACT_NONE, NULL, out2, err);
         if (!rc)
@@ -613,7 +609,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         int64_t prow = rollout ? T : 1;
         float *p = malloc((size_t)(B * heads * prow * T) * sizeof *p);
         rc = p ? pgd_tensor_download(probs, p, err)
-               : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
+               : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
         for (int64_t b = 0; !rc && b < B; b++)
             for (int64_t t = 0; t < (int64_t)gh * gw; t++) {
                 double s = 0;
@@ -713,7 +709,7 @@ static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
     int nd;
     int64_t s[8];
     if (rand_shape(u, name, &nd, s) != 0)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
     uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
     for (const char *p = name; *p; p++)
         h = (h ^ (unsigned char)*p) * 0x100000001B3ull;

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 
 #include "vit.h"
 
@@ -56,11 +55,11 @@ int model_need(const vit_source *src, const char *name, int want_ndim, const int
     char ws[96], gs[96];
     model_shape_str(want_ndim, want, ws, sizeof ws);
     if (src->shape(src->u, name, &nd, s) != 0)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
                               name, ws);
     if (count(nd, s) != count(want_ndim, want)) {
         model_shape_str(nd, s, gs, sizeof gs);
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
                               src->label, name, gs, ws);
     }
     return PGD_OK;
@@ -105,7 +104,7 @@ int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_
     uint64_t need = model_weight_bytes(src);
     const pgd_device_info *d = pgd_ctx_device(ctx);
     if (need > d->global_mem)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
                               "%s '%s' need %" PRIu64 " bytes (%.1f MiB) as float32 on "
                               "the device, more than the %" PRIu64 " bytes (%.1f MiB) of global "
                               "memory of '%s'",
@@ -120,7 +119,9 @@ static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest,
 {
     const pgd_device_info *d = pgd_ctx_device(ctx);
     /* Leave an eighth of the device for the driver, kernels' scratch and other programs. */
-    uint64_t usable = d->global_mem - d->global_mem / 8, held = ctx->live_bytes;
+    pgd_memory_stats mem;
+    pgd_ctx_memory_stats(ctx, &mem);
+    uint64_t usable = d->global_mem - d->global_mem / 8, held = mem.live_bytes;
     uint64_t room = usable > held ? usable - held : 0;
     uint64_t fit = per_image ? room / per_image : (uint64_t)B;
     if (largest && d->max_alloc / largest < fit)
@@ -128,14 +129,14 @@ static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest,
     if (fit < 1) {
         if (largest > d->max_alloc)
         {
-            pgd__error_set(err, PGD_ERR_TOO_LARGE,
+            pgd_error_set(err, PGD_ERR_TOO_LARGE,
                            "%s: one image needs a %" PRIu64 "-byte buffer (%.1f MiB), more than "
                            "the %" PRIu64 " bytes '%s' allows in one buffer "
                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
                            what, largest, mib(largest), d->max_alloc, d->name);
             return 0;
         }
-        pgd__error_set(err, PGD_ERR_TOO_LARGE,
+        pgd_error_set(err, PGD_ERR_TOO_LARGE,
                        "%s: one image needs about %" PRIu64 " bytes (%.1f MiB) of activations; "
                        "'%s' has %" PRIu64 " bytes (%.1f MiB) of global memory and the model "
                        "holds %" PRIu64 " (%.1f MiB)",
@@ -161,8 +162,10 @@ static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass
     for (int i = 0; i < B && !rc;) {
         int n = B - i < b ? B - i : b;
         double t[8] = {0};
-        uint64_t base = ctx->live_bytes;
-        pgd__live_peak_reset(ctx);
+        pgd_memory_stats mem;
+        pgd_ctx_memory_stats(ctx, &mem);
+        uint64_t base = mem.live_bytes;
+        pgd_ctx_memory_reset_peak(ctx);
         rc = pass(u, i, n, t, err);
         if ((rc == PGD_ERR_ALLOCATION || rc == PGD_ERR_OUT_OF_RESOURCES ||
              rc == PGD_ERR_TOO_LARGE) &&
@@ -178,7 +181,8 @@ static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass
             continue;
         }
         if (!rc) {
-            *peak_per_image = (ctx->live_peak - base) / (uint64_t)n;
+            pgd_ctx_memory_stats(ctx, &mem);
+            *peak_per_image = (mem.peak_bytes - base) / (uint64_t)n;
             for (int k = 0; k < ntimes && k < 8; k++)
                 sum[k] += t[k];
             i += n;

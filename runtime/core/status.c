@@ -131,6 +131,15 @@ int pgd__error_set(pgd_error **err, int code, const char *fmt, ...)
     return code;
 }
 
+int pgd_error_set(pgd_error **err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, code, 0, "", fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 int pgd__cl_fail(pgd_error **err, cl_int cl_code, const char *call, const char *fmt, ...)
 {
     int code = pgd__status_from_cl(cl_code);

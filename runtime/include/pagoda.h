@@ -104,6 +104,19 @@ PGD_API const char *pgd_error_log(const pgd_error *err);
 /* Frees the error; NULL is accepted. */
 PGD_API void pgd_error_free(pgd_error *err);
 
+#if defined(__GNUC__)
+#define PGD_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define PGD_PRINTF_LIKE(fmt, args)
+#endif
+
+/* Creates an error for code outside the library (models, apps) with the library's contract:
+ * when err is non-NULL and *err is still NULL, *err becomes a new error carrying `code` (a
+ * negative pgd_status) and the printf-formatted message; an error already set is kept (the
+ * first failure is the one reported). Returns `code`, so that `return pgd_error_set(err, ...)`
+ * reads naturally. Out of host memory while creating it, *err stays NULL. */
+PGD_API int pgd_error_set(pgd_error **err, int code, const char *fmt, ...) PGD_PRINTF_LIKE(3, 4);
+
 /* ---- devices ----------------------------------------------------------------------------- */
 
 typedef enum pgd_device_type {
@@ -244,6 +257,34 @@ PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                                 uint64_t *reused);
 
+/* Device memory accounting of a context. `live_bytes` counts the buffers held by live tensors
+ * (pooled idle buffers not included); `peak_bytes` is the most live_bytes seen since the last
+ * pgd_ctx_memory_reset_peak (or creation): what a pass really needed. */
+typedef struct pgd_memory_stats {
+    uint64_t live_bytes, peak_bytes;
+    uint64_t idle_bytes;  /* held idle in the pool for reuse */
+    size_t idle_buffers;
+    uint64_t reused;      /* tensor creations served from the pool */
+} pgd_memory_stats;
+PGD_API void pgd_ctx_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
+/* Sets peak_bytes to the bytes live now, before a pass to be measured. */
+PGD_API void pgd_ctx_memory_reset_peak(pgd_ctx *ctx);
+
+/* Copies `count` elements of src starting at element src_offset to dst starting at dst_offset
+ * (flat, row-major element indices), on the device, in queue order. Both tensors belong to the
+ * same context; the ranges must lie inside each tensor (else PGD_ERR_INVALID_ARGUMENT naming the
+ * range and the tensor's shape) and must not overlap when src is dst. count 0 does nothing. */
+PGD_API int pgd_tensor_copy(const pgd_tensor *src, int64_t src_offset, pgd_tensor *dst,
+                            int64_t dst_offset, int64_t count, pgd_error **err);
+/* dst = src narrowed along dimension `dim` to indices [start, start + length), made
+ * contiguous (torch's src.narrow(dim, start, length).contiguous()). dst must have exactly that
+ * shape, else PGD_ERR_SHAPE naming both shapes; start and length must fit the dimension. One
+ * device copy, whatever dim is. dst must not be src. */
+PGD_API int pgd_tensor_slice(const pgd_tensor *src, int dim, int64_t start, int64_t length,
+                             pgd_tensor *dst, pgd_error **err);
+/* Sets every element of t to `value`. */
+PGD_API int pgd_tensor_fill(pgd_tensor *t, float value, pgd_error **err);
+
 /* ---- GEMM and linear layers --------------------------------------------------------------- */
 
 typedef enum pgd_act { PGD_ACT_NONE = 0, PGD_ACT_RELU = 1, PGD_ACT_GELU = 2 } pgd_act;
@@ -263,6 +304,26 @@ typedef struct pgd_gemm_args {
  * batch. Any sizes. The back end is Pagoda's kernels, or CLBlast with PAGODA_GEMM=clblast. */
 PGD_API int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
                      const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
+
+/* A matrix operand addressed inside a tensor's buffer, for GEMMs over parts of tensors (one
+ * head's slice of a fused projection, a batch of matrices with gaps): element (b, r, c) of the
+ * stored (untransposed) matrix is at offset + b·batch_stride + r·ld + c. batch_stride 0 shares
+ * one matrix across the batch. */
+typedef struct pgd_matrix {
+    const pgd_tensor *t;
+    int64_t offset, ld, batch_stride;
+} pgd_matrix;
+
+/* C = op(A)·op(B) with the epilogue of `args` (NULL: plain C = A·B) on strided operands: op(A)
+ * is M x K, op(B) K x N, C M x N, `batch` of each. With trans_a the stored A is K x M (and
+ * likewise B). args->bias has N elements; args->residual, when set, is read with C's offset,
+ * ld and batch_stride. Every operand must lie inside its tensor (ld at least its row length,
+ * offsets and strides non-negative, the last element addressed within numel), else
+ * PGD_ERR_INVALID_ARGUMENT naming the operand; C's batch_stride must not be 0 when batch > 1.
+ * C must not overlap A or B. */
+PGD_API int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N,
+                             int64_t K, int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c,
+                             pgd_error **err);
 
 /* A linear layer y = x·Wᵀ + b with W [out, in] as PyTorch stores it, prepared once for the
  * device (on CPU devices W is repacked into the GEMM's panel layout). The caller keeps `w` and
@@ -602,6 +663,42 @@ PGD_API int pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, 
                           pgd_tensor *y, pgd_error **err);
 /* y [N, C] = mean over H, W of x [N, H, W, C]. */
 PGD_API int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+
+/* ---- custom kernels --------------------------------------------------------------------- */
+
+/* An OpenCL C kernel of the caller's own, run on a context's queue like the library's: built
+ * once per context and options (kept in the context's program table and its disk cache, under
+ * `name`), launched with profiling when profiling is on, errors in the library's form (a build
+ * failure is PGD_ERR_BUILD with the log). For ops the library lacks, and for benchmarks. */
+typedef struct pgd_kernel pgd_kernel;
+
+/* Builds `source` (OpenCL C 1.2, NUL-terminated; the caller keeps it) with the build options
+ * `options` (may be NULL) and creates its kernel function `function`. `name` labels the program
+ * in the cache and in messages. The kernel object is the caller's own: its arguments are not
+ * shared with other pgd_kernel handles. On error *out is NULL. */
+PGD_API int pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source,
+                              const char *options, const char *function, pgd_kernel **out,
+                              pgd_error **err);
+PGD_API void pgd_kernel_destroy(pgd_kernel *k);
+/* Sets argument `index` to the buffer of tensor t (a __global pointer parameter). */
+PGD_API int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t,
+                                  pgd_error **err);
+/* Sets argument `index` to `size` bytes at `value` (a scalar or vector parameter; size must
+ * be the parameter's OpenCL size: 4 for int/uint/float, 8 for long). */
+PGD_API int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
+                                 pgd_error **err);
+/* Sets argument `index`, a __local pointer parameter, to `bytes` of local memory. */
+PGD_API int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err);
+/* The largest work-group this kernel can be launched with on the context's device (at least 1). */
+PGD_API size_t pgd_kernel_max_work_group(const pgd_kernel *k);
+/* A work-group size for a flat one-item-per-element launch: four times the device's preferred
+ * multiple for this kernel (a SIMD width or warp), at most pgd_kernel_max_work_group. */
+PGD_API size_t pgd_kernel_preferred_work_group(const pgd_kernel *k);
+/* Enqueues the kernel over `dims` (1-3) dimensions of `global` work-items in groups of `local`
+ * (NULL: the driver chooses); global must be a multiple of local in each dimension. An unset
+ * argument or a bad size is an error naming the kernel, not a crash. Does not wait. */
+PGD_API int pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global,
+                              const size_t *local, pgd_error **err);
 
 #ifdef __cplusplus
 }

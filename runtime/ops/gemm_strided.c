@@ -1,0 +1,98 @@
+/* gemm_strided.c — pgd_gemm_strided: the GEMM over operands addressed inside tensors (offset,
+ * leading dimension, batch stride), checked against each tensor's extent before it reaches the
+ * kernels. */
+#include <string.h>
+
+#include "internal.h"
+
+/* 0 when the rows x cols matrices of `batch` items lie inside m.t; else the error naming it. */
+static int check_operand(const char *what, pgd_matrix m, int64_t rows, int64_t cols, int64_t batch,
+                         pgd_error **err)
+{
+    if (!m.t)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "gemm_strided: %s has no tensor",
+                              what);
+    char s[96];
+    pgd_tensor_shape_str(m.t, s, sizeof s);
+    int64_t numel = pgd_tensor_numel(m.t);
+    if (m.offset < 0 || m.batch_stride < 0 || m.ld < cols || m.ld > INT32_MAX ||
+        m.batch_stride > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm_strided: %s (%lldx%lld) in %s: offset %lld, ld %lld (at least "
+                              "%lld, at most 2^31-1), batch stride %lld (0 to 2^31-1)",
+                              what, (long long)rows, (long long)cols, s, (long long)m.offset,
+                              (long long)m.ld, (long long)cols, (long long)m.batch_stride);
+    if (rows == 0 || cols == 0 || batch == 0)
+        return PGD_OK;
+    /* The last element addressed; every term is bounded by numel after the checks above, so
+     * the sum of three int64 terms cannot overflow for any tensor that exists. */
+    double last = (double)m.offset + (double)(batch - 1) * (double)m.batch_stride +
+                  (double)(rows - 1) * (double)m.ld + (double)(cols - 1);
+    if (last >= (double)numel)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm_strided: %s (%lld x %lldx%lld, offset %lld, ld %lld, batch "
+                              "stride %lld) reaches element %.0f of %s, which has %lld",
+                              what, (long long)batch, (long long)rows, (long long)cols,
+                              (long long)m.offset, (long long)m.ld, (long long)m.batch_stride, last,
+                              s, (long long)numel);
+    return PGD_OK;
+}
+
+int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N, int64_t K,
+                     int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c, pgd_error **err)
+{
+    pgd_gemm_args def = {0, 0, 1.0f, 0.0f, NULL, PGD_ACT_NONE, NULL};
+    if (!args)
+        args = &def;
+    if (M < 0 || N < 0 || K < 0 || batch < 1 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm_strided: sizes M=%lld N=%lld K=%lld batch=%lld (0 to 2^31-1, "
+                              "batch at least 1)",
+                              (long long)M, (long long)N, (long long)K, (long long)batch);
+    int ta = args->trans_a != 0, tb = args->trans_b != 0;
+    int rc = check_operand("A", a, ta ? K : M, ta ? M : K, batch, err);
+    if (!rc)
+        rc = check_operand("B", b, tb ? N : K, tb ? K : N, batch, err);
+    if (!rc)
+        rc = check_operand("C", c, M, N, batch, err);
+    if (!rc && batch > 1 && c.batch_stride == 0 && M > 0 && N > 0)
+        rc = pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                            "gemm_strided: C's batch stride is 0 with a batch of %lld: every item "
+                            "would write the same matrix",
+                            (long long)batch);
+    pgd_matrix res = c;
+    if (!rc && args->residual) {
+        res.t = args->residual;
+        rc = check_operand("residual", res, M, N, batch, err);
+    }
+    if (!rc && args->bias && pgd_tensor_numel(args->bias) != N) {
+        char s[96];
+        rc = pgd__error_set(err, PGD_ERR_SHAPE, "gemm_strided: bias %s must have N=%lld elements",
+                            pgd_tensor_shape_str(args->bias, s, sizeof s), (long long)N);
+    }
+    if (rc)
+        return rc;
+    if (M == 0 || N == 0)
+        return PGD_OK;
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.M = M, g.N = N, g.K = K, g.batch = batch;
+    g.alpha = args->alpha;
+    g.beta = args->beta;
+    g.act = args->act;
+    g.a = (pgd__mat){a.t->buf, (size_t)a.offset, (int)a.ld, (long)a.batch_stride};
+    g.b = (pgd__mat){b.t->buf, (size_t)b.offset, (int)b.ld, (long)b.batch_stride};
+    g.c = (pgd__mat){c.t->buf, (size_t)c.offset, (int)c.ld, (long)c.batch_stride};
+    pgd__mat bias, rmat;
+    if (args->bias) {
+        bias = (pgd__mat){args->bias->buf, 0, 0, 0};
+        g.bias = &bias;
+    }
+    if (args->residual) {
+        rmat = (pgd__mat){res.t->buf, (size_t)res.offset, (int)res.ld, (long)res.batch_stride};
+        g.residual = &rmat;
+    }
+    return pgd__gemm(ctx, &g, err);
+}
