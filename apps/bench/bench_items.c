@@ -712,22 +712,11 @@ static int parse_vit(const char *spec, vit_config *c, long *batch)
             return -1;
     }
     size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
-    c->patch = 16;
-    c->grid_h = c->grid_w = 14;
-    c->extra = 1;
-    c->classes = 1000;
-    c->eps = 1e-6f;
-    c->depth = 12;
-    if (n == 8 && !strncmp(spec, "vit_ti16", 8))
-        c->dim = 192, c->heads = 3;
-    else if (n == 7 && !strncmp(spec, "vit_s16", 7))
-        c->dim = 384, c->heads = 6;
-    else if (n == 7 && !strncmp(spec, "vit_b16", 7))
-        c->dim = 768, c->heads = 12;
-    else
-        return -1;
-    c->mlp = 4 * c->dim;
-    return 0;
+    const char *size = n == 8 && !strncmp(spec, "vit_ti16", 8)  ? "ti"
+                       : n == 7 && !strncmp(spec, "vit_s16", 7) ? "s"
+                       : n == 7 && !strncmp(spec, "vit_b16", 7) ? "b"
+                                                                : NULL;
+    return size ? vit_named_config(size, c) : -1;
 }
 
 static int validate_vit(const char *spec)

@@ -57,6 +57,12 @@ char *app_numbered_path(const char *path, const char *tag, int index, int count)
  * copy, else the source tree's apps/data. 1 if readable. */
 int app_sample_image(char *buf, size_t size);
 
+/* Opens a context on `device` (NULL: $PAGODA_DEVICE or the default) with the library's
+ * options read from the environment: the one way the commands create contexts. */
+int app_ctx_create(const char *device, pgd_ctx **ctx, pgd_error **err);
+/* 1 when a batch cap was set ($PAGODA_MAX_BATCH), for the note on split batches. */
+int app_max_batch(const pgd_ctx *ctx);
+
 int cmd_devices(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

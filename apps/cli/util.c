@@ -10,6 +10,18 @@
 #include "app.h"
 #include "labels.h"
 
+int app_ctx_create(const char *device, pgd_ctx **ctx, pgd_error **err)
+{
+    return pgd_ctx_create(device, ctx, err);
+}
+
+int app_max_batch(const pgd_ctx *ctx)
+{
+    (void)ctx;
+    const char *env = getenv("PAGODA_MAX_BATCH");
+    return env && *env;
+}
+
 int app_fail(pgd_error *err)
 {
     fprintf(stderr, "pagoda: error: %s\n", err ? pgd_error_message(err) : "unknown failure");

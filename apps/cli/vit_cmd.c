@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
-#include "labels.h"
+#include "classify.h"
 #include "vit.h"
 
 static const char usage[] =
@@ -48,265 +47,189 @@ static const char usage[] =
     "  --profile           per-kernel timings at the end\n"
     "  -h, --help          show this help\n";
 
-static int random_config(const char *name, vit_config *c)
+/* What `pagoda vit` adds to the shared classification options. */
+typedef struct vit_cmd {
+    classify_opts o;
+    const char *random, *weights, *attn_png;
+    int heads, preset; /* preset -1: the weights' own */
+    char default_path[4096];
+} vit_cmd;
+
+static int parse_own(vit_cmd *v, int c, const char *arg)
 {
-    memset(c, 0, sizeof *c);
-    c->family = VIT_TIMM;
-    c->patch = 16;
-    c->grid_h = c->grid_w = 14;
-    c->extra = 1;
-    c->classes = 1000;
-    c->eps = 1e-6f;
-    if (!strcmp(name, "ti"))
-        c->dim = 192, c->depth = 12, c->heads = 3;
-    else if (!strcmp(name, "s"))
-        c->dim = 384, c->depth = 12, c->heads = 6;
-    else if (!strcmp(name, "b"))
-        c->dim = 768, c->depth = 12, c->heads = 12;
-    else if (!strcmp(name, "tiny")) {
-        c->dim = 32, c->depth = 2, c->heads = 2, c->patch = 8, c->grid_h = c->grid_w = 4;
-        c->classes = 10;
-    } else
-        return -1;
-    c->mlp = 4 * c->dim;
-    return 0;
+    char *end = NULL;
+    switch (c) {
+    case 'r': v->random = arg; return 0;
+    case 'w': v->weights = arg; return 0;
+    case 'A': v->attn_png = arg; return 0;
+    case 'P':
+        v->preset = !strcmp(arg, "torchvision") ? PGD_PREPROCESS_TORCHVISION
+                    : !strcmp(arg, "timm")      ? PGD_PREPROCESS_TIMM
+                    : !strcmp(arg, "hf")        ? PGD_PREPROCESS_HF
+                                                : -1;
+        if (v->preset < 0)
+            return app_usage_error("vit ", "--preprocess wants torchvision, timm or hf, got '%s'",
+                                   arg);
+        return 0;
+    case 'H':
+        v->heads = (int)strtol(arg, &end, 10);
+        if (*end || v->heads < 1 || v->heads > 1024)
+            return app_usage_error("vit ", "--heads wants 1..1024, got '%s'", arg);
+        return 0;
+    default: return app_usage_error("vit ", "bad option");
+    }
+}
+
+/* The options; -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+static int parse(vit_cmd *v, int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
+        {"preprocess", required_argument, 0, 'P'}, {"attention-map", required_argument, 0, 'A'},
+        {"heads", required_argument, 0, 'H'},      {"help", no_argument, 0, 'h'}};
+    enum { NOWN = sizeof own / sizeof own[0] };
+    struct option opts[NOWN + CLASSIFY_OPTION_COUNT + 1];
+    classify_option_table(own, NOWN, opts);
+    memset(v, 0, sizeof *v);
+    classify_opts_init(&v->o, "vit ");
+    v->preset = -1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        }
+        int shared = classify_option(&v->o, c, optarg);
+        int rc = shared < 0 ? EXIT_USAGE : shared ? EXIT_OK : parse_own(v, c, optarg);
+        if (rc)
+            return rc;
+    }
+    return classify_operands(&v->o, argc, argv, v->attn_png ? "--attention-map" : NULL);
+}
+
+/* The weights (a file, the default file, or seeded random ones) and their configuration. */
+static int open_model(vit_cmd *v, vit_source *src, pgd_weights **wf, vit_config *cfg)
+{
+    pgd_error *err = NULL;
+    if (!v->weights && !v->random &&
+        app_default_weights("vit_b16_timm.safetensors", v->default_path, sizeof v->default_path))
+        v->weights = v->default_path;
+    if (v->weights) {
+        if (pgd_weights_open(v->weights, wf, &err))
+            return app_fail(err);
+        vit_weights_source(src, *wf, v->weights);
+        return vit_detect(src, v->heads, cfg, &err) ? app_fail(err) : EXIT_OK;
+    }
+    if (!v->random)
+        v->random = "b";
+    if (vit_named_config(v->random, cfg) != 0)
+        return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", v->random);
+    if (v->heads)
+        cfg->heads = v->heads;
+    if (cfg->dim % cfg->heads)
+        return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg->dim,
+                               cfg->heads);
+    vit_random_source(src, cfg, 1);
+    return EXIT_OK;
+}
+
+static void describe(const vit_cmd *v, const vit_config *cfg)
+{
+    if (v->o.json)
+        return;
+    if (!v->weights)
+        fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
+                        "the classes printed are meaningless\n",
+                v->random, cfg->dim, cfg->depth, cfg->heads);
+    else
+        fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
+                        "%d classes\n",
+                v->weights, vit_family_name(cfg->family), cfg->dim, cfg->depth, cfg->heads,
+                cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
+}
+
+static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, const double t[4])
+{
+    const pgd_device_info *d = pgd_ctx_device(r->ctx);
+    json_t *jall = classify_report(&v->o, r);
+    if (!v->o.json) {
+        printf("%d image(s) %dx%d on %s: embed %.1f ms, blocks %.1f ms, head %.1f ms, total "
+               "%.1f ms\n",
+               r->B, r->H, r->W, d->name, t[0], t[1], t[2], t[3]);
+        return EXIT_OK;
+    }
+    json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
+                            "weights", v->weights ? v->weights : "random", "device",
+                            app_device_json(d), "model", "family", vit_family_name(cfg->family),
+                            "width", cfg->dim, "depth", cfg->depth, "heads", cfg->heads, "patch",
+                            cfg->patch, "results", jall, "times_ms", "embed", t[0], "blocks", t[1],
+                            "head", t[2], "total", t[3]);
+    int rc = app_write_json(doc, NULL);
+    json_decref(doc);
+    return rc;
+}
+
+/* Loads the model, runs the batch, draws the maps, reports. */
+static int run(vit_cmd *v, const vit_source *src, const vit_config *cfg, classify_run *r)
+{
+    pgd_error *err = NULL;
+    vit_model *m = NULL;
+    float *map = NULL, *roll = NULL;
+    int mh = r->H / cfg->patch, mw = r->W / cfg->patch, rc = EXIT_OK;
+    describe(v, cfg);
+    if (vit_load(r->ctx, src, cfg, &m, &err))
+        return app_fail(err);
+    rc = classify_prepare(&v->o, r);
+    size_t cells = (size_t)r->B * (size_t)mh * (size_t)mw;
+    if (!rc && v->attn_png && (!(map = malloc(cells * sizeof *map)) ||
+                               !(roll = malloc(cells * sizeof *roll)))) {
+        fprintf(stderr, "pagoda: error: out of host memory for the attention maps\n");
+        rc = EXIT_RUNTIME;
+    }
+    double t[4];
+    if (!rc && vit_forward(m, r->x, r->B, r->H, r->W, r->logits, map, roll, t, &err))
+        rc = app_fail(err);
+    if (!rc)
+        rc = classify_after_forward(&v->o, r, vit_last_split(m));
+    if (!rc && map)
+        rc = classify_draw_maps(&v->o, r, v->attn_png, "", map, mw, mh, v->preset,
+                                "last-layer attention");
+    if (!rc && roll)
+        rc = classify_draw_maps(&v->o, r, v->attn_png, "-rollout", roll, mw, mh, v->preset,
+                                "attention rollout");
+    if (!rc)
+        rc = report(v, r, cfg, t);
+    if (!rc)
+        rc = classify_finish(&v->o, r);
+    vit_free(m);
+    free(map);
+    free(roll);
+    return rc;
 }
 
 int cmd_vit(int argc, char **argv)
 {
-    const char *device = NULL, *input = NULL, *save_logits = NULL, *random = NULL, *weights = NULL;
-    const char *preprocess = NULL, *save_input = NULL, *attn_png = NULL, *labels_path = NULL;
-    app_labels labels = {0};
-    int heads = 0, topk = 5, json = 0, profile = 0;
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"random", required_argument, 0, 'r'},
-        {"weights", required_argument, 0, 'w'}, {"preprocess", required_argument, 0, 'P'},
-        {"save-input", required_argument, 0, 'S'}, {"labels", required_argument, 0, 'L'}, {"attention-map", required_argument, 0, 'A'},
-        {"heads", required_argument, 0, 'H'},  {"topk", required_argument, 0, 'k'},
-        {"json", no_argument, 0, 'j'},         {"input", required_argument, 0, 'i'},
-        {"save-logits", required_argument, 0, 's'}, {"profile", no_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'd': device = optarg; break;
-        case 'r': random = optarg; break;
-        case 'w': weights = optarg; break;
-        case 'P': preprocess = optarg; break;
-        case 'S': save_input = optarg; break;
-        case 'A': attn_png = optarg; break;
-        case 'L': labels_path = optarg; break;
-        case 'i': input = optarg; break;
-        case 's': save_logits = optarg; break;
-        case 'j': json = 1; break;
-        case 'p': profile = 1; break;
-        case 'H':
-            heads = (int)strtol(optarg, &end, 10);
-            if (*end || heads < 1 || heads > 1024)
-                return app_usage_error("vit ", "--heads wants 1..1024, got '%s'", optarg);
-            break;
-        case 'k':
-            topk = (int)strtol(optarg, &end, 10);
-            if (*end || topk < 1 || topk > 100000)
-                return app_usage_error("vit ", "--topk wants a positive number, got '%s'", optarg);
-            break;
-        case 'h': fputs(usage, stdout); return EXIT_OK;
-        default: return app_usage_error("vit ", "bad option");
-        }
-    }
-    if (labels_path && app_labels_load(labels_path, &labels))
-        return EXIT_RUNTIME;
-    int nimages = argc - optind;
-    char **images = argv + optind;
-    if (nimages && input)
-        return app_usage_error("vit ", "give images or --input F.npy, not both");
-    if (attn_png && !nimages)
-        return app_usage_error("vit ", "--attention-map needs image files to draw on");
-    int preset = -1;
-    if (preprocess) {
-        preset = !strcmp(preprocess, "torchvision") ? PGD_PREPROCESS_TORCHVISION
-                 : !strcmp(preprocess, "timm")      ? PGD_PREPROCESS_TIMM
-                 : !strcmp(preprocess, "hf")        ? PGD_PREPROCESS_HF
-                                                    : -1;
-        if (preset < 0)
-            return app_usage_error("vit ", "--preprocess wants torchvision, timm or hf, got '%s'",
-                                   preprocess);
-    }
+    vit_cmd v;
+    int rc = parse(&v, argc, argv);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
     vit_config cfg;
     vit_source src;
     pgd_weights *wf = NULL;
-    pgd_error *err = NULL;
-    char default_path[4096];
-    if (!weights && !random && app_default_weights("vit_b16_timm.safetensors", default_path, sizeof default_path))
-        weights = default_path;
-    if (!random)
-        random = "b";
-    if (weights) {
-        if (pgd_weights_open(weights, &wf, &err))
-            return app_fail(err);
-        vit_weights_source(&src, wf, weights);
-        if (vit_detect(&src, heads, &cfg, &err)) {
-            pgd_weights_close(wf);
-            return app_fail(err);
-        }
-    } else {
-        if (random_config(random, &cfg) != 0)
-            return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", random);
-        if (heads)
-            cfg.heads = heads;
-        if (cfg.dim % cfg.heads)
-            return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg.dim,
-                                   cfg.heads);
-        vit_random_source(&src, &cfg, 1);
-    }
-
-    float *x = NULL, *logits = NULL, *map = NULL, *roll = NULL;
-    pgd_image **loaded = NULL;
-    int64_t shape[PGD_MAX_DIMS];
-    int nd = 4;
-    if (input) {
-        if (pgd_npy_read(input, &x, &nd, shape, &err)) {
-            pgd_weights_close(wf);
-            return app_fail(err);
-        }
-        if (nd != 4 || shape[1] != 3) {
-            free(x);
-            pgd_weights_close(wf);
-            fprintf(stderr, "pagoda: error: %s: input must be [B, 3, H, W]\n", input);
-            return EXIT_RUNTIME;
-        }
-    } else if (nimages) {
-        if (preset < 0)
-            preset = cfg.family == VIT_HF ? PGD_PREPROCESS_HF
-                     : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
-                                                     : PGD_PREPROCESS_TIMM;
-        if (app_load_batch(images, nimages, (pgd_preprocess)preset, &x, &loaded, shape, &err)) {
-            pgd_weights_close(wf);
-            return app_fail(err);
-        }
-    } else {
-        int64_t side = (int64_t)cfg.patch * cfg.grid_h;
-        shape[0] = 1, shape[1] = 3, shape[2] = shape[3] = side;
-        x = malloc((size_t)(3 * side * side) * sizeof *x);
-        if (!x) {
-            pgd_weights_close(wf);
-            return EXIT_RUNTIME;
-        }
-        for (int64_t i = 0; i < 3 * side * side; i++)
-            x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
-    }
-    int B = (int)shape[0], H = (int)shape[2], W = (int)shape[3];
-    pgd_ctx *ctx = NULL;
-    vit_model *m = NULL;
-    int rc = EXIT_OK;
-    if (pgd_ctx_create(device, &ctx, &err)) {
-        free(x);
-        pgd_weights_close(wf);
-        return app_fail(err);
-    }
-    if (profile)
-        pgd_ctx_set_profiling(ctx, 1);
-    if (labels.names && labels.count < cfg.classes) {
-        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
-                labels_path, labels.count, cfg.classes);
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    if (!json && !weights)
-        fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
-                        "the classes printed are meaningless\n",
-                random, cfg.dim, cfg.depth, cfg.heads);
-    if (!json && weights)
-        fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
-                        "%d classes\n",
-                weights, vit_family_name(cfg.family), cfg.dim, cfg.depth, cfg.heads, cfg.patch,
-                cfg.grid_h, cfg.grid_w, cfg.classes);
-    if (vit_load(ctx, &src, &cfg, &m, &err)) {
-        rc = app_fail(err);
-        goto done;
-    }
-    if (save_input && pgd_npy_write(save_input, x, 4, shape, &err)) {
-        rc = app_fail(err);
-        goto done;
-    }
-    logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
-    int mh = H / cfg.patch, mw = W / cfg.patch;
-    if (attn_png && (!(map = malloc((size_t)(B * mh * mw) * sizeof *map)) ||
-                     !(roll = malloc((size_t)(B * mh * mw) * sizeof *roll)))) {
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    double t[4];
-    if (!logits || vit_forward(m, x, B, H, W, logits, map, roll, t, &err)) {
-        rc = logits ? app_fail(err) : EXIT_RUNTIME;
-        goto done;
-    }
-    if (vit_last_split(m) < B)
-        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
-                B, vit_last_split(m), getenv("PAGODA_MAX_BATCH") ? "$PAGODA_MAX_BATCH, or " : "",
-                "what fits in the memory of ", pgd_ctx_device(ctx)->name);
-    if (save_logits) {
-        int64_t ls[2] = {B, cfg.classes};
-        if (pgd_npy_write(save_logits, logits, 2, ls, &err)) {
-            rc = app_fail(err);
-            goto done;
-        }
-    }
-    for (int b = 0; map && b < B; b++) {
-        for (int kind = 0; kind < 2; kind++) {
-            /* OUT.png (last layer) and OUT-rollout.png; with several images OUT-1.png, ... */
-            char *path = app_numbered_path(attn_png, kind ? "-rollout" : "", b, B);
-            if (!path) {
-                rc = EXIT_RUNTIME;
-                goto done;
-            }
-            const float *heat = (kind ? roll : map) + b * mh * mw;
-            double view[4];
-            pgd_image_preprocess_view(loaded[b], (pgd_preprocess)preset, view);
-            if (pgd_image_write_heatmap_png_view(path, loaded[b], heat, mw, mh, view, &err)) {
-                free(path);
-                rc = app_fail(err);
-                goto done;
-            }
-            if (!json)
-                fprintf(stderr, "pagoda: %s of %s written to %s\n",
-                        kind ? "attention rollout" : "last-layer attention", images[b], path);
-            free(path);
-        }
-    }
-    const pgd_device_info *d = pgd_ctx_device(ctx);
-    json_t *jall = app_report_topk(logits, B, cfg.classes, topk, &labels,
-                                   nimages ? images : NULL,
-                                   input ? input : json ? "synthetic" : "synthetic image", json);
-    if (json) {
-        json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
-                                "weights", weights ? weights : "random", "device", app_device_json(d), "model",
-                                "family", vit_family_name(cfg.family), "width", cfg.dim, "depth",
-                                cfg.depth, "heads", cfg.heads, "patch", cfg.patch, "results", jall,
-                                "times_ms", "embed", t[0], "blocks", t[1], "head", t[2], "total",
-                                t[3]);
-        rc = app_write_json(doc, NULL);
-        json_decref(doc);
-    } else {
-        printf("%d image(s) %dx%d on %s: embed %.1f ms, blocks %.1f ms, head %.1f ms, total "
-               "%.1f ms\n",
-               B, H, W, d->name, t[0], t[1], t[2], t[3]);
-    }
-    if (profile && pgd_profile_print(ctx, stdout, &err))
-        rc = app_fail(err);
-done:
-    vit_free(m);
+    classify_run r;
+    memset(&r, 0, sizeof r);
+    rc = open_model(&v, &src, &wf, &cfg);
+    if (!rc && v.preset < 0)
+        v.preset = cfg.family == VIT_HF            ? PGD_PREPROCESS_HF
+                   : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
+                                                   : PGD_PREPROCESS_TIMM;
+    if (!rc)
+        rc = classify_begin(&v.o, (pgd_preprocess)v.preset, cfg.patch * cfg.grid_h,
+                            cfg.patch * cfg.grid_w, cfg.classes, &r);
+    if (!rc)
+        rc = run(&v, &src, &cfg, &r);
+    classify_free(&r);
     pgd_weights_close(wf);
-    for (int i = 0; loaded && i < nimages; i++)
-        pgd_image_free(loaded[i]);
-    free(loaded);
-    free(map);
-    free(roll);
-    app_labels_free(&labels);
-    pgd_ctx_destroy(ctx);
-    free(x);
-    free(logits);
     return rc;
 }

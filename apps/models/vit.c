@@ -736,6 +736,30 @@ static const char *rand_meta(void *u, const char *key)
     return NULL;
 }
 
+int vit_named_config(const char *name, vit_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->family = VIT_TIMM;
+    c->patch = 16;
+    c->grid_h = c->grid_w = 14;
+    c->extra = 1;
+    c->classes = 1000;
+    c->eps = 1e-6f;
+    if (!strcmp(name, "ti"))
+        c->dim = 192, c->depth = 12, c->heads = 3;
+    else if (!strcmp(name, "s"))
+        c->dim = 384, c->depth = 12, c->heads = 6;
+    else if (!strcmp(name, "b"))
+        c->dim = 768, c->depth = 12, c->heads = 12;
+    else if (!strcmp(name, "tiny")) {
+        c->dim = 32, c->depth = 2, c->heads = 2, c->patch = 8, c->grid_h = c->grid_w = 4;
+        c->classes = 10;
+    } else
+        return -1;
+    c->mlp = 4 * c->dim;
+    return 0;
+}
+
 void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
 {
     static rand_src state; /* one random model at a time is all the CLI needs */

@@ -96,6 +96,11 @@ int vit_last_split(const vit_model *m);
 /* A source over an open safetensors file; `label` (the path) names it in messages. */
 void vit_weights_source(vit_source *src, pgd_weights *w, const char *label);
 
+/* The configuration of a standard ViT by size name, for seeded random weights: "ti", "s", "b"
+ * (ViT-Ti/16, ViT-S/16, ViT-B/16 at 224 x 224, 1000 classes, timm naming) or "tiny" (2 blocks
+ * of width 32, patch 8, 32 x 32 input, 10 classes). 0, or -1 for an unknown name. */
+int vit_named_config(const char *name, vit_config *c);
+
 /* A source of seeded random weights in timm naming for the given configuration. */
 void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed);
 

@@ -1,22 +1,42 @@
 /* pagoda.h — the public interface of libpagoda, a portable OpenCL compute runtime.
  *
- * Basic usage:
+ * A complete program (cc demo.c $(pkg-config --cflags --libs pagoda)): a linear layer
+ * y = relu(x·Wᵀ + b) on the default device, the weights taken from a .safetensors file.
  *
- *     pgd_error *err = NULL;
- *     pgd_ctx *ctx = NULL;
- *     if (pgd_ctx_create(NULL, &ctx, &err) != PGD_OK) {      // NULL: $PAGODA_DEVICE or default
- *         fprintf(stderr, "%s\n", pgd_error_message(err));
+ *     #include <stdio.h>
+ *     #include "pagoda.h"
+ *
+ *     int main(int argc, char **argv)
+ *     {
+ *         pgd_error *err = NULL;
+ *         pgd_ctx *ctx = NULL;
+ *         pgd_weights *file = NULL;
+ *         pgd_tensor *w = NULL, *b = NULL, *x = NULL, *y = NULL;
+ *         pgd_linear *fc = NULL;
+ *         float in[4 * 8], out[4 * 16];
+ *         int64_t xs[2] = {4, 8}, ys[2] = {4, 16};
+ *         for (int i = 0; i < 4 * 8; i++) in[i] = 0.25f * (float)(i % 5);
+ *         int rc = pgd_ctx_create(NULL, &ctx, &err);      // NULL: $PAGODA_DEVICE or the best
+ *         if (!rc) rc = pgd_weights_open(argc > 1 ? argv[1] : "fc.safetensors", &file, &err);
+ *         if (!rc) rc = pgd_weights_upload(ctx, file, "fc.weight", &w, &err);   // [16, 8]
+ *         if (!rc) rc = pgd_weights_upload(ctx, file, "fc.bias", &b, &err);     // [16]
+ *         if (!rc) rc = pgd_linear_create(ctx, w, b, &fc, &err);
+ *         if (!rc) rc = pgd_tensor_create(ctx, 2, xs, &x, &err);
+ *         if (!rc) rc = pgd_tensor_create(ctx, 2, ys, &y, &err);
+ *         if (!rc) rc = pgd_tensor_upload(x, in, &err);
+ *         if (!rc) rc = pgd_linear_forward(ctx, fc, x, PGD_ACT_RELU, NULL, y, &err);
+ *         if (!rc) rc = pgd_tensor_download(y, out, &err);  // waits for the device
+ *         if (rc) fprintf(stderr, "error: %s\n", pgd_error_message(err));
+ *         else printf("y[1][3] = %.6f\n", out[16 + 3]);
  *         pgd_error_free(err);
- *         return 1;
+ *         pgd_linear_destroy(fc);
+ *         pgd_tensor_destroy(w), pgd_tensor_destroy(b), pgd_tensor_destroy(x), pgd_tensor_destroy(y);
+ *         pgd_weights_close(file);
+ *         pgd_ctx_destroy(ctx);
+ *         return rc != 0;
  *     }
- *     int64_t shape[2] = {4, 8};
- *     pgd_tensor *x = NULL;
- *     pgd_tensor_create(ctx, 2, shape, &x, &err);             // float32, contiguous
- *     pgd_tensor_upload(x, host_data, &err);
- *     pgd_scale(ctx, x, 2.0f, x, &err);                       // x *= 2 on the device
- *     pgd_tensor_download(x, host_data, &err);
- *     pgd_tensor_destroy(x);
- *     pgd_ctx_destroy(ctx);
+ *
+ * apps/examples/classify.c goes further: a whole ViT classifying an image.
  *
  * Conventions: every call that can fail returns a pgd_status (0 success, negative error) and,
  * where the reason can be detailed, takes a `pgd_error **err` last argument. `err` may be NULL;

@@ -1,0 +1,200 @@
+/* classify.c — the path every classification command shares (see classify.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify.h"
+#include "vit.h" /* model_shape_str */
+
+const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
+    {"device", required_argument, 0, 'd'},      {"input", required_argument, 0, 'i'},
+    {"save-input", required_argument, 0, 'S'},  {"save-logits", required_argument, 0, 's'},
+    {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
+    {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
+};
+
+void classify_option_table(const struct option *own, size_t n_own, struct option *out)
+{
+    memcpy(out, own, n_own * sizeof *own);
+    memcpy(out + n_own, classify_options, sizeof classify_options);
+    memset(out + n_own + CLASSIFY_OPTION_COUNT, 0, sizeof *out);
+}
+
+void classify_opts_init(classify_opts *o, const char *cmd)
+{
+    memset(o, 0, sizeof *o);
+    o->cmd = cmd;
+    o->topk = 5;
+}
+
+int classify_option(classify_opts *o, int c, const char *arg)
+{
+    char *end = NULL;
+    switch (c) {
+    case 'd': o->device = arg; return 1;
+    case 'i': o->input = arg; return 1;
+    case 'S': o->save_input = arg; return 1;
+    case 's': o->save_logits = arg; return 1;
+    case 'L': o->labels_path = arg; return 1;
+    case 'j': o->json = 1; return 1;
+    case 'p': o->profile = 1; return 1;
+    case 'k':
+        o->topk = (int)strtol(arg, &end, 10);
+        if (*end || o->topk < 1 || o->topk > 100000) {
+            app_usage_error(o->cmd, "--topk wants a positive number, got '%s'", arg);
+            return -1;
+        }
+        return 1;
+    default: return 0;
+    }
+}
+
+int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag)
+{
+    o->nimages = argc - optind;
+    o->images = argv + optind;
+    if (o->nimages && o->input)
+        return app_usage_error(o->cmd, "give images or --input F.npy, not both");
+    if (map_flag && !o->nimages)
+        return app_usage_error(o->cmd, "%s needs image files to draw on", map_flag);
+    return EXIT_OK;
+}
+
+/* The input batch of classify_begin. */
+static int read_input(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
+                      classify_run *r, pgd_error **err)
+{
+    if (o->input) {
+        int nd = 0;
+        int64_t shape[PGD_MAX_DIMS];
+        if (pgd_npy_read(o->input, &r->x, &nd, shape, err))
+            return EXIT_RUNTIME;
+        if (nd != 4 || shape[1] != 3) {
+            char s[96];
+            model_shape_str(nd, shape, s, sizeof s);
+            return pgd_error_set(err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W], not %s",
+                                 o->input, s),
+                   EXIT_RUNTIME;
+        }
+        memcpy(r->shape, shape, sizeof r->shape);
+    } else if (o->nimages) {
+        if (app_load_batch(o->images, o->nimages, preset, &r->x, &r->loaded, r->shape, err))
+            return EXIT_RUNTIME;
+    } else {
+        r->shape[0] = 1, r->shape[1] = 3, r->shape[2] = side_h, r->shape[3] = side_w;
+        int64_t n = 3 * (int64_t)side_h * side_w;
+        r->x = malloc((size_t)n * sizeof *r->x);
+        if (!r->x)
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "synthetic image"), EXIT_RUNTIME;
+        for (int64_t i = 0; i < n; i++)
+            r->x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
+    }
+    r->B = (int)r->shape[0], r->H = (int)r->shape[2], r->W = (int)r->shape[3];
+    return EXIT_OK;
+}
+
+int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
+                   int classes, classify_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->classes = classes;
+    pgd_error *err = NULL;
+    if (o->labels_path && app_labels_load(o->labels_path, &r->labels))
+        return EXIT_RUNTIME;
+    if (r->labels.names && r->labels.count < classes) {
+        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
+                o->labels_path, r->labels.count, classes);
+        return EXIT_RUNTIME;
+    }
+    if (read_input(o, preset, side_h, side_w, r, &err))
+        return app_fail(err);
+    if (app_ctx_create(o->device, &r->ctx, &err))
+        return app_fail(err);
+    if (o->profile)
+        pgd_ctx_set_profiling(r->ctx, 1);
+    return EXIT_OK;
+}
+
+int classify_prepare(const classify_opts *o, classify_run *r)
+{
+    pgd_error *err = NULL;
+    if (o->save_input && pgd_npy_write(o->save_input, r->x, 4, r->shape, &err))
+        return app_fail(err);
+    r->logits = malloc((size_t)r->B * (size_t)r->classes * sizeof *r->logits);
+    if (!r->logits) {
+        fprintf(stderr, "pagoda: error: out of host memory for %d x %d logits\n", r->B,
+                r->classes);
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+int classify_after_forward(const classify_opts *o, classify_run *r, int split)
+{
+    if (split < r->B)
+        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
+                r->B, split, app_max_batch(r->ctx) ? "$PAGODA_MAX_BATCH, or " : "",
+                "what fits in the memory of ", pgd_ctx_device(r->ctx)->name);
+    if (o->save_logits) {
+        pgd_error *err = NULL;
+        int64_t ls[2] = {r->B, r->classes};
+        if (pgd_npy_write(o->save_logits, r->logits, 2, ls, &err))
+            return app_fail(err);
+    }
+    return EXIT_OK;
+}
+
+int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
+                       const char *tag, const float *maps, int mw, int mh, pgd_preprocess preset,
+                       const char *what)
+{
+    for (int b = 0; b < r->B; b++) {
+        /* OUT<tag>.png; with several images OUT<tag>-1.png, ... */
+        char *path = app_numbered_path(png, tag, b, r->B);
+        if (!path) {
+            fprintf(stderr, "pagoda: error: out of host memory\n");
+            return EXIT_RUNTIME;
+        }
+        double view[4];
+        pgd_error *err = NULL;
+        pgd_image_preprocess_view(r->loaded[b], preset, view);
+        if (pgd_image_write_heatmap_png_view(path, r->loaded[b], maps + (size_t)b * mw * mh, mw,
+                                             mh, view, &err)) {
+            free(path);
+            return app_fail(err);
+        }
+        if (!o->json)
+            fprintf(stderr, "pagoda: %s of %s written to %s\n", what, o->images[b], path);
+        free(path);
+    }
+    return EXIT_OK;
+}
+
+json_t *classify_report(const classify_opts *o, classify_run *r)
+{
+    return app_report_topk(r->logits, r->B, r->classes, o->topk, &r->labels,
+                           o->nimages ? o->images : NULL,
+                           o->input ? o->input : o->json ? "synthetic" : "synthetic image",
+                           o->json);
+}
+
+int classify_finish(const classify_opts *o, classify_run *r)
+{
+    pgd_error *err = NULL;
+    if (o->profile && pgd_profile_print(r->ctx, stdout, &err))
+        return app_fail(err);
+    return EXIT_OK;
+}
+
+void classify_free(classify_run *r)
+{
+    for (int i = 0; r->loaded && i < r->B; i++)
+        pgd_image_free(r->loaded[i]);
+    free(r->loaded);
+    free(r->x);
+    free(r->logits);
+    app_labels_free(&r->labels);
+    pgd_ctx_destroy(r->ctx);
+    memset(r, 0, sizeof *r);
+}

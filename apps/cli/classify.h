@@ -1,0 +1,74 @@
+/* classify.h — the path every classification command shares (`pagoda vit`, `pagoda nonlocal`
+ * and the commands after them): the common options, the input (images, a preprocessed .npy
+ * batch, or a synthetic image), the context, the label check, and the outputs (batch-split
+ * note, saved input and logits, heat maps over the images, top-k report, profile). A command
+ * adds only what is its model's own: weights, configuration, forward pass, JSON details. */
+#ifndef PAGODA_CLASSIFY_H
+#define PAGODA_CLASSIFY_H
+
+#include <getopt.h>
+
+#include "app.h"
+
+/* The options every classification command accepts, parsed by classify_option. */
+typedef struct classify_opts {
+    const char *cmd; /* "vit", for messages */
+    const char *device, *input, *save_input, *save_logits, *labels_path;
+    int topk, json, profile;
+    char **images; /* the image arguments */
+    int nimages;
+} classify_opts;
+
+/* The long options classify_option handles, to be appended to a command's own table (ends
+ * without the terminating zero entry). CLASSIFY_OPTION_COUNT entries. */
+#define CLASSIFY_OPTION_COUNT 8
+extern const struct option classify_options[CLASSIFY_OPTION_COUNT];
+
+/* out = the command's n_own options, then classify_options, then the zero entry: room for
+ * n_own + CLASSIFY_OPTION_COUNT + 1 entries. */
+void classify_option_table(const struct option *own, size_t n_own, struct option *out);
+
+/* Defaults: topk 5, nothing else set. */
+void classify_opts_init(classify_opts *o, const char *cmd);
+/* Handles getopt's result c when it is a shared option: 1 when handled, 0 when it is not one
+ * of them, -1 after printing a usage error for a bad value (exit with EXIT_USAGE). */
+int classify_option(classify_opts *o, int c, const char *arg);
+/* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the
+ * command, maps need images. Prints a usage error and returns EXIT_USAGE when inconsistent. */
+int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag);
+
+/* What a run holds: the input batch, the decoded images, the context, labels and logits. */
+typedef struct classify_run {
+    float *x;                /* [B, 3, H, W] */
+    int64_t shape[4];
+    int B, H, W;
+    pgd_image **loaded;      /* the decoded images (for maps), NULL for --input or synthetic */
+    pgd_ctx *ctx;
+    app_labels labels;
+    float *logits;           /* [B, classes] after classify_forward_ready */
+    int classes;
+} classify_run;
+
+/* Reads the input: --input F.npy ([B, 3, H, W]), else the images preprocessed with `preset`,
+ * else one synthetic image of side_h x side_w. Then opens the context (device, options from
+ * the environment, profiling) and loads the labels, checked against `classes`. Returns EXIT_OK
+ * or the exit status after printing the error; classify_free releases what was made either way. */
+int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
+                   int classes, classify_run *r);
+/* Writes --save-input (after the model loaded: a bad model fails before any file appears) and
+ * allocates the logits. */
+int classify_prepare(const classify_opts *o, classify_run *r);
+/* After the forward pass: the batch-split note (`split` images per pass), --save-logits. */
+int classify_after_forward(const classify_opts *o, classify_run *r, int split);
+/* Draws maps[b] (mw x mh, over the crop `preset` shows) onto image b as OUT<tag>[-b].png and
+ * names each file written (unless --json) as "<what> of IMAGE". */
+int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
+                       const char *tag, const float *maps, int mw, int mh, pgd_preprocess preset,
+                       const char *what);
+/* The top-k report: printed, or with --json returned as the "results" array (new reference). */
+json_t *classify_report(const classify_opts *o, classify_run *r);
+/* Prints the kernel profile when --profile asked for it. */
+int classify_finish(const classify_opts *o, classify_run *r);
+void classify_free(classify_run *r);
+
+#endif
