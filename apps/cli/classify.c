@@ -7,19 +7,13 @@
 #include "classify.h"
 #include "vit.h" /* model_shape_str */
 
-const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
+static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"device", required_argument, 0, 'd'},      {"input", required_argument, 0, 'i'},
     {"save-input", required_argument, 0, 'S'},  {"save-logits", required_argument, 0, 's'},
     {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
     {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
 };
 
-void classify_option_table(const struct option *own, size_t n_own, struct option *out)
-{
-    memcpy(out, own, n_own * sizeof *own);
-    memcpy(out + n_own, classify_options, sizeof classify_options);
-    memset(out + n_own + CLASSIFY_OPTION_COUNT, 0, sizeof *out);
-}
 
 void classify_opts_init(classify_opts *o, const char *cmd)
 {
@@ -28,7 +22,7 @@ void classify_opts_init(classify_opts *o, const char *cmd)
     o->topk = 5;
 }
 
-int classify_option(classify_opts *o, int c, const char *arg)
+static int classify_option(classify_opts *o, int c, const char *arg)
 {
     char *end = NULL;
     switch (c) {
@@ -48,6 +42,31 @@ int classify_option(classify_opts *o, int c, const char *arg)
         return 1;
     default: return 0;
     }
+}
+
+int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
+                   size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd)
+{
+    enum { MAX_OWN = 32 };
+    struct option opts[MAX_OWN + CLASSIFY_OPTION_COUNT + 1];
+    if (n_own > MAX_OWN)
+        n_own = MAX_OWN;
+    memcpy(opts, own, n_own * sizeof *own);
+    memcpy(opts + n_own, classify_options, sizeof classify_options);
+    memset(opts + n_own + CLASSIFY_OPTION_COUNT, 0, sizeof *opts);
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        }
+        int shared = classify_option(o, c, optarg);
+        int rc = shared < 0 ? EXIT_USAGE : shared ? EXIT_OK : parse_own(cmd, c, optarg);
+        if (rc)
+            return rc;
+    }
+    return EXIT_OK;
 }
 
 int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag)

@@ -19,20 +19,19 @@ typedef struct classify_opts {
     int nimages;
 } classify_opts;
 
-/* The long options classify_option handles, to be appended to a command's own table (ends
- * without the terminating zero entry). CLASSIFY_OPTION_COUNT entries. */
 #define CLASSIFY_OPTION_COUNT 8
-extern const struct option classify_options[CLASSIFY_OPTION_COUNT];
-
-/* out = the command's n_own options, then classify_options, then the zero entry: room for
- * n_own + CLASSIFY_OPTION_COUNT + 1 entries. */
-void classify_option_table(const struct option *own, size_t n_own, struct option *out);
 
 /* Defaults: topk 5, nothing else set. */
 void classify_opts_init(classify_opts *o, const char *cmd);
-/* Handles getopt's result c when it is a shared option: 1 when handled, 0 when it is not one
- * of them, -1 after printing a usage error for a bad value (exit with EXIT_USAGE). */
-int classify_option(classify_opts *o, int c, const char *arg);
+
+/* A command's own option handler: EXIT_OK, or EXIT_USAGE after printing a usage error. */
+typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
+/* Parses argv with getopt_long over the command's n_own options `own` (without the zero
+ * entry; --help as 'h' prints `usage`) plus the shared ones (--device, --input, --save-input,
+ * --save-logits, --labels, --topk, --json, --profile) into o; every other option goes to
+ * parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
+                   size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
 /* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the
  * command, maps need images. Prints a usage error and returns EXIT_USAGE when inconsistent. */
 int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag);

@@ -80,8 +80,9 @@ typedef struct nl_cmd {
     char default_path[4096];
 } nl_cmd;
 
-static int parse_own(nl_cmd *v, int c, const char *arg)
+static int parse_own(void *cmd, int c, const char *arg)
 {
+    nl_cmd *v = cmd;
     char *end = NULL;
     nl_mode mode;
     switch (c) {
@@ -140,26 +141,15 @@ static int parse(nl_cmd *v, int argc, char **argv)
         {"subsample", no_argument, 0, 'u'},          {"no-subsample", no_argument, 0, 'U'},
         {"affinity-map", required_argument, 0, 'A'}, {"query", required_argument, 0, 'q'},
         {"size", required_argument, 0, 'z'},         {"help", no_argument, 0, 'h'}};
-    enum { NOWN = sizeof own / sizeof own[0] };
-    struct option opts[NOWN + CLASSIFY_OPTION_COUNT + 1];
-    classify_option_table(own, NOWN, opts);
     memset(v, 0, sizeof *v);
     classify_opts_init(&v->o, "nonlocal ");
     v->ro = (resnet_options){NULL, NULL, -1};
     v->depth = 50, v->size = PGD_PREPROCESS_SIZE, v->qx = v->qy = -1;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout);
-            return -1;
-        }
-        int shared = classify_option(&v->o, c, optarg);
-        int rc = shared < 0 ? EXIT_USAGE : shared ? EXIT_OK : parse_own(v, c, optarg);
-        if (rc)
-            return rc;
-    }
-    int rc = check_options(v);
+    int rc = classify_parse(&v->o, argc, argv, own, sizeof own / sizeof own[0], usage,
+                            parse_own, v);
+    if (rc)
+        return rc;
+    rc = check_options(v);
     return rc ? rc : classify_operands(&v->o, argc, argv, v->aff_png ? "--affinity-map" : NULL);
 }
 

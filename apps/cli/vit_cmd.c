@@ -55,8 +55,9 @@ typedef struct vit_cmd {
     char default_path[4096];
 } vit_cmd;
 
-static int parse_own(vit_cmd *v, int c, const char *arg)
+static int parse_own(void *cmd, int c, const char *arg)
 {
+    vit_cmd *v = cmd;
     char *end = NULL;
     switch (c) {
     case 'r': v->random = arg; return 0;
@@ -87,24 +88,13 @@ static int parse(vit_cmd *v, int argc, char **argv)
         {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
         {"preprocess", required_argument, 0, 'P'}, {"attention-map", required_argument, 0, 'A'},
         {"heads", required_argument, 0, 'H'},      {"help", no_argument, 0, 'h'}};
-    enum { NOWN = sizeof own / sizeof own[0] };
-    struct option opts[NOWN + CLASSIFY_OPTION_COUNT + 1];
-    classify_option_table(own, NOWN, opts);
     memset(v, 0, sizeof *v);
     classify_opts_init(&v->o, "vit ");
     v->preset = -1;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout);
-            return -1;
-        }
-        int shared = classify_option(&v->o, c, optarg);
-        int rc = shared < 0 ? EXIT_USAGE : shared ? EXIT_OK : parse_own(v, c, optarg);
-        if (rc)
-            return rc;
-    }
+    int rc = classify_parse(&v->o, argc, argv, own, sizeof own / sizeof own[0], usage,
+                            parse_own, v);
+    if (rc)
+        return rc;
     return classify_operands(&v->o, argc, argv, v->attn_png ? "--attention-map" : NULL);
 }
 
