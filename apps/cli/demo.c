@@ -25,6 +25,103 @@ static const char usage[] =
     "  --profile      print per-kernel timings at the end (also PAGODA_PROFILE=1)\n"
     "  -h, --help     show this help\n";
 
+static void list_devices(void)
+{
+    pgd_error *err = NULL;
+    pgd_device_info *list = NULL;
+    size_t n = 0;
+    if (pgd_devices_list(&list, &n, &err)) {
+        pgd_error_free(err); /* the context below reports the problem in full */
+        return;
+    }
+    printf("OpenCL devices:\n");
+    for (size_t i = 0; i < n; i++)
+        printf("  %d:%d  %-40s %s, %s\n", list[i].platform_index, list[i].device_index,
+               list[i].name, list[i].platform, pgd_device_type_name(list[i].type));
+    pgd_devices_free(list);
+}
+
+/* y = 2x + x on the device over a prime number of elements, compared exactly on the host. */
+static int check_elementwise(pgd_ctx *ctx, int profile)
+{
+    enum { N = 1000003 }; /* a prime: no work-group size divides it, so edges are exercised */
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    pgd_tensor *tx = NULL, *ty = NULL;
+    pgd_error *err = NULL;
+    int64_t shape[1] = {N};
+    int rc = EXIT_OK;
+    if (!x || !y) {
+        fprintf(stderr, "pagoda: error: out of host memory\n");
+        rc = EXIT_RUNTIME;
+    }
+    for (int i = 0; !rc && i < N; i++)
+        x[i] = (float)(int)(((long)i * 7919) % 2001 - 1000) / 8.0f; /* exact in float: results are exact */
+    if (!rc && (pgd_tensor_create(ctx, 1, shape, &tx, &err) ||
+                pgd_tensor_create(ctx, 1, shape, &ty, &err) || pgd_tensor_upload(tx, x, &err) ||
+                pgd_scale(ctx, tx, 2.0f, ty, &err) || pgd_add(ctx, ty, tx, ty, &err) ||
+                pgd_tensor_download(ty, y, &err)))
+        rc = app_fail(err);
+    long bad = 0;
+    for (int i = 0; !rc && i < N; i++) {
+        if (y[i] != 3.0f * x[i] && bad++ < 3)
+            fprintf(stderr, "pagoda: error: element %d: got %g, want %g\n", i, (double)y[i],
+                    3.0 * (double)x[i]);
+    }
+    if (bad) {
+        fprintf(stderr, "pagoda: error: %ld of %d elements wrong on '%s'\n", bad, N, d->name);
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc) {
+        pgd_build_stats st;
+        pgd_ctx_build_stats(ctx, &st);
+        printf("check passed: y = 2x + x over %d elements, all exact (kernel build %.0f ms, %s)\n",
+               N, st.build_ms, st.disk_hits ? "from the binary cache" : "compiled");
+    }
+    if (!rc && profile && pgd_profile_print(ctx, stdout, &err))
+        rc = app_fail(err);
+    pgd_tensor_destroy(tx);
+    pgd_tensor_destroy(ty);
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* `pagoda vit` and `pagoda nonlocal` on the sample image, on device d. A software rasteriser
+ * manages ~0.3 GFLOP/s: ViT-B/16 would take minutes there, so it gets the two-block toy ViT
+ * and ResNet-18 on a 64x64 synthetic input (1/27 of the work). */
+static int run_models(const pgd_device_info *d)
+{
+    char sel[32], image[4096];
+    snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
+    int have_image = app_sample_image(image, sizeof image), soft = d->software_rasteriser;
+    printf("\nViT-B/16 (pagoda vit):\n");
+    if (!have_image)
+        printf("(no sample image found: a synthetic input instead)\n");
+    fflush(stdout);
+    char *vargv[16] = {"vit", "--device", sel, "--topk", "3"};
+    char *nargv[16] = {"nonlocal", "--device", sel, "--topk", "3"};
+    int vargc = 5, nargc = 5;
+    if (soft) {
+        vargv[vargc++] = "--random", vargv[vargc++] = "tiny";
+        nargv[nargc++] = "--random", nargv[nargc++] = "18", nargv[nargc++] = "--nonlocal";
+        nargv[nargc++] = "layer3.1", nargv[nargc++] = "--size", nargv[nargc++] = "64";
+    } else if (have_image) {
+        vargv[vargc++] = "--attention-map", vargv[vargc++] = "pagoda-demo-attention.png";
+        vargv[vargc++] = image;
+        nargv[nargc++] = "--affinity-map", nargv[nargc++] = "pagoda-demo-affinity.png";
+        nargv[nargc++] = image;
+    }
+    vargv[vargc] = nargv[nargc] = NULL;
+    int rc = cmd_vit(vargc, vargv);
+    if (rc == EXIT_OK) {
+        printf("\nResNet-50 + non-local block before layer3.5 (pagoda nonlocal):\n");
+        fflush(stdout);
+        rc = cmd_nonlocal(nargc, nargv);
+    }
+    return rc;
+}
+
 int cmd_demo(int argc, char **argv)
 {
     const char *device = NULL;
@@ -48,116 +145,18 @@ int cmd_demo(int argc, char **argv)
     }
     if (optind < argc)
         return app_usage_error("demo ", "unexpected argument '%s'", argv[optind]);
-
+    list_devices();
     pgd_error *err = NULL;
-    pgd_device_info *list = NULL;
-    size_t n = 0;
-    if (pgd_devices_list(&list, &n, &err))
-        return app_fail(err);
-    printf("OpenCL devices:\n");
-    for (size_t i = 0; i < n; i++)
-        printf("  %d:%d  %-40s %s, %s\n", list[i].platform_index, list[i].device_index,
-               list[i].name, list[i].platform, pgd_device_type_name(list[i].type));
-    pgd_devices_free(list);
-
     pgd_ctx *ctx = NULL;
-    if (pgd_ctx_create(device, &ctx, &err))
+    if (app_ctx_create(device, &ctx, &err))
         return app_fail(err);
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
     const pgd_device_info *d = pgd_ctx_device(ctx);
     printf("running on %d:%d %s (%s)\n", d->platform_index, d->device_index, d->name, d->platform);
-
-    enum { N = 1000003 }; /* a prime: no work-group size divides it, so edges are exercised */
-    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
-    pgd_tensor *tx = NULL, *ty = NULL;
-    int64_t shape[1] = {N};
-    int rc = EXIT_OK;
-    if (!x || !y) {
-        fprintf(stderr, "pagoda: error: out of host memory\n");
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    for (int i = 0; i < N; i++)
-        x[i] = (float)(int)(((long)i * 7919) % 2001 - 1000) / 8.0f; /* exact in float: results are exact */
-    if (pgd_tensor_create(ctx, 1, shape, &tx, &err) || pgd_tensor_create(ctx, 1, shape, &ty, &err) ||
-        pgd_tensor_upload(tx, x, &err) || pgd_scale(ctx, tx, 2.0f, ty, &err) ||
-        pgd_add(ctx, ty, tx, ty, &err) || pgd_tensor_download(ty, y, &err)) {
-        rc = app_fail(err);
-        goto done;
-    }
-    long bad = 0;
-    for (int i = 0; i < N; i++) {
-        if (y[i] != 3.0f * x[i]) {
-            if (bad < 3)
-                fprintf(stderr, "pagoda: error: element %d: got %g, want %g\n", i, (double)y[i],
-                        3.0 * (double)x[i]);
-            bad++;
-        }
-    }
-    if (bad) {
-        fprintf(stderr, "pagoda: error: %ld of %d elements wrong on '%s'\n", bad, N, d->name);
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    pgd_build_stats st;
-    pgd_ctx_build_stats(ctx, &st);
-    printf("check passed: y = 2x + x over %d elements, all exact (kernel build %.0f ms, %s)\n", N,
-           st.build_ms, st.disk_hits ? "from the binary cache" : "compiled");
-    if (profile && pgd_profile_print(ctx, stdout, &err))
-        rc = app_fail(err);
-    if (rc == EXIT_OK) {
-        printf("\nViT-B/16 (pagoda vit):\n");
-        fflush(stdout);
-        char sel[32];
-        snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
-        /* A software rasteriser manages ~0.3 GFLOP/s: ViT-B/16 would take minutes there, so it
-         * gets the two-block toy model instead. */
-        char image[4096];
-        int have_image = app_sample_image(image, sizeof image);
-        if (!have_image)
-            printf("(no sample image found: a synthetic input instead)\n");
-        if (d->software_rasteriser) {
-            char *vargv[] = {"vit", "--device", sel, "--topk", "3", "--random", "tiny", NULL};
-            rc = cmd_vit(7, vargv);
-        } else if (have_image) {
-            char *vargv[] = {"vit", "--device", sel, "--topk", "3", "--attention-map",
-                             "pagoda-demo-attention.png", image, NULL};
-            rc = cmd_vit(8, vargv);
-        } else {
-            char *vargv[] = {"vit", "--device", sel, "--topk", "3", NULL};
-            rc = cmd_vit(5, vargv);
-        }
-    }
-    if (rc == EXIT_OK) {
-        printf("\nResNet-50 + non-local block before layer3.5 (pagoda nonlocal):\n");
-        fflush(stdout);
-        char sel[32], image[4096];
-        snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
-        int have_image = app_sample_image(image, sizeof image);
-        /* A software rasteriser gets ResNet-18 on a 64x64 synthetic input (1/27 of the work). */
-        char *nargv[16] = {"nonlocal", "--device", sel, "--topk", "3", NULL};
-        int nargc = 5;
-        if (d->software_rasteriser) {
-            nargv[nargc++] = "--random";
-            nargv[nargc++] = "18";
-            nargv[nargc++] = "--nonlocal";
-            nargv[nargc++] = "layer3.1";
-            nargv[nargc++] = "--size";
-            nargv[nargc++] = "64";
-        } else if (have_image) {
-            nargv[nargc++] = "--affinity-map";
-            nargv[nargc++] = "pagoda-demo-affinity.png";
-            nargv[nargc++] = image;
-        }
-        nargv[nargc] = NULL;
-        rc = cmd_nonlocal(nargc, nargv);
-    }
-done:
-    pgd_tensor_destroy(tx);
-    pgd_tensor_destroy(ty);
+    int rc = check_elementwise(ctx, profile);
+    if (rc == EXIT_OK)
+        rc = run_models(d);
     pgd_ctx_destroy(ctx);
-    free(x);
-    free(y);
     return rc;
 }
