@@ -1,5 +1,5 @@
 /* resnet.h — ResNet backbones (torchvision naming) with non-local blocks (Wang et al., "Non-local
- * Neural Networks", CVPR 2018), built from libpagoda's convolution, GEMM and attention ops. */
+ * Neural Networks", CVPR 2018), built from libpagoda's convolution, pooling and non-local ops. */
 #ifndef PAGODA_RESNET_H
 #define PAGODA_RESNET_H
 
@@ -8,11 +8,12 @@
 #include "pagoda.h"
 #include "vit.h" /* vit_source: the weight-source interface shared by the models */
 
+/* The modes of the library's op under the model's names (same values as pgd_nonlocal_mode). */
 typedef enum nl_mode {
-    NL_EMBEDDED_GAUSSIAN = 0,
-    NL_GAUSSIAN,
-    NL_DOT_PRODUCT,
-    NL_CONCATENATION
+    NL_EMBEDDED_GAUSSIAN = PGD_NONLOCAL_EMBEDDED_GAUSSIAN,
+    NL_GAUSSIAN = PGD_NONLOCAL_GAUSSIAN,
+    NL_DOT_PRODUCT = PGD_NONLOCAL_DOT_PRODUCT,
+    NL_CONCATENATION = PGD_NONLOCAL_CONCATENATION
 } nl_mode;
 
 /* "embedded_gaussian", "gaussian", "dot_product", "concatenation". */
@@ -90,12 +91,20 @@ int resnet_random_source(vit_source *src, int depth, int64_t classes, const char
                          nl_mode mode, uint64_t seed, pgd_error **err);
 void resnet_random_free(vit_source *src);
 
-/* A lone non-local block on C channels with seeded weights, for benchmarks: x and z are NHWC
- * [B, H, W, C]. unfused: the softmax forms materialise the N x N' affinity (the baseline the
- * fused attention kernel is measured against). Free with resnet_free. */
-int resnet_nl_block_create(pgd_ctx *ctx, int64_t C, nl_mode mode, int subsample, int unfused,
-                           resnet_model **out, pgd_error **err);
-int resnet_nl_block_forward(resnet_model *m, const pgd_tensor *x, pgd_tensor **z,
-                            pgd_error **err);
+/* The host arrays of one non-local block (the bn block holds γ, β, mean and var, C each). */
+typedef struct resnet_nl_weights {
+    float *theta, *phi, *g, *bt, *bp, *bg, *w, *bw, *bn, *concat;
+    pgd_batchnorm bn_desc; /* over bn, for params->bn */
+} resnet_nl_weights;
+
+/* Seeded weights for a non-local block on C channels with inner width Ci, as --nonlocal inserts
+ * them (the paper's initialisation): θ, φ, g, W and concat uniform (xorshift from `seed`),
+ * biases zero, BN γ = β = mean = 0 and var = 1, so z = x exactly while the block does all the
+ * work of a trained one (benchmarks use it for that). Fills *h, which the caller frees with
+ * resnet_nl_weights_free, and, when params is non-NULL, *params pointing into *h for
+ * pgd_nonlocal_create (valid while *h lives). On error *h is empty. */
+int resnet_nl_seeded(int64_t C, int64_t Ci, uint64_t seed, resnet_nl_weights *h,
+                     pgd_nonlocal_params *params, pgd_error **err);
+void resnet_nl_weights_free(resnet_nl_weights *h);
 
 #endif
