@@ -627,7 +627,8 @@ PGD_API const char *pgd_nonlocal_mode_name(pgd_nonlocal_mode mode);
 
 typedef struct pgd_nonlocal_desc {
     int64_t channels;       /* C >= 2: the channels of x and z */
-    int64_t inner;          /* Ci >= 1: the width of θ, φ and g (the paper uses C/2) */
+    int64_t inner;          /* Ci >= 1: the width of θ, φ and g (the paper uses C/2); the
+                               Gaussian form needs Ci <= C */
     pgd_nonlocal_mode mode;
     int subsample;          /* 0 or 1: pool φ and g (Gaussian: the keys x) 2x2, floor rule */
     int unfused;            /* 0 or 1: the softmax forms materialise the N x N' scores (GEMM,
@@ -651,7 +652,8 @@ typedef struct pgd_nonlocal pgd_nonlocal;
 
 /* Prepares a block for the device: the θ/φ/g convolutions fused into one, BN folded into W.
  * The caller keeps desc, params and every host array; the block holds its own copies. A mode
- * outside the enum, C < 2, Ci < 1, or a flag other than 0/1 is PGD_ERR_INVALID_ARGUMENT, and
+ * outside the enum, C < 2, Ci < 1 (Gaussian: Ci > C), or a flag other than 0/1 is
+ * PGD_ERR_INVALID_ARGUMENT, and
  * so is a missing array the mode needs (the message names it). On error *out is NULL and
  * nothing is allocated. */
 PGD_API int pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,

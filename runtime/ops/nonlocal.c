@@ -103,6 +103,12 @@ static int check_desc(const pgd_nonlocal_desc *d, pgd_error **err)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: inner width must be 1..%d, got %lld", op, 1 << 24,
                               (long long)d->inner);
+    /* The fused attention takes one head width for q, k and v: g travels in C columns. */
+    if (d->mode == PGD_NONLOCAL_GAUSSIAN && d->inner > d->channels)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: the gaussian form needs inner <= channels (g is carried in the "
+                              "C columns of x), got inner %lld, channels %lld",
+                              op, (long long)d->inner, (long long)d->channels);
     if (d->subsample != 0 && d->subsample != 1)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: subsample must be 0 or 1, got %d",
                               op, d->subsample);
