@@ -115,10 +115,24 @@ static void case_params(const nl_case *c, pgd_batchnorm *bn, pgd_nonlocal_params
 static void case_ref(const nl_case *c, size_t q, double *z, double *aff, double *mag)
 {
     int64_t C = c->d.channels;
-    pgd_ref_nonlocal p = {(size_t)c->B, (size_t)c->H, (size_t)c->W, (size_t)C,
-                          (size_t)c->d.inner, (int)c->d.mode, c->d.subsample,
-                          c->tw, c->tb, c->pw, c->pb, c->gw, c->gb, c->ww, c->wb,
-                          {NULL, NULL, NULL, NULL}, 1e-5, c->cw};
+    pgd_ref_nonlocal p = {(size_t)c->B,
+                          (size_t)c->H,
+                          (size_t)c->W,
+                          (size_t)C,
+                          (size_t)c->d.inner,
+                          (int)c->d.mode,
+                          c->d.subsample,
+                          c->tw,
+                          c->tb,
+                          c->pw,
+                          c->pb,
+                          c->gw,
+                          c->gb,
+                          c->ww,
+                          c->wb,
+                          {NULL, NULL, NULL, NULL},
+                          1e-5,
+                          c->cw};
     if (c->bn) {
         p.bn[0] = c->bn, p.bn[1] = c->bn + C, p.bn[2] = c->bn + 2 * C, p.bn[3] = c->bn + 3 * C;
     }
@@ -150,8 +164,8 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, pgd_nonlocal_mode mode, int trial,
     int64_t C = c.d.channels, N = c.H * c.W;
     int64_t gh = 0, gw = 0, Np = pgd_nonlocal_key_grid(&c.d, c.H, c.W, &gh, &gw);
     int in_place = trial % 10 == 3;
-    int chunk = mode == PGD_NONLOCAL_CONCATENATION && trial % 4 == 1 ? (int)pgd_rng_int(r, 1, 5)
-                                                                       : 0;
+    int chunk =
+        mode == PGD_NONLOCAL_CONCATENATION && trial % 4 == 1 ? (int)pgd_rng_int(r, 1, 5) : 0;
     int64_t qi = pgd_rng_int(r, 0, c.H - 1), qj = pgd_rng_int(r, 0, c.W - 1);
     size_t nz = (size_t)(c.B * N * C), na = (size_t)(c.B * Np);
     char what[256];
@@ -237,13 +251,25 @@ static void run_mode(pgd_nonlocal_mode mode, uint64_t seed)
     }
 }
 
-START_TEST(embedded_gaussian) { run_mode(PGD_NONLOCAL_EMBEDDED_GAUSSIAN, 101); }
+START_TEST(embedded_gaussian)
+{
+    run_mode(PGD_NONLOCAL_EMBEDDED_GAUSSIAN, 101);
+}
 END_TEST
-START_TEST(gaussian) { run_mode(PGD_NONLOCAL_GAUSSIAN, 202); }
+START_TEST(gaussian)
+{
+    run_mode(PGD_NONLOCAL_GAUSSIAN, 202);
+}
 END_TEST
-START_TEST(dot_product) { run_mode(PGD_NONLOCAL_DOT_PRODUCT, 303); }
+START_TEST(dot_product)
+{
+    run_mode(PGD_NONLOCAL_DOT_PRODUCT, 303);
+}
 END_TEST
-START_TEST(concatenation) { run_mode(PGD_NONLOCAL_CONCATENATION, 404); }
+START_TEST(concatenation)
+{
+    run_mode(PGD_NONLOCAL_CONCATENATION, 404);
+}
 END_TEST
 
 /* Expects rc and an error whose message contains every string of `named` (NULL-terminated). */
@@ -256,8 +282,8 @@ static void expect_error(int rc, int want, pgd_error **errp, const char *const *
                   pgd_status_name(want));
     ck_assert_msg(err != NULL, "%s: no error object", what);
     for (const char *const *s = named; *s; s++)
-        ck_assert_msg(strstr(pgd_error_message(err), *s) != NULL, "%s: '%s' not named in: %s",
-                      what, *s, pgd_error_message(err));
+        ck_assert_msg(strstr(pgd_error_message(err), *s) != NULL, "%s: '%s' not named in: %s", what,
+                      *s, pgd_error_message(err));
     pgd_error_free(err);
 }
 
@@ -290,9 +316,14 @@ START_TEST(bad_arguments)
         int mode, sub, unfused;
         const char *named;
     } descs[] = {
-        {1, 1, 0, 0, 0, "channels"},   {0, 1, 1, 0, 0, "got 0"},   {C, 0, 2, 0, 0, "inner"},
-        {C, -3, 3, 0, 0, "got -3"},    {C, 1, 4, 0, 0, "mode 4"}, {C, 1, -1, 0, 0, "mode -1"},
-        {C, 1, 0, 2, 0, "subsample"},  {C, 1, 0, 0, 7, "unfused"},
+        {1, 1, 0, 0, 0, "channels"},
+        {0, 1, 1, 0, 0, "got 0"},
+        {C, 0, 2, 0, 0, "inner"},
+        {C, -3, 3, 0, 0, "got -3"},
+        {C, 1, 4, 0, 0, "mode 4"},
+        {C, 1, -1, 0, 0, "mode -1"},
+        {C, 1, 0, 2, 0, "subsample"},
+        {C, 1, 0, 0, 7, "unfused"},
         {C, C + 1, 1, 0, 0, "inner <= channels"},
     };
     for (size_t i = 0; i < sizeof descs / sizeof *descs; i++) {
@@ -321,12 +352,24 @@ START_TEST(bad_arguments)
         pgd_batchnorm b2 = {c.bn, c.bn + C, NULL, c.bn + 3 * C, 1e-5f};
         const float *none = NULL;
         switch (need[i].drop) {
-        case 0: q.g_weight = none; break;
-        case 1: q.w_weight = none; break;
-        case 2: q.theta_weight = none; break;
-        case 3: q.phi_weight = none; break;
-        case 4: q.concat_weight = none; break;
-        default: q.bn = &b2; break;
+        case 0:
+            q.g_weight = none;
+            break;
+        case 1:
+            q.w_weight = none;
+            break;
+        case 2:
+            q.theta_weight = none;
+            break;
+        case 3:
+            q.phi_weight = none;
+            break;
+        case 4:
+            q.concat_weight = none;
+            break;
+        default:
+            q.bn = &b2;
+            break;
         }
         pgd_nonlocal_desc dd = c.d;
         dd.mode = need[i].mode;
@@ -391,8 +434,8 @@ START_TEST(bad_arguments)
     float row[64];
     {
         const char *named[] = {sxc, expect_c, NULL};
-        expect_error(pgd_nonlocal_affinity(ctx, nl, xc, 0, 0, row, NULL, NULL, &err),
-                     PGD_ERR_SHAPE, &err, named, "affinity, wrong channels");
+        expect_error(pgd_nonlocal_affinity(ctx, nl, xc, 0, 0, row, NULL, NULL, &err), PGD_ERR_SHAPE,
+                     &err, named, "affinity, wrong channels");
     }
     {
         const char *named[] = {"(5, 0)", "5x4", NULL};

@@ -22,9 +22,9 @@
 
 struct pgd_nonlocal {
     pgd_nonlocal_desc d;
-    pgd_conv2d *proj;            /* [θ | φ | g], or g (padded to C) for the Gaussian form */
+    pgd_conv2d *proj; /* [θ | φ | g], or g (padded to C) for the Gaussian form */
     pgd_conv2d_desc proj_d;
-    pgd_conv2d *wz;              /* W with BN folded; dy -> C */
+    pgd_conv2d *wz; /* W with BN folded; dy -> C */
     pgd_conv2d_desc wz_d;
     int64_t pc;                  /* columns of proj's output */
     int64_t dy;                  /* columns of y */
@@ -73,8 +73,7 @@ static int conv1x1(pgd_ctx *ctx, pgd_conv2d_desc *d, int64_t cin, int64_t cout, 
     return pgd_conv2d_create(ctx, d, w, bias, bn, out, err);
 }
 
-static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out,
-                      pgd_error **err)
+static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out, pgd_error **err)
 {
     int rc = pgd_tensor_create(ctx, 1, &n, out, err);
     if (!rc)
@@ -96,9 +95,8 @@ static int check_desc(const pgd_nonlocal_desc *d, pgd_error **err)
                               op, (int)d->mode);
     /* 3·Ci and C are leading dimensions of int-indexed kernels. */
     if (d->channels < 2 || d->channels > (1 << 24))
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: channels must be 2..%d, got %lld", op, 1 << 24,
-                              (long long)d->channels);
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: channels must be 2..%d, got %lld",
+                              op, 1 << 24, (long long)d->channels);
     if (d->inner < 1 || d->inner > (1 << 24))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: inner width must be 1..%d, got %lld", op, 1 << 24,
@@ -118,8 +116,7 @@ static int check_desc(const pgd_nonlocal_desc *d, pgd_error **err)
     return PGD_OK;
 }
 
-static int check_params(const pgd_nonlocal_desc *d, const pgd_nonlocal_params *p,
-                        pgd_error **err)
+static int check_params(const pgd_nonlocal_desc *d, const pgd_nonlocal_params *p, pgd_error **err)
 {
     const char *need = NULL;
     int gauss = d->mode == PGD_NONLOCAL_GAUSSIAN;
@@ -329,21 +326,21 @@ static int new4(pgd_ctx *ctx, int64_t a, int64_t b, int64_t c, int64_t d, pgd_te
 static int check_x(const pgd_nonlocal *nl, const pgd_tensor *x, const char *op, pgd_error **err)
 {
     char got[128];
-    if (!x || x->ndim != 4 || x->shape[3] != nl->d.channels || x->shape[0] < 1 ||
-        x->shape[1] < 1 || x->shape[2] < 1)
+    if (!x || x->ndim != 4 || x->shape[3] != nl->d.channels || x->shape[0] < 1 || x->shape[1] < 1 ||
+        x->shape[2] < 1)
         return pgd__error_set(err, x ? PGD_ERR_SHAPE : PGD_ERR_INVALID_ARGUMENT,
                               "%s: x is %s, expected [B, H, W, %lld] (NHWC, %lld channels)", op,
                               x ? pgd_tensor_shape_str(x, got, sizeof got) : "NULL",
                               (long long)nl->d.channels, (long long)nl->d.channels);
     if (x->shape[0] * x->shape[1] * x->shape[2] > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: x %s has more than 2^31 positions",
-                              op, pgd_tensor_shape_str(x, got, sizeof got));
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: x %s has more than 2^31 positions", op,
+                              pgd_tensor_shape_str(x, got, sizeof got));
     if (nl->d.subsample && (x->shape[1] < 2 || x->shape[2] < 2))
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "%s: x is %s: a %lldx%lld input has nothing left after 2x2 "
                               "subsampling (H and W must be at least 2)",
-                              op, pgd_tensor_shape_str(x, got, sizeof got),
-                              (long long)x->shape[1], (long long)x->shape[2]);
+                              op, pgd_tensor_shape_str(x, got, sizeof got), (long long)x->shape[1],
+                              (long long)x->shape[2]);
     return PGD_OK;
 }
 
@@ -500,13 +497,12 @@ static int concatenation(pgd_ctx *ctx, const pgd_nonlocal *nl, const proj_set *s
     return rc;
 }
 
-int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
-                         pgd_tensor *z, pgd_error **err)
+int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x, pgd_tensor *z,
+                         pgd_error **err)
 {
     const char *op = "pgd_nonlocal_forward";
     if (!ctx || !nl || !z)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, nl and z are required",
-                              op);
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, nl and z are required", op);
     int rc = check_x(nl, x, op, err);
     if (rc)
         return rc;
