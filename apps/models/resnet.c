@@ -979,12 +979,12 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
         if (px * ch > widest)
             widest = px * ch;
     }
-    uint64_t nl = 0; /* the models' blocks are fused: no N x N' scratch */
+    /* The non-local blocks are fused: no N x N' scratch beyond the activations. */
     int kh = 0, kw = 0;
     resnet_nl_grid(m, H, W, &kh, &kw);
-    uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest) + nl;
+    uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest);
     per += per / 4;
-    uint64_t largest = 4u * widest > nl ? 4u * widest : nl;
+    uint64_t largest = 4u * widest;
     int cells = aff ? kh * kw : 0; /* the affinity row covers the non-local grid */
     resnet_pass_args a = {m, images, H, W, logits, aff, cells};
     return model_forward_batched(m->ctx, &m->batching, H, W, 0, B, per, largest, "resnet", 5,
