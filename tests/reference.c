@@ -304,3 +304,140 @@ void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t
             y[b * c + ch] = s / (double)(h * w);
         }
 }
+
+/* out [n, co] = t [n, cin]·wᵀ + b, w [co, cin] (a 1x1 convolution), in double. */
+static void ref_conv1x1(const float *t, size_t n, size_t cin, const float *w, const float *b,
+                        size_t co, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t o = 0; o < co; o++) {
+            double acc = b ? (double)b[o] : 0.0;
+            for (size_t k = 0; k < cin; k++)
+                acc += (double)t[i * cin + k] * w[o * cin + k];
+            out[i * co + o] = acc;
+        }
+}
+
+/* 2x2 stride-2 max pool (floor rule) of t [nb, h, w, c] into [nb, h/2, w/2, c]. */
+static void ref_pool2(const double *t, size_t nb, size_t h, size_t w, size_t c, double *out)
+{
+    size_t h2 = h / 2, w2 = w / 2;
+    for (size_t b = 0; b < nb; b++)
+        for (size_t i = 0; i < h2; i++)
+            for (size_t j = 0; j < w2; j++)
+                for (size_t ch = 0; ch < c; ch++) {
+                    double m = -INFINITY;
+                    for (size_t di = 0; di < 2; di++)
+                        for (size_t dj = 0; dj < 2; dj++)
+                            m = fmax(m, t[((b * h + 2 * i + di) * w + 2 * j + dj) * c + ch]);
+                    out[((b * h2 + i) * w2 + j) * c + ch] = m;
+                }
+}
+
+void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q, double *z,
+                            double *aff, double *mag)
+{
+    size_t B = p->b, C = p->c, Ci = p->ci, N = p->h * p->w;
+    size_t Np = p->subsample ? (p->h / 2) * (p->w / 2) : N;
+    int gauss = p->mode == PGD_NONLOCAL_GAUSSIAN;
+    size_t dq = gauss ? C : Ci; /* width of queries and keys */
+    double *qv = malloc(B * N * dq * sizeof *qv), *kf = malloc(B * N * dq * sizeof *kf);
+    double *gf = malloc(B * N * Ci * sizeof *gf), *kv = malloc(B * Np * dq * sizeof *kv);
+    double *gv = malloc(B * Np * Ci * sizeof *gv), *y = malloc(B * N * Ci * sizeof *y);
+    double *ym = malloc(B * N * Ci * sizeof *ym), *f = malloc(Np * sizeof *f);
+    double *fm = malloc(Np * sizeof *fm);
+    if (gauss) {
+        for (size_t i = 0; i < B * N * C; i++)
+            qv[i] = kf[i] = x[i];
+    } else {
+        ref_conv1x1(x, B * N, C, p->theta_w, p->theta_b, Ci, qv);
+        ref_conv1x1(x, B * N, C, p->phi_w, p->phi_b, Ci, kf);
+    }
+    ref_conv1x1(x, B * N, C, p->g_w, p->g_b, Ci, gf);
+    if (p->subsample) {
+        ref_pool2(kf, B, p->h, p->w, dq, kv);
+        ref_pool2(gf, B, p->h, p->w, Ci, gv);
+    } else {
+        for (size_t i = 0; i < B * N * dq; i++)
+            kv[i] = kf[i];
+        for (size_t i = 0; i < B * N * Ci; i++)
+            gv[i] = gf[i];
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < N; i++) {
+            const double *qi = qv + (b * N + i) * dq;
+            double at = 0, atm = 0, mx = -INFINITY, sum = 0;
+            if (p->mode == PGD_NONLOCAL_CONCATENATION)
+                for (size_t c = 0; c < Ci; c++) {
+                    at += qi[c] * p->concat_w[c];
+                    atm += fabs(qi[c] * p->concat_w[c]);
+                }
+            for (size_t j = 0; j < Np; j++) {
+                const double *kj = kv + (b * Np + j) * dq;
+                double s = 0, sm = 0;
+                if (p->mode == PGD_NONLOCAL_CONCATENATION) {
+                    for (size_t c = 0; c < Ci; c++) {
+                        s += kj[c] * p->concat_w[Ci + c];
+                        sm += fabs(kj[c] * p->concat_w[Ci + c]);
+                    }
+                    f[j] = (at + s > 0 ? at + s : 0) / (double)Np;
+                    fm[j] = (atm + sm) / (double)Np;
+                } else {
+                    for (size_t c = 0; c < dq; c++) {
+                        s += qi[c] * kj[c];
+                        sm += fabs(qi[c] * kj[c]);
+                    }
+                    f[j] = s;
+                    fm[j] = sm / (double)Np;
+                    mx = fmax(mx, s);
+                }
+            }
+            if (p->mode == PGD_NONLOCAL_EMBEDDED_GAUSSIAN || gauss) {
+                for (size_t j = 0; j < Np; j++)
+                    sum += f[j] = exp(f[j] - mx);
+                for (size_t j = 0; j < Np; j++)
+                    fm[j] = f[j] /= sum;
+            } else if (p->mode == PGD_NONLOCAL_DOT_PRODUCT) {
+                for (size_t j = 0; j < Np; j++)
+                    f[j] /= (double)Np;
+            }
+            if (aff && i == q)
+                for (size_t j = 0; j < Np; j++)
+                    aff[b * Np + j] = f[j];
+            for (size_t c = 0; c < Ci; c++) {
+                double acc = 0, am = 0;
+                for (size_t j = 0; j < Np; j++) {
+                    acc += f[j] * gv[(b * Np + j) * Ci + c];
+                    am += fm[j] * fabs(gv[(b * Np + j) * Ci + c]);
+                }
+                y[(b * N + i) * Ci + c] = acc;
+                ym[(b * N + i) * Ci + c] = am;
+            }
+        }
+    for (size_t r = 0; r < B * N; r++)
+        for (size_t o = 0; o < C; o++) {
+            double s = 1.0, acc = p->w_b ? (double)p->w_b[o] : 0.0, am = 0;
+            for (size_t k = 0; k < Ci; k++) {
+                acc += (double)p->w_w[o * Ci + k] * y[r * Ci + k];
+                am += fabs((double)p->w_w[o * Ci + k]) * ym[r * Ci + k];
+            }
+            double shift = 0;
+            if (p->bn[0]) {
+                s = p->bn[0][o] / sqrt((double)p->bn[3][o] + p->bn_eps);
+                shift = p->bn[1][o] - p->bn[2][o] * s;
+            }
+            z[r * C + o] = x[r * C + o] + acc * s + shift;
+            if (mag)
+                mag[r * C + o] = fabs(x[r * C + o]) + fabs(s) * am +
+                                 fabs((p->w_b ? p->w_b[o] : 0.0) * s + shift);
+        }
+    free(qv);
+    free(kf);
+    free(gf);
+    free(kv);
+    free(gv);
+    free(y);
+    free(ym);
+    free(f);
+    free(fm);
+}

@@ -59,4 +59,25 @@ void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, s
 /* y [n, c] = mean over h·w of x [n, h, w, c]. */
 void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y);
 
+/* A non-local block (Wang et al. 2018) as tools/make-nonlocal-golden.py's PyTorch module defines
+ * it, on x NHWC [b, h, w, c] with inner width ci: θ, φ, g 1x1 convolutions (weights [ci, c],
+ * biases [ci] or NULL), φ and g (and for the Gaussian form the keys x) max-pooled 2x2 stride 2
+ * (floor) when subsampling, f by mode (a pgd_nonlocal_mode: softmax of θ·φ, softmax of x·x, θ·φ
+ * / N', ReLU(w_θ·θ + w_φ·φ) / N' with concat_w [2ci]), y = f·g, z = x + BN(W·y + W_b) with W
+ * [c, ci], W_b [c] or NULL and bn = {γ, β, mean, var} (bn[0] NULL: none). */
+typedef struct pgd_ref_nonlocal {
+    size_t b, h, w, c, ci;
+    int mode, subsample;
+    const float *theta_w, *theta_b, *phi_w, *phi_b, *g_w, *g_b, *w_w, *w_b;
+    const float *bn[4];
+    double bn_eps;
+    const float *concat_w;
+} pgd_ref_nonlocal;
+/* z [b, h, w, c] as above. aff (NULL: not wanted) receives [b, N'] the row f(q, ·) of query
+ * position q = qi·w + qj. mag (may be NULL) receives per element of z the scale of a float
+ * evaluation's rounding: |x| + |b'| + Σ_k |W'[c, k]|·Σ_j |f|·|g_jk|, with |f| the sum of the
+ * absolute terms of f for the dot and concatenation forms. */
+void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q, double *z,
+                            double *aff, double *mag);
+
 #endif

@@ -27,13 +27,13 @@ static float *read_npy(const char *name, int *ndim, int64_t shape[PGD_MAX_DIMS])
     return data;
 }
 
-static pgd_weights *open_case(const char *name, vit_source *src, char *path, size_t size)
+static pgd_weights *open_case(const char *name, model_source *src, char *path, size_t size)
 {
     snprintf(path, size, "%s/nl-%s.safetensors", data_dir(), name);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
-    vit_weights_source(src, w, path);
+    model_weights_source(src, w, path);
     return w;
 }
 
@@ -68,7 +68,7 @@ static void block_grid(const resnet_config *c, int H, int W, int *bh, int *bw)
 static void run_case(const char *name, nl_mode mode, int subsample, int n_nl)
 {
     char path[4096], fn[256];
-    vit_source src;
+    model_source src;
     pgd_weights *w = open_case(name, &src, path, sizeof path);
     pgd_error *err = NULL;
     resnet_config cfg;
@@ -179,7 +179,7 @@ END_TEST
 START_TEST(identity_init)
 {
     char path[4096];
-    vit_source src;
+    model_source src;
     pgd_weights *w = open_case("bottleneck", &src, path, sizeof path);
     pgd_error *err = NULL;
     int nd;
@@ -311,7 +311,7 @@ static const char *f_name_at(void *u, size_t i)
 START_TEST(malformed)
 {
     char path[4096];
-    vit_source file;
+    model_source file;
     pgd_weights *w = open_case("basic-concatenation", &file, path, sizeof path);
     struct {
         faulty f;
@@ -344,7 +344,7 @@ START_TEST(malformed)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        vit_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at};
+        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
         pgd_error *err = NULL;
@@ -383,7 +383,7 @@ END_TEST
 START_TEST(random_models)
 {
     pgd_error *err = NULL;
-    vit_source src;
+    model_source src;
     resnet_config cfg;
     resnet_options opt = {NULL, NULL, -1};
     PGD_CHECK_OK(resnet_random_source(&src, 50, 1000, "layer3.5", NL_EMBEDDED_GAUSSIAN, 1, &err),

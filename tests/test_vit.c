@@ -34,11 +34,11 @@ static float *read_floats(const char *name, size_t n)
 
 /* Golden logits as doubles (what pgd_test_allclose compares against). */
 /* Opens the weights at path and detects their ViT configuration; both must succeed. */
-static void open_detect(const char *path, pgd_weights **w, vit_source *src, vit_config *cfg)
+static void open_detect(const char *path, pgd_weights **w, model_source *src, vit_config *cfg)
 {
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, w, &err), &err);
-    vit_weights_source(src, *w, path);
+    model_weights_source(src, *w, path);
     PGD_CHECK_OK(vit_detect(src, 0, cfg, &err), &err);
 }
 
@@ -78,7 +78,7 @@ static void run_case(const char *name, vit_family fam, int extra)
     snprintf(path, sizeof path, "%s/%s", data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
-    vit_source src;
+    model_source src;
     vit_config cfg;
     open_detect(path, &w, &src, &cfg);
     ck_assert_int_eq(cfg.family, fam);
@@ -216,7 +216,7 @@ START_TEST(missing_and_misshaped)
                               {NULL, "pos_embed"}};
     for (size_t c = 0; c < 4; c++) {
         faulty f = {w, cases[c][0], cases[c][1]};
-        vit_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, NULL};
+        model_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, NULL};
         vit_config cfg;
         vit_model *m = NULL;
         int rc = vit_detect(&src, 0, &cfg, &err);
@@ -238,7 +238,7 @@ START_TEST(missing_and_misshaped)
     }
     /* Not a ViT at all. */
     faulty f = {w, "patch_embed.proj.weight", NULL};
-    vit_source src = {&f, "other.safetensors", f_shape, f_read, f_meta, NULL};
+    model_source src = {&f, "other.safetensors", f_shape, f_read, f_meta, NULL};
     vit_config cfg;
     ck_assert_int_eq(vit_detect(&src, 0, &cfg, &err), PGD_ERR_FORMAT);
     ck_assert(strstr(pgd_error_message(err), "not a ViT") != NULL);
@@ -259,7 +259,7 @@ START_TEST(device_limits)
     snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
-    vit_source src;
+    model_source src;
     vit_config cfg;
     open_detect(path, &w, &src, &cfg);
     const int B = 2, H = 32, W = 32;

@@ -17,7 +17,6 @@
 
 #include "app.h"
 #include "bench.h"
-#include "pgd_config.h"
 #include "pgd_version.h"
 
 static const char usage[] =

@@ -8,7 +8,7 @@
 
 #include "app.h"
 #include "bench.h"
-#include "pgd_config.h"
+#include "model.h"
 
 /* ---- build: cold vs warm build of every kernel file ---------------------------------------- */
 
@@ -193,14 +193,7 @@ static int validate_mnk(const char *spec)
     return parse_mnk(spec, v);
 }
 
-static void fill_rand(float *p, size_t n)
-{
-    uint32_t s = 12345;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
-    }
-}
+static void fill_rand(float *p, size_t n) { model_fill_seeded(p, (int64_t)n, 12345, 0.5f); }
 
 typedef struct gemm_state {
     pgd_ctx *ctx;
@@ -745,7 +738,7 @@ static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
     vit_config c;
     long batch = 1;
     parse_vit(spec, &c, &batch);
-    vit_source src;
+    model_source src;
     vit_random_source(&src, &c, 1);
     vit_state s = {NULL, NULL, NULL, (int)batch};
     int rc = vit_load(ctx, &src, &c, &s.m, err);
@@ -838,7 +831,7 @@ static int run_resnet(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench
     (void)cap;
     long batch = 1;
     int nl = resnet_kind(spec, &batch);
-    vit_source src;
+    model_source src;
     int rc = resnet_random_source(&src, 50, 1000, nl ? "layer3.5" : NULL, NL_EMBEDDED_GAUSSIAN,
                                   1, err);
     if (rc)
@@ -907,16 +900,29 @@ static int validate_nl(const char *spec)
 }
 
 typedef struct nl_state {
-    resnet_model *m;
-    pgd_tensor *x;
+    pgd_ctx *ctx;
+    pgd_nonlocal *nl;
+    pgd_tensor *x, *z;
 } nl_state;
 
 static int nl_once(void *p, pgd_error **err)
 {
     nl_state *s = p;
-    pgd_tensor *z = NULL;
-    int rc = resnet_nl_block_forward(s->m, s->x, &z, err);
-    pgd_tensor_destroy(z);
+    return pgd_nonlocal_forward(s->ctx, s->nl, s->x, s->z, err);
+}
+
+/* A block on C channels (Ci = C/2) with the seeded weights `pagoda nonlocal --nonlocal` inserts
+ * (the work is that of a trained block). */
+static int nl_block(pgd_ctx *ctx, int64_t C, int unfused, pgd_nonlocal **out, pgd_error **err)
+{
+    resnet_nl_weights h;
+    pgd_nonlocal_params params;
+    int rc = resnet_nl_seeded(C, C / 2, 0x6e6c0000u + 1000, &h, &params, err);
+    if (rc)
+        return rc;
+    pgd_nonlocal_desc d = {C, C / 2, PGD_NONLOCAL_EMBEDDED_GAUSSIAN, 0, unfused};
+    rc = pgd_nonlocal_create(ctx, &d, &params, out, err);
+    resnet_nl_weights_free(&h);
     return rc;
 }
 
@@ -927,16 +933,18 @@ static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
     int unfused = 0;
     long v[3] = {56, 56, 256};
     parse_nl(spec, &unfused, v);
-    nl_state s = {NULL, NULL};
+    nl_state s = {ctx, NULL, NULL, NULL};
     int64_t xs[4] = {1, v[0], v[1], v[2]};
     size_t nx = (size_t)(v[0] * v[1] * v[2]);
     float *host = malloc(nx * sizeof *host);
     if (!host)
         return PGD_ERR_OUT_OF_HOST_MEMORY;
     fill_rand(host, nx);
-    int rc = resnet_nl_block_create(ctx, v[2], NL_EMBEDDED_GAUSSIAN, 0, unfused, &s.m, err);
+    int rc = nl_block(ctx, v[2], unfused, &s.nl, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 4, xs, &s.x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 4, xs, &s.z, err);
     if (!rc)
         rc = pgd_tensor_upload(s.x, host, err);
     free(host);
@@ -955,7 +963,8 @@ static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
         *nres = 1;
     }
     pgd_tensor_destroy(s.x);
-    resnet_free(s.m);
+    pgd_tensor_destroy(s.z);
+    pgd_nonlocal_destroy(s.nl);
     return rc;
 }
 

@@ -155,7 +155,7 @@ static int parse(nl_cmd *v, int argc, char **argv)
 
 /* The weights (a file, the default file, or seeded random ones) and the layout with the
  * non-local blocks; *random_src when the source must be freed with resnet_random_free. */
-static int open_model(nl_cmd *v, vit_source *src, pgd_weights **wf, int *random_src,
+static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf, int *random_src,
                       resnet_config *cfg)
 {
     pgd_error *err = NULL;
@@ -167,7 +167,7 @@ static int open_model(nl_cmd *v, vit_source *src, pgd_weights **wf, int *random_
     if (v->weights) {
         if (pgd_weights_open(v->weights, wf, &err))
             return app_fail(err);
-        vit_weights_source(src, *wf, v->weights);
+        model_weights_source(src, *wf, v->weights);
     } else {
         nl_mode mode = NL_EMBEDDED_GAUSSIAN;
         if (v->ro.mode)
@@ -305,7 +305,7 @@ static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, co
 }
 
 /* Loads the model, runs the batch, draws the affinity map, reports. */
-static int run(nl_cmd *v, const vit_source *src, const resnet_config *cfg, classify_run *r)
+static int run(nl_cmd *v, const model_source *src, const resnet_config *cfg, classify_run *r)
 {
     pgd_error *err = NULL;
     resnet_model *m = NULL;
@@ -340,7 +340,7 @@ int cmd_nonlocal(int argc, char **argv)
     int rc = parse(&v, argc, argv);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
-    vit_source src;
+    model_source src;
     memset(&src, 0, sizeof src);
     pgd_weights *wf = NULL;
     resnet_config cfg;

@@ -99,7 +99,7 @@ static int parse(vit_cmd *v, int argc, char **argv)
 }
 
 /* The weights (a file, the default file, or seeded random ones) and their configuration. */
-static int open_model(vit_cmd *v, vit_source *src, pgd_weights **wf, vit_config *cfg)
+static int open_model(vit_cmd *v, model_source *src, pgd_weights **wf, vit_config *cfg)
 {
     pgd_error *err = NULL;
     if (!v->weights && !v->random &&
@@ -108,7 +108,7 @@ static int open_model(vit_cmd *v, vit_source *src, pgd_weights **wf, vit_config 
     if (v->weights) {
         if (pgd_weights_open(v->weights, wf, &err))
             return app_fail(err);
-        vit_weights_source(src, *wf, v->weights);
+        model_weights_source(src, *wf, v->weights);
         return vit_detect(src, v->heads, cfg, &err) ? app_fail(err) : EXIT_OK;
     }
     if (!v->random)
@@ -161,7 +161,7 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
 }
 
 /* Loads the model, runs the batch, draws the maps, reports. */
-static int run(vit_cmd *v, const vit_source *src, const vit_config *cfg, classify_run *r)
+static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, classify_run *r)
 {
     pgd_error *err = NULL;
     vit_model *m = NULL;
@@ -205,7 +205,7 @@ int cmd_vit(int argc, char **argv)
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     vit_config cfg;
-    vit_source src;
+    model_source src;
     pgd_weights *wf = NULL;
     classify_run r;
     memset(&r, 0, sizeof r);

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     vit_model *m = NULL;
     float *x = NULL, *logits = NULL;
     int status = 1;
-    vit_source src;
+    model_source src;
     vit_config cfg;
     const int S = PGD_PREPROCESS_SIZE;
     if (pgd_ctx_create(NULL, &ctx, &err))
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         status = fail(argv[1], err);
         goto done;
     }
-    vit_weights_source(&src, w, argv[1]);
+    model_weights_source(&src, w, argv[1]);
     if (vit_detect(&src, 0, &cfg, &err) || vit_load(ctx, &src, &cfg, &m, &err)) {
         status = fail(argv[1], err);
         goto done;

@@ -2,17 +2,9 @@
  *
  * Activations are NHWC throughout. Every convolution has its batch norm folded in at load time
  * and its ReLU / residual add fused into the GEMM epilogue (residual before ReLU, as ResNet
- * adds). A non-local block (Wang et al. 2018) on x [B, H, W, C] with inner width Ci:
- *   P = [θ | φ | g](x)          one fused 1x1 convolution, [B, H, W, 3·Ci]
- *   P' = maxpool2x2(P)          when subsampling (φ and g are read from P'; θ from P)
- *   embedded Gaussian           y = attention(q = θ, k = φ, v = g, scale 1): the fused kernel,
- *                               no N x N' matrix in memory
- *   Gaussian                    y = attention(q = x, k = x (pooled), v = g); g is padded to C
- *                               columns because the attention kernel takes one head width
- *   dot product                 y = θ·(φᵀ·g) / N': two GEMMs, O(N·Ci²), no N x N' matrix
- *   concatenation               y_i = Σ_j ReLU(a_i + b_j)·g_j / N' with a = θ·w_θ, b = φ·w_φ:
- *                               one streaming kernel over j, no N x N' matrix
- *   z = BN(W·y) + x             a 1x1 convolution with BN folded, x fused in as the residual.
+ * adds). Non-local blocks (Wang et al. 2018) are libpagoda's op (pgd_nonlocal_*, see
+ * pagoda.h): this file reads their weights by name, or seeds the blocks --nonlocal inserts with
+ * the paper's initialisation, and places them before their residual blocks.
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "resnet.h"
@@ -22,14 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 
 static const char *const mode_names[] = {"embedded_gaussian", "gaussian", "dot_product",
                                          "concatenation"};
 
 const char *nl_mode_name(nl_mode m)
 {
-    return (unsigned)m < 4 ? mode_names[m] : "?";
+    return pgd_nonlocal_mode_name((pgd_nonlocal_mode)m);
 }
 
 int nl_mode_parse(const char *s, nl_mode *m)
@@ -51,14 +42,14 @@ static const struct {
     {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
 };
 
-static int has(const vit_source *src, const char *name)
+static int has(const model_source *src, const char *name)
 {
     int nd;
     int64_t s[8];
     return src->shape(src->u, name, &nd, s) == 0;
 }
 
-static int64_t dim0(const vit_source *src, const char *name)
+static int64_t dim0(const model_source *src, const char *name)
 {
     int nd;
     int64_t s[8];
@@ -80,14 +71,14 @@ static int block_stride(int L, int B)
     return (L > 1 && B == 0) ? 2 : 1;
 }
 
-static int need_conv(const vit_source *src, const char *name, int64_t cout, int64_t cin, int k,
+static int need_conv(const model_source *src, const char *name, int64_t cout, int64_t cin, int k,
                      pgd_error **err)
 {
     int64_t s[4] = {cout, cin, k, k};
     return model_need(src, name, 4, s, err);
 }
 
-static int need_bn(const vit_source *src, const char *prefix, int64_t c, pgd_error **err)
+static int need_bn(const model_source *src, const char *prefix, int64_t c, pgd_error **err)
 {
     static const char *const parts[] = {"weight", "bias", "running_mean", "running_var"};
     char name[160];
@@ -100,7 +91,7 @@ static int need_bn(const vit_source *src, const char *prefix, int64_t c, pgd_err
     return PGD_OK;
 }
 
-static int has_downsample(const vit_source *src, int L, int B)
+static int has_downsample(const model_source *src, int L, int B)
 {
     char name[96];
     snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
@@ -108,7 +99,7 @@ static int has_downsample(const vit_source *src, int L, int B)
 }
 
 /* Checks every tensor of the backbone; the error names the first missing or misshaped one. */
-static int check_backbone(const vit_source *src, const resnet_config *c, pgd_error **err)
+static int check_backbone(const model_source *src, const resnet_config *c, pgd_error **err)
 {
     int rc = need_conv(src, "conv1.weight", c->stem, 3, 7, err);
     if (!rc)
@@ -157,19 +148,19 @@ static int add_site(resnet_config *c, const char *label, const char *what, int L
                     int identity, pgd_error **err)
 {
     if (L < 1 || L > 4 || B < 0 || B >= c->blocks[L > 0 && L <= 4 ? L - 1 : 0])
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "%s: %s names residual block layer%d.%d, which doesn't exist "
                               "(layers 1-4 have %d, %d, %d and %d blocks)",
                               label, what, L, B, c->blocks[0], c->blocks[1], c->blocks[2],
                               c->blocks[3]);
     if (site_index(c, L, B) >= 0)
-        return identity ? pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+        return identity ? pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                          "%s: --nonlocal layer%d.%d: there is a non-local block "
                                          "before layer%d.%d already",
                                          label, L, B, L, B)
                         : PGD_OK;
     if (c->n_nl >= RESNET_MAX_NL)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: more than %d non-local blocks", label,
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: more than %d non-local blocks", label,
                               RESNET_MAX_NL);
     resnet_nl_site *s = &c->nl[c->n_nl++];
     s->layer = L;
@@ -187,7 +178,7 @@ static const char *const nl_parts[] = {
 };
 
 /* The non-local keys of the file: each must name an existing block and a known part. */
-static int scan_nonlocal(const vit_source *src, resnet_config *c, pgd_error **err)
+static int scan_nonlocal(const model_source *src, resnet_config *c, pgd_error **err)
 {
     if (!src->name_at)
         return PGD_OK;
@@ -197,7 +188,7 @@ static int scan_nonlocal(const vit_source *src, resnet_config *c, pgd_error **er
             continue;
         int L = -1, B = -1, n = 0;
         if (sscanf(name, "nonlocal.layer%d.%d.%n", &L, &B, &n) != 2 || n == 0)
-            return pgd__error_set(err, PGD_ERR_FORMAT,
+            return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': non-local keys are "
                                   "nonlocal.layerL.B.{theta,phi,g,w,bn,concat}.*",
                                   src->label, name);
@@ -205,7 +196,7 @@ static int scan_nonlocal(const vit_source *src, resnet_config *c, pgd_error **er
         for (size_t p = 0; p < sizeof nl_parts / sizeof *nl_parts; p++)
             known |= !strcmp(name + n, nl_parts[p]);
         if (!known)
-            return pgd__error_set(err, PGD_ERR_FORMAT,
+            return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': unknown part '%s' of a non-local block "
                                   "(theta, phi, g, w .weight/.bias; bn.*; concat.weight)",
                                   src->label, name, name + n);
@@ -218,7 +209,7 @@ static int scan_nonlocal(const vit_source *src, resnet_config *c, pgd_error **er
     return PGD_OK;
 }
 
-static int check_site(const vit_source *src, const resnet_config *c, const resnet_nl_site *s,
+static int check_site(const model_source *src, const resnet_config *c, const resnet_nl_site *s,
                       pgd_error **err)
 {
     char p[64], name[128];
@@ -259,7 +250,7 @@ static int parse_spec(const char *label, const char *spec, resnet_config *c, int
     while (p && *p) {
         int L = -1, B = -1, n = 0;
         if (sscanf(p, "layer%d.%d%n", &L, &B, &n) != 2 || (p[n] != ',' && p[n] != '\0'))
-            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+            return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "--nonlocal '%s': expected layerL.B[,layerL.B…], e.g. layer3.5",
                                   spec);
         char what[64];
@@ -274,21 +265,21 @@ static int parse_spec(const char *label, const char *spec, resnet_config *c, int
     return PGD_OK;
 }
 
-int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_config *cfg,
+int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
                   pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
     int nd;
     int64_t s[8];
     if (src->shape(src->u, "conv1.weight", &nd, s) != 0 || !has(src, "layer1.0.conv1.weight"))
-        return pgd__error_set(err, PGD_ERR_FORMAT,
+        return pgd_error_set(err, PGD_ERR_FORMAT,
                               "%s: not a ResNet checkpoint: 'conv1.weight' and "
                               "'layer1.0.conv1.weight' (torchvision naming) are required",
                               src->label);
     if (nd != 4 || s[0] < 1 || s[1] != 3 || s[2] != 7 || s[3] != 7) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "%s: 'conv1.weight' has shape %s, expected [C, 3, 7, 7]",
                               src->label, gs);
     }
@@ -304,7 +295,7 @@ int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_confi
             n++;
         }
         if (n == 0)
-            return pgd__error_set(err, PGD_ERR_NOT_FOUND,
+            return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                                   "%s: tensor 'layer%d.0.conv1.weight' is missing (a ResNet has "
                                   "four layers of residual blocks)",
                                   src->label, L);
@@ -314,12 +305,12 @@ int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_confi
         snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
         cfg->out[L - 1] = dim0(src, name);
         if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1)
-            return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
+            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
                                   src->label, name);
     }
     cfg->classes = dim0(src, "fc.weight");
     if (cfg->classes < 1)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
                               src->label);
     for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
         if (standard[i].bottleneck == cfg->bottleneck &&
@@ -332,7 +323,7 @@ int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_confi
     /* Non-local blocks: mode and subsampling from the metadata unless overridden. */
     const char *mode = opt && opt->mode ? opt->mode : src->meta(src->u, "nonlocal.mode");
     if (mode && nl_mode_parse(mode, &cfg->mode) != 0)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: unknown non-local mode '%s'%s (embedded_gaussian, gaussian, "
                               "dot_product or concatenation)",
                               src->label, mode,
@@ -342,7 +333,7 @@ int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_confi
     } else {
         const char *sub = src->meta(src->u, "nonlocal.subsample");
         if (sub && strcmp(sub, "true") && strcmp(sub, "false"))
-            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+            return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "%s: __metadata__ 'nonlocal.subsample' is '%s', expected true "
                                   "or false",
                                   src->label, sub);
@@ -372,11 +363,7 @@ typedef struct res_block {
 
 typedef struct nl_block {
     resnet_nl_site site;
-    conv_layer proj; /* [θ | φ | g], or g (padded to C) for the Gaussian form */
-    conv_layer wz;   /* W with BN folded; Ci (or C) -> C */
-    int64_t pc;      /* columns of proj's output */
-    int64_t dy;      /* columns of y */
-    pgd_tensor *w_theta, *w_phi; /* concatenation: the halves of concat.weight */
+    pgd_nonlocal *op;
 } nl_block;
 
 struct resnet_model {
@@ -386,15 +373,14 @@ struct resnet_model {
     res_block *blocks[4];
     nl_block nl[RESNET_MAX_NL];
     pgd_linear *fc;
-    int unfused; /* softmax forms: materialise the N x N' affinity (benchmark baseline) */
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
 };
 
-static float *read_host(const vit_source *src, const char *name, int64_t n, pgd_error **err)
+static float *read_host(const model_source *src, const char *name, int64_t n, pgd_error **err)
 {
     float *h = malloc((size_t)n * sizeof *h + 1);
     if (!h) {
-        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s' (%lld floats)",
+        pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s' (%lld floats)",
                        src->label, name, (long long)n);
         return NULL;
     }
@@ -406,13 +392,13 @@ static float *read_host(const vit_source *src, const char *name, int64_t n, pgd_
 }
 
 /* Reads a batch norm's four arrays; *arrays receives one block of 4·c floats. */
-static int read_bn(const vit_source *src, const char *prefix, int64_t c, float **arrays,
+static int read_bn(const model_source *src, const char *prefix, int64_t c, float **arrays,
                    pgd_batchnorm *bn, pgd_error **err)
 {
     static const char *const parts[] = {"weight", "bias", "running_mean", "running_var"};
     float *all = malloc((size_t)(4 * c) * sizeof *all);
     if (!all)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s'", src->label,
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s'", src->label,
                               prefix);
     char name[160];
     for (int i = 0; i < 4; i++) {
@@ -447,7 +433,7 @@ static int make_conv(pgd_ctx *ctx, conv_layer *cl, int64_t cin, int64_t cout, in
 }
 
 /* A convolution `wname` [cout, cin, k, k] with batch norm `bnprefix` folded in. */
-static int load_conv_bn(pgd_ctx *ctx, const vit_source *src, const char *wname,
+static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname,
                         const char *bnprefix, int64_t cin, int64_t cout, int k, int stride,
                         conv_layer *cl, pgd_error **err)
 {
@@ -469,26 +455,13 @@ static void conv_free(conv_layer *cl)
     cl->c = NULL;
 }
 
-/* Seeded values for blocks inserted by --nonlocal (xorshift; uniform in [-amp, amp]). */
+/* Seeded values for blocks inserted by --nonlocal: uniform in [-amp, amp]. */
 static void fill_seeded(float *dst, int64_t n, uint64_t seed, float amp)
 {
-    uint64_t h = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < n; i++) {
-        h ^= h >> 12;
-        h ^= h << 25;
-        h ^= h >> 27;
-        double u = (double)((h * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
-        dst[i] = (float)(amp * (2 * u - 1));
-    }
+    model_fill_seeded(dst, n, seed * 0x9E3779B97F4A7C15ull + 1, amp);
 }
 
-/* The host arrays of one non-local block: from the file, or (identity sites) seeded values
- * with BN γ = 0, β = 0 so that z = x exactly. Missing biases are zero. */
-typedef struct nl_host {
-    float *theta, *phi, *g, *bt, *bp, *bg, *w, *bw, *bn, *concat;
-} nl_host;
-
-static void nl_host_free(nl_host *h)
+void resnet_nl_weights_free(resnet_nl_weights *h)
 {
     free(h->theta);
     free(h->phi);
@@ -500,73 +473,106 @@ static void nl_host_free(nl_host *h)
     free(h->bw);
     free(h->bn);
     free(h->concat);
+    memset(h, 0, sizeof *h);
 }
 
-static float *read_or_zero(const vit_source *src, const char *name, int64_t n, pgd_error **err)
+/* The host arrays as pgd_nonlocal_create takes them; a missing bias stays NULL (zero). */
+static void nl_params(resnet_nl_weights *h, int64_t C, pgd_nonlocal_params *p)
 {
-    if (has(src, name))
-        return read_host(src, name, n, err);
-    float *z = calloc((size_t)n + 1, sizeof *z);
-    if (!z)
-        pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: '%s'", src->label, name);
-    return z;
+    memset(p, 0, sizeof *p);
+    p->theta_weight = h->theta, p->theta_bias = h->bt;
+    p->phi_weight = h->phi, p->phi_bias = h->bp;
+    p->g_weight = h->g, p->g_bias = h->bg;
+    p->w_weight = h->w, p->w_bias = h->bw;
+    h->bn_desc = (pgd_batchnorm){h->bn, h->bn + C, h->bn + 2 * C, h->bn + 3 * C, 1e-5f};
+    p->bn = &h->bn_desc;
+    p->concat_weight = h->concat;
 }
 
-static int nl_host_read(const vit_source *src, const resnet_config *c, const resnet_nl_site *s,
-                        nl_host *h, pgd_error **err)
+int resnet_nl_seeded(int64_t C, int64_t Ci, uint64_t seed, resnet_nl_weights *h,
+                     pgd_nonlocal_params *params, pgd_error **err)
+{
+    memset(h, 0, sizeof *h);
+    h->theta = malloc((size_t)(Ci * C) * sizeof(float));
+    h->phi = malloc((size_t)(Ci * C) * sizeof(float));
+    h->g = malloc((size_t)(Ci * C) * sizeof(float));
+    h->w = malloc((size_t)(C * Ci) * sizeof(float));
+    h->bt = calloc((size_t)Ci, sizeof(float));
+    h->bp = calloc((size_t)Ci, sizeof(float));
+    h->bg = calloc((size_t)Ci, sizeof(float));
+    h->bw = calloc((size_t)C, sizeof(float));
+    h->bn = calloc((size_t)(4 * C), sizeof(float));
+    h->concat = malloc((size_t)(2 * Ci) * sizeof(float));
+    if (!h->theta || !h->phi || !h->g || !h->w || !h->bt || !h->bp || !h->bg || !h->bw ||
+        !h->bn || !h->concat) {
+        resnet_nl_weights_free(h);
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "seeded non-local block (C %lld, Ci %lld)", (long long)C,
+                              (long long)Ci);
+    }
+    float amp = (float)sqrt(3.0 / (double)C);
+    fill_seeded(h->theta, Ci * C, seed + 1, amp);
+    fill_seeded(h->phi, Ci * C, seed + 2, amp);
+    fill_seeded(h->g, Ci * C, seed + 3, amp);
+    fill_seeded(h->w, C * Ci, seed + 4, (float)sqrt(3.0 / (double)Ci));
+    fill_seeded(h->concat, 2 * Ci, seed + 5, (float)sqrt(3.0 / (double)(2 * Ci)));
+    for (int64_t i = 0; i < C; i++)
+        h->bn[3 * C + i] = 1.0f; /* running_var 1; γ, β, mean 0 */
+    if (params)
+        nl_params(h, C, params);
+    return PGD_OK;
+}
+
+/* A tensor the file may lack: NULL (and no error) when absent. */
+static int read_optional(const model_source *src, const char *name, int64_t n, float **out,
+                         pgd_error **err)
+{
+    *out = NULL;
+    if (!has(src, name))
+        return PGD_OK;
+    *out = read_host(src, name, n, err);
+    return *out ? PGD_OK : pgd_error_code(*err);
+}
+
+/* The host arrays of one non-local block: from the file, or (identity sites) seeded values
+ * with BN γ = 0, β = 0 so that z = x exactly. Missing biases stay NULL (zero). */
+static int nl_host_read(const model_source *src, const resnet_config *c, const resnet_nl_site *s,
+                        resnet_nl_weights *h, pgd_error **err)
 {
     memset(h, 0, sizeof *h);
     int64_t C = s->channels, Ci = s->inner;
     int gauss = c->mode == NL_GAUSSIAN;
-    if (s->identity) {
-        uint64_t seed = 0x6e6c0000u + (uint64_t)(s->layer * 1000 + s->block);
-        h->theta = malloc((size_t)(Ci * C) * sizeof(float));
-        h->phi = malloc((size_t)(Ci * C) * sizeof(float));
-        h->g = malloc((size_t)(Ci * C) * sizeof(float));
-        h->w = malloc((size_t)(C * Ci) * sizeof(float));
-        h->bt = calloc((size_t)Ci, sizeof(float));
-        h->bp = calloc((size_t)Ci, sizeof(float));
-        h->bg = calloc((size_t)Ci, sizeof(float));
-        h->bw = calloc((size_t)C, sizeof(float));
-        h->bn = calloc((size_t)(4 * C), sizeof(float));
-        h->concat = malloc((size_t)(2 * Ci) * sizeof(float));
-        if (!h->theta || !h->phi || !h->g || !h->w || !h->bt || !h->bp || !h->bg || !h->bw ||
-            !h->bn || !h->concat) {
-            nl_host_free(h);
-            return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block layer%d.%d",
-                                  s->layer, s->block);
-        }
-        float amp = (float)sqrt(3.0 / (double)C);
-        fill_seeded(h->theta, Ci * C, seed + 1, amp);
-        fill_seeded(h->phi, Ci * C, seed + 2, amp);
-        fill_seeded(h->g, Ci * C, seed + 3, amp);
-        fill_seeded(h->w, C * Ci, seed + 4, (float)sqrt(3.0 / (double)Ci));
-        fill_seeded(h->concat, 2 * Ci, seed + 5, (float)sqrt(3.0 / (double)(2 * Ci)));
-        for (int64_t i = 0; i < C; i++)
-            h->bn[3 * C + i] = 1.0f; /* running_var 1; γ, β, mean 0 */
-        return PGD_OK;
-    }
+    if (s->identity)
+        return resnet_nl_seeded(C, Ci, 0x6e6c0000u + (uint64_t)(s->layer * 1000 + s->block), h,
+                                NULL, err);
     char p[64], name[128];
     snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
 #define RD(field, part, n)                                                                         \
     do {                                                                                           \
         snprintf(name, sizeof name, "%s.%s", p, part);                                             \
-        if (!(h->field = read_or_zero(src, name, n, err)))                                         \
+        if (!(h->field = read_host(src, name, n, err)))                                            \
+            goto fail;                                                                             \
+    } while (0)
+#define RD_OPT(field, part, n)                                                                     \
+    do {                                                                                           \
+        snprintf(name, sizeof name, "%s.%s", p, part);                                             \
+        if (read_optional(src, name, n, &h->field, err))                                           \
             goto fail;                                                                             \
     } while (0)
     if (!gauss) {
         RD(theta, "theta.weight", Ci * C);
         RD(phi, "phi.weight", Ci * C);
-        RD(bt, "theta.bias", Ci);
-        RD(bp, "phi.bias", Ci);
+        RD_OPT(bt, "theta.bias", Ci);
+        RD_OPT(bp, "phi.bias", Ci);
     }
     RD(g, "g.weight", Ci * C);
-    RD(bg, "g.bias", Ci);
+    RD_OPT(bg, "g.bias", Ci);
     RD(w, "w.weight", C * Ci);
-    RD(bw, "w.bias", C);
+    RD_OPT(bw, "w.bias", C);
     if (c->mode == NL_CONCATENATION)
         RD(concat, "concat.weight", 2 * Ci);
 #undef RD
+#undef RD_OPT
     {
         pgd_batchnorm bn;
         snprintf(name, sizeof name, "%s.bn", p);
@@ -575,7 +581,7 @@ static int nl_host_read(const vit_source *src, const resnet_config *c, const res
     }
     return PGD_OK;
 fail:
-    nl_host_free(h);
+    resnet_nl_weights_free(h);
     return pgd_error_code(*err);
 }
 
@@ -592,67 +598,27 @@ static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **o
     return rc;
 }
 
-static int load_nl(resnet_model *m, const vit_source *src, const resnet_nl_site *s, nl_block *nb,
+static int load_nl(resnet_model *m, const model_source *src, const resnet_nl_site *s, nl_block *nb,
                    pgd_error **err)
 {
-    pgd_ctx *ctx = m->ctx;
     const resnet_config *c = &m->cfg;
-    int64_t C = s->channels, Ci = s->inner;
     nb->site = *s;
-    nl_host h;
+    resnet_nl_weights h;
     int rc = nl_host_read(src, c, s, &h, err);
     if (rc)
         return rc;
-    int gauss = c->mode == NL_GAUSSIAN;
-    nb->pc = gauss ? C : 3 * Ci;
-    nb->dy = gauss ? C : Ci;
-    float *pw = calloc((size_t)(nb->pc * C), sizeof *pw);
-    float *pb = calloc((size_t)nb->pc, sizeof *pb);
-    float *ww = calloc((size_t)(C * nb->dy), sizeof *ww);
-    if (!pw || !pb || !ww) {
-        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block layer%d.%d",
-                            s->layer, s->block);
-        goto done;
-    }
-    if (gauss) {
-        /* g in the first Ci output columns, zeros after: v must be as wide as q and k. */
-        memcpy(pw, h.g, (size_t)(Ci * C) * sizeof *pw);
-        memcpy(pb, h.bg, (size_t)Ci * sizeof *pb);
-        for (int64_t o = 0; o < C; o++)
-            memcpy(ww + o * C, h.w + o * Ci, (size_t)Ci * sizeof *ww);
-    } else {
-        memcpy(pw, h.theta, (size_t)(Ci * C) * sizeof *pw);
-        memcpy(pw + Ci * C, h.phi, (size_t)(Ci * C) * sizeof *pw);
-        memcpy(pw + 2 * Ci * C, h.g, (size_t)(Ci * C) * sizeof *pw);
-        memcpy(pb, h.bt, (size_t)Ci * sizeof *pb);
-        memcpy(pb + Ci, h.bp, (size_t)Ci * sizeof *pb);
-        memcpy(pb + 2 * Ci, h.bg, (size_t)Ci * sizeof *pb);
-        memcpy(ww, h.w, (size_t)(C * Ci) * sizeof *ww);
-    }
-    rc = make_conv(ctx, &nb->proj, C, nb->pc, 1, 1, pw, pb, NULL, err);
-    pgd_batchnorm bn = {h.bn, h.bn + C, h.bn + 2 * C, h.bn + 3 * C, 1e-5f};
-    if (!rc)
-        rc = make_conv(ctx, &nb->wz, nb->dy, C, 1, 1, ww, h.bw, &bn, err);
-    if (!rc && c->mode == NL_CONCATENATION) {
-        rc = upload_vec(ctx, h.concat, Ci, &nb->w_theta, err);
-        if (!rc)
-            rc = upload_vec(ctx, h.concat + Ci, Ci, &nb->w_phi, err);
-    }
-done:
-    free(pw);
-    free(pb);
-    free(ww);
-    nl_host_free(&h);
+    pgd_nonlocal_params params;
+    nl_params(&h, s->channels, &params);
+    pgd_nonlocal_desc d = {s->channels, s->inner, (pgd_nonlocal_mode)c->mode, c->subsample, 0};
+    rc = pgd_nonlocal_create(m->ctx, &d, &params, &nb->op, err);
+    resnet_nl_weights_free(&h);
     return rc;
 }
 
 static void nl_free(nl_block *nb)
 {
-    conv_free(&nb->proj);
-    conv_free(&nb->wz);
-    pgd_tensor_destroy(nb->w_theta);
-    pgd_tensor_destroy(nb->w_phi);
-    nb->w_theta = nb->w_phi = NULL;
+    pgd_nonlocal_destroy(nb->op);
+    nb->op = NULL;
 }
 
 void resnet_free(resnet_model *m)
@@ -676,7 +642,7 @@ void resnet_free(resnet_model *m)
     free(m);
 }
 
-static int load_fc(resnet_model *m, const vit_source *src, pgd_error **err)
+static int load_fc(resnet_model *m, const model_source *src, pgd_error **err)
 {
     int64_t ws[2] = {m->cfg.classes, m->cfg.out[3]};
     float *w = read_host(src, "fc.weight", ws[0] * ws[1], err);
@@ -698,7 +664,7 @@ static int load_fc(resnet_model *m, const vit_source *src, pgd_error **err)
     return rc;
 }
 
-int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
+int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
                 resnet_model **out, pgd_error **err)
 {
     *out = NULL;
@@ -706,7 +672,7 @@ int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
         return PGD_ERR_TOO_LARGE;
     resnet_model *m = calloc(1, sizeof *m);
     if (!m)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet model");
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet model");
     m->ctx = ctx;
     m->cfg = *cfg;
     const resnet_config *c = &m->cfg;
@@ -715,7 +681,7 @@ int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
     for (int L = 1; L <= 4 && !rc; L++) {
         m->blocks[L - 1] = calloc((size_t)c->blocks[L - 1], sizeof(res_block));
         if (!m->blocks[L - 1]) {
-            rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet layer%d", L);
+            rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet layer%d", L);
             break;
         }
         for (int B = 0; B < c->blocks[L - 1] && !rc; B++) {
@@ -777,80 +743,6 @@ static int conv_run(pgd_ctx *ctx, const conv_layer *cl, const pgd_tensor *x, pgd
     return rc;
 }
 
-/* out[r] = Σ_c X[off + r·ld + c]·w[c] for r < rows. */
-static int rowdot(pgd_ctx *ctx, const pgd_tensor *X, int64_t off, int64_t ld, int64_t cols,
-                  const pgd_tensor *w, pgd_tensor *out, int64_t rows, pgd_error **err)
-{
-    cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
-    if (rc)
-        return rc;
-    cl_long o = off;
-    cl_int l = (cl_int)ld, c = (cl_int)cols, r = (cl_int)rows;
-    cl_int e = 0;
-    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &X->buf);
-    e |= clSetKernelArg(k, 1, sizeof o, &o);
-    e |= clSetKernelArg(k, 2, sizeof l, &l);
-    e |= clSetKernelArg(k, 3, sizeof c, &c);
-    e |= clSetKernelArg(k, 4, sizeof(cl_mem), &w->buf);
-    e |= clSetKernelArg(k, 5, sizeof(cl_mem), &out->buf);
-    e |= clSetKernelArg(k, 6, sizeof r, &r);
-    if (e)
-        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_rowdot'");
-    size_t wg = pgd__flat_wg(ctx, k);
-    size_t global[1] = {pgd__round_up((size_t)rows, wg)}, local[1] = {wg};
-    return pgd__enqueue(ctx, k, "nl_rowdot", 1, global, local, err);
-}
-
-/* y[b, i, c] = inv·Σ_j ReLU(a[b, i] + bv[b, j])·G[goff + (b·Np + j)·ld + c]. */
-static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, const pgd_tensor *G,
-                      int64_t goff, int64_t ld, int64_t Ci, int64_t Bn, int64_t N, int64_t Np,
-                      pgd_tensor *y, pgd_error **err)
-{
-    cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_concat", &k, err);
-    if (rc)
-        return rc;
-    cl_long o = goff;
-    cl_int l = (cl_int)ld, ci = (cl_int)Ci, n = (cl_int)N, np = (cl_int)Np;
-    float inv = 1.0f / (float)Np;
-    cl_int e = 0;
-    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &a->buf);
-    e |= clSetKernelArg(k, 1, sizeof(cl_mem), &bv->buf);
-    e |= clSetKernelArg(k, 2, sizeof(cl_mem), &G->buf);
-    e |= clSetKernelArg(k, 3, sizeof o, &o);
-    e |= clSetKernelArg(k, 4, sizeof l, &l);
-    e |= clSetKernelArg(k, 5, sizeof ci, &ci);
-    e |= clSetKernelArg(k, 6, sizeof n, &n);
-    e |= clSetKernelArg(k, 7, sizeof np, &np);
-    e |= clSetKernelArg(k, 8, sizeof inv, &inv);
-    e |= clSetKernelArg(k, 9, sizeof(cl_mem), &y->buf);
-    if (e)
-        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
-    size_t wg = pgd__flat_wg(ctx, k);
-    size_t l0 = wg < (size_t)Ci ? wg : pgd__pow2_floor((size_t)Ci);
-    if (l0 < 1)
-        l0 = 1;
-    size_t global[3] = {pgd__round_up((size_t)Ci, l0), (size_t)N, (size_t)Bn};
-    size_t local[3] = {l0, 1, 1};
-    /* key ranges of at most 8192 per launch: llvmpipe truncates longer loops (see gemm.c);
-     * $PAGODA_NL_KEY_CHUNK sets another length (tests) */
-    cl_int chunk = 8192;
-    const char *env = getenv("PAGODA_NL_KEY_CHUNK");
-    if (env && atoi(env) > 0)
-        chunk = atoi(env);
-    for (cl_int j0 = 0; j0 < np && !rc; j0 += chunk) {
-        cl_int j1 = np - j0 > chunk ? j0 + chunk : np, acc = j0 > 0;
-        e = clSetKernelArg(k, 10, sizeof j0, &j0);
-        e |= clSetKernelArg(k, 11, sizeof j1, &j1);
-        e |= clSetKernelArg(k, 12, sizeof acc, &acc);
-        if (e)
-            return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
-        rc = pgd__enqueue(ctx, k, "nl_concat", 3, global, local, err);
-    }
-    return rc;
-}
-
 int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)
 {
     if (m->cfg.n_nl == 0)
@@ -863,238 +755,47 @@ int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)
     for (int L = 2; L <= s->layer; L++)
         if (!(L == s->layer && s->block == 0))
             h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
-    if (m->cfg.subsample)
-        h /= 2, w /= 2;
-    *gh = (int)h;
-    *gw = (int)w;
-    return h * w;
+    pgd_nonlocal_desc d = {s->channels, s->inner, (pgd_nonlocal_mode)m->cfg.mode,
+                           m->cfg.subsample, 0};
+    int64_t kh = 0, kw = 0, cells = pgd_nonlocal_key_grid(&d, h, w, &kh, &kw);
+    *gh = (int)kh;
+    *gw = (int)kw;
+    return cells;
 }
 
-/* The fused attention call of a softmax-form block: q = θ (Gaussian: x), k = φ (x, pooled when
- * subsampling), v = g, scale 1, one head; o = y [B, N, dy]. */
-static void nl_attention_args(const nl_block *nb, nl_mode mode, const pgd_tensor *x,
-                              const pgd_tensor *P, const pgd_tensor *Pk, const pgd_tensor *Xk,
-                              int64_t Bn, int64_t N, int64_t Np, const pgd_tensor *y,
-                              pgd_attention_args *a)
-{
-    int64_t C = nb->site.channels, Ci = nb->site.inner, pc = nb->pc;
-    memset(a, 0, sizeof *a);
-    a->batch = Bn, a->heads = 1, a->nq = N, a->nk = Np, a->scale = 1.0f;
-    if (mode == NL_GAUSSIAN) {
-        a->head_dim = C;
-        a->q = (pgd_view){x, 0, N * C, 0, C};
-        a->k = (pgd_view){Xk, 0, Np * C, 0, C};
-        a->v = (pgd_view){Pk, 0, Np * pc, 0, pc};
-    } else {
-        a->head_dim = Ci;
-        a->q = (pgd_view){P, 0, N * pc, 0, pc};
-        a->k = (pgd_view){Pk, Ci, Np * pc, 0, pc};
-        a->v = (pgd_view){Pk, 2 * Ci, Np * pc, 0, pc};
-    }
-    a->o = (pgd_view){y, 0, N * nb->dy, 0, nb->dy};
-}
-
-/* The affinity row of query (qi, qj) on the block's grid, for every batch item. */
-static int nl_affinity(resnet_model *m, nl_block *nb, const pgd_tensor *x, const pgd_tensor *P,
-                       const pgd_tensor *Pp, const pgd_tensor *Kx, int64_t H, int64_t W,
-                       int64_t Np, resnet_affinity *aff, pgd_error **err)
+/* z = x + BN(W·y(x)) through the block's op; *z is a new tensor shaped like x. With aff (and
+ * aff->row), also the affinity row of the query at (aff->qy, aff->qx) of the block's grid. */
+static int nl_forward(resnet_model *m, const nl_block *nb, const pgd_tensor *x,
+                      resnet_affinity *aff, pgd_tensor **z, pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
-    int64_t Bn = dimv(x, 0), N = H * W, Ci = nb->site.inner;
-    int64_t qi = (int64_t)(aff->qy * (double)H), qj = (int64_t)(aff->qx * (double)W);
-    qi = qi < 0 ? 0 : qi >= H ? H - 1 : qi;
-    qj = qj < 0 ? 0 : qj >= W ? W - 1 : qj;
-    aff->qi = (int)qi;
-    aff->qj = (int)qj;
-    int sub = m->cfg.subsample;
-    aff->gh = (int)(sub ? H / 2 : H);
-    aff->gw = (int)(sub ? W / 2 : W);
-    int64_t q = qi * W + qj;
-    int rc = PGD_OK;
-    nl_mode mode = m->cfg.mode;
-    if (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN) {
-        /* the attention kernel's probability pass: softmax row q, nothing else stored */
-        int64_t ps[4] = {Bn, 1, 1, Np};
-        pgd_tensor *probs = NULL, *scratch = NULL;
-        rc = pgd_tensor_create(ctx, 4, ps, &probs, err);
-        if (!rc)
-            rc = new4(ctx, Bn, H, W, nb->dy, &scratch, err);
-        if (!rc) {
-            pgd_attention_args a;
-            nl_attention_args(nb, mode, x, P, Pp, Kx, Bn, N, Np, scratch, &a);
-            a.probs = probs;
-            a.probs_head = 0;
-            a.probs_q0 = q;
-            a.probs_q1 = q + 1;
-            rc = pgd_attention(ctx, &a, err);
-        }
-        if (!rc)
-            rc = pgd_tensor_download(probs, aff->row, err);
-        pgd_tensor_destroy(probs);
-        pgd_tensor_destroy(scratch);
-        return rc;
-    }
-    /* dot product and concatenation: from θ's row q and φ, in double on the host */
-    float *hp = malloc((size_t)pgd_tensor_numel(P) * sizeof *hp);
-    float *hpp = malloc((size_t)pgd_tensor_numel(Pp) * sizeof *hpp);
-    float *wc = mode == NL_CONCATENATION ? malloc((size_t)(2 * Ci) * sizeof *wc) : NULL;
-    if (!hp || !hpp || (mode == NL_CONCATENATION && !wc))
-        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "affinity map");
-    if (!rc)
-        rc = pgd_tensor_download(P, hp, err);
-    if (!rc)
-        rc = pgd_tensor_download(Pp, hpp, err);
-    if (!rc && wc)
-        rc = pgd_tensor_download(nb->w_theta, wc, err);
-    if (!rc && wc)
-        rc = pgd_tensor_download(nb->w_phi, wc + Ci, err);
-    for (int64_t b = 0; b < Bn && !rc; b++) {
-        const float *th = hp + (b * N + q) * nb->pc;
-        double at = 0;
-        if (wc)
-            for (int64_t c = 0; c < Ci; c++)
-                at += (double)th[c] * wc[c];
-        for (int64_t j = 0; j < Np; j++) {
-            const float *ph = hpp + (b * Np + j) * nb->pc + Ci;
-            double s = 0;
-            if (wc) {
-                for (int64_t c = 0; c < Ci; c++)
-                    s += (double)ph[c] * wc[Ci + c];
-                s = at + s > 0 ? at + s : 0;
-            } else {
-                for (int64_t c = 0; c < Ci; c++)
-                    s += (double)th[c] * ph[c];
-            }
-            aff->row[b * Np + j] = (float)(s / (double)Np);
-        }
-    }
-    free(hp);
-    free(hpp);
-    free(wc);
-    return rc;
-}
-
-/* The softmax forms the textbook way: S = q·kᵀ [B, N, N'] in memory, softmax over rows,
- * y = S·v. Only for comparison with the fused path (pagoda bench nonlocal-unfused). */
-static int nl_unfused(resnet_model *m, const nl_block *nb, const pgd_tensor *x,
-                      const pgd_tensor *P, const pgd_tensor *Pk, const pgd_tensor *Xk, int64_t N,
-                      int64_t Np, pgd_tensor *y, pgd_error **err)
-{
-    pgd_ctx *ctx = m->ctx;
-    int64_t Bn = dimv(x, 0), C = dimv(x, 3), Ci = nb->site.inner, pc = nb->pc;
-    int gauss = m->cfg.mode == NL_GAUSSIAN;
-    int64_t d = gauss ? C : Ci, ss[2] = {Bn * N, Np};
-    pgd_tensor *S = NULL;
-    int rc = pgd_tensor_create(ctx, 2, ss, &S, err);
-    if (!rc) {
-        pgd__gemm_call g;
-        memset(&g, 0, sizeof g);
-        g.trans_b = 1;
-        g.M = N, g.N = Np, g.K = d, g.batch = Bn, g.alpha = 1.0f;
-        g.a = gauss ? (pgd__mat){x->buf, 0, (int)C, (long)(N * C)}
-                    : (pgd__mat){P->buf, 0, (int)pc, (long)(N * pc)};
-        g.b = gauss ? (pgd__mat){Xk->buf, 0, (int)C, (long)(Np * C)}
-                    : (pgd__mat){Pk->buf, (size_t)Ci, (int)pc, (long)(Np * pc)};
-        g.c = (pgd__mat){S->buf, 0, (int)Np, (long)(N * Np)};
-        rc = pgd__gemm(ctx, &g, err);
-    }
-    if (!rc)
-        rc = pgd_softmax(ctx, S, 1.0f, S, err);
-    if (!rc) {
-        pgd__gemm_call g;
-        memset(&g, 0, sizeof g);
-        g.M = N, g.N = nb->dy, g.K = Np, g.batch = Bn, g.alpha = 1.0f;
-        g.a = (pgd__mat){S->buf, 0, (int)Np, (long)(N * Np)};
-        g.b = (pgd__mat){Pk->buf, gauss ? 0 : (size_t)(2 * Ci), (int)pc, (long)(Np * pc)};
-        g.c = (pgd__mat){y->buf, 0, (int)nb->dy, (long)(N * nb->dy)};
-        rc = pgd__gemm(ctx, &g, err);
-    }
-    pgd_tensor_destroy(S);
-    return rc;
-}
-
-/* z = x + BN(W·y(x)); *z is a new tensor shaped like x. */
-static int nl_forward(resnet_model *m, nl_block *nb, const pgd_tensor *x, resnet_affinity *aff,
-                      pgd_tensor **z, pgd_error **err)
-{
-    pgd_ctx *ctx = m->ctx;
-    int64_t Bn = dimv(x, 0), H = dimv(x, 1), W = dimv(x, 2), C = dimv(x, 3);
-    int64_t N = H * W, Ci = nb->site.inner, pc = nb->pc;
-    int sub = m->cfg.subsample;
-    int64_t H2 = sub ? H / 2 : H, W2 = sub ? W / 2 : W, Np = H2 * W2;
-    nl_mode mode = m->cfg.mode;
-    pgd_tensor *P = NULL, *Pp = NULL, *Kx = NULL, *y = NULL, *M = NULL, *av = NULL, *bv = NULL;
+    int64_t H = dimv(x, 1), W = dimv(x, 2);
     *z = NULL;
-    if (Np < 1)
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+    if (m->cfg.subsample && (H < 2 || W < 2))
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "non-local block before layer%d.%d: a %lldx%lld input has nothing "
                               "left after 2x2 subsampling",
                               nb->site.layer, nb->site.block, (long long)H, (long long)W);
-    int rc = conv_run(ctx, &nb->proj, x, PGD_ACT_NONE, NULL, &P, err);
-    if (!rc && sub) {
-        rc = new4(ctx, Bn, H2, W2, pc, &Pp, err);
-        if (!rc)
-            rc = pgd_maxpool2d(ctx, P, 2, 2, 0, Pp, err);
-        if (!rc && mode == NL_GAUSSIAN) {
-            rc = new4(ctx, Bn, H2, W2, C, &Kx, err);
-            if (!rc)
-                rc = pgd_maxpool2d(ctx, x, 2, 2, 0, Kx, err);
-        }
+    int rc = PGD_OK;
+    if (aff && aff->row) {
+        int64_t qi = (int64_t)(aff->qy * (double)H), qj = (int64_t)(aff->qx * (double)W);
+        qi = qi < 0 ? 0 : qi >= H ? H - 1 : qi;
+        qj = qj < 0 ? 0 : qj >= W ? W - 1 : qj;
+        aff->qi = (int)qi;
+        aff->qj = (int)qj;
+        int64_t gh = 0, gw = 0;
+        rc = pgd_nonlocal_affinity(ctx, nb->op, x, qi, qj, aff->row, &gh, &gw, err);
+        aff->gh = (int)gh;
+        aff->gw = (int)gw;
     }
-    const pgd_tensor *Pk = sub ? Pp : P, *Xk = Kx ? Kx : x;
     if (!rc)
-        rc = new4(ctx, Bn, H, W, nb->dy, &y, err);
-    if (!rc && (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN) && m->unfused) {
-        rc = nl_unfused(m, nb, x, P, Pk, Xk, N, Np, y, err);
-    } else if (!rc && (mode == NL_EMBEDDED_GAUSSIAN || mode == NL_GAUSSIAN)) {
-        pgd_attention_args a;
-        nl_attention_args(nb, mode, x, P, Pk, Xk, Bn, N, Np, y, &a);
-        rc = pgd_attention(ctx, &a, err);
-    } else if (!rc && mode == NL_DOT_PRODUCT) {
-        int64_t ms[3] = {Bn, Ci, Ci};
-        rc = pgd_tensor_create(ctx, 3, ms, &M, err);
-        if (!rc) { /* M = φᵀ·g per batch item: [Ci, Np]·[Np, Ci] */
-            pgd__gemm_call g;
-            memset(&g, 0, sizeof g);
-            g.trans_a = 1;
-            g.M = Ci, g.N = Ci, g.K = Np, g.batch = Bn, g.alpha = 1.0f;
-            g.a = (pgd__mat){Pk->buf, (size_t)Ci, (int)pc, (long)(Np * pc)};
-            g.b = (pgd__mat){Pk->buf, (size_t)(2 * Ci), (int)pc, (long)(Np * pc)};
-            g.c = (pgd__mat){M->buf, 0, (int)Ci, (long)(Ci * Ci)};
-            rc = pgd__gemm(ctx, &g, err);
-        }
-        if (!rc) { /* y = θ·M / Np */
-            pgd__gemm_call g;
-            memset(&g, 0, sizeof g);
-            g.M = N, g.N = Ci, g.K = Ci, g.batch = Bn, g.alpha = 1.0f / (float)Np;
-            g.a = (pgd__mat){P->buf, 0, (int)pc, (long)(N * pc)};
-            g.b = (pgd__mat){M->buf, 0, (int)Ci, (long)(Ci * Ci)};
-            g.c = (pgd__mat){y->buf, 0, (int)Ci, (long)(N * Ci)};
-            rc = pgd__gemm(ctx, &g, err);
-        }
-    } else if (!rc) { /* concatenation */
-        int64_t an = Bn * N, bn = Bn * Np;
-        rc = pgd_tensor_create(ctx, 1, &an, &av, err);
-        if (!rc)
-            rc = pgd_tensor_create(ctx, 1, &bn, &bv, err);
-        if (!rc)
-            rc = rowdot(ctx, P, 0, pc, Ci, nb->w_theta, av, an, err);
-        if (!rc)
-            rc = rowdot(ctx, Pk, Ci, pc, Ci, nb->w_phi, bv, bn, err);
-        if (!rc)
-            rc = concat_sum(ctx, av, bv, Pk, 2 * Ci, pc, Ci, Bn, N, Np, y, err);
+        rc = new4(ctx, dimv(x, 0), H, W, dimv(x, 3), z, err);
+    if (!rc)
+        rc = pgd_nonlocal_forward(ctx, nb->op, x, *z, err);
+    if (rc) {
+        pgd_tensor_destroy(*z);
+        *z = NULL;
     }
-    if (!rc && aff && aff->row)
-        rc = nl_affinity(m, nb, x, P, Pk, Xk, H, W, Np, aff, err);
-    if (!rc)
-        rc = conv_run(ctx, &nb->wz, y, PGD_ACT_NONE, x, z, err);
-    pgd_tensor_destroy(P);
-    pgd_tensor_destroy(Pp);
-    pgd_tensor_destroy(Kx);
-    pgd_tensor_destroy(y);
-    pgd_tensor_destroy(M);
-    pgd_tensor_destroy(av);
-    pgd_tensor_destroy(bv);
     return rc;
 }
 
@@ -1118,16 +819,15 @@ static int block_forward(resnet_model *m, const res_block *rb, const pgd_tensor 
     return rc;
 }
 
-static double now_ms(void) { return pgd__now_ms(); }
 
 static int forward_pass(resnet_model *m, const float *images, int B, int H, int W, float *logits,
                         resnet_affinity *aff, double times[5], pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     pgd_tensor *img = NULL, *x = NULL, *t = NULL, *feat = NULL, *out = NULL;
-    double t0 = now_ms(), tl = 0, tn = 0, ts = 0, th = 0;
+    double t0 = model_now_ms(), tl = 0, tn = 0, ts = 0, th = 0;
     if (B < 1 || H < 32 || W < 32)
-        return pgd__error_set(err, PGD_ERR_SHAPE,
+        return pgd_error_set(err, PGD_ERR_SHAPE,
                               "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
                               B, H, W);
     int64_t is[4] = {B, 3, H, W};
@@ -1153,41 +853,41 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
     t = NULL;
     if (!rc && times)
         rc = pgd_ctx_finish(ctx, err);
-    ts = now_ms() - t0;
+    ts = model_now_ms() - t0;
     int first_nl = 1;
     for (int L = 1; L <= 4 && !rc; L++)
         for (int b = 0; b < m->cfg.blocks[L - 1] && !rc; b++) {
             int si = site_index(&m->cfg, L, b);
             if (si >= 0) {
-                double a = now_ms();
+                double a = model_now_ms();
                 if (times)
                     rc = pgd_ctx_finish(ctx, err);
-                double a2 = now_ms();
+                double a2 = model_now_ms();
                 tl += a2 - a;
                 if (!rc)
                     rc = nl_forward(m, &m->nl[si], x, first_nl ? aff : NULL, &t, err);
                 first_nl = 0;
                 if (!rc && times)
                     rc = pgd_ctx_finish(ctx, err);
-                tn += now_ms() - a2;
+                tn += model_now_ms() - a2;
                 pgd_tensor_destroy(x);
                 x = t;
                 t = NULL;
                 if (rc)
                     break;
             }
-            double a = now_ms();
+            double a = model_now_ms();
             rc = block_forward(m, &m->blocks[L - 1][b], x, &t, err);
-            tl += now_ms() - a;
+            tl += model_now_ms() - a;
             pgd_tensor_destroy(x);
             x = t;
             t = NULL;
         }
-    double a = now_ms();
+    double a = model_now_ms();
     if (!rc && times)
         rc = pgd_ctx_finish(ctx, err);
-    tl += now_ms() - a;
-    a = now_ms();
+    tl += model_now_ms() - a;
+    a = model_now_ms();
     int64_t C = m->cfg.out[3];
     if (!rc) {
         int64_t fs[2] = {B, C};
@@ -1203,7 +903,7 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
         rc = pgd_linear_forward(ctx, m->fc, feat, PGD_ACT_NONE, NULL, out, err);
     if (!rc)
         rc = pgd_tensor_download(out, logits, err);
-    th = now_ms() - a;
+    th = model_now_ms() - a;
     pgd_tensor_destroy(x);
     pgd_tensor_destroy(feat);
     pgd_tensor_destroy(out);
@@ -1212,7 +912,7 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
         times[1] = tl;
         times[2] = tn;
         times[3] = th;
-        times[4] = now_ms() - t0;
+        times[4] = model_now_ms() - t0;
     }
     return rc;
 }
@@ -1270,14 +970,12 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
         if (px * ch > widest)
             widest = px * ch;
     }
-    uint64_t nl = 0; /* the non-local blocks' N x N' scratch when it is materialised */
+    /* The non-local blocks are fused: no N x N' scratch beyond the activations. */
     int kh = 0, kw = 0;
-    int64_t keys = resnet_nl_grid(m, H, W, &kh, &kw);
-    if (keys > 0 && m->unfused)
-        nl = (uint64_t)keys * (uint64_t)keys * (c->subsample ? 16u : 4u);
-    uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest) + nl;
+    resnet_nl_grid(m, H, W, &kh, &kw);
+    uint64_t per = 4u * (6u * (uint64_t)H * (uint64_t)W + 5u * widest);
     per += per / 4;
-    uint64_t largest = 4u * widest > nl ? 4u * widest : nl;
+    uint64_t largest = 4u * widest;
     int cells = aff ? kh * kw : 0; /* the affinity row covers the non-local grid */
     resnet_pass_args a = {m, images, H, W, logits, aff, cells};
     return model_forward_batched(m->ctx, &m->batching, H, W, 0, B, per, largest, "resnet", 5,
@@ -1356,7 +1054,7 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
     const rs_src *r = u;
     const rs_entry *e = rs_find(r, name);
     if (!e)
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
     int64_t n = 1;
     for (int i = 0; i < e->ndim; i++)
         n *= e->shape[i];
@@ -1403,7 +1101,7 @@ static const char *rs_name_at(void *u, size_t i)
     return i < r->n ? r->e[i].name : NULL;
 }
 
-int resnet_random_source(vit_source *src, int depth, int64_t classes, const char *spec,
+int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err)
 {
     int si = -1;
@@ -1411,11 +1109,11 @@ int resnet_random_source(vit_source *src, int depth, int64_t classes, const char
         if (standard[i].depth == depth)
             si = (int)i;
     if (si < 0)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "random ResNet-%d: depth must be 18, 34, 50, 101 or 152", depth);
     rs_src *r = calloc(1, sizeof *r);
     if (!r)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
     r->seed = seed * 0x9E3779B97F4A7C15ull + 7;
     snprintf(r->meta_mode, sizeof r->meta_mode, "%s", nl_mode_name(mode));
     resnet_config c;
@@ -1452,7 +1150,7 @@ int resnet_random_source(vit_source *src, int depth, int64_t classes, const char
     if (rc) {
         free(r->e);
         free(r);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
     }
     /* Non-local blocks at the sites of spec: real (non-identity) weights. */
     if (spec) {
@@ -1481,7 +1179,7 @@ int resnet_random_source(vit_source *src, int depth, int64_t classes, const char
                 rc = rs_add(r, name, 4, 1, 2 * s->inner, 1, 1, 0);
             }
             if (rc && !*err)
-                pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+                pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
         }
         if (rc) {
             free(r->e);
@@ -1498,7 +1196,7 @@ int resnet_random_source(vit_source *src, int depth, int64_t classes, const char
     return PGD_OK;
 }
 
-void resnet_random_free(vit_source *src)
+void resnet_random_free(model_source *src)
 {
     rs_src *r = src ? src->u : NULL;
     if (!r)
@@ -1506,46 +1204,4 @@ void resnet_random_free(vit_source *src)
     free(r->e);
     free(r);
     src->u = NULL;
-}
-
-/* ---- a lone non-local block (benchmarks) -------------------------------------------------- */
-
-int resnet_nl_block_create(pgd_ctx *ctx, int64_t C, nl_mode mode, int subsample, int unfused,
-                           resnet_model **out, pgd_error **err)
-{
-    *out = NULL;
-    if (C < 2)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "non-local block: need at least 2 channels, got %lld",
-                              (long long)C);
-    resnet_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "non-local block");
-    m->ctx = ctx;
-    m->unfused = unfused;
-    m->cfg.mode = mode;
-    m->cfg.subsample = subsample;
-    m->cfg.n_nl = 1;
-    resnet_nl_site *s = &m->cfg.nl[0];
-    s->layer = 1;
-    s->block = 0;
-    s->channels = C;
-    s->inner = (int)(C / 2);
-    s->identity = 1; /* seeded weights; the work is the same as a trained block's */
-    vit_source none;
-    memset(&none, 0, sizeof none);
-    none.label = "non-local block";
-    int rc = load_nl(m, &none, s, &m->nl[0], err);
-    if (rc) {
-        resnet_free(m);
-        return rc;
-    }
-    *out = m;
-    return PGD_OK;
-}
-
-int resnet_nl_block_forward(resnet_model *m, const pgd_tensor *x, pgd_tensor **z,
-                            pgd_error **err)
-{
-    return nl_forward(m, &m->nl[0], x, NULL, z, err);
 }

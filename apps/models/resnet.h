@@ -1,18 +1,19 @@
 /* resnet.h — ResNet backbones (torchvision naming) with non-local blocks (Wang et al., "Non-local
- * Neural Networks", CVPR 2018), built from libpagoda's convolution, GEMM and attention ops. */
+ * Neural Networks", CVPR 2018), built from libpagoda's convolution, pooling and non-local ops. */
 #ifndef PAGODA_RESNET_H
 #define PAGODA_RESNET_H
 
 #include <stdint.h>
 
 #include "pagoda.h"
-#include "vit.h" /* vit_source: the weight-source interface shared by the models */
+#include "model.h"
 
+/* The modes of the library's op under the model's names (same values as pgd_nonlocal_mode). */
 typedef enum nl_mode {
-    NL_EMBEDDED_GAUSSIAN = 0,
-    NL_GAUSSIAN,
-    NL_DOT_PRODUCT,
-    NL_CONCATENATION
+    NL_EMBEDDED_GAUSSIAN = PGD_NONLOCAL_EMBEDDED_GAUSSIAN,
+    NL_GAUSSIAN = PGD_NONLOCAL_GAUSSIAN,
+    NL_DOT_PRODUCT = PGD_NONLOCAL_DOT_PRODUCT,
+    NL_CONCATENATION = PGD_NONLOCAL_CONCATENATION
 } nl_mode;
 
 /* "embedded_gaussian", "gaussian", "dot_product", "concatenation". */
@@ -55,12 +56,12 @@ typedef struct resnet_options {
  * the non-local blocks present in the file (nonlocal.layerL.B.*) plus those `opt` adds. Every
  * missing or misshaped tensor, an unknown mode, or a non-local key naming a block that doesn't
  * exist → an error naming the key. */
-int resnet_detect(const vit_source *src, const resnet_options *opt, resnet_config *cfg,
+int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
                   pgd_error **err);
 
 typedef struct resnet_model resnet_model;
 
-int resnet_load(pgd_ctx *ctx, const vit_source *src, const resnet_config *cfg,
+int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
                 resnet_model **out, pgd_error **err);
 void resnet_free(resnet_model *m);
 
@@ -86,16 +87,24 @@ int resnet_last_split(const resnet_model *m);
 /* Seeded random weights in torchvision naming for ResNet-`depth` (18/34/50/101/152) with
  * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)
  * in `mode` (their BN after W has γ = 1: the blocks do real work). */
-int resnet_random_source(vit_source *src, int depth, int64_t classes, const char *spec,
+int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err);
-void resnet_random_free(vit_source *src);
+void resnet_random_free(model_source *src);
 
-/* A lone non-local block on C channels with seeded weights, for benchmarks: x and z are NHWC
- * [B, H, W, C]. unfused: the softmax forms materialise the N x N' affinity (the baseline the
- * fused attention kernel is measured against). Free with resnet_free. */
-int resnet_nl_block_create(pgd_ctx *ctx, int64_t C, nl_mode mode, int subsample, int unfused,
-                           resnet_model **out, pgd_error **err);
-int resnet_nl_block_forward(resnet_model *m, const pgd_tensor *x, pgd_tensor **z,
-                            pgd_error **err);
+/* The host arrays of one non-local block (the bn block holds γ, β, mean and var, C each). */
+typedef struct resnet_nl_weights {
+    float *theta, *phi, *g, *bt, *bp, *bg, *w, *bw, *bn, *concat;
+    pgd_batchnorm bn_desc; /* over bn, for params->bn */
+} resnet_nl_weights;
+
+/* Seeded weights for a non-local block on C channels with inner width Ci, as --nonlocal inserts
+ * them (the paper's initialisation): θ, φ, g, W and concat uniform (xorshift from `seed`),
+ * biases zero, BN γ = β = mean = 0 and var = 1, so z = x exactly while the block does all the
+ * work of a trained one (benchmarks use it for that). Fills *h, which the caller frees with
+ * resnet_nl_weights_free, and, when params is non-NULL, *params pointing into *h for
+ * pgd_nonlocal_create (valid while *h lives). On error *h is empty. */
+int resnet_nl_seeded(int64_t C, int64_t Ci, uint64_t seed, resnet_nl_weights *h,
+                     pgd_nonlocal_params *params, pgd_error **err);
+void resnet_nl_weights_free(resnet_nl_weights *h);
 
 #endif

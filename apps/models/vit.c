@@ -89,7 +89,7 @@ static int64_t numel(int ndim, const int64_t *s)
     return n;
 }
 
-int vit_detect(const vit_source *src, int heads, vit_config *cfg, pgd_error **err)
+int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
     int nd;
@@ -213,7 +213,7 @@ static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t 
     return rc;
 }
 
-static int load_tensor(pgd_ctx *ctx, const vit_source *src, const char *name, int ndim,
+static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
                        const int64_t *shape, pgd_tensor **out, pgd_error **err)
 {
     int rc = model_need(src, name, ndim, shape, err);
@@ -230,7 +230,7 @@ static int load_tensor(pgd_ctx *ctx, const vit_source *src, const char *name, in
 }
 
 /* A linear layer from weight `wn` [out, in] and bias `bn` [out] (bias optional when absent). */
-static int load_linear(pgd_ctx *ctx, const vit_source *src, const char *wn, const char *bn,
+static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, const char *bn,
                        int64_t out_dim, int64_t in_dim, pgd_linear **out, pgd_error **err)
 {
     int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
@@ -248,7 +248,7 @@ static int load_linear(pgd_ctx *ctx, const vit_source *src, const char *wn, cons
 }
 
 /* Hugging Face keeps query, key and value apart: concatenate them into one [3·dim, dim]. */
-static int load_hf_qkv(pgd_ctx *ctx, const vit_source *src, int block, int64_t dim,
+static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t dim,
                        pgd_linear **out, pgd_error **err)
 {
     float *w = malloc((size_t)(3 * dim * dim) * sizeof *w), *b = malloc((size_t)(3 * dim) * sizeof *b);
@@ -284,7 +284,7 @@ static int load_hf_qkv(pgd_ctx *ctx, const vit_source *src, int block, int64_t d
     return rc;
 }
 
-int vit_load(pgd_ctx *ctx, const vit_source *src, const vit_config *cfg, vit_model **out,
+int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_model **out,
              pgd_error **err)
 {
     *out = NULL;
@@ -393,13 +393,6 @@ void vit_free(vit_model *m)
 
 /* ---- forward ---- */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Copies token `tok` of every batch of x [B, T, D] into rows [B, D]. */
 static int gather_token(const pgd_tensor *x, int64_t B, int64_t D, int tok, pgd_tensor *rows,
                         pgd_error **err)
@@ -480,7 +473,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
                               W, (long long)P, (long long)P);
     int gh = (int)(H / P), gw = (int)(W / P);
     int64_t T = c->extra + (int64_t)gh * gw, heads = c->heads;
-    double t0 = now_ms();
+    double t0 = model_now_ms();
     const pgd_tensor *pos = m->pos;
     int rc = PGD_OK;
     if (gh != c->grid_h || gw != c->grid_w) {
@@ -521,7 +514,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         rc = pgd_patch_embed(ctx, img, m->pe_w, m->pe_b, m->cls, m->dist, pos, x, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
-    double t1 = now_ms();
+    double t1 = model_now_ms();
     for (int i = 0; i < c->depth && !rc; i++) {
         vit_block *b = &m->blocks[i];
         rc = pgd_layernorm(ctx, x, b->ln1_w, b->ln1_b, c->eps, h, err);
@@ -580,7 +573,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     }
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
-    double t2 = now_ms();
+    double t2 = model_now_ms();
     if (!rc)
         rc = pgd_layernorm(ctx, x, m->norm_w, m->norm_b, c->eps, h, err);
     if (!rc)
@@ -622,7 +615,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     for (int64_t b = 0; !rc && rollout && b < B; b++)
         for (int64_t t = 0; t < (int64_t)gh * gw; t++)
             rollout[b * gh * gw + t] = (float)R[b * T * T + c->extra + t];
-    double t3 = now_ms();
+    double t3 = model_now_ms();
     if (times) {
         times[0] = t1 - t0;
         times[1] = t2 - t1;
@@ -719,13 +712,9 @@ static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
     int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
     /* Small weights (std 0.02-ish, like a trained ViT's init), unit LayerNorm scales. */
     float amp = is_bias ? 0.01f : 0.035f;
-    for (int64_t i = 0; i < n; i++) {
-        h ^= h >> 12;
-        h ^= h << 25;
-        h ^= h >> 27;
-        float v = (float)((double)((h * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0) * 2 - 1;
-        dst[i] = is_norm_w ? 1.0f + 0.1f * v : amp * v;
-    }
+    model_fill_seeded(dst, n, h, 1.0f);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = is_norm_w ? 1.0f + 0.1f * dst[i] : amp * dst[i];
     return PGD_OK;
 }
 
@@ -760,7 +749,7 @@ int vit_named_config(const char *name, vit_config *c)
     return 0;
 }
 
-void vit_random_source(vit_source *src, const vit_config *cfg, uint64_t seed)
+void vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed)
 {
     static rand_src state; /* one random model at a time is all the CLI needs */
     state.cfg = *cfg;

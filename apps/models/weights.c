@@ -1,11 +1,12 @@
-/* weights.c — a vit_source over a safetensors file. */
+/* weights.c — a model_source over a safetensors file. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
-#include "vit.h"
+#include "model.h"
 
 static int st_shape(void *u, const char *name, int *ndim, int64_t shape[8])
 {
@@ -47,7 +48,7 @@ static int64_t count(int ndim, const int64_t *s)
     return n;
 }
 
-int model_need(const vit_source *src, const char *name, int want_ndim, const int64_t *want,
+int model_need(const model_source *src, const char *name, int want_ndim, const int64_t *want,
                pgd_error **err)
 {
     int nd = 0;
@@ -65,7 +66,7 @@ int model_need(const vit_source *src, const char *name, int want_ndim, const int
     return PGD_OK;
 }
 
-void vit_weights_source(vit_source *src, pgd_weights *w, const char *label)
+void model_weights_source(model_source *src, pgd_weights *w, const char *label)
 {
     src->u = w;
     src->label = label;
@@ -79,7 +80,7 @@ void vit_weights_source(vit_source *src, pgd_weights *w, const char *label)
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-uint64_t model_weight_bytes(const vit_source *src)
+uint64_t model_weight_bytes(const model_source *src)
 {
     uint64_t total = 0;
     if (!src->name_at)
@@ -99,7 +100,7 @@ uint64_t model_weight_bytes(const vit_source *src)
     return total;
 }
 
-int model_check_fits(pgd_ctx *ctx, const vit_source *src, const char *what, pgd_error **err)
+int model_check_fits(pgd_ctx *ctx, const model_source *src, const char *what, pgd_error **err)
 {
     uint64_t need = model_weight_bytes(src);
     const pgd_device_info *d = pgd_ctx_device(ctx);
@@ -211,4 +212,23 @@ int model_forward_batched(pgd_ctx *ctx, model_batching *mb, int H, int W, int ma
         mb->bytes = peak;
     }
     return rc;
+}
+
+double model_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void model_fill_seeded(float *dst, int64_t n, uint64_t state, float amp)
+{
+    uint64_t h = state;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= h >> 12;
+        h ^= h << 25;
+        h ^= h >> 27;
+        double u = (double)((h * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+        dst[i] = (float)(amp * (2 * u - 1));
+    }
 }

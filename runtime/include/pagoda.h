@@ -720,6 +720,88 @@ PGD_API size_t pgd_kernel_preferred_work_group(const pgd_kernel *k);
 PGD_API int pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global,
                               const size_t *local, pgd_error **err);
 
+/* ---- non-local blocks (NHWC activations) --------------------------------------------------- */
+
+/* The non-local block of Wang et al., "Non-local Neural Networks" (CVPR 2018), as PyTorch
+ * implementations define it: on x [B, H, W, C] with N = H·W query positions and N' key
+ * positions (N, or (H/2)·(W/2) with subsampling),
+ *     θ = x·θ_wᵀ + θ_b, φ = x·φ_wᵀ + φ_b, g = x·g_wᵀ + g_b      (1x1 convolutions, Ci wide)
+ *     φ, g (and for the Gaussian form the keys x) max-pooled 2x2, stride 2, when subsampling
+ *     y_i = Σ_j f(i, j)·g_j
+ *     z = x + BN(W·y + W_b)                                     (W: a 1x1 convolution, Ci → C)
+ * with f one of the modes below. The softmax forms run as one fused attention (no N x N'
+ * matrix in device memory), the dot product as two GEMMs (O(N·Ci²)), the concatenation as one
+ * streaming kernel over the keys. */
+typedef enum pgd_nonlocal_mode {
+    PGD_NONLOCAL_EMBEDDED_GAUSSIAN = 0, /* f = softmax_j(θ_i·φ_j) */
+    PGD_NONLOCAL_GAUSSIAN = 1,          /* f = softmax_j(x_i·x_j); θ and φ are not used */
+    PGD_NONLOCAL_DOT_PRODUCT = 2,       /* f = θ_i·φ_j / N' */
+    PGD_NONLOCAL_CONCATENATION = 3      /* f = ReLU(w_θ·θ_i + w_φ·φ_j) / N' */
+} pgd_nonlocal_mode;
+
+/* "embedded_gaussian", "gaussian", "dot_product", "concatenation"; "?" for another value. */
+PGD_API const char *pgd_nonlocal_mode_name(pgd_nonlocal_mode mode);
+
+typedef struct pgd_nonlocal_desc {
+    int64_t channels;       /* C >= 2: the channels of x and z */
+    int64_t inner;          /* Ci >= 1: the width of θ, φ and g (the paper uses C/2); the
+                               Gaussian form needs Ci <= C */
+    pgd_nonlocal_mode mode;
+    int subsample;          /* 0 or 1: pool φ and g (Gaussian: the keys x) 2x2, floor rule */
+    int unfused;            /* 0 or 1: the softmax forms materialise the N x N' scores (GEMM,
+                               softmax, GEMM): the benchmark baseline. Ignored by the others. */
+} pgd_nonlocal_desc;
+
+/* The block's weights, host float arrays in PyTorch's layouts. A NULL bias is zero; arrays a
+ * mode does not use may be NULL (θ and φ for the Gaussian form, concat_weight except for
+ * concatenation). */
+typedef struct pgd_nonlocal_params {
+    const float *theta_weight, *theta_bias; /* [Ci, C, 1, 1] and [Ci] */
+    const float *phi_weight, *phi_bias;     /* [Ci, C, 1, 1] and [Ci] */
+    const float *g_weight, *g_bias;         /* [Ci, C, 1, 1] and [Ci]; g_weight required */
+    const float *w_weight, *w_bias;         /* [C, Ci, 1, 1] and [C]; w_weight required */
+    const pgd_batchnorm *bn;                /* the BN after W ([C] each), folded into W; NULL:
+                                               none */
+    const float *concat_weight;             /* [1, 2·Ci, 1, 1]: w_θ then w_φ */
+} pgd_nonlocal_params;
+
+typedef struct pgd_nonlocal pgd_nonlocal;
+
+/* Prepares a block for the device: the θ/φ/g convolutions fused into one, BN folded into W.
+ * The caller keeps desc, params and every host array; the block holds its own copies. A mode
+ * outside the enum, C < 2, Ci < 1 (Gaussian: Ci > C), or a flag other than 0/1 is
+ * PGD_ERR_INVALID_ARGUMENT, and
+ * so is a missing array the mode needs (the message names it). On error *out is NULL and
+ * nothing is allocated. */
+PGD_API int pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
+                                const pgd_nonlocal_params *params, pgd_nonlocal **out,
+                                pgd_error **err);
+/* Frees the block; NULL is accepted. */
+PGD_API void pgd_nonlocal_destroy(pgd_nonlocal *nl);
+/* The description the block was created with (owned by the block); NULL for NULL. */
+PGD_API const pgd_nonlocal_desc *pgd_nonlocal_get_desc(const pgd_nonlocal *nl);
+/* The key grid of the block on an h x w input: gh x gw (either may be NULL) is h x w, or
+ * (h/2) x (w/2) with subsampling; returns gh·gw = N'. */
+PGD_API int64_t pgd_nonlocal_key_grid(const pgd_nonlocal_desc *desc, int64_t h, int64_t w,
+                                      int64_t *gh, int64_t *gw);
+/* z = x + BN(W·y(x)) for x NHWC [B, H, W, C] into z of exactly x's shape (caller-allocated;
+ * z may be x itself). A wrong x or z is PGD_ERR_SHAPE naming the shape found and the one
+ * expected; with subsampling H and W must be at least 2 (PGD_ERR_SHAPE). Scratch tensors
+ * (P [B, H, W, 3·Ci], y [B, H, W, Ci], and for `unfused` the [B·N, N'] scores) come from the
+ * context's pool and go back to it before the call returns. */
+PGD_API int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                 pgd_tensor *z, pgd_error **err);
+/* The affinity row f(i, ·) of query position i = (qi, qj) (row, column on x's H x W grid) for
+ * every batch item, into the caller's host array row [B, gh·gw], with *gh x *gw (either may be
+ * NULL) the key grid (pgd_nonlocal_key_grid). Softmax forms: the probability row, from the
+ * attention kernel's probability pass; dot product and concatenation: f as defined above
+ * (divided by N'), computed in double on the host from the device's θ and φ. x is checked as
+ * for pgd_nonlocal_forward; a query outside the grid is PGD_ERR_INVALID_ARGUMENT. The
+ * projections are recomputed: call it beside pgd_nonlocal_forward, for visualisation. */
+PGD_API int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                  int64_t qi, int64_t qj, float *row, int64_t *gh, int64_t *gw,
+                                  pgd_error **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_vit(const vit_source *src, int heads)
+static void check_vit(const model_source *src, int heads)
 {
     vit_config cfg;
     pgd_error *err = NULL;
@@ -30,7 +30,7 @@ static void check_vit(const vit_source *src, int heads)
         abort();
 }
 
-static void check_resnet(const vit_source *src, const char *spec, const char *mode, int sub)
+static void check_resnet(const model_source *src, const char *spec, const char *mode, int sub)
 {
     resnet_config cfg;
     resnet_options opt = {spec, mode, sub};
@@ -64,8 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pgd_error_free(err);
         return 0;
     }
-    vit_source src;
-    vit_weights_source(&src, w, "fuzz.safetensors");
+    model_source src;
+    model_weights_source(&src, w, "fuzz.safetensors");
     check_vit(&src, 0);
     /* An explicit --heads that need not divide the width. */
     check_vit(&src, size ? 1 + data[size - 1] % 16 : 3);
