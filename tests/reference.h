@@ -59,4 +59,19 @@ void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, s
 /* y [n, c] = mean over h·w of x [n, h, w, c]. */
 void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y);
 
+/* A matrix inside a float array: element (b, r, c) of the stored matrix is at
+ * off + b·batch_stride + r·ld + c (pgd_matrix's addressing). */
+typedef struct pgd_ref_mat {
+    const float *p;
+    int64_t off, ld, batch_stride;
+} pgd_ref_mat;
+/* out(b, m, n) = act(alpha·Σ_k op(A)(b, m, k)·op(B)(b, k, n) + beta·C0(b, m, n) + bias[n])
+ * + R(b, m, n), op(A) M x K (stored K x M with ta), op(B) K x N (stored N x K with tb). C0 is
+ * read only when beta != 0; bias and R may be NULL; act 0 none, 1 ReLU, 2 exact GELU. C0, R and
+ * out are addressed with c's offset, ld and batch stride (c.p unused); out's other elements are
+ * left alone. */
+void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch,
+                          double alpha, pgd_ref_mat a, pgd_ref_mat b, double beta, const float *C0,
+                          pgd_ref_mat c, const float *bias, int act, const float *R, double *out);
+
 #endif
