@@ -441,3 +441,29 @@ void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q,
     free(f);
     free(fm);
 }
+
+void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch,
+                          double alpha, pgd_ref_mat a, pgd_ref_mat b, double beta, const float *C0,
+                          pgd_ref_mat c, const float *bias, int act, const float *R, double *out)
+{
+    for (int64_t bt = 0; bt < batch; bt++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double s = 0.0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ia = a.off + bt * a.batch_stride + (ta ? k * a.ld + m : m * a.ld + k);
+                    int64_t ib = b.off + bt * b.batch_stride + (tb ? n * b.ld + k : k * b.ld + n);
+                    s += (double)a.p[ia] * (double)b.p[ib];
+                }
+                int64_t ic = c.off + bt * c.batch_stride + m * c.ld + n;
+                double x = alpha * s;
+                if (beta != 0.0)
+                    x += beta * (double)C0[ic];
+                if (bias)
+                    x += bias[n];
+                x = ref_act(x, act);
+                if (R)
+                    x += R[ic];
+                out[ic] = x;
+            }
+}

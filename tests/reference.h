@@ -80,4 +80,19 @@ typedef struct pgd_ref_nonlocal {
 void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q, double *z,
                             double *aff, double *mag);
 
+/* A matrix inside a float array: element (b, r, c) of the stored matrix is at
+ * off + b·batch_stride + r·ld + c (pgd_matrix's addressing). */
+typedef struct pgd_ref_mat {
+    const float *p;
+    int64_t off, ld, batch_stride;
+} pgd_ref_mat;
+/* out(b, m, n) = act(alpha·Σ_k op(A)(b, m, k)·op(B)(b, k, n) + beta·C0(b, m, n) + bias[n])
+ * + R(b, m, n), op(A) M x K (stored K x M with ta), op(B) K x N (stored N x K with tb). C0 is
+ * read only when beta != 0; bias and R may be NULL; act 0 none, 1 ReLU, 2 exact GELU. C0, R and
+ * out are addressed with c's offset, ld and batch stride (c.p unused); out's other elements are
+ * left alone. */
+void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch,
+                          double alpha, pgd_ref_mat a, pgd_ref_mat b, double beta, const float *C0,
+                          pgd_ref_mat c, const float *bias, int act, const float *R, double *out);
+
 #endif
