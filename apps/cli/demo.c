@@ -61,8 +61,9 @@ int cmd_demo(int argc, char **argv)
     pgd_devices_free(list);
 
     pgd_ctx *ctx = NULL;
-    if (pgd_ctx_create(device, &ctx, &err))
-        return app_fail(err);
+    int open_rc = app_ctx_open(device, &ctx);
+    if (open_rc)
+        return open_rc;
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
     const pgd_device_info *d = pgd_ctx_device(ctx);

@@ -247,10 +247,8 @@ int cmd_nonlocal(int argc, char **argv)
             x[i] = (float)sin(0.01 * (double)i) * 1.5f; /* a fixed, smooth synthetic image */
     }
     int B = (int)shape[0], H = (int)shape[2], W = (int)shape[3];
-    if (pgd_ctx_create(device, &ctx, &err)) {
-        rc = app_fail(err);
+    if ((rc = app_ctx_open(device, &ctx)))
         goto done;
-    }
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
     if (labels.names && labels.count < cfg.classes) {
@@ -332,7 +330,7 @@ int cmd_nonlocal(int argc, char **argv)
     }
     if (resnet_last_split(m) < B)
         fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
-                B, resnet_last_split(m), getenv("PAGODA_MAX_BATCH") ? "$PAGODA_MAX_BATCH, or " : "",
+                B, resnet_last_split(m), pgd_ctx_get_options(ctx)->max_batch ? "$PAGODA_MAX_BATCH, or " : "",
                 "what fits in the memory of ", pgd_ctx_device(ctx)->name);
     if (save_logits) {
         int64_t ls[2] = {B, cfg.classes};

@@ -18,6 +18,23 @@ int app_fail(pgd_error *err)
     return EXIT_RUNTIME;
 }
 
+int app_ctx_open(const char *device, pgd_ctx **ctx)
+{
+    pgd_ctx_options opt;
+    pgd_error *err = NULL;
+    *ctx = NULL;
+    pgd_ctx_options_init(&opt);
+    if (pgd_ctx_options_from_env(&opt, &err)) {
+        app_fail(err);
+        return EXIT_USAGE;
+    }
+    if (device)
+        opt.device = device;
+    if (pgd_ctx_create_with_options(&opt, ctx, &err))
+        return app_fail(err);
+    return EXIT_OK;
+}
+
 int app_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -202,10 +202,10 @@ int cmd_vit(int argc, char **argv)
     pgd_ctx *ctx = NULL;
     vit_model *m = NULL;
     int rc = EXIT_OK;
-    if (pgd_ctx_create(device, &ctx, &err)) {
+    if ((rc = app_ctx_open(device, &ctx))) {
         free(x);
         pgd_weights_close(wf);
-        return app_fail(err);
+        return rc;
     }
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
@@ -246,7 +246,7 @@ int cmd_vit(int argc, char **argv)
     }
     if (vit_last_split(m) < B)
         fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
-                B, vit_last_split(m), getenv("PAGODA_MAX_BATCH") ? "$PAGODA_MAX_BATCH, or " : "",
+                B, vit_last_split(m), pgd_ctx_get_options(ctx)->max_batch ? "$PAGODA_MAX_BATCH, or " : "",
                 "what fits in the memory of ", pgd_ctx_device(ctx)->name);
     if (save_logits) {
         int64_t ls[2] = {B, cfg.classes};
