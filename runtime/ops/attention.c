@@ -219,8 +219,9 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
      * enqueued in chunks of whole work-groups, each at its global offset. The kernels index by
      * the global id, so a chunk computes exactly what the same work-items would in one launch. */
     size_t gx = ((size_t)((Nq + rows - 1) / rows) + lx - 1) / lx * lx;
-    size_t chunk = ((size_t)chunk_rows(ctx, B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
-                   (size_t)rows;
+    size_t chunk =
+        ((size_t)chunk_rows(ctx, B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
+        (size_t)rows;
     chunk = (chunk + lx - 1) / lx * lx;
     const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
     for (size_t x0 = 0; x0 < gx && !rc; x0 += chunk) {
