@@ -117,7 +117,8 @@ static double time_backend(pgd_ctx *ctx, const pgd__gemm_call *g, int backend)
     double t[3];
     for (int i = -1; i < 3; i++) {
         double t0 = pgd__now_ms();
-        int rc = backend == PGD__GEMM_CLBLAST ? pgd__gemm_clblast(ctx, g, NULL) : pgd__gemm_run_own(ctx, g, NULL);
+        int rc = backend == PGD__GEMM_CLBLAST ? pgd__gemm_clblast(ctx, g, NULL)
+                                              : pgd__gemm_run_own(ctx, g, NULL);
         if (rc || clFinish(ctx->queue) != CL_SUCCESS)
             return -1;
         if (i >= 0)
