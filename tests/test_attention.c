@@ -88,7 +88,7 @@ static int64_t extent(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
 
 static const char *variants[] = {"rows", "tiled", "generic"};
 
-/* Runs the case again with the launch split into the smallest chunks (PAGODA_MAX_LAUNCH_ROWS=1:
+/* Runs the case again with the launch split into the smallest chunks (max_launch_rows = 1:
  * one work-group of query rows per launch); output and probabilities must be bitwise equal. */
 static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *ho, int64_t no,
                              const float *hp, int64_t np, const char *what)
@@ -102,9 +102,9 @@ static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *h
         p2[i] = NAN;
     if (np)
         PGD_CHECK_OK(pgd_tensor_upload(a->probs, p2, &err), &err);
-    setenv("PAGODA_MAX_LAUNCH_ROWS", "1", 1);
+    ctx->opt.max_launch_rows = 1;
     PGD_CHECK_OK(pgd_attention(ctx, a, &err), &err);
-    unsetenv("PAGODA_MAX_LAUNCH_ROWS");
+    ctx->opt.max_launch_rows = 0;
     PGD_CHECK_OK(pgd_tensor_download(a->o.t, o2, &err), &err);
     if (np)
         PGD_CHECK_OK(pgd_tensor_download(a->probs, p2, &err), &err);
@@ -119,7 +119,7 @@ static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *h
 
 static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
 {
-    setenv("PAGODA_ATTENTION", variants[trial % 3], 1);
+    ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + trial % 3); /* variants[] */
     pgd_attention_args a;
     memset(&a, 0, sizeof a);
     int64_t cap = small ? 6 : 12;
@@ -249,7 +249,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
     free(hp);
     free(want);
     free(wp);
-    unsetenv("PAGODA_ATTENTION");
+    ctx->opt.attention = PGD_ATTENTION_AUTO;
     return ok;
 }
 

@@ -1,4 +1,4 @@
-/* test_conv.c — convolution (every algorithm forced through $PAGODA_CONV, and the automatic
+/* test_conv.c — convolution (every algorithm forced through options.conv_algo ($PAGODA_CONV), and the automatic
  * choice), pooling and the NCHW -> NHWC conversion against the double references of
  * reference.c, on every device: seeded random shapes (odd sizes, kernels 1 to 7, strides 1 to 3,
  * padding, dilation, groups and depthwise, batches, bias, batch norm, activations, residuals),
@@ -156,7 +156,7 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
 }
 
 /* Runs the convolution again with every launch split into the smallest chunks
- * (PAGODA_MAX_LAUNCH_ROWS=1: one work-group, tile or work-item's rows per launch, the way a
+ * (max_launch_rows = 1: one work-group, tile or work-item's rows per launch, the way a
  * slow GPU runs big layers under its watchdog) into a fresh output (y canaries, or the residual
  * again when it is read from y); the result must be bitwise the one launch's `got`. */
 static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *vx,
@@ -170,9 +170,9 @@ static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *v
         h[i] = y_init ? y_init[i] : pgd_test_canary();
     PGD_CHECK_OK(pgd_tensor_upload(vy, h, &err), &err); /* vy: the output's prefix view */
     free(h);
-    setenv("PAGODA_MAX_LAUNCH_ROWS", "1", 1);
+    ctx->opt.max_launch_rows = 1;
     int rc = pgd_conv2d_forward(ctx, conv, vx, (pgd_act)act, y_init ? vy : vr, vy, &err);
-    unsetenv("PAGODA_MAX_LAUNCH_ROWS");
+    ctx->opt.max_launch_rows = 0;
     PGD_CHECK_OK(rc, &err);
     float *again = malloc((size_t)ny * sizeof *again);
     ck_assert_ptr_nonnull(again);
@@ -302,16 +302,14 @@ static void conv_shapes(const char *alg, uint64_t seed)
         for (int trial = 0; trial < CONV_TRIALS; trial++) {
             /* The GEMM back ends (and so both epilogue paths) alternate; the im2col matrix is
              * built in small chunks half of the time. */
-            setenv("PAGODA_GEMM", trial % 2 ? "clblast" : "pagoda", 1);
-            if (trial % 2)
-                setenv("PAGODA_CONV_CHUNK", trial % 4 == 1 ? "4096" : "300", 1);
-            else
-                unsetenv("PAGODA_CONV_CHUNK");
+            ctx->opt.gemm_backend =
+                trial % 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
+            ctx->opt.conv_chunk_bytes = trial % 2 ? (trial % 4 == 1 ? 4096 : 300) : 0;
             conv_case c = random_case(&r, alg, trial, cap, kmax);
             failed += !run_case(ctx, dev, &r, &c, alg, trial);
         }
-        unsetenv("PAGODA_GEMM");
-        unsetenv("PAGODA_CONV_CHUNK");
+        ctx->opt.gemm_backend = PGD_GEMM_BACKEND_AUTO;
+        ctx->opt.conv_chunk_bytes = 0;
         ck_assert_msg(failed == 0, "%s: %d of %d convolutions failed (algorithm '%s')", dev->name,
                       failed, CONV_TRIALS, alg);
         pgd_ctx_destroy(ctx);

@@ -158,15 +158,13 @@ START_TEST(long_k)
         pgd_rng_seed(&r, 4242);
         int failed = 0;
         for (int trial = 0; trial < 24; trial++) {
-            setenv("PAGODA_GEMM", trial % 3 == 2 ? "clblast" : "pagoda", 1);
-            if (trial % 2)
-                setenv("PAGODA_GEMM_KCHUNK", "97", 1);
-            else
-                unsetenv("PAGODA_GEMM_KCHUNK");
+            ctx->opt.gemm_backend =
+                trial % 3 == 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
+            ctx->opt.gemm_k_chunk = trial % 2 ? 97 : 0;
             failed += !one_case_k(ctx, &r, trial, 1, trial % 4 == 3 ? 2 : 1);
         }
-        unsetenv("PAGODA_GEMM");
-        unsetenv("PAGODA_GEMM_KCHUNK");
+        ctx->opt.gemm_backend = PGD_GEMM_BACKEND_AUTO;
+        ctx->opt.gemm_k_chunk = 0;
         ck_assert_msg(failed == 0, "%s: %d of 24 long-K GEMM cases failed", d[i].name, failed);
         pgd_ctx_destroy(ctx);
     }
@@ -329,8 +327,9 @@ START_TEST(clblast_backend)
 }
 END_TEST
 
-/* Without PAGODA_GEMM the first GEMM of a shape class measures both back ends once and the
- * choice is remembered in the cache directory: a new context does not measure again. */
+/* Without a forced back end a shape class is measured once, when asked for (pgd_gemm_tune; a
+ * layer's creation likewise), and the choice is remembered in the cache directory: a new
+ * context does not measure again, and the GEMMs that follow never measure. */
 START_TEST(choice_is_measured_once)
 {
 #if PGD_HAVE_CLBLAST
@@ -341,6 +340,11 @@ START_TEST(choice_is_measured_once)
     setenv("PAGODA_CACHE_DIR", dir, 1);
     for (int round = 0; round < 2; round++) {
         pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        pgd_error *err = NULL;
+        pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
+        PGD_CHECK_OK(pgd_gemm_tune(ctx, 0, 0, 40, 24, 33, 1, &chosen, &err), &err);
+        ck_assert(chosen == PGD_GEMM_BACKEND_PAGODA || chosen == PGD_GEMM_BACKEND_CLBLAST);
+        ck_assert_uint_eq(ctx->gemm_measurements, round == 0 ? 1 : 0);
         pgd_rng r;
         pgd_rng_seed(&r, 5);
         ck_assert(one_case(ctx, &r, 0, 1));
@@ -360,6 +364,91 @@ START_TEST(choice_is_measured_once)
 }
 END_TEST
 
+static int file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* Tuning apart from running: with tuning at creation on, GEMMs of new shape classes (a forward
+ * pass) measure nothing and write no file; a layer's creation and pgd_gemm_tune measure and
+ * save; with tuning on request, a layer's creation does not measure. */
+START_TEST(forward_pass_does_not_tune)
+{
+#if PGD_HAVE_CLBLAST
+    unsetenv("PAGODA_GEMM");
+    unsetenv("PAGODA_GEMM_TUNE");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    char *dir = pgd_test_tempdir("notune");
+    setenv("PAGODA_CACHE_DIR", dir, 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_tuning, PGD_GEMM_TUNE_AT_CREATE);
+    ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_backend, PGD_GEMM_BACKEND_AUTO);
+    pgd_rng r;
+    pgd_rng_seed(&r, 77);
+    for (int trial = 0; trial < 6; trial++)
+        ck_assert(one_case(ctx, &r, trial, 1));
+    ck_assert_uint_eq(ctx->gemm_measurements, 0);
+    ck_assert_msg(!file_exists(path), "a forward pass wrote %s", path);
+
+    /* a linear layer's creation measures its class once; its forward pass does not */
+    pgd_error *err = NULL;
+    int64_t rows = 7, in = 33, out = 24;
+    float *X = filled((size_t)(rows * in), &r, 0), *W = filled((size_t)(out * in), &r, 0);
+    int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
+    pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W), *ty;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sy, &ty, &err), &err);
+    pgd_linear *lin = NULL;
+    PGD_CHECK_OK(pgd_linear_create(ctx, tw, NULL, &lin, &err), &err);
+    ck_assert_uint_eq(ctx->gemm_measurements, 1);
+    ck_assert_msg(file_exists(path), "layer creation did not save the choice");
+    PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, PGD_ACT_NONE, NULL, ty, &err), &err);
+    PGD_CHECK_OK(pgd_ctx_finish(ctx, &err), &err);
+    ck_assert_uint_eq(ctx->gemm_measurements, 1);
+    pgd_linear_destroy(lin);
+
+    /* an explicit request measures a new class, and only once */
+    PGD_CHECK_OK(pgd_gemm_tune(ctx, 1, 0, 64, 48, 40, 2, NULL, &err), &err);
+    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    PGD_CHECK_OK(pgd_gemm_tune(ctx, 1, 0, 64, 48, 40, 2, NULL, &err), &err);
+    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    unsigned char *text = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_msg(strstr((char *)text, "gemm:10:b:") && strstr((char *)text, "linear:"),
+                  "classes not recorded: %s", text);
+    free(text);
+    ck_assert_int_eq(pgd_gemm_tune(ctx, 0, 0, 0, 4, 4, 1, NULL, &err), PGD_ERR_INVALID_ARGUMENT);
+    pgd_error_free(err);
+    err = NULL;
+
+    /* tuning on request: creating a layer of a new class measures nothing */
+    ctx->opt.gemm_tuning = PGD_GEMM_TUNE_ON_REQUEST;
+    int64_t sw2[2] = {100, in};
+    float *W2 = filled((size_t)(100 * in), &r, 0);
+    pgd_tensor *tw2 = pgd_test_upload(ctx, 2, sw2, W2);
+    PGD_CHECK_OK(pgd_linear_create(ctx, tw2, NULL, &lin, &err), &err);
+    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    pgd_linear_destroy(lin);
+    pgd_tensor_destroy(tw2);
+    pgd_tensor_destroy(tx);
+    pgd_tensor_destroy(tw);
+    pgd_tensor_destroy(ty);
+    free(X);
+    free(W);
+    free(W2);
+    pgd_ctx_destroy(ctx);
+    pgd_test_rmtree(dir);
+    free(dir);
+#endif
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm");
@@ -371,6 +460,7 @@ int main(void)
     tcase_add_test(tc, linear_layers);
     tcase_add_test(tc, clblast_backend);
     tcase_add_test(tc, choice_is_measured_once);
+    tcase_add_test(tc, forward_pass_does_not_tune);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

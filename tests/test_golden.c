@@ -265,7 +265,7 @@ static void run_bhnd_case(const char *gcase, int with_mask)
         pgd_tensor *tq = upload(ctx, q), *tk = upload(ctx, k), *tv = upload(ctx, v);
         pgd_tensor *tm = m ? upload(ctx, m) : NULL;
         for (int var = 0; var < 3; var++) {
-            setenv("PAGODA_ATTENTION", variants[var], 1);
+            ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + var); /* variants[] */
             pgd_tensor *to = poisoned(ctx, want);
             pgd_attention_args a;
             memset(&a, 0, sizeof a);
@@ -285,7 +285,7 @@ static void run_bhnd_case(const char *gcase, int with_mask)
             ck_assert_msg(compare(to, want, RTOL, ATOL, what, NULL), "%s", what);
             pgd_tensor_destroy(to);
         }
-        unsetenv("PAGODA_ATTENTION");
+        ctx->opt.attention = PGD_ATTENTION_AUTO;
         pgd_tensor_destroy(tq);
         pgd_tensor_destroy(tk);
         pgd_tensor_destroy(tv);
@@ -346,7 +346,7 @@ START_TEST(golden_attention_qkv_and_probs)
         free(got);
 
         for (int var = 0; var < 3; var++) {
-            setenv("PAGODA_ATTENTION", variants[var], 1);
+            ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + var); /* variants[] */
             pgd_tensor *to2 = poisoned(ctx, want), *tp = poisoned(ctx, wprobs);
             int64_t tok = 3 * H * D;
             pgd_attention_args a;
@@ -370,7 +370,7 @@ START_TEST(golden_attention_qkv_and_probs)
             pgd_tensor_destroy(to2);
             pgd_tensor_destroy(tp);
         }
-        unsetenv("PAGODA_ATTENTION");
+        ctx->opt.attention = PGD_ATTENTION_AUTO;
         pgd_tensor_destroy(tqkv);
         pgd_tensor_destroy(to);
         pgd_ctx_destroy(ctx);

@@ -198,13 +198,9 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, pgd_nonlocal_mode mode, int trial,
     ck_assert_msg(agh == gh && agw == gw, "%s: key grid %lldx%lld, expected %lldx%lld", what,
                   (long long)agh, (long long)agw, (long long)gh, (long long)gw);
     ck_assert_msg(pgd_test_is_canary(aff[na]), "%s: affinity wrote past its row", what);
-    if (chunk) {
-        char v[8];
-        snprintf(v, sizeof v, "%d", chunk);
-        setenv("PAGODA_NL_KEY_CHUNK", v, 1);
-    }
+    ctx->opt.nl_key_chunk = chunk; /* 0: the default */
     PGD_CHECK_OK(pgd_nonlocal_forward(ctx, nl, x, z, &err), &err);
-    unsetenv("PAGODA_NL_KEY_CHUNK");
+    ctx->opt.nl_key_chunk = 0;
     PGD_CHECK_OK(pgd_tensor_download(z, got, &err), &err);
 
     double *want = malloc(nz * sizeof *want), *mag = malloc(nz * sizeof *mag);

@@ -23,10 +23,10 @@ START_TEST(embedded_sources_listed)
     ck_assert_msg(found, "elementwise.cl is not embedded");
     char *src = NULL;
     pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd__source_load("elementwise", &src, &err), &err);
+    PGD_CHECK_OK(pgd__source_load(NULL, "elementwise", &src, &err), &err);
     ck_assert(strstr(src, "elementwise_scale") != NULL);
     free(src);
-    ck_assert_int_eq(pgd__source_load("no_such_file", &src, &err), PGD_ERR_NOT_FOUND);
+    ck_assert_int_eq(pgd__source_load(NULL, "no_such_file", &src, &err), PGD_ERR_NOT_FOUND);
     ck_assert(strstr(pgd_error_message(err), "no_such_file") != NULL);
     pgd_error_free(err);
 }

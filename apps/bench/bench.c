@@ -396,8 +396,9 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
 {
     pgd_ctx *ctx = NULL;
     pgd_error *err = NULL;
-    if (pgd_ctx_create(selector, &ctx, &err))
-        return app_fail(err);
+    int open_rc = app_ctx_open(selector, &ctx);
+    if (open_rc)
+        return open_rc;
     const pgd_device_info *d = pgd_ctx_device(ctx);
     if (table) {
         printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,

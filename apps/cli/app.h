@@ -17,6 +17,11 @@ int app_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Opens the context of a command: the options of the environment (pgd_ctx_options_from_env),
+ * `device` (--device; NULL: $PAGODA_DEVICE or the default) replacing the selector. A bad
+ * PAGODA_* value is reported naming the variable and gives EXIT_USAGE, like a bad option; a
+ * device that cannot be opened gives EXIT_RUNTIME. Prints the error; EXIT_OK on success. */
+int app_ctx_open(const char *device, pgd_ctx **ctx);
 /* The device's capabilities as a JSON object (new reference). */
 json_t *app_device_json(const pgd_device_info *d);
 /* Writes a JSON value to a file via temp file + rename, or to stdout for "-" or NULL.
@@ -57,9 +62,6 @@ char *app_numbered_path(const char *path, const char *tag, int index, int count)
  * copy, else the source tree's apps/data. 1 if readable. */
 int app_sample_image(char *buf, size_t size);
 
-/* Opens a context on `device` (NULL: $PAGODA_DEVICE or the default) with the library's
- * options read from the environment: the one way the commands create contexts. */
-int app_ctx_create(const char *device, pgd_ctx **ctx, pgd_error **err);
 /* 1 when a batch cap was set ($PAGODA_MAX_BATCH), for the note on split batches. */
 int app_max_batch(const pgd_ctx *ctx);
 

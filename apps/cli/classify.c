@@ -128,8 +128,9 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
     }
     if (read_input(o, preset, side_h, side_w, r, &err))
         return app_fail(err);
-    if (app_ctx_create(o->device, &r->ctx, &err))
-        return app_fail(err);
+    int rc = app_ctx_open(o->device, &r->ctx);
+    if (rc)
+        return rc;
     if (o->profile)
         pgd_ctx_set_profiling(r->ctx, 1);
     return EXIT_OK;

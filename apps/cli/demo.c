@@ -146,15 +146,15 @@ int cmd_demo(int argc, char **argv)
     if (optind < argc)
         return app_usage_error("demo ", "unexpected argument '%s'", argv[optind]);
     list_devices();
-    pgd_error *err = NULL;
     pgd_ctx *ctx = NULL;
-    if (app_ctx_create(device, &ctx, &err))
-        return app_fail(err);
+    int rc = app_ctx_open(device, &ctx);
+    if (rc)
+        return rc;
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
     const pgd_device_info *d = pgd_ctx_device(ctx);
     printf("running on %d:%d %s (%s)\n", d->platform_index, d->device_index, d->name, d->platform);
-    int rc = check_elementwise(ctx, profile);
+    rc = check_elementwise(ctx, profile);
     if (rc == EXIT_OK)
         rc = run_models(d);
     pgd_ctx_destroy(ctx);

@@ -27,8 +27,11 @@ static const char usage[] =
     "                        ~/.cache/pagoda); 'off' disables it\n"
     "  PAGODA_CL_DIR=DIR     read kernel sources from DIR instead of the embedded copies\n"
     "  PAGODA_PROFILE=1      print per-kernel timings\n"
+    "  PAGODA_MAX_BATCH=N    run batches as passes of at most N images\n"
+    "  PAGODA_GEMM, PAGODA_CONV, PAGODA_ATTENTION, ...: back ends and variants (README,\n"
+    "                        'Environment'; the fields of pgd_ctx_options in pagoda.h)\n"
     "\n"
-    "Exit status: 0 success, 1 runtime failure, 2 usage error.\n";
+    "Exit status: 0 success, 1 runtime failure, 2 usage error (a bad PAGODA_* value too).\n";
 
 int main(int argc, char **argv)
 {

@@ -10,23 +10,30 @@
 #include "app.h"
 #include "labels.h"
 
-int app_ctx_create(const char *device, pgd_ctx **ctx, pgd_error **err)
-{
-    return pgd_ctx_create(device, ctx, err);
-}
-
-int app_max_batch(const pgd_ctx *ctx)
-{
-    (void)ctx;
-    const char *env = getenv("PAGODA_MAX_BATCH");
-    return env && *env;
-}
+int app_max_batch(const pgd_ctx *ctx) { return pgd_ctx_get_options(ctx)->max_batch > 0; }
 
 int app_fail(pgd_error *err)
 {
     fprintf(stderr, "pagoda: error: %s\n", err ? pgd_error_message(err) : "unknown failure");
     pgd_error_free(err);
     return EXIT_RUNTIME;
+}
+
+int app_ctx_open(const char *device, pgd_ctx **ctx)
+{
+    pgd_ctx_options opt;
+    pgd_error *err = NULL;
+    *ctx = NULL;
+    pgd_ctx_options_init(&opt);
+    if (pgd_ctx_options_from_env(&opt, &err)) {
+        app_fail(err);
+        return EXIT_USAGE;
+    }
+    if (device)
+        opt.device = device;
+    if (pgd_ctx_create_with_options(&opt, ctx, &err))
+        return app_fail(err);
+    return EXIT_OK;
 }
 
 int app_usage_error(const char *cmd, const char *fmt, ...)

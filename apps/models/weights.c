@@ -146,9 +146,9 @@ static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest,
         return 0;
     }
     int b = fit < (uint64_t)B ? (int)fit : B;
-    const char *env = getenv("PAGODA_MAX_BATCH");
-    if (env && atoi(env) > 0 && atoi(env) < b)
-        b = atoi(env);
+    int cap = pgd_ctx_get_options(ctx)->max_batch; /* $PAGODA_MAX_BATCH */
+    if (cap > 0 && cap < b)
+        b = cap;
     return b;
 }
 

@@ -43,23 +43,15 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-char *pgd__cache_dir_resolve(void)
+char *pgd__cache_dir_resolve(const char *option)
 {
-    const char *env = getenv("PAGODA_CACHE_DIR");
     char buf[4096];
-    if (env && *env) {
-        if (!strcmp(env, "off") || !strcmp(env, "0") || !strcmp(env, "none"))
+    if (option && *option) {
+        if (!strcmp(option, "off") || !strcmp(option, "0") || !strcmp(option, "none"))
             return NULL;
-        snprintf(buf, sizeof buf, "%s", env);
-    } else {
-        const char *xdg = getenv("XDG_CACHE_HOME");
-        const char *home = getenv("HOME");
-        if (xdg && *xdg)
-            snprintf(buf, sizeof buf, "%s/pagoda", xdg);
-        else if (home && *home)
-            snprintf(buf, sizeof buf, "%s/.cache/pagoda", home);
-        else
-            return NULL;
+        snprintf(buf, sizeof buf, "%s", option);
+    } else if (pgd__default_cache_dir(buf, sizeof buf) != 0) {
+        return NULL;
     }
     /* A directory we cannot create or that is not a directory only disables caching. */
     if (mkdir_p(buf) != 0)

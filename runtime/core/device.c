@@ -314,64 +314,54 @@ int pgd_device_select(const pgd_device_info *list, size_t count, const char *sel
                           selector, listing);
 }
 
-/* $PAGODA_GLOBAL_MEM / $PAGODA_MAX_ALLOC: bytes, with an optional K, M or G (binary) suffix,
- * that lower what the device reports, to see how a run behaves on a smaller device. */
-static int env_limit(const char *var, uint64_t *value, pgd_error **err)
+/* Lowers a device limit to what the options allow (0: no lower limit). */
+static void lower(uint64_t *value, uint64_t limit)
 {
-    const char *s = getenv(var);
-    if (!s || !*s)
-        return PGD_OK;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    int shift = 0;
-    if (end && (*end == 'K' || *end == 'k'))
-        shift = 10;
-    else if (end && (*end == 'M' || *end == 'm'))
-        shift = 20;
-    else if (end && (*end == 'G' || *end == 'g'))
-        shift = 30;
-    if (shift)
-        end++;
-    if (errno || end == s || *end || s[0] == '-' || v == 0 || v > (UINT64_MAX >> shift))
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s='%s': expected a positive byte count such as 512M or 2G", var,
-                              s);
-    uint64_t bytes = (uint64_t)v << shift;
-    if (bytes < *value)
-        *value = bytes;
-    return PGD_OK;
+    if (limit && limit < *value)
+        *value = limit;
+}
+
+static void ctx_free(pgd_ctx *ctx)
+{
+    pgd__options_free(&ctx->opt);
+    free(ctx);
 }
 
 int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
 {
     *out = NULL;
-    if (!selector)
-        selector = getenv("PAGODA_DEVICE");
+    pgd_ctx_options opt;
+    pgd_ctx_options_init(&opt);
+    int rc = pgd_ctx_options_from_env(&opt, err);
+    if (rc)
+        return rc;
+    if (selector)
+        opt.device = selector;
+    return pgd_ctx_create_with_options(&opt, out, err);
+}
+
+int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_error **err)
+{
+    *out = NULL;
+    pgd_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx || pgd__options_copy(&ctx->opt, opt) != 0) {
+        free(ctx);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "allocating a context");
+    }
     pgd_device_info *list = NULL;
     size_t count = 0, idx = 0;
     int rc = pgd_devices_list(&list, &count, err);
-    if (rc)
-        return rc;
-    rc = pgd_device_select(list, count, selector, &idx, err);
+    if (!rc)
+        rc = pgd_device_select(list, count, ctx->opt.device, &idx, err);
     if (rc) {
         pgd_devices_free(list);
+        ctx_free(ctx);
         return rc;
-    }
-    pgd_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
-        pgd_devices_free(list);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "allocating a context");
     }
     ctx->dev = list[idx];
     pgd_devices_free(list);
-    rc = env_limit("PAGODA_GLOBAL_MEM", &ctx->dev.global_mem, err);
-    if (!rc)
-        rc = env_limit("PAGODA_MAX_ALLOC", &ctx->dev.max_alloc, err);
-    if (rc) {
-        free(ctx);
-        return rc;
-    }
+    lower(&ctx->dev.global_mem, ctx->opt.global_mem_limit);
+    lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
     if (ctx->dev.max_alloc > ctx->dev.global_mem)
         ctx->dev.max_alloc = ctx->dev.global_mem;
 
@@ -382,7 +372,7 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
     if (cl != CL_SUCCESS || (cl_uint)ctx->dev.platform_index >= np) {
         rc = pgd__cl_fail(err, cl ? cl : CL_INVALID_PLATFORM, "clGetPlatformIDs",
                           "platform %d disappeared", ctx->dev.platform_index);
-        free(ctx);
+        ctx_free(ctx);
         return rc;
     }
     ctx->platform = plats[ctx->dev.platform_index];
@@ -393,7 +383,7 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
         rc = pgd__cl_fail(err, cl ? cl : CL_INVALID_DEVICE, "clGetDeviceIDs",
                           "device %d:%d disappeared", ctx->dev.platform_index,
                           ctx->dev.device_index);
-        free(ctx);
+        ctx_free(ctx);
         return rc;
     }
     ctx->device = devs[ctx->dev.device_index];
@@ -401,20 +391,20 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
     ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &cl);
     if (!ctx->context) {
         rc = pgd__cl_fail(err, cl, "clCreateContext", "on device '%s'", ctx->dev.name);
-        free(ctx);
+        ctx_free(ctx);
         return rc;
     }
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE, &cl);
     if (!ctx->queue) {
         rc = pgd__cl_fail(err, cl, "clCreateCommandQueue", "on device '%s'", ctx->dev.name);
         clReleaseContext(ctx->context);
-        free(ctx);
+        ctx_free(ctx);
         return rc;
     }
-    ctx->cache_dir = pgd__cache_dir_resolve();
-    const char *prof = getenv("PAGODA_PROFILE");
-    ctx->profiling = prof && *prof && strcmp(prof, "0") != 0;
-    ctx->profile_at_exit = ctx->profiling;
+    ctx->cache_dir = pgd__cache_dir_resolve(ctx->opt.cache_dir);
+    ctx->profiling = ctx->opt.profiling != 0;
+    ctx->profile_at_exit = ctx->opt.profile_print_at_destroy != 0;
+    pgd__gemm_choices_load(ctx);
     *out = ctx;
     return PGD_OK;
 }
@@ -436,7 +426,7 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
         clReleaseContext(ctx->context);
     free(ctx->cache_dir);
     json_decref(ctx->gemm_choices);
-    free(ctx);
+    ctx_free(ctx);
 }
 
 const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx) { return &ctx->dev; }

@@ -27,18 +27,14 @@ size_t pgd__pow2_floor(size_t v)
 
 size_t pgd__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-int64_t pgd__launch_rows(int64_t rows, uint64_t flops_per_row, uint64_t cap, int64_t unit)
+int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_row, uint64_t cap,
+                         int64_t unit)
 {
     if (unit < 1)
         unit = 1;
     uint64_t n = cap / (flops_per_row ? flops_per_row : 1);
-    const char *env = getenv("PAGODA_MAX_LAUNCH_ROWS");
-    if (env && *env) {
-        char *end;
-        long long v = strtoll(env, &end, 10);
-        if (*end == '\0' && v > 0)
-            n = (uint64_t)v;
-    }
+    if (ctx->opt.max_launch_rows > 0)
+        n = (uint64_t)ctx->opt.max_launch_rows;
     if (n < (uint64_t)unit)
         n = (uint64_t)unit;
     n = n / (uint64_t)unit * (uint64_t)unit;

@@ -33,17 +33,16 @@ const char *const *pgd_program_names(void)
     return names;
 }
 
-int pgd__source_load(const char *file, char **out, pgd_error **err)
+int pgd__source_load(const char *dir, const char *file, char **out, pgd_error **err)
 {
     *out = NULL;
-    const char *dir = getenv("PAGODA_CL_DIR");
     if (dir && *dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.cl", dir, file);
         unsigned char *data = NULL;
         size_t size = 0;
         if (pgd__read_file(path, &data, &size) != 0)
-            return pgd__error_set(err, PGD_ERR_IO, "cannot read kernel source '%s' (PAGODA_CL_DIR): %s",
+            return pgd__error_set(err, PGD_ERR_IO, "cannot read kernel source '%s' (kernel_dir, $PAGODA_CL_DIR): %s",
                                   path, strerror(errno));
         *out = (char *)data;
         return PGD_OK;
@@ -268,7 +267,7 @@ static int program_file(pgd_ctx *ctx, const char *file, const char *options,
         }
     }
     char *src = NULL;
-    int rc = pgd__source_load(file, &src, err);
+    int rc = pgd__source_load(ctx->opt.kernel_dir, file, &src, err);
     if (rc)
         return rc;
     rc = program_get(ctx, file, src, options, out, err);

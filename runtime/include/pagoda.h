@@ -199,11 +199,121 @@ PGD_API const char *pgd_device_type_name(pgd_device_type type);
 
 typedef struct pgd_ctx pgd_ctx;
 
-/* Opens a context and an in-order profiling queue on the selected device. `selector` as for
- * pgd_device_select(); NULL means $PAGODA_DEVICE, or the default when that is unset.
- * Profiling is on when $PAGODA_PROFILE is set to a non-zero value (the table is then printed
- * to stderr when the context is destroyed) or pgd_ctx_set_profiling() is called. On error
- * nothing is allocated. */
+/* The GEMM back end: chosen per shape class (AUTO), or forced. */
+typedef enum pgd_gemm_backend {
+    PGD_GEMM_BACKEND_AUTO = 0, /* the stored (tuned) choice of the shape class, else Pagoda */
+    PGD_GEMM_BACKEND_PAGODA = 1,  /* Pagoda's own kernels (cl/gemm.cl) */
+    PGD_GEMM_BACKEND_CLBLAST = 2, /* CLBlast where built in, else Pagoda's kernels */
+} pgd_gemm_backend;
+
+/* When GEMM back ends are measured (only where CLBlast is built in; see pgd_gemm_tune). */
+typedef enum pgd_gemm_tuning {
+    /* Layer creation (pgd_linear_create) measures its shape class when no choice is stored,
+     * and pgd_gemm_tune() measures on request. A forward pass never measures. */
+    PGD_GEMM_TUNE_AT_CREATE = 0,
+    /* Only pgd_gemm_tune() measures; layers use the stored choice, else Pagoda's kernels. */
+    PGD_GEMM_TUNE_ON_REQUEST = 1,
+} pgd_gemm_tuning;
+
+/* The convolution algorithm; a forced one is used only where it applies, else AUTO's. */
+typedef enum pgd_conv_algo {
+    PGD_CONV_ALGO_AUTO = 0, /* per shape and device */
+    PGD_CONV_ALGO_GEMM = 1,     /* 1x1, stride 1, no padding, one group: a plain GEMM */
+    PGD_CONV_ALGO_IMPLICIT = 2, /* implicit GEMM (CPU devices) */
+    PGD_CONV_ALGO_IM2COL = 3,   /* im2col matrix in chunks, then GEMM */
+    PGD_CONV_ALGO_DIRECT = 4,   /* direct kernel */
+} pgd_conv_algo;
+
+/* The attention kernel; a forced one is used only where it applies, else AUTO's. */
+typedef enum pgd_attention_variant {
+    PGD_ATTENTION_AUTO = 0,    /* rows on CPUs (head_dim % 4 == 0), tiled on GPUs */
+    PGD_ATTENTION_ROWS = 1,    /* a work-item per query row (head_dim % 4 == 0) */
+    PGD_ATTENTION_TILED = 2,   /* local-memory tiles */
+    PGD_ATTENTION_GENERIC = 3, /* plain kernel, any head_dim */
+} pgd_attention_variant;
+
+/* Everything a context can be configured with. Zero / NULL in any field means its default, so
+ * `pgd_ctx_options o = {0};` equals pgd_ctx_options_init(). Each field names the environment
+ * variable pgd_ctx_options_from_env() reads into it; nothing else in the library reads the
+ * environment. The library never keeps the caller's strings: pgd_ctx_create_with_options()
+ * copies them. */
+typedef struct pgd_ctx_options {
+    /* $PAGODA_DEVICE: a selector as for pgd_device_select() ("cpu", "1:0", "llvmpipe", ...);
+     * NULL: the best device (GPU, accelerator, CPU; software rasterisers last). */
+    const char *device;
+    /* $PAGODA_CACHE_DIR: the disk cache of program binaries and tuning choices. NULL: the
+     * platform default ($XDG_CACHE_HOME/pagoda, else $HOME/.cache/pagoda); "off" (or "none",
+     * "0"): no disk cache and no stored tuning. A directory that cannot be made disables it. */
+    const char *cache_dir;
+    /* $PAGODA_CL_DIR: read kernel sources from this directory (<dir>/<file>.cl) instead of the
+     * copies embedded at build time (for kernel development). NULL: embedded. */
+    const char *kernel_dir;
+    /* $PAGODA_PROFILE (0/1, off/on, no/yes, false/true): record a profiling event per launch
+     * (pgd_profile_print), as pgd_ctx_set_profiling(ctx, 1) does. */
+    int profiling;
+    /* Set with $PAGODA_PROFILE too: print the profile table to stderr when the context is
+     * destroyed (only when something was recorded). */
+    int profile_print_at_destroy;
+    /* $PAGODA_GEMM = auto | pagoda | clblast. */
+    pgd_gemm_backend gemm_backend;
+    /* $PAGODA_GEMM_TUNE = create | request. */
+    pgd_gemm_tuning gemm_tuning;
+    /* $PAGODA_GEMM_KCHUNK (> 0): split every GEMM's K into chunks of this many, accumulated
+     * through beta (tests). 0: the device's need (256 on software rasterisers, whose loops are
+     * cut after ~65,535 iterations; no split elsewhere). */
+    int64_t gemm_k_chunk;
+    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct. */
+    pgd_conv_algo conv_algo;
+    /* $PAGODA_CONV_MB (> 0): row tiles per work-item of the implicit-GEMM convolution (a
+     * tuning knob). 0: 1. */
+    int conv_mb;
+    /* $PAGODA_CONV_CHUNK (bytes, K/M/G suffix allowed): a smaller im2col chunk than the
+     * default 64 MiB (or the device's max allocation), so small shapes run the chunk loop
+     * (tests). 0: the default. */
+    uint64_t conv_chunk_bytes;
+    /* $PAGODA_ATTENTION = auto | rows | tiled | generic. */
+    pgd_attention_variant attention;
+    /* $PAGODA_ROW_WG (> 0): an upper bound on the work-group size of the row kernels
+     * (LayerNorm, softmax) that replaces the CPU cap of a few SIMD widths, so CPU runs exercise
+     * a GPU's wide reductions (tests). 0: the device's own rule. */
+    int row_wg;
+    /* $PAGODA_MAX_LAUNCH_ROWS (> 0): rows per launch of every launch split into chunks
+     * (rounded to the launcher's unit), to exercise the chunk loops (tests). 0: a launch is cut
+     * at about 2^30 FLOPs. */
+    int64_t max_launch_rows;
+    /* $PAGODA_GLOBAL_MEM, $PAGODA_MAX_ALLOC (bytes, K/M/G suffix allowed): lower what the
+     * device reports (CL_DEVICE_GLOBAL_MEM_SIZE, CL_DEVICE_MAX_MEM_ALLOC_SIZE), to see how a
+     * run behaves on a smaller device. Never raise them. 0: the device's values. */
+    uint64_t global_mem_limit;
+    uint64_t max_alloc_limit;
+    /* $PAGODA_MAX_BATCH (> 0): the most images the apps' models put in one pass (read by the
+     * apps through pgd_ctx_get_options; the library itself does not batch). 0: no cap. */
+    int max_batch;
+    /* $PAGODA_NL_KEY_CHUNK (> 0): keys per chunk of the non-local block's attention (tests).
+     * 0: the block's own choice. */
+    int64_t nl_key_chunk;
+} pgd_ctx_options;
+
+/* Fills *opt with the defaults (all zero / NULL). */
+PGD_API void pgd_ctx_options_init(pgd_ctx_options *opt);
+/* Reads the PAGODA_* variables documented in pgd_ctx_options into *opt, overwriting only the
+ * fields whose variable is set and non-empty. Strict: a value that does not parse completely
+ * (PAGODA_GEMM=fast, PAGODA_MAX_BATCH=-3, PAGODA_GLOBAL_MEM=lots, "12x") is
+ * PGD_ERR_INVALID_ARGUMENT with a message naming the variable, its value and what is accepted,
+ * and *opt is left unchanged. String fields then point into the environment: they stay valid
+ * until that variable changes. */
+PGD_API int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err);
+/* Opens a context and an in-order profiling queue as `opt` says (NULL: the defaults; the
+ * environment is not read). The context keeps its own copy of `opt` and its strings; the caller
+ * keeps `opt`. Stored GEMM tuning choices are loaded here. On error nothing is allocated. */
+PGD_API int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out,
+                                        pgd_error **err);
+/* The options the context was made with (its own copy, owned by the context; cache_dir is the
+ * value asked for, see pgd_ctx_cache_dir for the one in use). */
+PGD_API const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx);
+/* pgd_ctx_options_init + pgd_ctx_options_from_env + a non-NULL `selector` replacing the
+ * device, then pgd_ctx_create_with_options: a context configured by the environment (a bad
+ * PAGODA_* value is an error). `selector` NULL means $PAGODA_DEVICE, or the default. */
 PGD_API int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
 PGD_API void pgd_ctx_destroy(pgd_ctx *ctx);
 /* The device the context runs on. Owned by the context. */
@@ -321,7 +431,8 @@ typedef struct pgd_gemm_args {
 
 /* C = op(A)·op(B) with the epilogue of `args` (NULL: plain C = A·B). A, B and C are row-major
  * 2-D [rows, cols] or 3-D [batch, rows, cols]; a 2-D B with 3-D A and C is shared by every
- * batch. Any sizes. The back end is Pagoda's kernels, or CLBlast with PAGODA_GEMM=clblast. */
+ * batch. Any sizes. The back end is the tuned choice of the shape class (see pgd_gemm_tune),
+ * else Pagoda's kernels, or the one options.gemm_backend forces. */
 PGD_API int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
                      const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
 
@@ -357,6 +468,23 @@ PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tens
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);
 
+/* GEMM back-end tuning. Where CLBlast is built in, the back end of a GEMM is chosen per device
+ * and shape class: (op(A), op(B), batched?, M, N, K each rounded up to a power of two); linear
+ * layers are classed by N and K only. The choices are stored in <cache dir>/gemm-choices.json
+ * under the device's identity (name, driver, platform), loaded when a context is created and
+ * written only when something is measured. A forward pass (pgd_gemm, pgd_linear_forward,
+ * convolutions, attention) never measures and never writes a file: an unmeasured class uses
+ * the stored choice, else Pagoda's kernels; options.gemm_backend forces one everywhere.
+ *
+ * pgd_gemm_tune measures both back ends for the class of an op(A)·op(B) of these sizes on
+ * scratch buffers (median of 3 runs after a warm-up; CLBlast's first-call compile excluded),
+ * unless a choice for the class is stored already, and stores the faster. `chosen` (may be
+ * NULL) receives PGD_GEMM_BACKEND_PAGODA or PGD_GEMM_BACKEND_CLBLAST. Without CLBlast, or with
+ * gemm_backend forced, nothing is measured and `chosen` is that back end. Sizes must be
+ * positive (PGD_ERR_INVALID_ARGUMENT). */
+PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N,
+                          int64_t K, int64_t batch, pgd_gemm_backend *chosen, pgd_error **err);
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* A strided 4-D view [batch, head, token, d] over a tensor's buffer: element (b, h, t, d) is at
@@ -383,7 +511,7 @@ typedef struct pgd_attention_args {
 
 /* Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V, flash style (online
  * softmax over key tiles; no nq × nk matrix in device memory), any sizes. A fully masked row
- * gives zeros. $PAGODA_ATTENTION=rows|tiled|generic forces a kernel variant (for tests). */
+ * gives zeros. options.attention ($PAGODA_ATTENTION) forces a kernel variant. */
 PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
 
 /* Multi-head self-attention on a fused projection: qkv [B, N, 3·H·D] laid out (q|k|v, head,
@@ -664,7 +792,7 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
  * y may not alias x (PGD_ERR_INVALID_ARGUMENT). Wrong shapes are PGD_ERR_SHAPE naming both
  * tensors. The algorithm (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct) is chosen per
  * shape and device;
- * $PAGODA_CONV=gemm|implicit|im2col|direct forces one where it applies (tests). */
+ * options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct) forces one where it applies. */
 PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);

@@ -24,10 +24,11 @@ enum { V_ROWS, V_TILED, V_GENERIC };
 
 /* Query rows per forward launch, a multiple of `unit` (rows per work-group), so that each chunk
  * is made of the same work-groups as the whole launch and the results are bitwise the same. */
-static int64_t chunk_rows(int64_t B, int64_t H, int64_t Nq, int64_t Nk, int64_t D, int64_t unit)
+static int64_t chunk_rows(const pgd_ctx *ctx, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
+                          int64_t D, int64_t unit)
 {
     uint64_t per_row = 4u * (uint64_t)B * (uint64_t)H * (uint64_t)(Nk > 0 ? Nk : 1) * (uint64_t)D;
-    return pgd__launch_rows(Nq, per_row, LAUNCH_FLOPS, unit);
+    return pgd__launch_rows(ctx, Nq, per_row, LAUNCH_FLOPS, unit);
 }
 
 static int fma_opt(const pgd_ctx *ctx)
@@ -39,12 +40,12 @@ static int fma_opt(const pgd_ctx *ctx)
 
 static int pick_variant(const pgd_ctx *ctx, int64_t D)
 {
-    const char *env = getenv("PAGODA_ATTENTION");
-    if (env && !strcmp(env, "rows") && D % 4 == 0)
+    pgd_attention_variant forced = ctx->opt.attention;
+    if (forced == PGD_ATTENTION_ROWS && D % 4 == 0)
         return V_ROWS;
-    if (env && !strcmp(env, "tiled"))
+    if (forced == PGD_ATTENTION_TILED)
         return V_TILED;
-    if (env && !strcmp(env, "generic"))
+    if (forced == PGD_ATTENTION_GENERIC)
         return V_GENERIC;
     if (ctx->dev.type == PGD_DEVICE_CPU && D % 4 == 0)
         return V_ROWS;
@@ -218,8 +219,9 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
      * enqueued in chunks of whole work-groups, each at its global offset. The kernels index by
      * the global id, so a chunk computes exactly what the same work-items would in one launch. */
     size_t gx = ((size_t)((Nq + rows - 1) / rows) + lx - 1) / lx * lx;
-    size_t chunk = ((size_t)chunk_rows(B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
-                   (size_t)rows;
+    size_t chunk =
+        ((size_t)chunk_rows(ctx, B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
+        (size_t)rows;
     chunk = (chunk + lx - 1) / lx * lx;
     const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
     for (size_t x0 = 0; x0 < gx && !rc; x0 += chunk) {

@@ -61,7 +61,7 @@ static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t tot
         wg = limit < 256 ? limit : 256;
     }
     size_t global = pgd__round_up((size_t)total, wg);
-    size_t chunk = flops ? (size_t)pgd__launch_rows((int64_t)global, flops, PGD_LAUNCH_GEMM_FLOPS,
+    size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops, PGD_LAUNCH_GEMM_FLOPS,
                                                     (int64_t)wg)
                          : global;
     int rc = PGD_OK;
@@ -289,11 +289,10 @@ static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
 {
     (void)h;
     (void)w;
-    const char *env = getenv("PAGODA_CONV");
-    if (env)
-        for (int a = 0; a < ALG_COUNT; a++)
-            if (!strcmp(env, alg_names[a]) && applies(ctx, c, a))
-                return a;
+    /* PGD_CONV_ALGO_<X> is ALG_<X> + 1 */
+    int forced = (int)ctx->opt.conv_algo - 1;
+    if (forced >= 0 && forced < ALG_COUNT && applies(ctx, c, forced))
+        return forced;
     if (applies(ctx, c, ALG_GEMM))
         return ALG_GEMM;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
@@ -469,15 +468,14 @@ static int run_implicit(const fwd *f, pgd_error **err)
      * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
      * 8). PAGODA_CONV_MB is a tuning knob. */
     int64_t tiles = (f->m + rm - 1) / rm;
-    const char *knob = getenv("PAGODA_CONV_MB");
-    cl_int mb = knob && atoi(knob) > 0 ? atoi(knob) : 1;
+    cl_int mb = ctx->opt.conv_mb > 0 ? ctx->opt.conv_mb : 1;
     set_arg(&cl, k, 22, sizeof mb, &mb);
     if (cl != CL_SUCCESS)
         rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
     /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
     size_t items = (size_t)((tiles + mb - 1) / mb);
     uint64_t per_row = 2u * (uint64_t)d->cout * (uint64_t)c->kg;
-    size_t chunk = (size_t)(pgd__launch_rows(f->m, per_row, PGD_LAUNCH_GEMM_FLOPS,
+    size_t chunk = (size_t)(pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS,
                                              (int64_t)rm * mb) /
                             ((int64_t)rm * mb));
     if (chunk < 1)
@@ -502,10 +500,8 @@ static int run_im2col(const fwd *f, pgd_error **err)
     uint64_t cap =
         IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
     /* A test knob: a smaller chunk (bytes) so small shapes run the chunk loop. */
-    const char *knob = getenv("PAGODA_CONV_CHUNK");
-    long long forced = knob ? strtoll(knob, NULL, 10) : 0;
-    if (forced > 0 && (uint64_t)forced < cap)
-        cap = (uint64_t)forced;
+    if (ctx->opt.conv_chunk_bytes > 0 && ctx->opt.conv_chunk_bytes < cap)
+        cap = ctx->opt.conv_chunk_bytes;
     int64_t chunk = (int64_t)(cap / row_bytes);
     if (chunk < 1)
         chunk = 1;

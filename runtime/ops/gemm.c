@@ -1,4 +1,6 @@
-/* gemm.c — GEMM dispatch: Pagoda's own kernels (cl/gemm.cl) or CLBlast.
+/* gemm.c — GEMM dispatch: Pagoda's own kernels (cl/gemm.cl) or CLBlast. Which back end a
+ * shape class uses is measured and stored by gemm_tune.c (at layer creation or on request,
+ * never here); linear layers are in linear.c.
  *
  * Variant choice (per device, never per machine):
  *   - CPU devices (PoCL and vendors' CPU runtimes): gemm_cpu. Each work-item owns an RM × NB
@@ -16,10 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "pgd_config.h"
 
-#include <jansson.h>
-#include <unistd.h>
 
 typedef struct cpu_cfg {
     int rm, vw, nv, ku;
@@ -120,10 +119,10 @@ static void set_gemm_args(cl_kernel k, const pgd__gemm_call *g, const pgd__mat *
 }
 
 /* Output rows per launch (see pgd__launch_rows), a multiple of `unit`. */
-static int64_t launch_rows(const pgd__gemm_call *g, int64_t unit)
+static int64_t launch_rows(const pgd_ctx *ctx, const pgd__gemm_call *g, int64_t unit)
 {
     uint64_t per_row = 2u * (uint64_t)g->N * (uint64_t)(g->K ? g->K : 1) * (uint64_t)g->batch;
-    return pgd__launch_rows(g->M, per_row, PGD_LAUNCH_GEMM_FLOPS, unit);
+    return pgd__launch_rows(ctx, g->M, per_row, PGD_LAUNCH_GEMM_FLOPS, unit);
 }
 
 /* The same GEMM restricted to output rows [m0, m0 + rows); `res` holds its residual operand. */
@@ -218,7 +217,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         /* Long launches go in chunks of row blocks at their global offset: gemm_cpu indexes
          * by the global id, so each chunk computes what the same work-items would at once. */
         size_t blocks = (size_t)((g->M + c.rm - 1) / c.rm);
-        size_t chunk = (size_t)((launch_rows(g, c.rm) + c.rm - 1) / c.rm); /* ≥ 1 */
+        size_t chunk = (size_t)((launch_rows(ctx, g, c.rm) + c.rm - 1) / c.rm); /* ≥ 1 */
         for (size_t b0 = 0; b0 < blocks && !rc; b0 += chunk) {
             size_t offset[3] = {b0, 0, 0};
             size_t global[3] = {blocks - b0 < chunk ? blocks - b0 : chunk,
@@ -256,7 +255,7 @@ static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         }
         /* gemm_gpu indexes tiles by the work-group id: long launches go in chunks of whole
          * tile rows, each a GEMM over its rows of A, C and the residual. */
-        int64_t chunk = launch_rows(g, c->tsm);
+        int64_t chunk = launch_rows(ctx, g, c->tsm);
         for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
             pgd__mat res;
             pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
@@ -276,186 +275,17 @@ static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
                           (unsigned long long)ctx->dev.local_mem);
 }
 
-/* ---- back-end choice: measured once per device and shape class, remembered on disk ----
- *
- * PAGODA_GEMM=pagoda|clblast forces a back end. Otherwise, where CLBlast is built in, the first
- * GEMM of a shape class times both back ends on scratch buffers (CLBlast's first call compiles
- * its kernels, which is excluded) and keeps the faster; the choice is stored in
- * <cache dir>/gemm-choices.json under the device's identity, so later runs do not measure.
- * The class is (op(A), op(B), batched?, and each of M, N, K rounded to a power of two); linear
- * layers are classed without M, measured with 256 rows. */
-
-static int forced_backend(void)
-{
-    const char *env = getenv("PAGODA_GEMM");
-    if (env && !strcmp(env, "clblast"))
-        return PGD__GEMM_CLBLAST;
-    if (env && !strcmp(env, "pagoda"))
-        return PGD__GEMM_PAGODA;
-    if (!PGD_HAVE_CLBLAST)
-        return PGD__GEMM_PAGODA;
-    return -1;
-}
-
-static int64_t pow2_class(int64_t v)
-{
-    int64_t p = 1;
-    while (p < v && p < ((int64_t)1 << 40))
-        p <<= 1;
-    return p;
-}
-
-static void class_key(const pgd__gemm_call *g, int linear, char *buf, size_t size)
-{
-    if (linear)
-        snprintf(buf, size, "linear:%lld,%lld", (long long)pow2_class(g->N),
-                 (long long)pow2_class(g->K));
-    else
-        snprintf(buf, size, "gemm:%d%d:%s:%lld,%lld,%lld", g->trans_a, g->trans_b,
-                 g->batch > 1 ? "b" : "1", (long long)pow2_class(g->M),
-                 (long long)pow2_class(g->N), (long long)pow2_class(g->K));
-}
-
-static char *choices_path(const pgd_ctx *ctx)
-{
-    if (!ctx->cache_dir)
-        return NULL;
-    size_t n = strlen(ctx->cache_dir) + 32;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/gemm-choices.json", ctx->cache_dir);
-    return p;
-}
-
-static void device_id(const pgd_ctx *ctx, char hex[65])
-{
-    pgd__cache_key(&ctx->dev, "gemm-choices", "", hex);
-}
-
-/* Loads the remembered choices of this device (once per context). */
-static void load_choices(pgd_ctx *ctx)
-{
-    if (ctx->gemm_choices)
-        return;
-    ctx->gemm_choices = json_object();
-    char *path = choices_path(ctx);
-    if (!path)
-        return;
-    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
-    free(path);
-    char id[65];
-    device_id(ctx, id);
-    json_t *mine = all ? json_object_get(all, id) : NULL;
-    json_t *ch = mine ? json_object_get(mine, "choices") : NULL;
-    if (json_is_object(ch))
-        json_object_update(ctx->gemm_choices, ch);
-    json_decref(all);
-}
-
-/* Merges our choices into the file (other devices' entries are kept): temp file + rename. */
-static void save_choices(pgd_ctx *ctx)
-{
-    char *path = choices_path(ctx);
-    if (!path)
-        return;
-    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(all)) {
-        json_decref(all);
-        all = json_object();
-    }
-    char id[65];
-    device_id(ctx, id);
-    json_object_set_new(all, id,
-                        json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
-                                  ctx->dev.driver_version, "choices", ctx->gemm_choices));
-    size_t n = strlen(path) + 48;
-    char *tmp = malloc(n);
-    if (tmp) {
-        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-        if (json_dump_file(all, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || rename(tmp, path) != 0)
-            unlink(tmp);
-        free(tmp);
-    }
-    json_decref(all);
-    free(path);
-}
-
-static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
-
-/* Median of 3 timed runs after one untimed run; a negative result means the run failed. */
-static double time_backend(pgd_ctx *ctx, const pgd__gemm_call *g, int backend)
-{
-    double t[3];
-    for (int i = -1; i < 3; i++) {
-        double t0 = pgd__now_ms();
-        int rc = backend == PGD__GEMM_CLBLAST ? pgd__gemm_clblast(ctx, g, NULL) : run_own(ctx, g, NULL);
-        if (rc || clFinish(ctx->queue) != CL_SUCCESS)
-            return -1;
-        if (i >= 0)
-            t[i] = pgd__now_ms() - t0;
-    }
-    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
-    return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
-}
-
-/* Measures both back ends on `g` with a scratch output; for a linear layer `packed` holds the
- * panel form of the same weights for Pagoda's kernel. */
-static int measure(pgd_ctx *ctx, const pgd__gemm_call *g, cl_mem packed)
-{
-    pgd_tensor *scratch = NULL;
-    int64_t shape[1] = {g->batch * g->M * g->N};
-    if (pgd_tensor_create(ctx, 1, shape, &scratch, NULL))
-        return PGD__GEMM_PAGODA;
-    pgd__gemm_call t = *g;
-    t.beta = 0.0f;
-    t.residual = NULL;
-    t.bias = NULL;
-    t.act = PGD_ACT_NONE;
-    t.c = (pgd__mat){scratch->buf, 0, (int)g->N, (long)(g->M * g->N)};
-    pgd__gemm_call own = t;
-    if (packed) {
-        own.b = (pgd__mat){packed, 0, 0, 0};
-        own.b_packed = 1;
-    }
-    double a = time_backend(ctx, &own, PGD__GEMM_PAGODA);
-    double b = time_backend(ctx, &t, PGD__GEMM_CLBLAST);
-    pgd_tensor_destroy(scratch);
-    ctx->gemm_measurements++;
-    return b > 0 && (a < 0 || b < a) ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
-}
-
-static int choose(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_mem packed)
-{
-    int forced = forced_backend();
-    if (forced >= 0)
-        return forced;
-    load_choices(ctx);
-    char key[96];
-    class_key(g, linear, key, sizeof key);
-    const char *known = json_string_value(json_object_get(ctx->gemm_choices, key));
-    if (known)
-        return !strcmp(known, "clblast") ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
-    int b = measure(ctx, g, packed);
-    json_object_set_new(ctx->gemm_choices, key, json_string(b == PGD__GEMM_CLBLAST ? "clblast" : "pagoda"));
-    save_choices(ctx);
-    return b;
-}
-
-int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g)
-{
-    return choose(ctx, g, 0, NULL);
-}
-
-static int run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+int pgd__gemm_run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
     return pgd__gemm_uses_cpu_kernel(ctx) ? run_cpu(ctx, g, err) : run_gpu(ctx, g, err);
 }
 
 static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
-    if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g) == PGD__GEMM_CLBLAST) {
+    /* The stored choice of the class, never a measurement: see gemm_tune.c. */
+    if (!g->b_packed && !g->b_own && pgd__gemm_backend(ctx, g, 0) == PGD__GEMM_CLBLAST) {
         /* CLBlast's launches are its own: long GEMMs go to it in chunks of rows. */
-        int64_t chunk = launch_rows(g, 64);
+        int64_t chunk = launch_rows(ctx, g, 64);
         int rc = PGD_OK;
         for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
             pgd__mat res;
@@ -465,21 +295,17 @@ static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         if (rc != PGD_ERR_UNSUPPORTED)
             return rc;
     }
-    return run_own(ctx, g, err);
+    return pgd__gemm_run_own(ctx, g, err);
 }
 
 /* The longest K one launch may take. Mesa's llvmpipe (22.3) ends every loop nest of a
  * work-item after about 65,535 iterations without an error (a GPU-hang guard), which silently
  * truncates the K loop of a GEMM past K ≈ 750; on software rasterisers K is therefore split
- * into chunks accumulated through beta. $PAGODA_GEMM_KCHUNK sets the chunk anywhere (tests). */
+ * into chunks accumulated through beta. options.gemm_k_chunk sets the chunk anywhere (tests). */
 static int64_t k_chunk(const pgd_ctx *ctx)
 {
-    const char *e = getenv("PAGODA_GEMM_KCHUNK");
-    if (e && *e) {
-        long v = strtol(e, NULL, 10);
-        if (v > 0)
-            return v;
-    }
+    if (ctx->opt.gemm_k_chunk > 0)
+        return ctx->opt.gemm_k_chunk;
     return ctx->dev.software_rasteriser ? 256 : INT64_MAX;
 }
 
@@ -618,159 +444,3 @@ int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a, const
     return pgd__gemm(ctx, &g, err);
 }
 
-/* ---- linear layers: weights packed once ---- */
-
-struct pgd_linear {
-    pgd_ctx *ctx;
-    int64_t n, k;
-    pgd_tensor *w;      /* packed panels on CPU devices; the [N, K] weights elsewhere */
-    pgd_tensor *bias;   /* [N] or NULL */
-    int packed;
-    int backend; /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
-};
-
-int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
-                      pgd_linear **out, pgd_error **err)
-{
-    *out = NULL;
-    char sw[96], sb[96];
-    if (w->ndim != 2)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
-                              pgd_tensor_shape_str(w, sw, sizeof sw));
-    int64_t n = w->shape[0], k = w->shape[1];
-    if (bias && pgd_tensor_numel(bias) != n)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s does not match weights %s",
-                              pgd_tensor_shape_str(bias, sb, sizeof sb),
-                              pgd_tensor_shape_str(w, sw, sizeof sw));
-    pgd_linear *l = calloc(1, sizeof *l);
-    if (!l)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "linear layer");
-    l->ctx = ctx;
-    l->n = n;
-    l->k = k;
-    int rc = PGD_OK;
-    pgd_tensor *panels = NULL;
-    if (pgd__gemm_uses_cpu_kernel(ctx)) {
-        int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
-        rc = pgd_tensor_create(ctx, 1, shape, &panels, err);
-        if (!rc) {
-            pgd__mat src = {w->buf, 0, (int)k, 0};
-            rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, panels->buf, 0, err);
-        }
-    }
-    int backend = PGD__GEMM_PAGODA;
-    if (!rc) {
-        /* The class of a linear layer ignores M: it is measured with 256 rows. */
-        pgd__gemm_call probe;
-        memset(&probe, 0, sizeof probe);
-        probe.trans_b = 1;
-        probe.M = 256;
-        probe.N = n;
-        probe.K = k;
-        probe.batch = 1;
-        probe.alpha = 1.0f;
-        pgd_tensor *x = NULL;
-        int64_t xs[1] = {256 * k};
-        int need_probe = forced_backend() < 0;
-        if (need_probe && pgd_tensor_create(ctx, 1, xs, &x, NULL) == PGD_OK) {
-            probe.a = (pgd__mat){x->buf, 0, (int)k, 0};
-            probe.b = (pgd__mat){w->buf, 0, (int)k, 0};
-            backend = choose(ctx, &probe, 1, panels ? panels->buf : NULL);
-            pgd_tensor_destroy(x);
-        } else if (!need_probe) {
-            backend = forced_backend();
-        }
-    }
-    if (!rc && backend == PGD__GEMM_PAGODA && panels) {
-        l->w = panels;
-        panels = NULL;
-        l->packed = 1;
-    } else if (!rc) {
-        l->backend = backend;
-        int64_t shape[2] = {n, k};
-        rc = pgd_tensor_create(ctx, 2, shape, &l->w, err);
-        if (!rc) {
-            cl_int cl = clEnqueueCopyBuffer(ctx->queue, w->buf, l->w->buf, 0, 0,
-                                            (size_t)(n * k) * sizeof(float), 0, NULL, NULL);
-            if (cl != CL_SUCCESS)
-                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying linear weights %s",
-                                  pgd_tensor_shape_str(w, sw, sizeof sw));
-        }
-    }
-    pgd_tensor_destroy(panels);
-    if (!rc && bias) {
-        int64_t shape[1] = {n};
-        rc = pgd_tensor_create(ctx, 1, shape, &l->bias, err);
-        if (!rc) {
-            cl_int cl = clEnqueueCopyBuffer(ctx->queue, bias->buf, l->bias->buf, 0, 0,
-                                            (size_t)n * sizeof(float), 0, NULL, NULL);
-            if (cl != CL_SUCCESS)
-                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying a linear bias");
-        }
-    }
-    if (rc) {
-        pgd_linear_destroy(l);
-        return rc;
-    }
-    *out = l;
-    return PGD_OK;
-}
-
-void pgd_linear_destroy(pgd_linear *l)
-{
-    if (!l)
-        return;
-    pgd_tensor_destroy(l->w);
-    pgd_tensor_destroy(l->bias);
-    free(l);
-}
-
-int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, pgd_act act,
-                       const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
-{
-    char sx[96], sy[96];
-    pgd_tensor_shape_str(x, sx, sizeof sx);
-    pgd_tensor_shape_str(y, sy, sizeof sy);
-    if (x->ndim < 1 || y->ndim < 1 || x->shape[x->ndim - 1] != l->k ||
-        y->shape[y->ndim - 1] != l->n ||
-        pgd_tensor_numel(x) / (l->k ? l->k : 1) != pgd_tensor_numel(y) / (l->n ? l->n : 1))
-        return pgd__error_set(err, PGD_ERR_SHAPE,
-                              "linear %lld->%lld: input %s must end in %lld and output %s in "
-                              "%lld, with equal leading sizes",
-                              (long long)l->k, (long long)l->n, sx, (long long)l->k, sy,
-                              (long long)l->n);
-    if (residual && pgd_tensor_numel(residual) != pgd_tensor_numel(y)) {
-        char sr[96];
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: residual %s must be shaped like the "
-                              "output %s", pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
-    }
-    pgd__gemm_call g;
-    memset(&g, 0, sizeof g);
-    g.trans_b = 1;
-    g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
-    g.N = l->n;
-    g.K = l->k;
-    g.batch = 1;
-    g.alpha = 1.0f;
-    g.act = act;
-    g.a = (pgd__mat){x->buf, 0, (int)l->k, 0};
-    g.b = (pgd__mat){l->w->buf, 0, (int)l->k, 0};
-    g.b_packed = l->packed;
-    g.b_own = 1; /* the back end was chosen when the layer was created */
-    g.c = (pgd__mat){y->buf, 0, (int)l->n, 0};
-    pgd__mat bias, res;
-    if (l->bias) {
-        bias = (pgd__mat){l->bias->buf, 0, 0, 0};
-        g.bias = &bias;
-    }
-    if (residual) {
-        res = (pgd__mat){residual->buf, 0, (int)l->n, 0};
-        g.residual = &res;
-    }
-    if (l->backend == PGD__GEMM_CLBLAST) {
-        int rc = pgd__gemm_clblast(ctx, &g, err);
-        if (rc != PGD_ERR_UNSUPPORTED)
-            return rc;
-    }
-    return pgd__gemm(ctx, &g, err);
-}

@@ -234,14 +234,12 @@ const pgd_nonlocal_desc *pgd_nonlocal_get_desc(const pgd_nonlocal *nl)
 /* ---- the concatenation form's kernels ------------------------------------------------------ */
 
 /* The longest key range one nl_concat launch sums over: Mesa's llvmpipe ends a work-item's
- * loops after ~65,535 iterations (see gemm.c), so ranges are cut at 8192. $PAGODA_NL_KEY_CHUNK
- * sets another length (tests). The only environment read of this file. */
-static cl_int key_chunk(void)
+ * loops after ~65,535 iterations (see gemm.c), so ranges are cut at 8192; the context's
+ * nl_key_chunk option sets another length (tests). */
+static cl_int key_chunk(const pgd_ctx *ctx)
 {
-    const char *env = getenv("PAGODA_NL_KEY_CHUNK");
-    if (env && atoi(env) > 0)
-        return (cl_int)atoi(env);
-    return 8192;
+    int64_t n = ctx->opt.nl_key_chunk;
+    return n > 0 && n <= INT32_MAX ? (cl_int)n : 8192;
 }
 
 /* out[r] = Σ_c X[off + r·ld + c]·w[c] for r < rows. */
@@ -300,7 +298,7 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
         l0 = 1;
     size_t global[3] = {pgd__round_up((size_t)Ci, l0), (size_t)N, (size_t)Bn};
     size_t local[3] = {l0, 1, 1};
-    cl_int chunk = key_chunk();
+    cl_int chunk = key_chunk(ctx);
     for (cl_int j0 = 0; j0 < np && !rc; j0 += chunk) {
         cl_int j1 = np - j0 > chunk ? j0 + chunk : np, acc = j0 > 0;
         e = clSetKernelArg(k, 10, sizeof j0, &j0);

@@ -72,8 +72,7 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
      * each barrier is a pass over all its items: two SIMD widths of items (at least 4) keep the
      * loops vectorised and the barriers cheap. On PoCL 3.1 a [1576, 768] LayerNorm took 28 ms
      * with 1024 items per row and 2.5 ms with 16. */
-    const char *force = getenv("PAGODA_ROW_WG");
-    long forced = force ? strtol(force, NULL, 10) : 0;
+    long forced = ctx->opt.row_wg;
     if (forced > 0) {
         /* A development and test knob: an upper bound on the work-group size of the row
          * kernels that replaces the cap below, so CPU runs can exercise the wide reductions a

@@ -1,0 +1,201 @@
+/* options.c — context options: defaults, the one reader of the environment, and the copy a
+ * context keeps. Every PAGODA_* knob is parsed here, strictly, once per context creation; the
+ * ops read the parsed values from ctx->opt and never the environment. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void pgd_ctx_options_init(pgd_ctx_options *opt) { memset(opt, 0, sizeof *opt); }
+
+/* ---- strict parsers: the whole value must parse, else an error naming the variable ---- */
+
+static int bad(pgd_error **err, const char *var, const char *value, const char *accepted)
+{
+    return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s='%s': expected %s", var, value,
+                          accepted);
+}
+
+/* A positive decimal integer no larger than max. */
+static int parse_positive(const char *var, const char *s, int64_t max, int64_t *out,
+                          pgd_error **err)
+{
+    char accepted[96];
+    snprintf(accepted, sizeof accepted, "a positive whole number (1 to %lld)", (long long)max);
+    if (!(*s >= '0' && *s <= '9'))
+        return bad(err, var, s, accepted);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < 1 || v > max)
+        return bad(err, var, s, accepted);
+    *out = v;
+    return PGD_OK;
+}
+
+/* A positive byte count with an optional K, M or G (binary) suffix. */
+static int parse_bytes(const char *var, const char *s, uint64_t *out, pgd_error **err)
+{
+    static const char accepted[] = "a positive byte count, optionally with a K, M or G suffix "
+                                   "(binary), such as 4096, 512M or 2G";
+    if (!(*s >= '0' && *s <= '9'))
+        return bad(err, var, s, accepted);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || *end || v == 0 || v > (UINT64_MAX >> shift))
+        return bad(err, var, s, accepted);
+    *out = (uint64_t)v << shift;
+    return PGD_OK;
+}
+
+/* One of `names` (NULL-terminated); the index is the enum value. */
+static int parse_enum(const char *var, const char *s, const char *const *names, int *out,
+                      pgd_error **err)
+{
+    char accepted[160] = "one of";
+    for (int i = 0; names[i]; i++) {
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return PGD_OK;
+        }
+        size_t used = strlen(accepted);
+        snprintf(accepted + used, sizeof accepted - used, "%s %s", i ? "," : "", names[i]);
+    }
+    return bad(err, var, s, accepted);
+}
+
+static int parse_bool(const char *var, const char *s, int *out, pgd_error **err)
+{
+    static const char *const names[] = {"0", "1", "off", "on", "no", "yes", "false", "true", NULL};
+    int i;
+    int rc = parse_enum(var, s, names, &i, err);
+    if (!rc)
+        *out = i % 2;
+    return rc;
+}
+
+/* The value of a variable, or NULL when it is unset or empty (an empty value means "default",
+ * so that `PAGODA_GEMM= pagoda ...` undoes an exported one). */
+static const char *env(const char *var)
+{
+    const char *s = getenv(var);
+    return s && *s ? s : NULL;
+}
+
+int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
+{
+    static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
+    static const char *const tunings[] = {"create", "request", NULL};
+    static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", NULL};
+    static const char *const attns[] = {"auto", "rows", "tiled", "generic", NULL};
+    pgd_ctx_options o = *opt; /* committed only when every variable parsed */
+    const char *s;
+    int rc = PGD_OK, e;
+    int64_t v;
+
+    if ((s = env("PAGODA_DEVICE")))
+        o.device = s;
+    if ((s = env("PAGODA_CACHE_DIR")))
+        o.cache_dir = s;
+    if ((s = env("PAGODA_CL_DIR")))
+        o.kernel_dir = s;
+    if (!rc && (s = env("PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
+        o.profiling = o.profile_print_at_destroy = e;
+    if (!rc && (s = env("PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
+        o.gemm_backend = (pgd_gemm_backend)e;
+    if (!rc && (s = env("PAGODA_GEMM_TUNE")) &&
+        !(rc = parse_enum("PAGODA_GEMM_TUNE", s, tunings, &e, err)))
+        o.gemm_tuning = (pgd_gemm_tuning)e;
+    if (!rc && (s = env("PAGODA_GEMM_KCHUNK")) &&
+        !(rc = parse_positive("PAGODA_GEMM_KCHUNK", s, INT32_MAX, &v, err)))
+        o.gemm_k_chunk = v;
+    if (!rc && (s = env("PAGODA_CONV")) && !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
+        o.conv_algo = (pgd_conv_algo)e;
+    if (!rc && (s = env("PAGODA_CONV_MB")) &&
+        !(rc = parse_positive("PAGODA_CONV_MB", s, 4096, &v, err)))
+        o.conv_mb = (int)v;
+    if (!rc && (s = env("PAGODA_CONV_CHUNK")))
+        rc = parse_bytes("PAGODA_CONV_CHUNK", s, &o.conv_chunk_bytes, err);
+    if (!rc && (s = env("PAGODA_ATTENTION")) &&
+        !(rc = parse_enum("PAGODA_ATTENTION", s, attns, &e, err)))
+        o.attention = (pgd_attention_variant)e;
+    if (!rc && (s = env("PAGODA_ROW_WG")) &&
+        !(rc = parse_positive("PAGODA_ROW_WG", s, 1 << 20, &v, err)))
+        o.row_wg = (int)v;
+    if (!rc && (s = env("PAGODA_MAX_LAUNCH_ROWS")) &&
+        !(rc = parse_positive("PAGODA_MAX_LAUNCH_ROWS", s, INT64_MAX, &v, err)))
+        o.max_launch_rows = v;
+    if (!rc && (s = env("PAGODA_GLOBAL_MEM")))
+        rc = parse_bytes("PAGODA_GLOBAL_MEM", s, &o.global_mem_limit, err);
+    if (!rc && (s = env("PAGODA_MAX_ALLOC")))
+        rc = parse_bytes("PAGODA_MAX_ALLOC", s, &o.max_alloc_limit, err);
+    if (!rc && (s = env("PAGODA_MAX_BATCH")) &&
+        !(rc = parse_positive("PAGODA_MAX_BATCH", s, INT32_MAX, &v, err)))
+        o.max_batch = (int)v;
+    if (!rc && (s = env("PAGODA_NL_KEY_CHUNK")) &&
+        !(rc = parse_positive("PAGODA_NL_KEY_CHUNK", s, INT32_MAX, &v, err)))
+        o.nl_key_chunk = v;
+    if (!rc)
+        *opt = o;
+    return rc;
+}
+
+/* ---- the copy a context keeps ---- */
+
+int pgd__options_copy(pgd_ctx_options *dst, const pgd_ctx_options *src)
+{
+    pgd_ctx_options o;
+    if (src)
+        o = *src;
+    else
+        pgd_ctx_options_init(&o);
+    o.device = pgd__strdup(o.device);
+    o.cache_dir = pgd__strdup(o.cache_dir);
+    o.kernel_dir = pgd__strdup(o.kernel_dir);
+    if ((src && src->device && !o.device) || (src && src->cache_dir && !o.cache_dir) ||
+        (src && src->kernel_dir && !o.kernel_dir)) {
+        pgd__options_free(&o);
+        return -1;
+    }
+    *dst = o;
+    return 0;
+}
+
+void pgd__options_free(pgd_ctx_options *opt)
+{
+    free((char *)opt->device);
+    free((char *)opt->cache_dir);
+    free((char *)opt->kernel_dir);
+    opt->device = opt->cache_dir = opt->kernel_dir = NULL;
+}
+
+/* The platform's cache location ($XDG_CACHE_HOME/pagoda, else $HOME/.cache/pagoda) for a
+ * NULL cache_dir: where to cache is the user's platform convention, not a Pagoda knob, but it
+ * is read here so that the environment stays in one file. */
+int pgd__default_cache_dir(char *buf, size_t size)
+{
+    const char *xdg = env("XDG_CACHE_HOME");
+    const char *home = env("HOME");
+    if (xdg)
+        snprintf(buf, size, "%s/pagoda", xdg);
+    else if (home)
+        snprintf(buf, size, "%s/.cache/pagoda", home);
+    else
+        return -1;
+    return 0;
+}
+
+const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx) { return &ctx->opt; }

@@ -1,0 +1,164 @@
+/* linear.c — linear layers y = x·Wᵀ + b: weights packed once for Pagoda's CPU kernel, and the
+ * GEMM back end of the layer's shape class chosen when the layer is created (measured then when
+ * options.gemm_tuning allows, see gemm_tune.c), never in its forward pass. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct pgd_linear {
+    pgd_ctx *ctx;
+    int64_t n, k;
+    pgd_tensor *w;      /* packed panels on CPU devices; the [N, K] weights elsewhere */
+    pgd_tensor *bias;   /* [N] or NULL */
+    int packed;
+    int backend; /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
+};
+
+int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                      pgd_linear **out, pgd_error **err)
+{
+    *out = NULL;
+    char sw[96], sb[96];
+    if (w->ndim != 2)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
+                              pgd_tensor_shape_str(w, sw, sizeof sw));
+    int64_t n = w->shape[0], k = w->shape[1];
+    if (bias && pgd_tensor_numel(bias) != n)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s does not match weights %s",
+                              pgd_tensor_shape_str(bias, sb, sizeof sb),
+                              pgd_tensor_shape_str(w, sw, sizeof sw));
+    pgd_linear *l = calloc(1, sizeof *l);
+    if (!l)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "linear layer");
+    l->ctx = ctx;
+    l->n = n;
+    l->k = k;
+    int rc = PGD_OK;
+    pgd_tensor *panels = NULL;
+    if (pgd__gemm_uses_cpu_kernel(ctx)) {
+        int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
+        rc = pgd_tensor_create(ctx, 1, shape, &panels, err);
+        if (!rc) {
+            pgd__mat src = {w->buf, 0, (int)k, 0};
+            rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, panels->buf, 0, err);
+        }
+    }
+    int backend = PGD__GEMM_PAGODA;
+    if (!rc && pgd__gemm_forced(ctx) >= 0) {
+        backend = pgd__gemm_forced(ctx);
+    } else if (!rc) {
+        /* The class of a linear layer ignores M: it is measured with 256 rows. */
+        pgd__gemm_call probe;
+        memset(&probe, 0, sizeof probe);
+        probe.trans_b = 1;
+        probe.M = 256;
+        probe.N = n;
+        probe.K = k;
+        probe.batch = 1;
+        probe.alpha = 1.0f;
+        pgd_tensor *x = NULL;
+        int64_t xs[1] = {256 * k};
+        backend = pgd__gemm_backend(ctx, &probe, 1); /* stored, else Pagoda */
+        if (ctx->opt.gemm_tuning == PGD_GEMM_TUNE_AT_CREATE &&
+            pgd_tensor_create(ctx, 1, xs, &x, NULL) == PGD_OK) {
+            probe.a = (pgd__mat){x->buf, 0, (int)k, 0};
+            probe.b = (pgd__mat){w->buf, 0, (int)k, 0};
+            backend = pgd__gemm_tune_call(ctx, &probe, 1, panels ? panels->buf : NULL);
+            pgd_tensor_destroy(x);
+        }
+    }
+    if (!rc && backend == PGD__GEMM_PAGODA && panels) {
+        l->w = panels;
+        panels = NULL;
+        l->packed = 1;
+    } else if (!rc) {
+        l->backend = backend;
+        int64_t shape[2] = {n, k};
+        rc = pgd_tensor_create(ctx, 2, shape, &l->w, err);
+        if (!rc) {
+            cl_int cl = clEnqueueCopyBuffer(ctx->queue, w->buf, l->w->buf, 0, 0,
+                                            (size_t)(n * k) * sizeof(float), 0, NULL, NULL);
+            if (cl != CL_SUCCESS)
+                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying linear weights %s",
+                                  pgd_tensor_shape_str(w, sw, sizeof sw));
+        }
+    }
+    pgd_tensor_destroy(panels);
+    if (!rc && bias) {
+        int64_t shape[1] = {n};
+        rc = pgd_tensor_create(ctx, 1, shape, &l->bias, err);
+        if (!rc) {
+            cl_int cl = clEnqueueCopyBuffer(ctx->queue, bias->buf, l->bias->buf, 0, 0,
+                                            (size_t)n * sizeof(float), 0, NULL, NULL);
+            if (cl != CL_SUCCESS)
+                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying a linear bias");
+        }
+    }
+    if (rc) {
+        pgd_linear_destroy(l);
+        return rc;
+    }
+    *out = l;
+    return PGD_OK;
+}
+
+void pgd_linear_destroy(pgd_linear *l)
+{
+    if (!l)
+        return;
+    pgd_tensor_destroy(l->w);
+    pgd_tensor_destroy(l->bias);
+    free(l);
+}
+
+int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, pgd_act act,
+                       const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
+{
+    char sx[96], sy[96];
+    pgd_tensor_shape_str(x, sx, sizeof sx);
+    pgd_tensor_shape_str(y, sy, sizeof sy);
+    if (x->ndim < 1 || y->ndim < 1 || x->shape[x->ndim - 1] != l->k ||
+        y->shape[y->ndim - 1] != l->n ||
+        pgd_tensor_numel(x) / (l->k ? l->k : 1) != pgd_tensor_numel(y) / (l->n ? l->n : 1))
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "linear %lld->%lld: input %s must end in %lld and output %s in "
+                              "%lld, with equal leading sizes",
+                              (long long)l->k, (long long)l->n, sx, (long long)l->k, sy,
+                              (long long)l->n);
+    if (residual && pgd_tensor_numel(residual) != pgd_tensor_numel(y)) {
+        char sr[96];
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: residual %s must be shaped like the "
+                              "output %s", pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
+    }
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.trans_b = 1;
+    g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
+    g.N = l->n;
+    g.K = l->k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.act = act;
+    g.a = (pgd__mat){x->buf, 0, (int)l->k, 0};
+    g.b = (pgd__mat){l->w->buf, 0, (int)l->k, 0};
+    g.b_packed = l->packed;
+    g.b_own = 1; /* the back end was chosen when the layer was created */
+    g.c = (pgd__mat){y->buf, 0, (int)l->n, 0};
+    pgd__mat bias, res;
+    if (l->bias) {
+        bias = (pgd__mat){l->bias->buf, 0, 0, 0};
+        g.bias = &bias;
+    }
+    if (residual) {
+        res = (pgd__mat){residual->buf, 0, (int)l->n, 0};
+        g.residual = &res;
+    }
+    if (l->backend == PGD__GEMM_CLBLAST) {
+        int rc = pgd__gemm_clblast(ctx, &g, err);
+        if (rc != PGD_ERR_UNSUPPORTED)
+            return rc;
+    }
+    return pgd__gemm(ctx, &g, err);
+}

@@ -1,0 +1,306 @@
+/* test_options.c — context options (core/options.c): the defaults, every PAGODA_* variable
+ * parsed into its field, bad values refused naming the variable, and contexts with different
+ * options side by side in one process. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static const char *const vars[] = {
+    "PAGODA_DEVICE",      "PAGODA_CACHE_DIR",  "PAGODA_CL_DIR",       "PAGODA_PROFILE",
+    "PAGODA_GEMM",        "PAGODA_GEMM_TUNE",  "PAGODA_GEMM_KCHUNK",  "PAGODA_CONV",
+    "PAGODA_CONV_MB",     "PAGODA_CONV_CHUNK", "PAGODA_ATTENTION",    "PAGODA_ROW_WG",
+    "PAGODA_MAX_LAUNCH_ROWS", "PAGODA_GLOBAL_MEM", "PAGODA_MAX_ALLOC", "PAGODA_MAX_BATCH",
+    "PAGODA_NL_KEY_CHUNK", NULL,
+};
+
+static void clear_env(void)
+{
+    for (int i = 0; vars[i]; i++)
+        unsetenv(vars[i]);
+}
+
+static int all_zero(const pgd_ctx_options *o)
+{
+    pgd_ctx_options z;
+    memset(&z, 0, sizeof z);
+    return memcmp(o, &z, sizeof z) == 0;
+}
+
+START_TEST(defaults)
+{
+    clear_env();
+    pgd_ctx_options o;
+    memset(&o, 0xA5, sizeof o);
+    pgd_ctx_options_init(&o);
+    ck_assert(all_zero(&o));
+    ck_assert_int_eq(o.gemm_backend, PGD_GEMM_BACKEND_AUTO);
+    ck_assert_int_eq(o.gemm_tuning, PGD_GEMM_TUNE_AT_CREATE);
+    ck_assert_int_eq(o.conv_algo, PGD_CONV_ALGO_AUTO);
+    ck_assert_int_eq(o.attention, PGD_ATTENTION_AUTO);
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_ctx_options_from_env(&o, &err), &err);
+    ck_assert(all_zero(&o)); /* nothing set: nothing changes */
+    /* empty values mean "default" too */
+    for (int i = 0; vars[i]; i++)
+        setenv(vars[i], "", 1);
+    PGD_CHECK_OK(pgd_ctx_options_from_env(&o, &err), &err);
+    ck_assert(all_zero(&o));
+    /* only the variables set are written: a caller's values survive */
+    clear_env();
+    o.max_batch = 3;
+    o.conv_algo = PGD_CONV_ALGO_DIRECT;
+    setenv("PAGODA_GEMM", "pagoda", 1);
+    PGD_CHECK_OK(pgd_ctx_options_from_env(&o, &err), &err);
+    ck_assert_int_eq(o.max_batch, 3);
+    ck_assert_int_eq(o.conv_algo, PGD_CONV_ALGO_DIRECT);
+    ck_assert_int_eq(o.gemm_backend, PGD_GEMM_BACKEND_PAGODA);
+    clear_env();
+}
+END_TEST
+
+START_TEST(every_variable)
+{
+    clear_env();
+    setenv("PAGODA_DEVICE", "cpu", 1);
+    setenv("PAGODA_CACHE_DIR", "/tmp/somewhere", 1);
+    setenv("PAGODA_CL_DIR", "cl/", 1);
+    setenv("PAGODA_PROFILE", "1", 1);
+    setenv("PAGODA_GEMM", "clblast", 1);
+    setenv("PAGODA_GEMM_TUNE", "request", 1);
+    setenv("PAGODA_GEMM_KCHUNK", "97", 1);
+    setenv("PAGODA_CONV", "im2col", 1);
+    setenv("PAGODA_CONV_MB", "4", 1);
+    setenv("PAGODA_CONV_CHUNK", "4K", 1);
+    setenv("PAGODA_ATTENTION", "generic", 1);
+    setenv("PAGODA_ROW_WG", "1024", 1);
+    setenv("PAGODA_MAX_LAUNCH_ROWS", "1", 1);
+    setenv("PAGODA_GLOBAL_MEM", "2G", 1);
+    setenv("PAGODA_MAX_ALLOC", "512m", 1);
+    setenv("PAGODA_MAX_BATCH", "8", 1);
+    setenv("PAGODA_NL_KEY_CHUNK", "5", 1);
+    pgd_ctx_options o;
+    pgd_ctx_options_init(&o);
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_ctx_options_from_env(&o, &err), &err);
+    ck_assert_str_eq(o.device, "cpu");
+    ck_assert_str_eq(o.cache_dir, "/tmp/somewhere");
+    ck_assert_str_eq(o.kernel_dir, "cl/");
+    ck_assert_int_eq(o.profiling, 1);
+    ck_assert_int_eq(o.profile_print_at_destroy, 1);
+    ck_assert_int_eq(o.gemm_backend, PGD_GEMM_BACKEND_CLBLAST);
+    ck_assert_int_eq(o.gemm_tuning, PGD_GEMM_TUNE_ON_REQUEST);
+    ck_assert_int_eq(o.gemm_k_chunk, 97);
+    ck_assert_int_eq(o.conv_algo, PGD_CONV_ALGO_IM2COL);
+    ck_assert_int_eq(o.conv_mb, 4);
+    ck_assert_uint_eq(o.conv_chunk_bytes, 4096);
+    ck_assert_int_eq(o.attention, PGD_ATTENTION_GENERIC);
+    ck_assert_int_eq(o.row_wg, 1024);
+    ck_assert_int_eq(o.max_launch_rows, 1);
+    ck_assert_uint_eq(o.global_mem_limit, UINT64_C(2) << 30);
+    ck_assert_uint_eq(o.max_alloc_limit, UINT64_C(512) << 20);
+    ck_assert_int_eq(o.max_batch, 8);
+    ck_assert_int_eq(o.nl_key_chunk, 5);
+
+    /* the other spellings of each enumeration and boolean */
+    static const struct {
+        const char *var, *value;
+        int want;
+    } spell[] = {
+        {"PAGODA_GEMM", "auto", PGD_GEMM_BACKEND_AUTO},
+        {"PAGODA_GEMM", "pagoda", PGD_GEMM_BACKEND_PAGODA},
+        {"PAGODA_GEMM_TUNE", "create", PGD_GEMM_TUNE_AT_CREATE},
+        {"PAGODA_CONV", "auto", PGD_CONV_ALGO_AUTO},
+        {"PAGODA_CONV", "gemm", PGD_CONV_ALGO_GEMM},
+        {"PAGODA_CONV", "implicit", PGD_CONV_ALGO_IMPLICIT},
+        {"PAGODA_CONV", "direct", PGD_CONV_ALGO_DIRECT},
+        {"PAGODA_ATTENTION", "auto", PGD_ATTENTION_AUTO},
+        {"PAGODA_ATTENTION", "rows", PGD_ATTENTION_ROWS},
+        {"PAGODA_ATTENTION", "tiled", PGD_ATTENTION_TILED},
+        {"PAGODA_PROFILE", "0", 0},
+        {"PAGODA_PROFILE", "off", 0},
+        {"PAGODA_PROFILE", "yes", 1},
+        {"PAGODA_PROFILE", "true", 1},
+    };
+    for (size_t i = 0; i < sizeof spell / sizeof spell[0]; i++) {
+        clear_env();
+        setenv(spell[i].var, spell[i].value, 1);
+        pgd_ctx_options_init(&o);
+        PGD_CHECK_OK(pgd_ctx_options_from_env(&o, &err), &err);
+        int got = !strcmp(spell[i].var, "PAGODA_GEMM")        ? (int)o.gemm_backend
+                  : !strcmp(spell[i].var, "PAGODA_GEMM_TUNE") ? (int)o.gemm_tuning
+                  : !strcmp(spell[i].var, "PAGODA_CONV")      ? (int)o.conv_algo
+                  : !strcmp(spell[i].var, "PAGODA_ATTENTION") ? (int)o.attention
+                                                              : o.profiling;
+        ck_assert_msg(got == spell[i].want, "%s=%s gave %d, not %d", spell[i].var,
+                      spell[i].value, got, spell[i].want);
+    }
+    clear_env();
+}
+END_TEST
+
+START_TEST(bad_values)
+{
+    static const struct {
+        const char *var, *value, *accepted;
+    } cases[] = {
+        {"PAGODA_GEMM", "fast", "auto, pagoda, clblast"},
+        {"PAGODA_GEMM", "CLBlast", "auto, pagoda, clblast"},
+        {"PAGODA_GEMM_TUNE", "always", "create, request"},
+        {"PAGODA_GEMM_KCHUNK", "0", "positive whole number"},
+        {"PAGODA_GEMM_KCHUNK", "97x", "positive whole number"},
+        {"PAGODA_CONV", "winograd", "im2col"},
+        {"PAGODA_CONV_MB", "-1", "positive whole number"},
+        {"PAGODA_CONV_CHUNK", "4T", "byte count"},
+        {"PAGODA_ATTENTION", "flash", "generic"},
+        {"PAGODA_ROW_WG", "wide", "positive whole number"},
+        {"PAGODA_MAX_LAUNCH_ROWS", " 1", "positive whole number"},
+        {"PAGODA_GLOBAL_MEM", "lots", "byte count"},
+        {"PAGODA_GLOBAL_MEM", "-5G", "byte count"},
+        {"PAGODA_GLOBAL_MEM", "0", "byte count"},
+        {"PAGODA_MAX_ALLOC", "1GB", "byte count"},
+        {"PAGODA_MAX_ALLOC", "99999999999999999999", "byte count"},
+        {"PAGODA_MAX_BATCH", "-3", "positive whole number"},
+        {"PAGODA_MAX_BATCH", "2.5", "positive whole number"},
+        {"PAGODA_MAX_BATCH", "99999999999", "positive whole number"},
+        {"PAGODA_NL_KEY_CHUNK", "some", "positive whole number"},
+        {"PAGODA_PROFILE", "2", "one of 0, 1, off, on"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        clear_env();
+        setenv("PAGODA_MAX_BATCH", "4", 1); /* a good value beside the bad one */
+        setenv(cases[i].var, cases[i].value, 1);
+        pgd_ctx_options o, before;
+        pgd_ctx_options_init(&o);
+        o.row_wg = 7;
+        before = o;
+        pgd_error *err = NULL;
+        ck_assert_int_eq(pgd_ctx_options_from_env(&o, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(err);
+        ck_assert_int_eq(pgd_error_code(err), PGD_ERR_INVALID_ARGUMENT);
+        const char *msg = pgd_error_message(err);
+        ck_assert_msg(strstr(msg, cases[i].var) && strstr(msg, cases[i].value) &&
+                          strstr(msg, cases[i].accepted),
+                      "%s=%s: message '%s' lacks the variable, value or '%s'", cases[i].var,
+                      cases[i].value, msg, cases[i].accepted);
+        ck_assert_msg(memcmp(&o, &before, sizeof o) == 0, "%s: options changed on error",
+                      cases[i].var);
+        pgd_error_free(err);
+        /* pgd_ctx_create reads the environment the same way and refuses before any device */
+        pgd_ctx *ctx = (pgd_ctx *)&o;
+        err = NULL;
+        ck_assert_int_eq(pgd_ctx_create(NULL, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_null(ctx);
+        ck_assert(strstr(pgd_error_message(err), cases[i].var) != NULL);
+        pgd_error_free(err);
+    }
+    clear_env();
+}
+END_TEST
+
+/* Two contexts in one process with different options behave differently, each as told. */
+START_TEST(contexts_apart)
+{
+    const char *cache = getenv("PAGODA_CACHE_DIR"); /* meson's, kept for the build cache */
+    char *keep = cache ? strdup(cache) : NULL;
+    clear_env();
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_error *err = NULL;
+    char selector[64];
+    snprintf(selector, sizeof selector, "%s", pgd_test_selector(&d[0]));
+
+    pgd_ctx_options oa, ob;
+    pgd_ctx_options_init(&oa);
+    pgd_ctx_options_init(&ob);
+    oa.device = selector;
+    oa.cache_dir = keep;
+    oa.conv_algo = PGD_CONV_ALGO_DIRECT;
+    oa.gemm_backend = PGD_GEMM_BACKEND_PAGODA;
+    oa.max_batch = 2;
+    oa.global_mem_limit = UINT64_C(64) << 20;
+    ob.device = selector;
+    ob.cache_dir = "off";
+    ob.conv_algo = PGD_CONV_ALGO_IM2COL;
+    ob.gemm_backend = PGD_GEMM_BACKEND_CLBLAST;
+    ob.profiling = 1;
+    pgd_ctx *a = NULL, *b = NULL;
+    PGD_CHECK_OK(pgd_ctx_create_with_options(&oa, &a, &err), &err);
+    PGD_CHECK_OK(pgd_ctx_create_with_options(&ob, &b, &err), &err);
+    /* the contexts keep copies: the caller's strings may change */
+    memset(selector, 'x', sizeof selector - 1);
+    ck_assert_str_eq(pgd_ctx_get_options(a)->device, pgd_test_selector(&d[0]));
+    ck_assert_str_eq(pgd_ctx_get_options(b)->cache_dir, "off");
+    ck_assert_int_eq(pgd_ctx_get_options(a)->max_batch, 2);
+    ck_assert_int_eq(pgd_ctx_get_options(b)->max_batch, 0);
+    ck_assert_ptr_null(pgd_ctx_cache_dir(b));
+    if (keep)
+        ck_assert_ptr_nonnull(pgd_ctx_cache_dir(a));
+    uint64_t real = d[0].global_mem;
+    ck_assert_uint_eq(pgd_ctx_device(a)->global_mem,
+                      real < (UINT64_C(64) << 20) ? real : UINT64_C(64) << 20);
+    ck_assert_uint_eq(pgd_ctx_device(b)->global_mem, real);
+    ck_assert_int_eq(a->profiling, 0);
+    ck_assert_int_eq(b->profiling, 1);
+
+    /* the same 3x3 convolution, two algorithms */
+    pgd_conv2d_desc desc = {8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+    float w[8 * 8 * 9];
+    for (int i = 0; i < 8 * 8 * 9; i++)
+        w[i] = (float)(i % 7) * 0.1f;
+    pgd_conv2d *ca = NULL, *cb = NULL;
+    PGD_CHECK_OK(pgd_conv2d_create(a, &desc, w, NULL, NULL, &ca, &err), &err);
+    PGD_CHECK_OK(pgd_conv2d_create(b, &desc, w, NULL, NULL, &cb, &err), &err);
+    ck_assert_str_eq(pgd_conv2d_algorithm(a, ca, 9, 9), "direct");
+    ck_assert_str_eq(pgd_conv2d_algorithm(b, cb, 9, 9), "im2col");
+    pgd_conv2d_destroy(ca);
+    pgd_conv2d_destroy(cb);
+
+    /* the same GEMM, two back ends (forced: nothing measured) */
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.M = g.N = g.K = 32;
+    g.batch = 1;
+    ck_assert_int_eq(pgd__gemm_backend(a, &g, 0), PGD__GEMM_PAGODA);
+    ck_assert_int_eq(pgd__gemm_backend(b, &g, 0), PGD__GEMM_CLBLAST);
+    pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
+    PGD_CHECK_OK(pgd_gemm_tune(b, 0, 0, 32, 32, 32, 1, &chosen, &err), &err);
+    ck_assert_int_eq(chosen, PGD_GEMM_BACKEND_CLBLAST);
+    ck_assert_uint_eq(a->gemm_measurements + b->gemm_measurements, 0);
+
+    pgd_ctx_destroy(a);
+    pgd_ctx_destroy(b);
+
+    /* NULL options: the defaults, the environment unread */
+    setenv("PAGODA_CONV", "direct", 1);
+    pgd_ctx *c = NULL;
+    PGD_CHECK_OK(pgd_ctx_create_with_options(NULL, &c, &err), &err);
+    ck_assert_int_eq(pgd_ctx_get_options(c)->conv_algo, PGD_CONV_ALGO_AUTO);
+    pgd_ctx_destroy(c);
+    /* pgd_ctx_create: the environment, and the selector over $PAGODA_DEVICE */
+    setenv("PAGODA_DEVICE", "surely-not-a-device", 1);
+    if (keep)
+        setenv("PAGODA_CACHE_DIR", keep, 1);
+    PGD_CHECK_OK(pgd_ctx_create(pgd_test_selector(&d[0]), &c, &err), &err);
+    ck_assert_int_eq(pgd_ctx_get_options(c)->conv_algo, PGD_CONV_ALGO_DIRECT);
+    ck_assert_str_eq(pgd_ctx_get_options(c)->device, pgd_test_selector(&d[0]));
+    pgd_ctx_destroy(c);
+    clear_env();
+    if (keep)
+        setenv("PAGODA_CACHE_DIR", keep, 1);
+    free(keep);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("options");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, defaults);
+    tcase_add_test(tc, every_variable);
+    tcase_add_test(tc, bad_values);
+    tcase_add_test(tc, contexts_apart);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
