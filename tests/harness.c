@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h" /* pgd_test_prefix builds a view over a tensor's buffer */
 
 static pgd_device_info *devices;
 static size_t device_count;
@@ -160,4 +161,9 @@ pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const 
     PGD_CHECK_OK(pgd_tensor_create(ctx, ndim, shape, &t, &err), &err);
     PGD_CHECK_OK(pgd_tensor_upload(t, data, &err), &err);
     return t;
+}
+
+int pgd_test_read_file(const char *path, unsigned char **data, size_t *size)
+{
+    return pgd__read_file(path, data, size);
 }

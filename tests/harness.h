@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+/* The public header only: model and op tests see the library as a user does. White-box suites
+ * (cache, program, options internals, fault paths) include "internal.h" themselves. */
+#include "pagoda.h"
 
 /* Every device found; exits the process with 77 (meson: skipped) when there is none. */
 const pgd_device_info *pgd_test_devices(size_t *count);
@@ -48,6 +50,9 @@ void pgd_test_rmtree(const char *path);
 /* A tensor handle of shape [len] over the first len floats of t's buffer, so a test can keep a
  * canary region after an op's output. Release with free(), never pgd_tensor_destroy(). */
 pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape);
+
+/* Reads a whole file into a malloc'd, NUL-terminated buffer; 0, or -1 with errno set. */
+int pgd_test_read_file(const char *path, unsigned char **data, size_t *size);
 
 /* Runs a suite without forking (OpenCL drivers do not survive fork) and returns the exit code. */
 int pgd_test_run(Suite *s);

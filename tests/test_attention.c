@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static int64_t at(const pgd_view *v, int64_t b, int64_t h, int64_t t)
 {

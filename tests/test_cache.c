@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static const char *probe_src = "__kernel void probe(__global float *x) { x[get_global_id(0)] *= 3.0f; }\n";
 

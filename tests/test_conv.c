@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 #include "reference.h"
 
 #define CANARY 19

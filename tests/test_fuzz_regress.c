@@ -45,7 +45,7 @@ START_TEST(regressions)
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unsigned char *buf = NULL;
         size_t size = 0;
-        ck_assert_msg(pgd__read_file(path, &buf, &size) == 0, "cannot read %s", path);
+        ck_assert_msg(pgd_test_read_file(path, &buf, &size) == 0, "cannot read %s", path);
         fprintf(stderr, "fuzz-regress: %s (%zu bytes)\n", e->d_name, size);
         fn(buf, size);
         /* Corruptions stb_image 2.27 mishandles inside Debian's uninstrumented shared library,

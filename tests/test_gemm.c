@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 #include "pgd_config.h"
 
 /* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */

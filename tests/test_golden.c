@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 #include "reference.h"
 
 #define MAX_ARRAYS 8

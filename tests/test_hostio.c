@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 /* ---- the counting allocator ---- */
 

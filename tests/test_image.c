@@ -13,6 +13,7 @@
 #include <stb_image_write.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static char *tmpdir;
 

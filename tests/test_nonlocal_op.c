@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 #include "reference.h"
 
 /* Few distinct widths: the attention kernels are built per head width (Ci, or C for the

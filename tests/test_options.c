@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static const char *const vars[] = {
     "PAGODA_DEVICE",      "PAGODA_CACHE_DIR",  "PAGODA_CL_DIR",       "PAGODA_PROFILE",

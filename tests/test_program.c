@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static const char broken_src[] = "__kernel void broken(__global float *x)\n"
                                  "{\n"

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 static const int all_codes[] = {
 #define X(name, value, msg) value,

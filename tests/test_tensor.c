@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* white-box: reaches library internals */
 
 START_TEST(roundtrip_and_shape)
 {

@@ -26,7 +26,7 @@ static float *read_floats(const char *name, size_t n)
     snprintf(path, sizeof path, "%s/%s", data_dir(), name);
     unsigned char *data = NULL;
     size_t size = 0;
-    ck_assert_msg(pgd__read_file(path, &data, &size) == 0, "cannot read %s", path);
+    ck_assert_msg(pgd_test_read_file(path, &data, &size) == 0, "cannot read %s", path);
     ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
                   n * sizeof(float));
     return (float *)data;
