@@ -439,8 +439,8 @@ static void expect_rejected_then_good(const pgd_device_info *d, const char *dir,
                                       pgd_build_stats s, const char *what)
 {
     ck_assert_msg(s.disk_rejects == 1 && s.source_builds == 1 && s.disk_writes == 1,
-                  "%s on %s: %u rejects, %u source builds, %u writes (want 1, 1, 1)", what,
-                  d->name, s.disk_rejects, s.source_builds, s.disk_writes);
+                  "%s on %s: %u rejects, %u source builds, %u writes (want 1, 1, 1)", what, d->name,
+                  s.disk_rejects, s.source_builds, s.disk_writes);
     pgd_build_stats again = scale_once(d, dir, cl_dir, 0);
     ck_assert_msg(again.disk_hits == 1 && again.disk_rejects == 0 && again.source_builds == 0,
                   "%s on %s, next run: %u hits, %u rejects, %u source builds", what, d->name,
@@ -484,8 +484,8 @@ START_TEST(other_options_copied_over)
 
         copy_file(biased_path, plain_path);
         s = scale_once(&d[i], dir, cl_dir, 0); /* 2x, not 2x + 100 */
-        ck_assert_msg(!same_file(biased_path, plain_path),
-                      "%s: the foreign file was not replaced", d[i].name);
+        ck_assert_msg(!same_file(biased_path, plain_path), "%s: the foreign file was not replaced",
+                      d[i].name);
         expect_rejected_then_good(&d[i], dir, cl_dir, s, "binary of other -D options");
         pgd_test_rmtree(dir);
         free(dir);
@@ -556,9 +556,9 @@ START_TEST(valid_header_missing_kernel)
         pgd_ctx *ctx = pgd_test_ctx(&d[i]);
         pgd_error *err = NULL;
         cl_kernel k = NULL;
-        ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k,
-                                         &err),
-                         PGD_ERR_NOT_FOUND);
+        ck_assert_int_eq(
+            pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k, &err),
+            PGD_ERR_NOT_FOUND);
         const char *m = pgd_error_message(err);
         ck_assert_msg(strstr(m, "no_such_kernel") && strstr(m, "elementwise.cl") &&
                           strstr(m, "-DPGD_TEST_X=1"),
@@ -567,16 +567,16 @@ START_TEST(valid_header_missing_kernel)
         err = NULL;
         /* The same, now from the disk cache: rebuilt once from source, then the same error. */
         pgd_ctx_clear_programs(ctx);
-        ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k,
-                                         &err),
-                         PGD_ERR_NOT_FOUND);
+        ck_assert_int_eq(
+            pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k, &err),
+            PGD_ERR_NOT_FOUND);
         ck_assert(strstr(pgd_error_message(err), "no_such_kernel") != NULL);
         pgd_error_free(err);
         err = NULL;
         /* The good kernels of that program are still there. */
-        PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "elementwise_add", &k,
-                                     &err),
-                     &err);
+        PGD_CHECK_OK(
+            pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "elementwise_add", &k, &err),
+            &err);
         ck_assert_ptr_nonnull(k);
         pgd_ctx_destroy(ctx);
         pgd_test_rmtree(dir);
