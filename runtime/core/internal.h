@@ -69,7 +69,8 @@ extern const pgd__embedded_source pgd__embedded_sources[];
 
 /* ---- cache (cache.c) ---- */
 
-#define PGD__CACHE_FORMAT 1
+/* Part of every key and of every file's header; 2: the header carries the full key. */
+#define PGD__CACHE_FORMAT 2
 
 /* Resolves the cache directory from options.cache_dir: "off", "none" or "0" disables, NULL
  * means the platform default (pgd__default_cache_dir). Creates it if missing. Returns a malloc'd
@@ -79,13 +80,17 @@ char *pgd__cache_dir_resolve(const char *option);
  * platform name and platform version. */
 void pgd__cache_key(const pgd_device_info *dev, const char *source, const char *options,
                     char hex[65]);
-/* Reads a cached binary; returns 1 and a malloc'd buffer when present and intact, 0 when
- * absent, -1 when present but damaged (the file is deleted). */
+/* Reads the cached binary of `key` (64 lowercase hex digits, the file name without ".bin").
+ * Returns 1 and a malloc'd buffer when the file is present and its header verifies: magic,
+ * format version, the full key, payload size and checksum. Returns 0 when absent (or `key` is
+ * malformed), -1 when present but not verifying: damaged, another format, or written for
+ * another key (the file is deleted). */
 int pgd__cache_load(const char *dir, const char *key, unsigned char **data, size_t *size);
-/* Writes a binary via temp file + rename. Returns 0 on success, -1 on any failure (ignored by
- * callers: a cache that cannot be written only means no caching). */
+/* Writes a binary with its header (which carries `key`) via temp file + rename. Returns 0 on
+ * success, -1 on any failure or a malformed key (ignored by callers: a cache that cannot be
+ * written only means no caching). */
 int pgd__cache_store(const char *dir, const char *key, const unsigned char *data, size_t size);
-/* Deletes a cached entry (after the driver rejected it). */
+/* Deletes a cached entry (after the driver rejected it, or it lacked a kernel asked for). */
 void pgd__cache_remove(const char *dir, const char *key);
 
 /* ---- sha256 (sha256.c) ---- */

@@ -19,6 +19,11 @@ struct pgd__program_entry {
     cl_program program;
     kernel_entry *kernels;
     cl_uint nkernels;
+    char key[65];  /* the disk cache key */
+    int from_disk; /* built from a cached binary */
+    /* Replaced after its cached binary turned out to lack a kernel. Lookups skip it; it stays
+     * in the table until the table is dropped, since callers may still hold its kernels. */
+    int stale;
 };
 
 const char *const *pgd_program_names(void)
@@ -144,8 +149,11 @@ static int try_cached(pgd_ctx *ctx, pgd__program_entry *e, const char *key)
     free(bin);
     if (e->program && cl == CL_SUCCESS && status == CL_SUCCESS)
         cl = clBuildProgram(e->program, 1, &ctx->device, e->options, NULL, NULL);
-    if (e->program && cl == CL_SUCCESS && status == CL_SUCCESS && create_kernels(ctx, e, NULL) == 0)
+    if (e->program && cl == CL_SUCCESS && status == CL_SUCCESS &&
+        create_kernels(ctx, e, NULL) == 0) {
+        e->from_disk = 1;
         return 1;
+    }
     /* The driver refused the binary (another driver version, a damaged file that still had a
      * valid checksum, ...): delete it and build from source. */
     for (cl_uint i = 0; i < e->nkernels; i++)
@@ -178,14 +186,16 @@ static void store_binary(pgd_ctx *ctx, pgd__program_entry *e, const char *key)
     free(bin);
 }
 
+/* The program `name` built from `source` with `options`: from the table, the disk cache (unless
+ * `source_only`) or the source. */
 static int program_get(pgd_ctx *ctx, const char *name, const char *source, const char *options,
-                       pgd__program_entry **out, pgd_error **err)
+                       int source_only, pgd__program_entry **out, pgd_error **err)
 {
     char opts[4096];
     full_options(ctx, options, opts, sizeof opts);
     ctx->stats.programs_requested++;
     for (pgd__program_entry *e = ctx->programs; e; e = e->next) {
-        if (!strcmp(e->name, name) && !strcmp(e->options, opts)) {
+        if (!e->stale && !strcmp(e->name, name) && !strcmp(e->options, opts)) {
             ctx->stats.memory_hits++;
             *out = e;
             return PGD_OK;
@@ -199,9 +209,9 @@ static int program_get(pgd_ctx *ctx, const char *name, const char *source, const
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "program table entry");
     }
     double t0 = pgd__now_ms();
-    char key[65];
+    char *key = e->key;
     pgd__cache_key(&ctx->dev, source, opts, key);
-    int from_cache = ctx->cache_dir && try_cached(ctx, e, key);
+    int from_cache = ctx->cache_dir && !source_only && try_cached(ctx, e, key);
     if (from_cache) {
         ctx->stats.disk_hits++;
     } else {
@@ -247,19 +257,19 @@ int pgd__program_get_source(pgd_ctx *ctx, const char *name, const char *source,
                             const char *options, cl_program *out, pgd_error **err)
 {
     pgd__program_entry *e = NULL;
-    int rc = program_get(ctx, name, source, options, &e, err);
+    int rc = program_get(ctx, name, source, options, 0, &e, err);
     *out = rc ? NULL : e->program;
     return rc;
 }
 
-static int program_file(pgd_ctx *ctx, const char *file, const char *options,
+static int program_file(pgd_ctx *ctx, const char *file, const char *options, int source_only,
                         pgd__program_entry **out, pgd_error **err)
 {
     char opts[4096];
     full_options(ctx, options, opts, sizeof opts);
     /* The table is looked up before the source is read, so a hit costs no file access. */
     for (pgd__program_entry *e = ctx->programs; e; e = e->next) {
-        if (!strcmp(e->name, file) && !strcmp(e->options, opts)) {
+        if (!e->stale && !strcmp(e->name, file) && !strcmp(e->options, opts)) {
             ctx->stats.programs_requested++;
             ctx->stats.memory_hits++;
             *out = e;
@@ -270,7 +280,7 @@ static int program_file(pgd_ctx *ctx, const char *file, const char *options,
     int rc = pgd__source_load(ctx->opt.kernel_dir, file, &src, err);
     if (rc)
         return rc;
-    rc = program_get(ctx, file, src, options, out, err);
+    rc = program_get(ctx, file, src, options, source_only, out, err);
     free(src);
     return rc;
 }
@@ -278,7 +288,15 @@ static int program_file(pgd_ctx *ctx, const char *file, const char *options,
 int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options, pgd_error **err)
 {
     pgd__program_entry *e = NULL;
-    return program_file(ctx, name, options, &e, err);
+    return program_file(ctx, name, options, 0, &e, err);
+}
+
+static cl_kernel find_kernel(const pgd__program_entry *e, const char *kernel)
+{
+    for (cl_uint i = 0; i < e->nkernels; i++)
+        if (!strcmp(e->kernels[i].name, kernel))
+            return e->kernels[i].kernel;
+    return NULL;
 }
 
 int pgd__kernel_get(pgd_ctx *ctx, const char *file, const char *options, const char *kernel,
@@ -286,17 +304,27 @@ int pgd__kernel_get(pgd_ctx *ctx, const char *file, const char *options, const c
 {
     *out = NULL;
     pgd__program_entry *e = NULL;
-    int rc = program_file(ctx, file, options, &e, err);
+    int rc = program_file(ctx, file, options, 0, &e, err);
     if (rc)
         return rc;
-    for (cl_uint i = 0; i < e->nkernels; i++) {
-        if (!strcmp(e->kernels[i].name, kernel)) {
-            *out = e->kernels[i].kernel;
+    if ((*out = find_kernel(e, kernel)) != NULL)
+        return PGD_OK;
+    if (e->from_disk) {
+        /* A cached binary whose header matched the key but which lacks a kernel asked for is not
+         * this program (a forged or misfiled entry): delete it, build from source once, and
+         * look again. Only a source build that lacks the kernel is a real error. */
+        pgd__cache_remove(ctx->cache_dir, e->key);
+        ctx->stats.disk_rejects++;
+        e->stale = 1;
+        rc = program_file(ctx, file, options, 1, &e, err);
+        if (rc)
+            return rc;
+        if ((*out = find_kernel(e, kernel)) != NULL)
             return PGD_OK;
-        }
     }
-    return pgd__error_set(err, PGD_ERR_NOT_FOUND, "kernel '%s' is not in '%s.cl' (options '%s')",
-                          kernel, file, e->options);
+    return pgd__error_set(err, PGD_ERR_NOT_FOUND,
+                          "kernel '%s' is not in '%s.cl' (options '%s') built for device '%s'",
+                          kernel, file, e->options, ctx->dev.name);
 }
 
 void pgd__programs_destroy(pgd_ctx *ctx)
