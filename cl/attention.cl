@@ -18,6 +18,13 @@
  *                     M[m.x + b*m.y + h*m.z + i*m.w + j]; strides may be 0).
  * A row with no allowed key (or all -inf) produces zeros, never NaN.
  *
+ * NaN and +inf propagate as in PyTorch's softmax(QK^T)V: the running max uses fmax (cheap, and
+ * it skips NaN), but a NaN score still reaches EXP2 (NaN) and so l and the row's output; a +inf
+ * score makes the max +inf and EXP2(inf - inf) NaN. A NaN in V reaches every row that reads
+ * its key, even with weight 0 (0 * NaN = NaN), as PyTorch's math path does; under the causal
+ * mask a row may or may not read a key it cannot see (the kernels share key ranges between the
+ * rows of a work-item or group), so a NaN in V at such a key is unspecified for that row.
+ *
  * Kernels:
  *   attn_fwd_rows    CPU variant, needs -DHEAD_DIM (multiple of 4), -DROWS, -DTK
  *   attn_fwd_tiled   GPU variant, needs -DHEAD_DIM (any), -DBK; local K/V tiles
@@ -408,7 +415,9 @@ __kernel void attn_probs(
     const int si = ((b * H + h) * Nq + i) * 2;
     const float m2 = stats[si];
     const float l = stats[si + 1];
-    float p = 0.0f;
+    /* l NaN: the row's scores hold NaN or +inf; all its probabilities are NaN, hidden keys
+     * included, as PyTorch's softmax of the row gives. */
+    float p = isnan(l) ? l : 0.0f;
     const int allowed = !((mask_mode & 1) && j > i + (Nk - Nq));
     if (allowed && l > 0.0f) {
         const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;

@@ -7,13 +7,15 @@
  * valid; sizes are in elements.
  */
 
-/* The activation codes of pgd_act: 0 none, 1 ReLU, 2 exact GELU. */
+/* The activation codes of pgd_act: 0 none, 1 ReLU, 2 exact GELU. ReLU is written as a compare
+ * so that NaN stays NaN, as in PyTorch (fmax(NaN, 0) would return 0); GELU(-inf) is its limit
+ * 0, not -inf · 0 = NaN. */
 inline float conv_act(float x, int act)
 {
     if (act == 1)
-        return fmax(x, 0.0f);
+        return x < 0.0f ? 0.0f : x;
     if (act == 2)
-        return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+        return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
     return x;
 }
 
@@ -156,10 +158,14 @@ __kernel void maxpool2d(__global const float *X, __global float *Y, const int to
     t /= OW;
     const int oy = t % OH, n = t / OH;
     const int y0 = oy * S - P, x0 = ox * S - P;
+    /* A NaN in the window wins, as in PyTorch's max_pool2d (fmax would skip it). The padding
+     * is never read, so -inf padding cannot turn into NaN. */
     float m = -INFINITY;
     for (int ky = max(y0, 0); ky < min(y0 + K, H); ++ky)
-        for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx)
-            m = fmax(m, X[(((long)n * H + ky) * W + kx) * C + c]);
+        for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx) {
+            const float v = X[(((long)n * H + ky) * W + kx) * C + c];
+            m = (v > m || isnan(v)) ? v : m;
+        }
     Y[i] = m;
 }
 

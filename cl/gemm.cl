@@ -77,21 +77,24 @@
 #define EPI_ACT(e) (((e) >> 2) & 3)
 #define EPI_RES_FIRST(e) (((e) >> 4) & 1)
 
+/* ReLU is a compare, not fmax, so that NaN stays NaN as in PyTorch; GELU(-inf) is its limit 0,
+ * not -inf · 0 = NaN. Both run in the epilogue only, never in the K loop. */
 inline float act_s(float x, int act)
 {
     if (act == 1)
-        return fmax(x, 0.0f);
+        return x < 0.0f ? 0.0f : x;
     if (act == 2)
-        return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+        return x == -INFINITY ? 0.0f : 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
     return x;
 }
 
 inline VT act_v(VT x, int act)
 {
     if (act == 1)
-        return fmax(x, (VT)(0.0f));
+        return select(x, (VT)(0.0f), x < (VT)(0.0f));
     if (act == 2)
-        return (VT)(0.5f) * x * ((VT)(1.0f) + erf(x * (VT)(0.70710678118654752f)));
+        return select((VT)(0.5f) * x * ((VT)(1.0f) + erf(x * (VT)(0.70710678118654752f))),
+                      (VT)(0.0f), x == (VT)(-INFINITY));
     return x;
 }
 

@@ -34,7 +34,9 @@ __kernel void nl_concat(__global const float *a, __global const float *bv,
     __global const float *g = G + goff + (long)b * Np * ld + c;
     float acc = 0.0f;
     for (int j = j0; j < j1; j++) {
-        float f = fmax(ai + bb[j], 0.0f);
+        /* ReLU as a compare: NaN stays NaN (fmax would make it 0). */
+        float f = ai + bb[j];
+        f = f < 0.0f ? 0.0f : f;
         acc = fma(f, g[(long)j * ld], acc);
     }
     long o = ((long)b * N + i) * Ci + c;

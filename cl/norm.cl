@@ -22,6 +22,14 @@ static float group_sum(float v, __local float *scratch)
     return r;
 }
 
+/* max(a, b) where a NaN in either wins, as in PyTorch's max reductions. */
+static float max_nan(float a, float b)
+{
+    return (a > b || isnan(a)) ? a : b;
+}
+
+/* The maximum of v over the work-group (NaN if any work-item holds NaN); every work-item gets
+ * it. Same conditions as group_sum. */
 static float group_max(float v, __local float *scratch)
 {
     uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
@@ -29,7 +37,7 @@ static float group_max(float v, __local float *scratch)
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = nl >> 1; s > 0; s >>= 1) {
         if (lid < s)
-            scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
+            scratch[lid] = max_nan(scratch[lid], scratch[lid + s]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     float r = scratch[0];
@@ -70,7 +78,9 @@ __kernel void layernorm_rows(__global const float *x, __global const float *w,
     }
 }
 
-/* y = softmax(scale * x) per row, with the row maximum subtracted before exp. */
+/* y = softmax(scale * x) per row, with the row maximum subtracted before exp. As in PyTorch, a
+ * row holding NaN or +inf is all NaN (the maximum is NaN, or inf - inf is), and so is a row of
+ * only -inf (-inf - -inf); -inf elements of any other row get 0. */
 __kernel void softmax_rows(__global const float *x, __global float *y, uint cols, float scale,
                            __local float *scratch)
 {
@@ -80,7 +90,7 @@ __kernel void softmax_rows(__global const float *x, __global float *y, uint cols
     __global float *yr = y + row * cols;
     float m = -INFINITY;
     for (uint c = lid; c < cols; c += nl)
-        m = fmax(m, scale * xr[c]);
+        m = max_nan(m, scale * xr[c]);
     m = group_max(m, scratch);
     float s = 0.0f;
     for (uint c = lid; c < cols; c += nl)
@@ -90,24 +100,26 @@ __kernel void softmax_rows(__global const float *x, __global float *y, uint cols
         yr[c] = exp(scale * xr[c] - m) * inv;
 }
 
-/* GELU, exact form: x/2 · (1 + erf(x/√2)). */
+/* GELU, exact form: x/2 · (1 + erf(x/√2)). NaN stays NaN; -inf gives the limit 0, not
+ * -inf · 0 = NaN (PyTorch's CPU paths differ here; its pending fix returns 0 too). */
 __kernel void gelu_erf(__global const float *x, __global float *y, uint n)
 {
     uint i = (uint)get_global_id(0);
     if (i < n) {
         float v = x[i];
-        y[i] = 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F));
+        y[i] = v == -INFINITY ? 0.0f : 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F));
     }
 }
 
-/* GELU, tanh approximation: x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))). */
+/* GELU, tanh approximation: x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))); NaN and ±inf as
+ * gelu_erf. */
 __kernel void gelu_tanh(__global const float *x, __global float *y, uint n)
 {
     uint i = (uint)get_global_id(0);
     if (i < n) {
         float v = x[i];
         float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-        y[i] = 0.5f * v * (1.0f + tanh(u));
+        y[i] = v == -INFINITY ? 0.0f : 0.5f * v * (1.0f + tanh(u));
     }
 }
 

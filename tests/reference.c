@@ -6,6 +6,19 @@
 #include "pagoda.h"
 #include "reference.h"
 
+/* PyTorch's NaN rules, which every reference follows: ReLU keeps NaN, and a NaN among the
+ * operands of a max wins (fmax and `v > m ? v : m` would both drop it). GELU(-inf) is its limit
+ * 0, not -inf · 0 = NaN (PyTorch's CPU paths disagree on it; its pending fix returns 0). */
+static double relu_nan(double v)
+{
+    return v < 0.0 ? 0.0 : v;
+}
+
+static double max_nan(double a, double b)
+{
+    return (a > b || isnan(a)) ? a : b;
+}
+
 void pgd_ref_layernorm(const float *x, const float *w, const float *b, size_t rows, size_t cols,
                        double eps, double *y)
 {
@@ -30,7 +43,7 @@ void pgd_ref_gelu_erf(const float *x, size_t n, double *y)
 {
     for (size_t i = 0; i < n; i++) {
         double v = x[i];
-        y[i] = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+        y[i] = v == -INFINITY ? 0.0 : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     }
 }
 
@@ -39,14 +52,14 @@ void pgd_ref_gelu_tanh(const float *x, size_t n, double *y)
     const double k = sqrt(2.0 / 3.14159265358979323846);
     for (size_t i = 0; i < n; i++) {
         double v = x[i];
-        y[i] = 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
+        y[i] = v == -INFINITY ? 0.0 : 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
     }
 }
 
 void pgd_ref_relu(const float *x, size_t n, double *y)
 {
     for (size_t i = 0; i < n; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0;
+        y[i] = relu_nan(x[i]);
 }
 
 void pgd_ref_softmax(const float *x, size_t rows, size_t cols, double scale, double *y)
@@ -55,7 +68,7 @@ void pgd_ref_softmax(const float *x, size_t rows, size_t cols, double scale, dou
         const float *xr = x + r * cols;
         double m = -INFINITY, s = 0.0;
         for (size_t c = 0; c < cols; c++)
-            m = fmax(m, scale * xr[c]);
+            m = max_nan(m, scale * xr[c]);
         for (size_t c = 0; c < cols; c++)
             s += exp(scale * xr[c] - m);
         for (size_t c = 0; c < cols; c++)
@@ -204,9 +217,9 @@ void pgd_ref_conv_out(const pgd_ref_conv *c, size_t *oh, size_t *ow)
 static double ref_act(double v, int act)
 {
     if (act == 1)
-        return v > 0.0 ? v : 0.0;
+        return relu_nan(v);
     if (act == 2)
-        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+        return v == -INFINITY ? 0.0 : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     return v;
 }
 
@@ -274,7 +287,7 @@ static void ref_pool(const float *x, size_t n, size_t h, size_t w, size_t c, siz
                             if (iy < 0 || ix < 0 || iy >= (long)h || ix >= (long)w)
                                 continue;
                             double v = x[((b * h + (size_t)iy) * w + (size_t)ix) * c + ch];
-                            m = v > m ? v : m;
+                            m = max_nan(m, v);
                             sum += v;
                         }
                     y[((b * oh + oy) * ow + ox) * c + ch] =
@@ -329,7 +342,7 @@ static void ref_pool2(const double *t, size_t nb, size_t h, size_t w, size_t c, 
                     double m = -INFINITY;
                     for (size_t di = 0; di < 2; di++)
                         for (size_t dj = 0; dj < 2; dj++)
-                            m = fmax(m, t[((b * h + 2 * i + di) * w + 2 * j + dj) * c + ch]);
+                            m = max_nan(m, t[((b * h + 2 * i + di) * w + 2 * j + dj) * c + ch]);
                     out[((b * h2 + i) * w2 + j) * c + ch] = m;
                 }
 }
@@ -380,7 +393,7 @@ void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q,
                         s += kj[c] * p->concat_w[Ci + c];
                         sm += fabs(kj[c] * p->concat_w[Ci + c]);
                     }
-                    f[j] = (at + s > 0 ? at + s : 0) / (double)Np;
+                    f[j] = relu_nan(at + s) / (double)Np;
                     fm[j] = (atm + sm) / (double)Np;
                 } else {
                     for (size_t c = 0; c < dq; c++) {
@@ -389,7 +402,7 @@ void pgd_ref_nonlocal_block(const pgd_ref_nonlocal *p, const float *x, size_t q,
                     }
                     f[j] = s;
                     fm[j] = sm / (double)Np;
-                    mx = fmax(mx, s);
+                    mx = max_nan(mx, s);
                 }
             }
             if (p->mode == PGD_NONLOCAL_EMBEDDED_GAUSSIAN || gauss) {
@@ -466,4 +479,56 @@ void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64
                     x += R[ic];
                 out[ic] = x;
             }
+}
+
+static int64_t view_at(const pgd_view *v, int64_t b, int64_t h, int64_t t)
+{
+    return v->offset + b * v->batch_stride + h * v->head_stride + t * v->token_stride;
+}
+
+void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float *k,
+                       const float *v, const float *m, double *o, double *p)
+{
+    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
+    double scale = a->scale != 0 ? a->scale : 1.0 / sqrt((double)D);
+    double *s = malloc((size_t)(Nk ? Nk : 1) * sizeof *s);
+    int64_t hsel = a->probs_head < 0 ? H : 1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < Nq; i++) {
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < Nk; j++) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        acc += (double)q[view_at(&a->q, b, h, i) + d] * k[view_at(&a->k, b, h, j) + d];
+                    acc *= scale;
+                    if (a->mask.t)
+                        acc += m[view_at(&a->mask, b, h, i) + j];
+                    if (a->causal && j > i + (Nk - Nq))
+                        acc = -INFINITY;
+                    s[j] = acc;
+                    mx = max_nan(mx, acc);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < Nk; j++) {
+                    s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx);
+                    sum += s[j];
+                }
+                for (int64_t j = 0; j < Nk; j++)
+                    s[j] = (sum > 0 || isnan(sum)) ? s[j] / sum : 0.0;
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < Nk; j++)
+                        acc += s[j] * v[view_at(&a->v, b, h, j) + d];
+                    o[view_at(&a->o, b, h, i) + d] = acc;
+                }
+                if (p && i >= a->probs_q0 && i < a->probs_q1 &&
+                    (a->probs_head < 0 || a->probs_head == h)) {
+                    int64_t hs = a->probs_head < 0 ? h : 0;
+                    for (int64_t j = 0; j < Nk; j++)
+                        p[((b * hsel + hs) * (a->probs_q1 - a->probs_q0) + (i - a->probs_q0)) * Nk +
+                          j] = s[j];
+                }
+            }
+    free(s);
 }

@@ -95,4 +95,14 @@ void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64
                           double alpha, pgd_ref_mat a, pgd_ref_mat b, double beta, const float *C0,
                           pgd_ref_mat c, const float *bias, int act, const float *R, double *out);
 
+/* Attention O = softmax(Q·Kᵀ·scale + mask)·V for the views of `a` over q, k, v and the mask m
+ * (NULL when a->mask.t is NULL): O as doubles at O's view positions in `o`, and, with p not
+ * NULL, the probabilities of a's probs rows densely as pgd_attention writes them. A causally
+ * hidden key gets weight 0; a fully masked row gives zeros. NaN follows PyTorch: a NaN or +inf
+ * score makes its row NaN (probabilities too), a NaN in V reaches every row, even through a
+ * weight of 0. */
+struct pgd_attention_args;
+void pgd_ref_attention(const struct pgd_attention_args *a, const float *q, const float *k,
+                       const float *v, const float *m, double *o, double *p);
+
 #endif

@@ -7,59 +7,11 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
+#include "reference.h"
 
 static int64_t at(const pgd_view *v, int64_t b, int64_t h, int64_t t)
 {
     return v->offset + b * v->batch_stride + h * v->head_stride + t * v->token_stride;
-}
-
-/* O (as doubles, at O's view positions in `o`) and optionally dense probabilities. */
-static void ref_attention(const pgd_attention_args *a, const float *q, const float *k,
-                          const float *v, const float *m, double *o, double *p)
-{
-    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
-    double scale = a->scale != 0 ? a->scale : 1.0 / sqrt((double)D);
-    double *s = malloc((size_t)(Nk ? Nk : 1) * sizeof *s);
-    int64_t hsel = a->probs_head < 0 ? H : 1;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < Nq; i++) {
-                double mx = -INFINITY;
-                for (int64_t j = 0; j < Nk; j++) {
-                    double acc = 0;
-                    for (int64_t d = 0; d < D; d++)
-                        acc += (double)q[at(&a->q, b, h, i) + d] * k[at(&a->k, b, h, j) + d];
-                    acc *= scale;
-                    if (a->mask.t)
-                        acc += m[at(&a->mask, b, h, i) + j];
-                    if (a->causal && j > i + (Nk - Nq))
-                        acc = -INFINITY;
-                    s[j] = acc;
-                    if (acc > mx)
-                        mx = acc;
-                }
-                double sum = 0;
-                for (int64_t j = 0; j < Nk; j++) {
-                    s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx);
-                    sum += s[j];
-                }
-                for (int64_t j = 0; j < Nk; j++)
-                    s[j] = sum > 0 ? s[j] / sum : 0.0;
-                for (int64_t d = 0; d < D; d++) {
-                    double acc = 0;
-                    for (int64_t j = 0; j < Nk; j++)
-                        acc += s[j] * v[at(&a->v, b, h, j) + d];
-                    o[at(&a->o, b, h, i) + d] = acc;
-                }
-                if (p && i >= a->probs_q0 && i < a->probs_q1 &&
-                    (a->probs_head < 0 || a->probs_head == h)) {
-                    int64_t hs = a->probs_head < 0 ? h : 0;
-                    for (int64_t j = 0; j < Nk; j++)
-                        p[((b * hsel + hs) * (a->probs_q1 - a->probs_q0) + (i - a->probs_q0)) * Nk +
-                          j] = s[j];
-                }
-            }
-    free(s);
 }
 
 static const int64_t awkward[] = {1, 2, 3, 7, 13, 31, 63, 64, 65, 127, 197, 257};
@@ -214,7 +166,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
     for (int64_t i = 0; i < no; i++)
         want[i] = NAN;
     double *wp = want_probs ? malloc((size_t)np * sizeof(double)) : NULL;
-    ref_attention(&a, hqkv, hqkv, hqkv, hm, want, wp);
+    pgd_ref_attention(&a, hqkv, hqkv, hqkv, hm, want, wp);
     char what[200];
     snprintf(what, sizeof what,
              "%s B=%lld H=%lld Nq=%lld Nk=%lld D=%lld causal=%d mask=%d packed=%d probs=%d",
@@ -325,7 +277,7 @@ START_TEST(qkv_entry_point)
         a.k = (pgd_view){qkv, H * D, N * tok, D, tok};
         a.v = (pgd_view){qkv, 2 * H * D, N * tok, D, tok};
         a.o = (pgd_view){out, 0, N * H * D, D, H * D};
-        ref_attention(&a, h, h, h, NULL, want, NULL);
+        pgd_ref_attention(&a, h, h, h, NULL, want, NULL);
         ck_assert(pgd_test_allclose(got, want, no, 1e-4, 1e-5, "attention_qkv"));
         /* misshaped */
         int64_t bad[3] = {B, N, H * D + 1};
