@@ -105,12 +105,6 @@ void pgd__sha256_hex(const unsigned char digest[32], char hex[65]);
 
 /* Enqueues an NDRange kernel; records an event under `name` when profiling is on. `local` may
  * be NULL. The error names the kernel and the sizes. */
-/* Kernel arguments: the launchers set them with plain clSetKernelArg calls and do not check
- * each one; this macro routes them through pgd__set_arg, which remembers the first failure
- * (per thread) so that the next pgd__enqueue fails with it, naming clSetKernelArg, instead of
- * launching with a stale or missing argument. */
-cl_int pgd__set_arg(cl_kernel k, cl_uint index, size_t size, const void *value);
-#define clSetKernelArg(k, i, s, v) pgd__set_arg((k), (i), (s), (v))
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err);
 /* As pgd__enqueue with a global work offset (NULL: none), for launches split into chunks. */
