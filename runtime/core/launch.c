@@ -14,7 +14,10 @@ void pgd__args_begin(pgd__args *a, pgd_ctx *ctx, cl_kernel k, const char *name)
     a->cl = CL_SUCCESS;
 }
 
-void pgd__args_seek(pgd__args *a, cl_uint index) { a->next = index; }
+void pgd__args_seek(pgd__args *a, cl_uint index)
+{
+    a->next = index;
+}
 
 void pgd__arg(pgd__args *a, size_t size, const void *value)
 {
@@ -29,12 +32,30 @@ void pgd__arg(pgd__args *a, size_t size, const void *value)
     }
 }
 
-void pgd__arg_mem(pgd__args *a, cl_mem m) { pgd__arg(a, sizeof m, &m); }
-void pgd__arg_int(pgd__args *a, cl_int v) { pgd__arg(a, sizeof v, &v); }
-void pgd__arg_uint(pgd__args *a, cl_uint v) { pgd__arg(a, sizeof v, &v); }
-void pgd__arg_long(pgd__args *a, cl_long v) { pgd__arg(a, sizeof v, &v); }
-void pgd__arg_float(pgd__args *a, float v) { pgd__arg(a, sizeof v, &v); }
-void pgd__arg_local(pgd__args *a, size_t bytes) { pgd__arg(a, bytes, NULL); }
+void pgd__arg_mem(pgd__args *a, cl_mem m)
+{
+    pgd__arg(a, sizeof m, &m);
+}
+void pgd__arg_int(pgd__args *a, cl_int v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_uint(pgd__args *a, cl_uint v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_long(pgd__args *a, cl_long v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_float(pgd__args *a, float v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_local(pgd__args *a, size_t bytes)
+{
+    pgd__arg(a, bytes, NULL);
+}
 
 int pgd__args_end(const pgd__args *a, pgd_error **err)
 {

@@ -91,7 +91,6 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
     return need;
 }
 
-
 int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const pgd_tensor *b,
                   float eps, pgd_tensor *y, pgd_error **err)
 {

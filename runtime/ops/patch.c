@@ -14,10 +14,6 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-
-
-
-
 int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
                     const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
                     const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
