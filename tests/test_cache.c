@@ -31,7 +31,7 @@ static pgd_build_stats build_once(const pgd_device_info *d, const char *dir)
     float v[4] = {1, 2, 3, 4};
     cl_mem b = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof v, v, &cl);
     ck_assert_int_eq(cl, CL_SUCCESS);
-    clSetKernelArg(pk, 0, sizeof b, &b);
+    ck_assert_int_eq(clSetKernelArg(pk, 0, sizeof b, &b), CL_SUCCESS);
     size_t g = 4;
     PGD_CHECK_OK(pgd__enqueue(ctx, pk, "probe", 1, &g, NULL, &err), &err);
     ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, b, CL_TRUE, 0, sizeof v, v, 0, NULL, NULL),

@@ -137,6 +137,84 @@ START_TEST(cl_dir_override)
 }
 END_TEST
 
+/* The argument helper: arguments set in order reach the kernel; the first failing one is
+ * reported with its index, the kernel, the device and OpenCL's own code, and the calls after a
+ * failure change nothing. elementwise_scale(x, y, float a, uint n) is a real kernel. */
+START_TEST(kernel_args_checked)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_error *err = NULL;
+        cl_kernel k;
+        PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err),
+                     &err);
+        int64_t shape[1] = {4};
+        float x[4] = {1, 2, 3, 4}, y[4];
+        pgd_tensor *tx = pgd_test_upload(ctx, 1, shape, x), *ty = NULL;
+        PGD_CHECK_OK(pgd_tensor_create(ctx, 1, shape, &ty, &err), &err);
+
+        /* A cl_mem argument given 4 bytes: OpenCL says CL_INVALID_ARG_SIZE (a driver may
+         * prefer CL_INVALID_MEM_OBJECT). Argument 3 is wrong too, but the first failure is
+         * the one reported. */
+        pgd__args a;
+        pgd__args_begin(&a, ctx, k, "elementwise_scale");
+        pgd__arg_mem(&a, tx->buf);
+        cl_int four = 0;
+        pgd__arg(&a, sizeof four, &four);
+        pgd__arg_float(&a, 2.0f);
+        pgd__arg_long(&a, 4);
+        ck_assert_uint_eq(a.failed, 1);
+        ck_assert_uint_eq(a.next, 4);
+        int rc = pgd__args_end(&a, &err);
+        ck_assert_int_ne(rc, PGD_OK);
+        cl_int cl = pgd_error_cl_code(err);
+        ck_assert_msg(cl == CL_INVALID_ARG_SIZE || cl == CL_INVALID_MEM_OBJECT,
+                      "%s: clSetKernelArg of a 4-byte cl_mem gave %s (%d)", d[i].name,
+                      pgd_cl_error_name(cl), (int)cl);
+        ck_assert_int_eq(rc, pgd__status_from_cl(cl));
+        const char *m = pgd_error_message(err);
+        ck_assert_msg(strstr(m, "clSetKernelArg") != NULL, "call missing: %s", m);
+        ck_assert_msg(strstr(m, pgd_cl_error_name(cl)) != NULL, "CL code missing: %s", m);
+        ck_assert_msg(strstr(m, "argument 1 of kernel 'elementwise_scale'") != NULL,
+                      "argument or kernel missing: %s", m);
+        ck_assert_msg(strstr(m, d[i].name) != NULL, "device name missing: %s", m);
+        pgd_error_free(err);
+        err = NULL;
+
+        /* An index past the kernel's arguments, reached with seek. */
+        pgd__args_begin(&a, ctx, k, "elementwise_scale");
+        pgd__args_seek(&a, 7);
+        pgd__arg_uint(&a, 4);
+        ck_assert_int_ne(pgd__args_end(&a, &err), PGD_OK);
+        ck_assert_int_eq(pgd_error_cl_code(err), CL_INVALID_ARG_INDEX);
+        m = pgd_error_message(err);
+        ck_assert_msg(strstr(m, "argument 7 of kernel 'elementwise_scale'") != NULL,
+                      "argument or kernel missing: %s", m);
+        pgd_error_free(err);
+        err = NULL;
+
+        /* Set right, the values reach the kernel (the float and the uint by value). */
+        pgd__args_begin(&a, ctx, k, "elementwise_scale");
+        pgd__arg_mem(&a, tx->buf);
+        pgd__arg_mem(&a, ty->buf);
+        pgd__arg_float(&a, 3.0f);
+        pgd__arg_uint(&a, 4);
+        PGD_CHECK_OK(pgd__args_end(&a, &err), &err);
+        ck_assert_ptr_null(err);
+        size_t g = 4;
+        PGD_CHECK_OK(pgd__enqueue(ctx, k, "elementwise_scale", 1, &g, NULL, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(ty, y, &err), &err);
+        for (int j = 0; j < 4; j++)
+            ck_assert_float_eq(y[j], 3.0f * x[j]);
+        pgd_tensor_destroy(tx);
+        pgd_tensor_destroy(ty);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("program");
@@ -146,6 +224,7 @@ int main(void)
     tcase_add_test(tc, syntax_error_returns_log);
     tcase_add_test(tc, memory_table_and_options);
     tcase_add_test(tc, cl_dir_override);
+    tcase_add_test(tc, kernel_args_checked);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -110,12 +110,6 @@ void pgd__sha256_hex(const unsigned char digest[32], char hex[65]);
 
 /* Enqueues an NDRange kernel; records an event under `name` when profiling is on. `local` may
  * be NULL. The error names the kernel and the sizes. */
-/* Kernel arguments: the launchers set them with plain clSetKernelArg calls and do not check
- * each one; this macro routes them through pgd__set_arg, which remembers the first failure
- * (per thread) so that the next pgd__enqueue fails with it, naming clSetKernelArg, instead of
- * launching with a stale or missing argument. */
-cl_int pgd__set_arg(cl_kernel k, cl_uint index, size_t size, const void *value);
-#define clSetKernelArg(k, i, s, v) pgd__set_arg((k), (i), (s), (v))
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err);
 /* As pgd__enqueue with a global work offset (NULL: none), for launches split into chunks. */
@@ -199,6 +193,47 @@ int pgd__gemm_epi_code(const pgd__gemm_call *g);
 int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 
 /* ---- launcher helpers (launch.c) ---- */
+
+/* Kernel arguments, checked where they are set. A launcher starts a list, sets the arguments
+ * in order (each call takes the next index), and ends the list before it enqueues:
+ *
+ *     pgd__args a;
+ *     pgd__args_begin(&a, ctx, k, "softmax_rows");
+ *     pgd__arg_mem(&a, x->buf);
+ *     pgd__arg_uint(&a, cols);
+ *     pgd__arg_local(&a, wg * sizeof(float));
+ *     if ((rc = pgd__args_end(&a, err)))
+ *         return rc;
+ *
+ * The first failing clSetKernelArg is kept with its index; the calls after it do nothing, and
+ * pgd__args_end reports it with its real OpenCL code (never a combination of codes), naming the
+ * argument, the kernel and the device. A launch that updates a few arguments between chunks
+ * starts a new list and moves to the first of them with pgd__args_seek. The list holds no
+ * resources: a launcher may drop it without ending it only when it has failed otherwise. */
+typedef struct pgd__args {
+    pgd_ctx *ctx;
+    cl_kernel kernel;
+    const char *name; /* the kernel's name, for the message; the caller keeps it alive */
+    cl_uint next;     /* the index the next argument takes */
+    cl_uint failed;   /* the index of the first failure */
+    cl_int cl;        /* the first failure's code; CL_SUCCESS so far */
+} pgd__args;
+
+void pgd__args_begin(pgd__args *a, pgd_ctx *ctx, cl_kernel k, const char *name);
+/* The next arguments are set from `index` on. */
+void pgd__args_seek(pgd__args *a, cl_uint index);
+/* Sets the next argument to `size` bytes at `value` (any type; NULL with a size: local memory). */
+void pgd__arg(pgd__args *a, size_t size, const void *value);
+void pgd__arg_mem(pgd__args *a, cl_mem m);
+void pgd__arg_int(pgd__args *a, cl_int v);
+void pgd__arg_uint(pgd__args *a, cl_uint v);
+void pgd__arg_long(pgd__args *a, cl_long v);
+void pgd__arg_float(pgd__args *a, float v);
+/* A __local buffer of `bytes`. */
+void pgd__arg_local(pgd__args *a, size_t bytes);
+/* PGD_OK, or the first failure as "clSetKernelArg failed with CL_… (n): argument i of kernel
+ * 'name' on 'device'" (the status mapped from the code; the code in pgd_error_cl_code). */
+int pgd__args_end(const pgd__args *a, pgd_error **err);
 
 size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what);
 /* CL_KERNEL_WORK_GROUP_SIZE of a built kernel (at least 1). */

@@ -6,11 +6,6 @@
 
 #include "internal.h"
 
-/* Every argument is checked and reported where it is set, so the launchers' deferred check
- * (pgd__set_arg remembering a failure for the next launch) must not see these calls: a refused
- * argument that the caller then sets right would fail the launch with the stale error. */
-#undef clSetKernelArg
-
 struct pgd_kernel {
     pgd_ctx *ctx;
     cl_kernel kernel;

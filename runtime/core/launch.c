@@ -1,7 +1,69 @@
-/* launch.c — small helpers every launcher shares: work-group sizes, rounding, shape errors. */
+/* launch.c — small helpers every launcher shares: kernel arguments, work-group sizes, rounding,
+ * shape errors. */
 #include <stdio.h>
 
 #include "internal.h"
+
+void pgd__args_begin(pgd__args *a, pgd_ctx *ctx, cl_kernel k, const char *name)
+{
+    a->ctx = ctx;
+    a->kernel = k;
+    a->name = name;
+    a->next = 0;
+    a->failed = 0;
+    a->cl = CL_SUCCESS;
+}
+
+void pgd__args_seek(pgd__args *a, cl_uint index)
+{
+    a->next = index;
+}
+
+void pgd__arg(pgd__args *a, size_t size, const void *value)
+{
+    cl_uint index = a->next++;
+    /* After a failure the launch will not happen: setting more would only hide which failed. */
+    if (a->cl != CL_SUCCESS)
+        return;
+    cl_int cl = clSetKernelArg(a->kernel, index, size, value);
+    if (cl != CL_SUCCESS) {
+        a->cl = cl;
+        a->failed = index;
+    }
+}
+
+void pgd__arg_mem(pgd__args *a, cl_mem m)
+{
+    pgd__arg(a, sizeof m, &m);
+}
+void pgd__arg_int(pgd__args *a, cl_int v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_uint(pgd__args *a, cl_uint v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_long(pgd__args *a, cl_long v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_float(pgd__args *a, float v)
+{
+    pgd__arg(a, sizeof v, &v);
+}
+void pgd__arg_local(pgd__args *a, size_t bytes)
+{
+    pgd__arg(a, bytes, NULL);
+}
+
+int pgd__args_end(const pgd__args *a, pgd_error **err)
+{
+    if (a->cl == CL_SUCCESS)
+        return PGD_OK;
+    return pgd__cl_fail(err, a->cl, "clSetKernelArg", "argument %u of kernel '%s' on '%s'",
+                        a->failed, a->name, a->ctx->dev.name);
+}
 
 size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what)
 {

@@ -48,27 +48,6 @@ static void drain(pgd_ctx *ctx)
     ctx->events_len = 0;
 }
 
-/* The first failed clSetKernelArg of the arguments being set: code, kernel and index. Setting
- * argument 0 starts a new list (every launcher sets its arguments from 0 up), so a failure that
- * a launcher reported itself does not linger into the next launch. */
-static _Thread_local cl_int arg_error;
-static _Thread_local cl_uint arg_error_index;
-static _Thread_local cl_kernel arg_error_kernel;
-
-#undef clSetKernelArg
-cl_int pgd__set_arg(cl_kernel k, cl_uint index, size_t size, const void *value)
-{
-    if (index == 0)
-        arg_error = CL_SUCCESS;
-    cl_int cl = clSetKernelArg(k, index, size, value);
-    if (cl != CL_SUCCESS && arg_error == CL_SUCCESS) {
-        arg_error_kernel = k;
-        arg_error = cl;
-        arg_error_index = index;
-    }
-    return cl;
-}
-
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err)
 {
@@ -79,12 +58,6 @@ int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
                     const size_t *offset, const size_t *global, const size_t *local,
                     pgd_error **err)
 {
-    if (arg_error != CL_SUCCESS && arg_error_kernel == k) {
-        cl_int cl = arg_error;
-        arg_error = CL_SUCCESS;
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "argument %u of kernel '%s' on '%s'",
-                            arg_error_index, name, ctx->dev.name);
-    }
     for (cl_uint i = 0; i < dims; i++)
         if (global[i] == 0)
             return PGD_OK; /* an empty launch does nothing; OpenCL would call it an error */

@@ -195,26 +195,29 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
     cl_int ws = stats != NULL, iH = (cl_int)H, iNq = (cl_int)Nq, iNk = (cl_int)Nk, iD = (cl_int)D;
     cl_int mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0);
     float scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)D));
-    cl_uint n = 0;
-    clSetKernelArg(k, n++, sizeof(cl_mem), &qb);
-    clSetKernelArg(k, n++, sizeof qs, &qs);
-    clSetKernelArg(k, n++, sizeof(cl_mem), &kb);
-    clSetKernelArg(k, n++, sizeof ks, &ks);
-    clSetKernelArg(k, n++, sizeof(cl_mem), &vb);
-    clSetKernelArg(k, n++, sizeof vs, &vs);
-    clSetKernelArg(k, n++, sizeof(cl_mem), &ob);
-    clSetKernelArg(k, n++, sizeof os, &os);
-    clSetKernelArg(k, n++, sizeof(cl_mem), &mb);
-    clSetKernelArg(k, n++, sizeof ms, &ms);
-    clSetKernelArg(k, n++, sizeof(cl_mem), &sb);
-    clSetKernelArg(k, n++, sizeof ws, &ws);
-    clSetKernelArg(k, n++, sizeof iH, &iH);
-    clSetKernelArg(k, n++, sizeof iNq, &iNq);
-    clSetKernelArg(k, n++, sizeof iNk, &iNk);
-    clSetKernelArg(k, n++, sizeof scale, &scale);
-    clSetKernelArg(k, n++, sizeof mode, &mode);
+    const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, names[var]);
+    pgd__arg_mem(&args, qb);
+    pgd__arg(&args, sizeof qs, &qs);
+    pgd__arg_mem(&args, kb);
+    pgd__arg(&args, sizeof ks, &ks);
+    pgd__arg_mem(&args, vb);
+    pgd__arg(&args, sizeof vs, &vs);
+    pgd__arg_mem(&args, ob);
+    pgd__arg(&args, sizeof os, &os);
+    pgd__arg_mem(&args, mb);
+    pgd__arg(&args, sizeof ms, &ms);
+    pgd__arg_mem(&args, sb);
+    pgd__arg_int(&args, ws);
+    pgd__arg_int(&args, iH);
+    pgd__arg_int(&args, iNq);
+    pgd__arg_int(&args, iNk);
+    pgd__arg_float(&args, scale);
+    pgd__arg_int(&args, mode);
     if (var == V_GENERIC)
-        clSetKernelArg(k, n++, sizeof iD, &iD);
+        pgd__arg_int(&args, iD);
+    rc = pgd__args_end(&args, err);
     /* The whole launch covers gx work-items in dimension 0 (rows query rows each); it is
      * enqueued in chunks of whole work-groups, each at its global offset. The kernels index by
      * the global id, so a chunk computes exactly what the same work-items would in one launch. */
@@ -223,7 +226,6 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
         ((size_t)chunk_rows(ctx, B, H, Nq, Nk, D, (int64_t)lx * rows) + (size_t)rows - 1) /
         (size_t)rows;
     chunk = (chunk + lx - 1) / lx * lx;
-    const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
     for (size_t x0 = 0; x0 < gx && !rc; x0 += chunk) {
         size_t offset[3] = {x0, 0, 0};
         size_t global[3] = {gx - x0 < chunk ? gx - x0 : chunk, (size_t)H, (size_t)B};
@@ -235,28 +237,29 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
         rc = pgd__kernel_get(ctx, "attention", NULL, "attn_probs", &kp, err);
         if (!rc) {
             size_t lp = pgd__pow2_floor(pgd__kernel_wg(ctx, kp) < 64 ? pgd__kernel_wg(ctx, kp) : 64);
-            cl_int hs = a->probs_head, iq0 = (cl_int)q0, iq1 = (cl_int)q1;
-            n = 0;
-            clSetKernelArg(kp, n++, sizeof(cl_mem), &qb);
-            clSetKernelArg(kp, n++, sizeof qs, &qs);
-            clSetKernelArg(kp, n++, sizeof(cl_mem), &kb);
-            clSetKernelArg(kp, n++, sizeof ks, &ks);
-            clSetKernelArg(kp, n++, sizeof(cl_mem), &mb);
-            clSetKernelArg(kp, n++, sizeof ms, &ms);
-            clSetKernelArg(kp, n++, sizeof(cl_mem), &sb);
-            clSetKernelArg(kp, n++, sizeof(cl_mem), &a->probs->buf);
-            clSetKernelArg(kp, n++, sizeof iH, &iH);
-            clSetKernelArg(kp, n++, sizeof iNq, &iNq);
-            clSetKernelArg(kp, n++, sizeof iNk, &iNk);
-            clSetKernelArg(kp, n++, sizeof scale, &scale);
-            clSetKernelArg(kp, n++, sizeof mode, &mode);
-            clSetKernelArg(kp, n++, sizeof iD, &iD);
-            clSetKernelArg(kp, n++, sizeof hs, &hs);
-            clSetKernelArg(kp, n++, sizeof iq0, &iq0);
-            clSetKernelArg(kp, n++, sizeof iq1, &iq1);
+            pgd__args_begin(&args, ctx, kp, "attn_probs");
+            pgd__arg_mem(&args, qb);
+            pgd__arg(&args, sizeof qs, &qs);
+            pgd__arg_mem(&args, kb);
+            pgd__arg(&args, sizeof ks, &ks);
+            pgd__arg_mem(&args, mb);
+            pgd__arg(&args, sizeof ms, &ms);
+            pgd__arg_mem(&args, sb);
+            pgd__arg_mem(&args, a->probs->buf);
+            pgd__arg_int(&args, iH);
+            pgd__arg_int(&args, iNq);
+            pgd__arg_int(&args, iNk);
+            pgd__arg_float(&args, scale);
+            pgd__arg_int(&args, mode);
+            pgd__arg_int(&args, iD);
+            pgd__arg_int(&args, a->probs_head);
+            pgd__arg_int(&args, (cl_int)q0);
+            pgd__arg_int(&args, (cl_int)q1);
+            rc = pgd__args_end(&args, err);
             size_t gp[3] = {((size_t)Nk + lp - 1) / lp * lp, (size_t)(q1 - q0), (size_t)(B * hsel)};
             size_t lpp[3] = {lp, 1, 1};
-            rc = pgd__enqueue(ctx, kp, "attn_probs", 3, gp, lpp, err);
+            if (!rc)
+                rc = pgd__enqueue(ctx, kp, "attn_probs", 3, gp, lpp, err);
         }
     }
     pgd_tensor_destroy(stats);

@@ -40,12 +40,6 @@ struct pgd_conv2d {
     pgd_tensor *bias; /* [cout] or NULL */
 };
 
-static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
-{
-    if (*cl == CL_SUCCESS)
-        *cl = clSetKernelArg(k, index, size, value);
-}
-
 /* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
  * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
  * kernels index by the global id and test it against the total). */
@@ -102,13 +96,14 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
     if (rc)
         return rc;
     cl_int a[4] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W};
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &y->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "nchw_to_nhwc");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 4; i++)
-        set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'nchw_to_nhwc'");
+        pgd__arg_int(&args, a[i]);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     return enqueue_flat(ctx, k, "nchw_to_nhwc", total, 0, err);
 }
 
@@ -402,13 +397,13 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
         return rc;
     cl_int a[6] = {(cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w,
                    d->pad_h, d->pad_w};
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &(*out)->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "conv_pad");
+    pgd__arg_mem(&args, f->x->buf);
+    pgd__arg_mem(&args, (*out)->buf);
     for (cl_uint i = 0; i < 6; i++)
-        set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
-    if (cl != CL_SUCCESS)
-        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_pad'");
+        pgd__arg_int(&args, a[i]);
+    rc = pgd__args_end(&args, err);
     if (!rc)
         rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, 0, err);
     if (rc) {
@@ -449,29 +444,29 @@ static int run_implicit(const fwd *f, pgd_error **err)
                     d->stride_w,
                     d->dil_h,
                     d->dil_w};
-    cl_int cl = CL_SUCCESS;
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "conv_implicit_cpu");
     for (cl_uint i = 0; i < 14; i++)
-        set_arg(&cl, k, i, sizeof(cl_int), &a[i]);
+        pgd__arg_int(&args, a[i]);
     cl_long sb = c->packed_stride;
     cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
     /* Absent bias and residual are never read; their arguments still need a valid buffer. */
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    set_arg(&cl, k, 14, sizeof(cl_mem), &x);
-    set_arg(&cl, k, 15, sizeof(cl_mem), &c->packed->buf);
-    set_arg(&cl, k, 16, sizeof sb, &sb);
-    set_arg(&cl, k, 17, sizeof(cl_mem), &f->y->buf);
-    set_arg(&cl, k, 18, sizeof ldc, &ldc);
-    set_arg(&cl, k, 19, sizeof(cl_mem), &bias);
-    set_arg(&cl, k, 20, sizeof(cl_mem), &res);
-    set_arg(&cl, k, 21, sizeof epi, &epi);
+    pgd__arg_mem(&args, x);
+    pgd__arg_mem(&args, c->packed->buf);
+    pgd__arg(&args, sizeof sb, &sb);
+    pgd__arg_mem(&args, f->y->buf);
+    pgd__arg(&args, sizeof ldc, &ldc);
+    pgd__arg_mem(&args, bias);
+    pgd__arg_mem(&args, res);
+    pgd__arg(&args, sizeof epi, &epi);
     /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
      * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
      * 8). PAGODA_CONV_MB is a tuning knob. */
     int64_t tiles = (f->m + rm - 1) / rm;
     cl_int mb = ctx->opt.conv_mb > 0 ? ctx->opt.conv_mb : 1;
-    set_arg(&cl, k, 22, sizeof mb, &mb);
-    if (cl != CL_SUCCESS)
-        rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_implicit_cpu'");
+    pgd__arg(&args, sizeof mb, &mb);
+    rc = pgd__args_end(&args, err);
     /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
     size_t items = (size_t)((tiles + mb - 1) / mb);
     uint64_t per_row = 2u * (uint64_t)d->cout * (uint64_t)c->kg;
@@ -525,17 +520,16 @@ static int run_im2col(const fwd *f, pgd_error **err)
         for (int64_t m0 = 0; m0 < f->m && !rc; m0 += chunk) {
             int64_t rows = f->m - m0 < chunk ? f->m - m0 : chunk;
             cl_int im0 = (cl_int)m0, total = (cl_int)(rows * c->d.kh * c->d.kw), gi = g;
-            cl_int cl = CL_SUCCESS;
-            set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
-            set_arg(&cl, k, 1, sizeof(cl_mem), &a->buf);
-            set_arg(&cl, k, 2, sizeof geo, &geo);
-            set_arg(&cl, k, 3, sizeof im0, &im0);
-            set_arg(&cl, k, 4, sizeof total, &total);
-            set_arg(&cl, k, 5, sizeof gi, &gi);
-            if (cl != CL_SUCCESS) {
-                rc = pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_im2col'");
+            pgd__args args;
+            pgd__args_begin(&args, ctx, k, "conv_im2col");
+            pgd__arg_mem(&args, f->x->buf);
+            pgd__arg_mem(&args, a->buf);
+            pgd__arg(&args, sizeof geo, &geo);
+            pgd__arg(&args, sizeof im0, &im0);
+            pgd__arg(&args, sizeof total, &total);
+            pgd__arg(&args, sizeof gi, &gi);
+            if ((rc = pgd__args_end(&args, err)))
                 break;
-            }
             rc = enqueue_flat(ctx, k, "conv_im2col", total, 0, err);
             pgd__mat bias, res;
             pgd__gemm_call gc =
@@ -560,17 +554,18 @@ static int run_direct(const fwd *f, pgd_error **err)
     int64_t total = pgd_tensor_numel(f->y);
     cl_int t = (cl_int)total, flags = epi_code(f);
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &f->x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &c->w->buf);
-    set_arg(&cl, k, 2, sizeof(cl_mem), &bias);
-    set_arg(&cl, k, 3, sizeof(cl_mem), &res);
-    set_arg(&cl, k, 4, sizeof(cl_mem), &f->y->buf);
-    set_arg(&cl, k, 5, sizeof geo, &geo);
-    set_arg(&cl, k, 6, sizeof t, &t);
-    set_arg(&cl, k, 7, sizeof flags, &flags);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'conv_direct'");
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "conv_direct");
+    pgd__arg_mem(&args, f->x->buf);
+    pgd__arg_mem(&args, c->w->buf);
+    pgd__arg_mem(&args, bias);
+    pgd__arg_mem(&args, res);
+    pgd__arg_mem(&args, f->y->buf);
+    pgd__arg(&args, sizeof geo, &geo);
+    pgd__arg(&args, sizeof t, &t);
+    pgd__arg(&args, sizeof flags, &flags);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     return enqueue_flat(ctx, k, "conv_direct", total,
                         2u * (uint64_t)c->d.kh * (uint64_t)c->d.kw * (uint64_t)c->cing, err);
 }
@@ -671,13 +666,14 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         return rc;
     cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
                    (cl_int)OW,    k,         stride,    pad};
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, kk, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, kk, 1, sizeof(cl_mem), &y->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, kk, kernel);
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 9; i++)
-        set_arg(&cl, kk, 2 + i, sizeof(cl_int), &a[i]);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of '%s'", kernel);
+        pgd__arg_int(&args, a[i]);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     return enqueue_flat(ctx, kk, kernel, total, (uint64_t)k * (uint64_t)k, err);
 }
 
@@ -717,12 +713,13 @@ int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
     if (rc)
         return rc;
     cl_int a[3] = {(cl_int)total, (cl_int)C, (cl_int)(H * W)};
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &y->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "global_avgpool");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 3; i++)
-        set_arg(&cl, k, 2 + i, sizeof(cl_int), &a[i]);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'global_avgpool'");
+        pgd__arg_int(&args, a[i]);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     return enqueue_flat(ctx, k, "global_avgpool", total, (uint64_t)(H * W), err);
 }

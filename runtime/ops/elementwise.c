@@ -26,10 +26,14 @@ int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y, pgd
     if (rc)
         return rc;
     cl_uint n = (cl_uint)pgd_tensor_numel(x);
-    clSetKernelArg(k, 0, sizeof(cl_mem), &x->buf);
-    clSetKernelArg(k, 1, sizeof(cl_mem), &y->buf);
-    clSetKernelArg(k, 2, sizeof(float), &alpha);
-    clSetKernelArg(k, 3, sizeof(cl_uint), &n);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "elementwise_scale");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_float(&args, alpha);
+    pgd__arg_uint(&args, n);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "elementwise_scale", 1, &global, &wg, err);
 }
@@ -46,10 +50,14 @@ int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *
     if (rc)
         return rc;
     cl_uint n = (cl_uint)pgd_tensor_numel(a);
-    clSetKernelArg(k, 0, sizeof(cl_mem), &a->buf);
-    clSetKernelArg(k, 1, sizeof(cl_mem), &b->buf);
-    clSetKernelArg(k, 2, sizeof(cl_mem), &y->buf);
-    clSetKernelArg(k, 3, sizeof(cl_uint), &n);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "elementwise_add");
+    pgd__arg_mem(&args, a->buf);
+    pgd__arg_mem(&args, b->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, n);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "elementwise_add", 1, &global, &wg, err);
 }

@@ -73,14 +73,12 @@ static int gemm_fits(const pgd_ctx *ctx, const gpu_cfg *g)
            lmem <= ctx->dev.local_mem;
 }
 
-static void set_mat_args(cl_kernel k, int first, const pgd__mat *m)
+static void set_mat_args(pgd__args *a, const pgd__mat *m)
 {
-    cl_int off = (cl_int)m->off, ld = m->ld;
-    cl_long stride = m->stride;
-    clSetKernelArg(k, (cl_uint)first, sizeof(cl_mem), &m->buf);
-    clSetKernelArg(k, (cl_uint)first + 1, sizeof off, &off);
-    clSetKernelArg(k, (cl_uint)first + 2, sizeof ld, &ld);
-    clSetKernelArg(k, (cl_uint)first + 3, sizeof stride, &stride);
+    pgd__arg_mem(a, m->buf);
+    pgd__arg_int(a, (cl_int)m->off);
+    pgd__arg_int(a, m->ld);
+    pgd__arg_long(a, m->stride);
 }
 
 static int check_int_range(const pgd__gemm_call *g, pgd_error **err)
@@ -96,26 +94,26 @@ static int check_int_range(const pgd__gemm_call *g, pgd_error **err)
 }
 
 /* Sets the 24 arguments shared by gemm_cpu and gemm_gpu. */
-static void set_gemm_args(cl_kernel k, const pgd__gemm_call *g, const pgd__mat *b)
+static int set_gemm_args(pgd_ctx *ctx, cl_kernel k, const char *name, const pgd__gemm_call *g,
+                         const pgd__mat *b, pgd_error **err)
 {
-    cl_int M = (cl_int)g->M, N = (cl_int)g->N, K = (cl_int)g->K;
-    clSetKernelArg(k, 0, sizeof M, &M);
-    clSetKernelArg(k, 1, sizeof N, &N);
-    clSetKernelArg(k, 2, sizeof K, &K);
-    clSetKernelArg(k, 3, sizeof(float), &g->alpha);
-    clSetKernelArg(k, 4, sizeof(float), &g->beta);
-    set_mat_args(k, 5, &g->a);
-    set_mat_args(k, 9, b);
-    set_mat_args(k, 13, &g->c);
+    pgd__args a;
+    pgd__args_begin(&a, ctx, k, name);
+    pgd__arg_int(&a, (cl_int)g->M);
+    pgd__arg_int(&a, (cl_int)g->N);
+    pgd__arg_int(&a, (cl_int)g->K);
+    pgd__arg_float(&a, g->alpha);
+    pgd__arg_float(&a, g->beta);
+    set_mat_args(&a, &g->a);
+    set_mat_args(&a, b);
+    set_mat_args(&a, &g->c);
     /* Unused bias and residual still need a valid buffer: C stands in. */
-    cl_mem bias = g->bias ? g->bias->buf : g->c.buf;
-    cl_int boff = g->bias ? (cl_int)g->bias->off : 0;
-    clSetKernelArg(k, 17, sizeof(cl_mem), &bias);
-    clSetKernelArg(k, 18, sizeof boff, &boff);
+    pgd__arg_mem(&a, g->bias ? g->bias->buf : g->c.buf);
+    pgd__arg_int(&a, g->bias ? (cl_int)g->bias->off : 0);
     pgd__mat r = g->residual ? *g->residual : g->c;
-    set_mat_args(k, 19, &r);
-    cl_int epi = pgd__gemm_epi_code(g);
-    clSetKernelArg(k, 23, sizeof epi, &epi);
+    set_mat_args(&a, &r);
+    pgd__arg_int(&a, pgd__gemm_epi_code(g));
+    return pgd__args_end(&a, err);
 }
 
 /* Output rows per launch (see pgd__launch_rows), a multiple of `unit`. */
@@ -150,16 +148,15 @@ int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batc
     int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_pack_b", &k, err);
     if (rc)
         return rc;
-    cl_int n = (cl_int)N, kk = (cl_int)K, off = (cl_int)b->off, ld = b->ld;
-    cl_long sb = b->stride, sp = packed_stride;
-    clSetKernelArg(k, 0, sizeof n, &n);
-    clSetKernelArg(k, 1, sizeof kk, &kk);
-    clSetKernelArg(k, 2, sizeof(cl_mem), &b->buf);
-    clSetKernelArg(k, 3, sizeof off, &off);
-    clSetKernelArg(k, 4, sizeof ld, &ld);
-    clSetKernelArg(k, 5, sizeof sb, &sb);
-    clSetKernelArg(k, 6, sizeof(cl_mem), &packed);
-    clSetKernelArg(k, 7, sizeof sp, &sp);
+    pgd__args a;
+    pgd__args_begin(&a, ctx, k, "gemm_pack_b");
+    pgd__arg_int(&a, (cl_int)N);
+    pgd__arg_int(&a, (cl_int)K);
+    set_mat_args(&a, b);
+    pgd__arg_mem(&a, packed);
+    pgd__arg_long(&a, packed_stride);
+    if ((rc = pgd__args_end(&a, err)))
+        return rc;
     int nb = c.vw * c.nv;
     size_t global[3] = {(size_t)((K + 15) / 16), (size_t)((N + nb - 1) / nb), (size_t)batch};
     return pgd__enqueue(ctx, k, "gemm_pack_b", 3, global, NULL, err);
@@ -213,7 +210,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     cl_kernel k;
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
     if (!rc) {
-        set_gemm_args(k, g, &b);
+        rc = set_gemm_args(ctx, k, "gemm_cpu", g, &b, err);
         /* Long launches go in chunks of row blocks at their global offset: gemm_cpu indexes
          * by the global id, so each chunk computes what the same work-items would at once. */
         size_t blocks = (size_t)((g->M + c.rm - 1) / c.rm);
@@ -259,7 +256,8 @@ static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
             pgd__mat res;
             pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
-            set_gemm_args(k, &part, &part.b);
+            if ((rc = set_gemm_args(ctx, k, "gemm_gpu", &part, &part.b, err)))
+                break;
             size_t global[3] = {(size_t)((part.N + c->tsn - 1) / c->tsn) * lx,
                                 (size_t)((part.M + c->tsm - 1) / c->tsm) * ly,
                                 (size_t)part.batch};

@@ -18,27 +18,24 @@ int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     int rc = pgd__kernel_get(ctx, "gemm", NULL, "gemm_epilogue", &k, err);
     if (rc)
         return rc;
-    cl_int M = (cl_int)g->M, N = (cl_int)g->N, offc = (cl_int)g->c.off, ldc = g->c.ld;
-    cl_long sc = g->c.stride;
-    cl_mem bias = g->bias ? g->bias->buf : g->c.buf;
-    cl_int boff = g->bias ? (cl_int)g->bias->off : 0;
     pgd__mat r = g->residual ? *g->residual : g->c;
-    cl_int roff = (cl_int)r.off, ldr = r.ld;
-    cl_long sr = r.stride;
-    clSetKernelArg(k, 0, sizeof M, &M);
-    clSetKernelArg(k, 1, sizeof N, &N);
-    clSetKernelArg(k, 2, sizeof(cl_mem), &g->c.buf);
-    clSetKernelArg(k, 3, sizeof offc, &offc);
-    clSetKernelArg(k, 4, sizeof ldc, &ldc);
-    clSetKernelArg(k, 5, sizeof sc, &sc);
-    clSetKernelArg(k, 6, sizeof(cl_mem), &bias);
-    clSetKernelArg(k, 7, sizeof boff, &boff);
-    clSetKernelArg(k, 8, sizeof(cl_mem), &r.buf);
-    clSetKernelArg(k, 9, sizeof roff, &roff);
-    clSetKernelArg(k, 10, sizeof ldr, &ldr);
-    clSetKernelArg(k, 11, sizeof sr, &sr);
-    cl_int epi = pgd__gemm_epi_code(g);
-    clSetKernelArg(k, 12, sizeof epi, &epi);
+    pgd__args a;
+    pgd__args_begin(&a, ctx, k, "gemm_epilogue");
+    pgd__arg_int(&a, (cl_int)g->M);
+    pgd__arg_int(&a, (cl_int)g->N);
+    pgd__arg_mem(&a, g->c.buf);
+    pgd__arg_int(&a, (cl_int)g->c.off);
+    pgd__arg_int(&a, g->c.ld);
+    pgd__arg_long(&a, g->c.stride);
+    pgd__arg_mem(&a, g->bias ? g->bias->buf : g->c.buf);
+    pgd__arg_int(&a, g->bias ? (cl_int)g->bias->off : 0);
+    pgd__arg_mem(&a, r.buf);
+    pgd__arg_int(&a, (cl_int)r.off);
+    pgd__arg_int(&a, r.ld);
+    pgd__arg_long(&a, r.stride);
+    pgd__arg_int(&a, pgd__gemm_epi_code(g));
+    if ((rc = pgd__args_end(&a, err)))
+        return rc;
     size_t global[3] = {(size_t)g->N, (size_t)g->M, (size_t)g->batch};
     return pgd__enqueue(ctx, k, "gemm_epilogue", 3, global, NULL, err);
 }

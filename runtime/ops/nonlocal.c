@@ -250,18 +250,17 @@ static int rowdot(pgd_ctx *ctx, const pgd_tensor *X, int64_t off, int64_t ld, in
     int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
     if (rc)
         return rc;
-    cl_long o = off;
-    cl_int l = (cl_int)ld, c = (cl_int)cols, r = (cl_int)rows;
-    cl_int e = 0;
-    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &X->buf);
-    e |= clSetKernelArg(k, 1, sizeof o, &o);
-    e |= clSetKernelArg(k, 2, sizeof l, &l);
-    e |= clSetKernelArg(k, 3, sizeof c, &c);
-    e |= clSetKernelArg(k, 4, sizeof(cl_mem), &w->buf);
-    e |= clSetKernelArg(k, 5, sizeof(cl_mem), &out->buf);
-    e |= clSetKernelArg(k, 6, sizeof r, &r);
-    if (e)
-        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_rowdot'");
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "nl_rowdot");
+    pgd__arg_mem(&args, X->buf);
+    pgd__arg_long(&args, off);
+    pgd__arg_int(&args, (cl_int)ld);
+    pgd__arg_int(&args, (cl_int)cols);
+    pgd__arg_mem(&args, w->buf);
+    pgd__arg_mem(&args, out->buf);
+    pgd__arg_int(&args, (cl_int)rows);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k);
     size_t global[1] = {pgd__round_up((size_t)rows, wg)}, local[1] = {wg};
     return pgd__enqueue(ctx, k, "nl_rowdot", 1, global, local, err);
@@ -276,22 +275,21 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
     int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_concat", &k, err);
     if (rc)
         return rc;
-    cl_long o = goff;
-    cl_int l = (cl_int)ld, ci = (cl_int)Ci, n = (cl_int)N, np = (cl_int)Np;
-    float inv = 1.0f / (float)Np;
-    cl_int e = 0;
-    e |= clSetKernelArg(k, 0, sizeof(cl_mem), &a->buf);
-    e |= clSetKernelArg(k, 1, sizeof(cl_mem), &bv->buf);
-    e |= clSetKernelArg(k, 2, sizeof(cl_mem), &G->buf);
-    e |= clSetKernelArg(k, 3, sizeof o, &o);
-    e |= clSetKernelArg(k, 4, sizeof l, &l);
-    e |= clSetKernelArg(k, 5, sizeof ci, &ci);
-    e |= clSetKernelArg(k, 6, sizeof n, &n);
-    e |= clSetKernelArg(k, 7, sizeof np, &np);
-    e |= clSetKernelArg(k, 8, sizeof inv, &inv);
-    e |= clSetKernelArg(k, 9, sizeof(cl_mem), &y->buf);
-    if (e)
-        return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
+    cl_int np = (cl_int)Np;
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "nl_concat");
+    pgd__arg_mem(&args, a->buf);
+    pgd__arg_mem(&args, bv->buf);
+    pgd__arg_mem(&args, G->buf);
+    pgd__arg_long(&args, goff);
+    pgd__arg_int(&args, (cl_int)ld);
+    pgd__arg_int(&args, (cl_int)Ci);
+    pgd__arg_int(&args, (cl_int)N);
+    pgd__arg_int(&args, np);
+    pgd__arg_float(&args, 1.0f / (float)Np);
+    pgd__arg_mem(&args, y->buf);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k);
     size_t l0 = wg < (size_t)Ci ? wg : pgd__pow2_floor((size_t)Ci);
     if (l0 < 1)
@@ -301,11 +299,14 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
     cl_int chunk = key_chunk(ctx);
     for (cl_int j0 = 0; j0 < np && !rc; j0 += chunk) {
         cl_int j1 = np - j0 > chunk ? j0 + chunk : np, acc = j0 > 0;
-        e = clSetKernelArg(k, 10, sizeof j0, &j0);
-        e |= clSetKernelArg(k, 11, sizeof j1, &j1);
-        e |= clSetKernelArg(k, 12, sizeof acc, &acc);
-        if (e)
-            return pgd__cl_fail(err, e, "clSetKernelArg", "arguments of 'nl_concat'");
+        /* Only the key range changes between chunks: arguments 10 to 12. */
+        pgd__args_begin(&args, ctx, k, "nl_concat");
+        pgd__args_seek(&args, 10);
+        pgd__arg_int(&args, j0);
+        pgd__arg_int(&args, j1);
+        pgd__arg_int(&args, acc);
+        if ((rc = pgd__args_end(&args, err)))
+            return rc;
         rc = pgd__enqueue(ctx, k, "nl_concat", 3, global, local, err);
     }
     return rc;

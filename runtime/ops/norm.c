@@ -91,19 +91,6 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
     return need;
 }
 
-
-/* Sets one kernel argument unless an earlier one failed; *cl keeps the first failure. */
-static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
-{
-    if (*cl == CL_SUCCESS)
-        *cl = clSetKernelArg(k, index, size, value);
-}
-
-static int set_args_fail(pgd_error **err, cl_int cl, const char *kernel)
-{
-    return pgd__cl_fail(err, cl, "clSetKernelArg", "setting the arguments of kernel '%s'", kernel);
-}
-
 int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const pgd_tensor *b,
                   float eps, pgd_tensor *y, pgd_error **err)
 {
@@ -129,17 +116,18 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
     size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
     /* Unused weight and bias arguments still need a valid buffer: pass x's. */
     cl_mem wb = w ? w->buf : x->buf, bb = b ? b->buf : x->buf;
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &wb);
-    set_arg(&cl, k, 2, sizeof(cl_mem), &bb);
-    set_arg(&cl, k, 3, sizeof(cl_mem), &y->buf);
-    set_arg(&cl, k, 4, sizeof(cl_uint), &cols);
-    set_arg(&cl, k, 5, sizeof(float), &eps);
-    set_arg(&cl, k, 6, sizeof(cl_uint), &affine);
-    set_arg(&cl, k, 7, wg * sizeof(float), NULL);
-    if (cl != CL_SUCCESS)
-        return set_args_fail(err, cl, "layernorm_rows");
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "layernorm_rows");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, wb);
+    pgd__arg_mem(&args, bb);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, cols);
+    pgd__arg_float(&args, eps);
+    pgd__arg_uint(&args, affine);
+    pgd__arg_local(&args, wg * sizeof(float));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t global = rows * wg;
     return pgd__enqueue(ctx, k, "layernorm_rows", 1, &global, &wg, err);
 }
@@ -157,14 +145,15 @@ int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y, p
         return rc;
     cl_uint cols = (cl_uint)last_dim(x);
     size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &y->buf);
-    set_arg(&cl, k, 2, sizeof(cl_uint), &cols);
-    set_arg(&cl, k, 3, sizeof(float), &scale);
-    set_arg(&cl, k, 4, wg * sizeof(float), NULL);
-    if (cl != CL_SUCCESS)
-        return set_args_fail(err, cl, "softmax_rows");
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "softmax_rows");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, cols);
+    pgd__arg_float(&args, scale);
+    pgd__arg_local(&args, wg * sizeof(float));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t global = rows * wg;
     return pgd__enqueue(ctx, k, "softmax_rows", 1, &global, &wg, err);
 }
@@ -181,12 +170,13 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     cl_kernel k;
     if ((rc = pgd__kernel_get(ctx, "norm", NULL, kernel, &k, err)))
         return rc;
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &y->buf);
-    set_arg(&cl, k, 2, sizeof(cl_uint), &n);
-    if (cl != CL_SUCCESS)
-        return set_args_fail(err, cl, kernel);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, kernel);
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, n);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
@@ -218,14 +208,15 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
     cl_kernel k;
     if ((rc = pgd__kernel_get(ctx, "norm", NULL, "bias_add", &k, err)))
         return rc;
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &x->buf);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &bias->buf);
-    set_arg(&cl, k, 2, sizeof(cl_mem), &y->buf);
-    set_arg(&cl, k, 3, sizeof(cl_uint), &cols);
-    set_arg(&cl, k, 4, sizeof(cl_uint), &n);
-    if (cl != CL_SUCCESS)
-        return set_args_fail(err, cl, "bias_add");
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "bias_add");
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, bias->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, cols);
+    pgd__arg_uint(&args, n);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "bias_add", 1, &global, &wg, err);
 }

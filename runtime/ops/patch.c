@@ -14,16 +14,6 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-static void set_arg(cl_int *cl, cl_kernel k, cl_uint index, size_t size, const void *value)
-{
-    if (*cl == CL_SUCCESS)
-        *cl = clSetKernelArg(k, index, size, value);
-}
-
-
-
-
-
 int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
                     const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
                     const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
@@ -94,14 +84,15 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         }
         cl_uint a[7] = {(cl_uint)C, (cl_uint)H, (cl_uint)W, (cl_uint)P, (cl_uint)gw, (cl_uint)np,
                         (cl_uint)(B * np)};
-        cl_int cl = CL_SUCCESS;
-        set_arg(&cl, k, 0, sizeof(cl_mem), &image->buf);
-        set_arg(&cl, k, 1, sizeof(cl_mem), &A->buf);
+        pgd__args args;
+        pgd__args_begin(&args, ctx, k, "patch_unfold");
+        pgd__arg_mem(&args, image->buf);
+        pgd__arg_mem(&args, A->buf);
         for (cl_uint i = 0; i < 7; i++)
-            set_arg(&cl, k, 2 + i, sizeof(cl_uint), &a[i]);
-        if (cl != CL_SUCCESS) {
+            pgd__arg_uint(&args, a[i]);
+        if ((rc = pgd__args_end(&args, err))) {
             pgd_tensor_destroy(A);
-            return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_unfold'");
+            return rc;
         }
         size_t wg = pgd__flat_wg(ctx, k);
         size_t global[2] = {pgd__round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
@@ -135,15 +126,16 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         return rc;
     cl_mem cb = cls->buf, db = dist ? dist->buf : cls->buf;
     cl_uint a[5] = {(cl_uint)D, (cl_uint)T, (cl_uint)extra, flags, (cl_uint)(B * extra * D)};
-    cl_int cl = CL_SUCCESS;
-    set_arg(&cl, k, 0, sizeof(cl_mem), &cb);
-    set_arg(&cl, k, 1, sizeof(cl_mem), &db);
-    set_arg(&cl, k, 2, sizeof(cl_mem), &pb);
-    set_arg(&cl, k, 3, sizeof(cl_mem), &out->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "patch_tokens");
+    pgd__arg_mem(&args, cb);
+    pgd__arg_mem(&args, db);
+    pgd__arg_mem(&args, pb);
+    pgd__arg_mem(&args, out->buf);
     for (cl_uint i = 0; i < 5; i++)
-        set_arg(&cl, k, 4 + i, sizeof(cl_uint), &a[i]);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of 'patch_tokens'");
+        pgd__arg_uint(&args, a[i]);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[4], wg);
     return pgd__enqueue(ctx, k, "patch_tokens", 1, &global, &wg, err);
 }
@@ -205,19 +197,19 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
     }
     cl_uint a[7] = {(cl_uint)D,   (cl_uint)extra, (cl_uint)gh,         (cl_uint)gw,
                     (cl_uint)gh2, (cl_uint)gw2,   (cl_uint)(rows2 * D)};
-    cl_int cl = CL_SUCCESS;
-    cl_uint arg = 0;
-    set_arg(&cl, k, arg++, sizeof(cl_mem), &pos->buf);
-    set_arg(&cl, k, arg++, sizeof(cl_mem), &out->buf);
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, name);
+    pgd__arg_mem(&args, pos->buf);
+    pgd__arg_mem(&args, out->buf);
     for (cl_uint i = 0; i < 6; i++)
-        set_arg(&cl, k, arg++, sizeof(cl_uint), &a[i]);
-    set_arg(&cl, k, arg++, sizeof(float), &sy);
-    set_arg(&cl, k, arg++, sizeof(float), &sx);
+        pgd__arg_uint(&args, a[i]);
+    pgd__arg_float(&args, sy);
+    pgd__arg_float(&args, sx);
     if (!aa)
-        set_arg(&cl, k, arg++, sizeof(cl_uint), &align);
-    set_arg(&cl, k, arg++, sizeof(cl_uint), &a[6]);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "arguments of '%s'", name);
+        pgd__arg_uint(&args, align);
+    pgd__arg_uint(&args, a[6]);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[6], wg);
     return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
 }
