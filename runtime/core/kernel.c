@@ -48,14 +48,15 @@ void pgd_kernel_destroy(pgd_kernel *k)
     free(k);
 }
 
-static int set(pgd_kernel *k, unsigned index, size_t size, const void *value, const char *what,
-               pgd_error **err)
+/* One argument at an explicit index, through the library's argument helper (the error names
+ * the index, the kernel and the real OpenCL code). */
+static int set(pgd_kernel *k, unsigned index, size_t size, const void *value, pgd_error **err)
 {
-    cl_int cl = clSetKernelArg(k->kernel, index, size, value);
-    if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clSetKernelArg", "argument %u (%s, %zu bytes) of kernel '%s'",
-                            index, what, size, k->name);
-    return PGD_OK;
+    pgd__args a;
+    pgd__args_begin(&a, k->ctx, k->kernel, k->name);
+    pgd__args_seek(&a, index);
+    pgd__arg(&a, size, value);
+    return pgd__args_end(&a, err);
 }
 
 int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t, pgd_error **err)
@@ -64,7 +65,7 @@ int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t, pg
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "argument %u of kernel '%s': %s", index, k->name,
                               t ? "the tensor belongs to another context" : "no tensor");
-    return set(k, index, sizeof(cl_mem), &t->buf, "buffer", err);
+    return set(k, index, sizeof(cl_mem), &t->buf, err);
 }
 
 int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
@@ -73,12 +74,12 @@ int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void 
     if (!value || size == 0)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "argument %u of kernel '%s': no value given", index, k->name);
-    return set(k, index, size, value, "value", err);
+    return set(k, index, size, value, err);
 }
 
 int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err)
 {
-    return set(k, index, bytes, NULL, "local memory", err);
+    return set(k, index, bytes, NULL, err);
 }
 
 size_t pgd_kernel_max_work_group(const pgd_kernel *k) { return pgd__kernel_wg(k->ctx, k->kernel); }
