@@ -333,13 +333,17 @@ typedef struct pgd_build_stats {
 } pgd_build_stats;
 
 PGD_API void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
-/* Drops the in-memory program table (the disk cache stays), so the next request builds again. */
+/* Drops the in-memory program table (the disk cache stays): frees the host and device memory the
+ * built programs hold; the next request builds again (from the disk cache when it can). Kernels
+ * of pgd_kernel handles stay valid. */
 PGD_API void pgd_ctx_clear_programs(pgd_ctx *ctx);
 
 /* The names of the embedded kernel files ("gemm", "attention", ...), NULL-terminated. */
 PGD_API const char *const *pgd_program_names(void);
-/* Builds (or fetches from the caches) the program of kernel file `name` with extra build
- * options `options` (may be NULL). Used by `pagoda bench` to time compiles. */
+/* Builds (or fetches from the caches) the program of embedded kernel file `name` with extra
+ * build options `options` (may be NULL) ahead of use: a program that warms up at start-up so
+ * its first forward pass pays no compile, or a benchmark timing compiles. An unknown name is
+ * PGD_ERR_NOT_FOUND. */
 PGD_API int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options,
                                 pgd_error **err);
 
