@@ -654,19 +654,6 @@ fail:
     return pgd_error_code(*err);
 }
 
-static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out,
-                      pgd_error **err)
-{
-    int rc = pgd_tensor_create(ctx, 1, &n, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int load_nl(resnet_model *m, const model_source *src, const resnet_nl_site *s, nl_block *nb,
                    pgd_error **err)
 {
@@ -719,11 +706,9 @@ static int load_fc(resnet_model *m, const model_source *src, pgd_error **err)
     pgd_tensor *tw = NULL, *tb = NULL;
     int rc = b ? PGD_OK : pgd_error_code(*err);
     if (!rc)
-        rc = pgd_tensor_create(m->ctx, 2, ws, &tw, err);
+        rc = model_upload(m->ctx, w, 2, ws, &tw, err);
     if (!rc)
-        rc = pgd_tensor_upload(tw, w, err);
-    if (!rc)
-        rc = upload_vec(m->ctx, b, ws[0], &tb, err);
+        rc = model_upload(m->ctx, b, 1, ws, &tb, err);
     if (!rc)
         rc = pgd_linear_create(m->ctx, tw, tb, &m->fc, err);
     pgd_tensor_destroy(tw);
@@ -898,9 +883,7 @@ static int stem_forward(resnet_model *m, const float *images, int B, int H, int 
     pgd_tensor *img = NULL, *nhwc = NULL, *t = NULL;
     *x = NULL;
     int64_t is[4] = {B, 3, H, W};
-    int rc = pgd_tensor_create(ctx, 4, is, &img, err);
-    if (!rc)
-        rc = pgd_tensor_upload(img, images, err);
+    int rc = model_upload(ctx, images, 4, is, &img, err);
     if (!rc)
         rc = new4(ctx, B, H, W, 3, &nhwc, err);
     if (!rc)

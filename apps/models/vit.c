@@ -226,19 +226,6 @@ struct vit_model {
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
 };
 
-static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape,
-                       pgd_tensor **out, pgd_error **err)
-{
-    int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
                        const int64_t *shape, pgd_tensor **out, pgd_error **err)
 {
@@ -250,7 +237,7 @@ static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, 
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
     rc = src->read(src->u, name, host, err);
     if (!rc)
-        rc = upload_host(ctx, host, ndim, shape, out, err);
+        rc = model_upload(ctx, host, ndim, shape, out, err);
     free(host);
     return rc;
 }
@@ -298,9 +285,9 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
     pgd_tensor *tw = NULL, *tb = NULL;
     int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};
     if (!rc)
-        rc = upload_host(ctx, w, 2, ws, &tw, err);
+        rc = model_upload(ctx, w, 2, ws, &tw, err);
     if (!rc)
-        rc = upload_host(ctx, b, 1, bs, &tb, err);
+        rc = model_upload(ctx, b, 1, bs, &tb, err);
     if (!rc)
         rc = pgd_linear_create(ctx, tw, tb, out, err);
     pgd_tensor_destroy(tw);
@@ -540,7 +527,7 @@ static int pass_alloc(pass_state *ps, const float *images, int H, int W, pgd_err
     const vit_config *c = &ps->m->cfg;
     int64_t B = ps->B, T = ps->T, D = c->dim;
     int64_t si[4] = {B, 3, H, W}, sx[3] = {B, T, D}, sq[3] = {B, T, 3 * D}, sm[3] = {B, T, c->mlp};
-    int rc = upload_host(ctx, images, 4, si, &ps->img, err);
+    int rc = model_upload(ctx, images, 4, si, &ps->img, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 3, sx, &ps->x, err);
     if (!rc)
