@@ -1,19 +1,15 @@
 /* test_image.c — image loading (JPEG, PNG, BMP round trips through stb's writers, odd sizes,
  * grey and alpha), rejection of other formats, truncated and oversized files, the preprocessing
- * presets against golden data made with torchvision/PIL (tools/make-image-golden.py), and the
- * heat-map PNG writer. Host only: no OpenCL device needed. */
-#include <dirent.h>
+ * presets against golden data made with torchvision/PIL (tools/make-image-golden.py). Host
+ * only: no OpenCL device needed. (The heat-map PNG writer moved with the models: test_maps.c.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <stb_image_write.h>
 
 #include "harness.h"
-#include "internal.h" /* white-box: reaches library internals */
 
 static char *tmpdir;
 
@@ -395,96 +391,6 @@ START_TEST(preprocess_odd_sizes)
 }
 END_TEST
 
-/* ---- heat maps ---- */
-
-static int count_temp_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strstr(e->d_name, ".tmp-"))
-            n++;
-    closedir(d);
-    return n;
-}
-
-START_TEST(heatmap)
-{
-    int w = 257, h = 131, mw = 7, mh = 5;
-    unsigned char *px = pattern(w, h, 3);
-    ck_assert(stbi_write_png(tpath("base.png"), w, h, 3, px, w * 3));
-    free(px);
-    pgd_image *base = NULL, *got = NULL;
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_image_load(tpath("base.png"), &base, &err), &err);
-    float map[35];
-    for (int y = 0; y < mh; y++)
-        for (int x = 0; x < mw; x++)
-            map[y * mw + x] = 3.0f + (float)(x + y); /* min at (0, 0), max at (6, 4) */
-    map[3] = NAN;                                    /* counts as the minimum */
-    PGD_CHECK_OK(pgd_image_write_heatmap_png(tpath("heat.png"), base, map, mw, mh, &err), &err);
-    PGD_CHECK_OK(pgd_image_load(tpath("heat.png"), &got, &err), &err);
-    ck_assert_int_eq(pgd_image_width(got), w);
-    ck_assert_int_eq(pgd_image_height(got), h);
-    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
-    for (int i = 0; i <= 1000; i++) {
-        uint8_t c[3];
-        pgd__heatmap_color(i / 1000.0f, c);
-        for (int k = 0; k < 3; k++) {
-            if (c[k] < lo[k])
-                lo[k] = c[k];
-            if (c[k] > hi[k])
-                hi[k] = c[k];
-        }
-    }
-    const uint8_t *b = pgd_image_data(base), *g = pgd_image_data(got);
-    int bad = -1;
-    for (int i = 0; i < w * h * 3 && bad < 0; i++) {
-        int k = i % 3, bv = b[i], gv = g[i];
-        int mn = bv < lo[k] ? bv : lo[k], mx = bv > hi[k] ? bv : hi[k];
-        if (gv < mn || gv > mx)
-            bad = i;
-    }
-    ck_assert_msg(bad < 0, "byte %d: %d not between base %d and the ramp", bad,
-                  bad < 0 ? 0 : g[bad], bad < 0 ? 0 : b[bad]);
-    /* The corners are exact: (0, 0) is the minimum, (w-1, h-1) the maximum. */
-    uint8_t c0[3], c1[3];
-    pgd__heatmap_color(0.0f, c0);
-    pgd__heatmap_color(1.0f, c1);
-    size_t last = ((size_t)w * h - 1) * 3;
-    for (int k = 0; k < 3; k++) {
-        ck_assert_int_eq(g[k], (b[k] + c0[k] + 1) / 2);
-        ck_assert_int_eq(g[last + k], (b[last + k] + c1[k] + 1) / 2);
-    }
-    pgd_image_free(got);
-    /* A constant map and a 1 x 1 map work. */
-    float one = 5.0f;
-    PGD_CHECK_OK(pgd_image_write_heatmap_png(tpath("heat1.png"), base, &one, 1, 1, &err), &err);
-    /* Failures: a directory that does not exist, a target that is a directory, bad sizes. */
-    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("nodir/heat.png"), base, map, mw, mh, &err),
-                     PGD_ERR_IO);
-    ck_assert(strstr(pgd_error_message(err), "nodir/heat.png"));
-    pgd_error_free(err);
-    err = NULL;
-    struct stat st;
-    ck_assert(stat(tpath("nodir"), &st) != 0);
-    ck_assert(mkdir(tpath("adir"), 0755) == 0);
-    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("adir"), base, map, mw, mh, &err),
-                     PGD_ERR_IO);
-    ck_assert_msg(strstr(pgd_error_message(err), "rename"), "%s", pgd_error_message(err));
-    pgd_error_free(err);
-    err = NULL;
-    ck_assert_int_eq(count_temp_files(tmpdir), 0);
-    ck_assert_int_eq(pgd_image_write_heatmap_png(tpath("x.png"), base, map, 0, 5, &err),
-                     PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
-    ck_assert(stat(tpath("x.png"), &st) != 0);
-    pgd_image_free(base);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("image");
@@ -498,7 +404,6 @@ int main(void)
     tcase_add_test(tc, reject_truncated);
     tcase_add_test(tc, preprocess_golden);
     tcase_add_test(tc, preprocess_odd_sizes);
-    tcase_add_test(tc, heatmap);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -391,129 +391,184 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
     return r;
 }
 
-static int run_device(const char *selector, const spec_entry *specs, int nspecs,
-                      const bench_opts *o, int table, json_t *runs, int *failures)
+/* What one device's run gathers while its items run. */
+typedef struct device_run {
+    pgd_ctx *ctx;
+    const pgd_device_info *d;
+    const bench_opts *o;
+    int table;       /* print the table */
+    peak_numbers pk; /* the best of the peak item so far */
+    json_t *results, *skipped;
+    int *failures;
+} device_run;
+
+static void print_table_header(const pgd_device_info *d)
 {
-    pgd_ctx *ctx = NULL;
-    pgd_error *err = NULL;
-    int open_rc = app_ctx_open(selector, &ctx);
-    if (open_rc)
-        return open_rc;
-    const pgd_device_info *d = pgd_ctx_device(ctx);
-    if (table) {
-        printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
-               d->platform, d->driver_version);
-        printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms",
-               "min ms", "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
-    }
-    json_t *results = json_array(), *skipped = json_array();
-    peak_numbers pk;
-    memset(&pk, 0, sizeof pk);
-    int rc = EXIT_OK;
-    /* The peak first, so every other result can be placed under it. */
-    int order[256], norder = 0;
+    printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
+           d->platform, d->driver_version);
+    printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms",
+           "min ms", "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
+}
+
+/* The order the specs run in: the peak first, so every other result can be placed under it.
+ * Returns how many of order[0..256) it filled. */
+static int peak_first_order(const spec_entry *specs, int nspecs, int order[256])
+{
+    int norder = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < nspecs && norder < 256; i++)
             if ((specs[i].item == &bench_item_peak) == (pass == 0))
                 order[norder++] = i;
-    for (int oi = 0; oi < norder && rc == EXIT_OK; oi++) {
-        const spec_entry *e = &specs[order[oi]];
-        if (!e->item) {
-            fprintf(stderr, "pagoda: note: %s: %s (skipped)\n", e->spec, e->note);
-            json_array_append_new(skipped,
-                                  json_pack("{s:s, s:s}", "spec", e->spec, "reason", e->note));
-            continue;
-        }
-        snprintf(progress.prefix, sizeof progress.prefix, "[%d/%d] %s:", oi + 1, norder, e->spec);
-        progress.shown = 0;
-        bench_progress("starting");
-        bench_result res[64];
-        int nres = 0;
-        memset(res, 0, sizeof res);
-        int r = e->item->run(ctx, e->spec, o, res, &nres, 64, &err);
-        progress_clear();
-        if (r == EXIT_USAGE) {
-            pgd_error_free(err);
-            err = NULL;
-            rc = EXIT_USAGE;
-            break;
-        }
-        if (r) {
-            /* One failing item does not stop a suite: it is reported and recorded. */
-            json_array_append_new(skipped, json_pack("{s:s, s:s}", "spec", e->spec, "reason",
+    return norder;
+}
+
+/* The peak is the best a device did: its fastest run, not its median (on a shared machine the
+ * median of a microkernel drifts with the load; the fastest run drifts least). */
+static void note_peak(peak_numbers *pk, const bench_result *b)
+{
+    double best_gflops = b->flops > 0 ? b->flops / (b->min_ms * 1e6) : 0;
+    double best_gbs = b->bytes > 0 ? b->bytes / (b->min_ms * 1e6) : 0;
+    if (b->peak_kind == BENCH_PEAK_FLOPS && best_gflops > pk->gflops) {
+        pk->gflops = best_gflops;
+        snprintf(pk->gflops_from, sizeof pk->gflops_from, "%s", b->name);
+    }
+    if (b->peak_kind == BENCH_PEAK_BYTES && best_gbs > pk->gbs) {
+        pk->gbs = best_gbs;
+        snprintf(pk->gbs_from, sizeof pk->gbs_from, "%s", b->name);
+    }
+}
+
+static void print_result_row(const bench_result *b, const peak_numbers *pk, double gflops,
+                             double gbs)
+{
+    char gf[16] = "-", bw[16] = "-", frac[16] = "-", ai[16] = "-";
+    if (b->flops > 0)
+        snprintf(gf, sizeof gf, "%.1f", gflops);
+    if (b->bytes > 0)
+        snprintf(bw, sizeof bw, "%.1f", gbs);
+    if (b->peak_kind != BENCH_PEAK_NONE)
+        ; /* the peak itself */
+    else if (b->flops > 0 && pk->gflops > 0)
+        snprintf(frac, sizeof frac, "%.0f%%", 100.0 * gflops / pk->gflops);
+    else if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk->gbs > 0)
+        snprintf(frac, sizeof frac, "%.0f%%bw", 100.0 * gbs / pk->gbs);
+    if (b->flops > 0 && b->bytes > 0)
+        snprintf(ai, sizeof ai, "%.1f", b->flops / b->bytes);
+    printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f%s%s\n", b->name, b->median_ms,
+           b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms, b->note[0] ? "  " : "",
+           b->note);
+}
+
+/* Records (and prints) the results one item gave. */
+static void record_results(device_run *dr, const bench_item *item, const bench_result *res,
+                           int nres)
+{
+    for (int j = 0; j < nres; j++) {
+        const bench_result *b = &res[j];
+        double gflops = b->flops > 0 ? b->flops / (b->median_ms * 1e6) : 0;
+        double gbs = b->bytes > 0 ? b->bytes / (b->median_ms * 1e6) : 0;
+        note_peak(&dr->pk, b);
+        if (dr->table)
+            print_result_row(b, &dr->pk, gflops, gbs);
+        json_array_append_new(dr->results, result_json(item->prefix, b, &dr->pk, gflops, gbs));
+    }
+    fflush(stdout);
+}
+
+/* Runs spec e, the index-th (from 1) of n. EXIT_USAGE stops the device's run; any other
+ * failure is reported, recorded among the skipped and counted, and the run goes on. */
+static int run_spec(device_run *dr, const spec_entry *e, int index, int n)
+{
+    if (!e->item) {
+        fprintf(stderr, "pagoda: note: %s: %s (skipped)\n", e->spec, e->note);
+        json_array_append_new(dr->skipped,
+                              json_pack("{s:s, s:s}", "spec", e->spec, "reason", e->note));
+        return EXIT_OK;
+    }
+    snprintf(progress.prefix, sizeof progress.prefix, "[%d/%d] %s:", index, n, e->spec);
+    progress.shown = 0;
+    bench_progress("starting");
+    bench_result res[64];
+    int nres = 0;
+    memset(res, 0, sizeof res);
+    pgd_error *err = NULL;
+    int r = e->item->run(dr->ctx, e->spec, dr->o, res, &nres, 64, &err);
+    progress_clear();
+    if (r == EXIT_USAGE) {
+        pgd_error_free(err);
+        return EXIT_USAGE;
+    }
+    if (r) {
+        /* One failing item does not stop a suite: it is reported and recorded. */
+        json_array_append_new(dr->skipped, json_pack("{s:s, s:s}", "spec", e->spec, "reason",
                                                      err ? pgd_error_message(err) : "failed"));
-            fprintf(stderr, "pagoda: error: %s on %s: ", e->spec, d->name);
-            app_fail(err);
-            err = NULL;
-            (*failures)++;
-            continue;
-        }
-        for (int j = 0; j < nres; j++) {
-            bench_result *b = &res[j];
-            double gflops = b->flops > 0 ? b->flops / (b->median_ms * 1e6) : 0;
-            double gbs = b->bytes > 0 ? b->bytes / (b->median_ms * 1e6) : 0;
-            /* The peak is the best a device did: its fastest run, not its median (on a shared
-             * machine the median of a microkernel drifts with the load; the fastest run
-             * drifts least). */
-            double best_gflops = b->flops > 0 ? b->flops / (b->min_ms * 1e6) : 0;
-            double best_gbs = b->bytes > 0 ? b->bytes / (b->min_ms * 1e6) : 0;
-            if (b->peak_kind == BENCH_PEAK_FLOPS && best_gflops > pk.gflops) {
-                pk.gflops = best_gflops;
-                snprintf(pk.gflops_from, sizeof pk.gflops_from, "%s", b->name);
-            }
-            if (b->peak_kind == BENCH_PEAK_BYTES && best_gbs > pk.gbs) {
-                pk.gbs = best_gbs;
-                snprintf(pk.gbs_from, sizeof pk.gbs_from, "%s", b->name);
-            }
-            if (table) {
-                char gf[16] = "-", bw[16] = "-", frac[16] = "-", ai[16] = "-";
-                if (b->flops > 0)
-                    snprintf(gf, sizeof gf, "%.1f", gflops);
-                if (b->bytes > 0)
-                    snprintf(bw, sizeof bw, "%.1f", gbs);
-                if (b->peak_kind != BENCH_PEAK_NONE)
-                    ; /* the peak itself */
-                else if (b->flops > 0 && pk.gflops > 0)
-                    snprintf(frac, sizeof frac, "%.0f%%", 100.0 * gflops / pk.gflops);
-                else if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk.gbs > 0)
-                    snprintf(frac, sizeof frac, "%.0f%%bw", 100.0 * gbs / pk.gbs);
-                if (b->flops > 0 && b->bytes > 0)
-                    snprintf(ai, sizeof ai, "%.1f", b->flops / b->bytes);
-                printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f%s%s\n", b->name,
-                       b->median_ms, b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms,
-                       b->note[0] ? "  " : "", b->note);
-            }
-            json_array_append_new(results, result_json(e->item->prefix, b, &pk, gflops, gbs));
-        }
-        fflush(stdout);
+        fprintf(stderr, "pagoda: error: %s on %s: ", e->spec, dr->d->name);
+        app_fail(err);
+        (*dr->failures)++;
+        return EXIT_OK;
     }
-    if (table && (pk.gflops > 0 || pk.gbs > 0)) {
-        printf("peak:");
-        if (pk.gflops > 0)
-            printf(" %.1f GFLOP/s fp32 FMA (%s)%s", pk.gflops, pk.gflops_from,
-                   pk.gbs > 0 ? "," : "");
-        if (pk.gbs > 0)
-            printf(" %.1f GB/s global memory (%s)", pk.gbs, pk.gbs_from);
-        printf("\n");
+    record_results(dr, e->item, res, nres);
+    return EXIT_OK;
+}
+
+static void print_peak(const peak_numbers *pk)
+{
+    printf("peak:");
+    if (pk->gflops > 0)
+        printf(" %.1f GFLOP/s fp32 FMA (%s)%s", pk->gflops, pk->gflops_from,
+               pk->gbs > 0 ? "," : "");
+    if (pk->gbs > 0)
+        printf(" %.1f GB/s global memory (%s)", pk->gbs, pk->gbs_from);
+    printf("\n");
+}
+
+static json_t *peak_json(const peak_numbers *pk)
+{
+    json_t *p = json_object();
+    if (pk->gflops > 0) {
+        json_object_set_new(p, "gflops", json_real(pk->gflops));
+        json_object_set_new(p, "gflops_from", json_string(pk->gflops_from));
     }
+    if (pk->gbs > 0) {
+        json_object_set_new(p, "gbs", json_real(pk->gbs));
+        json_object_set_new(p, "gbs_from", json_string(pk->gbs_from));
+    }
+    return p;
+}
+
+/* The JSON record of one device's run; takes the results and skipped arrays. */
+static json_t *device_run_json(device_run *dr)
+{
+    const pgd_device_info *d = dr->d;
     json_t *run = json_pack("{s:o, s:s, s:s}", "device", app_device_json(d), "driver",
                             d->driver_version, "platform_version", d->platform_version);
-    if (pk.gflops > 0 || pk.gbs > 0) {
-        json_t *p = json_object();
-        if (pk.gflops > 0) {
-            json_object_set_new(p, "gflops", json_real(pk.gflops));
-            json_object_set_new(p, "gflops_from", json_string(pk.gflops_from));
-        }
-        if (pk.gbs > 0) {
-            json_object_set_new(p, "gbs", json_real(pk.gbs));
-            json_object_set_new(p, "gbs_from", json_string(pk.gbs_from));
-        }
-        json_object_set_new(run, "peak", p);
-    }
-    json_object_set_new(run, "results", results);
-    json_object_set_new(run, "skipped", skipped);
-    json_array_append_new(runs, run);
-    pgd_ctx_destroy(ctx);
+    if (dr->pk.gflops > 0 || dr->pk.gbs > 0)
+        json_object_set_new(run, "peak", peak_json(&dr->pk));
+    json_object_set_new(run, "results", dr->results);
+    json_object_set_new(run, "skipped", dr->skipped);
+    return run;
+}
+
+static int run_device(const char *selector, const spec_entry *specs, int nspecs,
+                      const bench_opts *o, int table, json_t *runs, int *failures)
+{
+    device_run dr = {.o = o, .table = table, .failures = failures};
+    int open_rc = app_ctx_open(selector, &dr.ctx);
+    if (open_rc)
+        return open_rc;
+    dr.d = pgd_ctx_device(dr.ctx);
+    if (table)
+        print_table_header(dr.d);
+    dr.results = json_array();
+    dr.skipped = json_array();
+    int rc = EXIT_OK;
+    int order[256], norder = peak_first_order(specs, nspecs, order);
+    for (int oi = 0; oi < norder && rc == EXIT_OK; oi++)
+        rc = run_spec(&dr, &specs[order[oi]], oi + 1, norder);
+    if (table && (dr.pk.gflops > 0 || dr.pk.gbs > 0))
+        print_peak(&dr.pk);
+    json_array_append_new(runs, device_run_json(&dr));
+    pgd_ctx_destroy(dr.ctx);
     return rc;
 }
 
@@ -549,14 +604,10 @@ static double lookup_median(json_t *run, const char *spec)
     return 0;
 }
 
-/* Every run (device or peer) of every file is one column; rows are the item specs in order of
- * first appearance; ratios are column 1's median over each other column's (above 1: that
- * column is faster). */
-static int compare(char **files, int nfiles)
+/* Loads every file into docs[]; EXIT_RUNTIME, after a message for each, when one is not a
+ * bench file. */
+static int load_docs(char **files, int nfiles, json_t **docs)
 {
-    json_t **docs = calloc((size_t)nfiles, sizeof *docs);
-    if (!docs)
-        return EXIT_RUNTIME;
     int rc = EXIT_OK;
     for (int i = 0; i < nfiles; i++) {
         docs[i] = load_json(files[i]);
@@ -567,11 +618,49 @@ static int compare(char **files, int nfiles)
             rc = EXIT_RUNTIME;
         }
     }
-    json_t *cols[COMPARE_MAX_COLS];
+    return rc;
+}
+
+/* "[n] file: device (platform); peak …", the legend line of column n. */
+static void print_column_legend(int n, const char *file, json_t *run)
+{
+    json_t *dev = json_object_get(run, "device");
+    json_t *pk = json_object_get(run, "peak");
+    printf("[%d] %s: %s", n, file,
+           json_string_value(json_object_get(dev, "name"))
+               ? json_string_value(json_object_get(dev, "name"))
+               : "?");
+    const char *plat = json_string_value(json_object_get(dev, "platform"));
+    if (plat)
+        printf(" (%s)", plat);
+    if (pk)
+        printf("; peak %.1f GFLOP/s, %.1f GB/s", json_number_value(json_object_get(pk, "gflops")),
+               json_number_value(json_object_get(pk, "gbs")));
+    printf("\n");
+}
+
+/* Appends to rows the specs of run's results it does not hold yet. */
+static void add_rows(json_t *rows, json_t *run)
+{
+    size_t k;
+    json_t *res;
+    json_array_foreach(json_object_get(run, "results"), k, res)
+    {
+        const char *s = result_spec(res);
+        int seen = 0;
+        size_t m;
+        json_t *row;
+        json_array_foreach(rows, m, row) seen |= s && !strcmp(json_string_value(row), s);
+        if (s && !seen)
+            json_array_append_new(rows, json_string(s));
+    }
+}
+
+/* Every run of every file becomes a column (at most COMPARE_MAX_COLS), its legend printed and
+ * its specs added to rows. Returns the number of columns. */
+static int gather_columns(char **files, int nfiles, json_t **docs, json_t **cols, json_t *rows)
+{
     int ncols = 0;
-    json_t *rows = json_array();
-    if (rc)
-        goto done;
     for (int f = 0; f < nfiles; f++) {
         size_t ri;
         json_t *run;
@@ -583,34 +672,15 @@ static int compare(char **files, int nfiles)
                 break;
             }
             cols[ncols++] = run;
-            json_t *dev = json_object_get(run, "device");
-            json_t *pk = json_object_get(run, "peak");
-            printf("[%d] %s: %s", ncols, files[f],
-                   json_string_value(json_object_get(dev, "name"))
-                       ? json_string_value(json_object_get(dev, "name"))
-                       : "?");
-            const char *plat = json_string_value(json_object_get(dev, "platform"));
-            if (plat)
-                printf(" (%s)", plat);
-            if (pk)
-                printf("; peak %.1f GFLOP/s, %.1f GB/s",
-                       json_number_value(json_object_get(pk, "gflops")),
-                       json_number_value(json_object_get(pk, "gbs")));
-            printf("\n");
-            size_t k;
-            json_t *res;
-            json_array_foreach(json_object_get(run, "results"), k, res)
-            {
-                const char *s = result_spec(res);
-                int seen = 0;
-                size_t m;
-                json_t *row;
-                json_array_foreach(rows, m, row) seen |= s && !strcmp(json_string_value(row), s);
-                if (s && !seen)
-                    json_array_append_new(rows, json_string(s));
-            }
+            print_column_legend(ncols, files[f], run);
+            add_rows(rows, run);
         }
     }
+    return ncols;
+}
+
+static void print_compare_table(json_t **cols, int ncols, json_t *rows)
+{
     printf("%-30s", "median ms");
     for (int c = 0; c < ncols; c++) {
         char h[16];
@@ -636,8 +706,24 @@ static int compare(char **files, int nfiles)
         }
         printf("\n");
     }
-done:
-    json_decref(rows);
+}
+
+/* Every run (device or peer) of every file is one column; rows are the item specs in order of
+ * first appearance; ratios are column 1's median over each other column's (above 1: that
+ * column is faster). */
+static int compare(char **files, int nfiles)
+{
+    json_t **docs = calloc((size_t)nfiles, sizeof *docs);
+    if (!docs)
+        return EXIT_RUNTIME;
+    int rc = load_docs(files, nfiles, docs);
+    if (!rc) {
+        json_t *cols[COMPARE_MAX_COLS];
+        json_t *rows = json_array();
+        int ncols = gather_columns(files, nfiles, docs, cols, rows);
+        print_compare_table(cols, ncols, rows);
+        json_decref(rows);
+    }
     for (int i = 0; i < nfiles; i++)
         json_decref(docs[i]);
     free(docs);
@@ -657,11 +743,17 @@ static int parse_count(const char *arg, const char *name, long lo, long hi, long
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+/* What the command line asks for. */
+typedef struct bench_args {
+    const char *device, *out_path;
+    bench_opts o;
+    int do_compare, json;
+} bench_args;
+
+/* Parses the options into *a. Returns -1 to go on, else the exit status (after --help or
+ * --list, or a usage error). */
+static int parse_options(int argc, char **argv, bench_args *a)
 {
-    const char *device = NULL, *out_path = NULL;
-    bench_opts o = {.repeat = -1, .warmup = -1, .budget_ms = -1};
-    int do_compare = 0, json = 0;
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
         {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
@@ -677,31 +769,31 @@ int cmd_bench(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
-            device = optarg;
+            a->device = optarg;
             break;
         case 'j':
-            json = 1;
+            a->json = 1;
             break;
         case 'o':
-            out_path = optarg;
+            a->out_path = optarg;
             break;
         case 'b':
             if (parse_count(optarg, "budget-ms", 1, 3600000, &v))
                 return EXIT_USAGE;
-            o.budget_ms = (double)v;
+            a->o.budget_ms = (double)v;
             break;
         case 'r':
             if (parse_count(optarg, "repeat", 1, 100000, &v))
                 return EXIT_USAGE;
-            o.repeat = (int)v;
+            a->o.repeat = (int)v;
             break;
         case 'w':
             if (parse_count(optarg, "warmup", 0, 100000, &v))
                 return EXIT_USAGE;
-            o.warmup = (int)v;
+            a->o.warmup = (int)v;
             break;
         case 'c':
-            do_compare = 1;
+            a->do_compare = 1;
             break;
         case 'l':
             printf("Suites:\n%s\nItems:\n%s", suite_help, item_help);
@@ -713,28 +805,23 @@ int cmd_bench(int argc, char **argv)
             return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
         }
     }
-    if (do_compare) {
-        if (argc - optind < 1)
-            return app_usage_error("bench ", "--compare wants one or more JSON files");
-        return compare(argv + optind, argc - optind);
-    }
-    if (optind >= argc)
-        return app_usage_error("bench ", "name at least one item or suite (see 'pagoda bench "
-                                         "--list')");
-    /* --repeat alone keeps the warm-up count it always had. */
-    if (o.repeat > 0 && o.warmup < 0 && o.budget_ms < 0)
-        o.warmup = 3;
-    spec_entry specs[256];
-    int nspecs = 0;
+    return -1;
+}
+
+/* The specs the arguments name (a suite stands for its lines) into specs[0..256). Returns
+ * EXIT_OK, or a usage error for an unknown or malformed item or too many. */
+static int collect_specs(int argc, char **argv, spec_entry *specs, int *nspecs)
+{
+    int n = 0;
     for (int i = optind; i < argc; i++) {
         if (is_suite(argv[i])) {
-            for (size_t j = 0; j < NSUITE_LINES && nspecs < 256; j++) {
+            for (size_t j = 0; j < NSUITE_LINES && n < 256; j++) {
                 if (strcmp(suites[j].suite, argv[i]))
                     continue;
                 const bench_item *it = find_item(suites[j].spec);
                 if (it && it->validate && it->validate(suites[j].spec))
                     it = NULL;
-                specs[nspecs++] = (spec_entry){suites[j].spec, it, "not available in this build"};
+                specs[n++] = (spec_entry){suites[j].spec, it, "not available in this build"};
             }
             continue;
         }
@@ -744,53 +831,90 @@ int cmd_bench(int argc, char **argv)
                                    argv[i]);
         if (it->validate && it->validate(argv[i]) != 0)
             return app_usage_error("bench ", "bad item '%s': expected %s", argv[i], it->syntax);
-        if (nspecs == 256)
+        if (n == 256)
             return app_usage_error("bench ", "too many items (at most 256)");
-        specs[nspecs++] = (spec_entry){argv[i], it, NULL};
+        specs[n++] = (spec_entry){argv[i], it, NULL};
     }
+    *nspecs = n;
+    return EXIT_OK;
+}
+
+/* Runs the specs on the device `device` names, or on every device for "all". */
+static int run_devices(const char *device, const spec_entry *specs, int nspecs,
+                       const bench_opts *o, int table, json_t *runs, int *failures)
+{
+    if (!device || strcmp(device, "all"))
+        return run_device(device, specs, nspecs, o, table, runs, failures);
+    pgd_error *err = NULL;
+    pgd_device_info *list = NULL;
+    size_t n = 0;
+    if (pgd_devices_list(&list, &n, &err))
+        return app_fail(err);
+    int rc = EXIT_OK;
+    for (size_t i = 0; i < n && rc == EXIT_OK; i++) {
+        char sel[32];
+        snprintf(sel, sizeof sel, "%d:%d", list[i].platform_index, list[i].device_index);
+        if (table && i > 0)
+            printf("\n");
+        rc = run_device(sel, specs, nspecs, o, table, runs, failures);
+    }
+    pgd_devices_free(list);
+    return rc;
+}
+
+/* Writes the bench JSON document around `runs` (which it takes) to out_path, or stdout. */
+static int write_bench_json(const bench_opts *o, json_t *runs, const char *out_path)
+{
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema", "pagoda-bench-2", "tool", "pagoda",
+                  "pagoda_version", PGD_VERSION_STRING, "git", PGD_GIT_DESCRIBE, "date", date);
+    host_json(doc);
+    json_object_set_new(doc, "budget_ms",
+                        o->repeat > 0 && o->warmup >= 0
+                            ? json_null()
+                            : json_real(o->budget_ms > 0 ? o->budget_ms : 1000.0));
+    json_object_set_new(doc, "repeat", o->repeat > 0 ? json_integer(o->repeat) : json_null());
+    json_object_set_new(doc, "warmup", o->warmup >= 0 ? json_integer(o->warmup) : json_null());
+    json_object_set_new(doc, "runs", runs);
+    int rc = app_write_json(doc, out_path);
+    json_decref(doc);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args a = {.o = {.repeat = -1, .warmup = -1, .budget_ms = -1}};
+    int rc = parse_options(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    if (a.do_compare) {
+        if (argc - optind < 1)
+            return app_usage_error("bench ", "--compare wants one or more JSON files");
+        return compare(argv + optind, argc - optind);
+    }
+    if (optind >= argc)
+        return app_usage_error("bench ", "name at least one item or suite (see 'pagoda bench "
+                                         "--list')");
+    /* --repeat alone keeps the warm-up count it always had. */
+    if (a.o.repeat > 0 && a.o.warmup < 0 && a.o.budget_ms < 0)
+        a.o.warmup = 3;
+    spec_entry specs[256];
+    int nspecs = 0;
+    rc = collect_specs(argc, argv, specs, &nspecs);
+    if (rc)
+        return rc;
     /* The table goes to stdout unless JSON does; the progress line only to a terminal. */
-    int table = !(json && !out_path);
-    progress.on = isatty(STDERR_FILENO) && !(json && !out_path && isatty(STDOUT_FILENO));
+    int table = !(a.json && !a.out_path);
+    progress.on = isatty(STDERR_FILENO) && !(a.json && !a.out_path && isatty(STDOUT_FILENO));
     json_t *runs = json_array();
-    int rc = EXIT_OK, failures = 0;
-    if (device && !strcmp(device, "all")) {
-        pgd_error *err = NULL;
-        pgd_device_info *list = NULL;
-        size_t n = 0;
-        if (pgd_devices_list(&list, &n, &err)) {
-            json_decref(runs);
-            return app_fail(err);
-        }
-        for (size_t i = 0; i < n && rc == EXIT_OK; i++) {
-            char sel[32];
-            snprintf(sel, sizeof sel, "%d:%d", list[i].platform_index, list[i].device_index);
-            if (table && i > 0)
-                printf("\n");
-            rc = run_device(sel, specs, nspecs, &o, table, runs, &failures);
-        }
-        pgd_devices_free(list);
-    } else {
-        rc = run_device(device, specs, nspecs, &o, table, runs, &failures);
-    }
-    if (rc == EXIT_OK && (json || out_path) && json_array_size(runs) > 0) {
-        char date[64];
-        time_t now = time(NULL);
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        json_t *doc =
-            json_pack("{s:s, s:s, s:s, s:s, s:s}", "schema", "pagoda-bench-2", "tool", "pagoda",
-                      "pagoda_version", PGD_VERSION_STRING, "git", PGD_GIT_DESCRIBE, "date", date);
-        host_json(doc);
-        json_object_set_new(doc, "budget_ms",
-                            o.repeat > 0 && o.warmup >= 0
-                                ? json_null()
-                                : json_real(o.budget_ms > 0 ? o.budget_ms : 1000.0));
-        json_object_set_new(doc, "repeat", o.repeat > 0 ? json_integer(o.repeat) : json_null());
-        json_object_set_new(doc, "warmup", o.warmup >= 0 ? json_integer(o.warmup) : json_null());
-        json_object_set_new(doc, "runs", runs);
-        rc = app_write_json(doc, out_path);
-        json_decref(doc);
-    } else {
+    int failures = 0;
+    rc = run_devices(a.device, specs, nspecs, &a.o, table, runs, &failures);
+    if (rc == EXIT_OK && (a.json || a.out_path) && json_array_size(runs) > 0)
+        rc = write_bench_json(&a.o, runs, a.out_path);
+    else
         json_decref(runs);
-    }
     return rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK;
 }

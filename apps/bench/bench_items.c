@@ -688,99 +688,37 @@ const bench_item bench_item_conv = {
     "NHWC convolution, padding K/2, bias + ReLU (no shape: ResNet-50's, with the total)",
     validate_conv, run_conv};
 
-/* ---- vit_ti16 / vit_s16 / vit_b16[:B] — a whole ViT forward, image tensor to logits, with
- * seeded random weights (the work is that of trained weights) ------------------------------- */
-
-#include "vit.h"
-
-static int parse_vit(const char *spec, vit_config *c, long *batch)
-{
-    memset(c, 0, sizeof *c);
-    *batch = 1;
-    const char *colon = strchr(spec, ':');
-    if (colon) {
-        char *end = NULL;
-        *batch = strtol(colon + 1, &end, 10);
-        if (*end || *batch < 1 || *batch > 256)
-            return -1;
-    }
-    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
-    const char *size = n == 8 && !strncmp(spec, "vit_ti16", 8)  ? "ti"
-                       : n == 7 && !strncmp(spec, "vit_s16", 7) ? "s"
-                       : n == 7 && !strncmp(spec, "vit_b16", 7) ? "b"
-                                                                : NULL;
-    return size ? vit_named_config(size, c) : -1;
-}
-
-static int validate_vit(const char *spec)
-{
-    vit_config c;
-    long b;
-    return parse_vit(spec, &c, &b);
-}
-
-typedef struct vit_state {
-    vit_model *m;
-    float *x, *logits;
-    int batch;
-} vit_state;
-
-static int vit_once(void *p, pgd_error **err)
-{
-    vit_state *s = p;
-    return vit_forward(s->m, s->x, s->batch, 224, 224, s->logits, NULL, NULL, NULL, err);
-}
-
-static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
-                   int *nres, int cap, pgd_error **err)
-{
-    (void)cap;
-    vit_config c;
-    long batch = 1;
-    parse_vit(spec, &c, &batch);
-    model_source src;
-    vit_random_source(&src, &c, 1);
-    vit_state s = {NULL, NULL, NULL, (int)batch};
-    int rc = vit_load(ctx, &src, &c, &s.m, err);
-    size_t nx = (size_t)batch * 3 * 224 * 224;
-    if (!rc) {
-        s.x = malloc(nx * sizeof *s.x);
-        s.logits = malloc((size_t)batch * 1000 * sizeof *s.logits);
-        if (!s.x || !s.logits)
-            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
-        else
-            fill_rand(s.x, nx);
-    }
-    bench_result *b = &res[0];
-    if (!rc)
-        rc = time_runs(ctx, (timed_fn){vit_once, &s}, o, b, err);
-    if (!rc) {
-        snprintf(b->name, sizeof b->name, "%.*s:%ld", (int)strcspn(spec, ":"), spec, batch);
-        snprintf(b->params, sizeof b->params,
-                 "{\"batch\":%ld,\"dim\":%d,\"heads\":%d,\"depth\":%d,\"image\":224}", batch,
-                 (int)c.dim, (int)c.heads, (int)c.depth);
-        /* Multiply-adds of the linear layers, the attention products and the patch embedding. */
-        double T = 197, D = c.dim, per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
-        b->flops = 2.0 * (double)batch * (12 * per_block + 196.0 * 768 * D);
-        *nres = 1;
-    }
-    vit_free(s.m);
-    free(s.x);
-    free(s.logits);
-    return rc;
-}
-
-const bench_item bench_item_vit = {
-    "vit_b16", "vit_b16[:B]",
-    "ViT-B/16 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
-    validate_vit, run_vit};
-
-/* ---- resnet50[:B], resnet50-nl[:B] — ResNet-50 forward, image tensor to logits, without and
- * with one non-local block before layer3.5 (the paper's setting); nonlocal[-unfused]:H,W,C —
- * one embedded-Gaussian block on an H x W x C map, fused vs the materialised softmax ---------- */
+/* ---- model items: a whole forward, image tensor to logits, with seeded random weights (the
+ * work is that of trained weights). vit_ti16 / vit_s16 / vit_b16[:B] — a ViT; resnet50[:B],
+ * resnet50-nl[:B] — ResNet-50 without and with one non-local block before layer3.5 (the
+ * paper's setting). One runner, run_model, times every model; a family says how to load, run,
+ * describe and free its own. --------------------------------------------------------------- */
 
 #include "resnet.h"
+#include "vit.h"
 
+struct model_family;
+
+typedef struct model_state {
+    const struct model_family *f;
+    void *model;
+    float *x, *logits;
+    int batch;
+    double nl_ms, total_ms; /* ResNet: the non-local blocks' and the whole pass's time, last run */
+} model_state;
+
+typedef struct model_family {
+    /* Loads the model `spec` names into s->model and its batch into s->batch. */
+    int (*load)(pgd_ctx *ctx, const char *spec, model_state *s, pgd_error **err);
+    /* One forward of s->x (s->batch images of 224 x 224) to s->logits. */
+    int (*forward)(model_state *s, pgd_error **err);
+    /* Fills b's params, flops and extra (the name is already set). */
+    void (*describe)(const char *spec, const model_state *s, bench_result *b);
+    void (*free)(void *model);
+} model_family;
+
+/* A spec "<name>[:B]" where name is exactly `name_len` characters: the batch B (default 1, at
+ * most 256). */
 static int parse_batch(const char *spec, size_t name_len, long *batch)
 {
     *batch = 1;
@@ -793,6 +731,114 @@ static int parse_batch(const char *spec, size_t name_len, long *batch)
     return (*end || *batch < 1 || *batch > 256) ? -1 : 0;
 }
 
+static int model_once(void *p, pgd_error **err)
+{
+    model_state *s = p;
+    return s->f->forward(s, err);
+}
+
+/* The one runner of every model item: loads the model, times forwards of a seeded random batch
+ * of 224 x 224 images to 1000 logits each, names the result "<name>:<batch>" and lets the
+ * family describe it. */
+static int run_model(pgd_ctx *ctx, const model_family *f, const char *spec, const bench_opts *o,
+                     bench_result *res, int *nres, pgd_error **err)
+{
+    model_state s = {f, NULL, NULL, NULL, 1, 0, 0};
+    int rc = f->load(ctx, spec, &s, err);
+    size_t nx = (size_t)s.batch * 3 * 224 * 224;
+    if (!rc) {
+        s.x = malloc(nx * sizeof *s.x);
+        s.logits = malloc((size_t)s.batch * 1000 * sizeof *s.logits);
+        if (!s.x || !s.logits)
+            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+        else
+            fill_rand(s.x, nx);
+    }
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){model_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "%.*s:%d", (int)strcspn(spec, ":"), spec, s.batch);
+        f->describe(spec, &s, b);
+        *nres = 1;
+    }
+    f->free(s.model);
+    free(s.x);
+    free(s.logits);
+    return rc;
+}
+
+/* ViT: the size from the item's name. */
+static int parse_vit(const char *spec, vit_config *c, long *batch)
+{
+    static const char *const sizes[][2] = {{"vit_ti16", "ti"}, {"vit_s16", "s"}, {"vit_b16", "b"}};
+    memset(c, 0, sizeof *c);
+    *batch = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = strlen(sizes[i][0]);
+        if (!strncmp(spec, sizes[i][0], n) && (spec[n] == '\0' || spec[n] == ':'))
+            return parse_batch(spec, n, batch) ? -1 : vit_named_config(sizes[i][1], c);
+    }
+    return -1;
+}
+
+static int validate_vit(const char *spec)
+{
+    vit_config c;
+    long b;
+    return parse_vit(spec, &c, &b);
+}
+
+static int vit_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_error **err)
+{
+    vit_config c;
+    long batch = 1;
+    parse_vit(spec, &c, &batch);
+    s->batch = (int)batch;
+    model_source src;
+    vit_random_source(&src, &c, 1);
+    vit_model *m = NULL;
+    int rc = vit_load(ctx, &src, &c, &m, err);
+    s->model = m;
+    return rc;
+}
+
+static int vit_item_forward(model_state *s, pgd_error **err)
+{
+    return vit_forward(s->model, s->x, s->batch, 224, 224, s->logits, NULL, NULL, NULL, err);
+}
+
+static void vit_item_describe(const char *spec, const model_state *s, bench_result *b)
+{
+    vit_config c;
+    long batch = 1;
+    parse_vit(spec, &c, &batch);
+    snprintf(b->params, sizeof b->params,
+             "{\"batch\":%ld,\"dim\":%d,\"heads\":%d,\"depth\":%d,\"image\":224}", batch,
+             (int)c.dim, (int)c.heads, (int)c.depth);
+    /* Multiply-adds of the linear layers, the attention products and the patch embedding. */
+    double T = 197, D = c.dim, per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
+    b->flops = 2.0 * (double)s->batch * (12 * per_block + 196.0 * 768 * D);
+}
+
+static void vit_item_free(void *model) { vit_free(model); }
+
+static const model_family vit_item_family = {vit_item_load, vit_item_forward, vit_item_describe,
+                                             vit_item_free};
+
+static int run_vit(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                   int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_model(ctx, &vit_item_family, spec, o, res, nres, err);
+}
+
+const bench_item bench_item_vit = {
+    "vit_b16", "vit_b16[:B]",
+    "ViT-B/16 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
+    validate_vit, run_vit};
+
+/* ResNet-50: 1 with the non-local block (resnet50-nl), 0 without, -1 for a bad spec. */
 static int resnet_kind(const char *spec, long *batch)
 {
     if (!strncmp(spec, "resnet50-nl", 11))
@@ -808,29 +854,11 @@ static int validate_resnet(const char *spec)
     return resnet_kind(spec, &b) < 0 ? -1 : 0;
 }
 
-typedef struct resnet_state {
-    resnet_model *m;
-    float *x, *logits;
-    int batch;
-    double nl_ms, total_ms; /* of the last run */
-} resnet_state;
-
-static int resnet_once(void *p, pgd_error **err)
+static int resnet_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_error **err)
 {
-    resnet_state *s = p;
-    double t[5];
-    int rc = resnet_forward(s->m, s->x, s->batch, 224, 224, s->logits, NULL, t, err);
-    s->nl_ms = t[2];
-    s->total_ms = t[4];
-    return rc;
-}
-
-static int run_resnet(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
-                      int *nres, int cap, pgd_error **err)
-{
-    (void)cap;
     long batch = 1;
     int nl = resnet_kind(spec, &batch);
+    s->batch = (int)batch;
     model_source src;
     int rc = resnet_random_source(&src, 50, 1000, nl ? "layer3.5" : NULL, NL_EMBEDDED_GAUSSIAN,
                                   1, err);
@@ -838,45 +866,57 @@ static int run_resnet(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench
         return rc;
     resnet_config cfg;
     resnet_options opt = {NULL, NULL, -1};
-    resnet_state s = {NULL, NULL, NULL, (int)batch, 0, 0};
+    resnet_model *m = NULL;
     rc = resnet_detect(&src, &opt, &cfg, err);
     if (!rc)
-        rc = resnet_load(ctx, &src, &cfg, &s.m, err);
+        rc = resnet_load(ctx, &src, &cfg, &m, err);
     resnet_random_free(&src);
-    size_t nx = (size_t)batch * 3 * 224 * 224;
-    if (!rc) {
-        s.x = malloc(nx * sizeof *s.x);
-        s.logits = malloc((size_t)batch * 1000 * sizeof *s.logits);
-        if (!s.x || !s.logits)
-            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
-        else
-            fill_rand(s.x, nx);
-    }
-    bench_result *b = &res[0];
-    if (!rc)
-        rc = time_runs(ctx, (timed_fn){resnet_once, &s}, o, b, err);
-    if (!rc) {
-        snprintf(b->name, sizeof b->name, "%s:%ld", nl ? "resnet50-nl" : "resnet50", batch);
-        /* torchvision's ResNet-50: 4.09 G multiply-adds at 224x224; the non-local block at
-         * 14x14, C = 1024: θ/φ/g 3·196·1024·512, W 196·512·1024, attention 2·196²·512. */
-        double block = 4.0 * 196 * 1024 * 512 + 2.0 * 196 * 196 * 512;
-        b->flops = 2.0 * (double)batch * (4.089e9 + (nl ? block : 0));
-        if (nl && s.total_ms > 0) {
-            snprintf(b->extra_key, sizeof b->extra_key, "nonlocal_share");
-            b->extra = s.nl_ms / s.total_ms;
-        }
-        *nres = 1;
-    }
-    resnet_free(s.m);
-    free(s.x);
-    free(s.logits);
+    s->model = m;
     return rc;
+}
+
+static int resnet_item_forward(model_state *s, pgd_error **err)
+{
+    double t[5];
+    int rc = resnet_forward(s->model, s->x, s->batch, 224, 224, s->logits, NULL, t, err);
+    s->nl_ms = t[2];
+    s->total_ms = t[4];
+    return rc;
+}
+
+static void resnet_item_describe(const char *spec, const model_state *s, bench_result *b)
+{
+    long batch = 1;
+    int nl = resnet_kind(spec, &batch);
+    /* torchvision's ResNet-50: 4.09 G multiply-adds at 224x224; the non-local block at
+     * 14x14, C = 1024: θ/φ/g 3·196·1024·512, W 196·512·1024, attention 2·196²·512. */
+    double block = 4.0 * 196 * 1024 * 512 + 2.0 * 196 * 196 * 512;
+    b->flops = 2.0 * (double)s->batch * (4.089e9 + (nl ? block : 0));
+    if (nl && s->total_ms > 0) {
+        snprintf(b->extra_key, sizeof b->extra_key, "nonlocal_share");
+        b->extra = s->nl_ms / s->total_ms;
+    }
+}
+
+static void resnet_item_free(void *model) { resnet_free(model); }
+
+static const model_family resnet_item_family = {resnet_item_load, resnet_item_forward,
+                                                resnet_item_describe, resnet_item_free};
+
+static int run_resnet(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                      int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_model(ctx, &resnet_item_family, spec, o, res, nres, err);
 }
 
 const bench_item bench_item_resnet = {
     "resnet50", "resnet50[:B]",
     "ResNet-50 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
     validate_resnet, run_resnet};
+
+/* ---- nonlocal[-unfused]:H,W,C — one embedded-Gaussian block on an H x W x C map, fused vs the
+ * materialised softmax ---------------------------------------------------------------------- */
 
 static int parse_nl(const char *spec, int *unfused, long v[3])
 {

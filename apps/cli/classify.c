@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "maps.h"
 #include "vit.h" /* model_shape_str */
 
 static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
@@ -179,8 +180,8 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
         double view[4];
         pgd_error *err = NULL;
         pgd_image_preprocess_view(r->loaded[b], preset, view);
-        if (pgd_image_write_heatmap_png_view(path, r->loaded[b], maps + (size_t)b * mw * mh, mw,
-                                             mh, view, &err)) {
+        if (map_write_png_view(path, r->loaded[b], maps + (size_t)b * mw * mh, mw, mh, view,
+                               &err)) {
             free(path);
             return app_fail(err);
         }

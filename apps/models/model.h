@@ -57,6 +57,11 @@ int model_forward_batched(pgd_ctx *ctx, model_batching *mb, int H, int W, int ma
 /* A source over an open safetensors file; `label` (the path) names it in messages. */
 void model_weights_source(model_source *src, pgd_weights *w, const char *label);
 
+/* A new device tensor of `shape` holding the host floats `data` (the caller keeps data); on
+ * error *out is NULL (weights.c). */
+int model_upload(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape, pgd_tensor **out,
+                 pgd_error **err);
+
 /* Monotonic wall-clock time in milliseconds (stage times). */
 double model_now_ms(void);
 

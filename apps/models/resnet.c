@@ -66,9 +66,75 @@ static int64_t block_cin(const resnet_config *c, int L, int B)
     return L == 1 ? c->stem : c->out[L - 2];
 }
 
-static int block_stride(int L, int B)
+/* ---- the walk over the residual blocks ----------------------------------------------------
+ * Detection, loading and the random source all visit every residual block in order and every
+ * convolution in it, with the same names, widths and strides: next_block and block_convs say
+ * them once. */
+
+/* Residual block layer<layer>.<block> as the walk sees it. */
+typedef struct block_pos {
+    int layer, block;       /* layer 1..4; 0 before the walk starts */
+    int64_t cin, width, out; /* input channels, inner width, output channels */
+    int stride;             /* 2 on the first block of layers 2-4, else 1 */
+    int needs_ds;           /* the stride or the width changes: a downsample is required */
+} block_pos;
+
+/* Moves *p to the next residual block (from a zeroed *p, to layer1.0); 0 after the last. */
+static int next_block(const resnet_config *c, block_pos *p)
 {
-    return (L > 1 && B == 0) ? 2 : 1;
+    if (p->layer == 0)
+        p->layer = 1, p->block = 0;
+    else if (++p->block >= c->blocks[p->layer - 1])
+        p->layer++, p->block = 0;
+    while (p->layer <= 4 && c->blocks[p->layer - 1] < 1)
+        p->layer++;
+    if (p->layer > 4)
+        return 0;
+    int L = p->layer, B = p->block;
+    p->cin = block_cin(c, L, B);
+    p->width = c->width[L - 1];
+    p->out = c->out[L - 1];
+    p->stride = (L > 1 && B == 0) ? 2 : 1;
+    p->needs_ds = p->stride != 1 || p->cin != p->out;
+    return 1;
+}
+
+/* One convolution of a residual block, with the batch norm that follows it. */
+typedef struct block_conv {
+    char weight[64], bn[64]; /* "layerL.B.convK.weight" and "layerL.B.bnK", or the downsample's */
+    int64_t cin, cout;
+    int k, stride;
+    int last; /* the block's last convolution (conv3 of a Bottleneck, conv2 of a BasicBlock) */
+} block_conv;
+
+/* The convolutions of the block at p: conv1..conv3 (Bottleneck) or conv1..conv2 (BasicBlock),
+ * then the downsample when `with_ds`. Returns how many it wrote (at most 4); the k-th
+ * convolution (from 1) is out[k - 1], the downsample the last. */
+static int block_convs(const resnet_config *c, const block_pos *p, int with_ds, block_conv out[4])
+{
+    int L = p->layer, B = p->block, nconv = c->bottleneck ? 3 : 2;
+    for (int k = 1; k <= nconv; k++) {
+        block_conv *bc = &out[k - 1];
+        snprintf(bc->weight, sizeof bc->weight, "layer%d.%d.conv%d.weight", L, B, k);
+        snprintf(bc->bn, sizeof bc->bn, "layer%d.%d.bn%d", L, B, k);
+        bc->cin = k == 1 ? p->cin : p->width;
+        bc->cout = k == nconv ? p->out : p->width;
+        bc->k = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
+        /* torchvision v1.5: the stride sits on the 3x3 convolution */
+        bc->stride = (c->bottleneck ? k == 2 : k == 1) ? p->stride : 1;
+        bc->last = k == nconv;
+    }
+    if (!with_ds)
+        return nconv;
+    block_conv *ds = &out[nconv];
+    snprintf(ds->weight, sizeof ds->weight, "layer%d.%d.downsample.0.weight", L, B);
+    snprintf(ds->bn, sizeof ds->bn, "layer%d.%d.downsample.1", L, B);
+    ds->cin = p->cin;
+    ds->cout = p->out;
+    ds->k = 1;
+    ds->stride = p->stride;
+    ds->last = 0;
+    return nconv + 1;
 }
 
 static int need_conv(const model_source *src, const char *name, int64_t cout, int64_t cin, int k,
@@ -104,29 +170,16 @@ static int check_backbone(const model_source *src, const resnet_config *c, pgd_e
     int rc = need_conv(src, "conv1.weight", c->stem, 3, 7, err);
     if (!rc)
         rc = need_bn(src, "bn1", c->stem, err);
-    char name[128], bn[128];
-    for (int L = 1; L <= 4 && !rc; L++)
-        for (int B = 0; B < c->blocks[L - 1] && !rc; B++) {
-            int64_t cin = block_cin(c, L, B), w = c->width[L - 1], out = c->out[L - 1];
-            int nconv = c->bottleneck ? 3 : 2;
-            for (int k = 1; k <= nconv && !rc; k++) {
-                int64_t ci = k == 1 ? cin : w, co = k == nconv ? out : w;
-                int ks = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
-                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", L, B, k);
-                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
-                rc = need_conv(src, name, co, ci, ks, err);
-                if (!rc)
-                    rc = need_bn(src, bn, co, err);
-            }
-            int needs_ds = block_stride(L, B) != 1 || cin != out;
-            if (!rc && (needs_ds || has_downsample(src, L, B))) {
-                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
-                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
-                rc = need_conv(src, name, out, cin, 1, err);
-                if (!rc)
-                    rc = need_bn(src, bn, out, err);
-            }
+    block_pos p = {0};
+    while (!rc && next_block(c, &p)) {
+        block_conv bc[4];
+        int n = block_convs(c, &p, p.needs_ds || has_downsample(src, p.layer, p.block), bc);
+        for (int i = 0; i < n && !rc; i++) {
+            rc = need_conv(src, bc[i].weight, bc[i].cout, bc[i].cin, bc[i].k, err);
+            if (!rc)
+                rc = need_bn(src, bc[i].bn, bc[i].cout, err);
         }
+    }
     if (!rc) {
         int64_t fw[2] = {c->classes, c->out[3]};
         rc = model_need(src, "fc.weight", 2, fw, err);
@@ -265,26 +318,9 @@ static int parse_spec(const char *label, const char *spec, resnet_config *c, int
     return PGD_OK;
 }
 
-int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
-                  pgd_error **err)
+/* Blocks per layer (counted by name), inner widths and output channels. */
+static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error **err)
 {
-    memset(cfg, 0, sizeof *cfg);
-    int nd;
-    int64_t s[8];
-    if (src->shape(src->u, "conv1.weight", &nd, s) != 0 || !has(src, "layer1.0.conv1.weight"))
-        return pgd_error_set(err, PGD_ERR_FORMAT,
-                              "%s: not a ResNet checkpoint: 'conv1.weight' and "
-                              "'layer1.0.conv1.weight' (torchvision naming) are required",
-                              src->label);
-    if (nd != 4 || s[0] < 1 || s[1] != 3 || s[2] != 7 || s[3] != 7) {
-        char gs[96];
-        model_shape_str(nd, s, gs, sizeof gs);
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "%s: 'conv1.weight' has shape %s, expected [C, 3, 7, 7]",
-                              src->label, gs);
-    }
-    cfg->stem = s[0];
-    cfg->bottleneck = has(src, "layer1.0.conv3.weight");
     char name[96];
     for (int L = 1; L <= 4; L++) {
         int n = 0;
@@ -308,19 +344,15 @@ int resnet_detect(const model_source *src, const resnet_options *opt, resnet_con
             return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
                                   src->label, name);
     }
-    cfg->classes = dim0(src, "fc.weight");
-    if (cfg->classes < 1)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
-                              src->label);
-    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
-        if (standard[i].bottleneck == cfg->bottleneck &&
-            !memcmp(standard[i].blocks, cfg->blocks, sizeof cfg->blocks))
-            cfg->depth = standard[i].depth;
-    int rc = check_backbone(src, cfg, err);
-    if (rc)
-        return rc;
+    return PGD_OK;
+}
 
-    /* Non-local blocks: mode and subsampling from the metadata unless overridden. */
+/* Non-local blocks: mode and subsampling from the metadata unless overridden, the blocks the
+ * file holds (each checked) and those opt->nonlocal_spec adds. */
+static int detect_nonlocal(const model_source *src, const resnet_options *opt,
+                           resnet_config *cfg, pgd_error **err)
+{
+    int rc;
     const char *mode = opt && opt->mode ? opt->mode : src->meta(src->u, "nonlocal.mode");
     if (mode && nl_mode_parse(mode, &cfg->mode) != 0)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -346,6 +378,43 @@ int resnet_detect(const model_source *src, const resnet_options *opt, resnet_con
             return rc;
     if (opt && opt->nonlocal_spec)
         rc = parse_spec(src->label, opt->nonlocal_spec, cfg, 1, err);
+    return rc;
+}
+
+int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
+                  pgd_error **err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    int nd;
+    int64_t s[8];
+    if (src->shape(src->u, "conv1.weight", &nd, s) != 0 || !has(src, "layer1.0.conv1.weight"))
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                              "%s: not a ResNet checkpoint: 'conv1.weight' and "
+                              "'layer1.0.conv1.weight' (torchvision naming) are required",
+                              src->label);
+    if (nd != 4 || s[0] < 1 || s[1] != 3 || s[2] != 7 || s[3] != 7) {
+        char gs[96];
+        model_shape_str(nd, s, gs, sizeof gs);
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                              "%s: 'conv1.weight' has shape %s, expected [C, 3, 7, 7]",
+                              src->label, gs);
+    }
+    cfg->stem = s[0];
+    cfg->bottleneck = has(src, "layer1.0.conv3.weight");
+    int rc = detect_layers(src, cfg, err);
+    if (rc)
+        return rc;
+    cfg->classes = dim0(src, "fc.weight");
+    if (cfg->classes < 1)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
+                              src->label);
+    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
+        if (standard[i].bottleneck == cfg->bottleneck &&
+            !memcmp(standard[i].blocks, cfg->blocks, sizeof cfg->blocks))
+            cfg->depth = standard[i].depth;
+    rc = check_backbone(src, cfg, err);
+    if (!rc)
+        rc = detect_nonlocal(src, opt, cfg, err);
     return rc;
 }
 
@@ -585,19 +654,6 @@ fail:
     return pgd_error_code(*err);
 }
 
-static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out,
-                      pgd_error **err)
-{
-    int rc = pgd_tensor_create(ctx, 1, &n, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int load_nl(resnet_model *m, const model_source *src, const resnet_nl_site *s, nl_block *nb,
                    pgd_error **err)
 {
@@ -650,17 +706,41 @@ static int load_fc(resnet_model *m, const model_source *src, pgd_error **err)
     pgd_tensor *tw = NULL, *tb = NULL;
     int rc = b ? PGD_OK : pgd_error_code(*err);
     if (!rc)
-        rc = pgd_tensor_create(m->ctx, 2, ws, &tw, err);
+        rc = model_upload(m->ctx, w, 2, ws, &tw, err);
     if (!rc)
-        rc = pgd_tensor_upload(tw, w, err);
-    if (!rc)
-        rc = upload_vec(m->ctx, b, ws[0], &tb, err);
+        rc = model_upload(m->ctx, b, 1, ws, &tb, err);
     if (!rc)
         rc = pgd_linear_create(m->ctx, tw, tb, &m->fc, err);
     pgd_tensor_destroy(tw);
     pgd_tensor_destroy(tb);
     free(w);
     free(b);
+    return rc;
+}
+
+/* Every residual block: its convolutions with their batch norms folded in, and the downsample
+ * where the block needs one or the file has one. */
+static int load_blocks(resnet_model *m, const model_source *src, pgd_error **err)
+{
+    const resnet_config *c = &m->cfg;
+    for (int L = 1; L <= 4; L++) {
+        m->blocks[L - 1] = calloc((size_t)c->blocks[L - 1], sizeof(res_block));
+        if (!m->blocks[L - 1])
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet layer%d", L);
+    }
+    int rc = PGD_OK;
+    block_pos p = {0};
+    while (!rc && next_block(c, &p)) {
+        res_block *rb = &m->blocks[p.layer - 1][p.block];
+        rb->has_ds = p.needs_ds || has_downsample(src, p.layer, p.block);
+        block_conv bc[4];
+        int n = block_convs(c, &p, rb->has_ds, bc);
+        for (int i = 0; i < n && !rc; i++) {
+            conv_layer *cl = rb->has_ds && i == n - 1 ? &rb->ds : &rb->conv[i];
+            rc = load_conv_bn(m->ctx, src, bc[i].weight, bc[i].bn, bc[i].cin, bc[i].cout, bc[i].k,
+                              bc[i].stride, cl, err);
+        }
+    }
     return rc;
 }
 
@@ -677,34 +757,8 @@ int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
     m->cfg = *cfg;
     const resnet_config *c = &m->cfg;
     int rc = load_conv_bn(ctx, src, "conv1.weight", "bn1", 3, c->stem, 7, 2, &m->stem, err);
-    char name[128], bn[128];
-    for (int L = 1; L <= 4 && !rc; L++) {
-        m->blocks[L - 1] = calloc((size_t)c->blocks[L - 1], sizeof(res_block));
-        if (!m->blocks[L - 1]) {
-            rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "ResNet layer%d", L);
-            break;
-        }
-        for (int B = 0; B < c->blocks[L - 1] && !rc; B++) {
-            res_block *rb = &m->blocks[L - 1][B];
-            int64_t cin = block_cin(c, L, B), w = c->width[L - 1], o = c->out[L - 1];
-            int nconv = c->bottleneck ? 3 : 2, stride = block_stride(L, B);
-            for (int k = 1; k <= nconv && !rc; k++) {
-                int64_t ci = k == 1 ? cin : w, co = k == nconv ? o : w;
-                int ks = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
-                /* torchvision v1.5: the stride sits on the 3x3 convolution */
-                int st = (c->bottleneck ? k == 2 : k == 1) ? stride : 1;
-                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", L, B, k);
-                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
-                rc = load_conv_bn(ctx, src, name, bn, ci, co, ks, st, &rb->conv[k - 1], err);
-            }
-            if (!rc && (stride != 1 || cin != o || has_downsample(src, L, B))) {
-                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L, B);
-                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
-                rc = load_conv_bn(ctx, src, name, bn, cin, o, 1, stride, &rb->ds, err);
-                rb->has_ds = 1;
-            }
-        }
-    }
+    if (!rc)
+        rc = load_blocks(m, src, err);
     for (int i = 0; i < c->n_nl && !rc; i++)
         rc = load_nl(m, src, &c->nl[i], &m->nl[i], err);
     if (!rc)
@@ -820,79 +874,101 @@ static int block_forward(resnet_model *m, const res_block *rb, const pgd_tensor 
 }
 
 
-static int forward_pass(resnet_model *m, const float *images, int B, int H, int W, float *logits,
-                        resnet_affinity *aff, double times[5], pgd_error **err)
+/* The stem: images [B, 3, H, W] uploaded, to NHWC, conv1 + BN + ReLU, 3x3/2 max-pool into a
+ * new *x (NULL on error). */
+static int stem_forward(resnet_model *m, const float *images, int B, int H, int W,
+                        pgd_tensor **x, pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
-    pgd_tensor *img = NULL, *x = NULL, *t = NULL, *feat = NULL, *out = NULL;
-    double t0 = model_now_ms(), tl = 0, tn = 0, ts = 0, th = 0;
-    if (B < 1 || H < 32 || W < 32)
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
-                              B, H, W);
+    pgd_tensor *img = NULL, *nhwc = NULL, *t = NULL;
+    *x = NULL;
     int64_t is[4] = {B, 3, H, W};
-    int rc = pgd_tensor_create(ctx, 4, is, &img, err);
+    int rc = model_upload(ctx, images, 4, is, &img, err);
     if (!rc)
-        rc = pgd_tensor_upload(img, images, err);
+        rc = new4(ctx, B, H, W, 3, &nhwc, err);
     if (!rc)
-        rc = new4(ctx, B, H, W, 3, &x, err);
-    if (!rc)
-        rc = pgd_nchw_to_nhwc(ctx, img, x, err);
+        rc = pgd_nchw_to_nhwc(ctx, img, nhwc, err);
     pgd_tensor_destroy(img);
     if (!rc)
-        rc = conv_run(ctx, &m->stem, x, PGD_ACT_RELU, NULL, &t, err);
-    pgd_tensor_destroy(x);
-    x = NULL;
+        rc = conv_run(ctx, &m->stem, nhwc, PGD_ACT_RELU, NULL, &t, err);
+    pgd_tensor_destroy(nhwc);
     if (!rc) {
         int64_t ph = (dimv(t, 1) + 2 - 3) / 2 + 1, pw = (dimv(t, 2) + 2 - 3) / 2 + 1;
-        rc = new4(ctx, B, ph, pw, dimv(t, 3), &x, err);
+        rc = new4(ctx, B, ph, pw, dimv(t, 3), x, err);
         if (!rc)
-            rc = pgd_maxpool2d(ctx, t, 3, 2, 1, x, err);
+            rc = pgd_maxpool2d(ctx, t, 3, 2, 1, *x, err);
     }
     pgd_tensor_destroy(t);
-    t = NULL;
-    if (!rc && times)
-        rc = pgd_ctx_finish(ctx, err);
-    ts = model_now_ms() - t0;
-    int first_nl = 1;
-    for (int L = 1; L <= 4 && !rc; L++)
-        for (int b = 0; b < m->cfg.blocks[L - 1] && !rc; b++) {
-            int si = site_index(&m->cfg, L, b);
-            if (si >= 0) {
-                double a = model_now_ms();
-                if (times)
-                    rc = pgd_ctx_finish(ctx, err);
-                double a2 = model_now_ms();
-                tl += a2 - a;
-                if (!rc)
-                    rc = nl_forward(m, &m->nl[si], x, first_nl ? aff : NULL, &t, err);
-                first_nl = 0;
-                if (!rc && times)
-                    rc = pgd_ctx_finish(ctx, err);
-                tn += model_now_ms() - a2;
-                pgd_tensor_destroy(x);
-                x = t;
-                t = NULL;
-                if (rc)
-                    break;
-            }
-            double a = model_now_ms();
-            rc = block_forward(m, &m->blocks[L - 1][b], x, &t, err);
-            tl += model_now_ms() - a;
-            pgd_tensor_destroy(x);
-            x = t;
-            t = NULL;
-        }
-    double a = model_now_ms();
-    if (!rc && times)
-        rc = pgd_ctx_finish(ctx, err);
-    tl += model_now_ms() - a;
-    a = model_now_ms();
-    int64_t C = m->cfg.out[3];
-    if (!rc) {
-        int64_t fs[2] = {B, C};
-        rc = pgd_tensor_create(ctx, 2, fs, &feat, err);
+    if (rc) {
+        pgd_tensor_destroy(*x);
+        *x = NULL;
     }
+    return rc;
+}
+
+/* The time spent in the residual layers and in the non-local blocks (ms); with `timed` the
+ * queue is drained at every switch between them, so each gets its own. */
+typedef struct layer_times {
+    int timed;
+    double layers, nonlocal;
+} layer_times;
+
+/* Replaces *x by the output of non-local block nb (with the affinity when aff is non-NULL). */
+static int nl_step(resnet_model *m, const nl_block *nb, pgd_tensor **x, resnet_affinity *aff,
+                   layer_times *lt, pgd_error **err)
+{
+    double a = model_now_ms();
+    int rc = lt->timed ? pgd_ctx_finish(m->ctx, err) : PGD_OK;
+    double a2 = model_now_ms();
+    lt->layers += a2 - a;
+    pgd_tensor *z = NULL;
+    if (!rc)
+        rc = nl_forward(m, nb, *x, aff, &z, err);
+    if (!rc && lt->timed)
+        rc = pgd_ctx_finish(m->ctx, err);
+    lt->nonlocal += model_now_ms() - a2;
+    pgd_tensor_destroy(*x);
+    *x = z;
+    return rc;
+}
+
+/* Every residual block in order, each non-local block before the block it precedes; *x is
+ * replaced by the output of the last. The first non-local block gives the affinity. */
+static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
+                          layer_times *lt, pgd_error **err)
+{
+    int rc = PGD_OK, first_nl = 1;
+    block_pos p = {0};
+    while (!rc && next_block(&m->cfg, &p)) {
+        int si = site_index(&m->cfg, p.layer, p.block);
+        if (si >= 0) {
+            rc = nl_step(m, &m->nl[si], x, first_nl ? aff : NULL, lt, err);
+            first_nl = 0;
+            if (rc)
+                break;
+        }
+        double a = model_now_ms();
+        pgd_tensor *t = NULL;
+        rc = block_forward(m, &m->blocks[p.layer - 1][p.block], *x, &t, err);
+        lt->layers += model_now_ms() - a;
+        pgd_tensor_destroy(*x);
+        *x = t;
+    }
+    double a = model_now_ms();
+    if (!rc && lt->timed)
+        rc = pgd_ctx_finish(m->ctx, err);
+    lt->layers += model_now_ms() - a;
+    return rc;
+}
+
+/* The head: global average pool, fc, logits [B, classes] downloaded. */
+static int head_forward(resnet_model *m, const pgd_tensor *x, int B, float *logits,
+                        pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    pgd_tensor *feat = NULL, *out = NULL;
+    int64_t fs[2] = {B, m->cfg.out[3]};
+    int rc = pgd_tensor_create(ctx, 2, fs, &feat, err);
     if (!rc)
         rc = pgd_global_avgpool(ctx, x, feat, err);
     if (!rc) {
@@ -903,14 +979,36 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
         rc = pgd_linear_forward(ctx, m->fc, feat, PGD_ACT_NONE, NULL, out, err);
     if (!rc)
         rc = pgd_tensor_download(out, logits, err);
-    th = model_now_ms() - a;
-    pgd_tensor_destroy(x);
     pgd_tensor_destroy(feat);
     pgd_tensor_destroy(out);
+    return rc;
+}
+
+static int forward_pass(resnet_model *m, const float *images, int B, int H, int W, float *logits,
+                        resnet_affinity *aff, double times[5], pgd_error **err)
+{
+    if (B < 1 || H < 32 || W < 32)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                              B, H, W);
+    double t0 = model_now_ms();
+    pgd_tensor *x = NULL;
+    int rc = stem_forward(m, images, B, H, W, &x, err);
+    if (!rc && times)
+        rc = pgd_ctx_finish(m->ctx, err);
+    double ts = model_now_ms() - t0;
+    layer_times lt = {times != NULL, 0, 0};
+    if (!rc)
+        rc = layers_forward(m, &x, aff, &lt, err);
+    double a = model_now_ms();
+    if (!rc)
+        rc = head_forward(m, x, B, logits, err);
+    double th = model_now_ms() - a;
+    pgd_tensor_destroy(x);
     if (times && !rc) {
         times[0] = ts;
-        times[1] = tl;
-        times[2] = tn;
+        times[1] = lt.layers;
+        times[2] = lt.nonlocal;
         times[3] = th;
         times[4] = model_now_ms() - t0;
     }
@@ -1101,6 +1199,81 @@ static const char *rs_name_at(void *u, size_t i)
     return i < r->n ? r->e[i].name : NULL;
 }
 
+/* The layout of a standard ResNet (standard[si]) with torchvision's widths. */
+static void standard_config(int si, resnet_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->bottleneck = standard[si].bottleneck;
+    memcpy(c->blocks, standard[si].blocks, sizeof c->blocks);
+    c->stem = 64;
+    for (int L = 0; L < 4; L++) {
+        c->width[L] = 64 << L;
+        c->out[L] = c->width[L] * (c->bottleneck ? 4 : 1);
+    }
+}
+
+/* The backbone's tensors: stem, every residual block (its last BN damped), fc. 0 or -1 (out of
+ * memory). */
+static int rs_backbone(rs_src *r, const resnet_config *c)
+{
+    int rc = rs_conv_bn(r, "conv1.weight", "bn1", 64, 3, 7, 0);
+    block_pos p = {0};
+    while (!rc && next_block(c, &p)) {
+        block_conv bc[4];
+        int n = block_convs(c, &p, p.needs_ds, bc);
+        for (int i = 0; i < n && !rc; i++)
+            rc = rs_conv_bn(r, bc[i].weight, bc[i].bn, bc[i].cout, bc[i].cin, bc[i].k,
+                            bc[i].last);
+    }
+    if (!rc)
+        rc = rs_add(r, "fc.weight", 2, c->classes, c->out[3], 0, 0, 0);
+    if (!rc)
+        rc = rs_add(r, "fc.bias", 1, c->classes, 0, 0, 0, 1);
+    return rc;
+}
+
+/* The tensors of one non-local block at site s in `mode`: real (non-identity) weights. 0 or -1
+ * (out of memory). */
+static int rs_nonlocal_site(rs_src *r, const resnet_nl_site *s, nl_mode mode)
+{
+    char p[64], name[128], bn[96];
+    snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
+    const char *convs[] = {"theta", "phi", "g"};
+    int rc = 0;
+    for (int k = 0; k < 3 && !rc; k++) {
+        if (k < 2 && mode == NL_GAUSSIAN)
+            continue;
+        snprintf(name, sizeof name, "%s.%s.weight", p, convs[k]);
+        rc = rs_add(r, name, 4, s->inner, s->channels, 1, 1, 0);
+        snprintf(name, sizeof name, "%s.%s.bias", p, convs[k]);
+        if (!rc)
+            rc = rs_add(r, name, 1, s->inner, 0, 0, 0, 1);
+    }
+    snprintf(name, sizeof name, "%s.w.weight", p);
+    snprintf(bn, sizeof bn, "%s.bn", p);
+    if (!rc)
+        rc = rs_conv_bn(r, name, bn, s->channels, s->inner, 1, 1);
+    if (!rc && mode == NL_CONCATENATION) {
+        snprintf(name, sizeof name, "%s.concat.weight", p);
+        rc = rs_add(r, name, 4, 1, 2 * s->inner, 1, 1, 0);
+    }
+    return rc;
+}
+
+/* Non-local blocks at the sites of spec. */
+static int rs_nonlocal(rs_src *r, const resnet_config *c, const char *spec, nl_mode mode,
+                       pgd_error **err)
+{
+    resnet_config tmp = *c;
+    int rc = parse_spec("random weights", spec, &tmp, 0, err);
+    for (int i = 0; i < tmp.n_nl && !rc; i++) {
+        rc = rs_nonlocal_site(r, &tmp.nl[i], mode);
+        if (rc && !*err)
+            pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    }
+    return rc;
+}
+
 int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err)
 {
@@ -1117,75 +1290,17 @@ int resnet_random_source(model_source *src, int depth, int64_t classes, const ch
     r->seed = seed * 0x9E3779B97F4A7C15ull + 7;
     snprintf(r->meta_mode, sizeof r->meta_mode, "%s", nl_mode_name(mode));
     resnet_config c;
-    memset(&c, 0, sizeof c);
-    c.bottleneck = standard[si].bottleneck;
-    memcpy(c.blocks, standard[si].blocks, sizeof c.blocks);
-    c.stem = 64;
-    for (int L = 0; L < 4; L++) {
-        c.width[L] = 64 << L;
-        c.out[L] = c.width[L] * (c.bottleneck ? 4 : 1);
-    }
-    int rc = rs_conv_bn(r, "conv1.weight", "bn1", 64, 3, 7, 0);
-    char w[96], bn[96];
-    for (int L = 1; L <= 4 && !rc; L++)
-        for (int B = 0; B < c.blocks[L - 1] && !rc; B++) {
-            int64_t cin = block_cin(&c, L, B), wd = c.width[L - 1], o = c.out[L - 1];
-            int n = c.bottleneck ? 3 : 2;
-            for (int k = 1; k <= n && !rc; k++) {
-                snprintf(w, sizeof w, "layer%d.%d.conv%d.weight", L, B, k);
-                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L, B, k);
-                rc = rs_conv_bn(r, w, bn, k == n ? o : wd, k == 1 ? cin : wd,
-                                c.bottleneck ? (k == 2 ? 3 : 1) : 3, k == n);
-            }
-            if (!rc && (block_stride(L, B) != 1 || cin != o)) {
-                snprintf(w, sizeof w, "layer%d.%d.downsample.0.weight", L, B);
-                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L, B);
-                rc = rs_conv_bn(r, w, bn, o, cin, 1, 0);
-            }
-        }
-    if (!rc)
-        rc = rs_add(r, "fc.weight", 2, classes, c.out[3], 0, 0, 0);
-    if (!rc)
-        rc = rs_add(r, "fc.bias", 1, classes, 0, 0, 0, 1);
+    standard_config(si, &c);
+    c.classes = classes;
+    int rc = rs_backbone(r, &c);
+    if (rc)
+        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    else if (spec)
+        rc = rs_nonlocal(r, &c, spec, mode, err);
     if (rc) {
         free(r->e);
         free(r);
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
-    }
-    /* Non-local blocks at the sites of spec: real (non-identity) weights. */
-    if (spec) {
-        resnet_config tmp = c;
-        rc = parse_spec("random weights", spec, &tmp, 0, err);
-        for (int i = 0; i < tmp.n_nl && !rc; i++) {
-            const resnet_nl_site *s = &tmp.nl[i];
-            char p[64], name[128];
-            snprintf(p, sizeof p, "nonlocal.layer%d.%d", s->layer, s->block);
-            const char *convs[] = {"theta", "phi", "g"};
-            for (int k = 0; k < 3 && !rc; k++) {
-                if (k < 2 && mode == NL_GAUSSIAN)
-                    continue;
-                snprintf(name, sizeof name, "%s.%s.weight", p, convs[k]);
-                rc = rs_add(r, name, 4, s->inner, s->channels, 1, 1, 0);
-                snprintf(name, sizeof name, "%s.%s.bias", p, convs[k]);
-                if (!rc)
-                    rc = rs_add(r, name, 1, s->inner, 0, 0, 0, 1);
-            }
-            snprintf(name, sizeof name, "%s.w.weight", p);
-            snprintf(w, sizeof w, "%s.bn", p);
-            if (!rc)
-                rc = rs_conv_bn(r, name, w, s->channels, s->inner, 1, 1);
-            if (!rc && mode == NL_CONCATENATION) {
-                snprintf(name, sizeof name, "%s.concat.weight", p);
-                rc = rs_add(r, name, 4, 1, 2 * s->inner, 1, 1, 0);
-            }
-            if (rc && !*err)
-                pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
-        }
-        if (rc) {
-            free(r->e);
-            free(r);
-            return rc;
-        }
+        return rc;
     }
     src->u = r;
     src->label = "random weights";

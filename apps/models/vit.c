@@ -89,6 +89,86 @@ static int64_t numel(int ndim, const int64_t *s)
     return n;
 }
 
+/* The extra tokens (class, and DeiT's distillation token) and the square position grid. */
+static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **err)
+{
+    vit_family fam = cfg->family;
+    int nd;
+    int64_t s[8];
+    cfg->extra = 1;
+    if (names[fam][W_DIST][0] && src->shape(src->u, names[fam][W_DIST], &nd, s) == 0)
+        cfg->extra = 2;
+    if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
+                              names[fam][W_POS]);
+    int64_t tokens = numel(nd, s) / cfg->dim, grid = tokens - cfg->extra;
+    int side = (int)floor(sqrt((double)grid) + 0.5);
+    if (numel(nd, s) % cfg->dim || grid < 1 || (int64_t)side * side != grid)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                              "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
+                              "square grid",
+                              src->label, names[fam][W_POS], (long long)tokens, cfg->dim,
+                              cfg->extra);
+    cfg->grid_h = cfg->grid_w = side;
+    return PGD_OK;
+}
+
+/* Depth (blocks counted by name), MLP width and classes. */
+static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **err)
+{
+    vit_family fam = cfg->family;
+    int nd;
+    int64_t s[8];
+    char name[256];
+    for (cfg->depth = 0;; cfg->depth++) {
+        wname(cfg->family, B_LN1_W, cfg->depth, name, sizeof name);
+        if (src->shape(src->u, name, &nd, s) != 0)
+            break;
+    }
+    if (cfg->depth == 0)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
+                              src->label, name);
+    wname(cfg->family, B_FC1_W, 0, name, sizeof name);
+    if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
+                              name, cfg->dim);
+    if (s[0] < 1 || s[0] > INT32_MAX)
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
+                              "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
+    cfg->mlp = (int)s[0];
+    if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
+                              src->label, names[fam][W_HEAD_W], cfg->dim);
+    if (s[0] < 1 || s[0] > INT32_MAX)
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
+                              "2^31 - 1)", src->label, names[fam][W_HEAD_W], (long long)s[0]);
+    cfg->classes = (int)s[0];
+    return PGD_OK;
+}
+
+/* Heads: __metadata__ "num_heads", else `heads` (> 0), else the standard table, else dim/64. */
+static int detect_heads(const model_source *src, int heads, int dim)
+{
+    const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
+    long meta_heads = 0;
+    if (meta) {
+        /* strtol, not atoi: an out-of-range value must not be undefined behaviour. */
+        char *end;
+        meta_heads = strtol(meta, &end, 10);
+        if (end == meta || meta_heads > INT32_MAX)
+            meta_heads = 0;
+    }
+    if (meta_heads > 0)
+        return (int)meta_heads;
+    if (heads > 0)
+        return heads;
+    static const int table[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i][0] == dim)
+            return table[i][1];
+    return dim % 64 == 0 ? dim / 64 : 1;
+}
+
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -116,66 +196,12 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
     cfg->eps = fam == VIT_HF ? 1e-12f : 1e-6f;
-    cfg->extra = 1;
-    if (names[fam][W_DIST][0] && src->shape(src->u, names[fam][W_DIST], &nd, s) == 0)
-        cfg->extra = 2;
-    if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
-                              names[fam][W_POS]);
-    int64_t tokens = numel(nd, s) / cfg->dim, grid = tokens - cfg->extra;
-    int side = (int)floor(sqrt((double)grid) + 0.5);
-    if (numel(nd, s) % cfg->dim || grid < 1 || (int64_t)side * side != grid)
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
-                              "square grid",
-                              src->label, names[fam][W_POS], (long long)tokens, cfg->dim,
-                              cfg->extra);
-    cfg->grid_h = cfg->grid_w = side;
-    char name[256];
-    for (cfg->depth = 0;; cfg->depth++) {
-        wname(cfg->family, B_LN1_W, cfg->depth, name, sizeof name);
-        if (src->shape(src->u, name, &nd, s) != 0)
-            break;
-    }
-    if (cfg->depth == 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
-                              src->label, name);
-    wname(cfg->family, B_FC1_W, 0, name, sizeof name);
-    if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
-                              name, cfg->dim);
-    if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
-                              "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
-    cfg->mlp = (int)s[0];
-    if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
-                              src->label, names[fam][W_HEAD_W], cfg->dim);
-    if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
-                              "2^31 - 1)", src->label, names[fam][W_HEAD_W], (long long)s[0]);
-    cfg->classes = (int)s[0];
-    const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
-    long meta_heads = 0;
-    if (meta) {
-        /* strtol, not atoi: an out-of-range value must not be undefined behaviour. */
-        char *end;
-        meta_heads = strtol(meta, &end, 10);
-        if (end == meta || meta_heads > INT32_MAX)
-            meta_heads = 0;
-    }
-    if (meta_heads > 0)
-        cfg->heads = (int)meta_heads;
-    else if (heads > 0)
-        cfg->heads = heads;
-    else {
-        static const int table[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}};
-        for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-            if (table[i][0] == cfg->dim)
-                cfg->heads = table[i][1];
-        if (!cfg->heads)
-            cfg->heads = cfg->dim % 64 == 0 ? cfg->dim / 64 : 1;
-    }
+    int rc = detect_tokens(src, cfg, err);
+    if (!rc)
+        rc = detect_sizes(src, cfg, err);
+    if (rc)
+        return rc;
+    cfg->heads = detect_heads(src, heads, cfg->dim);
     if (cfg->dim % cfg->heads)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
                               src->label, cfg->dim, cfg->heads);
@@ -200,19 +226,6 @@ struct vit_model {
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
 };
 
-static int upload_host(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape,
-                       pgd_tensor **out, pgd_error **err)
-{
-    int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
                        const int64_t *shape, pgd_tensor **out, pgd_error **err)
 {
@@ -224,7 +237,7 @@ static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, 
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
     rc = src->read(src->u, name, host, err);
     if (!rc)
-        rc = upload_host(ctx, host, ndim, shape, out, err);
+        rc = model_upload(ctx, host, ndim, shape, out, err);
     free(host);
     return rc;
 }
@@ -272,15 +285,58 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
     pgd_tensor *tw = NULL, *tb = NULL;
     int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};
     if (!rc)
-        rc = upload_host(ctx, w, 2, ws, &tw, err);
+        rc = model_upload(ctx, w, 2, ws, &tw, err);
     if (!rc)
-        rc = upload_host(ctx, b, 1, bs, &tb, err);
+        rc = model_upload(ctx, b, 1, bs, &tb, err);
     if (!rc)
         rc = pgd_linear_create(ctx, tw, tb, out, err);
     pgd_tensor_destroy(tw);
     pgd_tensor_destroy(tb);
     free(w);
     free(b);
+    return rc;
+}
+
+/* Transformer block i: its two layer norms and four linear layers (Hugging Face's separate
+ * query, key and value joined into one). */
+static int load_block(vit_model *m, const model_source *src, int i, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    const vit_config *cfg = &m->cfg;
+    vit_family f = cfg->family;
+    int64_t D = cfg->dim, d1[1] = {D};
+    vit_block *b = &m->blocks[i];
+    char a[256], c[256];
+    wname(f, B_LN1_W, i, a, sizeof a);
+    int rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
+    wname(f, B_LN1_B, i, a, sizeof a);
+    if (!rc)
+        rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_b, err);
+    wname(f, B_LN2_W, i, a, sizeof a);
+    if (!rc)
+        rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_w, err);
+    wname(f, B_LN2_B, i, a, sizeof a);
+    if (!rc)
+        rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_b, err);
+    if (!rc && f == VIT_HF)
+        rc = load_hf_qkv(ctx, src, i, D, &b->qkv, err);
+    else if (!rc) {
+        wname(f, B_QKV_W, i, a, sizeof a);
+        wname(f, B_QKV_B, i, c, sizeof c);
+        rc = load_linear(ctx, src, a, c, 3 * D, D, &b->qkv, err);
+    }
+    wname(f, B_PROJ_W, i, a, sizeof a);
+    wname(f, B_PROJ_B, i, c, sizeof c);
+    if (!rc)
+        rc = load_linear(ctx, src, a, c, D, D, &b->proj, err);
+    wname(f, B_FC1_W, i, a, sizeof a);
+    wname(f, B_FC1_B, i, c, sizeof c);
+    if (!rc)
+        rc = load_linear(ctx, src, a, c, cfg->mlp, D, &b->fc1, err);
+    wname(f, B_FC2_W, i, a, sizeof a);
+    wname(f, B_FC2_B, i, c, sizeof c);
+    if (!rc)
+        rc = load_linear(ctx, src, a, c, D, cfg->mlp, &b->fc2, err);
     return rc;
 }
 
@@ -324,40 +380,8 @@ int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_m
     if (!rc && cfg->extra == 2)
         rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], cfg->classes, D,
                          &m->head_dist, err);
-    for (int i = 0; i < cfg->depth && !rc; i++) {
-        vit_block *b = &m->blocks[i];
-        char a[256], c[256];
-        wname(f, B_LN1_W, i, a, sizeof a);
-        rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
-        wname(f, B_LN1_B, i, a, sizeof a);
-        if (!rc)
-            rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_b, err);
-        wname(f, B_LN2_W, i, a, sizeof a);
-        if (!rc)
-            rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_w, err);
-        wname(f, B_LN2_B, i, a, sizeof a);
-        if (!rc)
-            rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_b, err);
-        if (!rc && f == VIT_HF)
-            rc = load_hf_qkv(ctx, src, i, D, &b->qkv, err);
-        else if (!rc) {
-            wname(f, B_QKV_W, i, a, sizeof a);
-            wname(f, B_QKV_B, i, c, sizeof c);
-            rc = load_linear(ctx, src, a, c, 3 * D, D, &b->qkv, err);
-        }
-        wname(f, B_PROJ_W, i, a, sizeof a);
-        wname(f, B_PROJ_B, i, c, sizeof c);
-        if (!rc)
-            rc = load_linear(ctx, src, a, c, D, D, &b->proj, err);
-        wname(f, B_FC1_W, i, a, sizeof a);
-        wname(f, B_FC1_B, i, c, sizeof c);
-        if (!rc)
-            rc = load_linear(ctx, src, a, c, cfg->mlp, D, &b->fc1, err);
-        wname(f, B_FC2_W, i, a, sizeof a);
-        wname(f, B_FC2_B, i, c, sizeof c);
-        if (!rc)
-            rc = load_linear(ctx, src, a, c, D, cfg->mlp, &b->fc2, err);
-    }
+    for (int i = 0; i < cfg->depth && !rc; i++)
+        rc = load_block(m, src, i, err);
     if (rc) {
         vit_free(m);
         return rc;
@@ -461,160 +485,241 @@ pgd_resize_mode vit_resize_mode(vit_family f)
     }
 }
 
+/* The position embedding for a gh x gw grid: the trained one, or (other grids) resized by the
+ * family's rule and kept for the next pass at the same size. */
+static int pos_for_grid(vit_model *m, int gh, int gw, const pgd_tensor **pos, pgd_error **err)
+{
+    const vit_config *c = &m->cfg;
+    *pos = m->pos;
+    if (gh == c->grid_h && gw == c->grid_w)
+        return PGD_OK;
+    if (!m->pos_resized || m->pos_h != gh || m->pos_w != gw) {
+        pgd_tensor_destroy(m->pos_resized);
+        m->pos_resized = NULL;
+        int64_t ps[2] = {c->extra + (int64_t)gh * gw, c->dim};
+        int rc = pgd_tensor_create(m->ctx, 2, ps, &m->pos_resized, err);
+        if (!rc)
+            rc = pgd_pos_embed_resize(m->ctx, m->pos, c->extra, c->grid_h, c->grid_w, gh, gw,
+                                      vit_resize_mode(c->family), m->pos_resized, err);
+        if (rc)
+            return rc;
+        m->pos_h = gh;
+        m->pos_w = gw;
+    }
+    *pos = m->pos_resized;
+    return PGD_OK;
+}
+
+/* The tensors and host buffers of one forward pass of B images on a gh x gw grid (T tokens). */
+typedef struct pass_state {
+    vit_model *m;
+    int64_t B, T, gh, gw;
+    int64_t prow; /* probability rows kept per head: T for the rollout, else 1 (class token) */
+    pgd_tensor *img, *x, *h, *qkv, *a, *mlp, *rows, *out, *out2, *probs;
+    double *R, *scratch; /* the rollout [B, T, T] and rollout_step's scratch */
+    float *hp;           /* one block's probabilities on the host, for the rollout */
+} pass_state;
+
+/* Uploads the images and creates the activations [B, T, D], qkv [B, T, 3D] and mlp. */
+static int pass_alloc(pass_state *ps, const float *images, int H, int W, pgd_error **err)
+{
+    pgd_ctx *ctx = ps->m->ctx;
+    const vit_config *c = &ps->m->cfg;
+    int64_t B = ps->B, T = ps->T, D = c->dim;
+    int64_t si[4] = {B, 3, H, W}, sx[3] = {B, T, D}, sq[3] = {B, T, 3 * D}, sm[3] = {B, T, c->mlp};
+    int rc = model_upload(ctx, images, 4, si, &ps->img, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &ps->x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &ps->h, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sx, &ps->a, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sq, &ps->qkv, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, sm, &ps->mlp, err);
+    return rc;
+}
+
+static void pass_free(pass_state *ps)
+{
+    free(ps->R);
+    free(ps->scratch);
+    free(ps->hp);
+    pgd_tensor *all[] = {ps->img, ps->x, ps->h,    ps->qkv, ps->a,
+                         ps->mlp, ps->rows, ps->out, ps->out2, ps->probs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pgd_tensor_destroy(all[i]);
+}
+
+/* One more block of the rollout from the probabilities just computed. */
+static int rollout_update(pass_state *ps, pgd_error **err)
+{
+    int64_t B = ps->B, T = ps->T, heads = ps->m->cfg.heads;
+    if (!ps->R) {
+        ps->R = calloc((size_t)(B * T * T), sizeof *ps->R);
+        ps->scratch = malloc((size_t)(T * T * 2 + T) * sizeof *ps->scratch);
+        ps->hp = malloc((size_t)(B * heads * T * T) * sizeof *ps->hp);
+        for (int64_t bb = 0; ps->R && bb < B; bb++)
+            for (int64_t q = 0; q < T; q++)
+                ps->R[(bb * T + q) * T + q] = 1.0;
+    }
+    if (!ps->R || !ps->scratch || !ps->hp)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
+    int rc = pgd_tensor_download(ps->probs, ps->hp, err);
+    if (!rc)
+        rollout_step(ps->R, ps->hp, B, heads, T, ps->scratch);
+    return rc;
+}
+
+/* The attention of one block that keeps its probabilities: the class token's row of every head
+ * (all rows for the rollout) into ps->probs; with `rollout`, the rollout advanced. */
+static int attention_with_probs(pass_state *ps, int rollout, pgd_error **err)
+{
+    pgd_ctx *ctx = ps->m->ctx;
+    int64_t B = ps->B, T = ps->T, D = ps->m->cfg.dim, heads = ps->m->cfg.heads;
+    int rc = PGD_OK;
+    if (!ps->probs) {
+        int64_t sp[1] = {B * heads * ps->prow * T};
+        rc = pgd_tensor_create(ctx, 1, sp, &ps->probs, err);
+    }
+    pgd_attention_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.batch = B;
+    aa.heads = heads;
+    aa.nq = aa.nk = T;
+    aa.head_dim = D / heads;
+    int64_t tok = 3 * D, hd = D / heads;
+    aa.q = (pgd_view){ps->qkv, 0, T * tok, hd, tok};
+    aa.k = (pgd_view){ps->qkv, D, T * tok, hd, tok};
+    aa.v = (pgd_view){ps->qkv, 2 * D, T * tok, hd, tok};
+    aa.o = (pgd_view){ps->a, 0, T * D, hd, D};
+    aa.probs = ps->probs;
+    aa.probs_head = -1;
+    aa.probs_q0 = 0;
+    aa.probs_q1 = ps->prow;
+    if (!rc)
+        rc = pgd_attention(ctx, &aa, err);
+    if (!rc && rollout)
+        rc = rollout_update(ps, err);
+    return rc;
+}
+
+/* Transformer block i on ps->x in place; `probs`: keep its attention probabilities. */
+static int block_forward(pass_state *ps, int i, int probs, int rollout, pgd_error **err)
+{
+    pgd_ctx *ctx = ps->m->ctx;
+    const vit_config *c = &ps->m->cfg;
+    const vit_block *b = &ps->m->blocks[i];
+    int rc = pgd_layernorm(ctx, ps->x, b->ln1_w, b->ln1_b, c->eps, ps->h, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, b->qkv, ps->h, PGD_ACT_NONE, NULL, ps->qkv, err);
+    if (!rc)
+        rc = probs ? attention_with_probs(ps, rollout, err)
+                   : pgd_attention_qkv(ctx, ps->qkv, c->heads, ps->a, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, b->proj, ps->a, PGD_ACT_NONE, ps->x, ps->x, err);
+    if (!rc)
+        rc = pgd_layernorm(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, ps->h, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, b->fc1, ps->h, PGD_ACT_GELU, NULL, ps->mlp, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, b->fc2, ps->mlp, PGD_ACT_NONE, ps->x, ps->x, err);
+    return rc;
+}
+
+/* The final norm and the classifier on the class token (DeiT distilled: the mean of the
+ * class-token and distillation-token heads), logits downloaded. */
+static int head_forward(pass_state *ps, float *logits, pgd_error **err)
+{
+    vit_model *m = ps->m;
+    pgd_ctx *ctx = m->ctx;
+    int64_t B = ps->B, D = m->cfg.dim;
+    int64_t sr[2] = {B, D}, so[2] = {B, m->cfg.classes};
+    int rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, sr, &ps->rows, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, so, &ps->out, err);
+    if (!rc)
+        rc = gather_token(ps->h, B, D, 0, ps->rows, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->head, ps->rows, PGD_ACT_NONE, NULL, ps->out, err);
+    if (!rc && m->head_dist) {
+        rc = pgd_tensor_create(ctx, 2, so, &ps->out2, err);
+        if (!rc)
+            rc = gather_token(ps->h, B, D, 1, ps->rows, err);
+        if (!rc)
+            rc = pgd_linear_forward(ctx, m->head_dist, ps->rows, PGD_ACT_NONE, NULL, ps->out2,
+                                    err);
+        if (!rc)
+            rc = pgd_add(ctx, ps->out, ps->out2, ps->out, err);
+        if (!rc)
+            rc = pgd_scale(ctx, ps->out, 0.5f, ps->out, err);
+    }
+    if (!rc)
+        rc = pgd_tensor_download(ps->out, logits, err);
+    return rc;
+}
+
+/* The last block's class-token attention over the patches, averaged over heads:
+ * attn_map [B, gh, gw]. */
+static int attention_map(const pass_state *ps, float *attn_map, pgd_error **err)
+{
+    int64_t heads = ps->m->cfg.heads, extra = ps->m->cfg.extra, T = ps->T, prow = ps->prow;
+    int64_t cells = ps->gh * ps->gw;
+    float *p = malloc((size_t)(ps->B * heads * prow * T) * sizeof *p);
+    int rc = p ? pgd_tensor_download(ps->probs, p, err)
+               : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
+    for (int64_t b = 0; !rc && b < ps->B; b++)
+        for (int64_t t = 0; t < cells; t++) {
+            double s = 0;
+            for (int64_t hh = 0; hh < heads; hh++)
+                s += p[((b * heads + hh) * prow) * T + extra + t]; /* row 0: the class token */
+            attn_map[b * cells + t] = (float)(s / (double)heads);
+        }
+    free(p);
+    return rc;
+}
+
 static int forward_pass(vit_model *m, const float *images, int B, int H, int W, float *logits,
                         float *attn_map, float *rollout, double times[4], pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     const vit_config *c = &m->cfg;
-    int64_t D = c->dim, P = c->patch;
+    int64_t P = c->patch;
     if (B < 1 || H < P || W < P || H % P || W % P)
         return pgd_error_set(err, PGD_ERR_SHAPE,
                               "vit: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
                               W, (long long)P, (long long)P);
-    int gh = (int)(H / P), gw = (int)(W / P);
-    int64_t T = c->extra + (int64_t)gh * gw, heads = c->heads;
+    pass_state ps = {.m = m, .B = B, .gh = H / P, .gw = W / P};
+    ps.T = c->extra + ps.gh * ps.gw;
+    ps.prow = rollout ? ps.T : 1;
     double t0 = model_now_ms();
-    const pgd_tensor *pos = m->pos;
-    int rc = PGD_OK;
-    if (gh != c->grid_h || gw != c->grid_w) {
-        if (!m->pos_resized || m->pos_h != gh || m->pos_w != gw) {
-            pgd_tensor_destroy(m->pos_resized);
-            m->pos_resized = NULL;
-            int64_t ps[2] = {T, D};
-            rc = pgd_tensor_create(ctx, 2, ps, &m->pos_resized, err);
-            if (!rc)
-                rc = pgd_pos_embed_resize(ctx, m->pos, c->extra, c->grid_h, c->grid_w, gh, gw,
-                                          vit_resize_mode(c->family), m->pos_resized, err);
-            if (rc)
-                return rc;
-            m->pos_h = gh;
-            m->pos_w = gw;
-        }
-        pos = m->pos_resized;
-    }
-    pgd_tensor *img = NULL, *x = NULL, *h = NULL, *qkv = NULL, *a = NULL, *mlp = NULL;
-    pgd_tensor *rows = NULL, *out = NULL, *out2 = NULL, *probs = NULL;
-    double *R = NULL, *scratch = NULL;
-    float *hp = NULL;
-    int64_t si[4] = {B, 3, H, W}, sx[3] = {B, T, D}, sq[3] = {B, T, 3 * D}, sm[3] = {B, T, c->mlp};
-    int64_t sr[2] = {B, D}, so[2] = {B, c->classes};
+    const pgd_tensor *pos = NULL;
+    int rc = pos_for_grid(m, (int)ps.gh, (int)ps.gw, &pos, err);
+    if (rc)
+        return rc;
+    rc = pass_alloc(&ps, images, H, W, err);
     if (!rc)
-        rc = upload_host(ctx, images, 4, si, &img, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 3, sx, &x, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 3, sx, &h, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 3, sx, &a, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 3, sq, &qkv, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 3, sm, &mlp, err);
-    if (!rc)
-        rc = pgd_patch_embed(ctx, img, m->pe_w, m->pe_b, m->cls, m->dist, pos, x, err);
+        rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, m->cls, m->dist, pos, ps.x, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     double t1 = model_now_ms();
-    for (int i = 0; i < c->depth && !rc; i++) {
-        vit_block *b = &m->blocks[i];
-        rc = pgd_layernorm(ctx, x, b->ln1_w, b->ln1_b, c->eps, h, err);
-        if (!rc)
-            rc = pgd_linear_forward(ctx, b->qkv, h, PGD_ACT_NONE, NULL, qkv, err);
-        int64_t prow = rollout ? T : 1; /* probability rows wanted from this block */
-        if (!rc && (rollout || (attn_map && i == c->depth - 1))) {
-            /* The class token's attention (all rows for rollout), every head. */
-            int64_t sp[1] = {B * heads * prow * T};
-            if (!probs)
-                rc = pgd_tensor_create(ctx, 1, sp, &probs, err);
-            pgd_attention_args aa;
-            memset(&aa, 0, sizeof aa);
-            aa.batch = B;
-            aa.heads = heads;
-            aa.nq = aa.nk = T;
-            aa.head_dim = D / heads;
-            int64_t tok = 3 * D, hd = D / heads;
-            aa.q = (pgd_view){qkv, 0, T * tok, hd, tok};
-            aa.k = (pgd_view){qkv, D, T * tok, hd, tok};
-            aa.v = (pgd_view){qkv, 2 * D, T * tok, hd, tok};
-            aa.o = (pgd_view){a, 0, T * D, hd, D};
-            aa.probs = probs;
-            aa.probs_head = -1;
-            aa.probs_q0 = 0;
-            aa.probs_q1 = prow;
-            if (!rc)
-                rc = pgd_attention(ctx, &aa, err);
-            if (!rc && rollout) {
-                if (!R) {
-                    R = calloc((size_t)(B * T * T), sizeof *R);
-                    scratch = malloc((size_t)(T * T * 2 + T) * sizeof *scratch);
-                    hp = malloc((size_t)(B * heads * T * T) * sizeof *hp);
-                    for (int64_t bb = 0; R && bb < B; bb++)
-                        for (int64_t q = 0; q < T; q++)
-                            R[(bb * T + q) * T + q] = 1.0;
-                }
-                if (!R || !scratch || !hp)
-                    rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
-                if (!rc)
-                    rc = pgd_tensor_download(probs, hp, err);
-                if (!rc)
-                    rollout_step(R, hp, B, heads, T, scratch);
-            }
-        } else if (!rc) {
-            rc = pgd_attention_qkv(ctx, qkv, heads, a, err);
-        }
-        if (!rc)
-            rc = pgd_linear_forward(ctx, b->proj, a, PGD_ACT_NONE, x, x, err);
-        if (!rc)
-            rc = pgd_layernorm(ctx, x, b->ln2_w, b->ln2_b, c->eps, h, err);
-        if (!rc)
-            rc = pgd_linear_forward(ctx, b->fc1, h, PGD_ACT_GELU, NULL, mlp, err);
-        if (!rc)
-            rc = pgd_linear_forward(ctx, b->fc2, mlp, PGD_ACT_NONE, x, x, err);
-    }
+    for (int i = 0; i < c->depth && !rc; i++)
+        rc = block_forward(&ps, i, rollout || (attn_map && i == c->depth - 1), rollout != NULL,
+                           err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     double t2 = model_now_ms();
     if (!rc)
-        rc = pgd_layernorm(ctx, x, m->norm_w, m->norm_b, c->eps, h, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 2, sr, &rows, err);
-    if (!rc)
-        rc = pgd_tensor_create(ctx, 2, so, &out, err);
-    if (!rc)
-        rc = gather_token(h, B, D, 0, rows, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, m->head, rows, PGD_ACT_NONE, NULL, out, err);
-    if (!rc && m->head_dist) {
-        /* DeiT distilled: the mean of the class-token and distillation-token heads. */
-        rc = pgd_tensor_create(ctx, 2, so, &out2, err);
-        if (!rc)
-            rc = gather_token(h, B, D, 1, rows, err);
-        if (!rc)
-            rc = pgd_linear_forward(ctx, m->head_dist, rows, PGD_ACT_NONE, NULL, out2, err);
-        if (!rc)
-            rc = pgd_add(ctx, out, out2, out, err);
-        if (!rc)
-            rc = pgd_scale(ctx, out, 0.5f, out, err);
-    }
-    if (!rc)
-        rc = pgd_tensor_download(out, logits, err);
-    if (!rc && attn_map) {
-        int64_t prow = rollout ? T : 1;
-        float *p = malloc((size_t)(B * heads * prow * T) * sizeof *p);
-        rc = p ? pgd_tensor_download(probs, p, err)
-               : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map");
-        for (int64_t b = 0; !rc && b < B; b++)
-            for (int64_t t = 0; t < (int64_t)gh * gw; t++) {
-                double s = 0;
-                for (int64_t hh = 0; hh < heads; hh++)
-                    s += p[((b * heads + hh) * prow) * T + c->extra + t]; /* row 0: the class token */
-                attn_map[b * gh * gw + t] = (float)(s / (double)heads);
-            }
-        free(p);
-    }
+        rc = head_forward(&ps, logits, err);
+    if (!rc && attn_map)
+        rc = attention_map(&ps, attn_map, err);
+    int64_t cells = ps.gh * ps.gw;
     for (int64_t b = 0; !rc && rollout && b < B; b++)
-        for (int64_t t = 0; t < (int64_t)gh * gw; t++)
-            rollout[b * gh * gw + t] = (float)R[b * T * T + c->extra + t];
+        for (int64_t t = 0; t < cells; t++)
+            rollout[b * cells + t] = (float)ps.R[b * ps.T * ps.T + c->extra + t];
     double t3 = model_now_ms();
     if (times) {
         times[0] = t1 - t0;
@@ -622,12 +727,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         times[2] = t3 - t2;
         times[3] = t3 - t0;
     }
-    free(R);
-    free(scratch);
-    free(hp);
-    pgd_tensor *all[] = {img, x, h, qkv, a, mlp, rows, out, out2, probs};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pgd_tensor_destroy(all[i]);
+    pass_free(&ps);
     return rc;
 }
 

@@ -315,11 +315,6 @@ int pgd__weights_open_memory(const void *data, size_t size, const char *name, pg
 int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
                    int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err);
 
-/* ---- images (image.c) ---- */
-
-/* The heat-map colour ramp at t in [0, 1] (clamped; NaN counts as 0). */
-void pgd__heatmap_color(float t, uint8_t rgb[3]);
-
 /* ---- small helpers ---- */
 
 double pgd__now_ms(void);

@@ -664,20 +664,6 @@ typedef enum pgd_preprocess {
 PGD_API int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out,
                                  pgd_error **err);
 
-/* Writes base with a heat map over it as a PNG at path: map is mw x mh floats, row-major,
- * min-max normalised (non-finite values count as the minimum; a constant map is all minimum),
- * bilinearly upsampled to the image size (pixel centres aligned, edges clamped), coloured with
- * Pagoda's dark-blue -> purple -> red -> orange -> pale-yellow ramp and blended 50 % over the
- * image. The file appears complete or not at all (a temporary file in the same directory,
- * then rename; removed on failure). */
-PGD_API int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map,
-                                        int mw, int mh, pgd_error **err);
-/* As pgd_image_write_heatmap_png, but the map covers only rect = {x0, y0, x1, y1} of the image
- * (pixels, x1 > x0, y1 > y0) and the rest is drawn dimmed: for maps over the crop a model saw
- * (pgd_image_preprocess_view gives it). */
-PGD_API int pgd_image_write_heatmap_png_view(const char *path, const pgd_image *base,
-                                             const float *map, int mw, int mh,
-                                             const double rect[4], pgd_error **err);
 /* The rectangle {x0, y0, x1, y1} of the image, in its pixels, that pgd_image_preprocess's
  * output shows for `preset` (the centre crop after the resize; the whole image for hf).
  * PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty image or unknown preset. */

@@ -1,5 +1,5 @@
 /* image.c — image loading (JPEG, PNG, BMP through stb_image), Pillow-exact resampling and the
- * classification presets, and heat-map PNG output.
+ * classification presets. (Drawing maps over images is the models' business: apps/models/maps.c.)
  *
  * Security (see ANCHORS.md): Debian's stb_image is v2.27 and lacks later fixes, and its shared
  * library has every decoder compiled in. So we pick the decoder ourselves: only files whose
@@ -10,16 +10,13 @@
  * through to another one. The dimensions come from stbi_info_from_memory and are capped before
  * decoding. We never touch stb's global switches (flip on load and the like). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <stb_image.h>
-#include <stb_image_write.h>
 
 #include "internal.h"
 
@@ -566,183 +563,5 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     rect[1] = cy0 * ky;
     rect[2] = (cx0 + S) * kx;
     rect[3] = (cy0 + S) * ky;
-    return PGD_OK;
-}
-
-/* ---- heat maps ---- */
-
-/* Lightness rises monotonically along the ramp. */
-static const uint8_t RAMP[5][3] = {
-    {20, 12, 70},    /* dark blue */
-    {105, 30, 140},  /* purple */
-    {205, 50, 80},   /* red */
-    {245, 145, 30},  /* orange */
-    {252, 245, 180}, /* pale yellow */
-};
-
-void pgd__heatmap_color(float t, uint8_t rgb[3])
-{
-    if (!(t > 0.0f))
-        t = 0.0f;
-    if (t > 1.0f)
-        t = 1.0f;
-    float s = t * 4.0f;
-    int i = (int)s;
-    if (i > 3)
-        i = 3;
-    float u = s - (float)i;
-    for (int c = 0; c < 3; c++) {
-        float v = RAMP[i][c] + (RAMP[i + 1][c] - RAMP[i][c]) * u;
-        rgb[c] = (uint8_t)lrintf(v);
-    }
-}
-
-typedef struct png_sink {
-    FILE *f;
-    int failed;
-} png_sink;
-
-static void png_write_cb(void *ctx, void *data, int size)
-{
-    png_sink *s = ctx;
-    if (!s->failed && size > 0 && fwrite(data, 1, (size_t)size, s->f) != (size_t)size)
-        s->failed = 1;
-}
-
-/* Where output pixel i of `out` samples an axis of `in` pixels (centres aligned, clamped at the
- * border): the two neighbours and the weight of the second. */
-/* The map cell coordinate of pixel centre i when the map's `in` cells span [r0, r1). */
-static double view_source(int i, double r0, double r1, int in, int *i0, int *i1)
-{
-    double s = (i + 0.5 - r0) / (r1 - r0) * in - 0.5;
-    if (s < 0)
-        s = 0;
-    if (s > in - 1)
-        s = in - 1;
-    *i0 = (int)s;
-    *i1 = *i0 + 1 < in ? *i0 + 1 : *i0;
-    return s - *i0;
-}
-
-int pgd_image_write_heatmap_png(const char *path, const pgd_image *base, const float *map, int mw,
-                                int mh, pgd_error **err)
-{
-    double full[4] = {0, 0, base ? base->width : 0, base ? base->height : 0};
-    return pgd_image_write_heatmap_png_view(path, base, map, mw, mh, full, err);
-}
-
-int pgd_image_write_heatmap_png_view(const char *path, const pgd_image *base, const float *map,
-                                     int mw, int mh, const double rect[4], pgd_error **err)
-{
-    if (!path || !base || !base->data || !map)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "pgd_image_write_heatmap_png: path, image or map is NULL");
-    if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "heat map '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
-                              mh);
-    if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1]))
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "heat map '%s': the map's rectangle is empty", path);
-    int w = base->width, h = base->height;
-    size_t n = (size_t)mw * mh;
-    float lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(map[i])) {
-            if (map[i] < lo)
-                lo = map[i];
-            if (map[i] > hi)
-                hi = map[i];
-        }
-    double range = (lo < hi) ? (double)hi - lo : 0.0;
-    float *norm = malloc(n * sizeof *norm);
-    uint8_t *pix = malloc((size_t)w * h * 3);
-    if (!norm || !pix) {
-        free(norm);
-        free(pix);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory",
-                              path);
-    }
-    for (size_t i = 0; i < n; i++)
-        norm[i] = (range > 0.0 && isfinite(map[i])) ? (float)((map[i] - (double)lo) / range) : 0.0f;
-    for (int y = 0; y < h; y++) {
-        int y0, y1;
-        double fy = view_source(y, rect[1], rect[3], mh, &y0, &y1);
-        int yin = y + 0.5 >= rect[1] && y + 0.5 < rect[3];
-        for (int x = 0; x < w; x++) {
-            size_t o = ((size_t)y * w + x) * 3;
-            if (!yin || x + 0.5 < rect[0] || x + 0.5 >= rect[2]) {
-                /* outside what the model saw: the image, dimmed */
-                for (int c = 0; c < 3; c++)
-                    pix[o + c] = (uint8_t)(base->data[o + c] / 3);
-                continue;
-            }
-            int x0, x1;
-            double fx = view_source(x, rect[0], rect[2], mw, &x0, &x1);
-            double t = (1 - fy) * ((1 - fx) * norm[(size_t)y0 * mw + x0] +
-                                   fx * norm[(size_t)y0 * mw + x1]) +
-                       fy * ((1 - fx) * norm[(size_t)y1 * mw + x0] + fx * norm[(size_t)y1 * mw + x1]);
-            uint8_t col[3];
-            pgd__heatmap_color((float)t, col);
-            for (int c = 0; c < 3; c++)
-                pix[o + c] = (uint8_t)((base->data[o + c] + col[c] + 1) / 2);
-        }
-    }
-    free(norm);
-
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
-        free(pix);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory",
-                              path);
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp-XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        free(pix);
-        return pgd__error_set(err, PGD_ERR_IO, "heat map '%s': cannot create a temporary file: %s",
-                              path, strerror(e));
-    }
-    (void)fchmod(fd, 0644);
-    png_sink sink = {fdopen(fd, "wb"), 0};
-    const char *what = NULL;
-    int e = 0;
-    if (!sink.f) {
-        e = errno;
-        close(fd);
-        what = "cannot open the temporary file";
-    } else {
-        int ok = stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, pix, w * 3);
-        if (!ok)
-            what = "stbi_write_png failed (out of memory?)";
-        if (fflush(sink.f) != 0 || ferror(sink.f))
-            sink.failed = 1;
-        if (!sink.failed && fsync(fileno(sink.f)) != 0 && errno != EINVAL)
-            sink.failed = 1;
-        if (sink.failed && !e)
-            e = errno;
-        if (fclose(sink.f) != 0 && !sink.failed) {
-            e = errno;
-            sink.failed = 1;
-        }
-        if (!what && sink.failed)
-            what = "writing the temporary file failed";
-    }
-    free(pix);
-    if (!what && rename(tmp, path) != 0) {
-        e = errno;
-        what = "cannot rename the temporary file into place";
-    }
-    if (what) {
-        unlink(tmp);
-        free(tmp);
-        return pgd__error_set(err, PGD_ERR_IO, "heat map '%s': %s%s%s", path, what,
-                              e ? ": " : "", e ? strerror(e) : "");
-    }
-    free(tmp);
     return PGD_OK;
 }

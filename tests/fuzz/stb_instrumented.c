@@ -5,6 +5,4 @@
  * here defines the stbi_* symbols in the executable, which take precedence over the shared
  * library's, so the fuzzer drives the very decoder code the runtime uses, instrumented. */
 #define STB_IMAGE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image.h>
-#include <stb_image_write.h>

@@ -1,0 +1,213 @@
+/* maps.c — heat maps over images as PNG (see maps.h): the ramp, the bilinear upsampling over the
+ * model's view of the image, and an atomic write through stb_image_write. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb_image_write.h>
+
+#include "maps.h"
+
+/* Lightness rises monotonically along the ramp. */
+static const uint8_t RAMP[5][3] = {
+    {20, 12, 70},    /* dark blue */
+    {105, 30, 140},  /* purple */
+    {205, 50, 80},   /* red */
+    {245, 145, 30},  /* orange */
+    {252, 245, 180}, /* pale yellow */
+};
+
+void map_color(float t, uint8_t rgb[3])
+{
+    if (!(t > 0.0f))
+        t = 0.0f;
+    if (t > 1.0f)
+        t = 1.0f;
+    float s = t * 4.0f;
+    int i = (int)s;
+    if (i > 3)
+        i = 3;
+    float u = s - (float)i;
+    for (int c = 0; c < 3; c++) {
+        float v = RAMP[i][c] + (RAMP[i + 1][c] - RAMP[i][c]) * u;
+        rgb[c] = (uint8_t)lrintf(v);
+    }
+}
+
+/* The map cell coordinate of pixel centre i when the map's `in` cells span [r0, r1) (centres
+ * aligned, clamped at the border): the two neighbours and the weight of the second. */
+static double view_source(int i, double r0, double r1, int in, int *i0, int *i1)
+{
+    double s = (i + 0.5 - r0) / (r1 - r0) * in - 0.5;
+    if (s < 0)
+        s = 0;
+    if (s > in - 1)
+        s = in - 1;
+    *i0 = (int)s;
+    *i1 = *i0 + 1 < in ? *i0 + 1 : *i0;
+    return s - *i0;
+}
+
+/* The map min-max normalised into norm (n values; non-finite ones and a constant map: 0). */
+static void normalise(const float *map, size_t n, float *norm)
+{
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(map[i])) {
+            if (map[i] < lo)
+                lo = map[i];
+            if (map[i] > hi)
+                hi = map[i];
+        }
+    double range = (lo < hi) ? (double)hi - lo : 0.0;
+    for (size_t i = 0; i < n; i++)
+        norm[i] = (range > 0.0 && isfinite(map[i])) ? (float)((map[i] - (double)lo) / range) : 0.0f;
+}
+
+/* The picture: inside rect the image blended 50 % with the ramp's colour of the upsampled
+ * map, outside it the image dimmed. pix is w x h x 3. */
+static void draw(const uint8_t *base, int w, int h, const float *norm, int mw, int mh,
+                 const double rect[4], uint8_t *pix)
+{
+    for (int y = 0; y < h; y++) {
+        int y0, y1;
+        double fy = view_source(y, rect[1], rect[3], mh, &y0, &y1);
+        int yin = y + 0.5 >= rect[1] && y + 0.5 < rect[3];
+        for (int x = 0; x < w; x++) {
+            size_t o = ((size_t)y * w + x) * 3;
+            if (!yin || x + 0.5 < rect[0] || x + 0.5 >= rect[2]) {
+                /* outside what the model saw: the image, dimmed */
+                for (int c = 0; c < 3; c++)
+                    pix[o + c] = (uint8_t)(base[o + c] / 3);
+                continue;
+            }
+            int x0, x1;
+            double fx = view_source(x, rect[0], rect[2], mw, &x0, &x1);
+            double t =
+                (1 - fy) *
+                    ((1 - fx) * norm[(size_t)y0 * mw + x0] + fx * norm[(size_t)y0 * mw + x1]) +
+                fy * ((1 - fx) * norm[(size_t)y1 * mw + x0] + fx * norm[(size_t)y1 * mw + x1]);
+            uint8_t col[3];
+            map_color((float)t, col);
+            for (int c = 0; c < 3; c++)
+                pix[o + c] = (uint8_t)((base[o + c] + col[c] + 1) / 2);
+        }
+    }
+}
+
+typedef struct png_sink {
+    FILE *f;
+    int failed;
+} png_sink;
+
+static void png_write_cb(void *ctx, void *data, int size)
+{
+    png_sink *s = ctx;
+    if (!s->failed && size > 0 && fwrite(data, 1, (size_t)size, s->f) != (size_t)size)
+        s->failed = 1;
+}
+
+/* Encodes pix (w x h x 3) as PNG into the open temporary file fd, flushed, synced and closed.
+ * NULL, or what failed with *e the errno (0 when none applies). */
+static const char *write_png_fd(int fd, const uint8_t *pix, int w, int h, int *e)
+{
+    (void)fchmod(fd, 0644);
+    png_sink sink = {fdopen(fd, "wb"), 0};
+    const char *what = NULL;
+    *e = 0;
+    if (!sink.f) {
+        *e = errno;
+        close(fd);
+        return "cannot open the temporary file";
+    }
+    if (!stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, pix, w * 3))
+        what = "stbi_write_png failed (out of memory?)";
+    if (fflush(sink.f) != 0 || ferror(sink.f))
+        sink.failed = 1;
+    if (!sink.failed && fsync(fileno(sink.f)) != 0 && errno != EINVAL)
+        sink.failed = 1;
+    if (sink.failed && !*e)
+        *e = errno;
+    if (fclose(sink.f) != 0 && !sink.failed) {
+        *e = errno;
+        sink.failed = 1;
+    }
+    if (!what && sink.failed)
+        what = "writing the temporary file failed";
+    return what;
+}
+
+/* Writes pix as a PNG at path through a temporary file in the same directory and a rename;
+ * the temporary file is removed on failure. */
+static int write_png_atomic(const char *path, const uint8_t *pix, int w, int h, pgd_error **err)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory", path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp-XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return pgd_error_set(err, PGD_ERR_IO, "heat map '%s': cannot create a temporary file: %s",
+                             path, strerror(e));
+    }
+    int e = 0;
+    const char *what = write_png_fd(fd, pix, w, h, &e);
+    if (!what && rename(tmp, path) != 0) {
+        e = errno;
+        what = "cannot rename the temporary file into place";
+    }
+    if (what) {
+        unlink(tmp);
+        free(tmp);
+        return pgd_error_set(err, PGD_ERR_IO, "heat map '%s': %s%s%s", path, what, e ? ": " : "",
+                             e ? strerror(e) : "");
+    }
+    free(tmp);
+    return PGD_OK;
+}
+
+int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
+                  pgd_error **err)
+{
+    double full[4] = {0, 0, base ? pgd_image_width(base) : 0, base ? pgd_image_height(base) : 0};
+    return map_write_png_view(path, base, map, mw, mh, full, err);
+}
+
+int map_write_png_view(const char *path, const pgd_image *base, const float *map, int mw, int mh,
+                       const double rect[4], pgd_error **err)
+{
+    if (!path || !base || !pgd_image_data(base) || !map)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "map_write_png: path, image or map is NULL");
+    if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "heat map '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
+                             mh);
+    if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1]))
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "heat map '%s': the map's rectangle is empty", path);
+    int w = pgd_image_width(base), h = pgd_image_height(base);
+    size_t n = (size_t)mw * mh;
+    float *norm = malloc(n * sizeof *norm);
+    uint8_t *pix = malloc((size_t)w * h * 3);
+    if (!norm || !pix) {
+        free(norm);
+        free(pix);
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory", path);
+    }
+    normalise(map, n, norm);
+    draw(pgd_image_data(base), w, h, norm, mw, mh, rect, pix);
+    free(norm);
+    int rc = write_png_atomic(path, pix, w, h, err);
+    free(pix);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* maps.h — drawing the models' maps (ViT attention, non-local affinity) over the images they
+ * came from, as PNG files. Written against pagoda.h and stb_image_write. */
+#ifndef PAGODA_MAPS_H
+#define PAGODA_MAPS_H
+
+#include <stdint.h>
+
+#include "pagoda.h"
+
+/* Writes base with a heat map over it as a PNG at path: map is mw x mh floats, row-major,
+ * min-max normalised (non-finite values count as the minimum; a constant map is all minimum),
+ * bilinearly upsampled to the image size (pixel centres aligned, edges clamped), coloured with
+ * map_color's dark-blue -> purple -> red -> orange -> pale-yellow ramp and blended 50 % over
+ * the image. The file appears complete or not at all (a temporary file in the same directory,
+ * then rename; removed on failure). The caller keeps base and map. */
+int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
+                  pgd_error **err);
+
+/* As map_write_png, but the map covers only rect = {x0, y0, x1, y1} of the image (pixels,
+ * x1 > x0, y1 > y0) and the rest is drawn dimmed: for maps over the crop a model saw
+ * (pgd_image_preprocess_view gives it). */
+int map_write_png_view(const char *path, const pgd_image *base, const float *map, int mw, int mh,
+                       const double rect[4], pgd_error **err);
+
+/* The colour ramp at t in [0, 1] (clamped; NaN counts as 0); lightness rises along it. */
+void map_color(float t, uint8_t rgb[3]);
+
+#endif
