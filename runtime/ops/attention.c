@@ -278,8 +278,7 @@ static int launch_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound
 
 /* The probability pass: softmax rows [probs_q0, probs_q1) of one head (or all) into a->probs,
  * from the row statistics the forward pass wrote. */
-static int launch_probs(pgd_ctx *ctx, const pgd_attention_args *a, const bound *b,
-                        pgd_error **err)
+static int launch_probs(pgd_ctx *ctx, const pgd_attention_args *a, const bound *b, pgd_error **err)
 {
     int64_t q0 = a->probs_q0, q1 = a->probs_q1, hsel = a->probs_head < 0 ? a->heads : 1;
     cl_kernel kp;

@@ -92,8 +92,8 @@ static int embed_patches(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *im
         pgd_tensor_destroy(A);
         return rc;
     }
-    cl_uint a[7] = {(cl_uint)C, (cl_uint)g->H, (cl_uint)g->W, (cl_uint)P, (cl_uint)g->gw,
-                    (cl_uint)np, (cl_uint)(B * np)};
+    cl_uint a[7] = {(cl_uint)C,     (cl_uint)g->H, (cl_uint)g->W,    (cl_uint)P,
+                    (cl_uint)g->gw, (cl_uint)np,   (cl_uint)(B * np)};
     pgd__args args;
     pgd__args_begin(&args, ctx, k, "patch_unfold");
     pgd__arg_mem(&args, image->buf);
