@@ -282,12 +282,11 @@ static int launch_probs(pgd_ctx *ctx, const pgd_attention_args *a, const bound *
 {
     int64_t q0 = a->probs_q0, q1 = a->probs_q1, hsel = a->probs_head < 0 ? a->heads : 1;
     cl_kernel kp;
-    int rc = pgd__kernel_get(ctx, "attention", NULL, "attn_probs", &kp, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "attention", NULL, "attn_probs", &kp, err);
     if (rc)
         return rc;
     size_t lp = pgd__pow2_floor(pgd__kernel_wg(ctx, kp) < 64 ? pgd__kernel_wg(ctx, kp) : 64);
-    pgd__args args;
-    pgd__args_begin(&args, ctx, kp, "attn_probs");
     arg_view(&args, b->q, &b->qs);
     arg_view(&args, b->k, &b->ks);
     arg_view(&args, b->mask, &b->ms);

@@ -22,11 +22,10 @@ static int launch(pgd_ctx *ctx, const char *name, const cl_mem *mem, int nmem, c
                   cl_uint n, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "elementwise", NULL, name, &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "elementwise", NULL, name, &k, err);
     if (rc)
         return rc;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, name);
     for (int i = 0; i < nmem; i++)
         pgd__arg_mem(&args, mem[i]);
     if (alpha)

@@ -247,11 +247,10 @@ static int rowdot(pgd_ctx *ctx, const pgd_tensor *X, int64_t off, int64_t ld, in
                   const pgd_tensor *w, pgd_tensor *out, int64_t rows, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
     if (rc)
         return rc;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "nl_rowdot");
     pgd__arg_mem(&args, X->buf);
     pgd__arg_long(&args, off);
     pgd__arg_int(&args, (cl_int)ld);
@@ -272,12 +271,11 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
                       pgd_tensor *y, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_concat", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "nonlocal", NULL, "nl_concat", &k, err);
     if (rc)
         return rc;
     cl_int np = (cl_int)Np;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "nl_concat");
     pgd__arg_mem(&args, a->buf);
     pgd__arg_mem(&args, bv->buf);
     pgd__arg_mem(&args, G->buf);

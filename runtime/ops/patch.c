@@ -134,14 +134,13 @@ static int write_tokens(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *cls
                         pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_tokens", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "patch_embed", NULL, "patch_tokens", &k, err);
     if (rc)
         return rc;
     cl_mem cb = cls->buf, db = dist ? dist->buf : cls->buf;
     cl_uint a[5] = {(cl_uint)g->D, (cl_uint)g->T, (cl_uint)g->extra, flags,
                     (cl_uint)(g->B * g->extra * g->D)};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "patch_tokens");
     pgd__arg_mem(&args, cb);
     pgd__arg_mem(&args, db);
     pgd__arg_mem(&args, pb);
