@@ -220,6 +220,10 @@ typedef struct pgd__args {
 } pgd__args;
 
 void pgd__args_begin(pgd__args *a, pgd_ctx *ctx, cl_kernel k, const char *name);
+/* pgd__kernel_get, then pgd__args_begin on the kernel it returns, under the kernel's own name:
+ * the usual start of a launcher. On error *k is not set and the list is not begun. */
+int pgd__args_kernel(pgd__args *a, pgd_ctx *ctx, const char *file, const char *options,
+                     const char *name, cl_kernel *k, pgd_error **err);
 /* The next arguments are set from `index` on. */
 void pgd__args_seek(pgd__args *a, cl_uint index);
 /* Sets the next argument to `size` bytes at `value` (any type; NULL with a size: local memory). */

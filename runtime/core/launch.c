@@ -14,6 +14,15 @@ void pgd__args_begin(pgd__args *a, pgd_ctx *ctx, cl_kernel k, const char *name)
     a->cl = CL_SUCCESS;
 }
 
+int pgd__args_kernel(pgd__args *a, pgd_ctx *ctx, const char *file, const char *options,
+                     const char *name, cl_kernel *k, pgd_error **err)
+{
+    int rc = pgd__kernel_get(ctx, file, options, name, k, err);
+    if (!rc)
+        pgd__args_begin(a, ctx, *k, name);
+    return rc;
+}
+
 void pgd__args_seek(pgd__args *a, cl_uint index)
 {
     a->next = index;

@@ -231,32 +231,33 @@ int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error 
     return PGD_OK;
 }
 
-int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err)
+/* One blocking copy of the whole tensor: from host memory `src` when `upload`, else to host
+ * memory `dst` (the pointer not used is NULL). */
+static int transfer(const pgd_tensor *t, int upload, const float *src, float *dst, pgd_error **err)
 {
     size_t bytes = (size_t)pgd_tensor_numel(t) * sizeof(float);
     if (!bytes)
         return PGD_OK;
-    cl_int cl = clEnqueueWriteBuffer(t->ctx->queue, t->buf, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
+    cl_int cl =
+        upload ? clEnqueueWriteBuffer(t->ctx->queue, t->buf, CL_TRUE, 0, bytes, src, 0, NULL, NULL)
+               : clEnqueueReadBuffer(t->ctx->queue, t->buf, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
     if (cl != CL_SUCCESS) {
         char s[256];
-        return pgd__cl_fail(err, cl, "clEnqueueWriteBuffer", "uploading tensor %s (%zu bytes)",
+        return pgd__cl_fail(err, cl, upload ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer",
+                            "%s tensor %s (%zu bytes)", upload ? "uploading" : "downloading",
                             pgd_tensor_shape_str(t, s, sizeof s), bytes);
     }
     return PGD_OK;
 }
 
+int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err)
+{
+    return transfer(t, 1, src, NULL, err);
+}
+
 int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err)
 {
-    size_t bytes = (size_t)pgd_tensor_numel(t) * sizeof(float);
-    if (!bytes)
-        return PGD_OK;
-    cl_int cl = clEnqueueReadBuffer(t->ctx->queue, t->buf, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
-    if (cl != CL_SUCCESS) {
-        char s[256];
-        return pgd__cl_fail(err, cl, "clEnqueueReadBuffer", "downloading tensor %s (%zu bytes)",
-                            pgd_tensor_shape_str(t, s, sizeof s), bytes);
-    }
-    return PGD_OK;
+    return transfer(t, 0, NULL, dst, err);
 }
 
 char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size)

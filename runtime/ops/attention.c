@@ -134,7 +134,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
     return rc;
 }
 
-int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
+static int check_sizes(const pgd_attention_args *a, pgd_error **err)
 {
     int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     if (B < 0 || H < 0 || Nq < 0 || Nk < 0 || D < 1 || B > INT32_MAX || H > INT32_MAX ||
@@ -144,8 +144,13 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
                               "head_dim %lld (head_dim 1..4096)",
                               (long long)B, (long long)H, (long long)Nq, (long long)Nk,
                               (long long)D);
-    if (B == 0 || H == 0 || Nq == 0)
-        return PGD_OK;
+    return PGD_OK;
+}
+
+/* Every view inside its tensor (K and V only when there are keys), and O apart from Q, K, V. */
+static int check_views(const pgd_attention_args *a, pgd_error **err)
+{
+    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     int rc;
     if ((rc = check_view(&a->q, B, H, Nq, D, "Q", err)) ||
         (Nk && (rc = check_view(&a->k, B, H, Nk, D, "K", err))) ||
@@ -156,68 +161,104 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
     if (a->o.t == a->q.t || a->o.t == a->k.t || a->o.t == a->v.t)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "attention: the output must not share a tensor with Q, K or V");
-    cl_int4 qs, ks, vs, os, ms = {{0, 0, 0, 0}};
-    if ((rc = descr(&a->q, &qs, "Q", err)) || (rc = descr(&a->k, &ks, "K", err)) ||
-        (rc = descr(&a->v, &vs, "V", err)) || (rc = descr(&a->o, &os, "O", err)) ||
-        (a->mask.t && (rc = descr(&a->mask, &ms, "mask", err))))
-        return rc;
-    int64_t q0 = a->probs_q0, q1 = a->probs_q1;
-    int64_t hsel = a->probs_head < 0 ? H : 1;
-    if (a->probs) {
-        if (q0 < 0 || q1 > Nq || q0 >= q1 || a->probs_head >= H ||
-            pgd_tensor_numel(a->probs) < B * hsel * (q1 - q0) * Nk) {
-            char s[96];
-            return pgd__error_set(err, PGD_ERR_SHAPE,
-                                  "attention: probabilities of rows [%lld, %lld) of head %d need "
-                                  "%lld floats; tensor %s (nq %lld, heads %lld)",
-                                  (long long)q0, (long long)q1, a->probs_head,
-                                  (long long)(B * hsel * (q1 > q0 ? q1 - q0 : 0) * Nk),
-                                  pgd_tensor_shape_str(a->probs, s, sizeof s), (long long)Nq,
-                                  (long long)H);
-        }
+    return PGD_OK;
+}
+
+/* The requested rows of probabilities must fit the probs tensor. */
+static int check_probs(const pgd_attention_args *a, pgd_error **err)
+{
+    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk;
+    int64_t q0 = a->probs_q0, q1 = a->probs_q1, hsel = a->probs_head < 0 ? H : 1;
+    if (!a->probs)
+        return PGD_OK;
+    if (q0 < 0 || q1 > Nq || q0 >= q1 || a->probs_head >= H ||
+        pgd_tensor_numel(a->probs) < B * hsel * (q1 - q0) * Nk) {
+        char s[96];
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "attention: probabilities of rows [%lld, %lld) of head %d need "
+                              "%lld floats; tensor %s (nq %lld, heads %lld)",
+                              (long long)q0, (long long)q1, a->probs_head,
+                              (long long)(B * hsel * (q1 > q0 ? q1 - q0 : 0) * Nk),
+                              pgd_tensor_shape_str(a->probs, s, sizeof s), (long long)Nq,
+                              (long long)H);
     }
-    int var = pick_variant(ctx, D);
-    cl_kernel k;
-    size_t lx;
-    int rows;
-    rc = forward_kernel(ctx, var, D, &k, &lx, &rows, err);
-    if (rc)
+    return PGD_OK;
+}
+
+/* What the forward and the probability kernels share: each buffer with its stride descriptor
+ * (absent K, V, mask and statistics are bound to Q's buffer and never read), sizes, scale and
+ * the mode bits (1 causal, 2 mask). */
+typedef struct {
+    cl_mem q, k, v, o, mask, stats;
+    cl_int4 qs, ks, vs, os, ms;
+    cl_int write_stats, H, Nq, Nk, D, mode;
+    float scale;
+} bound;
+
+/* Fills `b` from the arguments; fails when an offset or stride does not fit the kernels' int. */
+static int bind(const pgd_attention_args *a, bound *b, pgd_error **err)
+{
+    int rc;
+    b->ms = (cl_int4){{0, 0, 0, 0}};
+    if ((rc = descr(&a->q, &b->qs, "Q", err)) || (rc = descr(&a->k, &b->ks, "K", err)) ||
+        (rc = descr(&a->v, &b->vs, "V", err)) || (rc = descr(&a->o, &b->os, "O", err)) ||
+        (a->mask.t && (rc = descr(&a->mask, &b->ms, "mask", err))))
         return rc;
-    pgd_tensor *stats = NULL;
-    if (a->probs) {
-        int64_t shape[1] = {B * H * Nq * 2};
-        if ((rc = pgd_tensor_create(ctx, 1, shape, &stats, err)))
-            return rc;
-    }
-    cl_mem qb = a->q.t->buf, kb = Nk ? a->k.t->buf : qb, vb = Nk ? a->v.t->buf : qb,
-           ob = a->o.t->buf;
-    cl_mem mb = a->mask.t ? a->mask.t->buf : qb, sb = stats ? stats->buf : qb;
-    cl_int ws = stats != NULL, iH = (cl_int)H, iNq = (cl_int)Nq, iNk = (cl_int)Nk, iD = (cl_int)D;
-    cl_int mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0);
-    float scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)D));
-    const char *names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
+    int64_t Nk = a->nk, D = a->head_dim;
+    b->q = a->q.t->buf;
+    b->k = Nk ? a->k.t->buf : b->q;
+    b->v = Nk ? a->v.t->buf : b->q;
+    b->o = a->o.t->buf;
+    b->mask = a->mask.t ? a->mask.t->buf : b->q;
+    b->stats = b->q;
+    b->write_stats = 0;
+    b->H = (cl_int)a->heads;
+    b->Nq = (cl_int)a->nq;
+    b->Nk = (cl_int)Nk;
+    b->D = (cl_int)D;
+    b->mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0);
+    b->scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)D));
+    return PGD_OK;
+}
+
+static void arg_view(pgd__args *args, cl_mem m, const cl_int4 *descriptor)
+{
+    pgd__arg_mem(args, m);
+    pgd__arg(args, sizeof *descriptor, descriptor);
+}
+
+/* The arguments both kernels take after their buffers, in this order. */
+static void arg_sizes(pgd__args *args, const bound *b)
+{
+    pgd__arg_int(args, b->H);
+    pgd__arg_int(args, b->Nq);
+    pgd__arg_int(args, b->Nk);
+    pgd__arg_float(args, b->scale);
+    pgd__arg_int(args, b->mode);
+}
+
+static const char *const variant_names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
+
+/* Sets the forward kernel's arguments and enqueues it: k from forward_kernel, lx work-items a
+ * group, `rows` query rows a work-item. */
+static int launch_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound *b, int var,
+                          cl_kernel k, size_t lx, int rows, pgd_error **err)
+{
+    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
+    const char *name = variant_names[var];
     pgd__args args;
-    pgd__args_begin(&args, ctx, k, names[var]);
-    pgd__arg_mem(&args, qb);
-    pgd__arg(&args, sizeof qs, &qs);
-    pgd__arg_mem(&args, kb);
-    pgd__arg(&args, sizeof ks, &ks);
-    pgd__arg_mem(&args, vb);
-    pgd__arg(&args, sizeof vs, &vs);
-    pgd__arg_mem(&args, ob);
-    pgd__arg(&args, sizeof os, &os);
-    pgd__arg_mem(&args, mb);
-    pgd__arg(&args, sizeof ms, &ms);
-    pgd__arg_mem(&args, sb);
-    pgd__arg_int(&args, ws);
-    pgd__arg_int(&args, iH);
-    pgd__arg_int(&args, iNq);
-    pgd__arg_int(&args, iNk);
-    pgd__arg_float(&args, scale);
-    pgd__arg_int(&args, mode);
+    pgd__args_begin(&args, ctx, k, name);
+    arg_view(&args, b->q, &b->qs);
+    arg_view(&args, b->k, &b->ks);
+    arg_view(&args, b->v, &b->vs);
+    arg_view(&args, b->o, &b->os);
+    arg_view(&args, b->mask, &b->ms);
+    pgd__arg_mem(&args, b->stats);
+    pgd__arg_int(&args, b->write_stats);
+    arg_sizes(&args, b);
     if (var == V_GENERIC)
-        pgd__arg_int(&args, iD);
-    rc = pgd__args_end(&args, err);
+        pgd__arg_int(&args, b->D);
+    int rc = pgd__args_end(&args, err);
     /* The whole launch covers gx work-items in dimension 0 (rows query rows each); it is
      * enqueued in chunks of whole work-groups, each at its global offset. The kernels index by
      * the global id, so a chunk computes exactly what the same work-items would in one launch. */
@@ -230,38 +271,68 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
         size_t offset[3] = {x0, 0, 0};
         size_t global[3] = {gx - x0 < chunk ? gx - x0 : chunk, (size_t)H, (size_t)B};
         size_t local[3] = {lx, 1, 1};
-        rc = pgd__enqueue_at(ctx, k, names[var], 3, x0 ? offset : NULL, global, local, err);
+        rc = pgd__enqueue_at(ctx, k, name, 3, x0 ? offset : NULL, global, local, err);
     }
-    if (!rc && a->probs) {
-        cl_kernel kp;
-        rc = pgd__kernel_get(ctx, "attention", NULL, "attn_probs", &kp, err);
-        if (!rc) {
-            size_t lp = pgd__pow2_floor(pgd__kernel_wg(ctx, kp) < 64 ? pgd__kernel_wg(ctx, kp) : 64);
-            pgd__args_begin(&args, ctx, kp, "attn_probs");
-            pgd__arg_mem(&args, qb);
-            pgd__arg(&args, sizeof qs, &qs);
-            pgd__arg_mem(&args, kb);
-            pgd__arg(&args, sizeof ks, &ks);
-            pgd__arg_mem(&args, mb);
-            pgd__arg(&args, sizeof ms, &ms);
-            pgd__arg_mem(&args, sb);
-            pgd__arg_mem(&args, a->probs->buf);
-            pgd__arg_int(&args, iH);
-            pgd__arg_int(&args, iNq);
-            pgd__arg_int(&args, iNk);
-            pgd__arg_float(&args, scale);
-            pgd__arg_int(&args, mode);
-            pgd__arg_int(&args, iD);
-            pgd__arg_int(&args, a->probs_head);
-            pgd__arg_int(&args, (cl_int)q0);
-            pgd__arg_int(&args, (cl_int)q1);
-            rc = pgd__args_end(&args, err);
-            size_t gp[3] = {((size_t)Nk + lp - 1) / lp * lp, (size_t)(q1 - q0), (size_t)(B * hsel)};
-            size_t lpp[3] = {lp, 1, 1};
-            if (!rc)
-                rc = pgd__enqueue(ctx, kp, "attn_probs", 3, gp, lpp, err);
-        }
+    return rc;
+}
+
+/* The probability pass: softmax rows [probs_q0, probs_q1) of one head (or all) into a->probs,
+ * from the row statistics the forward pass wrote. */
+static int launch_probs(pgd_ctx *ctx, const pgd_attention_args *a, const bound *b, pgd_error **err)
+{
+    int64_t q0 = a->probs_q0, q1 = a->probs_q1, hsel = a->probs_head < 0 ? a->heads : 1;
+    cl_kernel kp;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "attention", NULL, "attn_probs", &kp, err);
+    if (rc)
+        return rc;
+    size_t lp = pgd__pow2_floor(pgd__kernel_wg(ctx, kp) < 64 ? pgd__kernel_wg(ctx, kp) : 64);
+    arg_view(&args, b->q, &b->qs);
+    arg_view(&args, b->k, &b->ks);
+    arg_view(&args, b->mask, &b->ms);
+    pgd__arg_mem(&args, b->stats);
+    pgd__arg_mem(&args, a->probs->buf);
+    arg_sizes(&args, b);
+    pgd__arg_int(&args, b->D);
+    pgd__arg_int(&args, a->probs_head);
+    pgd__arg_int(&args, (cl_int)q0);
+    pgd__arg_int(&args, (cl_int)q1);
+    rc = pgd__args_end(&args, err);
+    size_t gp[3] = {((size_t)a->nk + lp - 1) / lp * lp, (size_t)(q1 - q0),
+                    (size_t)(a->batch * hsel)};
+    size_t lpp[3] = {lp, 1, 1};
+    if (!rc)
+        rc = pgd__enqueue(ctx, kp, "attn_probs", 3, gp, lpp, err);
+    return rc;
+}
+
+int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
+{
+    int rc = check_sizes(a, err);
+    if (rc || a->batch == 0 || a->heads == 0 || a->nq == 0)
+        return rc;
+    bound b;
+    if ((rc = check_views(a, err)) || (rc = bind(a, &b, err)) || (rc = check_probs(a, err)))
+        return rc;
+    int var = pick_variant(ctx, a->head_dim);
+    cl_kernel k;
+    size_t lx;
+    int rows;
+    if ((rc = forward_kernel(ctx, var, a->head_dim, &k, &lx, &rows, err)))
+        return rc;
+    /* The forward pass leaves two floats a query row (running maximum, sum) for the
+     * probability pass. */
+    pgd_tensor *stats = NULL;
+    if (a->probs) {
+        int64_t shape[1] = {a->batch * a->heads * a->nq * 2};
+        if ((rc = pgd_tensor_create(ctx, 1, shape, &stats, err)))
+            return rc;
+        b.stats = stats->buf;
+        b.write_stats = 1;
     }
+    rc = launch_forward(ctx, a, &b, var, k, lx, rows, err);
+    if (!rc && a->probs)
+        rc = launch_probs(ctx, a, &b, err);
     pgd_tensor_destroy(stats);
     return rc;
 }

@@ -92,12 +92,11 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
     if (total == 0)
         return PGD_OK;
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "conv", NULL, "nchw_to_nhwc", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "conv", NULL, "nchw_to_nhwc", &k, err);
     if (rc)
         return rc;
     cl_int a[4] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "nchw_to_nhwc");
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 4; i++)
@@ -391,14 +390,13 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
     if (rc)
         return rc;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "conv", NULL, "conv_pad", &k, err)))
+    pgd__args args;
+    if ((rc = pgd__args_kernel(&args, ctx, "conv", NULL, "conv_pad", &k, err)))
         return rc;
     if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
         return rc;
     cl_int a[6] = {(cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w,
                    d->pad_h, d->pad_w};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "conv_pad");
     pgd__arg_mem(&args, f->x->buf);
     pgd__arg_mem(&args, (*out)->buf);
     for (cl_uint i = 0; i < 6; i++)
@@ -547,15 +545,14 @@ static int run_direct(const fwd *f, pgd_error **err)
     pgd_ctx *ctx = f->ctx;
     const pgd_conv2d *c = f->c;
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "conv", NULL, "conv_direct", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "conv", NULL, "conv_direct", &k, err);
     if (rc)
         return rc;
     cl_int16 geo = geometry(f);
     int64_t total = pgd_tensor_numel(f->y);
     cl_int t = (cl_int)total, flags = epi_code(f);
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "conv_direct");
     pgd__arg_mem(&args, f->x->buf);
     pgd__arg_mem(&args, c->w->buf);
     pgd__arg_mem(&args, bias);
@@ -661,13 +658,12 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     if (total == 0)
         return PGD_OK;
     cl_kernel kk;
-    int rc = pgd__kernel_get(ctx, "conv", NULL, kernel, &kk, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "conv", NULL, kernel, &kk, err);
     if (rc)
         return rc;
     cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
                    (cl_int)OW,    k,         stride,    pad};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, kk, kernel);
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 9; i++)
@@ -709,12 +705,11 @@ int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
     if (total == 0)
         return PGD_OK;
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "conv", NULL, "global_avgpool", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "conv", NULL, "global_avgpool", &k, err);
     if (rc)
         return rc;
     cl_int a[3] = {(cl_int)total, (cl_int)C, (cl_int)(H * W)};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "global_avgpool");
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 3; i++)

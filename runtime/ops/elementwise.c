@@ -16,26 +16,34 @@ static int check_same(const pgd_tensor *a, const pgd_tensor *b, const char *op, 
     return PGD_OK;
 }
 
+/* Runs elementwise kernel `name` on n elements, one work-item each. Its arguments: the nmem
+ * buffers in `mem` (inputs, then the output), *alpha when alpha is not NULL, then n. */
+static int launch(pgd_ctx *ctx, const char *name, const cl_mem *mem, int nmem, const float *alpha,
+                  cl_uint n, pgd_error **err)
+{
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "elementwise", NULL, name, &k, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < nmem; i++)
+        pgd__arg_mem(&args, mem[i]);
+    if (alpha)
+        pgd__arg_float(&args, *alpha);
+    pgd__arg_uint(&args, n);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
+    return pgd__enqueue(ctx, k, name, 1, &global, &wg, err);
+}
+
 int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y, pgd_error **err)
 {
     int rc = check_same(x, y, "scale", err);
     if (rc)
         return rc;
-    cl_kernel k;
-    rc = pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, err);
-    if (rc)
-        return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(x);
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "elementwise_scale");
-    pgd__arg_mem(&args, x->buf);
-    pgd__arg_mem(&args, y->buf);
-    pgd__arg_float(&args, alpha);
-    pgd__arg_uint(&args, n);
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
-    return pgd__enqueue(ctx, k, "elementwise_scale", 1, &global, &wg, err);
+    cl_mem mem[2] = {x->buf, y->buf};
+    return launch(ctx, "elementwise_scale", mem, 2, &alpha, (cl_uint)pgd_tensor_numel(x), err);
 }
 
 int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y, pgd_error **err)
@@ -45,19 +53,6 @@ int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *
         rc = check_same(a, y, "add", err);
     if (rc)
         return rc;
-    cl_kernel k;
-    rc = pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_add", &k, err);
-    if (rc)
-        return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(a);
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "elementwise_add");
-    pgd__arg_mem(&args, a->buf);
-    pgd__arg_mem(&args, b->buf);
-    pgd__arg_mem(&args, y->buf);
-    pgd__arg_uint(&args, n);
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
-    return pgd__enqueue(ctx, k, "elementwise_add", 1, &global, &wg, err);
+    cl_mem mem[3] = {a->buf, b->buf, y->buf};
+    return launch(ctx, "elementwise_add", mem, 3, NULL, (cl_uint)pgd_tensor_numel(a), err);
 }

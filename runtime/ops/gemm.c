@@ -145,11 +145,10 @@ int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batc
     char opts[256];
     snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16", trans_b, c.vw, c.nv);
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_pack_b", &k, err);
+    pgd__args a;
+    int rc = pgd__args_kernel(&a, ctx, "gemm", opts, "gemm_pack_b", &k, err);
     if (rc)
         return rc;
-    pgd__args a;
-    pgd__args_begin(&a, ctx, k, "gemm_pack_b");
     pgd__arg_int(&a, (cl_int)N);
     pgd__arg_int(&a, (cl_int)K);
     set_mat_args(&a, b);

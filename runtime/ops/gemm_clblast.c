@@ -15,12 +15,11 @@ int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     if (!g->bias && !g->residual && g->act == PGD_ACT_NONE)
         return PGD_OK;
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "gemm", NULL, "gemm_epilogue", &k, err);
+    pgd__args a;
+    int rc = pgd__args_kernel(&a, ctx, "gemm", NULL, "gemm_epilogue", &k, err);
     if (rc)
         return rc;
     pgd__mat r = g->residual ? *g->residual : g->c;
-    pgd__args a;
-    pgd__args_begin(&a, ctx, k, "gemm_epilogue");
     pgd__arg_int(&a, (cl_int)g->M);
     pgd__arg_int(&a, (cl_int)g->N);
     pgd__arg_mem(&a, g->c.buf);

@@ -2,6 +2,7 @@
  * GEMM back end of the layer's shape class chosen when the layer is created (measured then when
  * options.gemm_tuning allows, see gemm_tune.c), never in its forward pass. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,85 +17,112 @@ struct pgd_linear {
     int backend; /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
 };
 
-int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
-                      pgd_linear **out, pgd_error **err)
+static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_error **err)
 {
-    *out = NULL;
     char sw[96], sb[96];
     if (w->ndim != 2)
         return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
                               pgd_tensor_shape_str(w, sw, sizeof sw));
-    int64_t n = w->shape[0], k = w->shape[1];
-    if (bias && pgd_tensor_numel(bias) != n)
+    if (bias && pgd_tensor_numel(bias) != w->shape[0])
         return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s does not match weights %s",
                               pgd_tensor_shape_str(bias, sb, sizeof sb),
                               pgd_tensor_shape_str(w, sw, sizeof sw));
+    return PGD_OK;
+}
+
+/* The weights packed into panels for Pagoda's CPU kernel. *panels is set as soon as it exists,
+ * also when packing fails: the caller destroys it. */
+static int pack_weights(pgd_ctx *ctx, const pgd_tensor *w, pgd_tensor **panels, pgd_error **err)
+{
+    int64_t n = w->shape[0], k = w->shape[1];
+    int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
+    int rc = pgd_tensor_create(ctx, 1, shape, panels, err);
+    if (!rc) {
+        pgd__mat src = {w->buf, 0, (int)k, 0};
+        rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, (*panels)->buf, 0, err);
+    }
+    return rc;
+}
+
+/* The GEMM back end for this layer's shape class: forced by the options, else measured now when
+ * options.gemm_tuning says so, else the stored choice (Pagoda when none). Never fails: without
+ * memory for the probe's input it keeps the stored choice. */
+static int choose_backend(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *panels)
+{
+    if (pgd__gemm_forced(ctx) >= 0)
+        return pgd__gemm_forced(ctx);
+    int64_t n = w->shape[0], k = w->shape[1];
+    /* The class of a linear layer ignores M: it is measured with 256 rows. */
+    pgd__gemm_call probe;
+    memset(&probe, 0, sizeof probe);
+    probe.trans_b = 1;
+    probe.M = 256;
+    probe.N = n;
+    probe.K = k;
+    probe.batch = 1;
+    probe.alpha = 1.0f;
+    pgd_tensor *x = NULL;
+    int64_t xs[1] = {256 * k};
+    int backend = pgd__gemm_backend(ctx, &probe, 1); /* stored, else Pagoda */
+    if (ctx->opt.gemm_tuning == PGD_GEMM_TUNE_AT_CREATE &&
+        pgd_tensor_create(ctx, 1, xs, &x, NULL) == PGD_OK) {
+        probe.a = (pgd__mat){x->buf, 0, (int)k, 0};
+        probe.b = (pgd__mat){w->buf, 0, (int)k, 0};
+        backend = pgd__gemm_tune_call(ctx, &probe, 1, panels ? panels->buf : NULL);
+        pgd_tensor_destroy(x);
+    }
+    return backend;
+}
+
+/* *dst = a new tensor of `shape` holding a device-side copy of as many floats of src. *dst is
+ * set as soon as it exists, also when the copy fails: the caller destroys it. `what` names the
+ * copy in the error. */
+static int copy_new(pgd_ctx *ctx, cl_mem src, int ndim, const int64_t *shape, pgd_tensor **dst,
+                    const char *what, pgd_error **err)
+{
+    int rc = pgd_tensor_create(ctx, ndim, shape, dst, err);
+    if (rc)
+        return rc;
+    cl_int cl = clEnqueueCopyBuffer(ctx->queue, src, (*dst)->buf, 0, 0,
+                                    (size_t)pgd_tensor_numel(*dst) * sizeof(float), 0, NULL, NULL);
+    if (cl != CL_SUCCESS)
+        return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying %s", what);
+    return PGD_OK;
+}
+
+int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias, pgd_linear **out,
+                      pgd_error **err)
+{
+    *out = NULL;
+    int rc = check_linear_args(w, bias, err);
+    if (rc)
+        return rc;
+    int64_t n = w->shape[0], k = w->shape[1];
     pgd_linear *l = calloc(1, sizeof *l);
     if (!l)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "linear layer");
     l->ctx = ctx;
     l->n = n;
     l->k = k;
-    int rc = PGD_OK;
     pgd_tensor *panels = NULL;
-    if (pgd__gemm_uses_cpu_kernel(ctx)) {
-        int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
-        rc = pgd_tensor_create(ctx, 1, shape, &panels, err);
-        if (!rc) {
-            pgd__mat src = {w->buf, 0, (int)k, 0};
-            rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, panels->buf, 0, err);
-        }
-    }
-    int backend = PGD__GEMM_PAGODA;
-    if (!rc && pgd__gemm_forced(ctx) >= 0) {
-        backend = pgd__gemm_forced(ctx);
-    } else if (!rc) {
-        /* The class of a linear layer ignores M: it is measured with 256 rows. */
-        pgd__gemm_call probe;
-        memset(&probe, 0, sizeof probe);
-        probe.trans_b = 1;
-        probe.M = 256;
-        probe.N = n;
-        probe.K = k;
-        probe.batch = 1;
-        probe.alpha = 1.0f;
-        pgd_tensor *x = NULL;
-        int64_t xs[1] = {256 * k};
-        backend = pgd__gemm_backend(ctx, &probe, 1); /* stored, else Pagoda */
-        if (ctx->opt.gemm_tuning == PGD_GEMM_TUNE_AT_CREATE &&
-            pgd_tensor_create(ctx, 1, xs, &x, NULL) == PGD_OK) {
-            probe.a = (pgd__mat){x->buf, 0, (int)k, 0};
-            probe.b = (pgd__mat){w->buf, 0, (int)k, 0};
-            backend = pgd__gemm_tune_call(ctx, &probe, 1, panels ? panels->buf : NULL);
-            pgd_tensor_destroy(x);
-        }
-    }
+    if (pgd__gemm_uses_cpu_kernel(ctx))
+        rc = pack_weights(ctx, w, &panels, err);
+    int backend = rc ? PGD__GEMM_PAGODA : choose_backend(ctx, w, panels);
     if (!rc && backend == PGD__GEMM_PAGODA && panels) {
         l->w = panels;
         panels = NULL;
         l->packed = 1;
     } else if (!rc) {
         l->backend = backend;
+        char sw[96], what[128];
+        snprintf(what, sizeof what, "linear weights %s", pgd_tensor_shape_str(w, sw, sizeof sw));
         int64_t shape[2] = {n, k};
-        rc = pgd_tensor_create(ctx, 2, shape, &l->w, err);
-        if (!rc) {
-            cl_int cl = clEnqueueCopyBuffer(ctx->queue, w->buf, l->w->buf, 0, 0,
-                                            (size_t)(n * k) * sizeof(float), 0, NULL, NULL);
-            if (cl != CL_SUCCESS)
-                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying linear weights %s",
-                                  pgd_tensor_shape_str(w, sw, sizeof sw));
-        }
+        rc = copy_new(ctx, w->buf, 2, shape, &l->w, what, err);
     }
     pgd_tensor_destroy(panels);
     if (!rc && bias) {
         int64_t shape[1] = {n};
-        rc = pgd_tensor_create(ctx, 1, shape, &l->bias, err);
-        if (!rc) {
-            cl_int cl = clEnqueueCopyBuffer(ctx->queue, bias->buf, l->bias->buf, 0, 0,
-                                            (size_t)n * sizeof(float), 0, NULL, NULL);
-            if (cl != CL_SUCCESS)
-                rc = pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying a linear bias");
-        }
+        rc = copy_new(ctx, bias->buf, 1, shape, &l->bias, "a linear bias", err);
     }
     if (rc) {
         pgd_linear_destroy(l);

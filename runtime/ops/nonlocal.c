@@ -247,11 +247,10 @@ static int rowdot(pgd_ctx *ctx, const pgd_tensor *X, int64_t off, int64_t ld, in
                   const pgd_tensor *w, pgd_tensor *out, int64_t rows, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "nonlocal", NULL, "nl_rowdot", &k, err);
     if (rc)
         return rc;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "nl_rowdot");
     pgd__arg_mem(&args, X->buf);
     pgd__arg_long(&args, off);
     pgd__arg_int(&args, (cl_int)ld);
@@ -272,12 +271,11 @@ static int concat_sum(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *bv, c
                       pgd_tensor *y, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "nonlocal", NULL, "nl_concat", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "nonlocal", NULL, "nl_concat", &k, err);
     if (rc)
         return rc;
     cl_int np = (cl_int)Np;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "nl_concat");
     pgd__arg_mem(&args, a->buf);
     pgd__arg_mem(&args, bv->buf);
     pgd__arg_mem(&args, G->buf);
@@ -541,65 +539,50 @@ int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor 
 
 /* ---- affinity ------------------------------------------------------------------------------ */
 
-int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x, int64_t qi,
-                          int64_t qj, float *row, int64_t *gh, int64_t *gw, pgd_error **err)
+/* The softmax forms' affinity row: the attention kernel's probability pass for query row q,
+ * nothing else stored (the attention output goes to a scratch tensor). */
+static int affinity_softmax(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                            const proj_set *s, int64_t N, int64_t Np, int64_t q, float *row,
+                            pgd_error **err)
 {
-    const char *op = "pgd_nonlocal_affinity";
-    if (!ctx || !nl || !row)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, nl and row are required",
-                              op);
-    int rc = check_x(nl, x, op, err);
-    if (rc)
-        return rc;
-    int64_t Bn = x->shape[0], H = x->shape[1], W = x->shape[2], N = H * W;
-    if (qi < 0 || qi >= H || qj < 0 || qj >= W)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: query (%lld, %lld) is outside the %lldx%lld grid of x", op,
-                              (long long)qi, (long long)qj, (long long)H, (long long)W);
-    int64_t kh = 0, kw = 0, Np = pgd_nonlocal_key_grid(&nl->d, H, W, &kh, &kw);
-    if (gh)
-        *gh = kh;
-    if (gw)
-        *gw = kw;
-    int64_t q = qi * W + qj, Ci = nl->d.inner, pc = nl->pc;
-    proj_set s;
-    rc = project(ctx, nl, x, &s, err);
-    if (rc)
-        return rc;
-    pgd_nonlocal_mode mode = nl->d.mode;
-    if (softmax_form(mode)) {
-        /* the attention kernel's probability pass: softmax row q, nothing else stored */
-        int64_t ps[4] = {Bn, 1, 1, Np};
-        pgd_tensor *probs = NULL, *scratch = NULL;
-        rc = pgd_tensor_create(ctx, 4, ps, &probs, err);
-        if (!rc)
-            rc = new4(ctx, Bn, H, W, nl->dy, &scratch, err);
-        if (!rc) {
-            pgd_attention_args a;
-            attention_args(nl, x, &s, Bn, N, Np, scratch, &a);
-            a.probs = probs;
-            a.probs_head = 0;
-            a.probs_q0 = q;
-            a.probs_q1 = q + 1;
-            rc = pgd_attention(ctx, &a, err);
-        }
-        if (!rc)
-            rc = pgd_tensor_download(probs, row, err);
-        pgd_tensor_destroy(probs);
-        pgd_tensor_destroy(scratch);
-        proj_free(&s);
-        return rc;
+    int64_t Bn = x->shape[0], H = x->shape[1], W = x->shape[2];
+    int64_t ps[4] = {Bn, 1, 1, Np};
+    pgd_tensor *probs = NULL, *scratch = NULL;
+    int rc = pgd_tensor_create(ctx, 4, ps, &probs, err);
+    if (!rc)
+        rc = new4(ctx, Bn, H, W, nl->dy, &scratch, err);
+    if (!rc) {
+        pgd_attention_args a;
+        attention_args(nl, x, s, Bn, N, Np, scratch, &a);
+        a.probs = probs;
+        a.probs_head = 0;
+        a.probs_q0 = q;
+        a.probs_q1 = q + 1;
+        rc = pgd_attention(ctx, &a, err);
     }
-    /* dot product and concatenation: from θ's row q and φ, in double on the host */
-    const float *wc = mode == PGD_NONLOCAL_CONCATENATION ? nl->concat : NULL;
-    float *hp = malloc((size_t)pgd_tensor_numel(s.P) * sizeof *hp);
-    float *hpp = malloc((size_t)pgd_tensor_numel(s.Pk) * sizeof *hpp);
+    if (!rc)
+        rc = pgd_tensor_download(probs, row, err);
+    pgd_tensor_destroy(probs);
+    pgd_tensor_destroy(scratch);
+    return rc;
+}
+
+/* The dot-product and concatenation forms' affinity row: from θ's row q and φ, in double on the
+ * host. */
+static int affinity_host(const pgd_nonlocal *nl, const proj_set *s, int64_t Bn, int64_t N,
+                         int64_t Np, int64_t q, float *row, const char *op, pgd_error **err)
+{
+    int64_t Ci = nl->d.inner, pc = nl->pc;
+    const float *wc = nl->d.mode == PGD_NONLOCAL_CONCATENATION ? nl->concat : NULL;
+    int rc = PGD_OK;
+    float *hp = malloc((size_t)pgd_tensor_numel(s->P) * sizeof *hp);
+    float *hpp = malloc((size_t)pgd_tensor_numel(s->Pk) * sizeof *hpp);
     if (!hp || !hpp)
         rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: host copies of θ and φ", op);
     if (!rc)
-        rc = pgd_tensor_download(s.P, hp, err);
+        rc = pgd_tensor_download(s->P, hp, err);
     if (!rc)
-        rc = pgd_tensor_download(s.Pk, hpp, err);
+        rc = pgd_tensor_download(s->Pk, hpp, err);
     for (int64_t b = 0; b < Bn && !rc; b++) {
         const float *th = hp + (b * N + q) * pc;
         double at = 0;
@@ -622,6 +605,38 @@ int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor
     }
     free(hp);
     free(hpp);
+    return rc;
+}
+
+int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x, int64_t qi,
+                          int64_t qj, float *row, int64_t *gh, int64_t *gw, pgd_error **err)
+{
+    const char *op = "pgd_nonlocal_affinity";
+    if (!ctx || !nl || !row)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, nl and row are required",
+                              op);
+    int rc = check_x(nl, x, op, err);
+    if (rc)
+        return rc;
+    int64_t Bn = x->shape[0], H = x->shape[1], W = x->shape[2], N = H * W;
+    if (qi < 0 || qi >= H || qj < 0 || qj >= W)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: query (%lld, %lld) is outside the %lldx%lld grid of x", op,
+                              (long long)qi, (long long)qj, (long long)H, (long long)W);
+    int64_t kh = 0, kw = 0, Np = pgd_nonlocal_key_grid(&nl->d, H, W, &kh, &kw);
+    if (gh)
+        *gh = kh;
+    if (gw)
+        *gw = kw;
+    int64_t q = qi * W + qj;
+    proj_set s;
+    rc = project(ctx, nl, x, &s, err);
+    if (rc)
+        return rc;
+    if (softmax_form(nl->d.mode))
+        rc = affinity_softmax(ctx, nl, x, &s, N, Np, q, row, err);
+    else
+        rc = affinity_host(nl, &s, Bn, N, Np, q, row, op, err);
     proj_free(&s);
     return rc;
 }

@@ -110,14 +110,13 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "norm", NULL, "layernorm_rows", &k, err)))
+    pgd__args args;
+    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "layernorm_rows", &k, err)))
         return rc;
     cl_uint cols = (cl_uint)last_dim(x), affine = w != NULL;
     size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
     /* Unused weight and bias arguments still need a valid buffer: pass x's. */
     cl_mem wb = w ? w->buf : x->buf, bb = b ? b->buf : x->buf;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "layernorm_rows");
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, wb);
     pgd__arg_mem(&args, bb);
@@ -141,12 +140,11 @@ int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y, p
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "norm", NULL, "softmax_rows", &k, err)))
+    pgd__args args;
+    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "softmax_rows", &k, err)))
         return rc;
     cl_uint cols = (cl_uint)last_dim(x);
     size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "softmax_rows");
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     pgd__arg_uint(&args, cols);
@@ -168,10 +166,9 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "norm", NULL, kernel, &k, err)))
-        return rc;
     pgd__args args;
-    pgd__args_begin(&args, ctx, k, kernel);
+    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, kernel, &k, err)))
+        return rc;
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     pgd__arg_uint(&args, n);
@@ -206,10 +203,9 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "norm", NULL, "bias_add", &k, err)))
-        return rc;
     pgd__args args;
-    pgd__args_begin(&args, ctx, k, "bias_add");
+    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "bias_add", &k, err)))
+        return rc;
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, bias->buf);
     pgd__arg_mem(&args, y->buf);

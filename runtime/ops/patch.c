@@ -14,9 +14,16 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
-                    const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
-                    const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+/* The sizes of one patch embedding: image [B, C, H, W], patches P × P on a gh × gw grid (np of
+ * them), `extra` class and distillation tokens before them, T tokens of D features out. */
+typedef struct {
+    int64_t B, C, H, W, D, P, gw, np, extra, T;
+} patch_dims;
+
+static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
+                            const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                            const pgd_tensor *pos, const pgd_tensor *out, patch_dims *g,
+                            pgd_error **err)
 {
     const char *op = "patch_embed";
     if (!image || !weight || !out)
@@ -61,73 +68,79 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         pgd_tensor_numel(out) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: a tensor has more than 2^32 elements",
                               op);
-    if (pgd_tensor_numel(out) == 0)
-        return PGD_OK;
+    *g = (patch_dims){B, C, H, W, D, P, gw, np, extra, T};
+    return PGD_OK;
+}
 
-    cl_uint flags = (bias ? PE_HAS_BIAS : 0) | (pos ? PE_HAS_POS : 0);
-    /* Absent optional tensors are never read; their arguments still need a valid buffer. */
-    cl_mem bb = bias ? bias->buf : weight->buf, pb = pos ? pos->buf : weight->buf;
-    int rc;
-    if (np > 0 && C > 0) {
-        /* Unfold into [B·np, C·P·P], then one strided-batched GEMM with the shared GEMM
-         * kernels: batch b's rows land at token `extra` of out[b]; bias and the patches' rows
-         * of pos (shared by every batch: stride 0) are the GEMM's epilogue. */
-        int64_t K = C * P * P;
-        pgd_tensor *A = NULL;
-        int64_t as[2] = {B * np, K};
-        if ((rc = pgd_tensor_create(ctx, 2, as, &A, err)))
-            return rc;
-        cl_kernel k;
-        if ((rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_unfold", &k, err))) {
-            pgd_tensor_destroy(A);
-            return rc;
-        }
-        cl_uint a[7] = {(cl_uint)C, (cl_uint)H, (cl_uint)W, (cl_uint)P, (cl_uint)gw, (cl_uint)np,
-                        (cl_uint)(B * np)};
-        pgd__args args;
-        pgd__args_begin(&args, ctx, k, "patch_unfold");
-        pgd__arg_mem(&args, image->buf);
-        pgd__arg_mem(&args, A->buf);
-        for (cl_uint i = 0; i < 7; i++)
-            pgd__arg_uint(&args, a[i]);
-        if ((rc = pgd__args_end(&args, err))) {
-            pgd_tensor_destroy(A);
-            return rc;
-        }
-        size_t wg = pgd__flat_wg(ctx, k);
-        size_t global[2] = {pgd__round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
-        rc = pgd__enqueue(ctx, k, "patch_unfold", 2, global, local, err);
-        pgd__gemm_call g;
-        memset(&g, 0, sizeof g);
-        g.trans_b = 1;
-        g.M = np;
-        g.N = D;
-        g.K = K;
-        g.batch = B;
-        g.alpha = 1.0f;
-        g.a = (pgd__mat){A->buf, 0, (int)K, (long)(np * K)};
-        g.b = (pgd__mat){weight->buf, 0, (int)K, 0};
-        g.c = (pgd__mat){out->buf, (size_t)(extra * D), (int)D, (long)(T * D)};
-        pgd__mat mb = {bb, 0, 0, 0}, mp = {pb, (size_t)(extra * D), (int)D, 0};
-        g.bias = bias ? &mb : NULL;
-        g.residual = pos ? &mp : NULL;
-        if (!rc)
-            rc = pgd__gemm(ctx, &g, err);
-        pgd_tensor_destroy(A);
-        if (rc)
-            return rc;
-    } else if (np > 0) {
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: image has no channels", op);
-    }
-    if (extra == 0 || B == 0)
-        return PGD_OK;
+/* The patches' rows of out: unfold into [B·np, C·P·P], then one strided-batched GEMM with the
+ * shared GEMM kernels: batch b's rows land at token `extra` of out[b]; bias and the patches' rows
+ * of pos (shared by every batch: stride 0) are the GEMM's epilogue. bb and pb stand for absent
+ * bias and pos (never read). */
+static int embed_patches(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *image,
+                         const pgd_tensor *weight, int has_bias, cl_mem bb, int has_pos, cl_mem pb,
+                         pgd_tensor *out, pgd_error **err)
+{
+    int64_t B = g->B, C = g->C, P = g->P, np = g->np, D = g->D;
+    int64_t K = C * P * P;
+    pgd_tensor *A = NULL;
+    int64_t as[2] = {B * np, K};
+    int rc = pgd_tensor_create(ctx, 2, as, &A, err);
+    if (rc)
+        return rc;
     cl_kernel k;
-    if ((rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_tokens", &k, err)))
+    if ((rc = pgd__kernel_get(ctx, "patch_embed", NULL, "patch_unfold", &k, err))) {
+        pgd_tensor_destroy(A);
+        return rc;
+    }
+    cl_uint a[7] = {(cl_uint)C,     (cl_uint)g->H, (cl_uint)g->W,    (cl_uint)P,
+                    (cl_uint)g->gw, (cl_uint)np,   (cl_uint)(B * np)};
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "patch_unfold");
+    pgd__arg_mem(&args, image->buf);
+    pgd__arg_mem(&args, A->buf);
+    for (cl_uint i = 0; i < 7; i++)
+        pgd__arg_uint(&args, a[i]);
+    if ((rc = pgd__args_end(&args, err))) {
+        pgd_tensor_destroy(A);
+        return rc;
+    }
+    size_t wg = pgd__flat_wg(ctx, k);
+    size_t global[2] = {pgd__round_up((size_t)K, wg), (size_t)(B * np)}, local[2] = {wg, 1};
+    rc = pgd__enqueue(ctx, k, "patch_unfold", 2, global, local, err);
+    pgd__gemm_call gc;
+    memset(&gc, 0, sizeof gc);
+    gc.trans_b = 1;
+    gc.M = np;
+    gc.N = D;
+    gc.K = K;
+    gc.batch = B;
+    gc.alpha = 1.0f;
+    gc.a = (pgd__mat){A->buf, 0, (int)K, (long)(np * K)};
+    gc.b = (pgd__mat){weight->buf, 0, (int)K, 0};
+    gc.c = (pgd__mat){out->buf, (size_t)(g->extra * D), (int)D, (long)(g->T * D)};
+    pgd__mat mb = {bb, 0, 0, 0}, mp = {pb, (size_t)(g->extra * D), (int)D, 0};
+    gc.bias = has_bias ? &mb : NULL;
+    gc.residual = has_pos ? &mp : NULL;
+    if (!rc)
+        rc = pgd__gemm(ctx, &gc, err);
+    pgd_tensor_destroy(A);
+    return rc;
+}
+
+/* The class (and distillation) token rows of out, plus their rows of pos when flags has
+ * PE_HAS_POS; pb stands for an absent pos (never read). */
+static int write_tokens(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *cls,
+                        const pgd_tensor *dist, cl_mem pb, cl_uint flags, pgd_tensor *out,
+                        pgd_error **err)
+{
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "patch_embed", NULL, "patch_tokens", &k, err);
+    if (rc)
         return rc;
     cl_mem cb = cls->buf, db = dist ? dist->buf : cls->buf;
-    cl_uint a[5] = {(cl_uint)D, (cl_uint)T, (cl_uint)extra, flags, (cl_uint)(B * extra * D)};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "patch_tokens");
+    cl_uint a[5] = {(cl_uint)g->D, (cl_uint)g->T, (cl_uint)g->extra, flags,
+                    (cl_uint)(g->B * g->extra * g->D)};
     pgd__arg_mem(&args, cb);
     pgd__arg_mem(&args, db);
     pgd__arg_mem(&args, pb);
@@ -138,6 +151,29 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
         return rc;
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)a[4], wg);
     return pgd__enqueue(ctx, k, "patch_tokens", 1, &global, &wg, err);
+}
+
+int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                    const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                    const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+{
+    patch_dims g = {0};
+    int rc = check_patch_args(image, weight, bias, cls, dist, pos, out, &g, err);
+    if (rc || pgd_tensor_numel(out) == 0)
+        return rc;
+    cl_uint flags = (bias ? PE_HAS_BIAS : 0) | (pos ? PE_HAS_POS : 0);
+    /* Absent optional tensors are never read; their arguments still need a valid buffer. */
+    cl_mem bb = bias ? bias->buf : weight->buf, pb = pos ? pos->buf : weight->buf;
+    if (g.np > 0 && g.C > 0) {
+        if ((rc = embed_patches(ctx, &g, image, weight, bias != NULL, bb, pos != NULL, pb, out,
+                                err)))
+            return rc;
+    } else if (g.np > 0) {
+        return pgd__error_set(err, PGD_ERR_SHAPE, "patch_embed: image has no channels");
+    }
+    if (g.extra == 0 || g.B == 0)
+        return PGD_OK;
+    return write_tokens(ctx, &g, cls, dist, pb, flags, out, err);
 }
 
 int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw, int gh2,
