@@ -91,6 +91,41 @@ START_TEST(bad_shapes_and_limits)
 }
 END_TEST
 
+/* pgd_tensor_create_from: the data arrives exactly, shapes are checked as by create, and a
+ * refused request leaves *out NULL. */
+START_TEST(create_from_host)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_error *err = NULL;
+        pgd_rng r;
+        pgd_rng_seed(&r, 5 + i);
+        int64_t shape[3] = {3, 17, 5};
+        float in[3 * 17 * 5], out[3 * 17 * 5];
+        for (size_t j = 0; j < sizeof in / sizeof in[0]; j++)
+            in[j] = pgd_rng_float(&r);
+        pgd_tensor *t = NULL;
+        PGD_CHECK_OK(pgd_tensor_create_from(ctx, 3, shape, in, &t, &err), &err);
+        ck_assert_int_eq(pgd_tensor_ndim(t), 3);
+        ck_assert_int_eq(pgd_tensor_dim(t, 0), 3);
+        ck_assert_int_eq(pgd_tensor_dim(t, 1), 17);
+        ck_assert_int_eq(pgd_tensor_dim(t, 2), 5);
+        PGD_CHECK_OK(pgd_tensor_download(t, out, &err), &err);
+        ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+        pgd_tensor_destroy(t);
+        int64_t bad[2] = {4, -2};
+        t = (pgd_tensor *)&err; /* must be reset to NULL on failure */
+        ck_assert_int_eq(pgd_tensor_create_from(ctx, 2, bad, in, &t, &err), PGD_ERR_SHAPE);
+        ck_assert_ptr_null(t);
+        ck_assert(strstr(pgd_error_message(err), "-2") != NULL);
+        pgd_error_free(err);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
 START_TEST(pool_reuses_buffers)
 {
     size_t n;
@@ -133,6 +168,7 @@ int main(void)
     tcase_add_test(tc, roundtrip_and_shape);
     tcase_add_test(tc, bad_shapes_and_limits);
     tcase_add_test(tc, pool_reuses_buffers);
+    tcase_add_test(tc, create_from_host);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

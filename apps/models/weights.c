@@ -236,13 +236,5 @@ void model_fill_seeded(float *dst, int64_t n, uint64_t state, float amp)
 int model_upload(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape, pgd_tensor **out,
                  pgd_error **err)
 {
-    *out = NULL;
-    int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    return pgd_tensor_create_from(ctx, ndim, shape, data, out, err);
 }

@@ -250,6 +250,19 @@ static int transfer(const pgd_tensor *t, int upload, const float *src, float *ds
     return PGD_OK;
 }
 
+int pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data,
+                           pgd_tensor **out, pgd_error **err)
+{
+    int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
+    if (!rc)
+        rc = pgd_tensor_upload(*out, data, err);
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err)
 {
     return transfer(t, 1, src, NULL, err);

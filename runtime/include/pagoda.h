@@ -382,6 +382,10 @@ PGD_API int64_t pgd_tensor_numel(const pgd_tensor *t);
 PGD_API int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err);
 /* Copies numel floats from host to device (blocking). */
 PGD_API int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err);
+/* pgd_tensor_create followed by pgd_tensor_upload of `data` (numel floats, kept by the caller):
+ * a device tensor holding a copy of host data. On error *out is NULL and nothing is allocated. */
+PGD_API int pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape,
+                                   const float *data, pgd_tensor **out, pgd_error **err);
 /* Copies numel floats from device to host (blocking). */
 PGD_API int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err);
 /* Writes a one-line shape like "[2, 197, 768]" into buf. Returns buf. */

@@ -73,18 +73,6 @@ static int conv1x1(pgd_ctx *ctx, pgd_conv2d_desc *d, int64_t cin, int64_t cout, 
     return pgd_conv2d_create(ctx, d, w, bias, bn, out, err);
 }
 
-static int upload_vec(pgd_ctx *ctx, const float *data, int64_t n, pgd_tensor **out, pgd_error **err)
-{
-    int rc = pgd_tensor_create(ctx, 1, &n, out, err);
-    if (!rc)
-        rc = pgd_tensor_upload(*out, data, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int check_desc(const pgd_nonlocal_desc *d, pgd_error **err)
 {
     const char *op = "pgd_nonlocal_create";
@@ -198,9 +186,9 @@ int pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
         else
             memcpy(nl->concat, params->concat_weight, (size_t)(2 * Ci) * sizeof *nl->concat);
         if (!rc)
-            rc = upload_vec(ctx, params->concat_weight, Ci, &nl->w_theta, err);
+            rc = pgd_tensor_create_from(ctx, 1, &Ci, params->concat_weight, &nl->w_theta, err);
         if (!rc)
-            rc = upload_vec(ctx, params->concat_weight + Ci, Ci, &nl->w_phi, err);
+            rc = pgd_tensor_create_from(ctx, 1, &Ci, params->concat_weight + Ci, &nl->w_phi, err);
     }
 done:
     free(pw);
