@@ -734,12 +734,11 @@ static int compare(char **files, int nfiles)
 
 static int parse_count(const char *arg, const char *name, long lo, long hi, long *out)
 {
-    char *end = NULL;
-    long v = strtol(arg, &end, 10);
-    if (!*arg || *end || v < lo || v > hi)
+    int64_t v;
+    if (pgd_parse_int64(arg, lo, hi, &v))
         return app_usage_error("bench ", "--%s wants a whole number from %ld to %ld, got '%s'",
                                name, lo, hi, arg);
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 

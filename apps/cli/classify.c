@@ -25,7 +25,7 @@ void classify_opts_init(classify_opts *o, const char *cmd)
 
 static int classify_option(classify_opts *o, int c, const char *arg)
 {
-    char *end = NULL;
+    int64_t v;
     switch (c) {
     case 'd': o->device = arg; return 1;
     case 'i': o->input = arg; return 1;
@@ -35,11 +35,12 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'j': o->json = 1; return 1;
     case 'p': o->profile = 1; return 1;
     case 'k':
-        o->topk = (int)strtol(arg, &end, 10);
-        if (*end || o->topk < 1 || o->topk > 100000) {
-            app_usage_error(o->cmd, "--topk wants a positive number, got '%s'", arg);
+        if (pgd_parse_int64(arg, 1, 100000, &v)) {
+            app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",
+                            arg);
             return -1;
         }
+        o->topk = (int)v;
         return 1;
     default: return 0;
     }

@@ -1,5 +1,6 @@
 /* nonlocal_cmd.c — `pagoda nonlocal`: ImageNet classification with a ResNet that carries
  * non-local blocks, and the affinity map of one query pixel. */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,15 +60,17 @@ static const char usage[] =
     "  --profile           per-kernel timings at the end\n"
     "  -h, --help          show this help\n";
 
+/* "X,Y": two finite numbers >= 0 (pgd_parse_double; no nan, inf or trailing characters). */
 static int parse_query(const char *s, double *x, double *y)
 {
-    char *end = NULL;
-    *x = strtod(s, &end);
-    if (end == s || *end != ',')
+    const char *comma = strchr(s, ',');
+    char xs[64];
+    if (!comma || (size_t)(comma - s) >= sizeof xs)
         return -1;
-    const char *p = end + 1;
-    *y = strtod(p, &end);
-    return (end == p || *end || *x < 0 || *y < 0) ? -1 : 0;
+    memcpy(xs, s, (size_t)(comma - s));
+    xs[comma - s] = 0;
+    return pgd_parse_double(xs, 0, DBL_MAX, x) || pgd_parse_double(comma + 1, 0, DBL_MAX, y) ? -1
+                                                                                         : 0;
 }
 
 /* What `pagoda nonlocal` adds to the shared classification options. */
@@ -83,7 +86,7 @@ typedef struct nl_cmd {
 static int parse_own(void *cmd, int c, const char *arg)
 {
     nl_cmd *v = cmd;
-    char *end = NULL;
+    int64_t n;
     nl_mode mode;
     switch (c) {
     case 'w': v->weights = arg; return 0;
@@ -93,12 +96,12 @@ static int parse_own(void *cmd, int c, const char *arg)
     case 'A': v->aff_png = arg; return 0;
     case 'q': v->query = arg; return 0;
     case 'r':
-        v->depth = (int)strtol(arg, &end, 10);
         v->random = 1;
-        if (*end || (v->depth != 18 && v->depth != 34 && v->depth != 50 && v->depth != 101 &&
-                     v->depth != 152))
+        if (pgd_parse_int64(arg, 18, 152, &n) ||
+            (n != 18 && n != 34 && n != 50 && n != 101 && n != 152))
             return app_usage_error("nonlocal ", "--random wants 18, 34, 50, 101 or 152, got '%s'",
                                    arg);
+        v->depth = (int)n;
         return 0;
     case 'm':
         if (nl_mode_parse(arg, &mode) != 0)
@@ -108,9 +111,10 @@ static int parse_own(void *cmd, int c, const char *arg)
         v->ro.mode = arg;
         return 0;
     case 'z':
-        v->size = (int)strtol(arg, &end, 10);
-        if (*end || v->size < 32 || v->size > 4096)
-            return app_usage_error("nonlocal ", "--size wants 32..4096, got '%s'", arg);
+        if (pgd_parse_int64(arg, 32, 4096, &n))
+            return app_usage_error("nonlocal ", "--size wants a whole number from 32 to 4096, "
+                                                "got '%s'", arg);
+        v->size = (int)n;
         return 0;
     default: return app_usage_error("nonlocal ", "bad option");
     }

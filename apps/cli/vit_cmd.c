@@ -58,7 +58,7 @@ typedef struct vit_cmd {
 static int parse_own(void *cmd, int c, const char *arg)
 {
     vit_cmd *v = cmd;
-    char *end = NULL;
+    int64_t n;
     switch (c) {
     case 'r': v->random = arg; return 0;
     case 'w': v->weights = arg; return 0;
@@ -73,9 +73,10 @@ static int parse_own(void *cmd, int c, const char *arg)
                                    arg);
         return 0;
     case 'H':
-        v->heads = (int)strtol(arg, &end, 10);
-        if (*end || v->heads < 1 || v->heads > 1024)
-            return app_usage_error("vit ", "--heads wants 1..1024, got '%s'", arg);
+        if (pgd_parse_int64(arg, 1, 1024, &n))
+            return app_usage_error("vit ", "--heads wants a whole number from 1 to 1024, got "
+                                           "'%s'", arg);
+        v->heads = (int)n;
         return 0;
     default: return app_usage_error("vit ", "bad option");
     }
@@ -95,6 +96,8 @@ static int parse(vit_cmd *v, int argc, char **argv)
                             parse_own, v);
     if (rc)
         return rc;
+    if (v->weights && v->random)
+        return app_usage_error("vit ", "give --weights or --random, not both");
     return classify_operands(&v->o, argc, argv, v->attn_png ? "--attention-map" : NULL);
 }
 
