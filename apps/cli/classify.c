@@ -124,8 +124,9 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
     if (o->labels_path && app_labels_load(o->labels_path, &r->labels))
         return EXIT_RUNTIME;
     if (r->labels.names && r->labels.count < classes) {
+        char shown[1024];
         fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
-                o->labels_path, r->labels.count, classes);
+                app_term_text(o->labels_path, shown, sizeof shown), r->labels.count, classes);
         return EXIT_RUNTIME;
     }
     if (read_input(o, preset, side_h, side_w, r, &err))
@@ -186,8 +187,11 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
             free(path);
             return app_fail(err);
         }
+        char shown[2][1024];
         if (!o->json)
-            fprintf(stderr, "pagoda: %s of %s written to %s\n", what, o->images[b], path);
+            fprintf(stderr, "pagoda: %s of %s written to %s\n", what,
+                    app_term_text(o->images[b], shown[0], sizeof shown[0]),
+                    app_term_text(path, shown[1], sizeof shown[1]));
         free(path);
     }
     return EXIT_OK;

@@ -163,9 +163,12 @@ static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf, int *rando
                       resnet_config *cfg)
 {
     pgd_error *err = NULL;
+    int found = 0;
     if (!v->weights && !v->random &&
-        app_default_weights("resnet50_torchvision.safetensors", v->default_path,
-                            sizeof v->default_path))
+        (found = app_default_weights("resnet50_torchvision.safetensors", v->default_path,
+                                     sizeof v->default_path)) < 0)
+        return EXIT_USAGE;
+    if (found)
         v->weights = v->default_path;
     resnet_options use = v->ro;
     if (v->weights) {
@@ -215,9 +218,11 @@ static void describe(const nl_cmd *v, const resnet_config *cfg)
                         "are meaningless\n",
                 v->depth);
     int blocks = cfg->blocks[0] + cfg->blocks[1] + cfg->blocks[2] + cfg->blocks[3];
+    char shown[1024];
     fprintf(stderr,
             "pagoda: %s: ResNet%s%d (%s blocks %d-%d-%d-%d, %lld classes); non-local: %s%s%s%s\n",
-            v->weights ? v->weights : "random weights", cfg->depth ? "-" : " custom, depth ",
+            app_term_text(v->weights ? v->weights : "random weights", shown, sizeof shown),
+            cfg->depth ? "-" : " custom, depth ",
             cfg->depth ? cfg->depth : 2 + (cfg->bottleneck ? 3 : 2) * blocks,
             cfg->bottleneck ? "bottleneck" : "basic", cfg->blocks[0], cfg->blocks[1],
             cfg->blocks[2], cfg->blocks[3], (long long)cfg->classes, cfg->n_nl ? sites : "none",
@@ -240,8 +245,9 @@ static int affinity_setup(nl_cmd *v, classify_run *r, const resnet_model *m, res
     if (v->qx < 0)
         v->qx = iw / 2.0, v->qy = ih / 2.0;
     if (v->qx >= iw || v->qy >= ih) {
+        char shown[1024];
         fprintf(stderr, "pagoda: error: --query %s lies outside %s (%dx%d)\n", v->query,
-                v->o.images[0], iw, ih);
+                app_term_text(v->o.images[0], shown, sizeof shown), iw, ih);
         return EXIT_RUNTIME;
     }
     /* the query as a fraction of the crop the model sees (clamped into it) */
@@ -295,9 +301,9 @@ static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, co
                                                cfg->nl[i].identity));
     }
     json_t *doc = json_pack(
-        "{s:s, s:o, s:{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}, s:o, "
+        "{s:o, s:o, s:{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}, s:o, "
         "s:{s:f, s:f, s:f, s:f, s:f}}",
-        "weights", v->weights ? v->weights : "random", "device", app_device_json(d), "model",
+        "weights", app_json_text(v->weights ? v->weights : "random"), "device", app_device_json(d), "model",
         "depth", cfg->depth, "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks",
         cfg->blocks[0], cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
         (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode), "subsample",

@@ -105,8 +105,12 @@ static int parse(vit_cmd *v, int argc, char **argv)
 static int open_model(vit_cmd *v, model_source *src, pgd_weights **wf, vit_config *cfg)
 {
     pgd_error *err = NULL;
+    int found = 0;
     if (!v->weights && !v->random &&
-        app_default_weights("vit_b16_timm.safetensors", v->default_path, sizeof v->default_path))
+        (found = app_default_weights("vit_b16_timm.safetensors", v->default_path,
+                                     sizeof v->default_path)) < 0)
+        return EXIT_USAGE;
+    if (found)
         v->weights = v->default_path;
     if (v->weights) {
         if (pgd_weights_open(v->weights, wf, &err))
@@ -131,6 +135,7 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
 {
     if (v->o.json)
         return;
+    char shown[1024];
     if (!v->weights)
         fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
                         "the classes printed are meaningless\n",
@@ -138,7 +143,8 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
     else
         fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
                         "%d classes\n",
-                v->weights, vit_family_name(cfg->family), cfg->dim, cfg->depth, cfg->heads,
+                app_term_text(v->weights, shown, sizeof shown), vit_family_name(cfg->family),
+                cfg->dim, cfg->depth, cfg->heads,
                 cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
 }
 
@@ -152,8 +158,8 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
                r->B, r->H, r->W, d->name, t[0], t[1], t[2], t[3]);
         return EXIT_OK;
     }
-    json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
-                            "weights", v->weights ? v->weights : "random", "device",
+    json_t *doc = json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
+                            "weights", app_json_text(v->weights ? v->weights : "random"), "device",
                             app_device_json(d), "model", "family", vit_family_name(cfg->family),
                             "width", cfg->dim, "depth", cfg->depth, "heads", cfg->heads, "patch",
                             cfg->patch, "results", jall, "times_ms", "embed", t[0], "blocks", t[1],
