@@ -96,11 +96,14 @@ START_TEST(int64_list)
         "56,56",        /* too few */
         "1,2,3,4",      /* too many */
         "1,,3",         /* empty item */
-        ",1,2",  "1,2,", "", ",",
-        "1, 2,3",       /* space */
+        ",1,2",
+        "1,2,",
+        "",
+        ",",
+        "1, 2,3", /* space */
         "1,2,4294967296000000000000",
-        "100000,1,1",   /* out of range */
-        "1;2;3",        /* another separator */
+        "100000,1,1", /* out of range */
+        "1;2;3",      /* another separator */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         n = -1;
@@ -150,11 +153,11 @@ END_TEST
 START_TEST(double_refuses)
 {
     static const char *const bad[] = {
-        "nan", "NaN", "-nan", "inf", "-inf", "INF", "infinity",
-        "1e999", "-1e999", /* overflow to infinity */
-        "0x1p3", "0x10",   /* hexadecimal */
-        "", " 1", "1 ", "\t1", "1\n", "+1", "1.5x", "1..5", ".", "-", "e5", "1e", "1e+", "1,5",
-        "1.0f", "--1", "nan,nan",
+        "nan",   "NaN",  "-nan", "inf", "-inf", "INF", "infinity", "1e999", "-1e999", /* overflow to
+                                                                                         infinity */
+        "0x1p3", "0x10", /* hexadecimal */
+        "",      " 1",   "1 ",   "\t1", "1\n",  "+1",  "1.5x",     "1..5",  ".",      "-",
+        "e5",    "1e",   "1e+",  "1,5", "1.0f", "--1", "nan,nan",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         dbl_bad(bad[i], -DBL_MAX, DBL_MAX);
@@ -182,9 +185,22 @@ START_TEST(bytes)
     bytes_ok("18446744073709551615", UINT64_MAX);
     bytes_ok("17179869183G", (uint64_t)17179869183 << 30);
     static const char *const bad[] = {
-        "0",  "", "K", "G", "-1", "+1", " 1", "1 ", "1KB", "1T", "1.5G", "0x10",
-        "18446744073709551616", "17179869184G", /* 2^64: overflow, before and after the shift */
-        "1GG", "lots",
+        "0",
+        "",
+        "K",
+        "G",
+        "-1",
+        "+1",
+        " 1",
+        "1 ",
+        "1KB",
+        "1T",
+        "1.5G",
+        "0x10",
+        "18446744073709551616",
+        "17179869184G", /* 2^64: overflow, before and after the shift */
+        "1GG",
+        "lots",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t v = SENTINEL_U;

@@ -9,7 +9,10 @@
 
 #include "internal.h"
 
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 /* The magnitude of the digits s[0..n), all of which must be digits (at least one), refused if it
  * exceeds `limit`. */
@@ -128,8 +131,10 @@ int pgd_parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     int shift = 0;
     if (n > 0) {
         char c = s[n - 1];
-        shift = c == 'K' || c == 'k' ? 10 : c == 'M' || c == 'm' ? 20 : c == 'G' || c == 'g' ? 30
-                                                                                           : 0;
+        shift = c == 'K' || c == 'k'   ? 10
+                : c == 'M' || c == 'm' ? 20
+                : c == 'G' || c == 'g' ? 30
+                                       : 0;
     }
     uint64_t v;
     if (parse_magnitude(s, n - (shift ? 1 : 0), UINT64_MAX >> shift, &v))
