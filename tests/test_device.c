@@ -77,6 +77,21 @@ START_TEST(selection_rules)
     pick_fails(l, 5, "0:1");
     pick_fails(l, 5, "no-such-device");
 
+    /* A P:D selector is parsed strictly: an index past int is an error naming the selector,
+     * never wrapped (sscanf's %d read 0:4294967296 as 0:0 and picked l[0]). */
+    static const char *const bad_pd[] = {"0:4294967296", "4294967296:0", "0:99999999999999999999",
+                                         "-1:0",         "0:-0x1",       "0:1:2"};
+    for (size_t i = 0; i < sizeof bad_pd / sizeof bad_pd[0]; i++) {
+        size_t idx = 999;
+        pgd_error *e = NULL;
+        int rc = pgd_device_select(l, 5, bad_pd[i], &idx, &e);
+        ck_assert_msg(rc != PGD_OK, "selector '%s' picked %zu", bad_pd[i], idx);
+        ck_assert_uint_eq(idx, 999);
+        ck_assert_msg(e && strstr(pgd_error_message(e), bad_pd[i]), "selector '%s': %s",
+                      bad_pd[i], e ? pgd_error_message(e) : "(no error)");
+        pgd_error_free(e);
+    }
+
     pgd_error *err = NULL;
     size_t idx;
     ck_assert_int_eq(pgd_device_select(l, 0, NULL, &idx, &err), PGD_ERR_NO_PLATFORM);

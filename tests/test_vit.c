@@ -200,6 +200,55 @@ static const char *f_meta(void *u, const char *key)
     return pgd_weights_metadata(f->w, key);
 }
 
+/* __metadata__ num_heads replaced by `heads_meta` (NULL: absent). */
+static const char *heads_meta;
+
+static const char *meta_heads(void *u, const char *key)
+{
+    (void)u;
+    return strcmp(key, "num_heads") ? NULL : heads_meta;
+}
+
+/* num_heads is parsed strictly (a "16abc" was read as 16, a "99999999999" as none), and an
+ * explicit head count that disagrees with it is an error naming both, not overruled. */
+START_TEST(num_heads_metadata)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, path);
+    src.meta = meta_heads;
+    vit_config cfg;
+    static const char *const bad[] = {"16abc", "2 ", " 2", "", "0", "-2", "2.0", "0x2",
+                                      "99999999999", "4294967298"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        heads_meta = bad[i];
+        int rc = vit_detect(&src, 0, &cfg, &err);
+        ck_assert_msg(rc == PGD_ERR_FORMAT, "num_heads '%s' gave %s", bad[i], pgd_status_name(rc));
+        ck_assert_msg(strstr(pgd_error_message(err), "num_heads"), "%s", pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    heads_meta = "2";
+    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.heads, 2);
+    PGD_CHECK_OK(vit_detect(&src, 2, &cfg, &err), &err); /* --heads 2 agrees */
+    ck_assert_int_eq(cfg.heads, 2);
+    ck_assert_int_eq(vit_detect(&src, 4, &cfg, &err), PGD_ERR_INVALID_ARGUMENT);
+    const char *m = pgd_error_message(err);
+    ck_assert_msg(strstr(m, "4 heads") && strstr(m, "num_heads 2"), "%s", m);
+    pgd_error_free(err);
+    err = NULL;
+    heads_meta = NULL; /* no metadata: the explicit count */
+    PGD_CHECK_OK(vit_detect(&src, 4, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.heads, 4);
+    pgd_weights_close(w);
+}
+END_TEST
+
 START_TEST(missing_and_misshaped)
 {
     char path[4096];
@@ -380,6 +429,7 @@ int main(void)
     tcase_add_test(tc, deit_resized);
     tcase_add_test(tc, huggingface_resized);
     tcase_add_test(tc, torchvision_resized);
+    tcase_add_test(tc, num_heads_metadata);
     tcase_add_test(tc, missing_and_misshaped);
     tcase_add_test(tc, device_limits);
     suite_add_tcase(s, tc);

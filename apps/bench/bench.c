@@ -264,7 +264,7 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
     int cap = o->repeat > 0 ? o->repeat : 64, n = 0;
     double *ms = malloc((size_t)cap * sizeof *ms);
     if (!ms)
-        return PGD_ERR_OUT_OF_HOST_MEMORY;
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%d run times", cap);
     for (;;) {
         if (rc)
             break;
@@ -274,7 +274,7 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
         if (n == cap) {
             double *grown = realloc(ms, (size_t)cap * 2 * sizeof *ms);
             if (!grown) {
-                rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+                rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%d run times", cap * 2);
                 break;
             }
             ms = grown;
@@ -339,12 +339,17 @@ static void host_json(json_t *doc)
     double load = -1;
     f = fopen("/proc/loadavg", "r");
     if (f) {
-        if (fscanf(f, "%lf", &load) != 1)
-            load = -1;
+        /* "0.42 0.37 0.30 1/345 6789": the first word */
+        char line[128] = "";
+        if (fgets(line, sizeof line, f)) {
+            line[strcspn(line, " \n")] = 0;
+            if (pgd_parse_double(line, 0, 1e9, &load))
+                load = -1;
+        }
         fclose(f);
     }
-    json_t *h = json_pack("{s:s, s:s, s:i}", "hostname", host, "cpu_model", cpu, "cores",
-                          (int)cores);
+    json_t *h = json_pack("{s:o, s:o, s:i}", "hostname", app_json_text(host), "cpu_model",
+                          app_json_text(cpu), "cores", (int)cores);
     if (load >= 0)
         json_object_set_new(h, "loadavg_1min", json_real(load));
     json_object_set_new(doc, "host", h);
@@ -357,8 +362,9 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
     if (b->params[0])
         params = json_loads(b->params, 0, NULL);
     json_t *r =
-        json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item", item, "spec",
-                  b->name, "name", b->name, "params", params ? params : json_object(), "median_ms",
+        json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item",
+                  app_json_text(item), "spec", app_json_text(b->name), "name",
+                  app_json_text(b->name), "params", params ? params : json_object(), "median_ms",
                   b->median_ms, "p90_ms", b->p90_ms, "min_ms", b->min_ms, "repeat", b->repeat,
                   "warmup", b->warmup, "compile_ms", b->compile_ms);
     if (b->flops > 0) {
@@ -481,8 +487,8 @@ static int run_spec(device_run *dr, const spec_entry *e, int index, int n)
 {
     if (!e->item) {
         fprintf(stderr, "pagoda: note: %s: %s (skipped)\n", e->spec, e->note);
-        json_array_append_new(dr->skipped,
-                              json_pack("{s:s, s:s}", "spec", e->spec, "reason", e->note));
+        json_array_append_new(dr->skipped, json_pack("{s:o, s:o}", "spec", app_json_text(e->spec),
+                                                     "reason", app_json_text(e->note)));
         return EXIT_OK;
     }
     snprintf(progress.prefix, sizeof progress.prefix, "[%d/%d] %s:", index, n, e->spec);
@@ -499,11 +505,16 @@ static int run_spec(device_run *dr, const spec_entry *e, int index, int n)
         return EXIT_USAGE;
     }
     if (r) {
+        /* Every item sets an error with its status; one that did not still gets a message. */
+        if (!err)
+            pgd_error_set(&err, r, "%s failed: %s", e->spec, pgd_status_str(r));
         /* One failing item does not stop a suite: it is reported and recorded. */
-        json_array_append_new(dr->skipped, json_pack("{s:s, s:s}", "spec", e->spec, "reason",
-                                                     err ? pgd_error_message(err) : "failed"));
-        fprintf(stderr, "pagoda: error: %s on %s: ", e->spec, dr->d->name);
-        app_fail(err);
+        json_array_append_new(dr->skipped,
+                              json_pack("{s:o, s:o}", "spec", app_json_text(e->spec), "reason",
+                                        app_json_text(err ? pgd_error_message(err) : "failed")));
+        char what[512];
+        snprintf(what, sizeof what, "%s on %s", e->spec, dr->d->name);
+        app_fail_in(what, err);
         (*dr->failures)++;
         return EXIT_OK;
     }
@@ -734,12 +745,11 @@ static int compare(char **files, int nfiles)
 
 static int parse_count(const char *arg, const char *name, long lo, long hi, long *out)
 {
-    char *end = NULL;
-    long v = strtol(arg, &end, 10);
-    if (!*arg || *end || v < lo || v > hi)
+    int64_t v;
+    if (pgd_parse_int64(arg, lo, hi, &v))
         return app_usage_error("bench ", "--%s wants a whole number from %ld to %ld, got '%s'",
                                name, lo, hi, arg);
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 

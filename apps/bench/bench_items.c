@@ -5,6 +5,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "bench.h"
@@ -28,7 +29,7 @@ static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
     if (!cold || !warm) {
         free(cold);
         free(warm);
-        return PGD_ERR_OUT_OF_HOST_MEMORY;
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "build times");
     }
     srand((unsigned)time(NULL));
     int n = 0;
@@ -106,6 +107,84 @@ static int time_runs(pgd_ctx *ctx, timed_fn f, const bench_opts *o, bench_result
     return bench_time(ctx, f.fn, f.state, o, b, err);
 }
 
+/* ---- sizes: checked before anything is allocated ------------------------------------------- */
+
+/* a * b for sizes >= 0, saturating at INT64_MAX (which every limit refuses) instead of the
+ * signed overflow an item spec's product of dimensions could otherwise reach. */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    return a && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+static int64_t add_sat(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; }
+
+/* The product of n sizes (saturating). */
+static int64_t prod(int n, const int64_t *v)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p = mul_sat(p, v[i]);
+    return p;
+}
+
+/* The host memory an item may take: half the machine's physical memory (all of it, were the
+ * size unknown, is no limit a benchmark should get near either). */
+static uint64_t host_limit_bytes(void)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        return (uint64_t)pages / 2 * (uint64_t)page;
+#endif
+    return UINT64_MAX;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* What an item will allocate, in floats: its largest device tensor, all of its device tensors
+ * together, and its largest host buffer. Checked against the device's largest allocation and
+ * global memory and against host_limit_bytes before any allocation, so that a spec too large
+ * for the device is refused at once with the sizes, not after filling gigabytes of host memory.
+ * PGD_ERR_TOO_LARGE with err set, or PGD_OK. */
+static int check_fits(pgd_ctx *ctx, int64_t largest, int64_t total, int64_t host,
+                      pgd_error **err)
+{
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    uint64_t lb = (uint64_t)mul_sat(largest, 4), tb = (uint64_t)mul_sat(total, 4),
+             hb = (uint64_t)mul_sat(host, 4), hl = host_limit_bytes();
+    if (largest == INT64_MAX || total == INT64_MAX || host == INT64_MAX ||
+        lb == (uint64_t)INT64_MAX || tb == (uint64_t)INT64_MAX || hb == (uint64_t)INT64_MAX)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "its sizes overflow 64 bits");
+    if (d && lb > d->max_alloc)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                              "a tensor of %.1f MiB exceeds the largest allocation of %s "
+                              "(%.1f MiB)", mib(lb), d->name, mib(d->max_alloc));
+    if (d && tb > d->global_mem)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                              "its tensors take %.1f MiB, more than the %.1f MiB of global "
+                              "memory of %s", mib(tb), mib(d->global_mem), d->name);
+    /* A CPU device's memory is the host's: its tensors count against the host limit too. */
+    if (d && d->type == PGD_DEVICE_CPU)
+        hb = hb + tb < hb ? UINT64_MAX : hb + tb;
+    if (hb > hl)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                              "%.1f MiB of host memory is more than half this machine's (%.1f "
+                              "MiB)", mib(hb), mib(hl));
+    return PGD_OK;
+}
+
+/* A malloc whose failure is an error naming the item (never a bare status). */
+static void *item_alloc(int64_t floats, pgd_error **err)
+{
+    void *p = floats > 0 && (uint64_t)floats <= SIZE_MAX / sizeof(float)
+                  ? malloc((size_t)floats * sizeof(float))
+                  : NULL;
+    if (!p)
+        pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%.1f MiB of host memory",
+                      mib((uint64_t)mul_sat(floats, 4)));
+    return p;
+}
+
 /* ---- scale:N: y = a*x over N floats (memory bandwidth) ------------------------------------- */
 
 static int parse_n(const char *spec, long *n)
@@ -114,11 +193,10 @@ static int parse_n(const char *spec, long *n)
     *n = 1 << 24;
     if (!colon)
         return 0;
-    char *end = NULL;
-    long v = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || v < 1 || v > (1L << 30))
+    int64_t v;
+    if (pgd_parse_int64(colon + 1, 1, (int64_t)1 << 30, &v))
         return -1;
-    *n = v;
+    *n = (long)v;
     return 0;
 }
 
@@ -147,7 +225,9 @@ static int run_scale(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
     parse_n(spec, &n);
     int64_t shape[1] = {n};
     pgd_tensor *x = NULL, *y = NULL;
-    int rc = pgd_tensor_create(ctx, 1, shape, &x, err);
+    int rc = check_fits(ctx, n, 2 * (int64_t)n, 0, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, shape, &x, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 1, shape, &y, err);
     scale_state st = {ctx, x, y};
@@ -178,12 +258,12 @@ static int parse_mnk(const char *spec, long v[3])
     const char *colon = strchr(spec, ':');
     if (!colon)
         return -1;
-    char tail[64];
-    if (sscanf(colon + 1, "%ld,%ld,%ld%63s", &v[0], &v[1], &v[2], tail) != 3)
+    int64_t w[3];
+    int n = 0;
+    if (pgd_parse_int64_list(colon + 1, ',', 1, 65536, w, 3, 3, &n))
         return -1;
     for (int i = 0; i < 3; i++)
-        if (v[i] < 1 || v[i] > 65536)
-            return -1;
+        v[i] = (long)w[i];
     return 0;
 }
 
@@ -216,13 +296,17 @@ static int gemm_plain_once(void *p, pgd_error **err)
 static int run_gemm_common(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
                            int *nres, int linear, pgd_error **err)
 {
-    long v[3];
+    long v[3] = {1, 1, 1};
     parse_mnk(spec, v);
     long M = v[0], N = v[1], K = v[2];
     gemm_state s = {ctx, NULL, NULL, NULL, NULL};
     int64_t sa[2] = {M, K}, sb[2] = {linear ? N : K, linear ? K : N}, sc[2] = {M, N};
-    float *host = malloc((size_t)(M * K > N * K ? M * K : N * K) * sizeof *host);
-    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    int64_t mk = mul_sat(M, K), nk = mul_sat(N, K), mn = mul_sat(M, N);
+    int64_t big = mk > nk ? mk : nk;
+    float *host = NULL;
+    int rc = check_fits(ctx, big > mn ? big : mn, add_sat(add_sat(mk, nk), mn), big, err);
+    if (!rc && !(host = item_alloc(big, err)))
+        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, sa, &s.a, err);
     if (!rc)
@@ -302,11 +386,17 @@ static int run_blas(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
                     int *nres, int cap, pgd_error **err)
 {
     (void)cap;
-    long v[3];
+    long v[3] = {1, 1, 1};
     parse_mnk(spec, v);
     long M = v[0], N = v[1], K = v[2];
-    float *a = malloc((size_t)(M * K) * sizeof *a), *w = malloc((size_t)(N * K) * sizeof *w),
-          *c = malloc((size_t)(M * N) * sizeof *c);
+    int64_t mk = mul_sat(M, K), nk = mul_sat(N, K), mn = mul_sat(M, N);
+    /* host only: the device limits do not apply, the host one does */
+    uint64_t host = (uint64_t)mul_sat(add_sat(add_sat(mk, nk), mn), 4);
+    if (host > host_limit_bytes())
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%.1f MiB of host memory is more than "
+                              "half this machine's", mib(host));
+    float *a = item_alloc(mk, err), *w = a ? item_alloc(nk, err) : NULL,
+          *c = w ? item_alloc(mn, err) : NULL;
     if (!a || !w || !c) {
         free(a);
         free(w);
@@ -388,9 +478,15 @@ static int run_attention_common(pgd_ctx *ctx, const char *spec, const bench_opts
     s.n = v[0];
     s.h = v[1];
     s.d = v[2];
-    size_t nqkv = (size_t)(3 * s.n * s.h * s.d);
-    float *host = malloc(nqkv * sizeof *host);
-    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    int64_t hnd = mul_sat(mul_sat(s.n, s.h), s.d), scores = mul_sat(mul_sat(s.h, s.n), s.n);
+    int64_t big = mul_sat(3, hnd);
+    int rc = fused ? check_fits(ctx, big, add_sat(big, hnd), big, err)
+                   : check_fits(ctx, scores > hnd ? scores : hnd,
+                                add_sat(mul_sat(4, hnd), scores), big, err);
+    float *host = NULL;
+    if (!rc && !(host = item_alloc(big, err)))
+        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+    size_t nqkv = (size_t)big;
     if (!rc)
         fill_rand(host, nqkv);
     if (!rc && fused) {
@@ -464,10 +560,12 @@ const bench_item bench_item_attention_unfused = {
 static int parse_nd(const char *spec, long v[2])
 {
     const char *colon = strchr(spec, ':');
-    char tail[8];
-    if (!colon || sscanf(colon + 1, "%ld,%ld%7s", &v[0], &v[1], tail) != 2)
+    int64_t w[2];
+    int n = 0;
+    if (!colon || pgd_parse_int64_list(colon + 1, ',', 1, (int64_t)1 << 24, w, 2, 2, &n))
         return -1;
-    return v[0] < 1 || v[1] < 1 || v[0] > (1L << 24) || v[1] > (1L << 24) ? -1 : 0;
+    v[0] = (long)w[0], v[1] = (long)w[1];
+    return 0;
 }
 
 static int validate_nd(const char *spec)
@@ -495,8 +593,11 @@ static int run_layernorm(pgd_ctx *ctx, const char *spec, const bench_opts *o, be
     parse_nd(spec, v);
     ln_state s = {ctx, NULL, NULL, NULL, NULL};
     int64_t sx[2] = {v[0], v[1]}, sw[1] = {v[1]};
-    float *host = malloc((size_t)(v[0] * v[1]) * sizeof *host);
-    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    int64_t nd = mul_sat(v[0], v[1]);
+    float *host = NULL;
+    int rc = check_fits(ctx, nd, add_sat(mul_sat(2, nd), 2 * (int64_t)v[1]), nd, err);
+    if (!rc && !(host = item_alloc(nd, err)))
+        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, sx, &s.x, err);
     if (!rc)
@@ -563,16 +664,12 @@ static int parse_conv(const char *spec, conv_shape *c)
     const char *colon = strchr(spec, ':');
     if (!colon)
         return 1; /* the ResNet-50 list */
-    char tail[8];
-    c->groups = 1;
-    int n = sscanf(colon + 1, "%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld%7s", &c->n, &c->h, &c->w, &c->cin,
-                   &c->cout, &c->k, &c->stride, &c->groups, tail);
-    if (n != 7 && n != 8)
+    int64_t v[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+    int n = 0;
+    if (pgd_parse_int64_list(colon + 1, ',', 1, (int64_t)1 << 20, v, 7, 8, &n))
         return -1;
-    long v[8] = {c->n, c->h, c->w, c->cin, c->cout, c->k, c->stride, c->groups};
-    for (int i = 0; i < 8; i++)
-        if (v[i] < 1 || v[i] > (1L << 20))
-            return -1;
+    c->n = (long)v[0], c->h = (long)v[1], c->w = (long)v[2], c->cin = (long)v[3];
+    c->cout = (long)v[4], c->k = (long)v[5], c->stride = (long)v[6], c->groups = (long)v[7];
     if (c->cin % c->groups || c->cout % c->groups || c->h + 2 * (c->k / 2) < c->k ||
         c->w + 2 * (c->k / 2) < c->k)
         return -1;
@@ -597,19 +694,24 @@ static int conv_once(void *p, pgd_error **err)
     return pgd_conv2d_forward(s->ctx, s->conv, s->x, PGD_ACT_RELU, NULL, s->y, err);
 }
 
-static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c, const bench_opts *o, bench_result *b,
-                          pgd_error **err)
+static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c,
+                          const bench_opts *o, bench_result *b, pgd_error **err)
 {
     pgd_conv2d_desc d = {c->cin, c->cout, (int)c->k, (int)c->k, (int)c->stride, (int)c->stride,
                          (int)(c->k / 2), (int)(c->k / 2), 1, 1, (int)c->groups};
     int64_t oh, ow;
     pgd_conv2d_out_size(&d, c->h, c->w, &oh, &ow);
-    size_t nw = (size_t)(c->cout * (c->cin / c->groups) * c->k * c->k);
-    size_t nx = (size_t)(c->n * c->h * c->w * c->cin);
-    float *host = malloc((nw > nx ? nw : nx) * sizeof *host);
-    float *bias = malloc((size_t)c->cout * sizeof *bias);
+    int64_t wd[4] = {c->cout, c->cin / c->groups, c->k, c->k}, xd[4] = {c->n, c->h, c->w, c->cin},
+            yd[4] = {c->n, oh, ow, c->cout};
+    int64_t nw64 = prod(4, wd), nx64 = prod(4, xd), ny64 = prod(4, yd);
+    int64_t big = nw64 > nx64 ? nw64 : nx64;
+    float *host = NULL, *bias = NULL;
     conv_state s = {ctx, NULL, NULL, NULL};
-    int rc = host && bias ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    int rc = check_fits(ctx, big > ny64 ? big : ny64, add_sat(add_sat(nw64, nx64), ny64),
+                        big, err);
+    if (!rc && (!(host = item_alloc(big, err)) || !(bias = item_alloc(c->cout, err))))
+        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+    size_t nw = (size_t)nw64, nx = (size_t)nx64;
     if (!rc) {
         fill_rand(host, nw);
         fill_rand(bias, (size_t)c->cout);
@@ -634,9 +736,9 @@ static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c, const bench_opts *o
             snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
                      c->w, c->cin, c->cout, c->k, c->stride);
         snprintf(b->note, sizeof b->note, "%s", pgd_conv2d_algorithm(ctx, s.conv, c->h, c->w));
-        b->flops = 2.0 * (double)(c->n * oh * ow) * (double)c->cout * (double)(c->cin / c->groups) *
-                   (double)(c->k * c->k);
-        b->bytes = 4.0 * ((double)nx + (double)nw + (double)(c->n * oh * ow * c->cout));
+        b->flops = 2.0 * (double)c->n * (double)oh * (double)ow * (double)c->cout *
+                   (double)(c->cin / c->groups) * (double)c->k * (double)c->k;
+        b->bytes = 4.0 * ((double)nx + (double)nw + (double)ny64);
     }
     pgd_conv2d_destroy(s.conv);
     pgd_tensor_destroy(s.x);
@@ -726,9 +828,11 @@ static int parse_batch(const char *spec, size_t name_len, long *batch)
         return 0;
     if (spec[name_len] != ':')
         return -1;
-    char *end = NULL;
-    *batch = strtol(spec + name_len + 1, &end, 10);
-    return (*end || *batch < 1 || *batch > 256) ? -1 : 0;
+    int64_t v;
+    if (pgd_parse_int64(spec + name_len + 1, 1, 256, &v))
+        return -1;
+    *batch = (long)v;
+    return 0;
 }
 
 static int model_once(void *p, pgd_error **err)
@@ -747,8 +851,8 @@ static int run_model(pgd_ctx *ctx, const model_family *f, const char *spec, cons
     int rc = f->load(ctx, spec, &s, err);
     size_t nx = (size_t)s.batch * 3 * 224 * 224;
     if (!rc) {
-        s.x = malloc(nx * sizeof *s.x);
-        s.logits = malloc((size_t)s.batch * 1000 * sizeof *s.logits);
+        s.x = item_alloc((int64_t)nx, err);
+        s.logits = s.x ? item_alloc((int64_t)s.batch * 1000, err) : NULL;
         if (!s.x || !s.logits)
             rc = PGD_ERR_OUT_OF_HOST_MEMORY;
         else
@@ -927,9 +1031,15 @@ static int parse_nl(const char *spec, int *unfused, long v[3])
     const char *p = spec + (*unfused ? 16 : 8);
     if (*p == '\0')
         return 0;
-    if (*p != ':' || sscanf(p + 1, "%ld,%ld,%ld", &v[0], &v[1], &v[2]) != 3)
+    /* H and W each within 2^20 first, so that H * W cannot overflow */
+    int64_t w[3];
+    int n = 0;
+    if (*p != ':' || pgd_parse_int64_list(p + 1, ',', 1, (int64_t)1 << 20, w, 3, 3, &n))
         return -1;
-    return (v[0] < 1 || v[1] < 1 || v[2] < 2 || v[0] * v[1] > 1 << 20 || v[2] > 8192) ? -1 : 0;
+    if (w[0] * w[1] > (int64_t)1 << 20 || w[2] < 2 || w[2] > 8192)
+        return -1;
+    v[0] = (long)w[0], v[1] = (long)w[1], v[2] = (long)w[2];
+    return 0;
 }
 
 static int validate_nl(const char *spec)
@@ -975,12 +1085,19 @@ static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
     parse_nl(spec, &unfused, v);
     nl_state s = {ctx, NULL, NULL, NULL};
     int64_t xs[4] = {1, v[0], v[1], v[2]};
-    size_t nx = (size_t)(v[0] * v[1] * v[2]);
-    float *host = malloc(nx * sizeof *host);
+    /* x and z [N, C]; the block's scratch P [N, 3Ci] and y [N, Ci], with the N x N affinity
+     * when unfused; the weights (about 2 C^2) */
+    int64_t npos = mul_sat(v[0], v[1]), nx64 = mul_sat(npos, v[2]), ci = v[2] / 2;
+    int64_t aff = unfused ? mul_sat(npos, npos) : 0;
+    int64_t total = add_sat(add_sat(mul_sat(2, nx64), mul_sat(mul_sat(4, npos), ci)),
+                            add_sat(aff, mul_sat(mul_sat(2, v[2]), v[2])));
+    int rc = check_fits(ctx, nx64 > aff ? nx64 : aff, total, nx64, err);
+    float *host = rc ? NULL : item_alloc(nx64, err);
     if (!host)
-        return PGD_ERR_OUT_OF_HOST_MEMORY;
+        return rc ? rc : PGD_ERR_OUT_OF_HOST_MEMORY;
+    size_t nx = (size_t)nx64;
     fill_rand(host, nx);
-    int rc = nl_block(ctx, v[2], unfused, &s.nl, err);
+    rc = nl_block(ctx, v[2], unfused, &s.nl, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 4, xs, &s.x, err);
     if (!rc)
@@ -1073,8 +1190,12 @@ static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o,
         nmax = (size_t)(D * 3 * P * P);
     if ((size_t)(T * D) > nmax)
         nmax = (size_t)(T * D);
-    float *host = malloc(nmax * sizeof *host);
-    int rc = host ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
+    float *host = NULL;
+    int rc = check_fits(ctx, (int64_t)nmax,
+                        B * 3 * 224 * 224 + D * 3 * P * P + 2 * D + T * D + B * T * D,
+                        (int64_t)nmax, err);
+    if (!rc && !(host = item_alloc((int64_t)nmax, err)))
+        rc = PGD_ERR_OUT_OF_HOST_MEMORY;
     if (!rc) {
         fill_rand(host, nmax);
         rc = pgd_tensor_create(ctx, 4, si, &s.img, err);

@@ -8,9 +8,22 @@
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
-/* Prints "pagoda: error: <message>" to stderr (with the build log when the error has one) and
- * frees err. Returns EXIT_RUNTIME. */
+/* Text from outside (argv, files, drivers) that is shown, decided once: on the terminal, every
+ * byte of an invalid UTF-8 sequence and of a control character (C0, DEL, C1) is written as
+ * \xNN, so a path prints as what it is and cannot move the cursor; in JSON, each byte that is
+ * not part of valid UTF-8 becomes U+FFFD (the document stays valid; the bytes are not
+ * recoverable from it, the terminal form shows them). */
+/* s escaped for the terminal into buf (cut at a whole character or escape); returns buf. */
+const char *app_term_text(const char *s, char *buf, size_t size);
+/* s as a JSON string, invalid UTF-8 bytes replaced by U+FFFD; NULL only out of memory (which
+ * makes a json_pack "o" fail, and the document with it, rather than drop one entry). */
+json_t *app_json_text(const char *s);
+
+/* Prints "pagoda: error: <message>" to stderr (escaped as app_term_text, newlines kept; with
+ * the build log when the error has one) and frees err. Returns EXIT_RUNTIME. */
 int app_fail(pgd_error *err);
+/* The same as "pagoda: error: <what>: <message>" (what escaped too). */
+int app_fail_in(const char *what, pgd_error *err);
 /* Prints "pagoda: error: <formatted>" and a hint to use --help; returns EXIT_USAGE. */
 int app_usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -25,7 +38,8 @@ int app_ctx_open(const char *device, pgd_ctx **ctx);
 /* The device's capabilities as a JSON object (new reference). */
 json_t *app_device_json(const pgd_device_info *d);
 /* Writes a JSON value to a file via temp file + rename, or to stdout for "-" or NULL.
- * Returns 0 or prints an error and returns EXIT_RUNTIME. */
+ * Returns 0 or prints an error and returns EXIT_RUNTIME; a NULL value (a document that could
+ * not be built) is such an error, and nothing is written. */
 int app_write_json(json_t *value, const char *path);
 
 /* Class names read from a file, one per line. */
@@ -34,13 +48,15 @@ typedef struct app_labels {
     unsigned char *text;
     int count;
 } app_labels;
-/* Reads `path`; prints an error and returns EXIT_RUNTIME on failure. */
+/* Reads `path`; prints an error and returns EXIT_RUNTIME on failure, also for a line with a NUL
+ * byte, invalid UTF-8 or a control character other than a tab (the error names the line). */
 int app_labels_load(const char *path, app_labels *out);
 void app_labels_free(app_labels *l);
 
 /* The weights file `file` in the default location ($PAGODA_WEIGHTS_DIR, else
  * $XDG_DATA_HOME/pagoda/weights, else ~/.local/share/pagoda/weights), written to buf; 1 if it
- * exists. */
+ * exists, 0 if not; -1 (with an error printed) when $PAGODA_WEIGHTS_DIR is set but is not a
+ * directory: a mistyped variable is not quietly replaced by random weights. */
 int app_default_weights(const char *file, char *buf, size_t size);
 
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
@@ -59,7 +75,8 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
 char *app_numbered_path(const char *path, const char *tag, int index, int count);
 
 /* The demo's sample image (Chelsea the cat, CC0): $PAGODA_SAMPLE_IMAGE, else the installed
- * copy, else the source tree's apps/data. 1 if readable. */
+ * copy, else the source tree's apps/data. 1 if readable, 0 if no copy is found; -1 (with an
+ * error printed) when $PAGODA_SAMPLE_IMAGE names a file that cannot be read. */
 int app_sample_image(char *buf, size_t size);
 
 /* 1 when a batch cap was set ($PAGODA_MAX_BATCH), for the note on split batches. */

@@ -25,7 +25,7 @@ void classify_opts_init(classify_opts *o, const char *cmd)
 
 static int classify_option(classify_opts *o, int c, const char *arg)
 {
-    char *end = NULL;
+    int64_t v;
     switch (c) {
     case 'd': o->device = arg; return 1;
     case 'i': o->input = arg; return 1;
@@ -35,11 +35,12 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'j': o->json = 1; return 1;
     case 'p': o->profile = 1; return 1;
     case 'k':
-        o->topk = (int)strtol(arg, &end, 10);
-        if (*end || o->topk < 1 || o->topk > 100000) {
-            app_usage_error(o->cmd, "--topk wants a positive number, got '%s'", arg);
+        if (pgd_parse_int64(arg, 1, 100000, &v)) {
+            app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",
+                            arg);
             return -1;
         }
+        o->topk = (int)v;
         return 1;
     default: return 0;
     }
@@ -123,8 +124,9 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
     if (o->labels_path && app_labels_load(o->labels_path, &r->labels))
         return EXIT_RUNTIME;
     if (r->labels.names && r->labels.count < classes) {
+        char shown[1024];
         fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
-                o->labels_path, r->labels.count, classes);
+                app_term_text(o->labels_path, shown, sizeof shown), r->labels.count, classes);
         return EXIT_RUNTIME;
     }
     if (read_input(o, preset, side_h, side_w, r, &err))
@@ -185,8 +187,11 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
             free(path);
             return app_fail(err);
         }
+        char shown[2][1024];
         if (!o->json)
-            fprintf(stderr, "pagoda: %s of %s written to %s\n", what, o->images[b], path);
+            fprintf(stderr, "pagoda: %s of %s written to %s\n", what,
+                    app_term_text(o->images[b], shown[0], sizeof shown[0]),
+                    app_term_text(path, shown[1], sizeof shown[1]));
         free(path);
     }
     return EXIT_OK;

@@ -90,11 +90,11 @@ static int check_elementwise(pgd_ctx *ctx, int profile)
 /* `pagoda vit` and `pagoda nonlocal` on the sample image, on device d. A software rasteriser
  * manages ~0.3 GFLOP/s: ViT-B/16 would take minutes there, so it gets the two-block toy ViT
  * and ResNet-18 on a 64x64 synthetic input (1/27 of the work). */
-static int run_models(const pgd_device_info *d)
+static int run_models(const pgd_device_info *d, char *image, int have_image)
 {
-    char sel[32], image[4096];
+    char sel[32];
     snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
-    int have_image = app_sample_image(image, sizeof image), soft = d->software_rasteriser;
+    int soft = d->software_rasteriser;
     printf("\nViT-B/16 (pagoda vit):\n");
     if (!have_image)
         printf("(no sample image found: a synthetic input instead)\n");
@@ -145,6 +145,11 @@ int cmd_demo(int argc, char **argv)
     }
     if (optind < argc)
         return app_usage_error("demo ", "unexpected argument '%s'", argv[optind]);
+    /* Checked before any work: a $PAGODA_SAMPLE_IMAGE that cannot be read is an error. */
+    char image[4096];
+    int have_image = app_sample_image(image, sizeof image);
+    if (have_image < 0)
+        return EXIT_USAGE;
     list_devices();
     pgd_ctx *ctx = NULL;
     int rc = app_ctx_open(device, &ctx);
@@ -156,7 +161,7 @@ int cmd_demo(int argc, char **argv)
     printf("running on %d:%d %s (%s)\n", d->platform_index, d->device_index, d->name, d->platform);
     rc = check_elementwise(ctx, profile);
     if (rc == EXIT_OK)
-        rc = run_models(d);
+        rc = run_models(d, image, have_image);
     pgd_ctx_destroy(ctx);
     return rc;
 }

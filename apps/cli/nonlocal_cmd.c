@@ -1,5 +1,6 @@
 /* nonlocal_cmd.c — `pagoda nonlocal`: ImageNet classification with a ResNet that carries
  * non-local blocks, and the affinity map of one query pixel. */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,15 +60,17 @@ static const char usage[] =
     "  --profile           per-kernel timings at the end\n"
     "  -h, --help          show this help\n";
 
+/* "X,Y": two finite numbers >= 0 (pgd_parse_double; no nan, inf or trailing characters). */
 static int parse_query(const char *s, double *x, double *y)
 {
-    char *end = NULL;
-    *x = strtod(s, &end);
-    if (end == s || *end != ',')
+    const char *comma = strchr(s, ',');
+    char xs[64];
+    if (!comma || (size_t)(comma - s) >= sizeof xs)
         return -1;
-    const char *p = end + 1;
-    *y = strtod(p, &end);
-    return (end == p || *end || *x < 0 || *y < 0) ? -1 : 0;
+    memcpy(xs, s, (size_t)(comma - s));
+    xs[comma - s] = 0;
+    return pgd_parse_double(xs, 0, DBL_MAX, x) || pgd_parse_double(comma + 1, 0, DBL_MAX, y) ? -1
+                                                                                         : 0;
 }
 
 /* What `pagoda nonlocal` adds to the shared classification options. */
@@ -83,7 +86,7 @@ typedef struct nl_cmd {
 static int parse_own(void *cmd, int c, const char *arg)
 {
     nl_cmd *v = cmd;
-    char *end = NULL;
+    int64_t n;
     nl_mode mode;
     switch (c) {
     case 'w': v->weights = arg; return 0;
@@ -93,12 +96,12 @@ static int parse_own(void *cmd, int c, const char *arg)
     case 'A': v->aff_png = arg; return 0;
     case 'q': v->query = arg; return 0;
     case 'r':
-        v->depth = (int)strtol(arg, &end, 10);
         v->random = 1;
-        if (*end || (v->depth != 18 && v->depth != 34 && v->depth != 50 && v->depth != 101 &&
-                     v->depth != 152))
+        if (pgd_parse_int64(arg, 18, 152, &n) ||
+            (n != 18 && n != 34 && n != 50 && n != 101 && n != 152))
             return app_usage_error("nonlocal ", "--random wants 18, 34, 50, 101 or 152, got '%s'",
                                    arg);
+        v->depth = (int)n;
         return 0;
     case 'm':
         if (nl_mode_parse(arg, &mode) != 0)
@@ -108,9 +111,10 @@ static int parse_own(void *cmd, int c, const char *arg)
         v->ro.mode = arg;
         return 0;
     case 'z':
-        v->size = (int)strtol(arg, &end, 10);
-        if (*end || v->size < 32 || v->size > 4096)
-            return app_usage_error("nonlocal ", "--size wants 32..4096, got '%s'", arg);
+        if (pgd_parse_int64(arg, 32, 4096, &n))
+            return app_usage_error("nonlocal ", "--size wants a whole number from 32 to 4096, "
+                                                "got '%s'", arg);
+        v->size = (int)n;
         return 0;
     default: return app_usage_error("nonlocal ", "bad option");
     }
@@ -159,9 +163,12 @@ static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf, int *rando
                       resnet_config *cfg)
 {
     pgd_error *err = NULL;
+    int found = 0;
     if (!v->weights && !v->random &&
-        app_default_weights("resnet50_torchvision.safetensors", v->default_path,
-                            sizeof v->default_path))
+        (found = app_default_weights("resnet50_torchvision.safetensors", v->default_path,
+                                     sizeof v->default_path)) < 0)
+        return EXIT_USAGE;
+    if (found)
         v->weights = v->default_path;
     resnet_options use = v->ro;
     if (v->weights) {
@@ -211,9 +218,11 @@ static void describe(const nl_cmd *v, const resnet_config *cfg)
                         "are meaningless\n",
                 v->depth);
     int blocks = cfg->blocks[0] + cfg->blocks[1] + cfg->blocks[2] + cfg->blocks[3];
+    char shown[1024];
     fprintf(stderr,
             "pagoda: %s: ResNet%s%d (%s blocks %d-%d-%d-%d, %lld classes); non-local: %s%s%s%s\n",
-            v->weights ? v->weights : "random weights", cfg->depth ? "-" : " custom, depth ",
+            app_term_text(v->weights ? v->weights : "random weights", shown, sizeof shown),
+            cfg->depth ? "-" : " custom, depth ",
             cfg->depth ? cfg->depth : 2 + (cfg->bottleneck ? 3 : 2) * blocks,
             cfg->bottleneck ? "bottleneck" : "basic", cfg->blocks[0], cfg->blocks[1],
             cfg->blocks[2], cfg->blocks[3], (long long)cfg->classes, cfg->n_nl ? sites : "none",
@@ -236,8 +245,9 @@ static int affinity_setup(nl_cmd *v, classify_run *r, const resnet_model *m, res
     if (v->qx < 0)
         v->qx = iw / 2.0, v->qy = ih / 2.0;
     if (v->qx >= iw || v->qy >= ih) {
+        char shown[1024];
         fprintf(stderr, "pagoda: error: --query %s lies outside %s (%dx%d)\n", v->query,
-                v->o.images[0], iw, ih);
+                app_term_text(v->o.images[0], shown, sizeof shown), iw, ih);
         return EXIT_RUNTIME;
     }
     /* the query as a fraction of the crop the model sees (clamped into it) */
@@ -291,9 +301,9 @@ static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, co
                                                cfg->nl[i].identity));
     }
     json_t *doc = json_pack(
-        "{s:s, s:o, s:{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}, s:o, "
+        "{s:o, s:o, s:{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}, s:o, "
         "s:{s:f, s:f, s:f, s:f, s:f}}",
-        "weights", v->weights ? v->weights : "random", "device", app_device_json(d), "model",
+        "weights", app_json_text(v->weights ? v->weights : "random"), "device", app_device_json(d), "model",
         "depth", cfg->depth, "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks",
         cfg->blocks[0], cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
         (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode), "subsample",

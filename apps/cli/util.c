@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "app.h"
@@ -12,9 +13,131 @@
 
 int app_max_batch(const pgd_ctx *ctx) { return pgd_ctx_get_options(ctx)->max_batch > 0; }
 
-int app_fail(pgd_error *err)
+/* ---- text from outside (argv, files, drivers) on the terminal and in JSON ---- */
+
+/* The length of the well-formed UTF-8 sequence at p (1 to 4), or 0 when the byte at p does not
+ * start one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or a
+ * sequence cut short, also by the terminating NUL). */
+static size_t utf8_seq(const unsigned char *p)
 {
-    fprintf(stderr, "pagoda: error: %s\n", err ? pgd_error_message(err) : "unknown failure");
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4
+                                                                                             : 0;
+    if (!n)
+        return 0;
+    /* the second byte's range excludes overlongs (E0, F0), surrogates (ED), > U+10FFFF (F4) */
+    unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* A character a terminal would act on rather than show: C0 controls, DEL, C1 controls
+ * (U+0080 .. U+009F, whose U+009B starts an escape sequence like ESC [). */
+static int is_control(const unsigned char *p, size_t n)
+{
+    return (n == 1 && (p[0] < 0x20 || p[0] == 0x7F)) || (n == 2 && p[0] == 0xC2 && p[1] < 0xA0);
+}
+
+/* Where escaped text goes: a stream, or a buffer (cut short, always NUL-terminated). */
+typedef struct text_sink {
+    FILE *f;
+    char *buf;
+    size_t size, used;
+} text_sink;
+
+static void sink_put(text_sink *k, const char *p, size_t n)
+{
+    if (k->f) {
+        fwrite(p, 1, n, k->f);
+        return;
+    }
+    if (k->used + n >= k->size)
+        return; /* whole pieces only: never half a UTF-8 sequence or half an escape */
+    memcpy(k->buf + k->used, p, n);
+    k->used += n;
+    k->buf[k->used] = 0;
+}
+
+/* s for a terminal: well-formed UTF-8 as it is, every byte of an invalid sequence and of a
+ * control character as \xNN (newlines and tabs kept when `keep_lines`). */
+static void put_text(const char *s, text_sink *k, int keep_lines)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n && !(is_control(p, n) && !(keep_lines && (*p == '\n' || *p == '\t')))) {
+            sink_put(k, (const char *)p, n);
+            p += n;
+            continue;
+        }
+        for (size_t i = 0; i < (n ? n : 1); i++) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\x%02X", p[i]);
+            sink_put(k, esc, 4);
+        }
+        p += n ? n : 1;
+    }
+}
+
+static void fput_text(const char *s, FILE *f, int keep_lines)
+{
+    text_sink k = {f, NULL, 0, 0};
+    put_text(s, &k, keep_lines);
+}
+
+const char *app_term_text(const char *s, char *buf, size_t size)
+{
+    text_sink k = {NULL, buf, size, 0};
+    if (size)
+        buf[0] = 0;
+    put_text(s, &k, 0);
+    return buf;
+}
+
+json_t *app_json_text(const char *s)
+{
+    /* Replacement needs at most 3 bytes (U+FFFD) per byte replaced. */
+    size_t len = strlen(s);
+    char *out = malloc(3 * len + 1), *o = out;
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n) {
+            memcpy(o, p, n);
+            o += n, p += n;
+        } else {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3, p++;
+        }
+    }
+    *o = 0;
+    json_t *j = json_string(out);
+    free(out);
+    return j;
+}
+
+int app_fail(pgd_error *err) { return app_fail_in(NULL, err); }
+
+int app_fail_in(const char *what, pgd_error *err)
+{
+    fputs("pagoda: error: ", stderr);
+    if (what) {
+        fput_text(what, stderr, 0);
+        fputs(": ", stderr);
+    }
+    /* Every failing path sets an error; a missing one is a bug, reported as such. */
+    fput_text(err ? pgd_error_message(err) : "internal error: a failure without a message",
+              stderr, 1);
+    fputc('\n', stderr);
     pgd_error_free(err);
     return EXIT_RUNTIME;
 }
@@ -39,10 +162,13 @@ int app_ctx_open(const char *device, pgd_ctx **ctx)
 int app_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
+    char msg[1024];
     va_start(ap, fmt);
-    fputs("pagoda: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The message quotes arguments: shown escaped, not as the bytes a terminal would act on. */
+    fputs("pagoda: error: ", stderr);
+    fput_text(msg, stderr, 1);
     fprintf(stderr, "\nTry 'pagoda %s--help'.\n", cmd ? cmd : "");
     return EXIT_USAGE;
 }
@@ -54,13 +180,16 @@ json_t *app_device_json(const pgd_device_info *d)
         json_array_append_new(items, json_integer((json_int_t)d->max_work_item[i]));
     char sel[32];
     snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
+    /* The driver's strings are text from outside: app_json_text keeps one that is not UTF-8
+     * (json_pack's "s" would refuse it and lose the whole object). */
     return json_pack(
-        "{s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:I, s:I, s:I, "
+        "{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b, s:i, s:i, s:I, s:I, s:I, "
         "s:s, s:I, s:o, s:b, s:b, s:b, s:b, s:b, s:i}",
         "selector", sel, "platform_index", d->platform_index, "device_index", d->device_index,
-        "name", d->name, "vendor", d->vendor, "platform", d->platform, "platform_version",
-        d->platform_version, "driver_version", d->driver_version, "version", d->version,
-        "opencl_c_version", d->c_version, "type", pgd_device_type_name(d->type),
+        "name", app_json_text(d->name), "vendor", app_json_text(d->vendor), "platform",
+        app_json_text(d->platform), "platform_version", app_json_text(d->platform_version),
+        "driver_version", app_json_text(d->driver_version), "version", app_json_text(d->version),
+        "opencl_c_version", app_json_text(d->c_version), "type", pgd_device_type_name(d->type),
         "software_rasteriser", d->software_rasteriser, "compute_units", (int)d->compute_units,
         "clock_mhz", (int)d->clock_mhz, "global_mem_bytes", (json_int_t)d->global_mem,
         "max_alloc_bytes", (json_int_t)d->max_alloc, "local_mem_bytes", (json_int_t)d->local_mem,
@@ -72,6 +201,12 @@ json_t *app_device_json(const pgd_device_info *d)
 
 int app_write_json(json_t *value, const char *path)
 {
+    /* A document json_pack could not build is reported, never printed as nothing or half. */
+    if (!value) {
+        fprintf(stderr, "pagoda: error: the JSON document could not be built (out of host "
+                        "memory)\n");
+        return EXIT_RUNTIME;
+    }
     if (!path || !strcmp(path, "-")) {
         int rc = json_dumpf(value, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         fputc('\n', stdout);
@@ -124,12 +259,31 @@ static int read_small_file(const char *path, unsigned char **data, size_t *size)
     return 0;
 }
 
+/* Why the n bytes of a label cannot be shown, or NULL when they can. */
+static const char *label_defect(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        if (p[i] == 0)
+            return "contains a NUL byte";
+        size_t k = utf8_seq(p + i);
+        if (!k || i + k > n)
+            return "is not valid UTF-8";
+        if (is_control(p + i, k) && p[i] != '\t')
+            return "contains a control character";
+        i += k;
+    }
+    return NULL;
+}
+
 int app_labels_load(const char *path, app_labels *out)
 {
     memset(out, 0, sizeof *out);
     size_t size = 0;
     if (read_small_file(path, &out->text, &size) != 0) {
-        fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n", path, strerror(errno));
+        char shown[256];
+        fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n",
+                app_term_text(path, shown, sizeof shown), strerror(errno));
         return EXIT_RUNTIME;
     }
     for (size_t i = 0; i < size; i++)
@@ -142,12 +296,23 @@ int app_labels_load(const char *path, app_labels *out)
     char *p = (char *)out->text;
     for (int i = 0; i < out->count; i++) {
         out->names[i] = p;
-        char *nl = strchr(p, '\n');
+        char *nl = memchr(p, '\n', size - (size_t)(p - (char *)out->text));
+        char *end = nl ? nl : (char *)out->text + size;
+        if (end > p && end[-1] == '\r')
+            end--;
+        /* Labels go to the terminal and into JSON: a NUL, a byte that is not UTF-8 or a control
+         * character is refused, naming the line, rather than cut, dropped or printed raw. */
+        const char *why = label_defect(p, (size_t)(end - p));
+        if (why) {
+            char shown[256];
+            fprintf(stderr, "pagoda: error: labels '%s', line %d: %s\n",
+                    app_term_text(path, shown, sizeof shown), i + 1, why);
+            app_labels_free(out);
+            return EXIT_RUNTIME;
+        }
+        *end = 0;
         if (!nl)
             break;
-        *nl = 0;
-        if (nl > p && nl[-1] == '\r')
-            nl[-1] = 0;
         p = nl + 1;
     }
     return 0;
@@ -164,6 +329,15 @@ int app_default_weights(const char *file, char *buf, size_t size)
 {
     const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
                *h = getenv("HOME");
+    struct stat st;
+    int no_stat = d && *d && stat(d, &st) != 0;
+    if (d && *d && (no_stat || !S_ISDIR(st.st_mode))) {
+        char shown[1024];
+        fprintf(stderr, "pagoda: error: PAGODA_WEIGHTS_DIR='%s': %s\n",
+                app_term_text(d, shown, sizeof shown),
+                no_stat ? strerror(errno) : "not a directory");
+        return -1;
+    }
     if (d && *d)
         snprintf(buf, size, "%s/%s", d, file);
     else if (x && *x)
@@ -195,7 +369,8 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
 {
     json_t *jall = json ? json_array() : NULL;
     ranked *rk = malloc((size_t)classes * sizeof *rk);
-    for (int b = 0; rk && b < B; b++) {
+    int broken = !rk || (json && !jall); /* a JSON piece not built: no document, not a partial one */
+    for (int b = 0; !broken && b < B; b++) {
         const float *l = logits + (size_t)b * (size_t)classes;
         double mx = -INFINITY, sum = 0;
         for (int k = 0; k < classes; k++)
@@ -208,8 +383,9 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
         int kk = topk < classes ? topk : classes;
         json_t *jtop = json ? json_array() : NULL;
         const char *source = sources ? sources[b] : fallback_source;
+        char shown[1024];
         if (!json)
-            printf("%s:\n", source);
+            printf("%s:\n", app_term_text(source, shown, sizeof shown));
         for (int k = 0; k < kk; k++) {
             char fallback[32];
             snprintf(fallback, sizeof fallback, "class %d", rk[k].index);
@@ -217,16 +393,24 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                                 : classes == 1000       ? pgd_imagenet_labels[rk[k].index]
                                                         : fallback;
             if (json)
-                json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
-                                                      "label", label, "probability", rk[k].p));
+                broken |= json_array_append_new(jtop, json_pack("{s:i, s:o, s:f}", "index",
+                                                                rk[k].index, "label",
+                                                                app_json_text(label),
+                                                                "probability", rk[k].p)) != 0;
             else
                 printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
         }
+        /* A path from argv need not be UTF-8: in JSON its invalid bytes become U+FFFD. */
         if (json)
-            json_array_append_new(jall, json_pack("{s:i, s:s, s:o}", "image", b, "source", source,
-                                                  "top", jtop));
+            broken |= json_array_append_new(jall, json_pack("{s:i, s:o, s:o}", "image", b,
+                                                            "source", app_json_text(source),
+                                                            "top", jtop)) != 0;
     }
     free(rk);
+    if (json && broken) {
+        json_decref(jall);
+        return NULL;
+    }
     return jall;
 }
 
@@ -259,8 +443,15 @@ int app_sample_image(char *buf, size_t size)
 {
     const char *env = getenv("PAGODA_SAMPLE_IMAGE");
     if (env && *env) {
-        snprintf(buf, size, "%s", env);
-        return readable(buf);
+        /* Named explicitly: a file that cannot be read is an error, not a quiet fallback. */
+        errno = ENAMETOOLONG;
+        if ((size_t)snprintf(buf, size, "%s", env) >= size || !readable(buf)) {
+            char shown[1024];
+            fprintf(stderr, "pagoda: error: PAGODA_SAMPLE_IMAGE='%s': cannot read it: %s\n",
+                    app_term_text(env, shown, sizeof shown), strerror(errno));
+            return -1;
+        }
+        return 1;
     }
     snprintf(buf, size, "%s/chelsea.jpg", PGD_DATA_DIR);
     if (readable(buf))

@@ -58,7 +58,7 @@ typedef struct vit_cmd {
 static int parse_own(void *cmd, int c, const char *arg)
 {
     vit_cmd *v = cmd;
-    char *end = NULL;
+    int64_t n;
     switch (c) {
     case 'r': v->random = arg; return 0;
     case 'w': v->weights = arg; return 0;
@@ -73,9 +73,10 @@ static int parse_own(void *cmd, int c, const char *arg)
                                    arg);
         return 0;
     case 'H':
-        v->heads = (int)strtol(arg, &end, 10);
-        if (*end || v->heads < 1 || v->heads > 1024)
-            return app_usage_error("vit ", "--heads wants 1..1024, got '%s'", arg);
+        if (pgd_parse_int64(arg, 1, 1024, &n))
+            return app_usage_error("vit ", "--heads wants a whole number from 1 to 1024, got "
+                                           "'%s'", arg);
+        v->heads = (int)n;
         return 0;
     default: return app_usage_error("vit ", "bad option");
     }
@@ -95,6 +96,8 @@ static int parse(vit_cmd *v, int argc, char **argv)
                             parse_own, v);
     if (rc)
         return rc;
+    if (v->weights && v->random)
+        return app_usage_error("vit ", "give --weights or --random, not both");
     return classify_operands(&v->o, argc, argv, v->attn_png ? "--attention-map" : NULL);
 }
 
@@ -102,8 +105,12 @@ static int parse(vit_cmd *v, int argc, char **argv)
 static int open_model(vit_cmd *v, model_source *src, pgd_weights **wf, vit_config *cfg)
 {
     pgd_error *err = NULL;
+    int found = 0;
     if (!v->weights && !v->random &&
-        app_default_weights("vit_b16_timm.safetensors", v->default_path, sizeof v->default_path))
+        (found = app_default_weights("vit_b16_timm.safetensors", v->default_path,
+                                     sizeof v->default_path)) < 0)
+        return EXIT_USAGE;
+    if (found)
         v->weights = v->default_path;
     if (v->weights) {
         if (pgd_weights_open(v->weights, wf, &err))
@@ -128,6 +135,7 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
 {
     if (v->o.json)
         return;
+    char shown[1024];
     if (!v->weights)
         fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
                         "the classes printed are meaningless\n",
@@ -135,7 +143,8 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
     else
         fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
                         "%d classes\n",
-                v->weights, vit_family_name(cfg->family), cfg->dim, cfg->depth, cfg->heads,
+                app_term_text(v->weights, shown, sizeof shown), vit_family_name(cfg->family),
+                cfg->dim, cfg->depth, cfg->heads,
                 cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
 }
 
@@ -149,8 +158,8 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
                r->B, r->H, r->W, d->name, t[0], t[1], t[2], t[3]);
         return EXIT_OK;
     }
-    json_t *doc = json_pack("{s:s, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
-                            "weights", v->weights ? v->weights : "random", "device",
+    json_t *doc = json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
+                            "weights", app_json_text(v->weights ? v->weights : "random"), "device",
                             app_device_json(d), "model", "family", vit_family_name(cfg->family),
                             "width", cfg->dim, "depth", cfg->depth, "heads", cfg->heads, "patch",
                             cfg->patch, "results", jall, "times_ms", "embed", t[0], "blocks", t[1],

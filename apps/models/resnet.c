@@ -230,6 +230,31 @@ static const char *const nl_parts[] = {
     "bn.running_mean", "bn.running_var", "bn.num_batches_tracked", "concat.weight",
 };
 
+/* "layerL.B" at the start of p, L and B whole numbers 0 .. 2^31 - 1 (pgd_parse_int64_list: an
+ * index past int is refused, not wrapped as sscanf's %d did); *used: the characters read.
+ * 0, or -1 when p does not start so. */
+static int parse_site(const char *p, int *L, int *B, size_t *used)
+{
+    if (strncmp(p, "layer", 5) != 0)
+        return -1;
+    const char *q = p + 5;
+    size_t nl = strspn(q, "0123456789");
+    if (q[nl] != '.')
+        return -1;
+    size_t len = nl + 1 + strspn(q + nl + 1, "0123456789");
+    char buf[32];
+    int64_t v[2];
+    int n = 0;
+    if (len >= sizeof buf)
+        return -1;
+    memcpy(buf, q, len);
+    buf[len] = 0;
+    if (pgd_parse_int64_list(buf, '.', 0, INT32_MAX, v, 2, 2, &n))
+        return -1;
+    *L = (int)v[0], *B = (int)v[1], *used = 5 + len;
+    return 0;
+}
+
 /* The non-local keys of the file: each must name an existing block and a known part. */
 static int scan_nonlocal(const model_source *src, resnet_config *c, pgd_error **err)
 {
@@ -239,20 +264,21 @@ static int scan_nonlocal(const model_source *src, resnet_config *c, pgd_error **
     for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++) {
         if (strncmp(name, "nonlocal.", 9) != 0)
             continue;
-        int L = -1, B = -1, n = 0;
-        if (sscanf(name, "nonlocal.layer%d.%d.%n", &L, &B, &n) != 2 || n == 0)
+        int L = -1, B = -1;
+        size_t n = 0;
+        if (parse_site(name + 9, &L, &B, &n) != 0 || name[9 + n] != '.')
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': non-local keys are "
                                   "nonlocal.layerL.B.{theta,phi,g,w,bn,concat}.*",
                                   src->label, name);
         int known = 0;
         for (size_t p = 0; p < sizeof nl_parts / sizeof *nl_parts; p++)
-            known |= !strcmp(name + n, nl_parts[p]);
+            known |= !strcmp(name + 9 + n + 1, nl_parts[p]);
         if (!known)
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': unknown part '%s' of a non-local block "
                                   "(theta, phi, g, w .weight/.bias; bn.*; concat.weight)",
-                                  src->label, name, name + n);
+                                  src->label, name, name + 9 + n + 1);
         char what[200];
         snprintf(what, sizeof what, "tensor '%s'", name);
         int rc = add_site(c, src->label, what, L, B, 0, err);
@@ -301,8 +327,10 @@ static int parse_spec(const char *label, const char *spec, resnet_config *c, int
 {
     const char *p = spec;
     while (p && *p) {
-        int L = -1, B = -1, n = 0;
-        if (sscanf(p, "layer%d.%d%n", &L, &B, &n) != 2 || (p[n] != ',' && p[n] != '\0'))
+        int L = -1, B = -1;
+        size_t n = 0;
+        if (parse_site(p, &L, &B, &n) != 0 || (p[n] != ',' && p[n] != '\0') ||
+            (p[n] == ',' && p[n + 1] == '\0'))
             return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "--nonlocal '%s': expected layerL.B[,layerL.B…], e.g. layer3.5",
                                   spec);

@@ -146,27 +146,37 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
     return PGD_OK;
 }
 
-/* Heads: __metadata__ "num_heads", else `heads` (> 0), else the standard table, else dim/64. */
-static int detect_heads(const model_source *src, int heads, int dim)
+/* Heads into *out: __metadata__ "num_heads" (a whole number 1 .. 2^31 - 1, else an error: a
+ * "16abc" is not 16), which `heads` (> 0, the caller's --heads) must equal when both are given;
+ * else `heads`; else the standard table; else dim/64. */
+static int detect_heads(const model_source *src, int heads, int dim, int *out, pgd_error **err)
 {
     const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
-    long meta_heads = 0;
     if (meta) {
-        /* strtol, not atoi: an out-of-range value must not be undefined behaviour. */
-        char *end;
-        meta_heads = strtol(meta, &end, 10);
-        if (end == meta || meta_heads > INT32_MAX)
-            meta_heads = 0;
+        int64_t v;
+        if (pgd_parse_int64(meta, 1, INT32_MAX, &v))
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                  "%s: __metadata__ num_heads '%s' is not a whole number from 1 "
+                                  "to 2147483647", src->label, meta);
+        if (heads > 0 && heads != v)
+            return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "%d heads asked for, but %s says num_heads %lld in its "
+                                  "__metadata__", heads, src->label, (long long)v);
+        *out = (int)v;
+        return PGD_OK;
     }
-    if (meta_heads > 0)
-        return (int)meta_heads;
-    if (heads > 0)
-        return heads;
+    if (heads > 0) {
+        *out = heads;
+        return PGD_OK;
+    }
     static const int table[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}};
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i][0] == dim)
-            return table[i][1];
-    return dim % 64 == 0 ? dim / 64 : 1;
+        if (table[i][0] == dim) {
+            *out = table[i][1];
+            return PGD_OK;
+        }
+    *out = dim % 64 == 0 ? dim / 64 : 1;
+    return PGD_OK;
 }
 
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err)
@@ -201,7 +211,9 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
         rc = detect_sizes(src, cfg, err);
     if (rc)
         return rc;
-    cfg->heads = detect_heads(src, heads, cfg->dim);
+    rc = detect_heads(src, heads, cfg->dim, &cfg->heads, err);
+    if (rc)
+        return rc;
     if (cfg->dim % cfg->heads)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
                               src->label, cfg->dim, cfg->heads);

@@ -23,9 +23,10 @@ const char *vit_family_name(vit_family f);
 pgd_resize_mode vit_resize_mode(vit_family f);
 
 /* Recognises the naming and reads depth, width, patch, grid, classes and eps from the names
- * and shapes; heads from __metadata__ "num_heads", else `heads` (>0), else the standard table
- * (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors → an
- * error naming them. */
+ * and shapes; heads from __metadata__ "num_heads" (a whole number, else an error; `heads` > 0
+ * given too must equal it, else an error naming both), else `heads` (>0), else the standard
+ * table (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors →
+ * an error naming them. */
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err);
 
 typedef struct vit_model vit_model;

@@ -80,6 +80,27 @@ static int contains_nocase(const char *hay, const char *needle)
     return 0;
 }
 
+/* "OpenCL C 1.2 pocl" → 1, 2: the word after the prefix must be "M.m" (two small numbers, as
+ * pgd_parse_int64_list reads them); anything else from the driver is treated as 1.0. */
+static void parse_c_version(const char *s, int *major, int *minor)
+{
+    static const char prefix[] = "OpenCL C ";
+    *major = 1, *minor = 0;
+    if (strncmp(s, prefix, sizeof prefix - 1))
+        return;
+    s += sizeof prefix - 1;
+    char word[32];
+    size_t len = strcspn(s, " ");
+    if (len >= sizeof word)
+        return;
+    memcpy(word, s, len);
+    word[len] = 0;
+    int64_t v[2];
+    int n = 0;
+    if (!pgd_parse_int64_list(word, '.', 0, 99, v, 2, 2, &n))
+        *major = (int)v[0], *minor = (int)v[1];
+}
+
 int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_device_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -97,11 +118,7 @@ int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_devi
         info->platform_version[0] = 0;
     info->platform[sizeof info->platform - 1] = 0;
     info->platform_version[sizeof info->platform_version - 1] = 0;
-    /* "OpenCL C 1.2 pocl" → 1, 2; an unparsable string is treated as 1.0. */
-    if (sscanf(info->c_version, "OpenCL C %d.%d", &info->opencl_c_major, &info->opencl_c_minor) != 2) {
-        info->opencl_c_major = 1;
-        info->opencl_c_minor = 0;
-    }
+    parse_c_version(info->c_version, &info->opencl_c_major, &info->opencl_c_minor);
     cl_device_type t = 0;
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL);
     info->type = (t & CL_DEVICE_TYPE_GPU)           ? PGD_DEVICE_GPU
@@ -263,6 +280,15 @@ static int best_of(const pgd_device_info *list, size_t count, int type_mask, siz
     return found;
 }
 
+/* 1 when `s` has the shape of a "P:D" selector: one ':' with only digits and '-' either side. */
+static int pd_syntax(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    static const char digits[] = "0123456789-";
+    return colon && colon > s && colon[1] && strspn(s, digits) == (size_t)(colon - s) &&
+           strspn(colon + 1, digits) == strlen(colon + 1);
+}
+
 int pgd_device_select(const pgd_device_info *list, size_t count, const char *selector,
                       size_t *index, pgd_error **err)
 {
@@ -287,8 +313,16 @@ int pgd_device_select(const pgd_device_info *list, size_t count, const char *sel
         return pgd__error_set(err, PGD_ERR_DEVICE_NOT_FOUND,
                               "no %s device among the OpenCL devices found:%s", selector, listing);
     }
-    int p, d, used = 0;
-    if (sscanf(selector, "%d:%d%n", &p, &d, &used) == 2 && selector[used] == 0) {
+    if (pd_syntax(selector)) {
+        /* Digits either side of one ':' are a P:D selector, never a name: an index that does
+         * not parse (0:4294967296) is an error, not a wrapped or truncated index. */
+        int64_t pd[2];
+        int n = 0;
+        if (pgd_parse_int64_list(selector, ':', 0, INT32_MAX, pd, 2, 2, &n))
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "device selector '%s': P:D wants two indices from 0 to %d",
+                                  selector, INT32_MAX);
+        int p = (int)pd[0], d = (int)pd[1];
         for (size_t i = 0; i < count; i++) {
             if (list[i].platform_index == p && list[i].device_index == d) {
                 *index = i;

@@ -1,7 +1,6 @@
 /* options.c — context options: defaults, the one reader of the environment, and the copy a
  * context keeps. Every PAGODA_* knob is parsed here, strictly, once per context creation; the
  * ops read the parsed values from ctx->opt and never the environment. */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,46 +18,21 @@ static int bad(pgd_error **err, const char *var, const char *value, const char *
                           accepted);
 }
 
-/* A positive decimal integer no larger than max. */
+/* A positive decimal integer no larger than max (pgd_parse_int64). */
 static int parse_positive(const char *var, const char *s, int64_t max, int64_t *out,
                           pgd_error **err)
 {
     char accepted[96];
     snprintf(accepted, sizeof accepted, "a positive whole number (1 to %lld)", (long long)max);
-    if (!(*s >= '0' && *s <= '9'))
-        return bad(err, var, s, accepted);
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < 1 || v > max)
-        return bad(err, var, s, accepted);
-    *out = v;
-    return PGD_OK;
+    return pgd_parse_int64(s, 1, max, out) ? bad(err, var, s, accepted) : PGD_OK;
 }
 
-/* A positive byte count with an optional K, M or G (binary) suffix. */
+/* A positive byte count with an optional K, M or G suffix (pgd_parse_bytes). */
 static int parse_bytes(const char *var, const char *s, uint64_t *out, pgd_error **err)
 {
     static const char accepted[] = "a positive byte count, optionally with a K, M or G suffix "
                                    "(binary), such as 4096, 512M or 2G";
-    if (!(*s >= '0' && *s <= '9'))
-        return bad(err, var, s, accepted);
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    int shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift)
-        end++;
-    if (errno || *end || v == 0 || v > (UINT64_MAX >> shift))
-        return bad(err, var, s, accepted);
-    *out = (uint64_t)v << shift;
-    return PGD_OK;
+    return pgd_parse_bytes(s, 1, UINT64_MAX, out) ? bad(err, var, s, accepted) : PGD_OK;
 }
 
 /* One of `names` (NULL-terminated); the index is the enum value. */

@@ -137,6 +137,40 @@ PGD_API void pgd_error_free(pgd_error *err);
  * reads naturally. Out of host memory while creating it, *err stays NULL. */
 PGD_API int pgd_error_set(pgd_error **err, int code, const char *fmt, ...) PGD_PRINTF_LIKE(3, 4);
 
+/* ---- strict number parsing ---------------------------------------------------------------- */
+
+/* The parsers behind every PAGODA_* variable and the "P:D" device selector, offered so that a
+ * program's own options refuse what the library refuses. The whole string is the number: no
+ * leading or trailing space, no trailing characters, not empty, no '+' sign (except in an
+ * exponent), no hexadecimal or octal (leading zeros are decimal: "010" is 10). A value out of
+ * [min, max] is refused, never clamped, wrapped or truncated. Each returns PGD_OK and sets
+ * *out, or PGD_ERR_INVALID_ARGUMENT and leaves *out unchanged. They set no pgd_error: the
+ * caller knows what the text was for and names it in its own message. `s` NULL is refused.
+ *
+ *     int64_t k;
+ *     if (pgd_parse_int64(arg, 1, 100000, &k)) fprintf(stderr, "--topk wants 1..100000\n");
+ */
+
+/* A decimal integer: an optional '-', then one or more digits; within [min, max]. */
+PGD_API int pgd_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Between min_count and max_count pgd_parse_int64 integers separated by the character `sep`
+ * (not a digit, '-' or NUL), e.g. "56,56,256" with ','; each within [min, max]. out receives
+ * them and *count how many (out has room for max_count). An empty item ("1,,2", ",1", "1,") or
+ * one item more than max_count is refused; on error out may be partly written, *count is not. */
+PGD_API int pgd_parse_int64_list(const char *s, char sep, int64_t min, int64_t max, int64_t *out,
+                                 int min_count, int max_count, int *count);
+/* A finite decimal floating-point number: an optional '-', digits with an optional '.' and
+ * fraction (at least one digit in all: "5", "0.5", ".5", "5."), an optional exponent
+ * e|E[+|-]digits; within [min, max]. Refuses "inf", "nan", hexadecimal floats and a value
+ * whose magnitude overflows a double ("1e999"); one that underflows reads as 0 or a subnormal.
+ * The decimal point is '.' as in the "C" locale; under a locale with a decimal comma the input
+ * is refused rather than misread. */
+PGD_API int pgd_parse_double(const char *s, double min, double max, double *out);
+/* A byte count: digits with an optional binary suffix K, M or G (either case: 2^10, 2^20, 2^30),
+ * e.g. "4096", "512M", "2g"; within [min, max] after scaling. A count whose scaled value does
+ * not fit in 64 bits is refused. */
+PGD_API int pgd_parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
 /* ---- devices ----------------------------------------------------------------------------- */
 
 typedef enum pgd_device_type {
