@@ -176,8 +176,7 @@ static void expect_refused(writer fn, const char *d, const char *path, const cha
     ck_assert_msg(rc == PGD_ERR_IO, "writing over %s (%s) gave %s, not PGD_ERR_IO", path, what,
                   pgd_status_name(rc));
     ck_assert_msg(strstr(pgd_error_message(err), path) && strstr(pgd_error_message(err), what),
-                  "the message does not name %s and '%s': %s", path, what,
-                  pgd_error_message(err));
+                  "the message does not name %s and '%s': %s", path, what, pgd_error_message(err));
     pgd_error_free(err);
     ck_assert_int_eq(lstat(path, &after), 0);
     ck_assert_int_eq(before.st_mode, after.st_mode);
@@ -213,8 +212,7 @@ static void check_special_targets(writer fn)
     if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0)
         expect_refused(fn, d, path, "a character device");
     else
-        fprintf(stderr, "test_outfile: mknod: %s; the device case is skipped\n",
-                strerror(errno));
+        fprintf(stderr, "test_outfile: mknod: %s; the device case is skipped\n", strerror(errno));
     free(d);
 }
 

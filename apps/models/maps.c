@@ -133,8 +133,8 @@ int map_write_png_view(const char *path, const pgd_image *base, const float *map
     return pgd_outfile_commit(f, err);
 }
 
-int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw,
-                          int mh, const double rect[4], pgd_error **err)
+int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw, int mh,
+                          const double rect[4], pgd_error **err)
 {
     const char *path = pgd_outfile_path(f);
     if (!f || !base || !pgd_image_data(base) || !map)

@@ -35,11 +35,11 @@
 #include "internal.h"
 
 struct pgd_outfile {
-    char *path;    /* the target */
-    char *tmp;     /* the temporary file beside it */
-    FILE *stream;  /* open on the temporary file until closed; NULL after */
-    mode_t mode;   /* the final mode */
-    int failed;    /* an earlier write failed: commit refuses */
+    char *path;   /* the target */
+    char *tmp;    /* the temporary file beside it */
+    FILE *stream; /* open on the temporary file until closed; NULL after */
+    mode_t mode;  /* the final mode */
+    int failed;   /* an earlier write failed: commit refuses */
     int write_errno;
 };
 
@@ -165,8 +165,7 @@ int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err)
             unlink(tmp);
         }
         rc = pgd__error_set(err, e == ENOMEM ? PGD_ERR_OUT_OF_HOST_MEMORY : PGD_ERR_IO,
-                            "%s: cannot create a temporary file beside it: %s", path,
-                            strerror(e));
+                            "%s: cannot create a temporary file beside it: %s", path, strerror(e));
         free(f->path), free(f->tmp), free(f);
         return rc;
     }
@@ -212,6 +211,7 @@ int pgd_outfile_close(pgd_outfile *f, pgd_error **err)
     FILE *s = f->stream;
     f->stream = NULL;
     int e = 0;
+    errno = 0;
     if (!f->failed && (fflush(s) != 0 || ferror(s)))
         e = errno ? errno : EIO;
     /* The data reaches the disk before the name does: after a crash the target holds the old
@@ -264,8 +264,7 @@ void pgd_outfile_abort(pgd_outfile *f)
     free(f);
 }
 
-int pgd_file_write_atomic(const char *path, const void *data, size_t size,
-                                  pgd_error **err)
+int pgd_file_write_atomic(const char *path, const void *data, size_t size, pgd_error **err)
 {
     pgd_outfile *f = NULL;
     int rc = pgd_outfile_open(path, &f, err);
