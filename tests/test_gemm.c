@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
@@ -339,6 +340,16 @@ START_TEST(choice_is_measured_once)
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("choice");
     setenv("PAGODA_CACHE_DIR", dir, 1);
+    /* A symbolic link planted at the store's old temporary name (gemm-choices.json.tmp.<pid>)
+     * must not be followed: the file it points to keeps its contents. */
+    char victim[4200], planted[4300];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(planted, sizeof planted, "%s/gemm-choices.json.tmp.%ld", dir, (long)getpid());
+    FILE *vf = fopen(victim, "wb");
+    ck_assert_ptr_nonnull(vf);
+    fputs("victim", vf);
+    ck_assert_int_eq(fclose(vf), 0);
+    ck_assert_int_eq(symlink(victim, planted), 0);
     for (int round = 0; round < 2; round++) {
         pgd_ctx *ctx = pgd_test_ctx(&d[0]);
         pgd_error *err = NULL;
@@ -358,6 +369,10 @@ START_TEST(choice_is_measured_once)
     size_t size = 0;
     ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
     ck_assert_msg(strstr((char *)text, "gemm:00:") != NULL, "no class recorded: %s", text);
+    free(text);
+    ck_assert_int_eq(pgd__read_file(victim, &text, &size), 0);
+    ck_assert_msg(size == 6 && !memcmp(text, "victim", 6), "the planted link was followed: %.40s",
+                  text);
     free(text);
     pgd_test_rmtree(dir);
     free(dir);

@@ -43,7 +43,9 @@ static const char usage[] =
     "  --repeat N       timed runs per item (overrides the budget)\n"
     "  --warmup N       untimed runs before timing (overrides the budget; 3 with --repeat)\n"
     "  --json           print the results as JSON on stdout instead of the table\n"
-    "  --output FILE    write the results as JSON to FILE (temp file + rename)\n"
+    "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
+    "                   directory, symlink, FIFO or device such as /dev/null is refused);\n"
+    "                   it appears complete or not at all; '-': stdout\n"
     "  --compare F...   print saved JSON files (pagoda's or tools/bench-peers') side by side,\n"
     "                   matched by item spec, with the ratio first/other (above 1: the other\n"
     "                   is faster)\n"
@@ -872,8 +874,9 @@ static int run_devices(const char *device, const spec_entry *specs, int nspecs,
     return rc;
 }
 
-/* Writes the bench JSON document around `runs` (which it takes) to out_path, or stdout. */
-static int write_bench_json(const bench_opts *o, json_t *runs, const char *out_path)
+/* Writes the bench JSON document around `runs` (which it takes) to out (which it takes), or
+ * stdout when out is NULL. */
+static int write_bench_json(const bench_opts *o, json_t *runs, pgd_outfile *out)
 {
     char date[64];
     time_t now = time(NULL);
@@ -889,7 +892,7 @@ static int write_bench_json(const bench_opts *o, json_t *runs, const char *out_p
     json_object_set_new(doc, "repeat", o->repeat > 0 ? json_integer(o->repeat) : json_null());
     json_object_set_new(doc, "warmup", o->warmup >= 0 ? json_integer(o->warmup) : json_null());
     json_object_set_new(doc, "runs", runs);
-    int rc = app_write_json(doc, out_path);
+    int rc = out ? app_write_json_to(doc, out) : app_write_json(doc, NULL);
     json_decref(doc);
     return rc;
 }
@@ -919,12 +922,24 @@ int cmd_bench(int argc, char **argv)
     /* The table goes to stdout unless JSON does; the progress line only to a terminal. */
     int table = !(a.json && !a.out_path);
     progress.on = isatty(STDERR_FILENO) && !(a.json && !a.out_path && isatty(STDOUT_FILENO));
+    /* --output is opened before the runs, so that a target that cannot be written (not a
+     * regular file, a missing directory) fails at once rather than after minutes of runs;
+     * the document appears only when complete, and a failed run leaves no file. */
+    pgd_outfile *out = NULL;
+    if (a.out_path && strcmp(a.out_path, "-")) {
+        pgd_error *err = NULL;
+        if (pgd_outfile_open(a.out_path, &out, &err))
+            return app_fail(err);
+    }
     json_t *runs = json_array();
     int failures = 0;
     rc = run_devices(a.device, specs, nspecs, &a.o, table, runs, &failures);
-    if (rc == EXIT_OK && (a.json || a.out_path) && json_array_size(runs) > 0)
-        rc = write_bench_json(&a.o, runs, a.out_path);
-    else
+    if (rc == EXIT_OK && (a.json || a.out_path) && json_array_size(runs) > 0) {
+        rc = write_bench_json(&a.o, runs, out);
+        out = NULL;
+    } else {
         json_decref(runs);
+    }
+    pgd_outfile_abort(out);
     return rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK;
 }

@@ -37,10 +37,12 @@ int app_usage_error(const char *cmd, const char *fmt, ...)
 int app_ctx_open(const char *device, pgd_ctx **ctx);
 /* The device's capabilities as a JSON object (new reference). */
 json_t *app_device_json(const pgd_device_info *d);
-/* Writes a JSON value to a file via temp file + rename, or to stdout for "-" or NULL.
- * Returns 0 or prints an error and returns EXIT_RUNTIME; a NULL value (a document that could
- * not be built) is such an error, and nothing is written. */
+/* Writes a JSON value to a file through a pgd_outfile (a regular file only, complete or not at
+ * all), or to stdout for "-" or NULL. Returns 0 or prints an error and returns EXIT_RUNTIME. */
 int app_write_json(json_t *value, const char *path);
+/* Writes a JSON value into f (opened earlier, e.g. to check the target before a long run) and
+ * commits it; aborts f on failure. f is consumed either way. */
+int app_write_json_to(json_t *value, pgd_outfile *f);
 
 /* Class names read from a file, one per line. */
 typedef struct app_labels {

@@ -139,11 +139,110 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
     return EXIT_OK;
 }
 
+/* ---- the output set: every file of a run appears at its end, together, or none does ---- */
+
+int classify_output_open(classify_run *r, const char *path, const char *note, pgd_outfile **f)
+{
+    *f = NULL;
+    classify_outputs *s = &r->outputs;
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(pgd_outfile_path(s->items[i].file), path)) {
+            fprintf(stderr, "pagoda: error: %s: named for two outputs of one run\n", path);
+            return EXIT_RUNTIME;
+        }
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        classify_output *items = realloc(s->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            fprintf(stderr, "pagoda: error: out of host memory\n");
+            return EXIT_RUNTIME;
+        }
+        s->items = items, s->cap = cap;
+    }
+    char *copy = NULL;
+    if (note && !(copy = strdup(note))) {
+        fprintf(stderr, "pagoda: error: out of host memory\n");
+        return EXIT_RUNTIME;
+    }
+    pgd_error *err = NULL;
+    if (pgd_outfile_open(path, f, &err)) {
+        free(copy);
+        return app_fail(err);
+    }
+    s->items[s->n].file = *f;
+    s->items[s->n].note = copy;
+    s->n++;
+    return EXIT_OK;
+}
+
+/* Finishes the file the last classify_output_open gave (its descriptor is released; the
+ * temporary file waits for classify_finish), or reports `err` from writing it. */
+static int output_staged(classify_run *r, int write_rc, pgd_error *err)
+{
+    pgd_outfile *f = r->outputs.items[r->outputs.n - 1].file;
+    if (!write_rc)
+        write_rc = pgd_outfile_close(f, &err);
+    return write_rc ? app_fail(err) : EXIT_OK;
+}
+
+/* Commits every staged output. All are finished (flushed, synced) before the first is renamed,
+ * so that a late write error, say a full disk, leaves none of them; a rename that still fails
+ * (the target became a directory or a device meanwhile) is reported and the rest aborted. */
+static int outputs_commit(const classify_opts *o, classify_run *r)
+{
+    classify_outputs *s = &r->outputs;
+    pgd_error *err = NULL;
+    for (int i = 0; i < s->n; i++)
+        if (pgd_outfile_close(s->items[i].file, &err))
+            return app_fail(err);
+    int rc = EXIT_OK;
+    for (int i = 0; i < s->n; i++) {
+        pgd_outfile *f = s->items[i].file;
+        s->items[i].file = NULL;
+        if (rc) {
+            pgd_outfile_abort(f);
+            continue;
+        }
+        char *path = strdup(pgd_outfile_path(f));
+        if (pgd_outfile_commit(f, &err)) {
+            rc = app_fail(err);
+            if (i)
+                fprintf(stderr, "pagoda: note: %d output(s) had been written before it\n", i);
+        } else if (s->items[i].note && !o->json) {
+            char shown[2][1024];
+            fprintf(stderr, "pagoda: %s written to %s\n",
+                    app_term_text(s->items[i].note, shown[0], sizeof shown[0]),
+                    app_term_text(path ? path : "", shown[1], sizeof shown[1]));
+        }
+        free(path);
+    }
+    classify_outputs_abort(r);
+    return rc;
+}
+
+void classify_outputs_abort(classify_run *r)
+{
+    classify_outputs *s = &r->outputs;
+    for (int i = 0; i < s->n; i++) {
+        pgd_outfile_abort(s->items[i].file);
+        free(s->items[i].note);
+    }
+    free(s->items);
+    memset(s, 0, sizeof *s);
+}
+
 int classify_prepare(const classify_opts *o, classify_run *r)
 {
     pgd_error *err = NULL;
-    if (o->save_input && pgd_npy_write(o->save_input, r->x, 4, r->shape, &err))
-        return app_fail(err);
+    pgd_outfile *f = NULL;
+    if (o->save_input) {
+        int rc = classify_output_open(r, o->save_input, NULL, &f);
+        if (rc)
+            return rc;
+        rc = output_staged(r, pgd_npy_write_to(f, r->x, 4, r->shape, &err), err);
+        if (rc)
+            return rc;
+    }
     r->logits = malloc((size_t)r->B * (size_t)r->classes * sizeof *r->logits);
     if (!r->logits) {
         fprintf(stderr, "pagoda: error: out of host memory for %d x %d logits\n", r->B,
@@ -161,9 +260,13 @@ int classify_after_forward(const classify_opts *o, classify_run *r, int split)
                 "what fits in the memory of ", pgd_ctx_device(r->ctx)->name);
     if (o->save_logits) {
         pgd_error *err = NULL;
+        pgd_outfile *f = NULL;
         int64_t ls[2] = {r->B, r->classes};
-        if (pgd_npy_write(o->save_logits, r->logits, 2, ls, &err))
-            return app_fail(err);
+        int rc = classify_output_open(r, o->save_logits, NULL, &f);
+        if (!rc)
+            rc = output_staged(r, pgd_npy_write_to(f, r->logits, 2, ls, &err), err);
+        if (rc)
+            return rc;
     }
     return EXIT_OK;
 }
@@ -181,18 +284,26 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
         }
         double view[4];
         pgd_error *err = NULL;
+        pgd_outfile *f = NULL;
         pgd_image_preprocess_view(r->loaded[b], preset, view);
-        if (map_write_png_view(path, r->loaded[b], maps + (size_t)b * mw * mh, mw, mh, view,
-                               &err)) {
-            free(path);
-            return app_fail(err);
+        size_t nlen = strlen(what) + strlen(o->images[b]) + 8;
+        char *note = malloc(nlen);
+        int rc = EXIT_RUNTIME;
+        if (note) {
+            snprintf(note, nlen, "%s of %s", what, o->images[b]);
+            rc = classify_output_open(r, path, note, &f);
+        } else {
+            fprintf(stderr, "pagoda: error: out of host memory\n");
         }
-        char shown[2][1024];
-        if (!o->json)
-            fprintf(stderr, "pagoda: %s of %s written to %s\n", what,
-                    app_term_text(o->images[b], shown[0], sizeof shown[0]),
-                    app_term_text(path, shown[1], sizeof shown[1]));
+        if (!rc)
+            rc = output_staged(r,
+                               map_write_png_view_to(f, r->loaded[b], maps + (size_t)b * mw * mh,
+                                                     mw, mh, view, &err),
+                               err);
+        free(note);
         free(path);
+        if (rc)
+            return rc;
     }
     return EXIT_OK;
 }
@@ -210,11 +321,12 @@ int classify_finish(const classify_opts *o, classify_run *r)
     pgd_error *err = NULL;
     if (o->profile && pgd_profile_print(r->ctx, stdout, &err))
         return app_fail(err);
-    return EXIT_OK;
+    return outputs_commit(o, r);
 }
 
 void classify_free(classify_run *r)
 {
+    classify_outputs_abort(r); /* a run that did not reach classify_finish leaves no output */
     for (int i = 0; r->loaded && i < r->B; i++)
         pgd_image_free(r->loaded[i]);
     free(r->loaded);

@@ -36,6 +36,19 @@ int classify_parse(classify_opts *o, int argc, char **argv, const struct option 
  * command, maps need images. Prints a usage error and returns EXIT_USAGE when inconsistent. */
 int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag);
 
+/* The output set of a run: every file a command writes (--save-input, --save-logits, heat
+ * maps, and a later command's own) is staged as a temporary file beside its target and
+ * renamed into place by classify_finish, after the whole run succeeded; a run that fails, at
+ * any step, removes them all (classify_free), so its outputs appear together or not at all. */
+typedef struct classify_output {
+    pgd_outfile *file;
+    char *note; /* "attention rollout of a.jpg": printed as "<note> written to <path>" */
+} classify_output;
+typedef struct classify_outputs {
+    classify_output *items;
+    int n, cap;
+} classify_outputs;
+
 /* What a run holds: the input batch, the decoded images, the context, labels and logits. */
 typedef struct classify_run {
     float *x;                /* [B, 3, H, W] */
@@ -46,6 +59,7 @@ typedef struct classify_run {
     app_labels labels;
     float *logits;           /* [B, classes] after classify_forward_ready */
     int classes;
+    classify_outputs outputs; /* staged, committed by classify_finish */
 } classify_run;
 
 /* Reads the input: --input F.npy ([B, 3, H, W]), else the images preprocessed with `preset`,
@@ -54,20 +68,29 @@ typedef struct classify_run {
  * or the exit status after printing the error; classify_free releases what was made either way. */
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r);
-/* Writes --save-input (after the model loaded: a bad model fails before any file appears) and
- * allocates the logits. */
+/* Opens `path` as an output of the run (checked and given a temporary file now, see
+ * pgd_outfile_open; renamed into place by classify_finish). `note` (may be NULL; copied) is
+ * printed at commit as "<note> written to <path>" unless --json. A path named twice in one run
+ * is refused. The run owns *f: write into it, never commit or abort it. Prints the error and
+ * returns EXIT_RUNTIME on failure. */
+int classify_output_open(classify_run *r, const char *path, const char *note, pgd_outfile **f);
+/* Removes every staged output (classify_free does it). */
+void classify_outputs_abort(classify_run *r);
+/* Stages --save-input (after the model loaded) and allocates the logits. */
 int classify_prepare(const classify_opts *o, classify_run *r);
-/* After the forward pass: the batch-split note (`split` images per pass), --save-logits. */
+/* After the forward pass: the batch-split note (`split` images per pass), stages --save-logits. */
 int classify_after_forward(const classify_opts *o, classify_run *r, int split);
-/* Draws maps[b] (mw x mh, over the crop `preset` shows) onto image b as OUT<tag>[-b].png and
- * names each file written (unless --json) as "<what> of IMAGE". */
+/* Stages maps[b] (mw x mh, over the crop `preset` shows) drawn onto image b as
+ * OUT<tag>[-b].png, each named at commit (unless --json) as "<what> of IMAGE". */
 int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
                        const char *tag, const float *maps, int mw, int mh, pgd_preprocess preset,
                        const char *what);
 /* The top-k report: printed, or with --json returned as the "results" array (new reference). */
 json_t *classify_report(const classify_opts *o, classify_run *r);
-/* Prints the kernel profile when --profile asked for it. */
+/* Prints the kernel profile when --profile asked for it, then commits the output set: the
+ * last step of a successful run. */
 int classify_finish(const classify_opts *o, classify_run *r);
+/* Releases the run; outputs not committed are removed. */
 void classify_free(classify_run *r);
 
 #endif

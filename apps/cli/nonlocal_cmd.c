@@ -58,7 +58,12 @@ static const char usage[] =
     "                      several images); needs image files\n"
     "  --query X,Y         the query pixel in the original image (default: its centre)\n"
     "  --profile           per-kernel timings at the end\n"
-    "  -h, --help          show this help\n";
+    "  -h, --help          show this help\n"
+    "\n"
+    "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
+    "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"
+    "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"
+    "discard that output.\n";
 
 /* "X,Y": two finite numbers >= 0 (pgd_parse_double; no nan, inf or trailing characters). */
 static int parse_query(const char *s, double *x, double *y)

@@ -199,6 +199,19 @@ json_t *app_device_json(const pgd_device_info *d)
         d->unified_memory, "preferred_vector_width_float", (int)d->pref_vector_float);
 }
 
+int app_write_json_to(json_t *value, pgd_outfile *f)
+{
+    pgd_error *err = NULL;
+    if (json_dumpf(value, pgd_outfile_stream(f), JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
+        fputc('\n', pgd_outfile_stream(f)) == EOF) {
+        fprintf(stderr, "pagoda: error: %s: cannot write the JSON document\n",
+                pgd_outfile_path(f));
+        pgd_outfile_abort(f);
+        return EXIT_RUNTIME;
+    }
+    return pgd_outfile_commit(f, &err) ? app_fail(err) : EXIT_OK;
+}
+
 int app_write_json(json_t *value, const char *path)
 {
     /* A document json_pack could not build is reported, never printed as nothing or half. */
@@ -212,21 +225,12 @@ int app_write_json(json_t *value, const char *path)
         fputc('\n', stdout);
         return rc == 0 && fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
     }
-    /* Written next to the destination and renamed: an interrupted run leaves no half file. */
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return EXIT_RUNTIME;
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = json_dump_file(value, tmp, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "pagoda: error: cannot write '%s': %s\n", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return EXIT_RUNTIME;
-    }
-    free(tmp);
-    return 0;
+    /* Through pgd_outfile: a regular file only, appearing complete or not at all. */
+    pgd_error *err = NULL;
+    pgd_outfile *f = NULL;
+    if (pgd_outfile_open(path, &f, &err))
+        return app_fail(err);
+    return app_write_json_to(value, f);
 }
 
 /* A labels file is a short text (ImageNet-1k's is 22 KB); anything past 64 MiB is a mistake. */

@@ -45,7 +45,12 @@ static const char usage[] =
     "                      several images)\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     "  --profile           per-kernel timings at the end\n"
-    "  -h, --help          show this help\n";
+    "  -h, --help          show this help\n"
+    "\n"
+    "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
+    "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"
+    "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"
+    "discard that output.\n";
 
 /* What `pagoda vit` adds to the shared classification options. */
 typedef struct vit_cmd {

@@ -1,13 +1,10 @@
 /* maps.c — heat maps over images as PNG (see maps.h): the ramp, the bilinear upsampling over the
- * model's view of the image, and an atomic write through stb_image_write. */
-#include <errno.h>
-#include <fcntl.h>
+ * model's view of the image, encoded by stb_image_write into a pgd_outfile (complete or not at
+ * all). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <stb_image_write.h>
 
@@ -101,78 +98,15 @@ static void draw(const uint8_t *base, int w, int h, const float *norm, int mw, i
 }
 
 typedef struct png_sink {
-    FILE *f;
+    pgd_outfile *f;
     int failed;
 } png_sink;
 
 static void png_write_cb(void *ctx, void *data, int size)
 {
     png_sink *s = ctx;
-    if (!s->failed && size > 0 && fwrite(data, 1, (size_t)size, s->f) != (size_t)size)
+    if (!s->failed && size > 0 && pgd_outfile_write(s->f, data, (size_t)size, NULL) != PGD_OK)
         s->failed = 1;
-}
-
-/* Encodes pix (w x h x 3) as PNG into the open temporary file fd, flushed, synced and closed.
- * NULL, or what failed with *e the errno (0 when none applies). */
-static const char *write_png_fd(int fd, const uint8_t *pix, int w, int h, int *e)
-{
-    (void)fchmod(fd, 0644);
-    png_sink sink = {fdopen(fd, "wb"), 0};
-    const char *what = NULL;
-    *e = 0;
-    if (!sink.f) {
-        *e = errno;
-        close(fd);
-        return "cannot open the temporary file";
-    }
-    if (!stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, pix, w * 3))
-        what = "stbi_write_png failed (out of memory?)";
-    if (fflush(sink.f) != 0 || ferror(sink.f))
-        sink.failed = 1;
-    if (!sink.failed && fsync(fileno(sink.f)) != 0 && errno != EINVAL)
-        sink.failed = 1;
-    if (sink.failed && !*e)
-        *e = errno;
-    if (fclose(sink.f) != 0 && !sink.failed) {
-        *e = errno;
-        sink.failed = 1;
-    }
-    if (!what && sink.failed)
-        what = "writing the temporary file failed";
-    return what;
-}
-
-/* Writes pix as a PNG at path through a temporary file in the same directory and a rename;
- * the temporary file is removed on failure. */
-static int write_png_atomic(const char *path, const uint8_t *pix, int w, int h, pgd_error **err)
-{
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp-XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return pgd_error_set(err, PGD_ERR_IO, "heat map '%s': cannot create a temporary file: %s",
-                             path, strerror(e));
-    }
-    int e = 0;
-    const char *what = write_png_fd(fd, pix, w, h, &e);
-    if (!what && rename(tmp, path) != 0) {
-        e = errno;
-        what = "cannot rename the temporary file into place";
-    }
-    if (what) {
-        unlink(tmp);
-        free(tmp);
-        return pgd_error_set(err, PGD_ERR_IO, "heat map '%s': %s%s%s", path, what, e ? ": " : "",
-                             e ? strerror(e) : "");
-    }
-    free(tmp);
-    return PGD_OK;
 }
 
 int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
@@ -185,9 +119,27 @@ int map_write_png(const char *path, const pgd_image *base, const float *map, int
 int map_write_png_view(const char *path, const pgd_image *base, const float *map, int mw, int mh,
                        const double rect[4], pgd_error **err)
 {
-    if (!path || !base || !pgd_image_data(base) || !map)
+    if (!path)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "map_write_png: path, image or map is NULL");
+    pgd_outfile *f = NULL;
+    int rc = pgd_outfile_open(path, &f, err);
+    if (!rc)
+        rc = map_write_png_view_to(f, base, map, mw, mh, rect, err);
+    if (rc) {
+        pgd_outfile_abort(f);
+        return rc;
+    }
+    return pgd_outfile_commit(f, err);
+}
+
+int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw, int mh,
+                          const double rect[4], pgd_error **err)
+{
+    const char *path = pgd_outfile_path(f);
+    if (!f || !base || !pgd_image_data(base) || !map)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "map_write_png: file, image or map is NULL");
     if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "heat map '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
@@ -207,7 +159,13 @@ int map_write_png_view(const char *path, const pgd_image *base, const float *map
     normalise(map, n, norm);
     draw(pgd_image_data(base), w, h, norm, mw, mh, rect, pix);
     free(norm);
-    int rc = write_png_atomic(path, pix, w, h, err);
+    png_sink sink = {f, 0};
+    int rc = PGD_OK;
+    if (!stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, pix, w * 3))
+        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                           "heat map '%s': stbi_write_png failed (out of memory?)", path);
+    else if (sink.failed)
+        rc = pgd_outfile_write(f, NULL, 0, err); /* reports the remembered write error */
     free(pix);
     return rc;
 }

@@ -11,8 +11,8 @@
  * min-max normalised (non-finite values count as the minimum; a constant map is all minimum),
  * bilinearly upsampled to the image size (pixel centres aligned, edges clamped), coloured with
  * map_color's dark-blue -> purple -> red -> orange -> pale-yellow ramp and blended 50 % over
- * the image. The file appears complete or not at all (a temporary file in the same directory,
- * then rename; removed on failure). The caller keeps base and map. */
+ * the image. Written through a pgd_outfile: the file appears complete or not at all, and a
+ * target that exists and is not a regular file is refused. The caller keeps base and map. */
 int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
                   pgd_error **err);
 
@@ -21,6 +21,11 @@ int map_write_png(const char *path, const pgd_image *base, const float *map, int
  * (pgd_image_preprocess_view gives it). */
 int map_write_png_view(const char *path, const pgd_image *base, const float *map, int mw, int mh,
                        const double rect[4], pgd_error **err);
+
+/* As map_write_png_view, into an open pgd_outfile that the caller commits or aborts (outputs
+ * staged until a run has succeeded). The caller keeps f, also on error. */
+int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw,
+                          int mh, const double rect[4], pgd_error **err);
 
 /* The colour ramp at t in [0, 1] (clamped; NaN counts as 0); lightness rises along it. */
 void map_color(float t, uint8_t rgb[3]);

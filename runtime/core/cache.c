@@ -195,12 +195,10 @@ int pgd__cache_load(const char *dir, const char *key, unsigned char **data, size
 
 int pgd__cache_store(const char *dir, const char *key, const unsigned char *data, size_t size)
 {
-    static unsigned counter;
     if (!key_valid(key))
         return -1;
-    char path[4200], tmp[4300];
+    char path[4200];
     entry_path(path, sizeof path, dir, key);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
     unsigned char header[HEADER_SIZE];
     memcpy(header, MAGIC, 8);
     put_le(header + OFF_VERSION, PGD__CACHE_FORMAT, 4);
@@ -208,16 +206,19 @@ int pgd__cache_store(const char *dir, const char *key, const unsigned char *data
     memcpy(header + OFF_KEY, key, 64);
     put_le(header + OFF_SIZE, size, 8);
     checksum(header, data, size, header + OFF_SUM);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(header, 1, HEADER_SIZE, f) == HEADER_SIZE && fwrite(data, 1, size, f) == size;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
+    /* Through the one atomic writer: a fresh temporary file (O_EXCL, never a planted link, a
+     * unique name for every thread and process), renamed into place only when complete. */
+    pgd_outfile *f = NULL;
+    int rc = pgd_outfile_open(path, &f, NULL);
+    if (!rc)
+        rc = pgd_outfile_write(f, header, HEADER_SIZE, NULL);
+    if (!rc)
+        rc = pgd_outfile_write(f, data, size, NULL);
+    if (rc) {
+        pgd_outfile_abort(f);
         return -1;
     }
-    return 0;
+    return pgd_outfile_commit(f, NULL) ? -1 : 0;
 }
 
 void pgd__cache_remove(const char *dir, const char *key)

@@ -561,6 +561,59 @@ PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_erro
 PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
                               pgd_tensor *out, pgd_error **err);
 
+/* ---- writing files: complete or not at all ------------------------------------------------- */
+
+/* A file being written: every file Pagoda writes (.npy, the program cache, the GEMM tuning store)
+ * and the CLI's outputs (JSON, heat maps, saved tensors) go through it.
+ *
+ *     pgd_outfile *f = NULL;
+ *     int rc = pgd_outfile_open("out.json", &f, &err);        // checks the target, makes a temp
+ *     if (!rc && json_dumpf(doc, pgd_outfile_stream(f), 0))   // or pgd_outfile_write
+ *         rc = pgd_error_set(&err, PGD_ERR_IO, "out.json: cannot write");
+ *     if (rc) pgd_outfile_abort(f);                           // the temp goes; NULL is fine
+ *     else rc = pgd_outfile_commit(f, &err);                  // the file appears, complete
+ *
+ * The target may be absent or a regular file. Anything else that exists there — a directory, a
+ * symbolic link, a FIFO, a socket, a device node such as /dev/null — is refused with
+ * PGD_ERR_IO naming the path and what it is: the file replaces the target by rename(), and a
+ * rename over a device node replaces the node (as root, /dev/null itself), so such targets are
+ * never written, not even in place. Leave an output option out to discard that output.
+ * The data goes to a new temporary file "<path>.tmp-<12 random characters>" in the target's
+ * directory, created with O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC and mode 0600 (never an
+ * existing file, never through a planted symbolic link; the name is unpredictable and unique
+ * among threads and processes). Closing flushes and fsyncs it and gives it its final mode: the
+ * replaced file's, else 0666 less the umask. Commit checks the target again and renames the
+ * temporary file over it, so a reader, or a concurrent writer of the same path, only ever sees
+ * a complete file (the last commit wins). */
+typedef struct pgd_outfile pgd_outfile;
+
+/* Checks `path` (see above) and creates its temporary file. On error *out is NULL and nothing
+ * is left on disk. The caller keeps `path` (the handle holds a copy). */
+PGD_API int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err);
+/* The temporary file as a stdio stream, for streaming writers (json_dumpf, an encoder's
+ * callback); NULL after pgd_outfile_close. Write errors on it are found by pgd_outfile_close
+ * (ferror). Owned by the handle: never fclose it. */
+PGD_API FILE *pgd_outfile_stream(pgd_outfile *f);
+/* The target path the handle was opened for (owned by the handle). */
+PGD_API const char *pgd_outfile_path(const pgd_outfile *f);
+/* Appends size bytes. A failure is remembered: pgd_outfile_close and commit then fail too. */
+PGD_API int pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error **err);
+/* Finishes the temporary file without renaming it: flush, fsync, final mode, close its
+ * descriptor. For callers that stage many outputs and commit them together at the end of a
+ * run without holding a descriptor each. Optional: commit does it when not done. The handle
+ * stays valid either way (commit or abort it). */
+PGD_API int pgd_outfile_close(pgd_outfile *f, pgd_error **err);
+/* Closes (if not yet), checks the target again and renames the temporary file over it. Frees
+ * the handle, also on failure, when the temporary file is removed and the target left as it
+ * was. */
+PGD_API int pgd_outfile_commit(pgd_outfile *f, pgd_error **err);
+/* Removes the temporary file and frees the handle; the target is left as it was. NULL is a
+ * no-op. */
+PGD_API void pgd_outfile_abort(pgd_outfile *f);
+/* The whole of it for data in memory: open, write, commit (abort on failure). */
+PGD_API int pgd_file_write_atomic(const char *path, const void *data, size_t size,
+                                  pgd_error **err);
+
 /* ---- .npy files ---------------------------------------------------------------------------- */
 
 /* Reads a NumPy .npy array of little-endian float32 or float64 (converted) in C order. *data is
@@ -568,9 +621,15 @@ PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads
  * the message names the file and the problem. */
 PGD_API int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
                          pgd_error **err);
-/* Writes float32 data of the given shape as .npy, via a temp file renamed into place. */
+/* Writes float32 data of the given shape as .npy at path through a pgd_outfile: the file
+ * appears complete or not at all, and a target that exists and is not a regular file is
+ * refused (PGD_ERR_IO naming it). */
 PGD_API int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
                           pgd_error **err);
+/* As pgd_npy_write, into an open pgd_outfile that the caller then commits (or aborts): for
+ * outputs staged until a whole run has succeeded. The caller keeps f, also on error. */
+PGD_API int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,
+                             pgd_error **err);
 
 /* ---- weights (safetensors) ---- */
 

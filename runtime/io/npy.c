@@ -2,7 +2,7 @@
  *
  * Reading accepts little-endian float32 ('<f4') and float64 ('<f8', converted), C order, up to
  * PGD_MAX_DIMS dims; the header is a Python dict literal, parsed strictly for the three keys
- * NumPy writes. Writing goes to a temp file renamed into place. */
+ * NumPy writes. Writing goes through a pgd_outfile (core/outfile.c): complete or not at all. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -166,17 +166,27 @@ done:
     return rc;
 }
 
-int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
-                  pgd_error **err)
+int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,
+                     pgd_error **err)
 {
+    if (!f || ndim < 0 || ndim > PGD_MAX_DIMS || (ndim > 0 && !shape))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_npy_write: no file, or ndim %d not in 0..%d", ndim,
+                              PGD_MAX_DIMS);
+    const char *path = pgd_outfile_path(f);
     char dims[256] = "";
     size_t used = 0;
     uint64_t count = 1;
     for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: negative dimension %lld",
+                                  path, (long long)shape[i]);
         used += (size_t)snprintf(dims + used, sizeof dims - used, "%lld%s", (long long)shape[i],
                                  ndim == 1 || i < ndim - 1 ? ", " : "");
         count *= (uint64_t)shape[i];
     }
+    if (count && !data)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: no data", path);
     /* "(2, 3)"; a 1-tuple keeps its comma: "(6, )"; a 0-d array is "()". */
     char header[512];
     int n = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
@@ -184,48 +194,32 @@ int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *
     /* Pad with spaces so that magic + length + header + newline is a multiple of 64. */
     size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
     size_t hl = (size_t)n + pad + 1;
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "writing %s", path);
-    /* A fresh temporary beside the target (mkstemp: O_EXCL, so never an existing file or a
-     * planted symlink), made complete and flushed to disk before it is renamed into place. */
-    snprintf(tmp, plen, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    FILE *f = NULL;
-    if (fd >= 0) {
-        (void)fchmod(fd, 0644);
-        f = fdopen(fd, "wb");
-        if (!f) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-        }
-    } else {
-        int e = errno;
-        free(tmp);
-        return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
+                             (unsigned char)(hl >> 8)};
+    char spaces[64];
+    memset(spaces, ' ', sizeof spaces);
+    int rc = pgd_outfile_write(f, pre, sizeof pre, err);
+    if (!rc)
+        rc = pgd_outfile_write(f, header, (size_t)n, err);
+    if (!rc)
+        rc = pgd_outfile_write(f, spaces, pad, err);
+    if (!rc)
+        rc = pgd_outfile_write(f, "\n", 1, err);
+    if (!rc && count)
+        rc = pgd_outfile_write(f, data, (size_t)count * sizeof(float), err);
+    return rc;
+}
+
+int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
+                  pgd_error **err)
+{
+    pgd_outfile *f = NULL;
+    int rc = pgd_outfile_open(path, &f, err);
+    if (!rc)
+        rc = pgd_npy_write_to(f, data, ndim, shape, err);
+    if (rc) {
+        pgd_outfile_abort(f);
+        return rc;
     }
-    int ok = 1;
-    {
-        unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
-                                 (unsigned char)(hl >> 8)};
-        ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)n, f) == (size_t)n;
-        for (size_t i = 0; ok && i < pad; i++)
-            ok = fputc(' ', f) != EOF;
-        ok = ok && fputc('\n', f) != EOF;
-        ok = ok && (count == 0 || fwrite(data, sizeof(float), (size_t)count, f) == count);
-        ok = ok && fflush(f) == 0 && (fsync(fileno(f)) == 0 || errno == EINVAL);
-        ok = (fclose(f) == 0) && ok;
-    }
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    free(tmp);
-    return PGD_OK;
+    return pgd_outfile_commit(f, err);
 }

@@ -83,7 +83,7 @@ void pgd__gemm_choices_load(pgd_ctx *ctx)
     json_decref(all);
 }
 
-/* Merges our choices into the file (other devices' entries are kept): temp file + rename. */
+/* Merges our choices into the file (other devices' entries are kept), written atomically. */
 static void save_choices(pgd_ctx *ctx)
 {
     char *path = choices_path(ctx);
@@ -99,13 +99,13 @@ static void save_choices(pgd_ctx *ctx)
     json_object_set_new(all, id,
                         json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
                                   ctx->dev.driver_version, "choices", ctx->gemm_choices));
-    size_t n = strlen(path) + 48;
-    char *tmp = malloc(n);
-    if (tmp) {
-        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-        if (json_dump_file(all, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || rename(tmp, path) != 0)
-            unlink(tmp);
-        free(tmp);
+    /* Through the one atomic writer (core/outfile.c): a failure leaves the old file. */
+    pgd_outfile *f = NULL;
+    if (!pgd_outfile_open(path, &f, NULL)) {
+        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
+            pgd_outfile_abort(f);
+        else
+            (void)pgd_outfile_commit(f, NULL);
     }
     json_decref(all);
     free(path);

@@ -16,7 +16,11 @@ PGD_FAULT_CALL=N (the shim in tests/fault/clfault.c makes exactly that call fail
   - no AddressSanitizer/UBSan/LeakSanitizer report (run it on the ASan build: PAGODA from
     build-asan; LSan uses tests/sanitize/lsan.supp for driver leaks);
   - the next run without a fault succeeds (nothing poisoned, e.g. the binary cache); with
-    PGD_WALK_VERIFY_EVERY=K only after every K-th walked call and after every program call.
+    PGD_WALK_VERIFY_EVERY=K only after every K-th walked call and after every program call;
+  - for the classification commands (vit, nonlocal) every run also writes --save-logits into a
+    fresh directory of its own: a failed run must leave that directory empty (no output, no
+    temporary file: outputs appear at the end of a successful run or not at all), a run that
+    succeeds exactly logits.npy.
 PGD_WALK_STRIDE=1 (default) walks every call. STRIDE S > 1 walks every call of each kind that
 occurs at most 60 times, and for the frequent kinds (clSetKernelArg) their first and last call
 and every S-th, so every call kind is covered. Errors cycle through the five codes.
@@ -81,8 +85,11 @@ def main():
     lock = threading.Lock()
     lsan_reruns = []
 
+    classify = args[0] in ("vit", "nonlocal")
+
     def run(extra, tag=None, timeout=300):
-        """(exit status, stderr, "results" of the JSON on stdout or None). LeakSanitizer's
+        """(exit status, stderr, "results" of the JSON on stdout or None, what is wrong with the
+        output directory or None). LeakSanitizer's
         exit-time scan itself sometimes dies beside the drivers' threads ("Tracer caught signal
         11", then "LeakSanitizer has encountered a fatal error"): that is the tool failing, not a
         report about Pagoda, so such a run is repeated (twice at most) and counted under `tag`;
@@ -90,8 +97,13 @@ def main():
         e = dict(env)
         e.update(extra)
         e["LD_PRELOAD"] = shim
+        out = tempfile.mkdtemp(prefix="out-", dir=tmp) if classify else None
+        full = cmd + (["--save-logits", os.path.join(out, "logits.npy")] if out else [])
         for attempt in range(3):
-            p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            if out:
+                for name in os.listdir(out):
+                    os.unlink(os.path.join(out, name))
+            p = subprocess.run(full, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                timeout=timeout)
             err = p.stderr.decode("utf-8", "replace")
             if not lsan_died(err) or attempt == 2:
@@ -102,21 +114,29 @@ def main():
             res = json.loads(p.stdout)["results"]
         except (ValueError, KeyError, TypeError):
             res = None
-        return p.returncode, err, res
+        bad = None
+        if out:
+            left = sorted(os.listdir(out))
+            if p.returncode != 0 and left:
+                bad = "the failed run left %s" % ", ".join(left)
+            elif p.returncode == 0 and left != ["logits.npy"]:
+                bad = "the run left %s, not exactly logits.npy" % (", ".join(left) or "nothing")
+            shutil.rmtree(out, ignore_errors=True)
+        return p.returncode, err, res, bad
 
     # Warm the cache, then count and name every call.
-    rc, err, want = run({})
+    rc, err, want, bad = run({})
     if rc != 0:
         if "matches no device" in err or "no OpenCL device" in err:
             print("walk: no CPU OpenCL device; skipped")
             return 77
         print("walk: the run without a fault fails:\n" + err)
         return 1
-    if want is None or "clfault: leaked" in err:
-        print("walk: the run without a fault prints no results or leaks:\n" + err)
+    if want is None or "clfault: leaked" in err or bad:
+        print("walk: the run without a fault prints no results, leaks or %s:\n%s" % (bad, err))
         return 1
     trace = os.path.join(tmp, "trace")
-    rc, err, _ = run({"PGD_FAULT_TRACE": trace, "PGD_FAULT_COUNT": os.path.join(tmp, "count")})
+    rc, err, _, _ = run({"PGD_FAULT_TRACE": trace, "PGD_FAULT_COUNT": os.path.join(tmp, "count")})
     calls = [line.split()[1] for line in open(trace)]
     kinds = collections.Counter(calls)
     print("walk: %d intercepted calls: %s" % (len(calls), ", ".join(
@@ -161,7 +181,7 @@ def main():
         code = ERRORS[i % len(ERRORS)]
         mine = own_cache()
         try:
-            rc, err, res = run(dict(mine, PGD_FAULT_CALL=str(n), PGD_FAULT_ERROR=code), n)
+            rc, err, res, bad = run(dict(mine, PGD_FAULT_CALL=str(n), PGD_FAULT_ERROR=code), n)
         except subprocess.TimeoutExpired:
             return n, name, code, "FAIL: timed out", "", "timed out"
         why = []
@@ -176,6 +196,8 @@ def main():
                 why.append("exit 0 with different results (the failure was swallowed)")
         elif rc < 0 or rc >= 128:
             why.append("killed by a signal (%d)" % rc)
+        if bad:
+            why.append(bad)
         if rc != 0 and "pagoda: error:" not in err:
             why.append("no 'pagoda: error:' line")
         if rc != 0 and name not in err:
@@ -188,7 +210,7 @@ def main():
         rc2 = 0
         if i % verify_every == 0 or "Program" in name or "Kernels" in name:
             try:
-                rc2, err2, res2 = run(mine, n)
+                rc2, err2, res2, _ = run(mine, n)
             except subprocess.TimeoutExpired:
                 rc2, err2, res2 = -1, "timed out", None
             if rc2 == 0 and res2 != want:
