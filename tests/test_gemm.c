@@ -356,7 +356,7 @@ START_TEST(choice_is_measured_once)
     snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
     unsigned char *text = NULL;
     size_t size = 0;
-    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
     ck_assert_msg(strstr((char *)text, "gemm:00:") != NULL, "no class recorded: %s", text);
     free(text);
     pgd_test_rmtree(dir);
@@ -420,7 +420,7 @@ START_TEST(forward_pass_does_not_tune)
     ck_assert_uint_eq(ctx->gemm_measurements, 2);
     unsigned char *text = NULL;
     size_t size = 0;
-    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
     ck_assert_msg(strstr((char *)text, "gemm:10:b:") && strstr((char *)text, "linear:"),
                   "classes not recorded: %s", text);
     free(text);

@@ -167,7 +167,7 @@ START_TEST(rejections)
     float *y;
     int nd;
     int64_t s[8];
-    ck_assert_int_eq(pgd_npy_read(p, &y, &nd, s, &err), PGD_ERR_IO);
+    ck_assert_int_eq(pgd_npy_read(p, &y, &nd, s, &err), PGD_ERR_NOT_FOUND);
     ck_assert(strstr(pgd_error_message(err), "missing.npy") != NULL);
     pgd_error_free(err);
     err = NULL;

@@ -226,36 +226,12 @@ int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
     *out = NULL;
     if (!path)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pgd__error_set(err, errno == ENOENT ? PGD_ERR_NOT_FOUND : PGD_ERR_IO,
-                              "image '%s': cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_IO, "image '%s': not a regular file", path);
-    }
-    if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %lld bytes exceeds the %zu-byte limit on image files",
-                              path, (long long)st.st_size, MAX_FILE_BYTES);
-    }
-    size_t size = (size_t)st.st_size;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", path);
-    }
-    size_t got = fread(buf, 1, size, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr || got != size) {
-        free(buf);
-        return pgd__error_set(err, PGD_ERR_IO, "image '%s': read %zu of %zu bytes", path, got,
-                              size);
-    }
-    int rc = pgd_image_load_memory(buf, size, path, out, err);
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    int rc = pgd__file_read(path, "image", MAX_FILE_BYTES, &buf, &size, err);
+    if (rc)
+        return rc;
+    rc = pgd_image_load_memory(buf, size, path, out, err);
     free(buf);
     return rc;
 }
