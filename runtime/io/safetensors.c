@@ -747,12 +747,9 @@ static int read_range(const pgd_weights *w, const st_entry *e, uint64_t off, voi
         memcpy(dst, w->data + e->begin + off, n);
         return PGD_OK;
     }
-    int rc = pgd__file_pread(w->fd, NULL, w->path, dst, n, w->data_start + e->begin + off, err);
-    if (rc) {
-        char pn[1024];
-        pgd__error_set(err, rc, "%s: tensor '%s'", what, printable(e->name, pn, sizeof pn));
-    }
-    return rc;
+    char pn[1024], in[1100];
+    snprintf(in, sizeof in, "%s: tensor '%s' in", what, printable(e->name, pn, sizeof pn));
+    return pgd__file_pread(w->fd, in, w->path, dst, n, w->data_start + e->begin + off, err);
 }
 
 static int convert(const pgd_weights *w, const st_entry *e, const char *what, float *dst,
