@@ -654,8 +654,11 @@ typedef struct pgd_image pgd_image;
  * is PGD_ERR_UNSUPPORTED naming the file and the format seen). The dimensions are read from the
  * header and checked (1 <= width, height; width x height <= PGD_IMAGE_MAX_PIXELS, else
  * PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha channels become RGB (alpha is
- * dropped). A decoder failure is PGD_ERR_FORMAT with stb_image's reason. On success *out is a
- * new image for pgd_image_free. */
+ * dropped). A file the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a BMP whose
+ * declared rows run past the end of the file, a PNG with a truncated chunk, a wrong chunk CRC or
+ * no IEND. A decoder failure is PGD_ERR_FORMAT with stb_image's reason. The path goes through
+ * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
+ * pgd_image_free. */
 PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
 /* As pgd_image_load on size bytes in memory (the caller keeps them); name (may be NULL) is used
  * in messages. */

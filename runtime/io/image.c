@@ -119,26 +119,108 @@ static int jpeg_tables_ok(const unsigned char *p, size_t n)
     return 1;
 }
 
-/* stb_image 2.27 computes `idata + ioff` on a NULL buffer when the first IDAT chunk of a PNG is
- * empty (undefined behaviour, UBSan pointer-overflow in stbi__parse_png_file; found here by
- * fuzz_image). Walking the chunks as stb_image does (length, type, data, CRC), a PNG whose
- * first IDAT has length 0 is refused before stb sees it. */
-static int png_first_idat_ok(const unsigned char *p, size_t n)
+/* ---- refusing what the decoder would invent ----
+ *
+ * stb_image 2.27 fills in what a file lacks: a BMP whose pixel rows run past the end of the
+ * file decodes with the missing rows as zeros (a 1,000-byte file declaring 8192 x 8192 becomes
+ * a 192 MiB black image), and a PNG's chunk CRCs are never checked, so a corrupted byte inside
+ * the compressed data gives a wrong image without an error. Pillow refuses both ("image file
+ * is truncated", "broken PNG file"). So before stb_image sees the bytes, a BMP's declared pixel
+ * data must fit in the file, and a PNG's chunks must be complete, their CRCs right and IEND
+ * present. Each check returns NULL when the file passes, else what is wrong. */
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* CRC-32 (ISO 3309, as PNG uses it) over n bytes, continuing from crc. */
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* Every chunk complete and with a correct CRC, the first IDAT not empty (stb_image 2.27 does
+ * pointer arithmetic on a NULL buffer for an empty one: UBSan pointer-overflow, found by
+ * fuzz_image), up to IEND; bytes after IEND are ignored, as Pillow and libpng do. */
+static const char *png_check(const unsigned char *p, size_t n)
 {
     size_t i = 8; /* after the signature */
-    while (i + 8 <= n) {
-        uint32_t len = (uint32_t)p[i] << 24 | (uint32_t)p[i + 1] << 16 |
-                       (uint32_t)p[i + 2] << 8 | p[i + 3];
+    int seen_idat = 0;
+    for (;;) {
+        if (n - i < 12)
+            return "truncated: a chunk or IEND is missing";
+        uint32_t len = be32(p + i);
+        if (len > n - i - 12)
+            return "truncated: a chunk runs past the end of the file";
         const unsigned char *type = p + i + 4;
-        if (!memcmp(type, "IDAT", 4))
-            return len != 0;
+        if (!memcmp(type, "IDAT", 4) && !seen_idat++ && len == 0)
+            return "its first IDAT (image data) chunk is empty";
+        if (crc32_update(0, type, 4 + (size_t)len) != be32(type + 4 + len))
+            return "a chunk's CRC does not match its bytes (the file is damaged)";
         if (!memcmp(type, "IEND", 4))
-            break;
-        if (len > n - i - 8 || n - i - 8 - len < 4)
-            break; /* truncated: stb_image reports it */
+            return NULL;
         i += 12 + (size_t)len;
     }
-    return 1;
+}
+
+/* The pixel rows a BMP declares fit between its pixel-data offset and the end of the file
+ * (uncompressed and bit-field BMPs; stb_image refuses RLE BMPs itself). */
+static const char *bmp_check(const unsigned char *p, size_t n, char *msg, size_t size)
+{
+    if (n < 26)
+        return "truncated header";
+    uint32_t off = le32(p + 10), hsz = le32(p + 14);
+    int64_t w, h;
+    uint32_t bpp, comp = 0;
+    if (hsz == 12) {
+        w = p[18] | p[19] << 8;
+        h = p[20] | p[21] << 8;
+        bpp = (uint32_t)(p[24] | p[25] << 8);
+    } else {
+        if (n < 34)
+            return "truncated header";
+        w = (int32_t)le32(p + 18);
+        h = (int32_t)le32(p + 22);
+        bpp = (uint32_t)(p[28] | p[29] << 8);
+        comp = le32(p + 30);
+    }
+    if (comp != 0 && comp != 3 && comp != 6)
+        return NULL;
+    if (h < 0)
+        h = -h;
+    if (w < 0 || bpp == 0 || bpp > 32)
+        return NULL; /* stb_image refuses these with its own reason */
+    uint64_t stride = ((uint64_t)w * bpp + 31) / 32 * 4, need = off + stride * (uint64_t)h;
+    if (off > n || need > n) {
+        snprintf(msg, size, "truncated: its %lld x %lld pixels at %u bits need %llu bytes from "
+                 "offset %u, the file has %zu", (long long)w, (long long)h, bpp,
+                 (unsigned long long)(stride * (uint64_t)h), off, n);
+        return msg;
+    }
+    return NULL;
+}
+
+/* PNG and BMP: the checks above. NULL when the file may be decoded. */
+static const char *structure_check(img_format fmt, const unsigned char *p, size_t n, char *msg,
+                                   size_t size)
+{
+    if (fmt == FMT_PNG)
+        return png_check(p, n);
+    if (fmt == FMT_BMP)
+        return bmp_check(p, n, msg, size);
+    return NULL;
 }
 
 int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
@@ -174,14 +256,11 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "are supported",
                               name, hex);
     }
+    /* Before stbi_info: stb's JPEG header scan already reads the Huffman tables. */
     if (fmt == FMT_JPEG && !jpeg_tables_ok(p, size))
         return pgd__error_set(err, PGD_ERR_FORMAT,
                               "image '%s': corrupt JPEG: a Huffman table (DHT) lists more than 256 "
                               "codes or runs past its segment",
-                              name);
-    if (fmt == FMT_PNG && !png_first_idat_ok(p, size))
-        return pgd__error_set(err, PGD_ERR_FORMAT,
-                              "image '%s': corrupt PNG: its first IDAT (image data) chunk is empty",
                               name);
     int len = (int)size; /* size <= MAX_FILE_BYTES < INT_MAX */
     int w = 0, h = 0, comp = 0;
@@ -196,6 +275,11 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
                               "(8192 x 8192)",
                               name, format_name(fmt), w, h, PGD_IMAGE_MAX_PIXELS);
+    char msg[200];
+    const char *bad = structure_check(fmt, p, size, msg, sizeof msg);
+    if (bad)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt %s: %s", name,
+                              format_name(fmt), bad);
     pgd_image *img = calloc(1, sizeof *img);
     if (!img)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
