@@ -354,6 +354,50 @@ START_TEST(refuse_invented_pixels)
 }
 END_TEST
 
+/* A thumbnail keeps its source's size and view, so maps drawn over it line up with the crop the
+ * model saw (apps keep only thumbnails once the batch is preprocessed). */
+START_TEST(thumbnail_view)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/grad_300x200.png", data_dir());
+    pgd_image *full = NULL, *t = NULL, *same = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_image_load(path, &full, &err), &err);
+    PGD_CHECK_OK(pgd_image_thumbnail(full, 100, &t, &err), &err);
+    ck_assert_int_eq(pgd_image_width(t), 100);
+    ck_assert_int_eq(pgd_image_height(t), 67);
+    ck_assert_int_eq(pgd_image_source_width(t), 300);
+    ck_assert_int_eq(pgd_image_source_height(t), 200);
+    ck_assert_int_eq(pgd_image_source_width(full), 300);
+    for (int p = 0; p < 3; p++) {
+        double vf[4], vt[4];
+        ck_assert_int_eq(pgd_image_preprocess_view(full, (pgd_preprocess)p, vf), PGD_OK);
+        ck_assert_int_eq(pgd_image_preprocess_view(t, (pgd_preprocess)p, vt), PGD_OK);
+        for (int k = 0; k < 4; k++) {
+            double f = k % 2 ? 67.0 / 200 : 100.0 / 300;
+            ck_assert_double_eq_tol(vt[k], vf[k] * f, 1e-9);
+        }
+    }
+    /* the average colour survives the resampling */
+    double mf = 0, mt = 0;
+    for (int i = 0; i < 300 * 200 * 3; i++)
+        mf += pgd_image_data(full)[i];
+    for (int i = 0; i < 100 * 67 * 3; i++)
+        mt += pgd_image_data(t)[i];
+    ck_assert_double_eq_tol(mt / (100 * 67 * 3), mf / (300 * 200 * 3), 2.0);
+    /* already small enough: the same size */
+    PGD_CHECK_OK(pgd_image_thumbnail(full, 1024, &same, &err), &err);
+    ck_assert_int_eq(pgd_image_width(same), 300);
+    ck_assert_int_eq(memcmp(pgd_image_data(same), pgd_image_data(full), 300 * 200 * 3), 0);
+    pgd_image_free(same);
+    ck_assert_int_eq(pgd_image_thumbnail(full, 0, &same, &err), PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(same);
+    pgd_error_free(err);
+    pgd_image_free(t);
+    pgd_image_free(full);
+}
+END_TEST
+
 START_TEST(preprocess_golden)
 {
     static const char *images[] = {"grad_300x200", "noise_97x143", "checker_13x7"};
@@ -525,6 +569,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, roundtrip_png_bmp);
     tcase_add_test(tc, refuse_invented_pixels);
+    tcase_add_test(tc, thumbnail_view);
     tcase_add_test(tc, roundtrip_grey_alpha);
     tcase_add_test(tc, roundtrip_jpeg);
     tcase_add_test(tc, reject_formats);

@@ -242,6 +242,9 @@ int app_sample_image(char *buf, size_t size)
     return readable(buf);
 }
 
+/* The long side of what is kept of each image for drawing maps over. */
+#define APP_MAP_BASE_SIDE 1024
+
 int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
                    int64_t shape[4], pgd_error **err)
 {
@@ -252,10 +255,16 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
     if (rc)
         pgd_error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
                        (long long)S);
+    /* One full-size image at a time: each is preprocessed as soon as it is decoded, and only a
+     * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
-        rc = pgd_image_load(paths[i], &(*loaded)[i], err);
+        pgd_image *full = NULL;
+        rc = pgd_image_load(paths[i], &full, err);
         if (!rc)
-            rc = pgd_image_preprocess((*loaded)[i], preset, *x + i * per, err);
+            rc = pgd_image_preprocess(full, preset, *x + i * per, err);
+        if (!rc)
+            rc = pgd_image_thumbnail(full, APP_MAP_BASE_SIDE, &(*loaded)[i], err);
+        pgd_image_free(full);
     }
     if (rc) {
         for (int i = 0; *loaded && i < n; i++)

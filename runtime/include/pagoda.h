@@ -706,10 +706,24 @@ PGD_API int pgd_image_write_heatmap_png_view(const char *path, const pgd_image *
                                              const float *map, int mw, int mh,
                                              const double rect[4], pgd_error **err);
 /* The rectangle {x0, y0, x1, y1} of the image, in its pixels, that pgd_image_preprocess's
- * output shows for `preset` (the centre crop after the resize; the whole image for hf).
- * PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty image or unknown preset. */
+ * output shows for `preset` (the centre crop after the resize; the whole image for hf). For a
+ * thumbnail it is the rectangle its source image gives, scaled to the thumbnail, so maps drawn
+ * over a thumbnail line up as over the source. PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty
+ * image or unknown preset. */
 PGD_API int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset,
                                       double rect[4]);
+
+/* A copy of img whose longer side is at most max_side pixels (img's size when it is already
+ * that small), resampled as Pillow's bilinear resize (antialiased): for keeping something to
+ * draw maps over once the full image has been preprocessed and freed. The thumbnail remembers
+ * its source's size (pgd_image_source_width/height) and pgd_image_preprocess_view answers for
+ * the source's geometry; pgd_image_preprocess on a thumbnail preprocesses the thumbnail's
+ * pixels, so preprocess the source. On success *out is a new image for pgd_image_free. */
+PGD_API int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out,
+                                pgd_error **err);
+/* The size of the decoded image that img is a thumbnail of (img's own size when it is not one). */
+PGD_API int pgd_image_source_width(const pgd_image *img);
+PGD_API int pgd_image_source_height(const pgd_image *img);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 

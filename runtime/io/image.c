@@ -29,6 +29,8 @@
 struct pgd_image {
     int width, height;
     uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
+    int src_width, src_height; /* the decoded image a thumbnail was made from (else width, height) */
+    int own_pixels;            /* data from our malloc (thumbnails), not from stb_image */
 };
 
 /* ---- loading ---- */
@@ -297,8 +299,8 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "image '%s': %s decoded as %d x %d but its header says %d x %d", name,
                               format_name(fmt), dw, dh, w, h);
     }
-    img->width = w;
-    img->height = h;
+    img->width = img->src_width = w;
+    img->height = img->src_height = h;
     *out = img;
     return PGD_OK;
 }
@@ -339,7 +341,10 @@ void pgd_image_free(pgd_image *img)
 {
     if (!img)
         return;
-    stbi_image_free(img->data);
+    if (img->own_pixels)
+        free(img->data);
+    else
+        stbi_image_free(img->data);
     free(img);
 }
 
@@ -608,9 +613,11 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     if (!img || img->width < 1 || img->height < 1)
         return PGD_ERR_INVALID_ARGUMENT;
     const int S = PGD_PREPROCESS_SIZE;
-    int sw = img->width, sh = img->height;
+    /* The geometry of the source image (a thumbnail's view is its source's, scaled). */
+    int sw = img->src_width, sh = img->src_height;
+    double fx = (double)img->width / sw, fy = (double)img->height / sh;
     if (preset == PGD_PREPROCESS_HF) {
-        rect[0] = 0, rect[1] = 0, rect[2] = sw, rect[3] = sh;
+        rect[0] = 0, rect[1] = 0, rect[2] = img->width, rect[3] = img->height;
         return PGD_OK;
     }
     if (preset != PGD_PREPROCESS_TORCHVISION && preset != PGD_PREPROCESS_TIMM)
@@ -621,12 +628,57 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     int nl = (int)((double)side * lng / shrt);
     int dw = sw <= sh ? side : nl, dh = sw <= sh ? nl : side;
     int cx0 = crop_offset(dw, S), cy0 = crop_offset(dh, S);
-    double kx = (double)sw / dw, ky = (double)sh / dh;
+    double kx = (double)sw / dw * fx, ky = (double)sh / dh * fy;
     rect[0] = cx0 * kx;
     rect[1] = cy0 * ky;
     rect[2] = (cx0 + S) * kx;
     rect[3] = (cy0 + S) * ky;
     return PGD_OK;
+}
+
+int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out, pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_thumbnail: out is NULL");
+    *out = NULL;
+    if (!img || img->width < 1 || img->height < 1 || max_side < 1)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_thumbnail: an empty image or max_side < 1");
+    int w = img->width, h = img->height, lng = w >= h ? w : h;
+    int tw = w, th = h;
+    if (lng > max_side) {
+        /* Pillow's Image.thumbnail rounding: the long side becomes max_side exactly. */
+        tw = w >= h ? max_side : (int)((double)w * max_side / lng + 0.5);
+        th = w >= h ? (int)((double)h * max_side / lng + 0.5) : max_side;
+        tw = tw < 1 ? 1 : tw;
+        th = th < 1 ? 1 : th;
+    }
+    pgd_image *t = calloc(1, sizeof *t);
+    uint8_t *px = t ? malloc((size_t)tw * th * 3) : NULL;
+    if (!px || resample_window(img->data, w, h, tw, th, &BILINEAR, 0, 0, tw, th, px) != 0) {
+        free(px);
+        free(t);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_image_thumbnail: %d x %d pixels", tw, th);
+    }
+    t->data = px;
+    t->own_pixels = 1;
+    t->width = tw;
+    t->height = th;
+    t->src_width = img->src_width;
+    t->src_height = img->src_height;
+    *out = t;
+    return PGD_OK;
+}
+
+int pgd_image_source_width(const pgd_image *img)
+{
+    return img ? img->src_width : 0;
+}
+
+int pgd_image_source_height(const pgd_image *img)
+{
+    return img ? img->src_height : 0;
 }
 
 /* ---- heat maps ---- */
