@@ -770,6 +770,14 @@ static int convert(const pgd_weights *w, const st_entry *e, const char *what, fl
         convert_bytes(e->dtype, w->data ? w->data + e->begin : NULL, e->numel, dst);
         return PGD_OK;
     }
+    if (e->dtype == PGD_DTYPE_F32) {
+        /* Same size in and out: read straight into dst and convert in place (each element is
+         * read whole before it is written; on a little-endian host it is the identity). */
+        int rc = read_range(w, e, 0, dst, (size_t)total, what, err);
+        if (!rc)
+            convert_bytes(e->dtype, (const unsigned char *)dst, e->numel, dst);
+        return rc;
+    }
     size_t chunk = total < READ_CHUNK ? (size_t)total : READ_CHUNK; /* a multiple of es */
     unsigned char *buf = malloc(chunk);
     if (!buf)
