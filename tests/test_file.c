@@ -130,9 +130,9 @@ END_TEST
 static size_t weights_file(const char *path, int n)
 {
     char h[128];
-    int hl = snprintf(h, sizeof h,
-                      "{\"t\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[0,%d]}}", n,
-                      4 * n);
+    int hl =
+        snprintf(h, sizeof h, "{\"t\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[0,%d]}}",
+                 n, 4 * n);
     size_t total = 8 + (size_t)hl + 4 * (size_t)n;
     unsigned char *buf = malloc(total);
     for (int i = 0; i < 8; i++)

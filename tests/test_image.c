@@ -236,7 +236,7 @@ static size_t png_header(unsigned char *b, unsigned w, unsigned h)
     put_be32(b + 16, w);
     put_be32(b + 20, h);
     b[24] = 8, b[25] = 2, b[26] = 0, b[27] = 0, b[28] = 0; /* 8-bit RGB */
-    put_be32(b + 29, 0);                                    /* CRC: wrong; size checks come first */
+    put_be32(b + 29, 0);                                   /* CRC: wrong; size checks come first */
     return 33;
 }
 

@@ -46,16 +46,16 @@ const char *pgd__file_kind(unsigned mode)
 }
 
 /* "what 'path'" or "path" at the start of every message. */
-static int file_fail(pgd_error **err, int code, const char *what, const char *path,
-                     const char *fmt, const char *detail)
+static int file_fail(pgd_error **err, int code, const char *what, const char *path, const char *fmt,
+                     const char *detail)
 {
     if (what)
         return pgd__error_set(err, code, "%s '%s': %s%s", what, path, fmt, detail ? detail : "");
     return pgd__error_set(err, code, "%s: %s%s", path, fmt, detail ? detail : "");
 }
 
-int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *fd,
-                   uint64_t *size, pgd_error **err)
+int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *fd, uint64_t *size,
+                   pgd_error **err)
 {
     *fd = -1;
     *size = 0;
@@ -108,8 +108,7 @@ int pgd__file_pread(int fd, const char *what, const char *path, void *buf, size_
         if (r <= 0) {
             char msg[200];
             snprintf(msg, sizeof msg,
-                     "read failed at byte %" PRIu64 " (%zu of %zu bytes from offset %" PRIu64
-                     "): ",
+                     "read failed at byte %" PRIu64 " (%zu of %zu bytes from offset %" PRIu64 "): ",
                      offset + got, got, n, offset);
             return file_fail(err, PGD_ERR_IO, what, path, msg,
                              r < 0 ? strerror(errno)
@@ -152,8 +151,7 @@ int pgd__file_read(const char *path, const char *what, uint64_t max_bytes, unsig
     return PGD_OK;
 }
 
-int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
-                  pgd_error **err)
+int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size, pgd_error **err)
 {
     if (!data || !size)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_file_read: data or size is NULL");

@@ -339,8 +339,8 @@ const char *pgd__file_kind(unsigned mode);
  * 'path': ..." or "path: ..." when what is NULL) and what it is. PGD_ERR_NOT_FOUND, PGD_ERR_IO
  * (not a regular file, cannot open), PGD_ERR_TOO_LARGE. On success *fd is the caller's to close
  * and *size is fstat's size; on error *fd is -1. */
-int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *fd,
-                   uint64_t *size, pgd_error **err);
+int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *fd, uint64_t *size,
+                   pgd_error **err);
 /* Reads exactly n bytes at offset with pread (EINTR retried); a short file is PGD_ERR_IO naming
  * the file, the offset and the counts. Safe to call from several threads on one fd. */
 int pgd__file_pread(int fd, const char *what, const char *path, void *buf, size_t n,

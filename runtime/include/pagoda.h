@@ -600,7 +600,8 @@ typedef struct pgd_weight_info {
 } pgd_weight_info;
 
 /* Opens and validates a safetensors file. Rejected with PGD_ERR_FORMAT (PGD_ERR_NOT_FOUND or
- * PGD_ERR_IO when the file cannot be read), the message naming the file, the tensor and the rule broken:
+ * PGD_ERR_IO when the file cannot be read), the message naming the file, the tensor and the rule
+ * broken:
  *   - the file holds at least 8 bytes; header length N <= 100,000,000 and 8 + N <= file size;
  *   - the header is valid UTF-8 and a JSON object without duplicate keys;
  *   - at most 1,000,000 tensors; names are 1..1024 bytes;

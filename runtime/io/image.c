@@ -29,8 +29,9 @@
 struct pgd_image {
     int width, height;
     uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
-    int src_width, src_height; /* the decoded image a thumbnail was made from (else width, height) */
-    int own_pixels;            /* data from our malloc (thumbnails), not from stb_image */
+    /* The size of the decoded image a thumbnail was made from (else width, height). */
+    int src_width, src_height;
+    int own_pixels; /* data from our malloc (thumbnails), not from stb_image */
 };
 
 /* ---- loading ---- */
@@ -206,9 +207,11 @@ static const char *bmp_check(const unsigned char *p, size_t n, char *msg, size_t
         return NULL; /* stb_image refuses these with its own reason */
     uint64_t stride = ((uint64_t)w * bpp + 31) / 32 * 4, need = off + stride * (uint64_t)h;
     if (off > n || need > n) {
-        snprintf(msg, size, "truncated: its %lld x %lld pixels at %u bits need %llu bytes from "
-                 "offset %u, the file has %zu", (long long)w, (long long)h, bpp,
-                 (unsigned long long)(stride * (uint64_t)h), off, n);
+        snprintf(msg, size,
+                 "truncated: its %lld x %lld pixels at %u bits need %llu bytes from "
+                 "offset %u, the file has %zu",
+                 (long long)w, (long long)h, bpp, (unsigned long long)(stride * (uint64_t)h), off,
+                 n);
         return msg;
     }
     return NULL;

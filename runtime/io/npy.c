@@ -44,8 +44,10 @@ typedef struct npy_header {
 
 static int npy_fail(npy_cursor *c, const char *what)
 {
-    return pgd__error_set(c->err, PGD_ERR_FORMAT, "%s: malformed .npy header: %s (at header "
-                          "offset %td)", c->path, what, c->p - c->start);
+    return pgd__error_set(c->err, PGD_ERR_FORMAT,
+                          "%s: malformed .npy header: %s (at header "
+                          "offset %td)",
+                          c->path, what, c->p - c->start);
 }
 
 static void skip_ws(npy_cursor *c)
@@ -204,13 +206,15 @@ static int parse_dict(npy_cursor *c, npy_header *h)
         return npy_fail(c, "bytes after the closing '}'");
     if (!h->descr[0] || h->fortran < 0 || h->ndim < 0)
         return pgd__error_set(c->err, PGD_ERR_FORMAT, "%s: .npy header lacks '%s'", c->path,
-                              !h->descr[0] ? "descr" : h->fortran < 0 ? "fortran_order" : "shape");
+                              !h->descr[0]     ? "descr"
+                              : h->fortran < 0 ? "fortran_order"
+                                               : "shape");
     return PGD_OK;
 }
 
 /* Magic, version and header length: *hstart and *hlen locate the header in the file. */
-static int parse_preamble(const unsigned char *file, size_t size, const char *path,
-                          size_t *hstart, size_t *hlen, pgd_error **err)
+static int parse_preamble(const unsigned char *file, size_t size, const char *path, size_t *hstart,
+                          size_t *hlen, pgd_error **err)
 {
     if (size < 10 || memcmp(file, "\x93NUMPY", 6) != 0)
         return pgd__error_set(err, PGD_ERR_FORMAT, "%s: not a .npy file (no \\x93NUMPY magic)",
@@ -227,9 +231,10 @@ static int parse_preamble(const unsigned char *file, size_t size, const char *pa
                               file[6], file[7]);
     }
     if (*hlen > NPY_MAX_HEADER || *hstart + *hlen > size)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "%s: header length %zu runs past the file "
-                              "(%zu bytes) or exceeds NumPy's limit of %d bytes", path, *hlen,
-                              size, NPY_MAX_HEADER);
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: header length %zu runs past the file "
+                              "(%zu bytes) or exceeds NumPy's limit of %d bytes",
+                              path, *hlen, size, NPY_MAX_HEADER);
     return PGD_OK;
 }
 
@@ -294,8 +299,10 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
                               "%s: Fortran-order arrays are not supported", path);
     size_t esize = f64 ? 8 : 4, body = size - hstart - hlen;
     if (hd.count * esize != body)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "%s: shape holds %llu elements (%llu bytes) "
-                              "but the data has %zu bytes", path, (unsigned long long)hd.count,
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: shape holds %llu elements (%llu bytes) "
+                              "but the data has %zu bytes",
+                              path, (unsigned long long)hd.count,
                               (unsigned long long)(hd.count * esize), body);
     rc = convert_body(file + hstart + hlen, &hd, f64, path, data, err);
     if (rc)

@@ -38,9 +38,9 @@ typedef struct st_entry {
 #define READ_CHUNK ((size_t)1 << 20)
 
 struct pgd_weights {
-    int fd;              /* the open file, or -1 for a handle on memory */
-    unsigned char *base; /* memory handles: the whole copy; NULL for a file */
-    uint64_t size;       /* of the file */
+    int fd;                    /* the open file, or -1 for a handle on memory */
+    unsigned char *base;       /* memory handles: the whole copy; NULL for a file */
+    uint64_t size;             /* of the file */
     const unsigned char *data; /* memory handles: base + 8 + N */
     uint64_t data_start;       /* 8 + N: where the data section begins in the file */
     uint64_t data_size;
@@ -221,8 +221,8 @@ static int entry_fields(const char *path, const char *pn, json_t *v, pgd_error *
 }
 
 /* e->shape and e->numel from the shape array; *bytes = numel x dtype size, overflow-checked. */
-static int entry_shape(const char *path, const char *pn, json_t *sh, st_entry *e,
-                       uint64_t *bytes, pgd_error **err)
+static int entry_shape(const char *path, const char *pn, json_t *sh, st_entry *e, uint64_t *bytes,
+                       pgd_error **err)
 {
     size_t rank = json_array_size(sh);
     if (rank > PGD_MAX_DIMS)
@@ -507,8 +507,7 @@ static int header_length(pgd_weights *w, const char *path, uint64_t n, pgd_error
                     "header length %" PRIu64 " exceeds the limit of %u bytes", n, MAX_HEADER);
     if (n > w->size - 8)
         return fail(err, PGD_ERR_FORMAT, path,
-                    "header length %" PRIu64 " runs past the end of the file (%" PRIu64
-                    " bytes)",
+                    "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
                     n, w->size);
     w->data_start = 8 + n;
     w->data_size = w->size - 8 - n;
