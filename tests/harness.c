@@ -165,5 +165,8 @@ pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const 
 
 int pgd_test_read_file(const char *path, unsigned char **data, size_t *size)
 {
-    return pgd__read_file(path, data, size);
+    void *d = NULL;
+    int rc = pgd_file_read(path, UINT64_MAX, &d, size, NULL);
+    *data = d;
+    return rc == PGD_OK ? 0 : -1;
 }

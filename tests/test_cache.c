@@ -96,7 +96,7 @@ static void damage_and_rebuild(const pgd_device_info *d, int how)
     ck_assert_int_eq(count_entries(dir, path, sizeof path), 2);
     unsigned char *data;
     size_t size;
-    ck_assert_int_eq(pgd__read_file(path, &data, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(path, &data, &size), 0);
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     if (how == 0) /* truncated mid-payload */
@@ -358,7 +358,7 @@ static void copy_file(const char *from, const char *to)
 {
     unsigned char *data;
     size_t size;
-    ck_assert_int_eq(pgd__read_file(from, &data, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(from, &data, &size), 0);
     write_bytes(to, data, size);
     free(data);
 }
@@ -368,9 +368,9 @@ static int same_file(const char *a, const char *b)
 {
     unsigned char *x, *y;
     size_t nx, ny;
-    if (pgd__read_file(a, &x, &nx) != 0)
+    if (pgd_test_read_file(a, &x, &nx) != 0)
         return 0;
-    if (pgd__read_file(b, &y, &ny) != 0) {
+    if (pgd_test_read_file(b, &y, &ny) != 0) {
         free(x);
         return 0;
     }
@@ -605,7 +605,7 @@ START_TEST(bad_headers_rejected)
         key_of(path, key);
         unsigned char *good, *bin;
         size_t good_size, size;
-        ck_assert_int_eq(pgd__read_file(path, &good, &good_size), 0);
+        ck_assert_int_eq(pgd_test_read_file(path, &good, &good_size), 0);
         ck_assert_int_eq(pgd__cache_load(dir, key, &bin, &size), 1);
         ck_assert_uint_lt(size, good_size);
         for (int how = 0; how < 6; how++) {

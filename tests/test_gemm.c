@@ -367,10 +367,10 @@ START_TEST(choice_is_measured_once)
     snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
     unsigned char *text = NULL;
     size_t size = 0;
-    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
     ck_assert_msg(strstr((char *)text, "gemm:00:") != NULL, "no class recorded: %s", text);
     free(text);
-    ck_assert_int_eq(pgd__read_file(victim, &text, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(victim, &text, &size), 0);
     ck_assert_msg(size == 6 && !memcmp(text, "victim", 6), "the planted link was followed: %.40s",
                   text);
     free(text);
@@ -435,7 +435,7 @@ START_TEST(forward_pass_does_not_tune)
     ck_assert_uint_eq(ctx->gemm_measurements, 2);
     unsigned char *text = NULL;
     size_t size = 0;
-    ck_assert_int_eq(pgd__read_file(path, &text, &size), 0);
+    ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
     ck_assert_msg(strstr((char *)text, "gemm:10:b:") && strstr((char *)text, "linear:"),
                   "classes not recorded: %s", text);
     free(text);

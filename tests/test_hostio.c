@@ -287,7 +287,7 @@ int main(void)
             return 1;
     }
     char *png = data_path("checker_13x7.png");
-    if (pgd__read_file(png, &png_bytes, &png_size))
+    if (pgd_test_read_file(png, &png_bytes, &png_size))
         return 1;
     free(png);
 

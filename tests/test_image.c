@@ -232,7 +232,7 @@ static size_t png_header(unsigned char *b, unsigned w, unsigned h)
     put_be32(b + 16, w);
     put_be32(b + 20, h);
     b[24] = 8, b[25] = 2, b[26] = 0, b[27] = 0, b[28] = 0; /* 8-bit RGB */
-    put_be32(b + 29, 0);                                    /* CRC: stb does not check it */
+    put_be32(b + 29, 0);                                   /* CRC: wrong; size checks come first */
     return 33;
 }
 
@@ -252,9 +252,9 @@ START_TEST(reject_sizes)
     expect_fail(b, n, 0, NULL, NULL);
     n = png_header(b, 0, 5);
     expect_fail(b, n, PGD_ERR_FORMAT, NULL, NULL);
-    /* Within the limit: fails at decoding (no IDAT), with stb's reason. */
+    /* Within the limit: refused before decoding (the CRC is wrong and IEND is missing). */
     n = png_header(b, 8192, 8192);
-    expect_fail(b, n, PGD_ERR_FORMAT, "decode", NULL);
+    expect_fail(b, n, PGD_ERR_FORMAT, "corrupt PNG", NULL);
 }
 END_TEST
 
@@ -316,6 +316,83 @@ static const char *data_dir(void)
     const char *d = getenv("PAGODA_TEST_DATA");
     return d && *d ? d : "tests/data";
 }
+
+/* Files stb_image 2.27 decodes by inventing what they lack (tools/make-bad-images.py): refused
+ * with the reason, while the intact PNG they were made from still loads. */
+START_TEST(refuse_invented_pixels)
+{
+    static const struct {
+        const char *file, *says;
+    } cases[] = {
+        {"bmp-truncated-half.bmp", "need 3072 bytes"},
+        {"bmp-8192-in-1000-bytes.bmp", "8192 x 8192"},
+        {"png-corrupt-idat.png", "CRC"},
+    };
+    char path[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", data_dir(), cases[i].file);
+        pgd_image *img = NULL;
+        pgd_error *err = NULL;
+        int rc = pgd_image_load(path, &img, &err);
+        ck_assert_msg(rc == PGD_ERR_FORMAT, "%s: got %s (%s)", cases[i].file, pgd_status_name(rc),
+                      pgd_error_message(err));
+        ck_assert_ptr_null(img);
+        ck_assert_msg(strstr(pgd_error_message(err), cases[i].says) != NULL, "no '%s' in: %s",
+                      cases[i].says, pgd_error_message(err));
+        pgd_error_free(err);
+    }
+    snprintf(path, sizeof path, "%s/png-ok-16x16.png", data_dir());
+    pgd_image *img = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+    ck_assert_int_eq(pgd_image_width(img), 16);
+    pgd_image_free(img);
+}
+END_TEST
+
+/* A thumbnail keeps its source's size and view, so maps drawn over it line up with the crop the
+ * model saw (apps keep only thumbnails once the batch is preprocessed). */
+START_TEST(thumbnail_view)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/grad_300x200.png", data_dir());
+    pgd_image *full = NULL, *t = NULL, *same = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_image_load(path, &full, &err), &err);
+    PGD_CHECK_OK(pgd_image_thumbnail(full, 100, &t, &err), &err);
+    ck_assert_int_eq(pgd_image_width(t), 100);
+    ck_assert_int_eq(pgd_image_height(t), 67);
+    ck_assert_int_eq(pgd_image_source_width(t), 300);
+    ck_assert_int_eq(pgd_image_source_height(t), 200);
+    ck_assert_int_eq(pgd_image_source_width(full), 300);
+    for (int p = 0; p < 3; p++) {
+        double vf[4], vt[4];
+        ck_assert_int_eq(pgd_image_preprocess_view(full, (pgd_preprocess)p, vf), PGD_OK);
+        ck_assert_int_eq(pgd_image_preprocess_view(t, (pgd_preprocess)p, vt), PGD_OK);
+        for (int k = 0; k < 4; k++) {
+            double f = k % 2 ? 67.0 / 200 : 100.0 / 300;
+            ck_assert_double_eq_tol(vt[k], vf[k] * f, 1e-9);
+        }
+    }
+    /* the average colour survives the resampling */
+    double mf = 0, mt = 0;
+    for (int i = 0; i < 300 * 200 * 3; i++)
+        mf += pgd_image_data(full)[i];
+    for (int i = 0; i < 100 * 67 * 3; i++)
+        mt += pgd_image_data(t)[i];
+    ck_assert_double_eq_tol(mt / (100 * 67 * 3), mf / (300 * 200 * 3), 2.0);
+    /* already small enough: the same size */
+    PGD_CHECK_OK(pgd_image_thumbnail(full, 1024, &same, &err), &err);
+    ck_assert_int_eq(pgd_image_width(same), 300);
+    ck_assert_int_eq(memcmp(pgd_image_data(same), pgd_image_data(full), 300 * 200 * 3), 0);
+    pgd_image_free(same);
+    ck_assert_int_eq(pgd_image_thumbnail(full, 0, &same, &err), PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(same);
+    pgd_error_free(err);
+    pgd_image_free(t);
+    pgd_image_free(full);
+}
+END_TEST
 
 START_TEST(preprocess_golden)
 {
@@ -397,6 +474,8 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, roundtrip_png_bmp);
+    tcase_add_test(tc, refuse_invented_pixels);
+    tcase_add_test(tc, thumbnail_view);
     tcase_add_test(tc, roundtrip_grey_alpha);
     tcase_add_test(tc, roundtrip_jpeg);
     tcase_add_test(tc, reject_formats);

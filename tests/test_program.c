@@ -127,7 +127,7 @@ START_TEST(cl_dir_override)
     ctx = pgd_test_ctx(&d[0]);
     cl_kernel k;
     ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err),
-                     PGD_ERR_IO);
+                     PGD_ERR_NOT_FOUND);
     ck_assert(strstr(pgd_error_message(err), "elementwise.cl") != NULL);
     pgd_error_free(err);
     pgd_ctx_destroy(ctx);

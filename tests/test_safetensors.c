@@ -301,12 +301,17 @@ START_TEST(valid_mixed)
     ck_assert_uint_eq(info.offset, 0);
     unsigned char expect_bytes[MIXED_DATA];
     mixed_data(expect_bytes);
-    ck_assert_int_eq(memcmp(info.data, expect_bytes, 24), 0);
+    ck_assert_ptr_null(info.data); /* the bytes stay on disk */
+    unsigned char got[24];
+    ck_assert_int_eq(pgd_weights_read(w, "w.f32", got, NULL), PGD_OK);
+    ck_assert_int_eq(memcmp(got, expect_bytes, 24), 0);
 
     ck_assert_int_eq(pgd_weights_find(w, "ids", &info), PGD_OK);
     ck_assert_int_eq(info.dtype, PGD_DTYPE_I64);
     ck_assert_uint_eq(info.bytes, 24);
-    ck_assert_int_eq(memcmp(info.data, expect_bytes + 64, 24), 0);
+    ck_assert_int_eq(pgd_weights_read(w, "ids", got, NULL), PGD_OK);
+    ck_assert_int_eq(memcmp(got, expect_bytes + 64, 24), 0);
+    ck_assert_int_eq(pgd_weights_read(w, "nope", got, NULL), PGD_ERR_NOT_FOUND);
     ck_assert_int_eq(pgd_weights_find(w, "scalar", &info), PGD_OK);
     ck_assert_int_eq(info.ndim, 0);
     ck_assert_uint_eq(info.numel, 1);
@@ -641,7 +646,7 @@ END_TEST
 START_TEST(reject_io)
 {
     char *path = join("does-not-exist.safetensors");
-    expect_fail_path(path, "does-not-exist.safetensors", PGD_ERR_IO, "cannot open");
+    expect_fail_path(path, "does-not-exist.safetensors", PGD_ERR_NOT_FOUND, "cannot open");
     free(path);
     expect_fail_path(tmp_dir, "pagoda-safetensors", PGD_ERR_IO, "regular file");
     pgd_error *err = NULL;

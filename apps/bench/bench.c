@@ -587,10 +587,22 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
 
 /* ---- comparing saved files ----------------------------------------------------------------- */
 
+/* A saved bench file is a few kilobytes per run; 64 MiB is far past any real one. */
+#define COMPARE_MAX_BYTES ((uint64_t)64 << 20)
+
 static json_t *load_json(const char *path)
 {
+    void *text = NULL;
+    size_t size = 0;
+    pgd_error *err = NULL;
+    if (pgd_file_read(path, COMPARE_MAX_BYTES, &text, &size, &err) != PGD_OK) {
+        fprintf(stderr, "pagoda: error: %s\n", pgd_error_message(err));
+        pgd_error_free(err);
+        return NULL;
+    }
     json_error_t je;
-    json_t *v = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *v = json_loadb(text, size, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!v)
         fprintf(stderr, "pagoda: error: %s:%d: %s\n", path, je.line, je.text);
     return v;

@@ -68,8 +68,10 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                         const app_labels *labels, char **sources, const char *fallback_source,
                         int json);
 
-/* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it) and keeps
- * the decoded images in *loaded (for drawing maps). On error nothing is left allocated. */
+/* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it), one image
+ * at a time, and keeps a thumbnail of each (longer side at most 1024 pixels; it knows its
+ * source's size and view, pgd_image_thumbnail) in *loaded for drawing maps. On error nothing is
+ * left allocated. */
 int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
                    int64_t shape[4], pgd_error **err);
 

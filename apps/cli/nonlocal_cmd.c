@@ -246,7 +246,10 @@ static int affinity_setup(nl_cmd *v, classify_run *r, const resnet_model *m, res
         fprintf(stderr, "pagoda: error: out of host memory for the affinity map\n");
         return EXIT_RUNTIME;
     }
-    int iw = pgd_image_width(r->loaded[0]), ih = pgd_image_height(r->loaded[0]);
+    /* r->loaded holds thumbnails: the query is in the source image's pixels. */
+    int iw = pgd_image_source_width(r->loaded[0]), ih = pgd_image_source_height(r->loaded[0]);
+    double sx = (double)pgd_image_width(r->loaded[0]) / iw,
+           sy = (double)pgd_image_height(r->loaded[0]) / ih;
     if (v->qx < 0)
         v->qx = iw / 2.0, v->qy = ih / 2.0;
     if (v->qx >= iw || v->qy >= ih) {
@@ -258,8 +261,8 @@ static int affinity_setup(nl_cmd *v, classify_run *r, const resnet_model *m, res
     /* the query as a fraction of the crop the model sees (clamped into it) */
     double c[4];
     pgd_image_preprocess_view(r->loaded[0], PGD_PREPROCESS_TORCHVISION, c);
-    aff->qx = (v->qx + 0.5 - c[0]) / (c[2] - c[0]);
-    aff->qy = (v->qy + 0.5 - c[1]) / (c[3] - c[1]);
+    aff->qx = ((v->qx + 0.5) * sx - c[0]) / (c[2] - c[0]);
+    aff->qy = ((v->qy + 0.5) * sy - c[1]) / (c[3] - c[1]);
     aff->qx = aff->qx < 0 ? 0 : aff->qx > 0.999999 ? 0.999999 : aff->qx;
     aff->qy = aff->qy < 0 ? 0 : aff->qy > 0.999999 ? 0.999999 : aff->qy;
     return EXIT_OK;

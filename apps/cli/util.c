@@ -234,34 +234,7 @@ int app_write_json(json_t *value, const char *path)
 }
 
 /* A labels file is a short text (ImageNet-1k's is 22 KB); anything past 64 MiB is a mistake. */
-#define LABELS_MAX_BYTES ((long)64 << 20)
-
-/* Reads a whole small file into a NUL-terminated buffer; -1 with errno set on failure. */
-static int read_small_file(const char *path, unsigned char **data, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n > LABELS_MAX_BYTES)
-        errno = EFBIG;
-    unsigned char *buf = n >= 0 && n <= LABELS_MAX_BYTES && fseek(f, 0, SEEK_SET) == 0
-                             ? malloc((size_t)n + 1)
-                             : NULL;
-    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    int bad = !buf || got != (size_t)n || ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        if (buf)
-            errno = EIO;
-        return -1;
-    }
-    buf[got] = 0;
-    *data = buf;
-    *size = got;
-    return 0;
-}
+#define LABELS_MAX_BYTES ((uint64_t)64 << 20)
 
 /* Why the n bytes of a label cannot be shown, or NULL when they can. */
 static const char *label_defect(const char *s, size_t n)
@@ -284,12 +257,16 @@ int app_labels_load(const char *path, app_labels *out)
 {
     memset(out, 0, sizeof *out);
     size_t size = 0;
-    if (read_small_file(path, &out->text, &size) != 0) {
-        char shown[256];
-        fprintf(stderr, "pagoda: error: cannot read labels '%s': %s\n",
-                app_term_text(path, shown, sizeof shown), strerror(errno));
+    void *text = NULL;
+    pgd_error *err = NULL;
+    if (pgd_file_read(path, LABELS_MAX_BYTES, &text, &size, &err) != PGD_OK) {
+        char shown[1024];
+        fprintf(stderr, "pagoda: error: cannot read labels: %s\n",
+                app_term_text(pgd_error_message(err), shown, sizeof shown));
+        pgd_error_free(err);
         return EXIT_RUNTIME;
     }
+    out->text = text;
     for (size_t i = 0; i < size; i++)
         out->count += out->text[i] == '\n' || (i + 1 == size && out->text[i] != '\n');
     out->names = calloc((size_t)out->count + 1, sizeof *out->names);
@@ -350,10 +327,7 @@ int app_default_weights(const char *file, char *buf, size_t size)
         snprintf(buf, size, "%s/.local/share/pagoda/weights/%s", h, file);
     else
         return 0;
-    FILE *f = fopen(buf, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
+    return access(buf, R_OK) == 0;
 }
 
 typedef struct ranked {
@@ -435,12 +409,11 @@ char *app_numbered_path(const char *path, const char *tag, int index, int count)
     return out;
 }
 
+/* Checked without opening: opening a FIFO would block. Whether it is a regular file is checked
+ * when it is read (pgd_image_load), with a message saying what it is. */
 static int readable(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
+    return access(path, R_OK) == 0;
 }
 
 int app_sample_image(char *buf, size_t size)
@@ -464,6 +437,9 @@ int app_sample_image(char *buf, size_t size)
     return readable(buf);
 }
 
+/* The long side of what is kept of each image for drawing maps over. */
+#define APP_MAP_BASE_SIDE 1024
+
 int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
                    int64_t shape[4], pgd_error **err)
 {
@@ -474,10 +450,16 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
     if (rc)
         pgd_error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
                        (long long)S);
+    /* One full-size image at a time: each is preprocessed as soon as it is decoded, and only a
+     * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
-        rc = pgd_image_load(paths[i], &(*loaded)[i], err);
+        pgd_image *full = NULL;
+        rc = pgd_image_load(paths[i], &full, err);
         if (!rc)
-            rc = pgd_image_preprocess((*loaded)[i], preset, *x + i * per, err);
+            rc = pgd_image_preprocess(full, preset, *x + i * per, err);
+        if (!rc)
+            rc = pgd_image_thumbnail(full, APP_MAP_BASE_SIDE, &(*loaded)[i], err);
+        pgd_image_free(full);
     }
     if (rc) {
         for (int i = 0; *loaded && i < n; i++)

@@ -174,7 +174,7 @@ int pgd__cache_load(const char *dir, const char *key, unsigned char **data, size
     entry_path(path, sizeof path, dir, key);
     unsigned char *file = NULL;
     size_t len = 0;
-    if (pgd__read_file(path, &file, &len) != 0)
+    if (pgd__file_read(path, NULL, PGD__MAX_CACHE_BYTES, &file, &len, NULL) != PGD_OK)
         return 0;
     if (!entry_valid(file, len, key)) {
         free(file);

@@ -324,7 +324,29 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
 double pgd__now_ms(void);
 /* strdup that returns NULL on NULL. */
 char *pgd__strdup(const char *s);
-/* Reads a whole file; returns 0 and a malloc'd, NUL-terminated buffer, or -1 with errno set. */
-int pgd__read_file(const char *path, unsigned char **data, size_t *size);
+/* ---- input files (file.c): the one way the library opens a file it reads ---- */
+
+/* Caps on what the library's own files may weigh (checked from fstat before reading). */
+#define PGD__MAX_SOURCE_BYTES ((uint64_t)16 << 20)  /* a kernel source (kernel_dir) */
+#define PGD__MAX_CACHE_BYTES ((uint64_t)256 << 20)  /* one program-cache entry */
+#define PGD__MAX_CHOICES_BYTES ((uint64_t)16 << 20) /* the tuning store, gemm-choices.json */
+
+/* "regular file", "directory", "FIFO (named pipe)", "character device", ... for st_mode. */
+const char *pgd__file_kind(unsigned mode);
+/* Opens path for reading without blocking on a FIFO (O_NONBLOCK, cleared after), and accepts a
+ * regular file of at most max_bytes only: anything else is an error naming the file ("what
+ * 'path': ..." or "path: ..." when what is NULL) and what it is. PGD_ERR_NOT_FOUND, PGD_ERR_IO
+ * (not a regular file, cannot open), PGD_ERR_TOO_LARGE. On success *fd is the caller's to close
+ * and *size is fstat's size; on error *fd is -1. */
+int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *fd, uint64_t *size,
+                   pgd_error **err);
+/* Reads exactly n bytes at offset with pread (EINTR retried); a short file is PGD_ERR_IO naming
+ * the file, the offset and the counts. Safe to call from several threads on one fd. */
+int pgd__file_pread(int fd, const char *what, const char *path, void *buf, size_t n,
+                    uint64_t offset, pgd_error **err);
+/* pgd__file_open, then the whole file into a malloc'd buffer with a NUL byte after the last
+ * (*size excludes it). On error nothing is allocated. */
+int pgd__file_read(const char *path, const char *what, uint64_t max_bytes, unsigned char **data,
+                   size_t *size, pgd_error **err);
 
 #endif

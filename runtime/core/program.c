@@ -46,9 +46,10 @@ int pgd__source_load(const char *dir, const char *file, char **out, pgd_error **
         snprintf(path, sizeof path, "%s/%s.cl", dir, file);
         unsigned char *data = NULL;
         size_t size = 0;
-        if (pgd__read_file(path, &data, &size) != 0)
-            return pgd__error_set(err, PGD_ERR_IO, "cannot read kernel source '%s' (kernel_dir, $PAGODA_CL_DIR): %s",
-                                  path, strerror(errno));
+        int rc = pgd__file_read(path, "kernel source (kernel_dir, $PAGODA_CL_DIR)",
+                                PGD__MAX_SOURCE_BYTES, &data, &size, err);
+        if (rc)
+            return rc;
         *out = (char *)data;
         return PGD_OK;
     }

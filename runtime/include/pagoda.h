@@ -614,11 +614,32 @@ PGD_API void pgd_outfile_abort(pgd_outfile *f);
 PGD_API int pgd_file_write_atomic(const char *path, const void *data, size_t size,
                                   pgd_error **err);
 
+/* ---- input files ------------------------------------------------------------------------- */
+
+/* Reads the whole regular file at `path` into *data (malloc'd; the caller frees it with free()),
+ * followed by one NUL byte that *size does not count, so text can be used as a C string. This is
+ * the reader every Pagoda input goes through: the file is opened without blocking (a FIFO with
+ * no writer cannot hang the open) and must be a regular file — a FIFO, a character device such
+ * as /dev/zero, a directory or a socket is refused with PGD_ERR_IO naming the file and what it
+ * is, before a byte is read. A file larger than max_bytes is PGD_ERR_TOO_LARGE, checked before
+ * anything is allocated; a missing file is PGD_ERR_NOT_FOUND. The caller keeps `path`; on error
+ * *data is NULL, *size 0 and nothing is allocated. */
+PGD_API int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
+                          pgd_error **err);
+
 /* ---- .npy files ---------------------------------------------------------------------------- */
 
-/* Reads a NumPy .npy array of little-endian float32 or float64 (converted) in C order. *data is
- * malloc'd (caller frees); *ndim and shape receive the shape. On error nothing is allocated and
- * the message names the file and the problem. */
+/* Largest .npy file pgd_npy_read reads (2 GiB): the whole file and its float copy are held in
+ * memory at once; an input batch of 256 float64 images of 3 x 384 x 384 is 906 MB. */
+#define PGD_NPY_MAX_BYTES ((uint64_t)2 << 30)
+
+/* Reads a NumPy .npy array of little-endian float32 or float64 (converted) in C order, through
+ * pgd_file_read's rules (a regular file of at most PGD_NPY_MAX_BYTES). The header must be the
+ * dict NumPy writes, parsed as numpy.load parses it: exactly the keys 'descr', 'fortran_order'
+ * (True or False) and 'shape' (a tuple of non-negative integers, at most PGD_MAX_DIMS), each
+ * once, at most 10,000 bytes; anything else is PGD_ERR_FORMAT. *data is malloc'd (caller
+ * frees); *ndim and shape receive the shape. On error nothing is allocated and the message
+ * names the file and the problem. */
 PGD_API int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
                          pgd_error **err);
 /* Writes float32 data of the given shape as .npy at path through a pgd_outfile: the file
@@ -634,9 +655,10 @@ PGD_API int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const 
 /* ---- weights (safetensors) ---- */
 
 /* A read-only safetensors file (https://github.com/huggingface/safetensors): an 8-byte
- * little-endian header length N, N bytes of UTF-8 JSON, then the data section. The file is
- * mapped (or read when mapping fails) and validated completely by pgd_weights_open(); every
- * accessor below then works on checked data. A handle may be read from several threads. */
+ * little-endian header length N, N bytes of UTF-8 JSON, then the data section. pgd_weights_open()
+ * reads and validates the header completely and keeps the file open; every accessor below then
+ * works on checked entries, and a tensor's bytes are read from the file (pread, not a mapping)
+ * when they are converted or copied. A handle may be read from several threads. */
 
 typedef enum pgd_dtype {
     PGD_DTYPE_F64 = 0,
@@ -664,8 +686,8 @@ PGD_API size_t pgd_dtype_size(pgd_dtype dtype);
 
 typedef struct pgd_weights pgd_weights;
 
-/* One tensor of an open file. `data` points into the mapping (valid until pgd_weights_close)
- * and may be unaligned; the values are little-endian. */
+/* One tensor of an open file. `data` is NULL for a file opened by pgd_weights_open (the bytes
+ * stay on disk: copy them with pgd_weights_read); kept for handles on memory. */
 typedef struct pgd_weight_info {
     const char *name;
     pgd_dtype dtype;
@@ -678,8 +700,9 @@ typedef struct pgd_weight_info {
     const void *data;
 } pgd_weight_info;
 
-/* Opens and validates a safetensors file. Rejected with PGD_ERR_FORMAT (PGD_ERR_IO when the file
- * cannot be read), the message naming the file, the tensor and the rule broken:
+/* Opens and validates a safetensors file. Rejected with PGD_ERR_FORMAT (PGD_ERR_NOT_FOUND or
+ * PGD_ERR_IO when the file cannot be read), the message naming the file, the tensor and the rule
+ * broken:
  *   - the file holds at least 8 bytes; header length N <= 100,000,000 and 8 + N <= file size;
  *   - the header is valid UTF-8 and a JSON object without duplicate keys;
  *   - at most 1,000,000 tensors; names are 1..1024 bytes;
@@ -690,10 +713,12 @@ typedef struct pgd_weight_info {
  *   - end - begin equals product(shape) x dtype size, computed without overflow;
  *   - sorted by offset, the ranges start at 0 and follow each other without gap or overlap, and
  *     the last ends exactly at the end of the file (no trailing bytes).
- * On error *out is NULL, nothing is allocated and nothing stays mapped. The file must not be
- * truncated while it is open (a mapping of a shrunk file faults on access). */
+ * The path goes through pgd_file_read's rules (a regular file; a FIFO or a device is refused
+ * without blocking). On error *out is NULL and nothing is allocated or left open. A file that
+ * is truncated or rewritten while open is never a crash: reading a tensor that is gone is
+ * PGD_ERR_IO naming the file and the tensor. */
 PGD_API int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err);
-/* Unmaps and frees. NULL is accepted. */
+/* Closes the file and frees. NULL is accepted. */
 PGD_API void pgd_weights_close(pgd_weights *w);
 /* The number of tensors (the "__metadata__" entry is not a tensor). */
 PGD_API size_t pgd_weights_count(const pgd_weights *w);
@@ -709,6 +734,10 @@ PGD_API const char *pgd_weights_metadata(const pgd_weights *w, const char *key);
  * absent tensor: PGD_ERR_NOT_FOUND. */
 PGD_API int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst,
                                  pgd_error **err);
+/* Copies tensor `name`'s bytes as stored (little-endian, `bytes` of pgd_weight_info) to dst.
+ * PGD_ERR_NOT_FOUND when absent; PGD_ERR_IO (naming file and tensor) when the file has been
+ * truncated since it was opened. */
+PGD_API int pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_error **err);
 /* Creates a float32 tensor of the tensor's shape (a scalar becomes shape [1]) on the context's
  * device and uploads the converted values. On error *out is NULL. */
 PGD_API int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
@@ -727,8 +756,11 @@ typedef struct pgd_image pgd_image;
  * is PGD_ERR_UNSUPPORTED naming the file and the format seen). The dimensions are read from the
  * header and checked (1 <= width, height; width x height <= PGD_IMAGE_MAX_PIXELS, else
  * PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha channels become RGB (alpha is
- * dropped). A decoder failure is PGD_ERR_FORMAT with stb_image's reason. On success *out is a
- * new image for pgd_image_free. */
+ * dropped). A file the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a BMP whose
+ * declared rows run past the end of the file, a PNG with a truncated chunk, a wrong chunk CRC or
+ * no IEND. A decoder failure is PGD_ERR_FORMAT with stb_image's reason. The path goes through
+ * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
+ * pgd_image_free. */
 PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
 /* As pgd_image_load on size bytes in memory (the caller keeps them); name (may be NULL) is used
  * in messages. */
@@ -762,10 +794,24 @@ PGD_API int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, fl
                                  pgd_error **err);
 
 /* The rectangle {x0, y0, x1, y1} of the image, in its pixels, that pgd_image_preprocess's
- * output shows for `preset` (the centre crop after the resize; the whole image for hf).
- * PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty image or unknown preset. */
+ * output shows for `preset` (the centre crop after the resize; the whole image for hf). For a
+ * thumbnail it is the rectangle its source image gives, scaled to the thumbnail, so maps drawn
+ * over a thumbnail line up as over the source. PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty
+ * image or unknown preset. */
 PGD_API int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset,
                                       double rect[4]);
+
+/* A copy of img whose longer side is at most max_side pixels (img's size when it is already
+ * that small), resampled as Pillow's bilinear resize (antialiased): for keeping something to
+ * draw maps over once the full image has been preprocessed and freed. The thumbnail remembers
+ * its source's size (pgd_image_source_width/height) and pgd_image_preprocess_view answers for
+ * the source's geometry; pgd_image_preprocess on a thumbnail preprocesses the thumbnail's
+ * pixels, so preprocess the source. On success *out is a new image for pgd_image_free. */
+PGD_API int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out,
+                                pgd_error **err);
+/* The size of the decoded image that img is a thumbnail of (img's own size when it is not one). */
+PGD_API int pgd_image_source_width(const pgd_image *img);
+PGD_API int pgd_image_source_height(const pgd_image *img);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 

@@ -26,6 +26,9 @@
 struct pgd_image {
     int width, height;
     uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
+    /* The size of the decoded image a thumbnail was made from (else width, height). */
+    int src_width, src_height;
+    int own_pixels; /* data from our malloc (thumbnails), not from stb_image */
 };
 
 /* ---- loading ---- */
@@ -116,26 +119,110 @@ static int jpeg_tables_ok(const unsigned char *p, size_t n)
     return 1;
 }
 
-/* stb_image 2.27 computes `idata + ioff` on a NULL buffer when the first IDAT chunk of a PNG is
- * empty (undefined behaviour, UBSan pointer-overflow in stbi__parse_png_file; found here by
- * fuzz_image). Walking the chunks as stb_image does (length, type, data, CRC), a PNG whose
- * first IDAT has length 0 is refused before stb sees it. */
-static int png_first_idat_ok(const unsigned char *p, size_t n)
+/* ---- refusing what the decoder would invent ----
+ *
+ * stb_image 2.27 fills in what a file lacks: a BMP whose pixel rows run past the end of the
+ * file decodes with the missing rows as zeros (a 1,000-byte file declaring 8192 x 8192 becomes
+ * a 192 MiB black image), and a PNG's chunk CRCs are never checked, so a corrupted byte inside
+ * the compressed data gives a wrong image without an error. Pillow refuses both ("image file
+ * is truncated", "broken PNG file"). So before stb_image sees the bytes, a BMP's declared pixel
+ * data must fit in the file, and a PNG's chunks must be complete, their CRCs right and IEND
+ * present. Each check returns NULL when the file passes, else what is wrong. */
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* CRC-32 (ISO 3309, as PNG uses it) over n bytes, continuing from crc. */
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* Every chunk complete and with a correct CRC, the first IDAT not empty (stb_image 2.27 does
+ * pointer arithmetic on a NULL buffer for an empty one: UBSan pointer-overflow, found by
+ * fuzz_image), up to IEND; bytes after IEND are ignored, as Pillow and libpng do. */
+static const char *png_check(const unsigned char *p, size_t n)
 {
     size_t i = 8; /* after the signature */
-    while (i + 8 <= n) {
-        uint32_t len = (uint32_t)p[i] << 24 | (uint32_t)p[i + 1] << 16 |
-                       (uint32_t)p[i + 2] << 8 | p[i + 3];
+    int seen_idat = 0;
+    for (;;) {
+        if (n - i < 12)
+            return "truncated: a chunk or IEND is missing";
+        uint32_t len = be32(p + i);
+        if (len > n - i - 12)
+            return "truncated: a chunk runs past the end of the file";
         const unsigned char *type = p + i + 4;
-        if (!memcmp(type, "IDAT", 4))
-            return len != 0;
+        if (!memcmp(type, "IDAT", 4) && !seen_idat++ && len == 0)
+            return "its first IDAT (image data) chunk is empty";
+        if (crc32_update(0, type, 4 + (size_t)len) != be32(type + 4 + len))
+            return "a chunk's CRC does not match its bytes (the file is damaged)";
         if (!memcmp(type, "IEND", 4))
-            break;
-        if (len > n - i - 8 || n - i - 8 - len < 4)
-            break; /* truncated: stb_image reports it */
+            return NULL;
         i += 12 + (size_t)len;
     }
-    return 1;
+}
+
+/* The pixel rows a BMP declares fit between its pixel-data offset and the end of the file
+ * (uncompressed and bit-field BMPs; stb_image refuses RLE BMPs itself). */
+static const char *bmp_check(const unsigned char *p, size_t n, char *msg, size_t size)
+{
+    if (n < 26)
+        return "truncated header";
+    uint32_t off = le32(p + 10), hsz = le32(p + 14);
+    int64_t w, h;
+    uint32_t bpp, comp = 0;
+    if (hsz == 12) {
+        w = p[18] | p[19] << 8;
+        h = p[20] | p[21] << 8;
+        bpp = (uint32_t)(p[24] | p[25] << 8);
+    } else {
+        if (n < 34)
+            return "truncated header";
+        w = (int32_t)le32(p + 18);
+        h = (int32_t)le32(p + 22);
+        bpp = (uint32_t)(p[28] | p[29] << 8);
+        comp = le32(p + 30);
+    }
+    if (comp != 0 && comp != 3 && comp != 6)
+        return NULL;
+    if (h < 0)
+        h = -h;
+    if (w < 0 || bpp == 0 || bpp > 32)
+        return NULL; /* stb_image refuses these with its own reason */
+    uint64_t stride = ((uint64_t)w * bpp + 31) / 32 * 4, need = off + stride * (uint64_t)h;
+    if (off > n || need > n) {
+        snprintf(msg, size,
+                 "truncated: its %lld x %lld pixels at %u bits need %llu bytes from "
+                 "offset %u, the file has %zu",
+                 (long long)w, (long long)h, bpp, (unsigned long long)(stride * (uint64_t)h), off,
+                 n);
+        return msg;
+    }
+    return NULL;
+}
+
+/* PNG and BMP: the checks above. NULL when the file may be decoded. */
+static const char *structure_check(img_format fmt, const unsigned char *p, size_t n, char *msg,
+                                   size_t size)
+{
+    if (fmt == FMT_PNG)
+        return png_check(p, n);
+    if (fmt == FMT_BMP)
+        return bmp_check(p, n, msg, size);
+    return NULL;
 }
 
 int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
@@ -171,14 +258,11 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "are supported",
                               name, hex);
     }
+    /* Before stbi_info: stb's JPEG header scan already reads the Huffman tables. */
     if (fmt == FMT_JPEG && !jpeg_tables_ok(p, size))
         return pgd__error_set(err, PGD_ERR_FORMAT,
                               "image '%s': corrupt JPEG: a Huffman table (DHT) lists more than 256 "
                               "codes or runs past its segment",
-                              name);
-    if (fmt == FMT_PNG && !png_first_idat_ok(p, size))
-        return pgd__error_set(err, PGD_ERR_FORMAT,
-                              "image '%s': corrupt PNG: its first IDAT (image data) chunk is empty",
                               name);
     int len = (int)size; /* size <= MAX_FILE_BYTES < INT_MAX */
     int w = 0, h = 0, comp = 0;
@@ -193,6 +277,11 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
                               "(8192 x 8192)",
                               name, format_name(fmt), w, h, PGD_IMAGE_MAX_PIXELS);
+    char msg[200];
+    const char *bad = structure_check(fmt, p, size, msg, sizeof msg);
+    if (bad)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt %s: %s", name,
+                              format_name(fmt), bad);
     pgd_image *img = calloc(1, sizeof *img);
     if (!img)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
@@ -210,8 +299,8 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               "image '%s': %s decoded as %d x %d but its header says %d x %d", name,
                               format_name(fmt), dw, dh, w, h);
     }
-    img->width = w;
-    img->height = h;
+    img->width = img->src_width = w;
+    img->height = img->src_height = h;
     *out = img;
     return PGD_OK;
 }
@@ -223,36 +312,12 @@ int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
     *out = NULL;
     if (!path)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pgd__error_set(err, errno == ENOENT ? PGD_ERR_NOT_FOUND : PGD_ERR_IO,
-                              "image '%s': cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_IO, "image '%s': not a regular file", path);
-    }
-    if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %lld bytes exceeds the %zu-byte limit on image files",
-                              path, (long long)st.st_size, MAX_FILE_BYTES);
-    }
-    size_t size = (size_t)st.st_size;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        fclose(f);
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", path);
-    }
-    size_t got = fread(buf, 1, size, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr || got != size) {
-        free(buf);
-        return pgd__error_set(err, PGD_ERR_IO, "image '%s': read %zu of %zu bytes", path, got,
-                              size);
-    }
-    int rc = pgd_image_load_memory(buf, size, path, out, err);
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    int rc = pgd__file_read(path, "image", MAX_FILE_BYTES, &buf, &size, err);
+    if (rc)
+        return rc;
+    rc = pgd_image_load_memory(buf, size, path, out, err);
     free(buf);
     return rc;
 }
@@ -276,7 +341,10 @@ void pgd_image_free(pgd_image *img)
 {
     if (!img)
         return;
-    stbi_image_free(img->data);
+    if (img->own_pixels)
+        free(img->data);
+    else
+        stbi_image_free(img->data);
     free(img);
 }
 
@@ -545,9 +613,11 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     if (!img || img->width < 1 || img->height < 1)
         return PGD_ERR_INVALID_ARGUMENT;
     const int S = PGD_PREPROCESS_SIZE;
-    int sw = img->width, sh = img->height;
+    /* The geometry of the source image (a thumbnail's view is its source's, scaled). */
+    int sw = img->src_width, sh = img->src_height;
+    double fx = (double)img->width / sw, fy = (double)img->height / sh;
     if (preset == PGD_PREPROCESS_HF) {
-        rect[0] = 0, rect[1] = 0, rect[2] = sw, rect[3] = sh;
+        rect[0] = 0, rect[1] = 0, rect[2] = img->width, rect[3] = img->height;
         return PGD_OK;
     }
     if (preset != PGD_PREPROCESS_TORCHVISION && preset != PGD_PREPROCESS_TIMM)
@@ -558,10 +628,55 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     int nl = (int)((double)side * lng / shrt);
     int dw = sw <= sh ? side : nl, dh = sw <= sh ? nl : side;
     int cx0 = crop_offset(dw, S), cy0 = crop_offset(dh, S);
-    double kx = (double)sw / dw, ky = (double)sh / dh;
+    double kx = (double)sw / dw * fx, ky = (double)sh / dh * fy;
     rect[0] = cx0 * kx;
     rect[1] = cy0 * ky;
     rect[2] = (cx0 + S) * kx;
     rect[3] = (cy0 + S) * ky;
     return PGD_OK;
+}
+
+int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out, pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_thumbnail: out is NULL");
+    *out = NULL;
+    if (!img || img->width < 1 || img->height < 1 || max_side < 1)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_thumbnail: an empty image or max_side < 1");
+    int w = img->width, h = img->height, lng = w >= h ? w : h;
+    int tw = w, th = h;
+    if (lng > max_side) {
+        /* Pillow's Image.thumbnail rounding: the long side becomes max_side exactly. */
+        tw = w >= h ? max_side : (int)((double)w * max_side / lng + 0.5);
+        th = w >= h ? (int)((double)h * max_side / lng + 0.5) : max_side;
+        tw = tw < 1 ? 1 : tw;
+        th = th < 1 ? 1 : th;
+    }
+    pgd_image *t = calloc(1, sizeof *t);
+    uint8_t *px = t ? malloc((size_t)tw * th * 3) : NULL;
+    if (!px || resample_window(img->data, w, h, tw, th, &BILINEAR, 0, 0, tw, th, px) != 0) {
+        free(px);
+        free(t);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_image_thumbnail: %d x %d pixels", tw, th);
+    }
+    t->data = px;
+    t->own_pixels = 1;
+    t->width = tw;
+    t->height = th;
+    t->src_width = img->src_width;
+    t->src_height = img->src_height;
+    *out = t;
+    return PGD_OK;
+}
+
+int pgd_image_source_width(const pgd_image *img)
+{
+    return img ? img->src_width : 0;
+}
+
+int pgd_image_source_height(const pgd_image *img)
+{
+    return img ? img->src_height : 0;
 }

@@ -1,8 +1,8 @@
 /* npy.c — NumPy .npy files (format versions 1.0–3.0), float32 arrays in and out.
  *
  * Reading accepts little-endian float32 ('<f4') and float64 ('<f8', converted), C order, up to
- * PGD_MAX_DIMS dims; the header is a Python dict literal, parsed strictly for the three keys
- * NumPy writes. Writing goes through a pgd_outfile (core/outfile.c): complete or not at all. */
+ * PGD_MAX_DIMS dims; the header is a Python dict literal, parsed strictly as NumPy does (see
+ * below). Writing goes through a pgd_outfile (core/outfile.c): complete or not at all. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,143 +14,239 @@
 
 #include "internal.h"
 
-static const char *skip_ws(const char *p, const char *end)
+/* The header is the repr() of a Python dict, which NumPy reads with ast.literal_eval and then
+ * checks: exactly the keys 'descr', 'fortran_order' and 'shape'; shape a tuple of ints;
+ * fortran_order a bool. This parser accepts the subset of Python literal syntax such a dict is
+ * written in — {'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 32, 32), } — and refuses
+ * what NumPy refuses: a missing or unknown key, a value that is not a bool (`Falsey`, `0`), a
+ * shape that is not a tuple of integers (`(1 3 32 32)`, `[2, 3]`, `(3)`), anything after the
+ * closing brace but the padding. It is stricter than NumPy in four places, all of which NumPy's
+ * own writer never produces: a duplicate key (NumPy keeps the last one), string escapes or
+ * implicit concatenation, integer spellings other than plain decimal (0x10, 1_000, True), and
+ * comments. Whitespace is Python's inside the braces: spaces, tabs, newlines. */
+
+/* NumPy refuses a header longer than this (numpy.lib.format._MAX_HEADER_SIZE) by default. */
+#define NPY_MAX_HEADER 10000
+
+typedef struct npy_cursor {
+    const char *start, *p, *end;
+    const char *path;
+    pgd_error **err;
+} npy_cursor;
+
+typedef struct npy_header {
+    char descr[16];
+    int fortran; /* -1 while unseen */
+    int ndim;    /* -1 while unseen */
+    int64_t shape[PGD_MAX_DIMS];
+    uint64_t count;
+} npy_header;
+
+static int npy_fail(npy_cursor *c, const char *what)
 {
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    return p;
+    return pgd__error_set(c->err, PGD_ERR_FORMAT,
+                          "%s: malformed .npy header: %s (at header "
+                          "offset %td)",
+                          c->path, what, c->p - c->start);
 }
 
-/* Finds 'key': in the header and returns a pointer just past the colon, or NULL. */
-static const char *find_key(const char *h, const char *end, const char *key)
+static void skip_ws(npy_cursor *c)
 {
-    char pat[32];
-    snprintf(pat, sizeof pat, "'%s'", key);
-    size_t n = strlen(pat);
-    for (const char *p = h; p + n <= end; p++) {
-        if (!memcmp(p, pat, n)) {
-            const char *q = skip_ws(p + n, end);
-            return q < end && *q == ':' ? skip_ws(q + 1, end) : NULL;
-        }
-    }
-    return NULL;
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
 }
 
-int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
-                 pgd_error **err)
+/* Consumes `ch` after optional whitespace; 0 when it is not there. */
+static int accept(npy_cursor *c, char ch)
 {
-    *data = NULL;
-    *ndim = 0;
-    unsigned char *file = NULL;
-    size_t size = 0;
-    if (pgd__read_file(path, &file, &size) != 0)
-        return pgd__error_set(err, PGD_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    int rc = pgd__npy_parse(file, size, path, data, ndim, shape, err);
-    free(file);
-    return rc;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
 }
 
-int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
-                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err)
+/* A quoted string without escapes into buf (at most size - 1 bytes). */
+static int lit_string(npy_cursor *c, char *buf, size_t size, const char *what)
 {
-    *data = NULL;
-    *ndim = 0;
-    int rc = PGD_OK;
-    size_t hlen = 0, hstart = 0;
-    if (size < 10 || memcmp(file, "\x93NUMPY", 6) != 0) {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: not a .npy file (no \\x93NUMPY magic)", path);
-        goto done;
+    skip_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        return npy_fail(c, what);
+    char q = *c->p++;
+    size_t n = 0;
+    while (c->p < c->end && *c->p != q) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '\\' || ch == '\n' || ch < 0x20 || ch >= 0x7f)
+            return npy_fail(c, "string with an escape, a control or a non-ASCII byte");
+        if (n + 1 >= size)
+            return npy_fail(c, "string too long");
+        buf[n++] = *c->p++;
     }
-    if (file[6] == 1) {
-        hlen = (size_t)file[8] | (size_t)file[9] << 8;
-        hstart = 10;
-    } else if ((file[6] == 2 || file[6] == 3) && size >= 12) {
-        hlen = (size_t)file[8] | (size_t)file[9] << 8 | (size_t)file[10] << 16 |
-               (size_t)file[11] << 24;
-        hstart = 12;
-    } else {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: unsupported .npy version %d.%d", path,
-                            file[6], file[7]);
-        goto done;
+    if (c->p >= c->end)
+        return npy_fail(c, "unterminated string");
+    c->p++;
+    buf[n] = 0;
+    return PGD_OK;
+}
+
+/* True or False, ending at a character that cannot continue a Python name. */
+static int lit_bool(npy_cursor *c, int *out)
+{
+    skip_ws(c);
+    size_t left = (size_t)(c->end - c->p), n = 0;
+    if (left >= 4 && !memcmp(c->p, "True", 4))
+        n = 4, *out = 1;
+    else if (left >= 5 && !memcmp(c->p, "False", 5))
+        n = 5, *out = 0;
+    if (!n || (n < left && (isalnum((unsigned char)c->p[n]) || c->p[n] == '_')))
+        return npy_fail(c, "'fortran_order' is not True or False");
+    c->p += n;
+    return PGD_OK;
+}
+
+/* A non-negative decimal integer (no sign, no leading zeros but "0", at most 2^40). */
+static int lit_dim(npy_cursor *c, uint64_t *v)
+{
+    skip_ws(c);
+    const char *s = c->p;
+    *v = 0;
+    while (c->p < c->end && isdigit((unsigned char)*c->p)) {
+        if (*v > (UINT64_C(1) << 40))
+            return npy_fail(c, "dimension too large");
+        *v = *v * 10 + (uint64_t)(*c->p++ - '0');
     }
-    if (hlen > 65536 || hstart + hlen > size) {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: header length %zu runs past the file (%zu "
-                            "bytes) or exceeds 64 KiB", path, hlen, size);
-        goto done;
+    if (c->p == s)
+        return npy_fail(c, "'shape' entry is not a non-negative integer");
+    if (c->p - s > 1 && *s == '0')
+        return npy_fail(c, "'shape' entry has a leading zero");
+    if (c->p < c->end && (isalpha((unsigned char)*c->p) || *c->p == '_' || *c->p == '.'))
+        return npy_fail(c, "'shape' entry is not a plain decimal integer");
+    return PGD_OK;
+}
+
+/* A tuple of dims: "()", "(3,)", "(2, 3)", "(2, 3,)"; "(3)" is an int in Python, not a tuple. */
+static int lit_shape(npy_cursor *c, npy_header *h)
+{
+    if (!accept(c, '('))
+        return npy_fail(c, "'shape' is not a tuple");
+    h->ndim = 0;
+    h->count = 1;
+    int commas = 0;
+    while (!accept(c, ')')) {
+        if (h->ndim >= PGD_MAX_DIMS)
+            return pgd__error_set(c->err, PGD_ERR_FORMAT, "%s: 'shape' has more than %d dims",
+                                  c->path, PGD_MAX_DIMS);
+        if (h->ndim > commas)
+            return npy_fail(c, "'shape' entries are not separated by commas");
+        uint64_t v;
+        int rc = lit_dim(c, &v);
+        if (rc)
+            return rc;
+        if (v && h->count > (UINT64_C(1) << 40) / v)
+            return npy_fail(c, "'shape' holds too many elements");
+        h->count *= v;
+        h->shape[h->ndim++] = (int64_t)v;
+        commas += accept(c, ',');
     }
-    const char *h = (const char *)file + hstart, *end = h + hlen;
-    const char *descr = find_key(h, end, "descr");
-    const char *fo = find_key(h, end, "fortran_order");
-    const char *sh = find_key(h, end, "shape");
-    if (!descr || !fo || !sh) {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: header lacks 'descr', 'fortran_order' or "
-                            "'shape'", path);
-        goto done;
+    if (h->ndim == 1 && commas == 0)
+        return npy_fail(c, "'shape' is an integer in parentheses, not a 1-tuple (write (n,))");
+    return PGD_OK;
+}
+
+/* One "'key': value" pair. */
+static int header_item(npy_cursor *c, npy_header *h)
+{
+    char key[32];
+    const char *at = c->p;
+    int rc = lit_string(c, key, sizeof key, "expected a quoted key");
+    if (rc)
+        return rc;
+    int seen = !strcmp(key, "descr")           ? h->descr[0] != 0
+               : !strcmp(key, "fortran_order") ? h->fortran >= 0
+               : !strcmp(key, "shape")         ? h->ndim >= 0
+                                               : -1;
+    if (seen) {
+        c->p = at;
+        return npy_fail(c, seen < 0 ? "unknown key (only 'descr', 'fortran_order', 'shape')"
+                                    : "duplicate key");
     }
-    int f64 = 0;
-    if (end - descr >= 5 && !memcmp(descr, "'<f4'", 5))
-        f64 = 0;
-    else if (end - descr >= 5 && !memcmp(descr, "'<f8'", 5))
-        f64 = 1;
-    else {
-        rc = pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                            "%s: dtype %.*s is not little-endian float32 or float64", path,
-                            (int)(end - descr < 8 ? end - descr : 8), descr);
-        goto done;
+    if (!accept(c, ':'))
+        return npy_fail(c, "expected ':' after the key");
+    if (!strcmp(key, "descr")) {
+        rc = lit_string(c, h->descr, sizeof h->descr, "'descr' is not a quoted string");
+        if (!rc && !h->descr[0])
+            rc = npy_fail(c, "'descr' is empty");
+        return rc;
     }
-    if (!(end - fo >= 5 && !memcmp(fo, "False", 5))) {
-        rc = pgd__error_set(err, PGD_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported",
-                            path);
-        goto done;
-    }
-    if (sh >= end || *sh != '(') {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: 'shape' is not a tuple", path);
-        goto done;
-    }
-    const char *p = sh + 1;
-    uint64_t count = 1;
-    for (;;) {
-        p = skip_ws(p, end);
-        if (p < end && *p == ')')
+    if (!strcmp(key, "fortran_order"))
+        return lit_bool(c, &h->fortran);
+    return lit_shape(c, h);
+}
+
+/* The dict, then nothing but whitespace. */
+static int parse_dict(npy_cursor *c, npy_header *h)
+{
+    memset(h, 0, sizeof *h);
+    h->fortran = h->ndim = -1;
+    if (!accept(c, '{'))
+        return npy_fail(c, "not a dict (no '{')");
+    while (!accept(c, '}')) {
+        int rc = header_item(c, h);
+        if (rc)
+            return rc;
+        if (!accept(c, ',')) {
+            if (!accept(c, '}'))
+                return npy_fail(c, "expected ',' or '}'");
             break;
-        if (p >= end || !isdigit((unsigned char)*p) || *ndim >= PGD_MAX_DIMS) {
-            rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: bad 'shape' (at most %d non-negative "
-                                "dims)", path, PGD_MAX_DIMS);
-            goto done;
         }
-        uint64_t v = 0;
-        while (p < end && isdigit((unsigned char)*p)) {
-            if (v > (UINT64_C(1) << 40)) {
-                rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: dimension too large", path);
-                goto done;
-            }
-            v = v * 10 + (uint64_t)(*p++ - '0');
-        }
-        if (v && count > (UINT64_C(1) << 40) / v) {
-            rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: too many elements", path);
-            goto done;
-        }
-        count *= v;
-        shape[(*ndim)++] = (int64_t)v;
-        p = skip_ws(p, end);
-        if (p < end && *p == ',')
-            p++;
     }
-    size_t esize = f64 ? 8 : 4, body = size - hstart - hlen;
-    if (count * esize != body) {
-        rc = pgd__error_set(err, PGD_ERR_FORMAT, "%s: shape holds %llu elements (%llu bytes) but "
-                            "the data has %zu bytes", path, (unsigned long long)count,
-                            (unsigned long long)(count * esize), body);
-        goto done;
+    skip_ws(c);
+    if (c->p != c->end)
+        return npy_fail(c, "bytes after the closing '}'");
+    if (!h->descr[0] || h->fortran < 0 || h->ndim < 0)
+        return pgd__error_set(c->err, PGD_ERR_FORMAT, "%s: .npy header lacks '%s'", c->path,
+                              !h->descr[0]     ? "descr"
+                              : h->fortran < 0 ? "fortran_order"
+                                               : "shape");
+    return PGD_OK;
+}
+
+/* Magic, version and header length: *hstart and *hlen locate the header in the file. */
+static int parse_preamble(const unsigned char *file, size_t size, const char *path, size_t *hstart,
+                          size_t *hlen, pgd_error **err)
+{
+    if (size < 10 || memcmp(file, "\x93NUMPY", 6) != 0)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "%s: not a .npy file (no \\x93NUMPY magic)",
+                              path);
+    if (file[6] == 1 && file[7] == 0) {
+        *hlen = (size_t)file[8] | (size_t)file[9] << 8;
+        *hstart = 10;
+    } else if ((file[6] == 2 || file[6] == 3) && file[7] == 0 && size >= 12) {
+        *hlen = (size_t)file[8] | (size_t)file[9] << 8 | (size_t)file[10] << 16 |
+                (size_t)file[11] << 24;
+        *hstart = 12;
+    } else {
+        return pgd__error_set(err, PGD_ERR_FORMAT, "%s: unsupported .npy version %d.%d", path,
+                              file[6], file[7]);
     }
-    float *out = malloc((size_t)count * sizeof *out + 1);
-    if (!out) {
-        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: %llu floats", path,
-                            (unsigned long long)count);
-        goto done;
-    }
-    const unsigned char *src = file + hstart + hlen;
-    for (uint64_t i = 0; i < count; i++) {
+    if (*hlen > NPY_MAX_HEADER || *hstart + *hlen > size)
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: header length %zu runs past the file "
+                              "(%zu bytes) or exceeds NumPy's limit of %d bytes",
+                              path, *hlen, size, NPY_MAX_HEADER);
+    return PGD_OK;
+}
+
+/* The data section as floats, once the header has been checked against it. */
+static int convert_body(const unsigned char *src, const npy_header *h, int f64, const char *path,
+                        float **data, pgd_error **err)
+{
+    float *out = malloc((size_t)h->count * sizeof *out + 1);
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: %llu floats", path,
+                              (unsigned long long)h->count);
+    for (uint64_t i = 0; i < h->count; i++) {
         if (f64) {
             double d;
             memcpy(&d, src + 8 * i, 8);
@@ -160,10 +256,60 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
         }
     }
     *data = out;
-done:
+    return PGD_OK;
+}
+
+int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
+                 pgd_error **err)
+{
+    *data = NULL;
+    *ndim = 0;
+    unsigned char *file = NULL;
+    size_t size = 0;
+    int rc = pgd__file_read(path, NULL, PGD_NPY_MAX_BYTES, &file, &size, err);
     if (rc)
-        *ndim = 0;
+        return rc;
+    rc = pgd__npy_parse(file, size, path, data, ndim, shape, err);
+    free(file);
     return rc;
+}
+
+int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, float **data,
+                   int *ndim, int64_t shape[PGD_MAX_DIMS], pgd_error **err)
+{
+    *data = NULL;
+    *ndim = 0;
+    size_t hstart = 0, hlen = 0;
+    int rc = parse_preamble(file, size, path, &hstart, &hlen, err);
+    if (rc)
+        return rc;
+    const char *h = (const char *)file + hstart;
+    npy_cursor c = {h, h, h + hlen, path, err};
+    npy_header hd;
+    rc = parse_dict(&c, &hd);
+    if (rc)
+        return rc;
+    int f64 = !strcmp(hd.descr, "<f8");
+    if (!f64 && strcmp(hd.descr, "<f4"))
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "%s: dtype '%s' is not little-endian float32 or float64", path,
+                              hd.descr);
+    if (hd.fortran)
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "%s: Fortran-order arrays are not supported", path);
+    size_t esize = f64 ? 8 : 4, body = size - hstart - hlen;
+    if (hd.count * esize != body)
+        return pgd__error_set(err, PGD_ERR_FORMAT,
+                              "%s: shape holds %llu elements (%llu bytes) "
+                              "but the data has %zu bytes",
+                              path, (unsigned long long)hd.count,
+                              (unsigned long long)(hd.count * esize), body);
+    rc = convert_body(file + hstart + hlen, &hd, f64, path, data, err);
+    if (rc)
+        return rc;
+    *ndim = hd.ndim;
+    memcpy(shape, hd.shape, (size_t)hd.ndim * sizeof *shape);
+    return PGD_OK;
 }
 
 int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,

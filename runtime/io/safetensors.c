@@ -1,9 +1,16 @@
 /* safetensors.c — the safetensors weights reader.
  *
  * Layout: u64 little-endian N, N bytes of UTF-8 JSON header, data section. pgd_weights_open()
- * maps the file and checks everything the reference parser checks (and a little more) before it
- * returns, so the accessors can trust the entries: every byte range lies inside the data section
- * and matches shape x dtype size. */
+ * reads the header and checks everything the reference parser checks (and a little more) before
+ * it returns, so the accessors can trust the entries: every byte range lies inside the data
+ * section and matches shape x dtype size.
+ *
+ * The data section is not mapped: the handle keeps the file open and reads a tensor's bytes with
+ * pread when it is converted. A mapping turns a file truncated while open (another process
+ * rewriting a checkpoint) into SIGBUS at the first touch of a vanished page, which a library
+ * cannot catch without owning the process's signal handlers; pread turns it into a short read,
+ * reported as PGD_ERR_IO naming the file and the tensor. Every byte is copied once either way
+ * (conversion to float reads each byte once), so the cost is a copy through a small buffer. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -11,13 +18,7 @@
 
 #include <jansson.h>
 
-#ifndef _WIN32
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#define PGD__HAVE_MMAP 1
-#endif
 
 #include "internal.h"
 
@@ -33,11 +34,15 @@ typedef struct st_entry {
     uint64_t numel, begin, end;
 } st_entry;
 
+/* Bytes converted per pread: large enough to amortise the call, small enough to stay in cache. */
+#define READ_CHUNK ((size_t)1 << 20)
+
 struct pgd_weights {
-    unsigned char *base; /* the whole file */
-    size_t size;
-    int mapped;
-    const unsigned char *data; /* base + 8 + N */
+    int fd;                    /* the open file, or -1 for a handle on memory */
+    unsigned char *base;       /* memory handles: the whole copy; NULL for a file */
+    uint64_t size;             /* of the file */
+    const unsigned char *data; /* memory handles: base + 8 + N */
+    uint64_t data_start;       /* 8 + N: where the data section begins in the file */
     uint64_t data_size;
     json_t *root;
     json_t *meta;      /* borrowed from root, or NULL */
@@ -184,13 +189,9 @@ static uint64_t get_u64le(const unsigned char *p)
     return v;
 }
 
-/* Parses one tensor entry into *e. */
-static int parse_entry(const char *path, const char *name, json_t *v, uint64_t data_size,
-                       st_entry *e, pgd_error **err)
+/* The fields of an entry: an object with exactly dtype, shape and data_offsets. */
+static int entry_fields(const char *path, const char *pn, json_t *v, pgd_error **err)
 {
-    char pn[1024];
-    printable(name, pn, sizeof pn);
-    e->name = name;
     if (!json_is_object(v))
         return fail(err, PGD_ERR_FORMAT, path,
                     "tensor '%s': entry is not an object (want dtype, shape, data_offsets)", pn);
@@ -212,19 +213,17 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
                     !dt   ? "dtype"
                     : !sh ? "shape"
                           : "data_offsets");
-
     if (!json_is_string(dt))
         return fail(err, PGD_ERR_FORMAT, path, "tensor '%s': dtype is not a string", pn);
-    if (!dtype_lookup(json_string_value(dt), &e->dtype)) {
-        char pd[1024];
-        return fail(err, PGD_ERR_FORMAT, path,
-                    "tensor '%s': unknown dtype '%s' (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 "
-                    "BOOL U16 U32 U64 F8_E4M3 F8_E5M2)",
-                    pn, printable(json_string_value(dt), pd, sizeof pd));
-    }
-
     if (!json_is_array(sh))
         return fail(err, PGD_ERR_FORMAT, path, "tensor '%s': shape is not an array", pn);
+    return PGD_OK;
+}
+
+/* e->shape and e->numel from the shape array; *bytes = numel x dtype size, overflow-checked. */
+static int entry_shape(const char *path, const char *pn, json_t *sh, st_entry *e, uint64_t *bytes,
+                       pgd_error **err)
+{
     size_t rank = json_array_size(sh);
     if (rank > PGD_MAX_DIMS)
         return fail(err, PGD_ERR_FORMAT, path, "tensor '%s': shape has rank %zu, at most %d", pn,
@@ -246,15 +245,21 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
         if (!overflow && !mul_u64(numel, (uint64_t)n, &numel))
             overflow = 1;
     }
-    uint64_t bytes = 0;
-    char ss[256];
-    shape_str(e, ss, sizeof ss);
-    if (overflow || !mul_u64(numel, dtypes[e->dtype].size, &bytes))
+    if (overflow || !mul_u64(numel, dtypes[e->dtype].size, bytes)) {
+        char ss[256];
+        shape_str(e, ss, sizeof ss);
         return fail(err, PGD_ERR_FORMAT, path,
                     "tensor '%s': shape %s of %s overflows 64-bit byte arithmetic", pn, ss,
                     dtypes[e->dtype].name);
+    }
     e->numel = numel;
+    return PGD_OK;
+}
 
+/* e->begin and e->end from data_offsets, which must hold `bytes` inside the data section. */
+static int entry_offsets(const char *path, const char *pn, json_t *off, uint64_t bytes,
+                         uint64_t data_size, st_entry *e, pgd_error **err)
+{
     if (!json_is_array(off) || json_array_size(off) != 2 ||
         !json_is_integer(json_array_get(off, 0)) || !json_is_integer(json_array_get(off, 1)))
         return fail(err, PGD_ERR_FORMAT, path,
@@ -273,17 +278,45 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
                     pn, b, en);
     e->begin = (uint64_t)b;
     e->end = (uint64_t)en;
-    if (e->end - e->begin != bytes)
+    if (e->end - e->begin != bytes) {
+        char ss[256];
+        shape_str(e, ss, sizeof ss);
         return fail(err, PGD_ERR_FORMAT, path,
                     "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
                     " bytes but shape %s of %s needs %" PRIu64,
                     pn, e->begin, e->end, e->end - e->begin, ss, dtypes[e->dtype].name, bytes);
+    }
     if (e->end > data_size)
         return fail(err, PGD_ERR_FORMAT, path,
                     "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
                     "] end beyond the data section (%" PRIu64 " bytes)",
                     pn, e->begin, e->end, data_size);
     return PGD_OK;
+}
+
+/* Parses one tensor entry into *e. */
+static int parse_entry(const char *path, const char *name, json_t *v, uint64_t data_size,
+                       st_entry *e, pgd_error **err)
+{
+    char pn[1024];
+    printable(name, pn, sizeof pn);
+    e->name = name;
+    int rc = entry_fields(path, pn, v, err);
+    if (rc)
+        return rc;
+    json_t *dt = json_object_get(v, "dtype");
+    if (!dtype_lookup(json_string_value(dt), &e->dtype)) {
+        char pd[1024];
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "tensor '%s': unknown dtype '%s' (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 "
+                    "BOOL U16 U32 U64 F8_E4M3 F8_E5M2)",
+                    pn, printable(json_string_value(dt), pd, sizeof pd));
+    }
+    uint64_t bytes = 0;
+    rc = entry_shape(path, pn, json_object_get(v, "shape"), e, &bytes, err);
+    if (rc)
+        return rc;
+    return entry_offsets(path, pn, json_object_get(v, "data_offsets"), bytes, data_size, e, err);
 }
 
 static int cmp_offsets(const void *pa, const void *pb)
@@ -301,8 +334,10 @@ static int cmp_names(const void *pa, const void *pb)
     return strcmp((*(const st_entry *const *)pa)->name, (*(const st_entry *const *)pb)->name);
 }
 
-static int parse_header(pgd_weights *w, const char *path, const unsigned char *hdr, size_t n,
-                        pgd_error **err)
+/* w->root from the header bytes: strict UTF-8, a JSON object without duplicate keys; w->meta
+ * checked (an object of strings) when present. */
+static int header_json(pgd_weights *w, const char *path, const unsigned char *hdr, size_t n,
+                       pgd_error **err)
 {
     size_t bad = utf8_check(hdr, n);
     if (bad != n)
@@ -319,28 +354,31 @@ static int parse_header(pgd_weights *w, const char *path, const unsigned char *h
     }
     if (!json_is_object(w->root))
         return fail(err, PGD_ERR_FORMAT, path, "header is not a JSON object");
-
-    size_t total = json_object_size(w->root);
     w->meta = json_object_get(w->root, "__metadata__");
-    size_t count = total - (w->meta ? 1 : 0);
+    if (!w->meta)
+        return PGD_OK;
+    if (!json_is_object(w->meta))
+        return fail(err, PGD_ERR_FORMAT, path, "__metadata__ is not an object");
+    const char *k;
+    json_t *v;
+    json_object_foreach(w->meta, k, v)
+    {
+        if (!json_is_string(v)) {
+            char pk[1024];
+            return fail(err, PGD_ERR_FORMAT, path, "__metadata__ value of '%s' is not a string",
+                        printable(k, pk, sizeof pk));
+        }
+    }
+    return PGD_OK;
+}
+
+/* w->entries from every entry of the header but __metadata__. */
+static int header_entries(pgd_weights *w, const char *path, pgd_error **err)
+{
+    size_t count = json_object_size(w->root) - (w->meta ? 1 : 0);
     if (count > MAX_TENSORS)
         return fail(err, PGD_ERR_FORMAT, path, "header lists %zu tensors, more than the limit %u",
                     count, MAX_TENSORS);
-    if (w->meta) {
-        if (!json_is_object(w->meta))
-            return fail(err, PGD_ERR_FORMAT, path, "__metadata__ is not an object");
-        const char *k;
-        json_t *v;
-        json_object_foreach(w->meta, k, v)
-        {
-            if (!json_is_string(v)) {
-                char pk[1024];
-                return fail(err, PGD_ERR_FORMAT, path, "__metadata__ value of '%s' is not a string",
-                            printable(k, pk, sizeof pk));
-            }
-        }
-    }
-
     if (count) {
         w->entries = calloc(count, sizeof *w->entries);
         w->by_name = calloc(count, sizeof *w->by_name);
@@ -367,41 +405,57 @@ static int parse_header(pgd_weights *w, const char *path, const unsigned char *h
             return rc;
         w->count++;
     }
+    return PGD_OK;
+}
 
-    /* The ranges, in offset order, must tile the data section exactly. */
+/* The ranges, in offset order, must tile the data section exactly. */
+static int header_tiling(pgd_weights *w, const char *path, pgd_error **err)
+{
     if (w->count)
         qsort(w->entries, w->count, sizeof *w->entries, cmp_offsets);
     uint64_t at = 0;
     for (size_t i = 0; i < w->count; i++) {
         const st_entry *e = &w->entries[i];
-        char pn[1024];
-        if (e->begin != at) {
-            printable(e->name, pn, sizeof pn);
-            if (i == 0)
-                return fail(err, PGD_ERR_FORMAT, path,
-                            "tensor '%s': the first data range starts at %" PRIu64
-                            ", not 0 (offsets must start at 0)",
-                            pn, e->begin);
-            char pp[1024];
-            printable(w->entries[i - 1].name, pp, sizeof pp);
-            if (e->begin > at)
-                return fail(err, PGD_ERR_FORMAT, path,
-                            "tensor '%s': gap: data bytes [%" PRIu64 ", %" PRIu64
-                            ") after tensor '%s' belong to no tensor",
-                            pn, at, e->begin, pp);
-            return fail(err, PGD_ERR_FORMAT, path,
-                        "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                        "] overlap tensor '%s', which ends at %" PRIu64,
-                        pn, e->begin, e->end, pp, at);
+        char pn[1024], pp[1024];
+        if (e->begin == at) {
+            at = e->end;
+            continue;
         }
-        at = e->end;
+        printable(e->name, pn, sizeof pn);
+        if (i == 0)
+            return fail(err, PGD_ERR_FORMAT, path,
+                        "tensor '%s': the first data range starts at %" PRIu64
+                        ", not 0 (offsets must start at 0)",
+                        pn, e->begin);
+        printable(w->entries[i - 1].name, pp, sizeof pp);
+        if (e->begin > at)
+            return fail(err, PGD_ERR_FORMAT, path,
+                        "tensor '%s': gap: data bytes [%" PRIu64 ", %" PRIu64
+                        ") after tensor '%s' belong to no tensor",
+                        pn, at, e->begin, pp);
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                    "] overlap tensor '%s', which ends at %" PRIu64,
+                    pn, e->begin, e->end, pp, at);
     }
     if (at != w->data_size)
         return fail(err, PGD_ERR_FORMAT, path,
                     "trailing bytes: the tensors end at data offset %" PRIu64
                     " but the data section holds %" PRIu64 " bytes",
                     at, w->data_size);
+    return PGD_OK;
+}
 
+static int parse_header(pgd_weights *w, const char *path, const unsigned char *hdr, size_t n,
+                        pgd_error **err)
+{
+    int rc = header_json(w, path, hdr, n, err);
+    if (!rc)
+        rc = header_entries(w, path, err);
+    if (!rc)
+        rc = header_tiling(w, path, err);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < w->count; i++)
         w->by_name[i] = &w->entries[i];
     if (w->count)
@@ -411,80 +465,13 @@ static int parse_header(pgd_weights *w, const char *path, const unsigned char *h
 
 /* ---- opening ---- */
 
-static int load_file(pgd_weights *w, const char *path, pgd_error **err)
-{
-#ifdef PGD__HAVE_MMAP
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return fail(err, PGD_ERR_IO, path, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return fail(err, PGD_ERR_IO, path, "cannot stat: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(err, PGD_ERR_IO, path, "not a regular file");
-    }
-    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return fail(err, PGD_ERR_IO, path, "file too large to address");
-    }
-    w->size = (size_t)st.st_size;
-    if (w->size >= 8) {
-        void *p = mmap(NULL, w->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p != MAP_FAILED) {
-            w->base = p;
-            w->mapped = 1;
-            close(fd);
-            return PGD_OK;
-        }
-    }
-    /* Mapping failed (or the file is too short to be worth mapping): read it. */
-    w->base = malloc(w->size ? w->size : 1);
-    if (!w->base) {
-        close(fd);
-        return fail(err, PGD_ERR_OUT_OF_HOST_MEMORY, path, "%zu bytes to read the file", w->size);
-    }
-    size_t got = 0;
-    while (got < w->size) {
-        ssize_t r = read(fd, w->base + got, w->size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = errno;
-            close(fd);
-            return fail(err, PGD_ERR_IO, path, "read failed after %zu of %zu bytes: %s", got,
-                        w->size, r < 0 ? strerror(e) : "unexpected end of file");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    return PGD_OK;
-#else
-    unsigned char *data = NULL;
-    size_t size = 0;
-    if (pgd__read_file(path, &data, &size) != 0)
-        return fail(err, PGD_ERR_IO, path, "cannot read: %s", strerror(errno));
-    w->base = data;
-    w->size = size;
-    return PGD_OK;
-#endif
-}
-
 void pgd_weights_close(pgd_weights *w)
 {
     if (!w)
         return;
-#ifdef PGD__HAVE_MMAP
-    if (w->mapped)
-        munmap(w->base, w->size);
-    else
-        free(w->base);
-#else
+    if (w->fd >= 0)
+        close(w->fd);
     free(w->base);
-#endif
     if (w->root)
         json_decref(w->root);
     free(w->entries);
@@ -501,6 +488,7 @@ static pgd_weights *weights_new(const char *path, pgd_error **err)
         pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: weights handle", path);
         return NULL;
     }
+    w->fd = -1;
     w->path = pgd__strdup(path);
     if (!w->path) {
         free(w);
@@ -510,28 +498,67 @@ static pgd_weights *weights_new(const char *path, pgd_error **err)
     return w;
 }
 
-/* Validates the loaded bytes w->base[0, w->size); on failure closes w. */
-static int weights_finish(pgd_weights *w, const char *path, int rc, pgd_weights **out,
-                          pgd_error **err)
+/* Checks the header length `n` read from the first 8 bytes against the file size and sets the
+ * data section's place. */
+static int header_length(pgd_weights *w, const char *path, uint64_t n, pgd_error **err)
 {
-    if (rc == PGD_OK && w->size < 8)
-        rc = fail(err, PGD_ERR_FORMAT, path,
-                  "file too short: %zu bytes, less than the 8-byte header length", w->size);
-    if (rc == PGD_OK) {
-        uint64_t n = get_u64le(w->base);
-        if (n > MAX_HEADER)
-            rc = fail(err, PGD_ERR_FORMAT, path,
-                      "header length %" PRIu64 " exceeds the limit of %u bytes", n, MAX_HEADER);
-        else if (n > (uint64_t)w->size - 8)
-            rc = fail(err, PGD_ERR_FORMAT, path,
-                      "header length %" PRIu64 " runs past the end of the file (%zu bytes)", n,
-                      w->size);
-        else {
-            w->data = w->base + 8 + n;
-            w->data_size = (uint64_t)w->size - 8 - n;
-            rc = parse_header(w, path, w->base + 8, (size_t)n, err);
-        }
-    }
+    if (n > MAX_HEADER)
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "header length %" PRIu64 " exceeds the limit of %u bytes", n, MAX_HEADER);
+    if (n > w->size - 8)
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
+                    n, w->size);
+    w->data_start = 8 + n;
+    w->data_size = w->size - 8 - n;
+    return PGD_OK;
+}
+
+/* Opens the file (pgd__file_open's rules: a regular file, no blocking on a FIFO), reads the
+ * length and the header and parses it; the data section stays on disk. */
+static int load_file(pgd_weights *w, const char *path, pgd_error **err)
+{
+    int rc = pgd__file_open(path, NULL, UINT64_MAX, &w->fd, &w->size, err);
+    if (rc)
+        return rc;
+    if (w->size < 8)
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "file too short: %" PRIu64 " bytes, less than the 8-byte header length",
+                    w->size);
+    unsigned char len[8];
+    rc = pgd__file_pread(w->fd, NULL, path, len, 8, 0, err);
+    if (!rc)
+        rc = header_length(w, path, get_u64le(len), err);
+    if (rc)
+        return rc;
+    size_t n = (size_t)(w->data_start - 8);
+    unsigned char *hdr = malloc(n ? n : 1);
+    if (!hdr)
+        return fail(err, PGD_ERR_OUT_OF_HOST_MEMORY, path, "%zu bytes for the header", n);
+    rc = pgd__file_pread(w->fd, NULL, path, hdr, n, 8, err);
+    if (!rc)
+        rc = parse_header(w, path, hdr, n, err);
+    free(hdr);
+    return rc;
+}
+
+/* Parses the header of a memory handle's copy w->base[0, w->size). */
+static int load_memory(pgd_weights *w, const char *path, pgd_error **err)
+{
+    if (w->size < 8)
+        return fail(err, PGD_ERR_FORMAT, path,
+                    "file too short: %" PRIu64 " bytes, less than the 8-byte header length",
+                    w->size);
+    int rc = header_length(w, path, get_u64le(w->base), err);
+    if (rc)
+        return rc;
+    w->data = w->base + w->data_start;
+    return parse_header(w, path, w->base + 8, (size_t)(w->data_start - 8), err);
+}
+
+/* On failure closes w. */
+static int weights_finish(pgd_weights *w, int rc, pgd_weights **out)
+{
     if (rc) {
         pgd_weights_close(w);
         return rc;
@@ -550,7 +577,7 @@ int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
     pgd_weights *w = weights_new(path, err);
     if (!w)
         return PGD_ERR_OUT_OF_HOST_MEMORY;
-    return weights_finish(w, path, load_file(w, path, err), out, err);
+    return weights_finish(w, load_file(w, path, err), out);
 }
 
 int pgd__weights_open_memory(const void *data, size_t size, const char *name, pgd_weights **out,
@@ -566,7 +593,7 @@ int pgd__weights_open_memory(const void *data, size_t size, const char *name, pg
     pgd_weights *w = weights_new(name, err);
     if (!w)
         return PGD_ERR_OUT_OF_HOST_MEMORY;
-    /* A private copy, exactly as load_file's read fallback leaves it: the handle owns it. */
+    /* A private copy: the handle owns it. */
     int rc = PGD_OK;
     w->size = size;
     w->base = malloc(size ? size : 1);
@@ -574,7 +601,9 @@ int pgd__weights_open_memory(const void *data, size_t size, const char *name, pg
         rc = fail(err, PGD_ERR_OUT_OF_HOST_MEMORY, name, "%zu bytes to copy the file", size);
     else if (size)
         memcpy(w->base, data, size);
-    return weights_finish(w, name, rc, out, err);
+    if (!rc)
+        rc = load_memory(w, name, err);
+    return weights_finish(w, rc, out);
 }
 
 /* ---- accessors ---- */
@@ -623,7 +652,7 @@ int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *in
         info->numel = e->numel;
         info->bytes = e->end - e->begin;
         info->offset = e->begin;
-        info->data = w->data + e->begin;
+        info->data = w->data ? w->data + e->begin : NULL;
     }
     return PGD_OK;
 }
@@ -678,12 +707,10 @@ static float double_to_float(double d)
     return (float)d; /* NaN stays NaN */
 }
 
-static int convert(const pgd_weights *w, const st_entry *e, const char *what, float *dst,
-                   pgd_error **err)
+/* Converts n elements of dtype at p (little-endian bytes) to floats. */
+static void convert_bytes(pgd_dtype dtype, const unsigned char *p, uint64_t n, float *dst)
 {
-    const unsigned char *p = w->data + e->begin;
-    uint64_t n = e->numel;
-    switch (e->dtype) {
+    switch (dtype) {
     case PGD_DTYPE_F32:
         for (uint64_t i = 0; i < n; i++, p += 4)
             dst[i] = f32_from_bits((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -705,7 +732,30 @@ static int convert(const pgd_weights *w, const st_entry *e, const char *what, fl
             dst[i] = double_to_float(d);
         }
         break;
-    default: {
+    default:
+        break;
+    }
+}
+
+/* Copies n bytes of tensor e from its byte `off` on: from the file with pread (a file truncated
+ * since it was opened gives PGD_ERR_IO, never a fault), or from a memory handle's copy. */
+static int read_range(const pgd_weights *w, const st_entry *e, uint64_t off, void *dst, size_t n,
+                      const char *what, pgd_error **err)
+{
+    if (w->fd < 0) {
+        memcpy(dst, w->data + e->begin + off, n);
+        return PGD_OK;
+    }
+    char pn[1024], in[1100];
+    snprintf(in, sizeof in, "%s: tensor '%s' in", what, printable(e->name, pn, sizeof pn));
+    return pgd__file_pread(w->fd, in, w->path, dst, n, w->data_start + e->begin + off, err);
+}
+
+static int convert(const pgd_weights *w, const st_entry *e, const char *what, float *dst,
+                   pgd_error **err)
+{
+    if (e->dtype != PGD_DTYPE_F32 && e->dtype != PGD_DTYPE_F16 && e->dtype != PGD_DTYPE_BF16 &&
+        e->dtype != PGD_DTYPE_F64) {
         char pn[1024];
         return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
                               "%s: %s: tensor '%s': dtype %s cannot be converted to float32 "
@@ -713,8 +763,34 @@ static int convert(const pgd_weights *w, const st_entry *e, const char *what, fl
                               what, w->path, printable(e->name, pn, sizeof pn),
                               dtypes[e->dtype].name);
     }
+    size_t es = dtypes[e->dtype].size;
+    uint64_t total = e->end - e->begin;
+    if (w->fd < 0 || total == 0) {
+        convert_bytes(e->dtype, w->data ? w->data + e->begin : NULL, e->numel, dst);
+        return PGD_OK;
     }
-    return PGD_OK;
+    if (e->dtype == PGD_DTYPE_F32) {
+        /* Same size in and out: read straight into dst and convert in place (each element is
+         * read whole before it is written; on a little-endian host it is the identity). */
+        int rc = read_range(w, e, 0, dst, (size_t)total, what, err);
+        if (!rc)
+            convert_bytes(e->dtype, (const unsigned char *)dst, e->numel, dst);
+        return rc;
+    }
+    size_t chunk = total < READ_CHUNK ? (size_t)total : READ_CHUNK; /* a multiple of es */
+    unsigned char *buf = malloc(chunk);
+    if (!buf)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: %s: %zu bytes to read into",
+                              what, w->path, chunk);
+    int rc = PGD_OK;
+    for (uint64_t at = 0; at < total && !rc; at += chunk) {
+        size_t n = total - at < chunk ? (size_t)(total - at) : chunk;
+        rc = read_range(w, e, at, buf, n, what, err);
+        if (!rc)
+            convert_bytes(e->dtype, buf, n / es, dst + at / es);
+    }
+    free(buf);
+    return rc;
 }
 
 static int not_found(const pgd_weights *w, const char *name, const char *what, pgd_error **err)
@@ -734,6 +810,21 @@ int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst, pgd
     if (!dst && e->numel)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_to_float: dst is NULL");
     return convert(w, e, "pgd_weights_to_float", dst, err);
+}
+
+int pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_error **err)
+{
+    if (!w)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_read: w is NULL");
+    const st_entry *e = lookup(w, name);
+    if (!e)
+        return not_found(w, name, "pgd_weights_read", err);
+    uint64_t n = e->end - e->begin;
+    if (!dst && n)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_read: dst is NULL");
+    if (n > SIZE_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "pgd_weights_read: %" PRIu64 " bytes", n);
+    return n ? read_range(w, e, 0, dst, (size_t)n, "pgd_weights_read", err) : PGD_OK;
 }
 
 int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name, pgd_tensor **out,

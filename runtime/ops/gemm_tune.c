@@ -64,6 +64,19 @@ static void device_id(const pgd_ctx *ctx, char hex[65])
     pgd__cache_key(&ctx->dev, "gemm-choices", "", hex);
 }
 
+/* The tuning store as JSON, or NULL when it is missing, unreadable (not a regular file, too
+ * large) or malformed: any of these only means measuring again. */
+static json_t *load_choices(const char *path)
+{
+    unsigned char *text = NULL;
+    size_t size = 0;
+    if (pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) != PGD_OK)
+        return NULL;
+    json_t *all = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    return all;
+}
+
 void pgd__gemm_choices_load(pgd_ctx *ctx)
 {
     if (ctx->gemm_choices)
@@ -72,7 +85,7 @@ void pgd__gemm_choices_load(pgd_ctx *ctx)
     char *path = choices_path(ctx);
     if (!path)
         return;
-    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    json_t *all = load_choices(path);
     free(path);
     char id[65];
     device_id(ctx, id);
@@ -89,7 +102,7 @@ static void save_choices(pgd_ctx *ctx)
     char *path = choices_path(ctx);
     if (!path)
         return;
-    json_t *all = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    json_t *all = load_choices(path);
     if (!json_is_object(all)) {
         json_decref(all);
         all = json_object();
