@@ -344,7 +344,7 @@ START_TEST(malformed)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at};
+        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
         pgd_error *err = NULL;

@@ -1308,6 +1308,7 @@ int resnet_random_source(model_source *src, int depth, int64_t classes, const ch
     src->read = rs_read;
     src->meta = rs_meta;
     src->name_at = rs_name_at;
+    src->used = NULL;
     return PGD_OK;
 }
 
