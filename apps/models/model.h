@@ -53,10 +53,11 @@ int model_need(const model_source *src, const char *name, int want_ndim, const i
  * a class token stored as [1, 1, D] or [D]); the error lists them all. */
 int model_need_shapes(const model_source *src, const char *name, const model_shape *ok, int nok,
                       pgd_error **err);
-/* Reads tensor `name` as float32 into dst (as many floats as its shape holds), records it as
- * consumed, and refuses a NaN or infinite value (PGD_ERR_FORMAT naming the tensor, the value
- * and the index of the first bad element). */
-int model_read(const model_source *src, const char *name, float *dst, pgd_error **err);
+/* Reads tensor `name` as float32 into dst (n floats: a tensor of another size is PGD_ERR_SHAPE
+ * and nothing is written), records it as consumed, and refuses a NaN or infinite value
+ * (PGD_ERR_FORMAT naming the tensor, the value and the index of the first bad element). */
+int model_read(const model_source *src, const char *name, float *dst, int64_t n,
+               pgd_error **err);
 /* Records `name` as consumed without reading it (a tensor the model deliberately leaves out
  * because the user asked for it, e.g. θ and φ under a forced Gaussian non-local mode). */
 void model_mark(const model_source *src, const char *name);

@@ -272,7 +272,7 @@ static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, 
     float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
     if (!host)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
-    rc = model_read(src, name, host, err);
+    rc = model_read(src, name, host, numel(ndim, shape), err);
     if (!rc)
         rc = model_upload(ctx, host, ndim, shape, out, err);
     free(host);
@@ -321,11 +321,11 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
         int64_t ws[2] = {dim, dim}, bs[1] = {dim};
         rc = model_need(src, wn, 2, ws, err);
         if (!rc)
-            rc = model_read(src, wn, w + p * dim * dim, err);
+            rc = model_read(src, wn, w + p * dim * dim, dim * dim, err);
         if (!rc)
             rc = model_need(src, bn, 1, bs, err);
         if (!rc)
-            rc = model_read(src, bn, b + p * dim, err);
+            rc = model_read(src, bn, b + p * dim, dim, err);
     }
     pgd_tensor *tw = NULL, *tb = NULL;
     int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};

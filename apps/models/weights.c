@@ -168,13 +168,20 @@ static void index_str(int64_t flat, int nd, const int64_t *s, char *buf, size_t 
     model_shape_str(nd, idx, buf, size);
 }
 
-int model_read(const model_source *src, const char *name, float *dst, pgd_error **err)
+int model_read(const model_source *src, const char *name, float *dst, int64_t n,
+               pgd_error **err)
 {
     int nd = 0;
     int64_t s[8];
     if (src->shape(src->u, name, &nd, s) != 0 || nd > 8)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
                              name);
+    if (count(nd, s) != n) {
+        char gs[96];
+        model_shape_str(nd, s, gs, sizeof gs);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, not the %lld "
+                             "values expected", src->label, name, gs, (long long)n);
+    }
     int rc = src->read(src->u, name, dst, err);
     if (rc)
         return rc;
