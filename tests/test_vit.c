@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "craft.h"
 #include "harness.h"
 #include "vit.h"
 
@@ -243,6 +244,102 @@ START_TEST(missing_and_misshaped)
 }
 END_TEST
 
+/* Loads a variant of tests/data/<base> made with edits e[0..n): with `named` NULL it must load,
+ * else fail with a message naming `named` and (when given) `also`. */
+static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
+                        size_t n, const char *named, const char *also)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/%s", data_dir(), base);
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
+    craft_safetensors(in, out, e, n);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    vit_config cfg;
+    vit_model *m = NULL;
+    int rc = vit_detect(&src, 0, &cfg, &err);
+    if (!rc)
+        rc = vit_load(ctx, &src, &cfg, &m, &err);
+    if (!named) {
+        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
+        ck_assert_int_eq(cfg.depth, 2);
+    } else {
+        ck_assert_msg(rc != PGD_OK, "%s: the variant loaded (depth %d)", tag, cfg.depth);
+        ck_assert_ptr_null(m);
+        const char *msg = pgd_error_message(err);
+        ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
+                      "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
+                      also ? also : "", msg);
+        printf("%s: %s\n", tag, msg);
+    }
+    pgd_error_free(err);
+    vit_free(m);
+    pgd_weights_close(w);
+}
+
+/* Hostile files, made at test time from the committed tiny models: transposed or reshaped
+ * weights with the right element count, a block held in part, extra or aliased names, and
+ * non-finite values. Each is refused, naming the tensor; the unedited copy loads. */
+START_TEST(strict_variants)
+{
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    static const struct {
+        const char *base, *tag;
+        craft_edit e;
+        const char *named, *also;
+    } cases[] = {
+        {"vit-timm.safetensors", "fc2-transposed",
+         {CRAFT_RESHAPE, "blocks.0.mlp.fc2.weight", 2, {64, 32}, NULL, 0, 0},
+         "blocks.0.mlp.fc2.weight", "[64, 32]"},
+        {"vit-timm.safetensors", "qkv-transposed",
+         {CRAFT_RESHAPE, "blocks.1.attn.qkv.weight", 2, {32, 96}, NULL, 0, 0},
+         "blocks.1.attn.qkv.weight", "[96, 32]"},
+        {"vit-timm.safetensors", "pos-transposed",
+         {CRAFT_RESHAPE, "pos_embed", 3, {1, 32, 17}, NULL, 0, 0}, "pos_embed", "[1, 32, 17]"},
+        {"vit-timm.safetensors", "cls-flat",
+         {CRAFT_RESHAPE, "cls_token", 1, {32}, NULL, 0, 0}, "cls_token", "[1, 1, 32]"},
+        {"vit-hf.safetensors", "hf-patch-hwio",
+         {CRAFT_RESHAPE, "vit.embeddings.patch_embeddings.projection.weight", 4, {32, 8, 8, 3},
+          NULL, 0, 0},
+         "vit.embeddings.patch_embeddings.projection.weight", NULL},
+        {"vit-timm.safetensors", "block1-norm1-missing",
+         {CRAFT_DROP, "blocks.1.norm1.weight", 0, {0}, NULL, 0, 0}, "blocks.1.norm1.weight",
+         "missing"},
+        {"vit-timm.safetensors", "block1-fc2-bias-missing",
+         {CRAFT_DROP, "blocks.1.mlp.fc2.bias", 0, {0}, NULL, 0, 0}, "blocks.1.mlp.fc2.bias",
+         "missing"},
+        {"vit-torchvision.safetensors", "tv-block1-ln2-missing",
+         {CRAFT_DROP, "encoder.layers.encoder_layer_1.ln_2.weight", 0, {0}, NULL, 0, 0},
+         "encoder.layers.encoder_layer_1.ln_2.weight", NULL},
+        {"vit-timm.safetensors", "extra-tensor",
+         {CRAFT_COPY, "head.bias", 0, {0}, "head.extra_bias", 0, 0}, "head.extra_bias",
+         "not used"},
+        {"vit-timm.safetensors", "aliased-block",
+         {CRAFT_COPY, "blocks.1.norm1.weight", 0, {0}, "blocks.01.norm1.weight", 0, 0},
+         "blocks.01.norm1.weight", "not used"},
+        {"vit-hf.safetensors", "hf-pooler",
+         {CRAFT_COPY, "vit.layernorm.bias", 0, {0}, "vit.pooler.dense.bias", 0, 0},
+         "vit.pooler.dense.bias", NULL},
+        {"vit-timm.safetensors", "nan-weight",
+         {CRAFT_POKE, "blocks.1.mlp.fc1.weight", 0, {0}, NULL, 70, NAN}, "blocks.1.mlp.fc1.weight",
+         "[2, 6]"},
+        {"vit-deit.safetensors", "inf-token",
+         {CRAFT_POKE, "dist_token", 0, {0}, NULL, 3, INFINITY}, "dist_token", "inf"},
+    };
+    try_variant(ctx, "vit-timm.safetensors", "unchanged", NULL, 0, NULL, NULL);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        try_variant(ctx, cases[c].base, cases[c].tag, &cases[c].e, 1, cases[c].named,
+                    cases[c].also);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Device limits, from a smaller device than the one at hand ($PAGODA_GLOBAL_MEM and
  * $PAGODA_MAX_ALLOC lower what it reports): weights that do not fit are refused before anything
  * is allocated, with both sizes; at sizes where the model fits but not the whole batch, the
@@ -376,6 +473,7 @@ int main(void)
     tcase_add_test(tc, huggingface_resized);
     tcase_add_test(tc, torchvision_resized);
     tcase_add_test(tc, missing_and_misshaped);
+    tcase_add_test(tc, strict_variants);
     tcase_add_test(tc, device_limits);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
