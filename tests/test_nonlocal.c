@@ -487,6 +487,52 @@ START_TEST(strict_variants)
 }
 END_TEST
 
+/* Finite weights whose sums overflow: the non-local block before layer3.1 leaves 3e38 in a
+ * channel (finite), layer3.1's last BN adds another 3e38 there; resnet_find_nonfinite names
+ * layer3.1. */
+START_TEST(nonfinite_stage)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/nl-bottleneck.safetensors", data_dir());
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-nl-overflow.safetensors", tmp && *tmp ? tmp : ".");
+    const craft_edit e[] = {
+        {CRAFT_POKE, "nonlocal.layer3.1.bn.bias", 0, {0}, NULL, 0, 3e38f},
+        {CRAFT_POKE, "layer3.1.bn3.bias", 0, {0}, NULL, 0, 3e38f}};
+    craft_safetensors(in, out, e, 2);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    resnet_config cfg;
+    resnet_options opt = {NULL, NULL, -1};
+    PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+    int nd;
+    int64_t xs[PGD_MAX_DIMS];
+    float *x = read_npy("nl-bottleneck-input.npy", &nd, xs);
+    int B = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
+    float *logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        resnet_model *m = NULL;
+        PGD_CHECK_OK(resnet_load(ctx, &src, &cfg, &m, &err), &err);
+        PGD_CHECK_OK(resnet_forward(m, x, B, H, W, logits, NULL, NULL, &err), &err);
+        ck_assert_msg(!isfinite(logits[0]), "logits finite on %s: %g", d[i].name, logits[0]);
+        model_probe p;
+        PGD_CHECK_OK(resnet_find_nonfinite(m, x, H, W, &p, &err), &err);
+        ck_assert_msg(!strcmp(p.stage, "layer3.1"), "stage on %s: '%s'", d[i].name, p.stage);
+        resnet_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(logits);
+    free(x);
+    pgd_weights_close(w);
+}
+END_TEST
+
 /* The random ResNet-50 with a block before layer3.5 (what `pagoda nonlocal` runs without
  * weights) is recognised as such; random ResNet-18 loads without blocks. */
 START_TEST(random_models)
@@ -538,6 +584,7 @@ int main(void)
     tcase_add_test(tc, identity_init);
     tcase_add_test(tc, malformed);
     tcase_add_test(tc, strict_variants);
+    tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, random_models);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

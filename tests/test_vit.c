@@ -340,6 +340,45 @@ START_TEST(strict_variants)
 }
 END_TEST
 
+/* Finite weights whose sums overflow: the logits are not finite, and vit_find_nonfinite names
+ * the first stage whose output is not (block 1's attention leaves 3e38 in a channel, its MLP
+ * adds another 3e38 there). */
+START_TEST(nonfinite_stage)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/vit-timm.safetensors", data_dir());
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-overflow.safetensors", tmp && *tmp ? tmp : ".");
+    const craft_edit e[] = {{CRAFT_POKE, "blocks.1.attn.proj.bias", 0, {0}, NULL, 0, 3e38f},
+                            {CRAFT_POKE, "blocks.1.mlp.fc2.bias", 0, {0}, NULL, 0, 3e38f}};
+    craft_safetensors(in, out, e, 2);
+    pgd_weights *w = NULL;
+    model_source src;
+    vit_config cfg;
+    open_detect(out, &w, &src, &cfg);
+    float *x = read_floats("vit-timm-input.bin", (size_t)2 * 3 * 32 * 32);
+    float logits[20];
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_error *err = NULL;
+        vit_model *m = NULL;
+        PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
+        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, logits, NULL, NULL, NULL, &err), &err);
+        ck_assert_msg(!isfinite(logits[0]), "logits finite on %s: %g", d[i].name, logits[0]);
+        model_probe p;
+        PGD_CHECK_OK(vit_find_nonfinite(m, x, 32, 32, &p, &err), &err);
+        ck_assert_msg(!strcmp(p.stage, "blocks.1 (mlp)"), "stage on %s: '%s'", d[i].name,
+                      p.stage);
+        vit_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    pgd_weights_close(w);
+}
+END_TEST
+
 /* Device limits, from a smaller device than the one at hand ($PAGODA_GLOBAL_MEM and
  * $PAGODA_MAX_ALLOC lower what it reports): weights that do not fit are refused before anything
  * is allocated, with both sizes; at sizes where the model fits but not the whole batch, the
@@ -474,6 +513,7 @@ int main(void)
     tcase_add_test(tc, torchvision_resized);
     tcase_add_test(tc, missing_and_misshaped);
     tcase_add_test(tc, strict_variants);
+    tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, device_limits);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

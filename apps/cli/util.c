@@ -217,8 +217,12 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                                 : classes == 1000       ? pgd_imagenet_labels[rk[k].index]
                                                         : fallback;
             if (json)
-                json_array_append_new(jtop, json_pack("{s:i, s:s, s:f}", "index", rk[k].index,
-                                                      "label", label, "probability", rk[k].p));
+                /* JSON has no NaN: a probability from non-finite logits (--allow-nonfinite)
+                 * is null. */
+                json_array_append_new(jtop, json_pack("{s:i, s:s, s:o}", "index", rk[k].index,
+                                                      "label", label, "probability",
+                                                      isfinite(rk[k].p) ? json_real(rk[k].p)
+                                                                        : json_null()));
             else
                 printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
         }

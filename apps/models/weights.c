@@ -194,7 +194,8 @@ int model_read(const model_source *src, const char *name, float *dst, int64_t n,
     return pgd_error_set(err, PGD_ERR_FORMAT,
                          "%s: tensor '%s' holds a non-finite value (%g) at index %s (element "
                          "%lld): weights must be finite",
-                         src->label, name, (double)dst[bad], at, (long long)bad);
+                         src->label, name, isnan(dst[bad]) ? (double)NAN : (double)dst[bad], at,
+                         (long long)bad);
 }
 
 static int by_name(const void *a, const void *b)
