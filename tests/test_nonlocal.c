@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "craft.h"
 #include "harness.h"
 #include "resnet.h"
 
@@ -344,7 +345,7 @@ START_TEST(malformed)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at};
+        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
         pgd_error *err = NULL;
@@ -374,6 +375,160 @@ START_TEST(malformed)
         pgd_error_free(err);
     }
     pgd_ctx_destroy(ctx);
+    pgd_weights_close(w);
+}
+END_TEST
+
+/* Loads a variant of tests/data/<base> made with edits e[0..n) (with `mode` forced when not
+ * NULL): with `named` NULL it must load, else fail naming `named` and (when given) `also`. */
+static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
+                        size_t n, const char *mode, const char *named, const char *also)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/%s", data_dir(), base);
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-nl-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
+    craft_safetensors(in, out, e, n);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    resnet_config cfg;
+    resnet_options opt = {NULL, mode, -1};
+    resnet_model *m = NULL;
+    int rc = resnet_detect(&src, &opt, &cfg, &err);
+    if (!rc)
+        rc = resnet_load(ctx, &src, &cfg, &m, &err);
+    if (!named) {
+        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
+    } else {
+        ck_assert_msg(rc != PGD_OK, "%s: the variant loaded (blocks %d-%d-%d-%d)", tag,
+                      cfg.blocks[0], cfg.blocks[1], cfg.blocks[2], cfg.blocks[3]);
+        ck_assert_ptr_null(m);
+        const char *msg = pgd_error_message(err);
+        ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
+                      "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
+                      also ? also : "", msg);
+        printf("%s: %s\n", tag, msg);
+    }
+    pgd_error_free(err);
+    resnet_free(m);
+    pgd_weights_close(w);
+}
+
+/* Hostile files, made at test time from the committed tiny ResNets: a conv weight in HWIO
+ * order, a BN vector as [2, 2], a block after a missing one, aliased or unknown names, NaN
+ * weights and negative running variances. Each is refused naming the tensor; the unedited copy
+ * loads, and a mode forced by the options may leave out the parts it does not use. */
+START_TEST(strict_variants)
+{
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const char *bott = "nl-bottleneck.safetensors";
+    static const struct {
+        const char *tag;
+        craft_edit e;
+        const char *named, *also;
+    } cases[] = {
+        {"conv-hwio", {CRAFT_RESHAPE, "layer3.1.conv2.weight", 4, {3, 3, 12, 12}, NULL, 0, 0},
+         "layer3.1.conv2.weight", "[12, 12, 3, 3]"},
+        {"stem-hwio", {CRAFT_RESHAPE, "conv1.weight", 4, {7, 7, 3, 8}, NULL, 0, 0},
+         "conv1.weight", NULL},
+        {"bn-2x2", {CRAFT_RESHAPE, "layer1.0.bn1.weight", 2, {2, 2}, NULL, 0, 0},
+         "layer1.0.bn1.weight", "[2, 2]"},
+        {"fc-transposed", {CRAFT_RESHAPE, "fc.weight", 2, {64, 7}, NULL, 0, 0}, "fc.weight",
+         "[64, 7]"},
+        {"nl-theta-4d-swapped",
+         {CRAFT_RESHAPE, "nonlocal.layer3.1.theta.weight", 4, {48, 24, 1, 1}, NULL, 0, 0},
+         "nonlocal.layer3.1.theta.weight", NULL},
+        {"layer1.2-without-1.1",
+         {CRAFT_COPY, "layer1.0.conv1.weight", 0, {0}, "layer1.2.conv1.weight", 0, 0},
+         "layer1.1.", "missing"},
+        {"layer3.1-missing-bn", {CRAFT_DROP, "layer3.1.bn2.bias", 0, {0}, NULL, 0, 0},
+         "layer3.1.bn2.bias", "missing"},
+        {"nl-alias-sign",
+         {CRAFT_COPY, "nonlocal.layer2.0.g.weight", 0, {0}, "nonlocal.layer+2.00.g.weight", 0, 0},
+         "nonlocal.layer+2.00.g.weight", NULL},
+        {"nl-alias-zero",
+         {CRAFT_COPY, "nonlocal.layer2.0.g.bias", 0, {0}, "nonlocal.layer2.00.g.bias", 0, 0},
+         "nonlocal.layer2.00.g.bias", NULL},
+        {"layer-alias",
+         {CRAFT_COPY, "layer1.0.conv1.weight", 0, {0}, "layer01.0.conv1.weight", 0, 0},
+         "layer01.0.conv1.weight", "not used"},
+        {"extra-tensor", {CRAFT_COPY, "fc.bias", 0, {0}, "fc.extra", 0, 0}, "fc.extra",
+         "not used"},
+        {"stray-buffer",
+         {CRAFT_COPY, "layer1.0.bn1.num_batches_tracked", 0, {0},
+          "layer1.0.bn9.num_batches_tracked", 0, 0},
+         "layer1.0.bn9.num_batches_tracked", "not used"},
+        {"nan-conv", {CRAFT_POKE, "layer2.0.conv2.weight", 0, {0}, NULL, 10, NAN},
+         "layer2.0.conv2.weight", "[0, 1, 0, 1]"},
+        {"nan-nonlocal", {CRAFT_POKE, "nonlocal.layer2.0.w.weight", 0, {0}, NULL, 0, NAN},
+         "nonlocal.layer2.0.w.weight", "nan"},
+        {"negative-var", {CRAFT_POKE, "layer3.0.bn2.running_var", 0, {0}, NULL, 3, -0.5f},
+         "layer3.0.bn2.running_var", "[3]"},
+        {"negative-var-nonlocal",
+         {CRAFT_POKE, "nonlocal.layer3.1.bn.running_var", 0, {0}, NULL, 0, -1.0f},
+         "nonlocal.layer3.1.bn.running_var", "negative"},
+    };
+    try_variant(ctx, bott, "unchanged", NULL, 0, NULL, NULL, NULL);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        try_variant(ctx, bott, cases[c].tag, &cases[c].e, 1, NULL, cases[c].named, cases[c].also);
+    /* A concatenation weight is refused under the file's own mode, left out under a forced one. */
+    craft_edit stray = {CRAFT_COPY, "nonlocal.layer2.1.g.bias", 0, {0},
+                         "nonlocal.layer2.1.concat.weight", 0, 0};
+    try_variant(ctx, "nl-basic-dot-product.safetensors", "stray-concat", &stray, 1, NULL,
+                "nonlocal.layer2.1.concat.weight", "not used");
+    try_variant(ctx, "nl-basic-concatenation.safetensors", "forced-mode", NULL, 0,
+                "embedded_gaussian", NULL, NULL);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Finite weights whose sums overflow: the non-local block before layer3.1 leaves 3e38 in a
+ * channel (finite), layer3.1's last BN adds another 3e38 there; resnet_find_nonfinite names
+ * layer3.1. */
+START_TEST(nonfinite_stage)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/nl-bottleneck.safetensors", data_dir());
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-nl-overflow.safetensors", tmp && *tmp ? tmp : ".");
+    const craft_edit e[] = {
+        {CRAFT_POKE, "nonlocal.layer3.1.bn.bias", 0, {0}, NULL, 0, 3e38f},
+        {CRAFT_POKE, "layer3.1.bn3.bias", 0, {0}, NULL, 0, 3e38f}};
+    craft_safetensors(in, out, e, 2);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    resnet_config cfg;
+    resnet_options opt = {NULL, NULL, -1};
+    PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+    int nd;
+    int64_t xs[PGD_MAX_DIMS];
+    float *x = read_npy("nl-bottleneck-input.npy", &nd, xs);
+    int B = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
+    float *logits = malloc((size_t)B * (size_t)cfg.classes * sizeof *logits);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        resnet_model *m = NULL;
+        PGD_CHECK_OK(resnet_load(ctx, &src, &cfg, &m, &err), &err);
+        PGD_CHECK_OK(resnet_forward(m, x, B, H, W, logits, NULL, NULL, &err), &err);
+        ck_assert_msg(!isfinite(logits[0]), "logits finite on %s: %g", d[i].name, logits[0]);
+        model_probe p;
+        PGD_CHECK_OK(resnet_find_nonfinite(m, x, H, W, &p, &err), &err);
+        ck_assert_msg(!strcmp(p.stage, "layer3.1"), "stage on %s: '%s'", d[i].name, p.stage);
+        resnet_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(logits);
+    free(x);
     pgd_weights_close(w);
 }
 END_TEST
@@ -428,6 +583,8 @@ int main(void)
     tcase_add_test(tc, bottleneck);
     tcase_add_test(tc, identity_init);
     tcase_add_test(tc, malformed);
+    tcase_add_test(tc, strict_variants);
+    tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, random_models);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

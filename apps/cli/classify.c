@@ -13,6 +13,7 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"save-input", required_argument, 0, 'S'},  {"save-logits", required_argument, 0, 's'},
     {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
     {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
+    {"allow-nonfinite", no_argument, 0, 'N'},
 };
 
 
@@ -34,6 +35,7 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'L': o->labels_path = arg; return 1;
     case 'j': o->json = 1; return 1;
     case 'p': o->profile = 1; return 1;
+    case 'N': o->allow_nonfinite = 1; return 1;
     case 'k':
         if (pgd_parse_int64(arg, 1, 100000, &v)) {
             app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",
@@ -115,6 +117,29 @@ static int read_input(const classify_opts *o, pgd_preprocess preset, int side_h,
     return EXIT_OK;
 }
 
+/* The source of image b, for messages: its file, or the --input tensor. */
+static const char *source_of(const classify_opts *o, int b)
+{
+    return o->nimages ? o->images[b] : o->input ? o->input : "the synthetic image";
+}
+
+/* Refuses a NaN or infinite input value unless --allow-nonfinite (classify_begin). */
+static int check_input(const classify_opts *o, const classify_run *r, pgd_error **err)
+{
+    int64_t per = 3 * (int64_t)r->H * r->W;
+    int64_t bad = o->allow_nonfinite ? -1 : model_first_nonfinite(r->x, r->B * per);
+    if (bad < 0)
+        return PGD_OK;
+    int64_t b = bad / per, c = bad % per / ((int64_t)r->H * r->W);
+    int64_t y = bad % ((int64_t)r->H * r->W) / r->W, x = bad % r->W;
+    return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                         "%s: the input holds a non-finite value (%g) at [%lld, %lld, %lld, "
+                         "%lld]%s (--allow-nonfinite runs it anyway)",
+                         source_of(o, (int)b), isnan(r->x[bad]) ? (double)NAN : (double)r->x[bad],
+                         (long long)b, (long long)c,
+                         (long long)y, (long long)x, o->nimages ? " after preprocessing" : "");
+}
+
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r)
 {
@@ -129,7 +154,7 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
                 app_term_text(o->labels_path, shown, sizeof shown), r->labels.count, classes);
         return EXIT_RUNTIME;
     }
-    if (read_input(o, preset, side_h, side_w, r, &err))
+    if (read_input(o, preset, side_h, side_w, r, &err) || check_input(o, r, &err))
         return app_fail(err);
     int rc = app_ctx_open(o->device, &r->ctx);
     if (rc)
@@ -250,6 +275,28 @@ int classify_prepare(const classify_opts *o, classify_run *r)
         return EXIT_RUNTIME;
     }
     return EXIT_OK;
+}
+
+int classify_check_logits(const classify_opts *o, classify_run *r, classify_diagnose_fn diagnose,
+                          void *model)
+{
+    int64_t bad = o->allow_nonfinite ? -1
+                                     : model_first_nonfinite(r->logits, (int64_t)r->B * r->classes);
+    if (bad < 0)
+        return EXIT_OK;
+    int b = (int)(bad / r->classes), k = (int)(bad % r->classes);
+    /* Only now is any stage checked: the image again, alone, with every stage's output looked at. */
+    model_probe p;
+    pgd_error *err = NULL;
+    size_t per = (size_t)3 * (size_t)r->H * (size_t)r->W;
+    if (diagnose(model, r->x + (size_t)b * per, r->H, r->W, &p, &err))
+        return app_fail(err);
+    fprintf(stderr,
+            "pagoda: error: %s: the logits are not finite (%g for class %d of image %d); "
+            "non-finite values first appear after %s (--allow-nonfinite prints them anyway)\n",
+            source_of(o, b), isnan(r->logits[bad]) ? (double)NAN : (double)r->logits[bad], k, b,
+            p.stage[0] ? p.stage : "no stage when the image is run alone (a batching effect?)");
+    return EXIT_RUNTIME;
 }
 
 int classify_after_forward(const classify_opts *o, classify_run *r, int split)

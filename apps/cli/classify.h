@@ -9,17 +9,19 @@
 #include <getopt.h>
 
 #include "app.h"
+#include "model.h" /* model_probe */
 
 /* The options every classification command accepts, parsed by classify_option. */
 typedef struct classify_opts {
     const char *cmd; /* "vit", for messages */
     const char *device, *input, *save_input, *save_logits, *labels_path;
     int topk, json, profile;
+    int allow_nonfinite; /* --allow-nonfinite: NaN/inf inputs and logits pass (printed as nan) */
     char **images; /* the image arguments */
     int nimages;
 } classify_opts;
 
-#define CLASSIFY_OPTION_COUNT 8
+#define CLASSIFY_OPTION_COUNT 9
 
 /* Defaults: topk 5, nothing else set. */
 void classify_opts_init(classify_opts *o, const char *cmd);
@@ -28,7 +30,7 @@ void classify_opts_init(classify_opts *o, const char *cmd);
 typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
 /* Parses argv with getopt_long over the command's n_own options `own` (without the zero
  * entry; --help as 'h' prints `usage`) plus the shared ones (--device, --input, --save-input,
- * --save-logits, --labels, --topk, --json, --profile) into o; every other option goes to
+ * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite) into o; every other option goes to
  * parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
 int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
                    size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
@@ -63,7 +65,8 @@ typedef struct classify_run {
 } classify_run;
 
 /* Reads the input: --input F.npy ([B, 3, H, W]), else the images preprocessed with `preset`,
- * else one synthetic image of side_h x side_w. Then opens the context (device, options from
+ * else one synthetic image of side_h x side_w. A NaN or infinite value in it is refused (naming
+ * the input and the first bad element [b, c, y, x]) unless --allow-nonfinite. Then opens the context (device, options from
  * the environment, profiling) and loads the labels, checked against `classes`. Returns EXIT_OK
  * or the exit status after printing the error; classify_free releases what was made either way. */
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
@@ -78,6 +81,17 @@ int classify_output_open(classify_run *r, const char *path, const char *note, pg
 void classify_outputs_abort(classify_run *r);
 /* Stages --save-input (after the model loaded) and allocates the logits. */
 int classify_prepare(const classify_opts *o, classify_run *r);
+/* The model's hook for non-finite logits: runs one image [1, 3, H, W] again with every stage
+ * checked and names the first stage whose output is not finite in p->stage (vit_find_nonfinite,
+ * resnet_find_nonfinite). */
+typedef int (*classify_diagnose_fn)(void *model, const float *image, int H, int W,
+                                    model_probe *p, pgd_error **err);
+/* After the forward pass, before anything is written: logits that hold a NaN or an infinity are
+ * an error (EXIT_RUNTIME) naming the image, the class and the stage where non-finite values
+ * first appear (found through `diagnose`, only then: the normal path checks the logits alone),
+ * unless --allow-nonfinite. */
+int classify_check_logits(const classify_opts *o, classify_run *r, classify_diagnose_fn diagnose,
+                          void *model);
 /* After the forward pass: the batch-split note (`split` images per pass), stages --save-logits. */
 int classify_after_forward(const classify_opts *o, classify_run *r, int split);
 /* Stages maps[b] (mw x mh, over the crop `preset` shows) drawn onto image b as

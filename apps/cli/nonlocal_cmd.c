@@ -58,6 +58,8 @@ static const char usage[] =
     "                      several images); needs image files\n"
     "  --query X,Y         the query pixel in the original image (default: its centre)\n"
     "  --profile           per-kernel timings at the end\n"
+    "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"
+    "                      error naming the input, or the stage where they first appear)\n"
     "  -h, --help          show this help\n"
     "\n"
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
@@ -322,6 +324,11 @@ static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, co
     return rc;
 }
 
+static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
+{
+    return resnet_find_nonfinite(model, image, H, W, p, err);
+}
+
 /* Loads the model, runs the batch, draws the affinity map, reports. */
 static int run(nl_cmd *v, const model_source *src, const resnet_config *cfg, classify_run *r)
 {
@@ -339,6 +346,8 @@ static int run(nl_cmd *v, const model_source *src, const resnet_config *cfg, cla
     if (!rc && resnet_forward(m, r->x, r->B, r->H, r->W, r->logits, v->aff_png ? &aff : NULL, t,
                               &err))
         rc = app_fail(err);
+    if (!rc)
+        rc = classify_check_logits(&v->o, r, diagnose, m);
     if (!rc)
         rc = classify_after_forward(&v->o, r, resnet_last_split(m));
     if (!rc && v->aff_png)

@@ -371,10 +371,13 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                                 : classes == 1000       ? pgd_imagenet_labels[rk[k].index]
                                                         : fallback;
             if (json)
-                broken |= json_array_append_new(jtop, json_pack("{s:i, s:o, s:f}", "index",
-                                                                rk[k].index, "label",
-                                                                app_json_text(label),
-                                                                "probability", rk[k].p)) != 0;
+                /* JSON has no NaN: a probability from non-finite logits (--allow-nonfinite)
+                 * is null. */
+                broken |= json_array_append_new(
+                              jtop, json_pack("{s:i, s:o, s:o}", "index", rk[k].index, "label",
+                                              app_json_text(label), "probability",
+                                              isfinite(rk[k].p) ? json_real(rk[k].p)
+                                                                : json_null())) != 0;
             else
                 printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
         }

@@ -45,6 +45,8 @@ static const char usage[] =
     "                      several images)\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     "  --profile           per-kernel timings at the end\n"
+    "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"
+    "                      error naming the input, or the stage where they first appear)\n"
     "  -h, --help          show this help\n"
     "\n"
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
@@ -174,6 +176,11 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
     return rc;
 }
 
+static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
+{
+    return vit_find_nonfinite(model, image, H, W, p, err);
+}
+
 /* Loads the model, runs the batch, draws the maps, reports. */
 static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, classify_run *r)
 {
@@ -194,6 +201,8 @@ static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, class
     double t[4];
     if (!rc && vit_forward(m, r->x, r->B, r->H, r->W, r->logits, map, roll, t, &err))
         rc = app_fail(err);
+    if (!rc)
+        rc = classify_check_logits(&v->o, r, diagnose, m);
     if (!rc)
         rc = classify_after_forward(&v->o, r, vit_last_split(m));
     if (!rc && map)

@@ -8,6 +8,8 @@
 
 #include "pagoda.h"
 
+typedef struct model_used model_used; /* the names a load consumed (weights.c) */
+
 /* Where weights come from: a safetensors file, or seeded random values for the demo. */
 typedef struct model_source {
     void *u;
@@ -20,13 +22,75 @@ typedef struct model_source {
     const char *(*meta)(void *u, const char *key);
     /* The i-th tensor name, or NULL past the end (may itself be NULL: no listing). */
     const char *(*name_at)(void *u, size_t i);
+    /* Set by model_track_begin for the length of one load: what model_need, model_read and
+     * model_mark record. NULL (a source made by hand, or detection): nothing is recorded. */
+    model_used *used;
 } model_source;
 
-/* Shared by the models (weights.c): requires tensor `name` with `want_ndim` dims of `want`
- * (compared by element count, so [1, 1, D] matches [D]); the error names the tensor, its shape
- * and the expected one. */
+/* ---- exact tensors (weights.c) ----
+ * A load is strict: every tensor has exactly the shape the model expects (no two layouts with
+ * the same element count are confused: [64, 32] is not [32, 64]), every value is finite, and
+ * every tensor of the file is consumed. A model loads through a copy of its source:
+ *
+ *     model_source s = *src;
+ *     rc = model_track_begin(&s, err);
+ *     ... model_need / model_read / model_mark over &s ...
+ *     if (!rc) rc = model_check_consumed(&s, ignore, n_ignore, err);
+ *     model_track_end(&s);
+ */
+
+/* One accepted layout of a tensor. */
+typedef struct model_shape {
+    int ndim;
+    int64_t d[8];
+} model_shape;
+
+/* Requires tensor `name` with exactly `want_ndim` dims equal to `want`; records it as consumed.
+ * PGD_ERR_NOT_FOUND or PGD_ERR_SHAPE naming the tensor, the expected and the found shape. */
 int model_need(const model_source *src, const char *name, int want_ndim, const int64_t *want,
                pgd_error **err);
+/* As model_need, with several accepted exact layouts (a naming's documented alternatives, e.g.
+ * a class token stored as [1, 1, D] or [D]); the error lists them all. */
+int model_need_shapes(const model_source *src, const char *name, const model_shape *ok, int nok,
+                      pgd_error **err);
+/* Reads tensor `name` as float32 into dst (n floats: a tensor of another size is PGD_ERR_SHAPE
+ * and nothing is written), records it as consumed, and refuses a NaN or infinite value
+ * (PGD_ERR_FORMAT naming the tensor, the value and the index of the first bad element). */
+int model_read(const model_source *src, const char *name, float *dst, int64_t n,
+               pgd_error **err);
+/* Records `name` as consumed without reading it (a tensor the model deliberately leaves out
+ * because the user asked for it, e.g. θ and φ under a forced Gaussian non-local mode). */
+void model_mark(const model_source *src, const char *name);
+
+/* Starts recording consumed names on src (the caller's copy of the model's source). On error
+ * (out of memory) nothing is allocated. */
+int model_track_begin(model_source *src, pgd_error **err);
+/* Releases what model_track_begin made; src->used is NULL after. Safe on a source never
+ * tracked. */
+void model_track_end(model_source *src);
+
+/* A name a naming writes that no model consumes: the tensor named `suffix` (a whole last
+ * component, e.g. "num_batches_tracked"), ignored only when its sibling `companion` (same
+ * prefix, e.g. "running_var") was consumed, so that a stray buffer of a block the model does
+ * not have is still reported. companion NULL: ignored wherever it appears. */
+typedef struct model_ignore {
+    const char *suffix, *companion;
+} model_ignore;
+/* After a load: every name the source lists that was not consumed and is not on the ignore
+ * list is an error (PGD_ERR_FORMAT naming the first such tensor and how many others there are).
+ * A source that lists no names (random weights) passes. */
+int model_check_consumed(const model_source *src, const model_ignore *ignore, size_t n_ignore,
+                         pgd_error **err);
+
+/* A block index as a naming writes it: "0" or a decimal without a sign or leading zeros, below
+ * 1000000. Returns how many characters it took (*out set), or 0 when s does not start with one
+ * (so "+2", "01" and "-1" are refused rather than read as 2, 1 and -1). */
+int model_parse_index(const char *s, int *out);
+/* One more than the largest index N of the names the source lists that begin with
+ * `prefix`N`follow` (N as model_parse_index reads it): how many blocks a file's names say it
+ * has, including any the file holds only partly. 0 when none; -1 when the source lists no
+ * names. */
+int model_count_indexed(const model_source *src, const char *prefix, const char *follow);
 /* Writes "[a, b, c]". */
 void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size);
 
@@ -61,6 +125,22 @@ void model_weights_source(model_source *src, pgd_weights *w, const char *label);
  * error *out is NULL (weights.c). */
 int model_upload(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape, pgd_tensor **out,
                  pgd_error **err);
+
+/* ---- non-finite values in a forward pass ----
+ * A model's forward pass normally checks nothing. When its logits hold a NaN or an infinity,
+ * the caller re-runs the pass with a probe: after each stage the model hands the stage's output
+ * to model_probe_tensor, and the first stage whose output is not finite is kept. */
+typedef struct model_probe {
+    char stage[160]; /* the first stage with a non-finite output; "" while there is none */
+    int64_t index;   /* the flat index of its first bad element */
+    float value;
+} model_probe;
+/* Downloads t and records `stage` (formatted like printf) in p when p has no stage yet and t
+ * holds a non-finite value. A no-op (PGD_OK) once a stage is recorded. */
+int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage,
+                       ...) PGD_PRINTF_LIKE(4, 5);
+/* The flat index of the first non-finite value of x[0..n), or -1. */
+int64_t model_first_nonfinite(const float *x, int64_t n);
 
 /* Monotonic wall-clock time in milliseconds (stage times). */
 double model_now_ms(void);

@@ -255,6 +255,21 @@ static int parse_site(const char *p, int *L, int *B, size_t *used)
     return 0;
 }
 
+/* "nonlocal.layerL.B." at the start of name, L and B as model_parse_index reads them (so
+ * "nonlocal.layer+2.00." is refused, not taken for layer2.0): the length of that prefix, or 0. */
+static int nl_key_site(const char *name, int *L, int *B)
+{
+    static const char head[] = "nonlocal.layer";
+    size_t n = sizeof head - 1;
+    int k;
+    if (strncmp(name, head, n) || !(k = model_parse_index(name + n, L)) || name[n + k] != '.')
+        return 0;
+    n += (size_t)k + 1;
+    if (!(k = model_parse_index(name + n, B)) || name[n + k] != '.')
+        return 0;
+    return (int)n + k + 1;
+}
+
 /* The non-local keys of the file: each must name an existing block and a known part. */
 static int scan_nonlocal(const model_source *src, resnet_config *c, pgd_error **err)
 {
@@ -264,21 +279,21 @@ static int scan_nonlocal(const model_source *src, resnet_config *c, pgd_error **
     for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++) {
         if (strncmp(name, "nonlocal.", 9) != 0)
             continue;
-        int L = -1, B = -1;
-        size_t n = 0;
-        if (parse_site(name + 9, &L, &B, &n) != 0 || name[9 + n] != '.')
+        int L = -1, B = -1, n = nl_key_site(name, &L, &B);
+        if (n == 0)
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': non-local keys are "
-                                  "nonlocal.layerL.B.{theta,phi,g,w,bn,concat}.*",
+                                  "nonlocal.layerL.B.{theta,phi,g,w,bn,concat}.* (L and B plain "
+                                  "decimals: no sign, no leading zeros)",
                                   src->label, name);
         int known = 0;
         for (size_t p = 0; p < sizeof nl_parts / sizeof *nl_parts; p++)
-            known |= !strcmp(name + 9 + n + 1, nl_parts[p]);
+            known |= !strcmp(name + n, nl_parts[p]);
         if (!known)
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                   "%s: tensor '%s': unknown part '%s' of a non-local block "
                                   "(theta, phi, g, w .weight/.bias; bn.*; concat.weight)",
-                                  src->label, name, name + 9 + n + 1);
+                                  src->label, name, name + n);
         char what[200];
         snprintf(what, sizeof what, "tensor '%s'", name);
         int rc = add_site(c, src->label, what, L, B, 0, err);
@@ -296,9 +311,9 @@ static int check_site(const model_source *src, const resnet_config *c, const res
     int64_t C = s->channels, Ci = s->inner;
     const char *convs[] = {"theta", "phi", "g"};
     for (int k = 0; k < 3; k++) {
-        if (k < 2 && c->mode == NL_GAUSSIAN)
-            continue; /* the Gaussian form uses x itself */
         snprintf(name, sizeof name, "%s.%s.weight", p, convs[k]);
+        if (k < 2 && c->mode == NL_GAUSSIAN && !has(src, name))
+            continue; /* the Gaussian form uses x itself; the paper's block still has θ, φ */
         int rc = need_conv(src, name, Ci, C, 1, err);
         snprintf(name, sizeof name, "%s.%s.bias", p, convs[k]);
         if (!rc && has(src, name))
@@ -346,18 +361,34 @@ static int parse_spec(const char *label, const char *spec, resnet_config *c, int
     return PGD_OK;
 }
 
+/* The residual blocks of layer L: one more than the highest index of the file's layerL.B.*
+ * names (a block held in part, or missing between two others, then fails to load naming what
+ * it lacks), or, for a source without a listing, the blocks counted by their conv1. */
+static int count_blocks(const model_source *src, int L)
+{
+    char prefix[16], name[96];
+    snprintf(prefix, sizeof prefix, "layer%d.", L);
+    int n = model_count_indexed(src, prefix, ".");
+    if (n >= 0)
+        return n;
+    for (n = 0; n <= RESNET_MAX_BLOCKS; n++) {
+        snprintf(name, sizeof name, "layer%d.%d.conv1.weight", L, n);
+        if (!has(src, name))
+            break;
+    }
+    return n;
+}
+
 /* Blocks per layer (counted by name), inner widths and output channels. */
 static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error **err)
 {
     char name[96];
     for (int L = 1; L <= 4; L++) {
-        int n = 0;
-        for (;;) {
-            snprintf(name, sizeof name, "layer%d.%d.conv1.weight", L, n);
-            if (!has(src, name) || n >= RESNET_MAX_BLOCKS)
-                break;
-            n++;
-        }
+        int n = count_blocks(src, L);
+        if (n > RESNET_MAX_BLOCKS)
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                  "%s: layer%d has %d residual blocks, more than the %d supported",
+                                  src->label, L, n, RESNET_MAX_BLOCKS);
         if (n == 0)
             return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                                   "%s: tensor 'layer%d.0.conv1.weight' is missing (a ResNet has "
@@ -366,8 +397,9 @@ static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error 
         cfg->blocks[L - 1] = n;
         snprintf(name, sizeof name, "layer%d.0.conv1.weight", L);
         cfg->width[L - 1] = dim0(src, name);
-        snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
-        cfg->out[L - 1] = dim0(src, name);
+        if (cfg->width[L - 1] >= 1)
+            snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
+        cfg->out[L - 1] = cfg->width[L - 1] >= 1 ? dim0(src, name) : -1;
         if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1)
             return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
                                   src->label, name);
@@ -382,6 +414,7 @@ static int detect_nonlocal(const model_source *src, const resnet_options *opt,
 {
     int rc;
     const char *mode = opt && opt->mode ? opt->mode : src->meta(src->u, "nonlocal.mode");
+    cfg->mode_forced = opt && opt->mode;
     if (mode && nl_mode_parse(mode, &cfg->mode) != 0)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: unknown non-local mode '%s'%s (embedded_gaussian, gaussian, "
@@ -471,6 +504,7 @@ struct resnet_model {
     nl_block nl[RESNET_MAX_NL];
     pgd_linear *fc;
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
+    model_probe *probe;      /* set by resnet_find_nonfinite: every stage's output is checked */
 };
 
 static float *read_host(const model_source *src, const char *name, int64_t n, pgd_error **err)
@@ -481,7 +515,7 @@ static float *read_host(const model_source *src, const char *name, int64_t n, pg
                        src->label, name, (long long)n);
         return NULL;
     }
-    if (src->read(src->u, name, h, err)) {
+    if (model_read(src, name, h, n, err)) {
         free(h);
         return NULL;
     }
@@ -500,7 +534,13 @@ static int read_bn(const model_source *src, const char *prefix, int64_t c, float
     char name[160];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
-        int rc = src->read(src->u, name, all + i * c, err);
+        int rc = model_read(src, name, all + i * c, c, err);
+        for (int64_t k = 0; !rc && i == 3 && k < c; k++)
+            if (all[3 * c + k] < 0)
+                rc = pgd_error_set(err, PGD_ERR_FORMAT,
+                                    "%s: tensor '%s' holds a negative variance (%g) at index "
+                                    "[%lld]: a running variance cannot be negative",
+                                    src->label, name, (double)all[3 * c + k], (long long)k);
         if (rc) {
             free(all);
             return rc;
@@ -534,6 +574,8 @@ static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname
                         const char *bnprefix, int64_t cin, int64_t cout, int k, int stride,
                         conv_layer *cl, pgd_error **err)
 {
+    if (need_conv(src, wname, cout, cin, k, err) || need_bn(src, bnprefix, cout, err))
+        return pgd_error_code(*err);
     float *w = read_host(src, wname, cout * cin * k * k, err), *bnarr = NULL;
     if (!w)
         return pgd_error_code(*err);
@@ -631,6 +673,24 @@ static int read_optional(const model_source *src, const char *name, int64_t n, f
     return *out ? PGD_OK : pgd_error_code(*err);
 }
 
+/* The parts of the file's block at prefix p that its mode does not use, left out on purpose:
+ * recorded as consumed. θ and φ under the Gaussian form (the paper's block, as
+ * tools/make-nonlocal-golden.py writes it, keeps them whatever its mode; their shapes were
+ * checked by check_site), and, only when the options force the mode (`forced`), the
+ * concatenation weight under another mode. */
+static void mark_unused_parts(const model_source *src, nl_mode mode, int forced, const char *p)
+{
+    static const char *const xparts[] = {"theta.weight", "theta.bias", "phi.weight", "phi.bias"};
+    char name[128];
+    for (int i = 0; i < 4 && mode == NL_GAUSSIAN; i++) {
+        snprintf(name, sizeof name, "%s.%s", p, xparts[i]);
+        model_mark(src, name);
+    }
+    snprintf(name, sizeof name, "%s.concat.weight", p);
+    if (forced && mode != NL_CONCATENATION)
+        model_mark(src, name);
+}
+
 /* The host arrays of one non-local block: from the file, or (identity sites) seeded values
  * with BN γ = 0, β = 0 so that z = x exactly. Missing biases stay NULL (zero). */
 static int nl_host_read(const model_source *src, const resnet_config *c, const resnet_nl_site *s,
@@ -668,6 +728,7 @@ static int nl_host_read(const model_source *src, const resnet_config *c, const r
     RD_OPT(bw, "w.bias", C);
     if (c->mode == NL_CONCATENATION)
         RD(concat, "concat.weight", 2 * Ci);
+    mark_unused_parts(src, c->mode, c->mode_forced, p);
 #undef RD
 #undef RD_OPT
     {
@@ -729,6 +790,8 @@ void resnet_free(resnet_model *m)
 static int load_fc(resnet_model *m, const model_source *src, pgd_error **err)
 {
     int64_t ws[2] = {m->cfg.classes, m->cfg.out[3]};
+    if (model_need(src, "fc.weight", 2, ws, err) || model_need(src, "fc.bias", 1, ws, err))
+        return pgd_error_code(*err);
     float *w = read_host(src, "fc.weight", ws[0] * ws[1], err);
     float *b = w ? read_host(src, "fc.bias", ws[0], err) : NULL;
     pgd_tensor *tw = NULL, *tb = NULL;
@@ -772,9 +835,13 @@ static int load_blocks(resnet_model *m, const model_source *src, pgd_error **err
     return rc;
 }
 
+/* Strict, as vit_load. torchvision's BatchNorm2d writes one buffer the model has no use for,
+ * num_batches_tracked (an int64 count); it is ignored beside a running_var the load consumed,
+ * and reported anywhere else. */
 int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
                 resnet_model **out, pgd_error **err)
 {
+    static const model_ignore ignore[] = {{"num_batches_tracked", "running_var"}};
     *out = NULL;
     if (model_check_fits(ctx, src, "ResNet weights", err))
         return PGD_ERR_TOO_LARGE;
@@ -784,13 +851,19 @@ int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
     m->ctx = ctx;
     m->cfg = *cfg;
     const resnet_config *c = &m->cfg;
-    int rc = load_conv_bn(ctx, src, "conv1.weight", "bn1", 3, c->stem, 7, 2, &m->stem, err);
+    model_source ts = *src;
+    int rc = model_track_begin(&ts, err);
     if (!rc)
-        rc = load_blocks(m, src, err);
+        rc = load_conv_bn(ctx, &ts, "conv1.weight", "bn1", 3, c->stem, 7, 2, &m->stem, err);
+    if (!rc)
+        rc = load_blocks(m, &ts, err);
     for (int i = 0; i < c->n_nl && !rc; i++)
-        rc = load_nl(m, src, &c->nl[i], &m->nl[i], err);
+        rc = load_nl(m, &ts, &c->nl[i], &m->nl[i], err);
     if (!rc)
-        rc = load_fc(m, src, err);
+        rc = load_fc(m, &ts, err);
+    if (!rc)
+        rc = model_check_consumed(&ts, ignore, sizeof ignore / sizeof *ignore, err);
+    model_track_end(&ts);
     if (rc) {
         resnet_free(m);
         return rc;
@@ -972,6 +1045,9 @@ static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
         if (si >= 0) {
             rc = nl_step(m, &m->nl[si], x, first_nl ? aff : NULL, lt, err);
             first_nl = 0;
+            if (!rc)
+                rc = model_probe_tensor(m->probe, *x, err, "nonlocal.layer%d.%d%s", p.layer,
+                                        p.block, m->nl[si].site.identity ? " (--nonlocal)" : "");
             if (rc)
                 break;
         }
@@ -981,6 +1057,8 @@ static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
         lt->layers += model_now_ms() - a;
         pgd_tensor_destroy(*x);
         *x = t;
+        if (!rc)
+            rc = model_probe_tensor(m->probe, *x, err, "layer%d.%d", p.layer, p.block);
     }
     double a = model_now_ms();
     if (!rc && lt->timed)
@@ -1004,7 +1082,11 @@ static int head_forward(resnet_model *m, const pgd_tensor *x, int B, float *logi
         rc = pgd_tensor_create(ctx, 2, os, &out, err);
     }
     if (!rc)
+        rc = model_probe_tensor(m->probe, feat, err, "avgpool");
+    if (!rc)
         rc = pgd_linear_forward(ctx, m->fc, feat, PGD_ACT_NONE, NULL, out, err);
+    if (!rc)
+        rc = model_probe_tensor(m->probe, out, err, "fc");
     if (!rc)
         rc = pgd_tensor_download(out, logits, err);
     pgd_tensor_destroy(feat);
@@ -1022,6 +1104,8 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
     double t0 = model_now_ms();
     pgd_tensor *x = NULL;
     int rc = stem_forward(m, images, B, H, W, &x, err);
+    if (!rc)
+        rc = model_probe_tensor(m->probe, x, err, "conv1, bn1, maxpool (stem)");
     if (!rc && times)
         rc = pgd_ctx_finish(m->ctx, err);
     double ts = model_now_ms() - t0;
@@ -1044,6 +1128,20 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
 }
 
 int resnet_last_split(const resnet_model *m) { return m->batching.last_split; }
+
+int resnet_find_nonfinite(resnet_model *m, const float *image, int H, int W, model_probe *p,
+                          pgd_error **err)
+{
+    memset(p, 0, sizeof *p);
+    float *logits = malloc((size_t)m->cfg.classes * sizeof *logits);
+    if (!logits)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "resnet: logits");
+    m->probe = p;
+    int rc = forward_pass(m, image, 1, H, W, logits, NULL, NULL, err);
+    m->probe = NULL;
+    free(logits);
+    return rc;
+}
 
 /* One pass of resnet_forward over images [first, first + n); the affinity rows at their
  * offset, the grid and query it reports copied back. */
@@ -1336,6 +1434,7 @@ int resnet_random_source(model_source *src, int depth, int64_t classes, const ch
     src->read = rs_read;
     src->meta = rs_meta;
     src->name_at = rs_name_at;
+    src->used = NULL;
     return PGD_OK;
 }
 

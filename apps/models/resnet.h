@@ -40,6 +40,8 @@ typedef struct resnet_config {
     int64_t classes;
     int depth;            /* 18/34/50/101/152 for the standard layouts, else 0 */
     nl_mode mode;
+    int mode_forced;      /* 1: the mode came from resnet_options, not the file: the parts of the
+                             file's blocks that mode does not use are left out, not refused */
     int subsample;
     int n_nl;
     resnet_nl_site nl[RESNET_MAX_NL];
@@ -55,7 +57,8 @@ typedef struct resnet_options {
 /* Reads the layout from names and shapes: block type, blocks per layer, widths, classes, and
  * the non-local blocks present in the file (nonlocal.layerL.B.*) plus those `opt` adds. Every
  * missing or misshaped tensor, an unknown mode, or a non-local key naming a block that doesn't
- * exist → an error naming the key. */
+ * exist → an error naming the key. Blocks per layer come from the highest index the names
+ * carry, so a block missing or held in part is reported, not dropped. */
 int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
                   pgd_error **err);
 
@@ -83,6 +86,10 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
                    resnet_affinity *aff, double times[5], pgd_error **err);
 /* The images per pass of the last resnet_forward (see vit_last_split). */
 int resnet_last_split(const resnet_model *m);
+/* As vit_find_nonfinite: one image again with every stage checked; p->stage names the first
+ * whose output is not finite ("conv1 (stem)", "layer2.1", "nonlocal.layer3.5", "fc"). */
+int resnet_find_nonfinite(resnet_model *m, const float *image, int H, int W, model_probe *p,
+                          pgd_error **err);
 
 /* Seeded random weights in torchvision naming for ResNet-`depth` (18/34/50/101/152) with
  * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)

@@ -71,6 +71,17 @@ static void wname(vit_family f, int what, int block, char *buf, size_t size)
         snprintf(buf, size, "%.*s%d%s", (int)(p - t), t, block, p + 2);
 }
 
+/* A stage of the forward pass named after its tensors: a block as its names' prefix
+ * ("blocks.3", "vit.encoder.layer.3"), a layer as its weight's name without ".weight". */
+static void stage_name(vit_family f, int what, int block, char *buf, size_t size)
+{
+    const char *t = names[f][what], *p = strstr(t, "%d");
+    if (p)
+        snprintf(buf, size, "%.*s%d", (int)(p - t), t, block);
+    else
+        snprintf(buf, size, "%.*s", (int)(strlen(t) - strlen(".weight")), t);
+}
+
 static void replace(char *buf, size_t size, const char *from, const char *to)
 {
     char *p = strstr(buf, from);
@@ -89,6 +100,26 @@ static int64_t numel(int ndim, const int64_t *s)
     return n;
 }
 
+/* The blocks a file has: one more than the highest block index any of its names carries (a
+ * block held only in part then fails to load, naming what it lacks), or, for a source without
+ * a listing, the blocks counted by their first LayerNorm. */
+static int count_blocks(const model_source *src, vit_family f)
+{
+    const char *t = names[f][B_LN1_W], *p = strstr(t, "%d");
+    char prefix[128], name[256];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(p - t), t);
+    int n = model_count_indexed(src, prefix, ".");
+    if (n >= 0)
+        return n;
+    int nd;
+    int64_t s[8];
+    for (n = 0;; n++) {
+        wname(f, B_LN1_W, n, name, sizeof name);
+        if (src->shape(src->u, name, &nd, s) != 0)
+            return n;
+    }
+}
+
 /* The extra tokens (class, and DeiT's distillation token) and the square position grid. */
 static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **err)
 {
@@ -101,9 +132,17 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
     if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
                               names[fam][W_POS]);
-    int64_t tokens = numel(nd, s) / cfg->dim, grid = tokens - cfg->extra;
+    /* All three namings store the position embedding as [1, tokens, dim]. */
+    if (nd != 3 || s[0] != 1 || s[2] != cfg->dim || s[1] < 1 || s[1] > INT32_MAX) {
+        char gs[96];
+        model_shape_str(nd, s, gs, sizeof gs);
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                              "%s: tensor '%s' has shape %s, expected [1, tokens, %d]",
+                              src->label, names[fam][W_POS], gs, cfg->dim);
+    }
+    int64_t tokens = s[1], grid = tokens - cfg->extra;
     int side = (int)floor(sqrt((double)grid) + 0.5);
-    if (numel(nd, s) % cfg->dim || grid < 1 || (int64_t)side * side != grid)
+    if (grid < 1 || (int64_t)side * side != grid)
         return pgd_error_set(err, PGD_ERR_SHAPE,
                               "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
                               "square grid",
@@ -120,11 +159,8 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
     int nd;
     int64_t s[8];
     char name[256];
-    for (cfg->depth = 0;; cfg->depth++) {
-        wname(cfg->family, B_LN1_W, cfg->depth, name, sizeof name);
-        if (src->shape(src->u, name, &nd, s) != 0)
-            break;
-    }
+    cfg->depth = count_blocks(src, fam);
+    wname(cfg->family, B_LN1_W, 0, name, sizeof name);
     if (cfg->depth == 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
                               src->label, name);
@@ -236,6 +272,7 @@ struct vit_model {
     pgd_linear *head, *head_dist;
     vit_block *blocks;
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
+    model_probe *probe;      /* set by vit_find_nonfinite: every stage's output is checked */
 };
 
 static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
@@ -247,23 +284,31 @@ static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, 
     float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
     if (!host)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
-    rc = src->read(src->u, name, host, err);
+    rc = model_read(src, name, host, numel(ndim, shape), err);
     if (!rc)
         rc = model_upload(ctx, host, ndim, shape, out, err);
     free(host);
     return rc;
 }
 
-/* A linear layer from weight `wn` [out, in] and bias `bn` [out] (bias optional when absent). */
+static int has(const model_source *src, const char *name)
+{
+    int nd;
+    int64_t s[8];
+    return src->shape(src->u, name, &nd, s) == 0;
+}
+
+/* A linear layer from weight `wn` [out, in] and bias `bn` [out]. The bias may be absent (a
+ * model built without one) unless `need_bias`: a block after the first must have the biases
+ * block 0 has, or it is a block held in part. */
 static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, const char *bn,
-                       int64_t out_dim, int64_t in_dim, pgd_linear **out, pgd_error **err)
+                       int need_bias, int64_t out_dim, int64_t in_dim, pgd_linear **out,
+                       pgd_error **err)
 {
     int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
     pgd_tensor *w = NULL, *b = NULL;
-    int nd;
-    int64_t s[8];
     int rc = load_tensor(ctx, src, wn, 2, ws, &w, err);
-    if (!rc && src->shape(src->u, bn, &nd, s) == 0)
+    if (!rc && (need_bias || has(src, bn)))
         rc = load_tensor(ctx, src, bn, 1, bs, &b, err);
     if (!rc)
         rc = pgd_linear_create(ctx, w, b, out, err);
@@ -288,11 +333,11 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
         int64_t ws[2] = {dim, dim}, bs[1] = {dim};
         rc = model_need(src, wn, 2, ws, err);
         if (!rc)
-            rc = src->read(src->u, wn, w + p * dim * dim, err);
+            rc = model_read(src, wn, w + p * dim * dim, dim * dim, err);
         if (!rc)
             rc = model_need(src, bn, 1, bs, err);
         if (!rc)
-            rc = src->read(src->u, bn, b + p * dim, err);
+            rc = model_read(src, bn, b + p * dim, dim, err);
     }
     pgd_tensor *tw = NULL, *tb = NULL;
     int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};
@@ -319,6 +364,14 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     int64_t D = cfg->dim, d1[1] = {D};
     vit_block *b = &m->blocks[i];
     char a[256], c[256];
+    wname(f, B_QKV_B, 0, c, sizeof c);
+    int qkv_bias = i > 0 && has(src, c); /* the biases block 0 has, every block has */
+    wname(f, B_PROJ_B, 0, c, sizeof c);
+    int proj_bias = i > 0 && has(src, c);
+    wname(f, B_FC1_B, 0, c, sizeof c);
+    int fc1_bias = i > 0 && has(src, c);
+    wname(f, B_FC2_B, 0, c, sizeof c);
+    int fc2_bias = i > 0 && has(src, c);
     wname(f, B_LN1_W, i, a, sizeof a);
     int rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
     wname(f, B_LN1_B, i, a, sizeof a);
@@ -335,23 +388,71 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     else if (!rc) {
         wname(f, B_QKV_W, i, a, sizeof a);
         wname(f, B_QKV_B, i, c, sizeof c);
-        rc = load_linear(ctx, src, a, c, 3 * D, D, &b->qkv, err);
+        rc = load_linear(ctx, src, a, c, qkv_bias, 3 * D, D, &b->qkv, err);
     }
     wname(f, B_PROJ_W, i, a, sizeof a);
     wname(f, B_PROJ_B, i, c, sizeof c);
     if (!rc)
-        rc = load_linear(ctx, src, a, c, D, D, &b->proj, err);
+        rc = load_linear(ctx, src, a, c, proj_bias, D, D, &b->proj, err);
     wname(f, B_FC1_W, i, a, sizeof a);
     wname(f, B_FC1_B, i, c, sizeof c);
     if (!rc)
-        rc = load_linear(ctx, src, a, c, cfg->mlp, D, &b->fc1, err);
+        rc = load_linear(ctx, src, a, c, fc1_bias, cfg->mlp, D, &b->fc1, err);
     wname(f, B_FC2_W, i, a, sizeof a);
     wname(f, B_FC2_B, i, c, sizeof c);
     if (!rc)
-        rc = load_linear(ctx, src, a, c, D, cfg->mlp, &b->fc2, err);
+        rc = load_linear(ctx, src, a, c, fc2_bias, D, cfg->mlp, &b->fc2, err);
     return rc;
 }
 
+/* A tensor stored with leading 1s (all three namings keep the class token as [1, 1, D] and the
+ * position embedding as [1, T, D]): checked and read as the file has it, used as [rows, D]. */
+static int load_squeezed(pgd_ctx *ctx, const model_source *src, const char *name, int64_t rows,
+                         int64_t D, pgd_tensor **out, pgd_error **err)
+{
+    int64_t file[3] = {1, rows, D}, use[2] = {rows, D};
+    int rc = load_tensor(ctx, src, name, 3, file, out, err);
+    if (!rc)
+        rc = rows == 1 ? pgd_tensor_reshape(*out, 1, use + 1, err)
+                       : pgd_tensor_reshape(*out, 2, use, err);
+    return rc;
+}
+
+/* Everything outside the blocks: patch embedding, tokens, position embedding, final norm,
+ * classifier(s). */
+static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
+{
+    pgd_ctx *ctx = m->ctx;
+    const vit_config *cfg = &m->cfg;
+    vit_family f = cfg->family;
+    int64_t D = cfg->dim, P = cfg->patch, T = cfg->extra + (int64_t)cfg->grid_h * cfg->grid_w;
+    int64_t pe[4] = {D, 3, P, P}, d1[1] = {D};
+    int rc = load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
+    if (!rc && has(src, names[f][W_PE_B]))
+        rc = load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
+    if (!rc)
+        rc = load_squeezed(ctx, src, names[f][W_CLS], 1, D, &m->cls, err);
+    if (!rc && cfg->extra == 2)
+        rc = load_squeezed(ctx, src, names[f][W_DIST], 1, D, &m->dist, err);
+    if (!rc)
+        rc = load_squeezed(ctx, src, names[f][W_POS], T, D, &m->pos, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
+    if (!rc)
+        rc = load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
+    if (!rc)
+        rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
+                         &m->head, err);
+    if (!rc && cfg->extra == 2)
+        rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], 0, cfg->classes,
+                         D, &m->head_dist, err);
+    return rc;
+}
+
+/* Strict: every tensor of the file exactly as expected, finite, and used. None of the three
+ * namings writes a buffer the model does not need (timm's VisionTransformer, Hugging Face's
+ * ViTForImageClassification and torchvision's VisionTransformer hold parameters only), so
+ * nothing is on the ignore list. */
 int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_model **out,
              pgd_error **err)
 {
@@ -368,32 +469,15 @@ int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_m
         free(m);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
     }
-    vit_family f = cfg->family;
-    int64_t D = cfg->dim, P = cfg->patch, T = cfg->extra + (int64_t)cfg->grid_h * cfg->grid_w;
-    int64_t pe[4] = {D, 3, P, P}, d1[1] = {D}, pos[2] = {T, D};
-    int nd;
-    int64_t s[8];
-    int rc = load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
-    if (!rc && src->shape(src->u, names[f][W_PE_B], &nd, s) == 0)
-        rc = load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
+    model_source ts = *src;
+    int rc = model_track_begin(&ts, err);
     if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_CLS], 1, d1, &m->cls, err);
-    if (!rc && cfg->extra == 2)
-        rc = load_tensor(ctx, src, names[f][W_DIST], 1, d1, &m->dist, err);
-    if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_POS], 2, pos, &m->pos, err);
-    if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
-    if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
-    if (!rc)
-        rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], cfg->classes, D,
-                         &m->head, err);
-    if (!rc && cfg->extra == 2)
-        rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], cfg->classes, D,
-                         &m->head_dist, err);
+        rc = load_outer(m, &ts, err);
     for (int i = 0; i < cfg->depth && !rc; i++)
-        rc = load_block(m, src, i, err);
+        rc = load_block(m, &ts, i, err);
+    if (!rc)
+        rc = model_check_consumed(&ts, NULL, 0, err);
+    model_track_end(&ts);
     if (rc) {
         vit_free(m);
         return rc;
@@ -631,12 +715,18 @@ static int block_forward(pass_state *ps, int i, int probs, int rollout, pgd_erro
                    : pgd_attention_qkv(ctx, ps->qkv, c->heads, ps->a, err);
     if (!rc)
         rc = pgd_linear_forward(ctx, b->proj, ps->a, PGD_ACT_NONE, ps->x, ps->x, err);
+    char stage[128];
+    stage_name(c->family, B_LN1_W, i, stage, sizeof stage);
+    if (!rc)
+        rc = model_probe_tensor(ps->m->probe, ps->x, err, "%s (attention)", stage);
     if (!rc)
         rc = pgd_layernorm(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, ps->h, err);
     if (!rc)
         rc = pgd_linear_forward(ctx, b->fc1, ps->h, PGD_ACT_GELU, NULL, ps->mlp, err);
     if (!rc)
         rc = pgd_linear_forward(ctx, b->fc2, ps->mlp, PGD_ACT_NONE, ps->x, ps->x, err);
+    if (!rc)
+        rc = model_probe_tensor(ps->m->probe, ps->x, err, "%s (mlp)", stage);
     return rc;
 }
 
@@ -648,7 +738,11 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
     pgd_ctx *ctx = m->ctx;
     int64_t B = ps->B, D = m->cfg.dim;
     int64_t sr[2] = {B, D}, so[2] = {B, m->cfg.classes};
+    char stage[128];
     int rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
+    stage_name(m->cfg.family, W_NORM_W, 0, stage, sizeof stage);
+    if (!rc)
+        rc = model_probe_tensor(m->probe, ps->h, err, "%s (final norm)", stage);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, sr, &ps->rows, err);
     if (!rc)
@@ -669,6 +763,9 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         if (!rc)
             rc = pgd_scale(ctx, ps->out, 0.5f, ps->out, err);
     }
+    stage_name(m->cfg.family, W_HEAD_W, 0, stage, sizeof stage);
+    if (!rc)
+        rc = model_probe_tensor(m->probe, ps->out, err, "%s (classifier)", stage);
     if (!rc)
         rc = pgd_tensor_download(ps->out, logits, err);
     return rc;
@@ -715,6 +812,12 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     rc = pass_alloc(&ps, images, H, W, err);
     if (!rc)
         rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, m->cls, m->dist, pos, ps.x, err);
+    char stage[128];
+    stage_name(c->family, W_PE_W, 0, stage, sizeof stage);
+    if (!rc)
+        rc = model_probe_tensor(m->probe, ps.img, err, "the input");
+    if (!rc)
+        rc = model_probe_tensor(m->probe, ps.x, err, "%s (patch and position embedding)", stage);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     double t1 = model_now_ms();
@@ -873,6 +976,7 @@ void vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed)
     src->read = rand_read;
     src->meta = rand_meta;
     src->name_at = NULL;
+    src->used = NULL;
 }
 
 int vit_last_split(const vit_model *m) { return m->batching.last_split; }
@@ -919,4 +1023,19 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     vit_pass_args a = {m, images, H, W, logits, attn_map, rollout, cells};
     return model_forward_batched(m->ctx, &m->batching, H, W, maps, B, per, largest, "vit", 4,
                                  vit_pass, &a, times, err);
+}
+
+int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_probe *p,
+                       pgd_error **err)
+{
+    memset(p, 0, sizeof *p);
+    int64_t classes = m->cfg.classes;
+    float *logits = malloc((size_t)classes * sizeof *logits);
+    if (!logits)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "vit: logits");
+    m->probe = p;
+    int rc = forward_pass(m, image, 1, H, W, logits, NULL, NULL, NULL, err);
+    m->probe = NULL;
+    free(logits);
+    return rc;
 }

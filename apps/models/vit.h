@@ -47,6 +47,11 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
 /* A batch too big for the device's memory runs as several passes (model_forward_batched);
  * the images per pass of the last vit_forward. */
 int vit_last_split(const vit_model *m);
+/* After a vit_forward whose logits were not all finite: runs one image [1, 3, H, W] again with
+ * every stage's output checked and names in p->stage the first that holds a NaN or an infinity
+ * ("blocks.3 (attention)", "norm (final norm)", ...; "" when the rerun finds none). */
+int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_probe *p,
+                       pgd_error **err);
 
 
 /* The configuration of a standard ViT by size name, for seeded random weights: "ti", "s", "b"

@@ -1,5 +1,7 @@
 /* weights.c — a model_source over a safetensors file. */
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,53 @@ void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size)
         snprintf(buf + used, size - used, "]");
 }
 
+/* ---- exact tensors ---- */
+
+/* The names one load consumed, sorted once checked (model_check_consumed). */
+struct model_used {
+    char **names;
+    size_t n, cap;
+};
+
+int model_track_begin(model_source *src, pgd_error **err)
+{
+    src->used = calloc(1, sizeof *src->used);
+    if (!src->used)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: the list of tensors used",
+                             src->label);
+    return PGD_OK;
+}
+
+void model_track_end(model_source *src)
+{
+    if (!src->used)
+        return;
+    for (size_t i = 0; i < src->used->n; i++)
+        free(src->used->names[i]);
+    free(src->used->names);
+    free(src->used);
+    src->used = NULL;
+}
+
+void model_mark(const model_source *src, const char *name)
+{
+    model_used *u = src->used;
+    if (!u)
+        return;
+    if (u->n == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 256;
+        char **names = realloc(u->names, cap * sizeof *names);
+        if (!names)
+            return; /* the name is then reported as unused: an error, never a silent pass */
+        u->names = names;
+        u->cap = cap;
+    }
+    size_t len = strlen(name) + 1;
+    char *copy = malloc(len);
+    if (copy)
+        u->names[u->n++] = memcpy(copy, name, len);
+}
+
 static int64_t count(int ndim, const int64_t *s)
 {
     int64_t n = 1;
@@ -48,22 +97,219 @@ static int64_t count(int ndim, const int64_t *s)
     return n;
 }
 
+static int same_shape(int nd, const int64_t *s, const model_shape *want)
+{
+    if (nd != want->ndim)
+        return 0;
+    for (int i = 0; i < nd; i++)
+        if (s[i] != want->d[i])
+            return 0;
+    return 1;
+}
+
+/* "[a, b]", or "[a, b] or [c]" for several accepted layouts. */
+static void shapes_str(const model_shape *ok, int nok, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < nok && used + 8 < size; k++) {
+        if (k)
+            used += (size_t)snprintf(buf + used, size - used, " or ");
+        model_shape_str(ok[k].ndim, ok[k].d, buf + used, size - used);
+        used = strlen(buf);
+    }
+}
+
+int model_need_shapes(const model_source *src, const char *name, const model_shape *ok, int nok,
+                      pgd_error **err)
+{
+    int nd = 0;
+    int64_t s[8];
+    char ws[200], gs[96];
+    shapes_str(ok, nok, ws, sizeof ws);
+    if (src->shape(src->u, name, &nd, s) != 0)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
+                             name, ws);
+    for (int k = 0; k < nok; k++)
+        if (same_shape(nd, s, &ok[k])) {
+            model_mark(src, name);
+            return PGD_OK;
+        }
+    model_shape_str(nd, s, gs, sizeof gs);
+    return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
+                         src->label, name, gs, ws);
+}
+
 int model_need(const model_source *src, const char *name, int want_ndim, const int64_t *want,
+               pgd_error **err)
+{
+    model_shape one = {want_ndim > 8 ? 8 : want_ndim, {0}};
+    for (int i = 0; i < one.ndim; i++)
+        one.d[i] = want[i];
+    return model_need_shapes(src, name, &one, 1, err);
+}
+
+int64_t model_first_nonfinite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+/* "[i, j, k]": the multi-index of flat index `flat` in shape s. */
+static void index_str(int64_t flat, int nd, const int64_t *s, char *buf, size_t size)
+{
+    int64_t idx[8];
+    for (int i = nd - 1; i >= 0; i--) {
+        idx[i] = s[i] > 0 ? flat % s[i] : 0;
+        flat = s[i] > 0 ? flat / s[i] : 0;
+    }
+    model_shape_str(nd, idx, buf, size);
+}
+
+int model_read(const model_source *src, const char *name, float *dst, int64_t n,
                pgd_error **err)
 {
     int nd = 0;
     int64_t s[8];
-    char ws[96], gs[96];
-    model_shape_str(want_ndim, want, ws, sizeof ws);
-    if (src->shape(src->u, name, &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s is missing", src->label,
-                              name, ws);
-    if (count(nd, s) != count(want_ndim, want)) {
+    if (src->shape(src->u, name, &nd, s) != 0 || nd > 8)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
+                             name);
+    if (count(nd, s) != n) {
+        char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s",
-                              src->label, name, gs, ws);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, not the %lld "
+                             "values expected", src->label, name, gs, (long long)n);
     }
-    return PGD_OK;
+    int rc = src->read(src->u, name, dst, err);
+    if (rc)
+        return rc;
+    model_mark(src, name);
+    int64_t bad = model_first_nonfinite(dst, count(nd, s));
+    if (bad < 0)
+        return PGD_OK;
+    char at[128];
+    index_str(bad, nd, s, at, sizeof at);
+    return pgd_error_set(err, PGD_ERR_FORMAT,
+                         "%s: tensor '%s' holds a non-finite value (%g) at index %s (element "
+                         "%lld): weights must be finite",
+                         src->label, name, isnan(dst[bad]) ? (double)NAN : (double)dst[bad], at,
+                         (long long)bad);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int was_used(const model_used *u, const char *name)
+{
+    return u->n && bsearch(&name, u->names, u->n, sizeof *u->names, by_name) != NULL;
+}
+
+/* On the ignore list: its last component is an entry's suffix and (where the entry names one)
+ * its sibling `companion` was consumed. */
+static int ignored(const model_used *u, const char *name, const model_ignore *ig, size_t nig)
+{
+    const char *dot = strrchr(name, '.');
+    size_t plen = dot ? (size_t)(dot - name) + 1 : 0;
+    for (size_t k = 0; k < nig; k++) {
+        if (strcmp(name + plen, ig[k].suffix))
+            continue;
+        if (!ig[k].companion)
+            return 1;
+        char sib[512];
+        snprintf(sib, sizeof sib, "%.*s%s", (int)plen, name, ig[k].companion);
+        if (was_used(u, sib))
+            return 1;
+    }
+    return 0;
+}
+
+int model_check_consumed(const model_source *src, const model_ignore *ignore, size_t n_ignore,
+                         pgd_error **err)
+{
+    const model_used *u = src->used;
+    if (!u || !src->name_at)
+        return PGD_OK;
+    if (u->n)
+        qsort(u->names, u->n, sizeof *u->names, by_name);
+    const char *first = NULL, *name;
+    size_t others = 0;
+    for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++) {
+        if (was_used(u, name) || ignored(u, name, ignore, n_ignore))
+            continue;
+        if (!first)
+            first = name;
+        else
+            others++;
+    }
+    if (!first)
+        return PGD_OK;
+    char more[64] = "";
+    if (others)
+        snprintf(more, sizeof more, " (and %zu other%s)", others, others == 1 ? "" : "s");
+    return pgd_error_set(err, PGD_ERR_FORMAT,
+                         "%s: tensor '%s'%s is not used by the model: a name it does not know, "
+                         "a block it does not have, or a block index written another way",
+                         src->label, first, more);
+}
+
+int model_parse_index(const char *s, int *out)
+{
+    if (s[0] == '0') {
+        *out = 0;
+        return (s[1] >= '0' && s[1] <= '9') ? 0 : 1;
+    }
+    int n = 0, v = 0;
+    while (s[n] >= '0' && s[n] <= '9' && n < 6)
+        v = v * 10 + (s[n++] - '0');
+    if (n == 0 || (s[n] >= '0' && s[n] <= '9'))
+        return 0;
+    *out = v;
+    return n;
+}
+
+int model_count_indexed(const model_source *src, const char *prefix, const char *follow)
+{
+    if (!src->name_at)
+        return -1;
+    size_t pl = strlen(prefix), fl = strlen(follow);
+    int blocks = 0;
+    const char *name;
+    for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++) {
+        int idx = 0, n;
+        if (strncmp(name, prefix, pl) || !(n = model_parse_index(name + pl, &idx)) ||
+            strncmp(name + pl + n, follow, fl))
+            continue;
+        if (idx + 1 > blocks)
+            blocks = idx + 1;
+    }
+    return blocks;
+}
+
+int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage,
+                       ...)
+{
+    if (!p || p->stage[0])
+        return PGD_OK;
+    int64_t n = pgd_tensor_numel(t);
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    if (!h)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "checking a stage's output");
+    int rc = pgd_tensor_download(t, h, err);
+    int64_t bad = rc ? -1 : model_first_nonfinite(h, n);
+    if (bad >= 0) {
+        va_list ap;
+        va_start(ap, stage);
+        vsnprintf(p->stage, sizeof p->stage, stage, ap);
+        va_end(ap);
+        p->index = bad;
+        p->value = h[bad];
+    }
+    free(h);
+    return rc;
 }
 
 void model_weights_source(model_source *src, pgd_weights *w, const char *label)
@@ -74,6 +320,7 @@ void model_weights_source(model_source *src, pgd_weights *w, const char *label)
     src->read = st_read;
     src->meta = st_meta;
     src->name_at = st_name_at;
+    src->used = NULL;
 }
 
 /* ---- fitting a model on the device ---- */
