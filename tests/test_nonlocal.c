@@ -345,7 +345,7 @@ START_TEST(malformed)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL};
+        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL, NULL};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
         pgd_error *err = NULL;
@@ -552,13 +552,13 @@ START_TEST(random_models)
     ck_assert_int_eq(cfg.nl[0].channels, 1024);
     ck_assert_int_eq(cfg.nl[0].inner, 512);
     ck_assert_int_eq(cfg.out[3], 2048);
-    resnet_random_free(&src);
+    model_source_free(&src);
     PGD_CHECK_OK(resnet_random_source(&src, 18, 10, NULL, NL_EMBEDDED_GAUSSIAN, 1, &err), &err);
     PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
     ck_assert_int_eq(cfg.depth, 18);
     ck_assert_int_eq(cfg.bottleneck, 0);
     ck_assert_int_eq(cfg.n_nl, 0);
-    resnet_random_free(&src);
+    model_source_free(&src);
     ck_assert_int_ne(resnet_random_source(&src, 19, 10, NULL, NL_EMBEDDED_GAUSSIAN, 1, &err),
                      PGD_OK);
     ck_assert(strstr(pgd_error_message(err), "18, 34, 50") != NULL);

@@ -266,7 +266,7 @@ START_TEST(missing_and_misshaped)
                               {NULL, "pos_embed"}};
     for (size_t c = 0; c < 4; c++) {
         faulty f = {w, cases[c][0], cases[c][1]};
-        model_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, NULL, NULL};
+        model_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, NULL, NULL, NULL};
         vit_config cfg;
         vit_model *m = NULL;
         int rc = vit_detect(&src, 0, &cfg, &err);
@@ -283,7 +283,7 @@ START_TEST(missing_and_misshaped)
     }
     /* Not a ViT at all. */
     faulty f = {w, "patch_embed.proj.weight", NULL};
-    model_source src = {&f, "other.safetensors", f_shape, f_read, f_meta, NULL, NULL};
+    model_source src = {&f, "other.safetensors", f_shape, f_read, f_meta, NULL, NULL, NULL};
     vit_config cfg;
     ck_assert_int_eq(vit_detect(&src, 0, &cfg, &err), PGD_ERR_FORMAT);
     ck_assert(strstr(pgd_error_message(err), "not a ViT") != NULL);

@@ -900,9 +900,11 @@ static int vit_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_err
     parse_vit(spec, &c, &batch);
     s->batch = (int)batch;
     model_source src;
-    vit_random_source(&src, &c, 1);
+    int rc = vit_random_source(&src, &c, 1, err);
     vit_model *m = NULL;
-    int rc = vit_load(ctx, &src, &c, &m, err);
+    if (!rc)
+        rc = vit_load(ctx, &src, &c, &m, err);
+    model_source_free(&src);
     s->model = m;
     return rc;
 }
@@ -974,7 +976,7 @@ static int resnet_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_
     rc = resnet_detect(&src, &opt, &cfg, err);
     if (!rc)
         rc = resnet_load(ctx, &src, &cfg, &m, err);
-    resnet_random_free(&src);
+    model_source_free(&src);
     s->model = m;
     return rc;
 }

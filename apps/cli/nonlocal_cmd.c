@@ -165,8 +165,8 @@ static int parse(nl_cmd *v, int argc, char **argv)
 }
 
 /* The weights (a file, the default file, or seeded random ones) and the layout with the
- * non-local blocks; *random_src when the source must be freed with resnet_random_free. */
-static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf, int *random_src,
+ * non-local blocks (the caller frees the source with model_source_free). */
+static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf,
                       resnet_config *cfg)
 {
     pgd_error *err = NULL;
@@ -192,7 +192,6 @@ static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf, int *rando
         spec = v->no_nl ? NULL : v->ro.nonlocal_spec ? v->ro.nonlocal_spec : spec;
         if (resnet_random_source(src, v->depth, 1000, spec, mode, 1, &err))
             return app_fail(err);
-        *random_src = 1;
         use.nonlocal_spec = NULL; /* the random source carries the blocks itself */
     }
     if (resnet_detect(src, &use, cfg, &err))
@@ -373,16 +372,14 @@ int cmd_nonlocal(int argc, char **argv)
     resnet_config cfg;
     classify_run r;
     memset(&r, 0, sizeof r);
-    int random_src = 0;
-    rc = open_model(&v, &src, &wf, &random_src, &cfg);
+    rc = open_model(&v, &src, &wf, &cfg);
     if (!rc)
         rc = classify_begin(&v.o, PGD_PREPROCESS_TORCHVISION, v.size, v.size, (int)cfg.classes,
                             &r);
     if (!rc)
         rc = run(&v, &src, &cfg, &r);
     classify_free(&r);
-    if (random_src)
-        resnet_random_free(&src);
+    model_source_free(&src);
     pgd_weights_close(wf);
     return rc;
 }

@@ -134,8 +134,8 @@ static int open_model(vit_cmd *v, model_source *src, pgd_weights **wf, vit_confi
     if (cfg->dim % cfg->heads)
         return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg->dim,
                                cfg->heads);
-    vit_random_source(src, cfg, 1);
-    return EXIT_OK;
+    pgd_error *rerr = NULL;
+    return vit_random_source(src, cfg, 1, &rerr) ? app_fail(rerr) : EXIT_OK;
 }
 
 static void describe(const vit_cmd *v, const vit_config *cfg)
@@ -229,6 +229,7 @@ int cmd_vit(int argc, char **argv)
         return rc < 0 ? EXIT_OK : rc;
     vit_config cfg;
     model_source src;
+    memset(&src, 0, sizeof src);
     pgd_weights *wf = NULL;
     classify_run r;
     memset(&r, 0, sizeof r);
@@ -243,6 +244,7 @@ int cmd_vit(int argc, char **argv)
     if (!rc)
         rc = run(&v, &src, &cfg, &r);
     classify_free(&r);
+    model_source_free(&src);
     pgd_weights_close(wf);
     return rc;
 }

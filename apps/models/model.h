@@ -25,6 +25,8 @@ typedef struct model_source {
     /* Set by model_track_begin for the length of one load: what model_need, model_read and
      * model_mark record. NULL (a source made by hand, or detection): nothing is recorded. */
     model_used *used;
+    /* Frees u when the source owns it (seeded random sources), else NULL: model_source_free. */
+    void (*release)(void *u);
 } model_source;
 
 /* ---- exact tensors (weights.c) ----
@@ -141,6 +143,10 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
                        ...) PGD_PRINTF_LIKE(4, 5);
 /* The flat index of the first non-finite value of x[0..n), or -1. */
 int64_t model_first_nonfinite(const float *x, int64_t n);
+
+/* Releases what the source owns (nothing for a file source: close the file yourself) and
+ * clears it. A zeroed source is accepted. */
+void model_source_free(model_source *src);
 
 /* Monotonic wall-clock time in milliseconds (stage times). */
 double model_now_ms(void);

@@ -1400,6 +1400,15 @@ static int rs_nonlocal(rs_src *r, const resnet_config *c, const char *spec, nl_m
     return rc;
 }
 
+/* The release of a random source (model_source_free). */
+static void rs_release(void *u)
+{
+    rs_src *r = u;
+    if (r)
+        free(r->e);
+    free(r);
+}
+
 int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err)
 {
@@ -1435,15 +1444,7 @@ int resnet_random_source(model_source *src, int depth, int64_t classes, const ch
     src->meta = rs_meta;
     src->name_at = rs_name_at;
     src->used = NULL;
+    src->release = rs_release;
     return PGD_OK;
 }
 
-void resnet_random_free(model_source *src)
-{
-    rs_src *r = src ? src->u : NULL;
-    if (!r)
-        return;
-    free(r->e);
-    free(r);
-    src->u = NULL;
-}

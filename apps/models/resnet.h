@@ -94,9 +94,9 @@ int resnet_find_nonfinite(resnet_model *m, const float *image, int H, int W, mod
 /* Seeded random weights in torchvision naming for ResNet-`depth` (18/34/50/101/152) with
  * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)
  * in `mode` (their BN after W has γ = 1: the blocks do real work). */
+/* (Free the source with model_source_free.) */
 int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err);
-void resnet_random_free(model_source *src);
 
 /* The host arrays of one non-local block (the bn block holds γ, β, mean and var, C each). */
 typedef struct resnet_nl_weights {

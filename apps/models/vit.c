@@ -964,19 +964,24 @@ int vit_named_config(const char *name, vit_config *c)
     return 0;
 }
 
-void vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed)
+int vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed, pgd_error **err)
 {
-    static rand_src state; /* one random model at a time is all the CLI needs */
-    state.cfg = *cfg;
-    state.cfg.family = VIT_TIMM;
-    state.seed = seed;
-    src->u = &state;
+    memset(src, 0, sizeof *src);
+    rand_src *state = malloc(sizeof *state);
+    if (!state)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    state->cfg = *cfg;
+    state->cfg.family = VIT_TIMM;
+    state->seed = seed;
+    src->u = state;
+    src->release = free;
     src->label = "random weights";
     src->shape = rand_shape;
     src->read = rand_read;
     src->meta = rand_meta;
     src->name_at = NULL;
     src->used = NULL;
+    return PGD_OK;
 }
 
 int vit_last_split(const vit_model *m) { return m->batching.last_split; }

@@ -60,6 +60,6 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
 int vit_named_config(const char *name, vit_config *c);
 
 /* A source of seeded random weights in timm naming for the given configuration. */
-void vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed);
+int vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed, pgd_error **err);
 
 #endif

@@ -321,6 +321,15 @@ void model_weights_source(model_source *src, pgd_weights *w, const char *label)
     src->meta = st_meta;
     src->name_at = st_name_at;
     src->used = NULL;
+    src->release = NULL;
+}
+
+void model_source_free(model_source *src)
+{
+    if (src && src->release)
+        src->release(src->u);
+    if (src)
+        memset(src, 0, sizeof *src);
 }
 
 /* ---- fitting a model on the device ---- */
