@@ -40,6 +40,8 @@ json_t *app_device_json(const pgd_device_info *d);
 /* Writes a JSON value to a file through a pgd_outfile (a regular file only, complete or not at
  * all), or to stdout for "-" or NULL. Returns 0 or prints an error and returns EXIT_RUNTIME. */
 int app_write_json(json_t *value, const char *path);
+/* app_write_json(doc, NULL), then releases doc (NULL accepted: an error, nothing printed). */
+int app_print_json(json_t *doc);
 /* Writes a JSON value into f (opened earlier, e.g. to check the target before a long run) and
  * commits it; aborts f on failure. f is consumed either way. */
 int app_write_json_to(json_t *value, pgd_outfile *f);

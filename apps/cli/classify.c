@@ -363,6 +363,29 @@ json_t *classify_report(const classify_opts *o, classify_run *r)
                            o->json);
 }
 
+int classify_emit(const classify_opts *o, classify_run *r, const char *weights, json_t *model,
+                  const classify_stage *stages, const double *t, int n)
+{
+    const pgd_device_info *d = pgd_ctx_device(r->ctx);
+    json_t *results = classify_report(o, r);
+    if (!o->json) {
+        json_decref(model);
+        printf("%d image(s) %dx%d on %s:", r->B, r->H, r->W, d->name);
+        for (int i = 0; i < n; i++)
+            printf("%s %s %.1f ms", i ? "," : "", stages[i].label, t[i]);
+        printf("\n");
+        return EXIT_OK;
+    }
+    json_t *times = json_object();
+    for (int i = 0; times && i < n; i++)
+        json_object_set_new(times, stages[i].key, json_real(t[i]));
+    json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o}", "weights",
+                            app_json_text(weights ? weights : "random"), "device",
+                            app_device_json(d), "model", model, "results", results, "times_ms",
+                            times);
+    return app_print_json(doc);
+}
+
 int classify_finish(const classify_opts *o, classify_run *r)
 {
     pgd_error *err = NULL;

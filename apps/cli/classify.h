@@ -101,6 +101,15 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
                        const char *what);
 /* The top-k report: printed, or with --json returned as the "results" array (new reference). */
 json_t *classify_report(const classify_opts *o, classify_run *r);
+/* One stage of a model's timing: its JSON key and its words in the printed line. */
+typedef struct classify_stage {
+    const char *key, *label;
+} classify_stage;
+/* The report of a run: the top-k of every image, then the line "B image(s) HxW on DEVICE:
+ * label t ms, ..." — or with --json one document {weights, device, model, results, times_ms}
+ * on stdout. `model` (a new reference, taken; NULL without --json) describes the model. */
+int classify_emit(const classify_opts *o, classify_run *r, const char *weights, json_t *model,
+                  const classify_stage *stages, const double *t, int n);
 /* Prints the kernel profile when --profile asked for it, then commits the output set: the
  * last step of a successful run. */
 int classify_finish(const classify_opts *o, classify_run *r);

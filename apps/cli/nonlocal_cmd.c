@@ -290,16 +290,15 @@ static int affinity_draw(const nl_cmd *v, classify_run *r, const resnet_config *
                               PGD_PREPROCESS_TORCHVISION, what);
 }
 
-static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, const double t[5])
+/* The model's non-finite diagnosis, in the classify path's form. */
+static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
 {
-    const pgd_device_info *d = pgd_ctx_device(r->ctx);
-    json_t *jall = classify_report(&v->o, r);
-    if (!v->o.json) {
-        printf("%d image(s) %dx%d on %s: stem %.1f ms, residual layers %.1f ms, non-local "
-               "blocks %.1f ms, head %.1f ms, total %.1f ms\n",
-               r->B, r->H, r->W, d->name, t[0], t[1], t[2], t[3], t[4]);
-        return EXIT_OK;
-    }
+    return resnet_find_nonfinite(model, image, H, W, p, err);
+}
+
+/* The model's description in the JSON report. */
+static json_t *model_json(const resnet_config *cfg)
+{
     json_t *sites = json_array();
     for (int i = 0; i < cfg->n_nl; i++) {
         char name[32];
@@ -309,23 +308,21 @@ static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, co
                                                cfg->nl[i].inner, "identity_init",
                                                cfg->nl[i].identity));
     }
-    json_t *doc = json_pack(
-        "{s:o, s:o, s:{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}, s:o, "
-        "s:{s:f, s:f, s:f, s:f, s:f}}",
-        "weights", app_json_text(v->weights ? v->weights : "random"), "device", app_device_json(d), "model",
-        "depth", cfg->depth, "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks",
-        cfg->blocks[0], cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
-        (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode), "subsample",
-        cfg->subsample, "results", jall, "times_ms", "stem", t[0], "layers", t[1], "nonlocal",
-        t[2], "head", t[3], "total", t[4]);
-    int rc = app_write_json(doc, NULL);
-    json_decref(doc);
-    return rc;
+    return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}", "depth", cfg->depth,
+                     "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks", cfg->blocks[0],
+                     cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
+                     (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode),
+                     "subsample", cfg->subsample);
 }
 
-static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
+static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, const double t[5])
 {
-    return resnet_find_nonfinite(model, image, H, W, p, err);
+    static const classify_stage stages[5] = {{"stem", "stem"},
+                                             {"layers", "residual layers"},
+                                             {"nonlocal", "non-local blocks"},
+                                             {"head", "head"},
+                                             {"total", "total"}};
+    return classify_emit(&v->o, r, v->weights, v->o.json ? model_json(cfg) : NULL, stages, t, 5);
 }
 
 /* Loads the model, runs the batch, draws the affinity map, reports. */

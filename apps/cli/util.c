@@ -212,6 +212,13 @@ int app_write_json_to(json_t *value, pgd_outfile *f)
     return pgd_outfile_commit(f, &err) ? app_fail(err) : EXIT_OK;
 }
 
+int app_print_json(json_t *doc)
+{
+    int rc = app_write_json(doc, NULL);
+    json_decref(doc);
+    return rc;
+}
+
 int app_write_json(json_t *value, const char *path)
 {
     /* A document json_pack could not build is reported, never printed as nothing or half. */

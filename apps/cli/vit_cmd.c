@@ -155,30 +155,22 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
                 cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
 }
 
-static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, const double t[4])
-{
-    const pgd_device_info *d = pgd_ctx_device(r->ctx);
-    json_t *jall = classify_report(&v->o, r);
-    if (!v->o.json) {
-        printf("%d image(s) %dx%d on %s: embed %.1f ms, blocks %.1f ms, head %.1f ms, total "
-               "%.1f ms\n",
-               r->B, r->H, r->W, d->name, t[0], t[1], t[2], t[3]);
-        return EXIT_OK;
-    }
-    json_t *doc = json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:i, s:i}, s:o, s:{s:f, s:f, s:f, s:f}}",
-                            "weights", app_json_text(v->weights ? v->weights : "random"), "device",
-                            app_device_json(d), "model", "family", vit_family_name(cfg->family),
-                            "width", cfg->dim, "depth", cfg->depth, "heads", cfg->heads, "patch",
-                            cfg->patch, "results", jall, "times_ms", "embed", t[0], "blocks", t[1],
-                            "head", t[2], "total", t[3]);
-    int rc = app_write_json(doc, NULL);
-    json_decref(doc);
-    return rc;
-}
-
+/* The model's non-finite diagnosis, in the classify path's form. */
 static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
 {
     return vit_find_nonfinite(model, image, H, W, p, err);
+}
+
+static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, const double t[4])
+{
+    static const classify_stage stages[4] = {
+        {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
+    json_t *model = v->o.json ? json_pack("{s:s, s:i, s:i, s:i, s:i}", "family",
+                                          vit_family_name(cfg->family), "width", cfg->dim,
+                                          "depth", cfg->depth, "heads", cfg->heads, "patch",
+                                          cfg->patch)
+                              : NULL;
+    return classify_emit(&v->o, r, v->weights, model, stages, t, 4);
 }
 
 /* Loads the model, runs the batch, draws the maps, reports. */
