@@ -57,11 +57,12 @@ typedef struct app_labels {
 int app_labels_load(const char *path, app_labels *out);
 void app_labels_free(app_labels *l);
 
-/* The weights file `file` in the default location ($PAGODA_WEIGHTS_DIR, else
- * $XDG_DATA_HOME/pagoda/weights, else ~/.local/share/pagoda/weights), written to buf; 1 if it
- * exists, 0 if not; -1 (with an error printed) when $PAGODA_WEIGHTS_DIR is set but is not a
- * directory: a mistyped variable is not quietly replaced by random weights. */
-int app_default_weights(const char *file, char *buf, size_t size);
+/* When *weights is NULL: the weights file `file` in the default location ($PAGODA_WEIGHTS_DIR,
+ * else $XDG_DATA_HOME/pagoda/weights, else ~/.local/share/pagoda/weights) is written to buf and,
+ * when it exists, *weights points to buf. EXIT_OK, or EXIT_USAGE (with an error printed) when
+ * $PAGODA_WEIGHTS_DIR is set but is not a directory: a mistyped variable is not quietly
+ * replaced by random weights. */
+int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size);
 
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the

@@ -21,6 +21,19 @@ typedef struct classify_opts {
     int nimages;
 } classify_opts;
 
+/* The end of every classification command's --help: the shared options' lines and the rule of
+ * the output files. */
+#define CLASSIFY_HELP_TAIL                                                                         \
+    "  --profile           per-kernel timings at the end\n"                                        \
+    "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"       \
+    "                      error naming the input, or the stage where they first appear)\n"        \
+    "  -h, --help          show this help\n"                                                       \
+    "\n"                                                                                           \
+    "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
+    "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"     \
+    "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
+    "discard that output.\n"
+
 #define CLASSIFY_OPTION_COUNT 9
 
 /* Defaults: topk 5, nothing else set. */

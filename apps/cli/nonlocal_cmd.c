@@ -57,15 +57,7 @@ static const char usage[] =
     "                      over all positions, blended over each image (OUT-1.png, ... for\n"
     "                      several images); needs image files\n"
     "  --query X,Y         the query pixel in the original image (default: its centre)\n"
-    "  --profile           per-kernel timings at the end\n"
-    "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"
-    "                      error naming the input, or the stage where they first appear)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
-    "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"
-    "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"
-    "discard that output.\n";
+    CLASSIFY_HELP_TAIL;
 
 /* "X,Y": two finite numbers >= 0 (pgd_parse_double; no nan, inf or trailing characters). */
 static int parse_query(const char *s, double *x, double *y)
@@ -166,22 +158,16 @@ static int parse(nl_cmd *v, int argc, char **argv)
 
 /* The weights (a file, the default file, or seeded random ones) and the layout with the
  * non-local blocks (the caller frees the source with model_source_free). */
-static int open_model(nl_cmd *v, model_source *src, pgd_weights **wf,
-                      resnet_config *cfg)
+static int open_model(nl_cmd *v, model_source *src, resnet_config *cfg)
 {
     pgd_error *err = NULL;
-    int found = 0;
-    if (!v->weights && !v->random &&
-        (found = app_default_weights("resnet50_torchvision.safetensors", v->default_path,
-                                     sizeof v->default_path)) < 0)
+    if (!v->random && app_weights_or_default(&v->weights, "resnet50_torchvision.safetensors",
+                                             v->default_path, sizeof v->default_path))
         return EXIT_USAGE;
-    if (found)
-        v->weights = v->default_path;
     resnet_options use = v->ro;
     if (v->weights) {
-        if (pgd_weights_open(v->weights, wf, &err))
+        if (model_source_open(src, v->weights, &err))
             return app_fail(err);
-        model_weights_source(src, *wf, v->weights);
     } else {
         nl_mode mode = NL_EMBEDDED_GAUSSIAN;
         if (v->ro.mode)
@@ -363,13 +349,10 @@ int cmd_nonlocal(int argc, char **argv)
     int rc = parse(&v, argc, argv);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
-    model_source src;
-    memset(&src, 0, sizeof src);
-    pgd_weights *wf = NULL;
+    model_source src = {0};
     resnet_config cfg;
-    classify_run r;
-    memset(&r, 0, sizeof r);
-    rc = open_model(&v, &src, &wf, &cfg);
+    classify_run r = {0};
+    rc = open_model(&v, &src, &cfg);
     if (!rc)
         rc = classify_begin(&v.o, PGD_PREPROCESS_TORCHVISION, v.size, v.size, (int)cfg.classes,
                             &r);
@@ -377,6 +360,5 @@ int cmd_nonlocal(int argc, char **argv)
         rc = run(&v, &src, &cfg, &r);
     classify_free(&r);
     model_source_free(&src);
-    pgd_weights_close(wf);
     return rc;
 }

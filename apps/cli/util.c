@@ -313,7 +313,7 @@ void app_labels_free(app_labels *l)
     memset(l, 0, sizeof *l);
 }
 
-int app_default_weights(const char *file, char *buf, size_t size)
+static int default_weights(const char *file, char *buf, size_t size)
 {
     const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
                *h = getenv("HOME");
@@ -335,6 +335,18 @@ int app_default_weights(const char *file, char *buf, size_t size)
     else
         return 0;
     return access(buf, R_OK) == 0;
+}
+
+int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size)
+{
+    if (*weights)
+        return EXIT_OK;
+    int found = default_weights(file, buf, size);
+    if (found < 0)
+        return EXIT_USAGE;
+    if (found)
+        *weights = buf;
+    return EXIT_OK;
 }
 
 typedef struct ranked {

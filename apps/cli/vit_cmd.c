@@ -44,15 +44,7 @@ static const char usage[] =
     "                      blocks as OUT-rollout.png (OUT-1.png, OUT-rollout-1.png, ... for\n"
     "                      several images)\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
-    "  --profile           per-kernel timings at the end\n"
-    "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"
-    "                      error naming the input, or the stage where they first appear)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"
-    "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"
-    "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"
-    "discard that output.\n";
+    CLASSIFY_HELP_TAIL;
 
 /* What `pagoda vit` adds to the shared classification options. */
 typedef struct vit_cmd {
@@ -109,20 +101,15 @@ static int parse(vit_cmd *v, int argc, char **argv)
 }
 
 /* The weights (a file, the default file, or seeded random ones) and their configuration. */
-static int open_model(vit_cmd *v, model_source *src, pgd_weights **wf, vit_config *cfg)
+static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
 {
     pgd_error *err = NULL;
-    int found = 0;
-    if (!v->weights && !v->random &&
-        (found = app_default_weights("vit_b16_timm.safetensors", v->default_path,
-                                     sizeof v->default_path)) < 0)
+    if (!v->random && app_weights_or_default(&v->weights, "vit_b16_timm.safetensors",
+                                             v->default_path, sizeof v->default_path))
         return EXIT_USAGE;
-    if (found)
-        v->weights = v->default_path;
     if (v->weights) {
-        if (pgd_weights_open(v->weights, wf, &err))
+        if (model_source_open(src, v->weights, &err))
             return app_fail(err);
-        model_weights_source(src, *wf, v->weights);
         return vit_detect(src, v->heads, cfg, &err) ? app_fail(err) : EXIT_OK;
     }
     if (!v->random)
@@ -220,12 +207,9 @@ int cmd_vit(int argc, char **argv)
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     vit_config cfg;
-    model_source src;
-    memset(&src, 0, sizeof src);
-    pgd_weights *wf = NULL;
-    classify_run r;
-    memset(&r, 0, sizeof r);
-    rc = open_model(&v, &src, &wf, &cfg);
+    model_source src = {0};
+    classify_run r = {0};
+    rc = open_model(&v, &src, &cfg);
     if (!rc && v.preset < 0)
         v.preset = cfg.family == VIT_HF            ? PGD_PREPROCESS_HF
                    : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
@@ -237,6 +221,5 @@ int cmd_vit(int argc, char **argv)
         rc = run(&v, &src, &cfg, &r);
     classify_free(&r);
     model_source_free(&src);
-    pgd_weights_close(wf);
     return rc;
 }

@@ -144,6 +144,9 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
 /* The flat index of the first non-finite value of x[0..n), or -1. */
 int64_t model_first_nonfinite(const float *x, int64_t n);
 
+/* Opens the safetensors file at `path` as a source that owns it (model_source_free closes it);
+ * `path` names it in messages and must outlive the source. On error *src is zeroed. */
+int model_source_open(model_source *src, const char *path, pgd_error **err);
 /* Releases what the source owns (nothing for a file source: close the file yourself) and
  * clears it. A zeroed source is accepted. */
 void model_source_free(model_source *src);

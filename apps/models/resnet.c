@@ -1437,14 +1437,8 @@ int resnet_random_source(model_source *src, int depth, int64_t classes, const ch
         free(r);
         return rc;
     }
-    src->u = r;
-    src->label = "random weights";
-    src->shape = rs_shape;
-    src->read = rs_read;
-    src->meta = rs_meta;
-    src->name_at = rs_name_at;
-    src->used = NULL;
-    src->release = rs_release;
+    *src = (model_source){.u = r, .label = "random weights", .shape = rs_shape, .read = rs_read,
+                          .meta = rs_meta, .name_at = rs_name_at, .release = rs_release};
     return PGD_OK;
 }
 

@@ -973,14 +973,8 @@ int vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed, p
     state->cfg = *cfg;
     state->cfg.family = VIT_TIMM;
     state->seed = seed;
-    src->u = state;
-    src->release = free;
-    src->label = "random weights";
-    src->shape = rand_shape;
-    src->read = rand_read;
-    src->meta = rand_meta;
-    src->name_at = NULL;
-    src->used = NULL;
+    *src = (model_source){.u = state, .label = "random weights", .shape = rand_shape,
+                          .read = rand_read, .meta = rand_meta, .release = free};
     return PGD_OK;
 }
 

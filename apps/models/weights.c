@@ -314,14 +314,22 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
 
 void model_weights_source(model_source *src, pgd_weights *w, const char *label)
 {
-    src->u = w;
-    src->label = label;
-    src->shape = st_shape;
-    src->read = st_read;
-    src->meta = st_meta;
-    src->name_at = st_name_at;
-    src->used = NULL;
-    src->release = NULL;
+    *src = (model_source){.u = w, .label = label, .shape = st_shape, .read = st_read,
+                          .meta = st_meta, .name_at = st_name_at};
+}
+
+static void st_release(void *u) { pgd_weights_close(u); }
+
+int model_source_open(model_source *src, const char *path, pgd_error **err)
+{
+    memset(src, 0, sizeof *src);
+    pgd_weights *w = NULL;
+    int rc = pgd_weights_open(path, &w, err);
+    if (rc)
+        return rc;
+    model_weights_source(src, w, path);
+    src->release = st_release;
+    return PGD_OK;
 }
 
 void model_source_free(model_source *src)
