@@ -348,6 +348,14 @@ START_TEST(errors)
         x = c, x.batch_stride = 0;
         expect(pgd_gemm_strided(ctx, NULL, 3, 5, 4, 2, a, b, x, &err), PGD_ERR_INVALID_ARGUMENT,
                &err, "C", NULL, "C's batch stride 0");
+        /* Items that share elements: a stride of 1 puts item 1 one column after item 0. */
+        x = c, x.batch_stride = 1;
+        expect(pgd_gemm_strided(ctx, NULL, 3, 5, 4, 2, a, b, x, &err), PGD_ERR_INVALID_ARGUMENT,
+               &err, "C", NULL, "C's items overlapping");
+        /* A read from the elements C writes. */
+        x = a, x.t = C;
+        expect(pgd_gemm_strided(ctx, NULL, 3, 5, 4, 2, x, b, c, &err), PGD_ERR_INVALID_ARGUMENT,
+               &err, "A", NULL, "A inside C");
         /* The residual is read with C's placement: in [20] it reaches past its end. */
         args.residual = B;
         expect(pgd_gemm_strided(ctx, &args, 3, 5, 4, 2, a, b, c, &err), PGD_ERR_INVALID_ARGUMENT,

@@ -279,6 +279,46 @@ START_TEST(argument_and_launch_errors)
 END_TEST
 
 /* Two handles of one function: each keeps its own arguments, and the program is built once. */
+/* The caller's programs live beside the library's: a custom program named like an embedded
+ * kernel file ("elementwise") neither replaces it nor is replaced by it, and two sources under
+ * one name are two programs. */
+START_TEST(names_do_not_collide)
+{
+    static const char *src_a = "__kernel void mine(__global float *y) { y[get_global_id(0)] = 7.0f; }\n";
+    static const char *src_b = "__kernel void mine(__global float *y) { y[get_global_id(0)] = 9.0f; }\n";
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_error *err = NULL;
+        int64_t len = 8;
+        float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, got[8];
+        pgd_tensor *t = pgd_test_upload(ctx, 1, &len, x);
+        PGD_CHECK_OK(pgd_scale(ctx, t, 2.0f, t, &err), &err); /* builds "elementwise" */
+        pgd_kernel *ka = NULL, *kb = NULL;
+        PGD_CHECK_OK(pgd_kernel_create(ctx, "elementwise", src_a, NULL, "mine", &ka, &err), &err);
+        PGD_CHECK_OK(pgd_kernel_create(ctx, "elementwise", src_b, NULL, "mine", &kb, &err), &err);
+        size_t global = 8;
+        PGD_CHECK_OK(pgd_kernel_set_tensor(ka, 0, t, &err), &err);
+        PGD_CHECK_OK(pgd_kernel_launch(ka, 1, &global, NULL, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(t, got, &err), &err);
+        ck_assert_msg(got[3] == 7.0f, "source A ran as %g", (double)got[3]);
+        PGD_CHECK_OK(pgd_kernel_set_tensor(kb, 0, t, &err), &err);
+        PGD_CHECK_OK(pgd_kernel_launch(kb, 1, &global, NULL, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(t, got, &err), &err);
+        ck_assert_msg(got[3] == 9.0f, "source B ran as %g", (double)got[3]);
+        /* The library's own program is still the embedded one. */
+        PGD_CHECK_OK(pgd_scale(ctx, t, 2.0f, t, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(t, got, &err), &err);
+        ck_assert_msg(got[3] == 18.0f, "pgd_scale after the custom kernels gave %g", (double)got[3]);
+        pgd_kernel_destroy(ka);
+        pgd_kernel_destroy(kb);
+        pgd_tensor_destroy(t);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
 START_TEST(separate_handles_and_cache)
 {
     size_t nd;
@@ -354,6 +394,7 @@ int main(void)
     tcase_add_test(tc, build_and_name_errors);
     tcase_add_test(tc, argument_and_launch_errors);
     tcase_add_test(tc, separate_handles_and_cache);
+    tcase_add_test(tc, names_do_not_collide);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -403,6 +403,7 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     cl_uint np = 0;
     cl_platform_id plats[64];
     cl_int cl = clGetPlatformIDs(64, plats, &np);
+    np = np > 64 ? 64 : np; /* the count is of all platforms, the array holds 64 */
     if (cl != CL_SUCCESS || (cl_uint)ctx->dev.platform_index >= np) {
         rc = pgd__cl_fail(err, cl ? cl : CL_INVALID_PLATFORM, "clGetPlatformIDs",
                           "platform %d disappeared", ctx->dev.platform_index);
@@ -413,6 +414,7 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     cl_device_id devs[64];
     cl_uint nd = 0;
     cl = clGetDeviceIDs(ctx->platform, CL_DEVICE_TYPE_ALL, 64, devs, &nd);
+    nd = nd > 64 ? 64 : nd;
     if (cl != CL_SUCCESS || (cl_uint)ctx->dev.device_index >= nd) {
         rc = pgd__cl_fail(err, cl ? cl : CL_INVALID_DEVICE, "clGetDeviceIDs",
                           "device %d:%d disappeared", ctx->dev.platform_index,

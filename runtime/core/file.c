@@ -62,7 +62,7 @@ int pgd__file_open(const char *path, const char *what, uint64_t max_bytes, int *
     if (!path)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: path is NULL",
                               what ? what : "file");
-    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (f < 0) {
         int e = errno;
         return file_fail(err, e == ENOENT ? PGD_ERR_NOT_FOUND : PGD_ERR_IO, what, path,

@@ -20,8 +20,19 @@ int pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source, const 
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "custom kernel: a program name, a source and a function name are "
                               "needed");
+    /* The program table is looked up by name and options: the caller's programs get a name of
+     * their own ("user:<name>:<hash of the source>"), so they never take the place of an embedded
+     * kernel file, and two sources under one name never share an entry. */
+    unsigned char digest[32];
+    char hex[65], pname[192];
+    pgd__sha256 sh;
+    pgd__sha256_init(&sh);
+    pgd__sha256_update(&sh, source, strlen(source));
+    pgd__sha256_final(&sh, digest);
+    pgd__sha256_hex(digest, hex);
+    snprintf(pname, sizeof pname, "user:%.100s:%.16s", name, hex);
     cl_program prog = NULL;
-    int rc = pgd__program_get_source(ctx, name, source, options ? options : "", &prog, err);
+    int rc = pgd__program_get_source(ctx, pname, source, options ? options : "", &prog, err);
     if (rc)
         return rc;
     pgd_kernel *k = calloc(1, sizeof *k);
@@ -35,7 +46,7 @@ int pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source, const 
                             function, name, ctx->dev.name);
     }
     k->ctx = ctx;
-    snprintf(k->name, sizeof k->name, "%s", function);
+    snprintf(k->name, sizeof k->name, "%.60s:%.60s", name, function);
     *out = k;
     return PGD_OK;
 }

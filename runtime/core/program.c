@@ -2,6 +2,7 @@
  * build logs, and the in-memory program table backed by the disk cache. */
 #include <errno.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,16 +27,22 @@ struct pgd__program_entry {
     int stale;
 };
 
+static const char *program_names[64];
+
+static void fill_program_names(void)
+{
+    size_t i = 0;
+    for (; pgd__embedded_sources[i].name && i < 63; i++)
+        program_names[i] = pgd__embedded_sources[i].name;
+    program_names[i] = NULL;
+}
+
 const char *const *pgd_program_names(void)
 {
-    static const char *names[64];
-    if (!names[0]) {
-        size_t i = 0;
-        for (; pgd__embedded_sources[i].name && i < 63; i++)
-            names[i] = pgd__embedded_sources[i].name;
-        names[i] = NULL;
-    }
-    return names;
+    /* Filled once, whichever thread asks first (contexts may live on different threads). */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_program_names);
+    return program_names;
 }
 
 int pgd__source_load(const char *dir, const char *file, char **out, pgd_error **err)

@@ -329,6 +329,9 @@ int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t 
                                   path, (long long)shape[i]);
         used += (size_t)snprintf(dims + used, sizeof dims - used, "%lld%s", (long long)shape[i],
                                  ndim == 1 || i < ndim - 1 ? ", " : "");
+        if (shape[i] && count > (UINT64_MAX / sizeof(float)) / (uint64_t)shape[i])
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: shape [%s...] is too large",
+                                  path, dims);
         count *= (uint64_t)shape[i];
     }
     if (count && !data)

@@ -38,6 +38,46 @@ static int check_operand(const char *what, pgd_matrix m, int64_t rows, int64_t c
     return PGD_OK;
 }
 
+/* The first and one past the last element a rows x cols operand of `batch` items touches. */
+static void span(pgd_matrix m, int64_t rows, int64_t cols, int64_t batch, int64_t *lo, int64_t *hi)
+{
+    *lo = m.offset;
+    *hi = m.offset + (batch - 1) * m.batch_stride + (rows - 1) * m.ld + cols;
+}
+
+/* C's items must not overlap one another (stacked: each after the previous one's last row; or
+ * side by side within each row), and C must not share elements with A or B. */
+static int check_output(pgd_matrix a, pgd_matrix b, pgd_matrix c, int64_t ar, int64_t ac,
+                        int64_t br, int64_t bc, int64_t M, int64_t N, int64_t batch,
+                        pgd_error **err)
+{
+    int stacked = c.batch_stride >= (M - 1) * c.ld + N;
+    int side = c.batch_stride >= N && (batch - 1) * c.batch_stride + N <= c.ld;
+    if (batch > 1 && !stacked && !side)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm_strided: C's batch stride %lld makes the %lld items of the "
+                              "batch (%lldx%lld, ld %lld) overlap: every item must have elements "
+                              "of its own",
+                              (long long)c.batch_stride, (long long)batch, (long long)M,
+                              (long long)N, (long long)c.ld);
+    int64_t clo, chi, lo, hi;
+    span(c, M, N, batch, &clo, &chi);
+    const pgd_matrix in[2] = {a, b};
+    const int64_t rows[2] = {ar, br}, cols[2] = {ac, bc};
+    for (int i = 0; i < 2; i++) {
+        if (in[i].t != c.t || rows[i] == 0 || cols[i] == 0)
+            continue;
+        span(in[i], rows[i], cols[i], batch, &lo, &hi);
+        if (lo < chi && clo < hi)
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "gemm_strided: C (elements %lld to %lld) overlaps %s (elements "
+                                  "%lld to %lld) in the same tensor",
+                                  (long long)clo, (long long)chi - 1, i ? "B" : "A", (long long)lo,
+                                  (long long)hi - 1);
+    }
+    return PGD_OK;
+}
+
 int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N, int64_t K,
                      int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c, pgd_error **err)
 {
@@ -55,11 +95,9 @@ int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t
         rc = check_operand("B", b, tb ? N : K, tb ? K : N, batch, err);
     if (!rc)
         rc = check_operand("C", c, M, N, batch, err);
-    if (!rc && batch > 1 && c.batch_stride == 0 && M > 0 && N > 0)
-        rc = pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                            "gemm_strided: C's batch stride is 0 with a batch of %lld: every item "
-                            "would write the same matrix",
-                            (long long)batch);
+    if (!rc && M > 0 && N > 0)
+        rc = check_output(a, b, c, ta ? K : M, ta ? M : K, tb ? N : K, tb ? K : N, M, N, batch,
+                          err);
     pgd_matrix res = c;
     if (!rc && args->residual) {
         res.t = args->residual;

@@ -209,10 +209,11 @@ int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, 
     if (chosen)
         *chosen = PGD_GEMM_BACKEND_PAGODA;
     if (M < 1 || N < 1 || K < 1 || batch < 1 || M > INT32_MAX || N > INT32_MAX ||
-        K > INT32_MAX)
+        K > INT32_MAX || batch > INT32_MAX || M * K > INT64_MAX / batch ||
+        K * N > INT64_MAX / batch || M * N > INT64_MAX / batch)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "gemm tune: sizes must be positive and below 2^31 (M=%lld N=%lld "
-                              "K=%lld batch=%lld)",
+                              "gemm tune: sizes must be positive and below 2^31, each matrix of "
+                              "the batch below 2^63 elements (M=%lld N=%lld K=%lld batch=%lld)",
                               (long long)M, (long long)N, (long long)K, (long long)batch);
     int b = pgd__gemm_forced(ctx);
     pgd__gemm_call g;
