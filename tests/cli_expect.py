@@ -9,7 +9,9 @@
 --has TEXT      stderr must contain TEXT; --lacks TEXT: must not ("unknown failure")
 --stdout-has T  stdout must contain T
 --env VAR=VAL   set in the command's environment; VAL may carry \\xNN escapes for raw bytes
---as-limit B    run under RLIMIT_AS = B bytes, so a huge host allocation fails fast
+--as-limit B    run under RLIMIT_AS = B bytes, so a huge host allocation fails fast; under
+                AddressSanitizer (ASAN_OPTIONS set), whose shadow memory needs terabytes of
+                address space, ASan's own max_allocation_size_mb plays that part instead
 --max-seconds S the command must finish within S seconds (a refusal is quick)
 --link NAME=F   a symbolic link NAME (\\xNN escapes allowed: bytes that are not UTF-8) to F in
                 a temporary directory; '@LINK@' in the arguments becomes its path
@@ -74,6 +76,12 @@ def main(argv):
             cmd = [a.replace(b"@LINK@", path) for a in cmd]
         full_env = dict(os.environb)
         full_env.update(env)
+        if limit and b"ASAN_OPTIONS" in full_env:
+            # RLIMIT_AS would stop ASan from reserving its shadow before main(): make one
+            # allocation above the limit fail (return NULL) the way the kernel would.
+            full_env[b"ASAN_OPTIONS"] += b":max_allocation_size_mb=%d:allocator_may_return_null=1" % (
+                limit >> 20)
+            limit = None
 
         def set_limit():
             if limit:
