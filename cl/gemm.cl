@@ -14,7 +14,7 @@
  *   (the epilogue -- bias, activation, residual -- is the run-time argument `epi`)
  *   -- gemm_cpu / gemm_pack_b:
  *   RM        rows of C per work-item (register tile height)
- *   VW        float vector width (4, 8 or 16)
+ *   VW        float vector width (1, 2, 4, 8 or 16)
  *   NV        vectors per row; panel width NB = VW*NV columns per work-item
  *   KU        unroll factor of the K loop
  *   (gemm_cpu reads B as the NB-column panels gemm_pack_b makes; the launcher always packs)
@@ -62,9 +62,16 @@
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
+#if VW == 1
+/* Scalar code, for runtimes that vectorise across work-items (Intel's CPU runtime, GPUs). */
+#define VT float
+#define VLOAD(o, p) ((p)[o])
+#define VSTORE(x, o, p) ((p)[o] = (x))
+#else
 #define VT CAT(float, VW)
 #define VLOAD CAT(vload, VW)
 #define VSTORE CAT(vstore, VW)
+#endif
 
 
 /* ---------------------------------------------------------------- epilogue */

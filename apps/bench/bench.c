@@ -255,8 +255,9 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
     double start = bench_now_ms();
     int warm = 0;
     /* Warm-ups: as many as asked, or from the budget up to a tenth of it (1 to 10). */
-    while (!rc && (o->warmup >= 0 ? warm < o->warmup
-                                  : warm < 1 || (warm < 10 && bench_now_ms() - start < budget * 0.1))) {
+    while (!rc &&
+           (o->warmup >= 0 ? warm < o->warmup
+                           : warm < 1 || (warm < 10 && bench_now_ms() - start < budget * 0.1))) {
         bench_progress("warm-up %d", warm + 1);
         rc = fn(state, err);
         if (!rc)
@@ -363,12 +364,11 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
     json_t *params = NULL;
     if (b->params[0])
         params = json_loads(b->params, 0, NULL);
-    json_t *r =
-        json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item",
-                  app_json_text(item), "spec", app_json_text(b->name), "name",
-                  app_json_text(b->name), "params", params ? params : json_object(), "median_ms",
-                  b->median_ms, "p90_ms", b->p90_ms, "min_ms", b->min_ms, "repeat", b->repeat,
-                  "warmup", b->warmup, "compile_ms", b->compile_ms);
+    json_t *r = json_pack("{s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:i, s:i, s:f}", "item",
+                          app_json_text(item), "spec", app_json_text(b->name), "name",
+                          app_json_text(b->name), "params", params ? params : json_object(),
+                          "median_ms", b->median_ms, "p90_ms", b->p90_ms, "min_ms", b->min_ms,
+                          "repeat", b->repeat, "warmup", b->warmup, "compile_ms", b->compile_ms);
     if (b->flops > 0) {
         json_object_set_new(r, "flops", json_real(b->flops));
         json_object_set_new(r, "gflops", json_real(gflops));
@@ -414,8 +414,8 @@ static void print_table_header(const pgd_device_info *d)
 {
     printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
            d->platform, d->driver_version);
-    printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms",
-           "min ms", "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
+    printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms", "min ms",
+           "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
 }
 
 /* The order the specs run in: the peak first, so every other result can be placed under it.
@@ -463,8 +463,7 @@ static void print_result_row(const bench_result *b, const peak_numbers *pk, doub
     if (b->flops > 0 && b->bytes > 0)
         snprintf(ai, sizeof ai, "%.1f", b->flops / b->bytes);
     printf("%-30s %10.3f %10.3f %10.3f %9s %8s %6s %7s %10.1f%s%s\n", b->name, b->median_ms,
-           b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms, b->note[0] ? "  " : "",
-           b->note);
+           b->p90_ms, b->min_ms, gf, bw, frac, ai, b->compile_ms, b->note[0] ? "  " : "", b->note);
 }
 
 /* Records (and prints) the results one item gave. */
@@ -557,6 +556,10 @@ static json_t *device_run_json(device_run *dr)
                             d->driver_version, "platform_version", d->platform_version);
     if (dr->pk.gflops > 0 || dr->pk.gbs > 0)
         json_object_set_new(run, "peak", peak_json(&dr->pk));
+    /* Which GEMM kernel parameters ran, and whether pgd_tune chose them. */
+    char kp[128];
+    const char *from = pgd_ctx_kernel_params(dr->ctx, kp, sizeof kp);
+    json_object_set_new(run, "kernel_params", json_pack("{s:s, s:s}", "gemm", kp, "from", from));
     json_object_set_new(run, "results", dr->results);
     json_object_set_new(run, "skipped", dr->skipped);
     return run;
@@ -864,8 +867,8 @@ static int collect_specs(int argc, char **argv, spec_entry *specs, int *nspecs)
 }
 
 /* Runs the specs on the device `device` names, or on every device for "all". */
-static int run_devices(const char *device, const spec_entry *specs, int nspecs,
-                       const bench_opts *o, int table, json_t *runs, int *failures)
+static int run_devices(const char *device, const spec_entry *specs, int nspecs, const bench_opts *o,
+                       int table, json_t *runs, int *failures)
 {
     if (!device || strcmp(device, "all"))
         return run_device(device, specs, nspecs, o, table, runs, failures);

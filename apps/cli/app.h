@@ -92,6 +92,7 @@ int app_max_batch(const pgd_ctx *ctx);
 int cmd_devices(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
 int cmd_nonlocal(int argc, char **argv);
 

@@ -14,6 +14,7 @@ static const char usage[] =
     "  devices    list OpenCL devices and their capabilities\n"
     "  demo       list devices and run a checked end-to-end example\n"
     "  bench      time kernels and program builds; compare saved results\n"
+    "  tune       search the device's kernel parameters and store them\n"
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  version    print the version\n"
@@ -27,6 +28,7 @@ static const char usage[] =
     "                        ~/.cache/pagoda); 'off' disables it\n"
     "  PAGODA_CL_DIR=DIR     read kernel sources from DIR instead of the embedded copies\n"
     "  PAGODA_PROFILE=1      print per-kernel timings\n"
+    "  PAGODA_KERNEL_PARAMS=P  GEMM kernel parameters instead of the tuned ones ('pagoda tune')\n"
     "  PAGODA_MAX_BATCH=N    run batches as passes of at most N images\n"
     "  PAGODA_GEMM, PAGODA_CONV, PAGODA_ATTENTION, ...: back ends and variants (README,\n"
     "                        'Environment'; the fields of pgd_ctx_options in pagoda.h)\n"
@@ -58,6 +60,8 @@ int main(int argc, char **argv)
         return cmd_nonlocal(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tune"))
+        return cmd_tune(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))
         return cmd_demo(argc - 1, argv + 1);
     return app_usage_error(NULL, "unknown command '%s'", cmd);

@@ -11,9 +11,9 @@
 #include "internal.h"
 
 #define NO_DEVICE_HINT                                                                             \
-    "no OpenCL device was found. Install an OpenCL driver, for example PoCL for CPUs "           \
-    "(Debian/Ubuntu: apt-get install pocl-opencl-icd ocl-icd-libopencl1), or your GPU vendor's " \
-    "OpenCL runtime; Mesa's rusticl (mesa-opencl-icd) needs RUSTICL_ENABLE=llvmpipe or a "      \
+    "no OpenCL device was found. Install an OpenCL driver, for example PoCL for CPUs "             \
+    "(Debian/Ubuntu: apt-get install pocl-opencl-icd ocl-icd-libopencl1), or your GPU vendor's "   \
+    "OpenCL runtime; Mesa's rusticl (mesa-opencl-icd) needs RUSTICL_ENABLE=llvmpipe or a "         \
     "driver name to expose devices. `clinfo -l` shows what the ICD loader sees"
 
 const char *pgd_device_type_name(pgd_device_type type)
@@ -161,8 +161,8 @@ int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_devi
             ext[ext_len] = 0;
             info->fp16 = has_word(ext, "cl_khr_fp16");
             info->fp64 = has_word(ext, "cl_khr_fp64");
-            info->subgroups = has_word(ext, "cl_khr_subgroups") ||
-                              has_word(ext, "cl_intel_subgroups");
+            info->subgroups =
+                has_word(ext, "cl_khr_subgroups") || has_word(ext, "cl_intel_subgroups");
         }
         free(ext);
     }
@@ -234,7 +234,10 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_devices_free(pgd_device_info *list) { free(list); }
+void pgd_devices_free(pgd_device_info *list)
+{
+    free(list);
+}
 
 /* Ranking for the default choice: higher is better. Type first (GPU, accelerator, CPU, other),
  * software rasterisers below every real device, then compute units. */
@@ -335,7 +338,8 @@ int pgd_device_select(const pgd_device_info *list, size_t count, const char *sel
                               listing);
     }
     for (size_t i = 0; i < count; i++) {
-        if (contains_nocase(list[i].name, selector) || contains_nocase(list[i].platform, selector) ||
+        if (contains_nocase(list[i].name, selector) ||
+            contains_nocase(list[i].platform, selector) ||
             contains_nocase(list[i].platform_version, selector)) {
             *index = i;
             return PGD_OK;
@@ -441,6 +445,10 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     ctx->profiling = ctx->opt.profiling != 0;
     ctx->profile_at_exit = ctx->opt.profile_print_at_destroy != 0;
     pgd__gemm_choices_load(ctx);
+    if ((rc = pgd__tuning_load(ctx, err))) {
+        pgd_ctx_destroy(ctx);
+        return rc;
+    }
     *out = ctx;
     return PGD_OK;
 }
@@ -465,7 +473,10 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
     ctx_free(ctx);
 }
 
-const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx) { return &ctx->dev; }
+const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx)
+{
+    return &ctx->dev;
+}
 
 int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
 {
@@ -475,5 +486,11 @@ int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out) { *out = ctx->stats; }
-const char *pgd_ctx_cache_dir(const pgd_ctx *ctx) { return ctx->cache_dir; }
+void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out)
+{
+    *out = ctx->stats;
+}
+const char *pgd_ctx_cache_dir(const pgd_ctx *ctx)
+{
+    return ctx->cache_dir;
+}

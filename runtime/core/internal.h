@@ -144,7 +144,17 @@ typedef struct pgd__mat {
     long stride;
 } pgd__mat;
 
+/* The kernel parameters of Pagoda's GEMM on one device (tune.c searches them, the cache stores
+ * them, defaults come from the device's limits). A layer that packs weights keeps the
+ * parameters it packed with: a later pgd_tune changes only what is created after it. */
+typedef struct pgd__gemm_params {
+    int cpu;            /* 1: gemm_cpu (register tile over packed B panels), 0: gemm_gpu */
+    int rm, vw, nv, ku; /* gemm_cpu: rows per work-item, vector width, vectors per row, K unroll */
+    int tsm, tsn, tsk, wptm, wptn; /* gemm_gpu: work-group tile and per-work-item tile */
+} pgd__gemm_params;
+
 typedef struct pgd__gemm_call {
+    const pgd__gemm_params *params; /* NULL: the context's */
     int trans_a, trans_b;
     int64_t M, N, K, batch;
     float alpha, beta;
@@ -177,14 +187,26 @@ int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g, int linear);
 int pgd__gemm_tune_call(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_mem packed);
 /* Loads the stored choices of the context's device (context creation). */
 void pgd__gemm_choices_load(pgd_ctx *ctx);
+/* Whether the context's GEMM parameters (what layers created now get) use gemm_cpu. */
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
-int pgd__gemm_panel_width(const pgd_ctx *ctx);
-int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K);
-/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for this device and its
- * register tile: rows per work-item and panel width. */
-void pgd__gemm_cpu_tile(const pgd_ctx *ctx, char *opts, size_t size, int *rm, int *nb);
-int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
-                   const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err);
+int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
+/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and its register
+ * tile: rows per work-item and panel width. */
+void pgd__gemm_cpu_tile(const pgd__gemm_params *p, char *opts, size_t size, int *rm, int *nb);
+int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,
+                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride,
+                   pgd_error **err);
+/* The parameters a device gets untuned: from its type and reported limits. */
+void pgd__gemm_params_default(const pgd_ctx *ctx, pgd__gemm_params *p);
+/* PGD_OK when p is well formed and fits the device (work-group size, local memory); else an
+ * error naming the rule broken. */
+int pgd__gemm_params_check(const pgd_ctx *ctx, const pgd__gemm_params *p, pgd_error **err);
+/* "cpu:rm=6,vw=16,nv=2,ku=4" / "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4" and back. */
+void pgd__gemm_params_format(const pgd__gemm_params *p, char *buf, size_t size);
+int pgd__gemm_params_parse(const char *text, pgd__gemm_params *p, pgd_error **err);
+/* Loads the stored tuning of the context's device, else the defaults (context creation);
+ * options.kernel_params overrides both. */
+int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err);
 /* CLBlast path; PGD_ERR_UNSUPPORTED when built without CLBlast. */
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 /* The run-time epilogue code of the gemm kernels (bias, residual, activation bits). */
@@ -297,6 +319,9 @@ struct pgd_ctx {
      * seen since the last pgd__live_peak_reset: what a forward pass really needs. */
     uint64_t live_bytes, live_peak;
 
+    pgd__gemm_params gemm;       /* what GEMMs and layers created now use */
+    pgd__gemm_params gemm_default; /* the device's untuned parameters */
+    const char *gemm_from;       /* "defaults", "tuned" (stored by pgd_tune), "options" */
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 

@@ -8,7 +8,10 @@
 
 #include "internal.h"
 
-void pgd_ctx_options_init(pgd_ctx_options *opt) { memset(opt, 0, sizeof *opt); }
+void pgd_ctx_options_init(pgd_ctx_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+}
 
 /* ---- strict parsers: the whole value must parse, else an error naming the variable ---- */
 
@@ -86,6 +89,8 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
         o.cache_dir = s;
     if ((s = env("PAGODA_CL_DIR")))
         o.kernel_dir = s;
+    if ((s = env("PAGODA_KERNEL_PARAMS")))
+        o.kernel_params = s; /* checked against the device at context creation */
     if (!rc && (s = env("PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
         o.profiling = o.profile_print_at_destroy = e;
     if (!rc && (s = env("PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
@@ -139,8 +144,10 @@ int pgd__options_copy(pgd_ctx_options *dst, const pgd_ctx_options *src)
     o.device = pgd__strdup(o.device);
     o.cache_dir = pgd__strdup(o.cache_dir);
     o.kernel_dir = pgd__strdup(o.kernel_dir);
+    o.kernel_params = pgd__strdup(o.kernel_params);
     if ((src && src->device && !o.device) || (src && src->cache_dir && !o.cache_dir) ||
-        (src && src->kernel_dir && !o.kernel_dir)) {
+        (src && src->kernel_dir && !o.kernel_dir) ||
+        (src && src->kernel_params && !o.kernel_params)) {
         pgd__options_free(&o);
         return -1;
     }
@@ -153,7 +160,8 @@ void pgd__options_free(pgd_ctx_options *opt)
     free((char *)opt->device);
     free((char *)opt->cache_dir);
     free((char *)opt->kernel_dir);
-    opt->device = opt->cache_dir = opt->kernel_dir = NULL;
+    free((char *)opt->kernel_params);
+    opt->device = opt->cache_dir = opt->kernel_dir = opt->kernel_params = NULL;
 }
 
 /* The platform's cache location ($XDG_CACHE_HOME/pagoda, else $HOME/.cache/pagoda) for a
@@ -172,4 +180,7 @@ int pgd__default_cache_dir(char *buf, size_t size)
     return 0;
 }
 
-const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx) { return &ctx->opt; }
+const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx)
+{
+    return &ctx->opt;
+}

@@ -326,6 +326,13 @@ typedef struct pgd_ctx_options {
     /* $PAGODA_NL_KEY_CHUNK (> 0): keys per chunk of the non-local block's attention (tests).
      * 0: the block's own choice. */
     int64_t nl_key_chunk;
+    /* $PAGODA_KERNEL_PARAMS: the GEMM kernel parameters to use instead of the stored tuning
+     * or the device's defaults, as pgd_ctx_kernel_params() prints them:
+     * "cpu:rm=6,vw=16,nv=2,ku=4" (gemm_cpu: rows per work-item, vector width 1/2/4/8/16,
+     * vectors per row, K unroll) or "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4" (gemm_gpu: the
+     * work-group tile and each work-item's). Checked against the device at context creation.
+     * NULL: the tuning stored by pgd_tune() for this device and driver, else the defaults. */
+    const char *kernel_params;
 } pgd_ctx_options;
 
 /* Fills *opt with the defaults (all zero / NULL). */
@@ -526,6 +533,53 @@ PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tens
  * positive (PGD_ERR_INVALID_ARGUMENT). */
 PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N,
                           int64_t K, int64_t batch, pgd_gemm_backend *chosen, pgd_error **err);
+
+/* ---- per-device kernel tuning ------------------------------------------------------------ */
+
+/* Pagoda's GEMM kernel parameters (register tile, vector width, K unroll of gemm_cpu; the
+ * work-group tile of gemm_cpu's local-memory sibling gemm_gpu) differ in their best values
+ * between OpenCL implementations: PoCL vectorises the kernel's own float16 code, Intel's CPU
+ * runtime and GPUs vectorise across work-items. pgd_tune searches them by measurement on the
+ * context's device and stores the winner in the cache directory (tuning.json) under the
+ * device and driver; contexts created later load it (unless options.kernel_params says
+ * otherwise), and so does this one: layers created after the call use it, layers created before
+ * keep the parameters their weights were packed for. Untuned devices get defaults from their
+ * reported limits (type, preferred vector width, work-group size, local memory). */
+typedef struct pgd_tune_progress {
+    int index, count;  /* this candidate (0-based) of `count` */
+    const char *params; /* its parameters, as pgd_ctx_kernel_params prints them */
+    double ms;          /* its time for the workload; < 0 when rejected (see `why`) */
+    const char *why;    /* NULL, or why it was rejected: build failure, wrong result, too slow */
+    double best_ms;     /* the best time so far */
+    double elapsed_s;   /* since the search began */
+} pgd_tune_progress;
+typedef void (*pgd_tune_progress_fn)(const pgd_tune_progress *p, void *user);
+
+typedef struct pgd_tune_result {
+    char params[128];   /* the winner */
+    char defaults[128]; /* the device's untuned parameters */
+    double best_ms;     /* the winner's time for the workload */
+    double default_ms;  /* the defaults' time (the first candidate measured) */
+    int tried;          /* candidates measured */
+    int rejected;       /* of which rejected */
+    int skipped;        /* candidates left when the budget ran out */
+    double seconds;     /* the whole search, builds included */
+    int stored;         /* 1: written to <cache dir>/tuning.json */
+} pgd_tune_result;
+
+/* Searches the GEMM parameters of the context's device for at most about budget_s seconds
+ * (<= 0: 60), starting with the defaults; every candidate is first checked on an awkward
+ * GEMM against a double-precision host reference and rejected if wrong. The workload is the
+ * GEMMs of ViT-B/16 and ResNet-50's commonest layer shapes (a few hundred MFLOP each). `fn`
+ * (may be NULL) is called after each candidate. `out` (may be NULL) receives the result. The
+ * winner is stored when the context has a cache directory, and used by this context from now. */
+PGD_API int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
+                     pgd_tune_result *out, pgd_error **err);
+
+/* The GEMM kernel parameters the context uses now ("cpu:rm=6,vw=16,nv=2,ku=4" or
+ * "gpu:tsm=...") into buf, and where they came from: "defaults", "tuned" (stored by pgd_tune
+ * for this device and driver) or "options" (options.kernel_params). */
+PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
 
 /* ---- attention --------------------------------------------------------------------------- */
 

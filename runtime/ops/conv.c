@@ -37,14 +37,15 @@ struct pgd_conv2d {
     pgd_tensor *w;       /* [cout, kh, kw, cing], batch norm folded in */
     pgd_tensor *packed;  /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
-    pgd_tensor *bias; /* [cout] or NULL */
+    pgd_tensor *bias;    /* [cout] or NULL */
+    pgd__gemm_params gp; /* the GEMM parameters of the context when it was created */
 };
 
 /* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
  * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
  * kernels index by the global id and test it against the total). */
-static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
-                        uint64_t flops, pgd_error **err)
+static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, uint64_t flops,
+                        pgd_error **err)
 {
     size_t wg = pgd__flat_wg(ctx, k);
     /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
@@ -55,8 +56,8 @@ static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t tot
         wg = limit < 256 ? limit : 256;
     }
     size_t global = pgd__round_up((size_t)total, wg);
-    size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops, PGD_LAUNCH_GEMM_FLOPS,
-                                                    (int64_t)wg)
+    size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops,
+                                                    PGD_LAUNCH_GEMM_FLOPS, (int64_t)wg)
                          : global;
     int rc = PGD_OK;
     for (size_t x0 = 0; x0 < global && !rc; x0 += chunk) {
@@ -193,8 +194,9 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         return rc;
     int64_t cing = d.cin / d.groups, coutg = d.cout / d.groups, taps = (int64_t)d.kh * d.kw;
     int64_t kg = taps * cing, nw = d.cout * kg;
-    int cpu = pgd__gemm_uses_cpu_kernel(ctx);
-    int64_t per = cpu ? pgd__gemm_packed_size(ctx, coutg, kg) : 0;
+    const pgd__gemm_params gp = ctx->gemm; /* kept by the layer: its packing */
+    int cpu = gp.cpu;
+    int64_t per = cpu ? pgd__gemm_packed_size(&gp, coutg, kg) : 0;
     if ((rc = pgd__check_alloc(ctx, (uint64_t)nw * sizeof(float), "conv2d weights", err)) ||
         (cpu && (rc = pgd__check_alloc(ctx, (uint64_t)(per * d.groups) * sizeof(float),
                                        "conv2d packed weights", err))))
@@ -213,6 +215,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
                               (long long)nw);
     }
     c->ctx = ctx;
+    c->gp = gp;
     c->d = d;
     c->cing = cing;
     c->coutg = coutg;
@@ -240,7 +243,8 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         if (!rc) {
             /* Group g's B^T is rows [g·coutg, (g+1)·coutg) of w: [coutg, kg]. */
             pgd__mat src = {c->w->buf, 0, (int)kg, (long)(coutg * kg)};
-            rc = pgd__gemm_pack(ctx, 1, coutg, kg, d.groups, &src, c->packed->buf, per, err);
+            rc =
+                pgd__gemm_pack(ctx, &c->gp, 1, coutg, kg, d.groups, &src, c->packed->buf, per, err);
         }
     }
     free(hw);
@@ -265,7 +269,7 @@ void pgd_conv2d_destroy(pgd_conv2d *c)
 
 /* ---- algorithm choice ---- */
 
-static int applies(const pgd_ctx *ctx, const pgd_conv2d *c, int alg)
+static int applies(const pgd_conv2d *c, int alg)
 {
     const pgd_conv2d_desc *d = &c->d;
     switch (alg) {
@@ -273,7 +277,7 @@ static int applies(const pgd_ctx *ctx, const pgd_conv2d *c, int alg)
         return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_h == 0 &&
                d->pad_w == 0 && d->groups == 1;
     case ALG_IMPLICIT:
-        return pgd__gemm_uses_cpu_kernel(ctx);
+        return c->gp.cpu;
     default:
         return 1;
     }
@@ -285,15 +289,15 @@ static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
     (void)w;
     /* PGD_CONV_ALGO_<X> is ALG_<X> + 1 */
     int forced = (int)ctx->opt.conv_algo - 1;
-    if (forced >= 0 && forced < ALG_COUNT && applies(ctx, c, forced))
+    if (forced >= 0 && forced < ALG_COUNT && applies(c, forced))
         return forced;
-    if (applies(ctx, c, ALG_GEMM))
+    if (applies(c, ALG_GEMM))
         return ALG_GEMM;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
      * waste most of it, and the direct kernel reads each weight once per output anyway. */
     if (c->coutg < 8)
         return ALG_DIRECT;
-    return pgd__gemm_uses_cpu_kernel(ctx) ? ALG_IMPLICIT : ALG_IM2COL;
+    return c->gp.cpu ? ALG_IMPLICIT : ALG_IM2COL;
 }
 
 const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h, int64_t w)
@@ -340,6 +344,7 @@ static pgd__gemm_call group_call(const fwd *f, int g, int64_t m0, int64_t rows, 
     int cout = (int)c->d.cout;
     pgd__gemm_call gc;
     memset(&gc, 0, sizeof gc);
+    gc.params = &c->gp;
     gc.trans_b = 1;
     gc.M = rows;
     gc.N = c->coutg;
@@ -395,8 +400,8 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
         return rc;
     if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
         return rc;
-    cl_int a[6] = {(cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w,
-                   d->pad_h, d->pad_w};
+    cl_int a[6] = {
+        (cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w, d->pad_h, d->pad_w};
     pgd__arg_mem(&args, f->x->buf);
     pgd__arg_mem(&args, (*out)->buf);
     for (cl_uint i = 0; i < 6; i++)
@@ -418,7 +423,7 @@ static int run_implicit(const fwd *f, pgd_error **err)
     const pgd_conv2d_desc *d = &c->d;
     char opts[256];
     int rm, nb;
-    pgd__gemm_cpu_tile(ctx, opts, sizeof opts, &rm, &nb);
+    pgd__gemm_cpu_tile(&c->gp, opts, sizeof opts, &rm, &nb);
     cl_kernel k;
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
@@ -468,9 +473,9 @@ static int run_implicit(const fwd *f, pgd_error **err)
     /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
     size_t items = (size_t)((tiles + mb - 1) / mb);
     uint64_t per_row = 2u * (uint64_t)d->cout * (uint64_t)c->kg;
-    size_t chunk = (size_t)(pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS,
-                                             (int64_t)rm * mb) /
-                            ((int64_t)rm * mb));
+    size_t chunk =
+        (size_t)(pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS, (int64_t)rm * mb) /
+                 ((int64_t)rm * mb));
     if (chunk < 1)
         chunk = 1;
     for (size_t x0 = 0; x0 < items && !rc; x0 += chunk) {
@@ -478,8 +483,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
         size_t global[3] = {items - x0 < chunk ? items - x0 : chunk,
                             (size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups};
         size_t local[3] = {1, 1, 1};
-        rc = pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local,
-                             err);
+        rc =
+            pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local, err);
     }
     pgd_tensor_destroy(padded); /* the pool reuses it only after the queued work (in order) */
     return rc;

@@ -19,39 +19,147 @@
 
 #include "internal.h"
 
-
-typedef struct cpu_cfg {
-    int rm, vw, nv, ku;
-} cpu_cfg;
-
-typedef struct gpu_cfg {
-    int tsm, tsn, tsk, wptm, wptn;
-} gpu_cfg;
-
-/* Largest first; the smallest needs 16 work-items and 2.2 KiB of local memory. */
-static const gpu_cfg gpu_cfgs[] = {
-    {64, 64, 16, 4, 4},
-    {32, 32, 16, 4, 4},
-    {32, 32, 8, 8, 8},
+/* Built-in tiles of gemm_gpu, largest first; the smallest needs 16 work-items and 2.2 KiB of
+ * local memory. The first that fits is the untuned default. */
+static const pgd__gemm_params gpu_tiles[] = {
+    {0, 0, 0, 0, 0, 64, 64, 16, 4, 4},
+    {0, 0, 0, 0, 0, 32, 32, 16, 4, 4},
+    {0, 0, 0, 0, 0, 32, 32, 8, 8, 8},
 };
+
+static const pgd__gemm_params *params_of(const pgd_ctx *ctx, const pgd__gemm_call *g)
+{
+    return g && g->params ? g->params : &ctx->gemm;
+}
 
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx)
 {
-    return ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser;
+    return ctx->gemm.cpu;
 }
 
-static cpu_cfg pick_cpu(const pgd_ctx *ctx)
+static int gemm_fits(const pgd_ctx *ctx, const pgd__gemm_params *g)
 {
-    unsigned w = ctx->dev.pref_vector_float;
-    cpu_cfg c = {6, 8, 2, 4};
-    c.vw = w >= 16 ? 16 : w >= 8 ? 8 : 4;
-    return c;
+    size_t wg = (size_t)(g->tsm / g->wptm) * (size_t)(g->tsn / g->wptn);
+    uint64_t lmem = (uint64_t)g->tsk * (uint64_t)(g->tsm + g->tsn + 2) * 4;
+    return wg <= ctx->dev.max_work_group && wg <= ctx->dev.max_work_item[0] &&
+           lmem <= ctx->dev.local_mem;
 }
 
-int pgd__gemm_panel_width(const pgd_ctx *ctx)
+void pgd__gemm_params_default(const pgd_ctx *ctx, pgd__gemm_params *p)
 {
-    cpu_cfg c = pick_cpu(ctx);
-    return c.vw * c.nv;
+    memset(p, 0, sizeof *p);
+    /* CPU devices (PoCL, vendors' CPU runtimes) get gemm_cpu; software rasterisers (llvmpipe
+     * reports CPU but has GPU-like limits), GPUs and accelerators gemm_gpu. */
+    if (ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser) {
+        unsigned w = ctx->dev.pref_vector_float;
+        p->cpu = 1;
+        p->rm = 6;
+        p->vw = w >= 16 ? 16 : w >= 8 ? 8 : 4;
+        p->nv = 2;
+        p->ku = 4;
+        return;
+    }
+    size_t n = sizeof gpu_tiles / sizeof gpu_tiles[0];
+    *p = gpu_tiles[n - 1];
+    for (size_t i = 0; i < n; i++)
+        if (gemm_fits(ctx, &gpu_tiles[i])) {
+            *p = gpu_tiles[i];
+            break;
+        }
+}
+
+static int in(int v, int lo, int hi)
+{
+    return v >= lo && v <= hi;
+}
+
+int pgd__gemm_params_check(const pgd_ctx *ctx, const pgd__gemm_params *p, pgd_error **err)
+{
+    char s[96];
+    pgd__gemm_params_format(p, s, sizeof s);
+    if (p->cpu) {
+        if (!in(p->rm, 1, 16) ||
+            !(p->vw == 1 || p->vw == 2 || p->vw == 4 || p->vw == 8 || p->vw == 16) ||
+            !in(p->nv, 1, 8) || !in(p->ku, 1, 16) || p->rm * p->nv > 64)
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "gemm parameters %s: rm 1..16, vw 1, 2, 4, 8 or 16, nv 1..8, "
+                                  "ku 1..16 and rm*nv at most 64 accumulators",
+                                  s);
+        return PGD_OK;
+    }
+    if (!in(p->tsm, 1, 256) || !in(p->tsn, 1, 256) || !in(p->tsk, 1, 64) || !in(p->wptm, 1, 16) ||
+        !in(p->wptn, 1, 16) || p->tsm % p->wptm || p->tsn % p->wptn)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "gemm parameters %s: tsm and tsn 1..256, tsk 1..64, wptm and wptn "
+                              "1..16 dividing tsm and tsn",
+                              s);
+    if (!gemm_fits(ctx, p))
+        return pgd__error_set(
+            err, PGD_ERR_UNSUPPORTED,
+            "gemm parameters %s do not fit device '%s' (work-group %d of at "
+            "most %zu, local memory %llu of %llu bytes)",
+            s, ctx->dev.name, (p->tsm / p->wptm) * (p->tsn / p->wptn), ctx->dev.max_work_group,
+            (unsigned long long)p->tsk * (unsigned long long)(p->tsm + p->tsn + 2) * 4,
+            (unsigned long long)ctx->dev.local_mem);
+    return PGD_OK;
+}
+
+void pgd__gemm_params_format(const pgd__gemm_params *p, char *buf, size_t size)
+{
+    if (p->cpu)
+        snprintf(buf, size, "cpu:rm=%d,vw=%d,nv=%d,ku=%d", p->rm, p->vw, p->nv, p->ku);
+    else
+        snprintf(buf, size, "gpu:tsm=%d,tsn=%d,tsk=%d,wptm=%d,wptn=%d", p->tsm, p->tsn, p->tsk,
+                 p->wptm, p->wptn);
+}
+
+int pgd__gemm_params_parse(const char *text, pgd__gemm_params *p, pgd_error **err)
+{
+    pgd__gemm_params q;
+    memset(&q, 0, sizeof q);
+    const char *rest;
+    static const char *const cpu_names[] = {"rm", "vw", "nv", "ku"};
+    static const char *const gpu_names[] = {"tsm", "tsn", "tsk", "wptm", "wptn"};
+    int *cpu_fields[] = {&q.rm, &q.vw, &q.nv, &q.ku};
+    int *gpu_fields[] = {&q.tsm, &q.tsn, &q.tsk, &q.wptm, &q.wptn};
+    const char *const *names;
+    int **fields, n;
+    if (text && !strncmp(text, "cpu:", 4)) {
+        q.cpu = 1;
+        names = cpu_names;
+        fields = cpu_fields;
+        n = 4;
+    } else if (text && !strncmp(text, "gpu:", 4)) {
+        names = gpu_names;
+        fields = gpu_fields;
+        n = 5;
+    } else {
+        goto bad;
+    }
+    rest = text + 4;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (strncmp(rest, names[i], len) || rest[len] != '=')
+            goto bad;
+        rest += len + 1;
+        int v = 0, digits = 0;
+        while (*rest >= '0' && *rest <= '9' && digits < 4) {
+            v = v * 10 + (*rest++ - '0');
+            digits++;
+        }
+        if (!digits || (*rest != (i + 1 < n ? ',' : '\0')))
+            goto bad;
+        *fields[i] = v;
+        if (i + 1 < n)
+            rest++;
+    }
+    *p = q;
+    return PGD_OK;
+bad:
+    return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                          "gemm parameters '%s': expected cpu:rm=R,vw=V,nv=N,ku=U or "
+                          "gpu:tsm=M,tsn=N,tsk=K,wptm=A,wptn=B (whole numbers)",
+                          text ? text : "(null)");
 }
 
 static void trans_opts(char *buf, size_t size, int ta, int tb)
@@ -63,14 +171,6 @@ int pgd__gemm_epi_code(const pgd__gemm_call *g)
 {
     return (g->bias ? 1 : 0) | (g->residual ? 2 : 0) | ((int)g->act << 2) |
            (g->residual && g->res_before_act ? 16 : 0);
-}
-
-static int gemm_fits(const pgd_ctx *ctx, const gpu_cfg *g)
-{
-    size_t wg = (size_t)(g->tsm / g->wptm) * (size_t)(g->tsn / g->wptn);
-    uint64_t lmem = (uint64_t)g->tsk * (uint64_t)(g->tsm + g->tsn + 2) * 4;
-    return wg <= ctx->dev.max_work_group && wg <= ctx->dev.max_work_item[0] &&
-           lmem <= ctx->dev.local_mem;
 }
 
 static void set_mat_args(pgd__args *a, const pgd__mat *m)
@@ -138,12 +238,12 @@ static pgd__gemm_call rows_of(const pgd__gemm_call *g, int64_t m0, int64_t rows,
     return c;
 }
 
-int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batch,
-                   const pgd__mat *b, cl_mem packed, int64_t packed_stride, pgd_error **err)
+int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,
+                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride,
+                   pgd_error **err)
 {
-    cpu_cfg c = pick_cpu(ctx);
     char opts[256];
-    snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16", trans_b, c.vw, c.nv);
+    snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16", trans_b, p->vw, p->nv);
     cl_kernel k;
     pgd__args a;
     int rc = pgd__args_kernel(&a, ctx, "gemm", opts, "gemm_pack_b", &k, err);
@@ -156,42 +256,41 @@ int pgd__gemm_pack(pgd_ctx *ctx, int trans_b, int64_t N, int64_t K, int64_t batc
     pgd__arg_long(&a, packed_stride);
     if ((rc = pgd__args_end(&a, err)))
         return rc;
-    int nb = c.vw * c.nv;
+    int nb = p->vw * p->nv;
     size_t global[3] = {(size_t)((K + 15) / 16), (size_t)((N + nb - 1) / nb), (size_t)batch};
     return pgd__enqueue(ctx, k, "gemm_pack_b", 3, global, NULL, err);
 }
 
-int64_t pgd__gemm_packed_size(const pgd_ctx *ctx, int64_t N, int64_t K)
+int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K)
 {
-    int nb = pgd__gemm_panel_width(ctx);
+    int nb = p->vw * p->nv;
     return (N + nb - 1) / nb * nb * K;
 }
 
-void pgd__gemm_cpu_tile(const pgd_ctx *ctx, char *opts, size_t size, int *rm, int *nb)
+void pgd__gemm_cpu_tile(const pgd__gemm_params *p, char *opts, size_t size, int *rm, int *nb)
 {
-    cpu_cfg c = pick_cpu(ctx);
     /* TRANS_B=1 as linear layers build it: gemm_cpu reads packed panels either way. */
-    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d", c.rm, c.vw,
-             c.nv, c.ku);
-    *rm = c.rm;
-    *nb = c.vw * c.nv;
+    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d", p->rm, p->vw,
+             p->nv, p->ku);
+    *rm = p->rm;
+    *nb = p->vw * p->nv;
 }
 
 static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
-    cpu_cfg c = pick_cpu(ctx);
-    int nb = c.vw * c.nv;
+    const pgd__gemm_params *p = params_of(ctx, g);
+    int nb = p->vw * p->nv;
     pgd__mat b = g->b;
     pgd_tensor *tmp = NULL;
     int rc;
     if (!g->b_packed) {
         /* B changes from call to call here (not weights): pack it now into a pooled buffer. */
-        int64_t per = pgd__gemm_packed_size(ctx, g->N, g->K);
+        int64_t per = pgd__gemm_packed_size(p, g->N, g->K);
         int64_t shape[2] = {g->b.stride ? g->batch : 1, per};
         rc = pgd_tensor_create(ctx, 2, shape, &tmp, err);
         if (rc)
             return rc;
-        rc = pgd__gemm_pack(ctx, g->trans_b, g->N, g->K, g->b.stride ? g->batch : 1, &g->b,
+        rc = pgd__gemm_pack(ctx, p, g->trans_b, g->N, g->K, g->b.stride ? g->batch : 1, &g->b,
                             tmp->buf, per, err);
         if (rc) {
             pgd_tensor_destroy(tmp);
@@ -204,16 +303,16 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     }
     char epi[160], opts[320];
     trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d", epi, c.rm, c.vw,
-             c.nv, c.ku);
+    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d", epi, p->rm, p->vw, p->nv,
+             p->ku);
     cl_kernel k;
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
     if (!rc) {
         rc = set_gemm_args(ctx, k, "gemm_cpu", g, &b, err);
         /* Long launches go in chunks of row blocks at their global offset: gemm_cpu indexes
          * by the global id, so each chunk computes what the same work-items would at once. */
-        size_t blocks = (size_t)((g->M + c.rm - 1) / c.rm);
-        size_t chunk = (size_t)((launch_rows(ctx, g, c.rm) + c.rm - 1) / c.rm); /* ≥ 1 */
+        size_t blocks = (size_t)((g->M + p->rm - 1) / p->rm);
+        size_t chunk = (size_t)((launch_rows(ctx, g, p->rm) + p->rm - 1) / p->rm); /* ≥ 1 */
         for (size_t b0 = 0; b0 < blocks && !rc; b0 += chunk) {
             size_t offset[3] = {b0, 0, 0};
             size_t global[3] = {blocks - b0 < chunk ? blocks - b0 : chunk,
@@ -226,55 +325,76 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     return rc;
 }
 
-static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+/* The gemm_gpu kernel for parameters *c. A compiled kernel may allow fewer work-items than the
+ * device (register use; llvmpipe allows 32 for the 64×64 tile): given or tuned parameters are
+ * then an error, the device's untuned defaults step down to the next smaller tile that fits. */
+static int gpu_kernel(pgd_ctx *ctx, const pgd__gemm_call *g, const pgd__gemm_params **c,
+                      cl_kernel *k, pgd_error **err)
 {
-    char epi[160], opts[320];
-    trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    int last = PGD_ERR_UNSUPPORTED;
-    for (size_t i = 0; i < sizeof gpu_cfgs / sizeof gpu_cfgs[0]; i++) {
-        const gpu_cfg *c = &gpu_cfgs[i];
-        if (!gemm_fits(ctx, c))
-            continue;
+    size_t next = 0, ntiles = sizeof gpu_tiles / sizeof gpu_tiles[0];
+    for (;;) {
+        const pgd__gemm_params *p = *c;
+        char epi[160], opts[320];
+        trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
         snprintf(opts, sizeof opts, "%s -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d", epi,
-                 c->tsm, c->tsn, c->tsk, c->wptm, c->wptn);
-        cl_kernel k;
-        int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_gpu", &k, err);
+                 p->tsm, p->tsn, p->tsk, p->wptm, p->wptn);
+        int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_gpu", k, err);
         if (rc)
             return rc;
-        size_t lx = (size_t)(c->tsn / c->wptn), ly = (size_t)(c->tsm / c->wptm), kwg = 0;
-        /* The compiled kernel may allow fewer work-items than the device (register use). */
-        if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
-                                     NULL) == CL_SUCCESS &&
-            kwg < lx * ly) {
-            last = PGD_ERR_OUT_OF_RESOURCES;
-            continue;
+        size_t need = (size_t)(p->tsn / p->wptn) * (size_t)(p->tsm / p->wptm), kwg = 0;
+        if (clGetKernelWorkGroupInfo(*k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
+                                     NULL) != CL_SUCCESS ||
+            kwg >= need)
+            return PGD_OK;
+        int is_default = !memcmp(p, &ctx->gemm_default, sizeof *p) ||
+                         (next > 0 && !memcmp(p, &gpu_tiles[next - 1], sizeof *p));
+        while (is_default && next < ntiles &&
+               (!gemm_fits(ctx, &gpu_tiles[next]) || !memcmp(&gpu_tiles[next], p, sizeof *p) ||
+                (size_t)(gpu_tiles[next].tsn / gpu_tiles[next].wptn) *
+                        (size_t)(gpu_tiles[next].tsm / gpu_tiles[next].wptm) >=
+                    need))
+            next++;
+        if (!is_default || next >= ntiles) {
+            char s[96];
+            pgd__gemm_params_format(p, s, sizeof s);
+            return pgd__error_set(err, PGD_ERR_OUT_OF_RESOURCES,
+                                  "gemm: the kernel built for %s allows %zu work-items per group "
+                                  "on device '%s', its tile needs %zu",
+                                  s, kwg, ctx->dev.name, need);
         }
-        /* gemm_gpu indexes tiles by the work-group id: long launches go in chunks of whole
-         * tile rows, each a GEMM over its rows of A, C and the residual. */
-        int64_t chunk = launch_rows(ctx, g, c->tsm);
-        for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
-            pgd__mat res;
-            pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
-            if ((rc = set_gemm_args(ctx, k, "gemm_gpu", &part, &part.b, err)))
-                break;
-            size_t global[3] = {(size_t)((part.N + c->tsn - 1) / c->tsn) * lx,
-                                (size_t)((part.M + c->tsm - 1) / c->tsm) * ly,
-                                (size_t)part.batch};
-            size_t local[3] = {lx, ly, 1};
-            rc = pgd__enqueue(ctx, k, "gemm_gpu", 3, global, local, err);
-        }
-        return rc;
+        *c = &gpu_tiles[next++];
     }
-    return pgd__error_set(err, last,
-                          "gemm: no tile configuration fits device '%s' (max work-group %zu, "
-                          "local memory %llu bytes)",
-                          ctx->dev.name, ctx->dev.max_work_group,
-                          (unsigned long long)ctx->dev.local_mem);
+}
+
+static int run_gpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
+{
+    const pgd__gemm_params *c = params_of(ctx, g);
+    int rc = pgd__gemm_params_check(ctx, c, err);
+    if (rc)
+        return rc;
+    cl_kernel k;
+    if ((rc = gpu_kernel(ctx, g, &c, &k, err)))
+        return rc;
+    size_t lx = (size_t)(c->tsn / c->wptn), ly = (size_t)(c->tsm / c->wptm);
+    /* gemm_gpu indexes tiles by the work-group id: long launches go in chunks of whole
+     * tile rows, each a GEMM over its rows of A, C and the residual. */
+    int64_t chunk = launch_rows(ctx, g, c->tsm);
+    for (int64_t m0 = 0; m0 < g->M && !rc; m0 += chunk) {
+        pgd__mat res;
+        pgd__gemm_call part = rows_of(g, m0, g->M - m0 < chunk ? g->M - m0 : chunk, &res);
+        if ((rc = set_gemm_args(ctx, k, "gemm_gpu", &part, &part.b, err)))
+            break;
+        size_t global[3] = {(size_t)((part.N + c->tsn - 1) / c->tsn) * lx,
+                            (size_t)((part.M + c->tsm - 1) / c->tsm) * ly, (size_t)part.batch};
+        size_t local[3] = {lx, ly, 1};
+        rc = pgd__enqueue(ctx, k, "gemm_gpu", 3, global, local, err);
+    }
+    return rc;
 }
 
 int pgd__gemm_run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
-    return pgd__gemm_uses_cpu_kernel(ctx) ? run_cpu(ctx, g, err) : run_gpu(ctx, g, err);
+    return params_of(ctx, g)->cpu ? run_cpu(ctx, g, err) : run_gpu(ctx, g, err);
 }
 
 static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
@@ -440,4 +560,3 @@ int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a, const
     }
     return pgd__gemm(ctx, &g, err);
 }
-

@@ -11,10 +11,11 @@
 struct pgd_linear {
     pgd_ctx *ctx;
     int64_t n, k;
-    pgd_tensor *w;      /* packed panels on CPU devices; the [N, K] weights elsewhere */
-    pgd_tensor *bias;   /* [N] or NULL */
+    pgd_tensor *w;    /* packed panels on CPU devices; the [N, K] weights elsewhere */
+    pgd_tensor *bias; /* [N] or NULL */
     int packed;
-    int backend; /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
+    pgd__gemm_params gp; /* the GEMM parameters the weights were packed for */
+    int backend;         /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
 };
 
 static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_error **err)
@@ -32,14 +33,15 @@ static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_er
 
 /* The weights packed into panels for Pagoda's CPU kernel. *panels is set as soon as it exists,
  * also when packing fails: the caller destroys it. */
-static int pack_weights(pgd_ctx *ctx, const pgd_tensor *w, pgd_tensor **panels, pgd_error **err)
+static int pack_weights(pgd_ctx *ctx, const pgd__gemm_params *p, const pgd_tensor *w,
+                        pgd_tensor **panels, pgd_error **err)
 {
     int64_t n = w->shape[0], k = w->shape[1];
-    int64_t shape[1] = {pgd__gemm_packed_size(ctx, n, k)};
+    int64_t shape[1] = {pgd__gemm_packed_size(p, n, k)};
     int rc = pgd_tensor_create(ctx, 1, shape, panels, err);
     if (!rc) {
         pgd__mat src = {w->buf, 0, (int)k, 0};
-        rc = pgd__gemm_pack(ctx, 1, n, k, 1, &src, (*panels)->buf, 0, err);
+        rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &src, (*panels)->buf, 0, err);
     }
     return rc;
 }
@@ -47,7 +49,8 @@ static int pack_weights(pgd_ctx *ctx, const pgd_tensor *w, pgd_tensor **panels, 
 /* The GEMM back end for this layer's shape class: forced by the options, else measured now when
  * options.gemm_tuning says so, else the stored choice (Pagoda when none). Never fails: without
  * memory for the probe's input it keeps the stored choice. */
-static int choose_backend(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *panels)
+static int choose_backend(pgd_ctx *ctx, const pgd__gemm_params *p, const pgd_tensor *w,
+                          const pgd_tensor *panels)
 {
     if (pgd__gemm_forced(ctx) >= 0)
         return pgd__gemm_forced(ctx);
@@ -55,6 +58,7 @@ static int choose_backend(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *p
     /* The class of a linear layer ignores M: it is measured with 256 rows. */
     pgd__gemm_call probe;
     memset(&probe, 0, sizeof probe);
+    probe.params = p;
     probe.trans_b = 1;
     probe.M = 256;
     probe.N = n;
@@ -104,10 +108,11 @@ int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
     l->ctx = ctx;
     l->n = n;
     l->k = k;
+    l->gp = ctx->gemm;
     pgd_tensor *panels = NULL;
-    if (pgd__gemm_uses_cpu_kernel(ctx))
-        rc = pack_weights(ctx, w, &panels, err);
-    int backend = rc ? PGD__GEMM_PAGODA : choose_backend(ctx, w, panels);
+    if (l->gp.cpu)
+        rc = pack_weights(ctx, &l->gp, w, &panels, err);
+    int backend = rc ? PGD__GEMM_PAGODA : choose_backend(ctx, &l->gp, w, panels);
     if (!rc && backend == PGD__GEMM_PAGODA && panels) {
         l->w = panels;
         panels = NULL;
@@ -157,11 +162,14 @@ int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, p
                               (long long)l->n);
     if (residual && pgd_tensor_numel(residual) != pgd_tensor_numel(y)) {
         char sr[96];
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: residual %s must be shaped like the "
-                              "output %s", pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "linear: residual %s must be shaped like the "
+                              "output %s",
+                              pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
     }
     pgd__gemm_call g;
     memset(&g, 0, sizeof g);
+    g.params = &l->gp;
     g.trans_b = 1;
     g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
     g.N = l->n;

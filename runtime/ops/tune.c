@@ -1,0 +1,491 @@
+/* tune.c — per-device kernel tuning: the GEMM parameters (pgd__gemm_params) searched by
+ * measurement on the device, stored in <cache dir>/tuning.json under the device and driver, and
+ * loaded when a context is created.
+ *
+ * The search space holds both kinds of kernel the implementations want: gemm_cpu's explicit
+ * vector code over packed panels (PoCL vectorises what it is given: register tile rows × vector
+ * width × vectors per row, K unroll) and gemm_gpu's local-memory tiles with scalar work-items
+ * (what Intel's CPU runtime and GPUs vectorise across work-items). Every candidate is checked
+ * against a double-precision host GEMM on an awkward shape before it is timed, so a miscompiled
+ * variant can never win. Budgeted: candidates are ordered most plausible first, and the search
+ * stops when the time is spent (the defaults are always measured). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+#define TUNE_MAX_CANDIDATES 80
+
+static char *tuning_path(const pgd_ctx *ctx)
+{
+    if (!ctx->cache_dir)
+        return NULL;
+    size_t n = strlen(ctx->cache_dir) + 16;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/tuning.json", ctx->cache_dir);
+    return p;
+}
+
+static void device_id(const pgd_ctx *ctx, char hex[65])
+{
+    pgd__cache_key(&ctx->dev, "tuning", "", hex);
+}
+
+/* The store as JSON, or NULL when missing, unreadable or malformed (then: untuned). */
+static json_t *load_store(const char *path)
+{
+    unsigned char *text = NULL;
+    size_t size = 0;
+    if (pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) != PGD_OK)
+        return NULL;
+    json_t *all = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    if (!json_is_object(all)) {
+        json_decref(all);
+        return NULL;
+    }
+    return all;
+}
+
+int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
+{
+    pgd__gemm_params_default(ctx, &ctx->gemm);
+    ctx->gemm_default = ctx->gemm;
+    ctx->gemm_from = "defaults";
+    if (ctx->opt.kernel_params) {
+        pgd__gemm_params p;
+        pgd_error *why = NULL;
+        if (pgd__gemm_params_parse(ctx->opt.kernel_params, &p, &why) ||
+            pgd__gemm_params_check(ctx, &p, &why)) {
+            int rc = pgd__error_set(err, pgd_error_code(why),
+                                    "options.kernel_params (PAGODA_KERNEL_PARAMS): %s",
+                                    pgd_error_message(why));
+            pgd_error_free(why);
+            return rc;
+        }
+        ctx->gemm = p;
+        ctx->gemm_from = "options";
+        return PGD_OK;
+    }
+    char *path = tuning_path(ctx);
+    json_t *all = path ? load_store(path) : NULL;
+    free(path);
+    char id[65];
+    device_id(ctx, id);
+    const char *text = json_string_value(json_object_get(json_object_get(all, id), "gemm"));
+    pgd__gemm_params p;
+    /* A stored entry that no longer parses or fits (a driver that lowered its limits under the
+     * same version string) only means: untuned. */
+    if (text && !pgd__gemm_params_parse(text, &p, NULL) && !pgd__gemm_params_check(ctx, &p, NULL)) {
+        ctx->gemm = p;
+        ctx->gemm_from = "tuned";
+    }
+    json_decref(all);
+    return PGD_OK;
+}
+
+const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size)
+{
+    if (buf && size)
+        pgd__gemm_params_format(&ctx->gemm, buf, size);
+    return ctx->gemm_from;
+}
+
+/* ---- the search ---- */
+
+typedef struct work {
+    int64_t m, n, k;
+    pgd_tensor *a, *w, *c; /* A [m, k], W [n, k] (C = A·Wᵀ), C [m, n] */
+} work;
+
+/* ViT-B/16's linear layers (197 tokens) and ResNet-50's commonest GEMM shapes. */
+static const int64_t work_shapes[][3] = {
+    {197, 768, 768}, {197, 3072, 768}, {197, 768, 3072}, {784, 128, 1152}, {3136, 256, 64},
+};
+#define N_WORK (sizeof work_shapes / sizeof work_shapes[0])
+
+typedef struct search {
+    pgd_ctx *ctx;
+    work w[N_WORK];
+    int64_t scale; /* rows divided by this on slow devices */
+    /* the correctness probe: an awkward C = A·Wᵀ + bias, ReLU */
+    pgd_tensor *pa, *pw, *pb, *pc;
+    float *ha, *hw, *hb;
+    double *want, *mag;
+} search;
+
+enum { PM = 37, PN = 45, PK = 29 };
+
+static float rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 40) / (double)(1ull << 24)) - 0.5f;
+}
+
+static int random_tensor(pgd_ctx *ctx, int64_t rows, int64_t cols, uint64_t seed, float **host,
+                         pgd_tensor **out, pgd_error **err)
+{
+    int64_t shape[2] = {rows, cols};
+    float *h = malloc((size_t)(rows * cols) * sizeof *h);
+    if (!h)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "tune: host operands");
+    for (int64_t i = 0; i < rows * cols; i++)
+        h[i] = rnd(&seed);
+    int rc = pgd_tensor_create_from(ctx, 2, shape, h, out, err);
+    if (host && !rc)
+        *host = h;
+    else
+        free(h);
+    return rc;
+}
+
+static void search_free(search *s)
+{
+    for (size_t i = 0; i < N_WORK; i++) {
+        pgd_tensor_destroy(s->w[i].a);
+        pgd_tensor_destroy(s->w[i].w);
+        pgd_tensor_destroy(s->w[i].c);
+    }
+    pgd_tensor_destroy(s->pa);
+    pgd_tensor_destroy(s->pw);
+    pgd_tensor_destroy(s->pb);
+    pgd_tensor_destroy(s->pc);
+    free(s->ha);
+    free(s->hw);
+    free(s->hb);
+    free(s->want);
+    free(s->mag);
+}
+
+static int search_init(search *s, pgd_ctx *ctx, pgd_error **err)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    s->scale = 1;
+    /* Software rasterisers run at well under 1 GFLOP/s: a sixteenth of the rows. */
+    if (ctx->dev.software_rasteriser)
+        s->scale = 16;
+    int rc = PGD_OK;
+    for (size_t i = 0; i < N_WORK && !rc; i++) {
+        work *w = &s->w[i];
+        w->m = (work_shapes[i][0] + s->scale - 1) / s->scale;
+        w->n = work_shapes[i][1];
+        w->k = work_shapes[i][2];
+        int64_t cs[2] = {w->m, w->n};
+        rc = random_tensor(ctx, w->m, w->k, 11 + i, NULL, &w->a, err);
+        if (!rc)
+            rc = random_tensor(ctx, w->n, w->k, 101 + i, NULL, &w->w, err);
+        if (!rc)
+            rc = pgd_tensor_create(ctx, 2, cs, &w->c, err);
+    }
+    if (!rc)
+        rc = random_tensor(ctx, PM, PK, 7, &s->ha, &s->pa, err);
+    if (!rc)
+        rc = random_tensor(ctx, PN, PK, 8, &s->hw, &s->pw, err);
+    if (!rc)
+        rc = random_tensor(ctx, 1, PN, 9, &s->hb, &s->pb, err);
+    if (!rc) {
+        int64_t cs[2] = {PM, PN};
+        rc = pgd_tensor_create(ctx, 2, cs, &s->pc, err);
+    }
+    if (!rc) {
+        s->want = malloc(PM * PN * sizeof *s->want);
+        s->mag = malloc(PM * PN * sizeof *s->mag);
+        if (!s->want || !s->mag)
+            rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "tune: reference");
+    }
+    if (!rc)
+        for (int i = 0; i < PM; i++)
+            for (int j = 0; j < PN; j++) {
+                double acc = s->hb[j], mag = fabs((double)s->hb[j]);
+                for (int k = 0; k < PK; k++) {
+                    double t = (double)s->ha[i * PK + k] * (double)s->hw[j * PK + k];
+                    acc += t;
+                    mag += fabs(t);
+                }
+                s->want[i * PN + j] = acc < 0 ? 0 : acc;
+                s->mag[i * PN + j] = mag;
+            }
+    if (rc)
+        search_free(s);
+    return rc;
+}
+
+/* C = A·Wᵀ (+ bias, ReLU when `bias`) with parameters p; W packed into *packed first for
+ * gemm_cpu (made once per candidate and operand, kept by the caller). */
+static int run_one(search *s, const pgd__gemm_params *p, pgd_tensor *a, pgd_tensor *wt,
+                   pgd_tensor *c, pgd_tensor *bias, pgd_tensor **packed, pgd_error **err)
+{
+    pgd_ctx *ctx = s->ctx;
+    int64_t m = pgd_tensor_dim(a, 0), k = pgd_tensor_dim(a, 1), n = pgd_tensor_dim(wt, 0);
+    pgd__gemm_call g;
+    memset(&g, 0, sizeof g);
+    g.params = p;
+    g.trans_b = 1;
+    g.M = m;
+    g.N = n;
+    g.K = k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.a = (pgd__mat){a->buf, 0, (int)k, 0};
+    g.b = (pgd__mat){wt->buf, 0, (int)k, 0};
+    g.c = (pgd__mat){c->buf, 0, (int)n, 0};
+    pgd__mat b;
+    if (bias) {
+        b = (pgd__mat){bias->buf, 0, 0, 0};
+        g.bias = &b;
+        g.act = PGD_ACT_RELU;
+    }
+    int rc;
+    if (p->cpu) {
+        if (!*packed) {
+            int64_t shape[1] = {pgd__gemm_packed_size(p, n, k)};
+            if ((rc = pgd_tensor_create(ctx, 1, shape, packed, err)))
+                return rc;
+            if ((rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &g.b, (*packed)->buf, 0, err))) {
+                pgd_tensor_destroy(*packed);
+                *packed = NULL;
+                return rc;
+            }
+        }
+        g.b = (pgd__mat){(*packed)->buf, 0, 0, 0};
+        g.b_packed = 1;
+    }
+    return pgd__gemm_run_own(ctx, &g, err);
+}
+
+/* NULL when the candidate computes the probe right, else why not. */
+static const char *check(search *s, const pgd__gemm_params *p, char *why, size_t size)
+{
+    pgd_tensor *packed = NULL;
+    pgd_error *e = NULL;
+    float got[PM * PN];
+    int rc = run_one(s, p, s->pa, s->pw, s->pc, s->pb, &packed, &e);
+    if (!rc)
+        rc = pgd_tensor_download(s->pc, got, &e);
+    pgd_tensor_destroy(packed);
+    if (rc) {
+        snprintf(why, size, "failed: %s", pgd_error_message(e));
+        pgd_error_free(e);
+        return why;
+    }
+    for (int i = 0; i < PM * PN; i++) {
+        double d = fabs((double)got[i] - s->want[i]);
+        if (!(d <= 1e-5 * s->mag[i] + 1e-6)) {
+            snprintf(why, size, "wrong result: C[%d,%d] = %.9g, want %.9g", i / PN, i % PN,
+                     (double)got[i], s->want[i]);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+/* One pass over the workload, in ms; < 0 on failure. */
+static double workload_ms(search *s, const pgd__gemm_params *p, pgd_tensor **packed)
+{
+    double t0 = pgd__now_ms();
+    for (size_t i = 0; i < N_WORK; i++)
+        if (run_one(s, p, s->w[i].a, s->w[i].w, s->w[i].c, NULL, &packed[i], NULL))
+            return -1;
+    if (clFinish(s->ctx->queue) != CL_SUCCESS)
+        return -1;
+    return pgd__now_ms() - t0;
+}
+
+/* The median of 3 passes after a warm-up (builds and packing); a candidate whose first pass is
+ * over 1.5× the best so far stops there (its one pass is its time). */
+static double measure(search *s, const pgd__gemm_params *p, double best)
+{
+    pgd_tensor *packed[N_WORK] = {0};
+    double t[3] = {-1, -1, -1}, r = -1;
+    if (workload_ms(s, p, packed) >= 0) {
+        int i = 0;
+        for (; i < 3; i++) {
+            if ((t[i] = workload_ms(s, p, packed)) < 0)
+                break;
+            if (i == 0 && best > 0 && t[0] > 1.5 * best) {
+                r = t[0];
+                break;
+            }
+        }
+        if (i == 3) {
+            double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+            r = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+        }
+    }
+    for (size_t i = 0; i < N_WORK; i++)
+        pgd_tensor_destroy(packed[i]);
+    return r;
+}
+
+static int same(const pgd__gemm_params *a, const pgd__gemm_params *b)
+{
+    return !memcmp(a, b, sizeof *a);
+}
+
+static void add(const pgd_ctx *ctx, pgd__gemm_params *list, int *n, pgd__gemm_params p)
+{
+    if (*n >= TUNE_MAX_CANDIDATES || pgd__gemm_params_check(ctx, &p, NULL))
+        return;
+    for (int i = 0; i < *n; i++)
+        if (same(&list[i], &p))
+            return;
+    list[(*n)++] = p;
+}
+
+/* The candidates, most plausible first: the defaults, gemm_cpu tiles at the device's vector
+ * width, gemm_gpu tiles, then gemm_cpu at other widths. K unroll is varied afterwards around the
+ * winner (see pgd_tune). GPUs and software rasterisers get gemm_gpu tiles only. */
+static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
+{
+    int n = 0;
+    pgd__gemm_params def;
+    pgd__gemm_params_default(ctx, &def);
+    add(ctx, list, &n, def);
+    /* (rows, vectors per row): accumulators + one panel row + a broadcast within 16 registers
+     * (AVX2, NEON) or 32 (AVX-512). */
+    static const int tiles[][2] = {{6, 2},  {4, 3}, {8, 2}, {4, 2}, {6, 3},  {4, 4},
+                                   {12, 2}, {8, 3}, {3, 4}, {2, 4}, {14, 2}, {8, 1}};
+    static const int gpu[][5] = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {32, 32, 8, 8, 8},
+                                 {64, 64, 8, 8, 8},  {32, 64, 16, 4, 8}, {16, 64, 16, 2, 8},
+                                 {64, 32, 16, 8, 4}, {16, 16, 16, 2, 2}};
+    int cpu_device = ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser;
+    int vws[4] = {def.cpu ? def.vw : 8, 16, 8, 4};
+    for (int v = 0; v < 4 && cpu_device; v++) {
+        if (v > 0 && vws[v] == vws[0])
+            continue;
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+            add(ctx, list, &n,
+                (pgd__gemm_params){1, tiles[t][0], vws[v], tiles[t][1], 4, 0, 0, 0, 0, 0});
+        if (v == 0)
+            for (size_t t = 0; t < sizeof gpu / sizeof gpu[0]; t++)
+                add(ctx, list, &n,
+                    (pgd__gemm_params){0, 0, 0, 0, 0, gpu[t][0], gpu[t][1], gpu[t][2], gpu[t][3],
+                                       gpu[t][4]});
+    }
+    if (!cpu_device)
+        for (size_t t = 0; t < sizeof gpu / sizeof gpu[0]; t++)
+            add(ctx, list, &n,
+                (pgd__gemm_params){0, 0, 0, 0, 0, gpu[t][0], gpu[t][1], gpu[t][2], gpu[t][3],
+                                   gpu[t][4]});
+    return n;
+}
+
+static void store(pgd_ctx *ctx, const pgd_tune_result *r)
+{
+    char *path = tuning_path(ctx);
+    if (!path)
+        return;
+    json_t *all = load_store(path);
+    if (!all)
+        all = json_object();
+    char id[65], date[32];
+    device_id(ctx, id);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(all, id,
+                        json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i}", "device",
+                                  ctx->dev.name, "driver", ctx->dev.driver_version, "date", date,
+                                  "gemm", r->params, "defaults", r->defaults, "workload_ms",
+                                  r->best_ms, "default_ms", r->default_ms, "search_s", r->seconds,
+                                  "tried", r->tried));
+    pgd_outfile *f = NULL;
+    if (!pgd_outfile_open(path, &f, NULL)) {
+        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
+            pgd_outfile_abort(f);
+        else if (pgd_outfile_commit(f, NULL) == PGD_OK)
+            ((pgd_tune_result *)r)->stored = 1;
+    }
+    json_decref(all);
+    free(path);
+}
+
+static void report(pgd_tune_progress_fn fn, void *user, int i, int n, const pgd__gemm_params *p,
+                   double ms, const char *why, double best, double t0)
+{
+    if (!fn)
+        return;
+    char text[128];
+    pgd__gemm_params_format(p, text, sizeof text);
+    pgd_tune_progress pr = {i, n, text, ms, why, best, (pgd__now_ms() - t0) / 1000.0};
+    fn(&pr, user);
+}
+
+int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
+             pgd_tune_result *out, pgd_error **err)
+{
+    pgd_tune_result r;
+    memset(&r, 0, sizeof r);
+    if (out)
+        *out = r;
+    if (!ctx)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "tune: no context");
+    if (!(budget_s > 0))
+        budget_s = 60;
+    double t0 = pgd__now_ms(), limit = budget_s * 1000.0;
+    search s;
+    int rc = search_init(&s, ctx, err);
+    if (rc)
+        return rc;
+    pgd__gemm_params list[TUNE_MAX_CANDIDATES];
+    int n = candidates(ctx, list), ku_added = 0;
+    pgd__gemm_params best = list[0];
+    double best_ms = -1;
+    pgd__gemm_params_format(&list[0], r.defaults, sizeof r.defaults);
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && pgd__now_ms() - t0 > limit) {
+            r.skipped = n - i;
+            break;
+        }
+        char whybuf[256];
+        const char *why = check(&s, &list[i], whybuf, sizeof whybuf);
+        double ms = why ? -1 : measure(&s, &list[i], best_ms);
+        if (!why && ms < 0)
+            why = "failed while timed";
+        r.tried++;
+        if (why)
+            r.rejected++;
+        else if (best_ms < 0 || ms < best_ms) {
+            best_ms = ms;
+            best = list[i];
+        }
+        if (i == 0)
+            r.default_ms = ms;
+        report(fn, user, i, n, &list[i], ms, why, best_ms, t0);
+        /* After the tile shapes: the winner with other K unrolls. */
+        if (i == n - 1 && !ku_added && best.cpu) {
+            static const int kus[] = {1, 2, 8};
+            ku_added = 1;
+            for (int u = 0; u < 3; u++) {
+                pgd__gemm_params q = best;
+                q.ku = kus[u];
+                add(ctx, list, &n, q);
+            }
+        }
+    }
+    search_free(&s);
+    if (best_ms < 0)
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "tune: no GEMM candidate ran correctly on device '%s' (%d tried)",
+                              ctx->dev.name, r.tried);
+    pgd__gemm_params_format(&best, r.params, sizeof r.params);
+    r.best_ms = best_ms;
+    r.seconds = (pgd__now_ms() - t0) / 1000.0;
+    store(ctx, &r);
+    if (!ctx->opt.kernel_params) {
+        ctx->gemm = best;
+        ctx->gemm_from = "tuned";
+    }
+    if (out)
+        *out = r;
+    return PGD_OK;
+}

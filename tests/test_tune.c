@@ -1,0 +1,386 @@
+/* test_tune.c — the per-device GEMM parameters: their text form, GEMMs and layers correct under
+ * every kind of parameter set the tuner may choose (scalar and vector gemm_cpu, gemm_gpu tiles
+ * that do not divide the sizes), pgd_tune storing its winner for the next context, and the ways
+ * a stored or given parameter set is refused. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h" /* white-box: forces ctx->gemm */
+
+static void ref(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                const float *bias, pgd_act act, const float *R, double *out)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bias ? bias[n] : 0.0;
+            for (int64_t k = 0; k < K; k++)
+                s += (double)(ta ? A[k * M + m] : A[m * K + k]) *
+                     (double)(tb ? B[n * K + k] : B[k * N + n]);
+            if (act == PGD_ACT_RELU)
+                s = s > 0 ? s : 0;
+            else if (act == PGD_ACT_GELU)
+                s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+            out[m * N + n] = s + (R ? R[m * N + n] : 0.0);
+        }
+}
+
+static float *random_floats(pgd_rng *r, int64_t n)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = pgd_rng_float(r);
+    return p;
+}
+
+static const int64_t awkward[] = {1, 2, 3, 5, 7, 13, 17, 31, 33, 63, 65, 97, 130};
+
+static int64_t dim(pgd_rng *r)
+{
+    return awkward[pgd_rng_int(r, 0, sizeof awkward / sizeof awkward[0] - 1)];
+}
+
+/* One pgd_gemm with bias, activation and residual; trans_a/trans_b as given. */
+static int gemm_case(pgd_ctx *ctx, pgd_rng *r, int ta, int tb, const char *params)
+{
+    int64_t M = dim(r), N = dim(r), K = dim(r);
+    pgd_act act = (pgd_act)pgd_rng_int(r, 0, 2);
+    int with_res = (int)pgd_rng_int(r, 0, 1);
+    float *A = random_floats(r, M * K), *B = random_floats(r, K * N), *bias = random_floats(r, N);
+    float *R = random_floats(r, M * N), *got = malloc((size_t)(M * N) * sizeof *got);
+    double *want = malloc((size_t)(M * N) * sizeof *want);
+    ref(ta, tb, M, N, K, A, B, bias, act, with_res ? R : NULL, want);
+    int64_t sa[2] = {ta ? K : M, ta ? M : K}, sb[2] = {tb ? N : K, tb ? K : N}, sc[2] = {M, N};
+    pgd_tensor *a = pgd_test_upload(ctx, 2, sa, A), *b = pgd_test_upload(ctx, 2, sb, B);
+    pgd_tensor *tbias = pgd_test_upload(ctx, 1, &N, bias), *tr = pgd_test_upload(ctx, 2, sc, R);
+    pgd_tensor *c = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sc, &c, &err), &err);
+    pgd_gemm_args args = {ta, tb, 1.0f, 0.0f, tbias, act, with_res ? tr : NULL};
+    PGD_CHECK_OK(pgd_gemm(ctx, &args, a, b, c, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_download(c, got, &err), &err);
+    char what[200];
+    snprintf(what, sizeof what, "%s: gemm ta=%d tb=%d %lldx%lldx%lld act %d%s", params, ta, tb,
+             (long long)M, (long long)N, (long long)K, (int)act, with_res ? " residual" : "");
+    double tol = 2e-6 * (double)K + 1e-5;
+    int ok = pgd_test_allclose(got, want, (size_t)(M * N), tol, tol, what);
+    pgd_tensor_destroy(a);
+    pgd_tensor_destroy(b);
+    pgd_tensor_destroy(tbias);
+    pgd_tensor_destroy(tr);
+    pgd_tensor_destroy(c);
+    free(A);
+    free(B);
+    free(bias);
+    free(R);
+    free(got);
+    free(want);
+    return ok;
+}
+
+static void force(pgd_ctx *ctx, const char *text)
+{
+    pgd_error *err = NULL;
+    pgd__gemm_params p;
+    PGD_CHECK_OK(pgd__gemm_params_parse(text, &p, &err), &err);
+    ctx->gemm = p;
+}
+
+static int fits(pgd_ctx *ctx, const char *text)
+{
+    pgd__gemm_params p;
+    return !pgd__gemm_params_parse(text, &p, NULL) && !pgd__gemm_params_check(ctx, &p, NULL);
+}
+
+/* A linear layer packed under `params` stays correct after the context moves on to `other`. */
+static int layer_keeps_params(pgd_ctx *ctx, pgd_rng *r, const char *params, const char *other)
+{
+    int64_t rows = dim(r), in = dim(r), out = dim(r);
+    float *X = random_floats(r, rows * in), *W = random_floats(r, out * in);
+    float *bias = random_floats(r, out), *got = malloc((size_t)(rows * out) * sizeof *got);
+    double *want = malloc((size_t)(rows * out) * sizeof *want);
+    ref(0, 1, rows, out, in, X, W, bias, PGD_ACT_GELU, NULL, want);
+    int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
+    pgd_tensor *x = pgd_test_upload(ctx, 2, sx, X), *w = pgd_test_upload(ctx, 2, sw, W);
+    pgd_tensor *tb = pgd_test_upload(ctx, 1, &out, bias), *y = NULL;
+    pgd_linear *lin = NULL;
+    pgd_error *err = NULL;
+    force(ctx, params);
+    PGD_CHECK_OK(pgd_linear_create(ctx, w, tb, &lin, &err), &err);
+    force(ctx, other);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sy, &y, &err), &err);
+    PGD_CHECK_OK(pgd_linear_forward(ctx, lin, x, PGD_ACT_GELU, NULL, y, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_download(y, got, &err), &err);
+    char what[200];
+    snprintf(what, sizeof what, "linear packed with %s, run after %s, %lld x %lld -> %lld", params,
+             other, (long long)rows, (long long)in, (long long)out);
+    double tol = 2e-6 * (double)in + 1e-5;
+    int ok = pgd_test_allclose(got, want, (size_t)(rows * out), tol, tol, what);
+    pgd_linear_destroy(lin);
+    pgd_tensor_destroy(x);
+    pgd_tensor_destroy(w);
+    pgd_tensor_destroy(tb);
+    pgd_tensor_destroy(y);
+    free(X);
+    free(W);
+    free(bias);
+    free(got);
+    free(want);
+    return ok;
+}
+
+START_TEST(params_text)
+{
+    static const char *const good[] = {"cpu:rm=6,vw=16,nv=2,ku=4", "cpu:rm=1,vw=1,nv=1,ku=1",
+                                       "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4",
+                                       "gpu:tsm=24,tsn=40,tsk=8,wptm=3,wptn=5"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        pgd__gemm_params p;
+        pgd_error *err = NULL;
+        char back[128];
+        PGD_CHECK_OK(pgd__gemm_params_parse(good[i], &p, &err), &err);
+        pgd__gemm_params_format(&p, back, sizeof back);
+        ck_assert_str_eq(back, good[i]);
+    }
+    static const char *const bad[] = {"",
+                                      "cpu:",
+                                      "cpu:rm=6",
+                                      "cpu:rm=6,vw=16,nv=2",
+                                      "cpu:rm=6,vw=16,nv=2,ku=4,",
+                                      "cpu:rm=6,vw=16,nv=2,ku=4x",
+                                      "cpu:vw=16,rm=6,nv=2,ku=4",
+                                      "cpu:rm=-6,vw=16,nv=2,ku=4",
+                                      "cpu:rm=99999,vw=16,nv=2,ku=4",
+                                      "CPU:rm=6,vw=16,nv=2,ku=4",
+                                      "gpu:tsm=64,tsn=64,tsk=16,wptm=4",
+                                      "fast"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pgd__gemm_params p;
+        pgd_error *err = NULL;
+        ck_assert_int_eq(pgd__gemm_params_parse(bad[i], &p, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(pgd_error_message(err), "expected cpu:rm=") != NULL, "%s",
+                      pgd_error_message(err));
+        pgd_error_free(err);
+    }
+    ck_assert_int_eq(pgd__gemm_params_parse(NULL, NULL, NULL), PGD_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* Values that parse but break a rule of the kernels, and tiles no device has room for. */
+START_TEST(params_rules)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    static const char *const invalid[] = {"cpu:rm=6,vw=3,nv=2,ku=4",
+                                          "cpu:rm=0,vw=16,nv=2,ku=4",
+                                          "cpu:rm=16,vw=16,nv=8,ku=4",
+                                          "cpu:rm=6,vw=16,nv=2,ku=0",
+                                          "gpu:tsm=64,tsn=64,tsk=16,wptm=3,wptn=4",
+                                          "gpu:tsm=0,tsn=64,tsk=16,wptm=1,wptn=4"};
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        pgd__gemm_params p;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd__gemm_params_parse(invalid[i], &p, &err), &err);
+        ck_assert_int_eq(pgd__gemm_params_check(ctx, &p, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(pgd_error_message(err), invalid[i]) != NULL, "%s",
+                      pgd_error_message(err));
+        pgd_error_free(err);
+    }
+    pgd__gemm_params p;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd__gemm_params_parse("gpu:tsm=256,tsn=256,tsk=64,wptm=1,wptn=1", &p, &err),
+                 &err);
+    ck_assert_int_eq(pgd__gemm_params_check(ctx, &p, &err), PGD_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(pgd_error_message(err), d[0].name) != NULL, "%s", pgd_error_message(err));
+    pgd_error_free(err);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* GEMMs and packed layers under forced parameter sets: both kernels, vector widths 1 to 16, tiles
+ * and K unrolls that divide none of the awkward sizes. gemm_cpu only on real CPU devices. */
+START_TEST(forced_params)
+{
+    setenv("PAGODA_GEMM", "pagoda", 1);
+    static const char *const sets[] = {"cpu:rm=1,vw=1,nv=1,ku=1",
+                                       "cpu:rm=3,vw=2,nv=3,ku=3",
+                                       "cpu:rm=8,vw=4,nv=4,ku=8",
+                                       "cpu:rm=5,vw=16,nv=1,ku=2",
+                                       "gpu:tsm=16,tsn=16,tsk=16,wptm=4,wptn=2",
+                                       "gpu:tsm=24,tsn=40,tsk=8,wptm=6,wptn=5",
+                                       "gpu:tsm=8,tsn=8,tsk=4,wptm=2,wptn=2"};
+    const size_t nsets = sizeof sets / sizeof sets[0];
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        int is_cpu = d[di].type == PGD_DEVICE_CPU && !d[di].software_rasteriser, ran = 0;
+        pgd_rng r;
+        pgd_rng_seed(&r, 31 + di);
+        for (size_t s = 0; s < nsets; s++) {
+            if ((!is_cpu && sets[s][0] == 'c') || !fits(ctx, sets[s]))
+                continue;
+            force(ctx, sets[s]);
+            int failed = 0;
+            for (int trial = 0; trial < 6; trial++)
+                failed += !gemm_case(ctx, &r, trial == 5, trial % 2 == 0 || trial == 5, sets[s]);
+            ck_assert_msg(failed == 0, "%s %s: %d of 6 GEMMs wrong", d[di].name, sets[s], failed);
+            size_t o = (s + 1) % nsets;
+            while ((!is_cpu && sets[o][0] == 'c') || !fits(ctx, sets[o]))
+                o = (o + 1) % nsets;
+            ck_assert(layer_keeps_params(ctx, &r, sets[s], sets[o]));
+            ran++;
+        }
+        ck_assert_msg(ran >= 3, "%s: only %d parameter sets fit", d[di].name, ran);
+        pgd_ctx_destroy(ctx);
+    }
+    unsetenv("PAGODA_GEMM");
+}
+END_TEST
+
+typedef struct seen {
+    int calls, last_index;
+    char first[128];
+} seen;
+
+static void on_progress(const pgd_tune_progress *p, void *user)
+{
+    seen *s = user;
+    ck_assert_int_eq(p->index, s->calls);
+    ck_assert(p->index < p->count && p->params != NULL && p->elapsed_s >= 0);
+    ck_assert(p->why != NULL || p->ms > 0);
+    if (!s->calls)
+        snprintf(s->first, sizeof s->first, "%s", p->params);
+    s->last_index = p->index;
+    s->calls++;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static const char *from_of(pgd_ctx *ctx, char *buf, size_t size)
+{
+    return pgd_ctx_kernel_params(ctx, buf, size);
+}
+
+/* pgd_tune (a budget that admits only the defaults) stores its winner,
+ * the next context of the device loads it, a corrupt store means defaults again. */
+START_TEST(tune_stores_winner)
+{
+    unsetenv("PAGODA_KERNEL_PARAMS");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    char *dir = pgd_test_tempdir("tune");
+    const char *old = getenv("PAGODA_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("PAGODA_CACHE_DIR", dir, 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tuning.json", dir);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        char before[128], after[128];
+        ck_assert_str_eq(from_of(ctx, before, sizeof before), "defaults");
+        seen s = {0, -1, ""};
+        pgd_tune_result res;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_tune(ctx, 0.01, on_progress, &s, &res, &err), &err);
+        ck_assert_int_ge(res.tried, 1);
+        ck_assert_int_eq(res.tried, s.calls);
+        ck_assert_int_gt(res.skipped, 0);  /* the budget was spent: the rest was skipped */
+        ck_assert_str_eq(s.first, before); /* the defaults are measured first */
+        ck_assert_str_eq(res.defaults, before);
+        ck_assert(res.best_ms > 0 && res.best_ms <= res.default_ms && res.seconds > 0);
+        ck_assert_int_eq(res.stored, 1);
+        ck_assert_str_eq(from_of(ctx, after, sizeof after), "tuned");
+        ck_assert_str_eq(after, res.params);
+        pgd_ctx_destroy(ctx);
+        ctx = pgd_test_ctx(&d[di]);
+        ck_assert_str_eq(from_of(ctx, after, sizeof after), "tuned");
+        ck_assert_str_eq(after, res.params);
+        pgd_rng r;
+        pgd_rng_seed(&r, 77);
+        ck_assert(gemm_case(ctx, &r, 0, 1, after));
+        pgd_ctx_destroy(ctx);
+    }
+    unsigned char *text = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
+    ck_assert_msg(strstr((char *)text, "\"gemm\"") && strstr((char *)text, d[0].name), "%s", text);
+    free(text);
+    /* Corrupt or hostile stores: untuned, never an error or a crash. */
+    static const char *const stores[] = {"{garbage", "[]", "{\"x\": 1}", ""};
+    for (size_t i = 0; i < sizeof stores / sizeof stores[0]; i++) {
+        write_text(path, stores[i]);
+        pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        char now[128];
+        ck_assert_str_eq(from_of(ctx, now, sizeof now), "defaults");
+        pgd_ctx_destroy(ctx);
+    }
+    if (saved)
+        setenv("PAGODA_CACHE_DIR", saved, 1);
+    else
+        unsetenv("PAGODA_CACHE_DIR");
+    free(saved);
+    pgd_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Given parameters win over the store; bad ones stop context creation, naming the variable. */
+START_TEST(given_params)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    const char *mine = d[0].type == PGD_DEVICE_CPU && !d[0].software_rasteriser
+                           ? "cpu:rm=4,vw=8,nv=3,ku=2"
+                           : "gpu:tsm=16,tsn=16,tsk=16,wptm=4,wptn=2";
+    setenv("PAGODA_KERNEL_PARAMS", mine, 1);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    char now[128];
+    ck_assert_str_eq(from_of(ctx, now, sizeof now), "options");
+    ck_assert_str_eq(now, mine);
+    pgd_tune_result res;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tune(ctx, 0.01, NULL, NULL, &res, &err), &err);
+    ck_assert_str_eq(from_of(ctx, now, sizeof now), "options"); /* not replaced by the search */
+    ck_assert_str_eq(now, mine);
+    pgd_ctx_destroy(ctx);
+    static const char *const bad[] = {"cpu:rm=6", "gpu:tsm=256,tsn=256,tsk=64,wptm=1,wptn=1",
+                                      "cpu:rm=6,vw=5,nv=2,ku=4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("PAGODA_KERNEL_PARAMS", bad[i], 1);
+        ctx = NULL;
+        int rc = pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err);
+        ck_assert_int_ne(rc, PGD_OK);
+        ck_assert_ptr_null(ctx);
+        ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_KERNEL_PARAMS") != NULL, "%s",
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    unsetenv("PAGODA_KERNEL_PARAMS");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("tune");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, params_text);
+    tcase_add_test(tc, params_rules);
+    tcase_add_test(tc, forced_params);
+    tcase_add_test(tc, tune_stores_winner);
+    tcase_add_test(tc, given_params);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
