@@ -117,8 +117,8 @@ static void check_config(const resnet_config *cfg)
     for (int i = 0; i < cfg->n_nl; i++) {
         const resnet_nl_site *s = &cfg->nl[i];
         if (s->layer < 1 || s->layer > 4 || s->block < 0 || s->block >= cfg->blocks[s->layer - 1] ||
-            s->channels < 1 || s->inner < 1)
-            abort();
+            s->channels < 1 || s->inner != (s->channels > 1 ? s->channels / 2 : 1))
+            abort(); /* θ, φ and g are C/2 wide, whatever C is */
         for (int j = 0; j < i; j++)
             if (cfg->nl[j].layer == s->layer && cfg->nl[j].block == s->block)
                 abort(); /* one block per site */
