@@ -1,7 +1,8 @@
 /* test_fuzz_regress.c — every input under tests/data/fuzz-regress/ that once crashed (or hung,
  * or tripped a sanitizer in) a fuzz target, run again through the same target code
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
- * prefix picks the target: safetensors-, image-, npy-, model_config-. A regression crashes
+ * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
+ * bench_spec-, options-. A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
 #include <stdlib.h>
@@ -13,6 +14,10 @@ int pgd_fuzz_safetensors(const uint8_t *data, size_t size);
 int pgd_fuzz_image(const uint8_t *data, size_t size);
 int pgd_fuzz_npy(const uint8_t *data, size_t size);
 int pgd_fuzz_model_config(const uint8_t *data, size_t size);
+int pgd_fuzz_resnet_config(const uint8_t *data, size_t size);
+int pgd_fuzz_labels(const uint8_t *data, size_t size);
+int pgd_fuzz_bench_spec(const uint8_t *data, size_t size);
+int pgd_fuzz_options(const uint8_t *data, size_t size);
 
 static const struct {
     const char *prefix;
@@ -22,6 +27,10 @@ static const struct {
     {"image-", pgd_fuzz_image},
     {"npy-", pgd_fuzz_npy},
     {"model_config-", pgd_fuzz_model_config},
+    {"resnet_config-", pgd_fuzz_resnet_config},
+    {"labels-", pgd_fuzz_labels},
+    {"bench_spec-", pgd_fuzz_bench_spec},
+    {"options-", pgd_fuzz_options},
 };
 
 START_TEST(regressions)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/fuzz.sh TARGET SECONDS [libFuzzer options…] — build and run one libFuzzer target.
 #
-#   TARGET: safetensors | image | npy | model_config   (tests/fuzz/fuzz_TARGET.c)
+#   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
+#           options   (tests/fuzz/fuzz_TARGET.c)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -15,9 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
-case "$target" in safetensors|image|npy|model_config) ;; *)
-  echo "usage: tools/fuzz.sh safetensors|image|npy|model_config SECONDS [libFuzzer options]" >&2
-  exit 2 ;;
+targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options"
+case "$target" in
+  safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options) ;;
+  *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#
 

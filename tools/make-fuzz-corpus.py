@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
 
-Writes OUTDIR/{safetensors,npy,image,model_config}/: for each reader a few valid tiny files and
+Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options}/: for each reader a few valid tiny files and
 one file per rejection rule (so the fuzzer starts with every error path reached), all small.
 Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
 importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
@@ -268,12 +268,117 @@ def image_seeds():
     return s
 
 
+# ---- ResNet layouts as fuzz_resnet_config reads them: "spec|mode|sub", then "name d0 d1 …" ----
+
+def resnet_lines(bottleneck=False, blocks=(1, 1, 1, 1), stem=4, widths=(2, 4, 4, 8), classes=3,
+                 nl=(), nl_mode=None, concat=False):
+    """The tensor lines of a tiny torchvision-named ResNet, with non-local blocks at nl ((L, B))."""
+    lines = []
+
+    def conv(name, cout, cin, k):
+        lines.append("%s %d %d %d %d" % (name, cout, cin, k, k))
+
+    def bn(prefix, c):
+        for part in ("weight", "bias", "running_mean", "running_var"):
+            lines.append("%s.%s %d" % (prefix, part, c))
+
+    conv("conv1.weight", stem, 3, 7)
+    bn("bn1", stem)
+    cin = stem
+    chans = {}
+    for L in range(1, 5):
+        w = widths[L - 1]
+        out = w * 4 if bottleneck else w
+        for B in range(blocks[L - 1]):
+            c_in = cin if B == 0 else out
+            chans[(L, B)] = c_in
+            n = 3 if bottleneck else 2
+            for k in range(1, n + 1):
+                ci = c_in if k == 1 else w
+                co = out if k == n else w
+                kk = (3 if k == 2 else 1) if bottleneck else 3
+                conv("layer%d.%d.conv%d.weight" % (L, B, k), co, ci, kk)
+                bn("layer%d.%d.bn%d" % (L, B, k), co)
+            if B == 0 and (L > 1 or c_in != out):
+                conv("layer%d.%d.downsample.0.weight" % (L, B), out, c_in, 1)
+                bn("layer%d.%d.downsample.1" % (L, B), out)
+        cin = out
+    lines.append("fc.weight %d %d" % (classes, cin))
+    lines.append("fc.bias %d" % classes)
+    for (L, B) in nl:
+        C = chans[(L, B)]
+        Ci = max(C // 2, 1)
+        p = "nonlocal.layer%d.%d" % (L, B)
+        for part in ("theta", "phi", "g"):
+            conv(p + ".%s.weight" % part, Ci, C, 1)
+            lines.append(p + ".%s.bias %d" % (part, Ci))
+        conv(p + ".w.weight", C, Ci, 1)
+        lines.append(p + ".w.bias %d" % C)
+        bn(p + ".bn", C)
+        if concat:
+            lines.append(p + ".concat.weight 1 %d 1 1" % (2 * Ci))
+    if nl_mode:
+        lines.append("@nonlocal.mode %s" % nl_mode)
+    return lines
+
+
+def resnet_seeds():
+    def text(opts, lines):
+        return ("\n".join([opts] + lines) + "\n").encode()
+    s = {}
+    s["basic"] = text("||", resnet_lines())
+    s["bottleneck"] = text("||", resnet_lines(bottleneck=True))
+    s["blocks-2212"] = text("||", resnet_lines(blocks=(2, 2, 1, 2)))
+    s["nl-file"] = text("||", resnet_lines(blocks=(1, 2, 2, 1), nl=[(3, 1)]) + ["@nonlocal.subsample true"])
+    s["nl-concat"] = text("||", resnet_lines(nl=[(2, 0)], nl_mode="concatenation", concat=True))
+    s["nl-spec"] = text("layer3.0,layer1.0|dot_product|1", resnet_lines(bottleneck=True))
+    s["nl-spec-bad"] = text("layer9.0|gaussian|0", resnet_lines())
+    s["nl-bad-key"] = text("||", resnet_lines() + ["nonlocal.layer01.0.theta.weight 1 1 1 1"])
+    s["missing-fc"] = text("||", resnet_lines()[:-2])
+    s["not-resnet"] = text("||", ["patch_embed.proj.weight 4 3 2 2"])
+    return s
+
+
+def labels_seeds():
+    return {"three": b"tench\ngoldfish\ngreat white shark\n", "crlf": b"a\r\nb\r\n",
+            "no-final-newline": b"x\ty\nz", "empty": b"", "blank-lines": b"\n\n\n",
+            "utf8": "caf\u00e9\n\u732b\n\U0001F408\n".encode(), "nul": b"a\x00b\n",
+            "bad-utf8": b"\xc0\xaf\n", "c1-control": b"\xc2\x9b[2J\n", "esc": b"\x1b[31m\n"}
+
+
+def bench_seeds():
+    items = ["gemm:197,768,768", "gemm_nn:64,64,64", "blas:8,8,8", "attention:197,12,64",
+             "attention-unfused:197,12,64", "layernorm:197,768", "patch_embed:1,768",
+             "conv:1,224,224,3,64,7,2", "nonlocal:56,56,256", "nonlocal-unfused:56,56,256",
+             "vit_b16:8", "vit_s16:1", "vit_ti16:1", "resnet50:1", "resnet50-nl:8", "scale:4",
+             "build", "peak", "kernels", "models", "gemm:0,1,1", "gemm:1,2", "conv:1,2,3",
+             "vit_b16:-1", "frobnicate", "gemm:", ""]
+    s = {"item-%d" % i: it.encode() for i, it in enumerate(items)}
+    s["several"] = "\n".join(items[:8]).encode()
+    return s
+
+
+def options_seeds():
+    good = ["cpu", "off", "cl", "1", "pagoda", "request", "4096", "im2col", "64", "512M",
+            "tiled", "256", "65536", "2G", "1g", "8", "1024"]
+    bad = ["1:0", "", "", "maybe", "fast", "", "0", "winograd", "4097", "12Q", "flash", "-1",
+           "9223372036854775808", "18446744073709551616K", "0x10", "+1", "1e3"]
+    s = {"all-good": "\n".join(good).encode(), "first-only": b"llvmpipe"}
+    for i in range(3, len(good)):
+        vals = good[:]
+        vals[i] = bad[i]
+        s["bad-%d" % i] = "\n".join(vals).encode()
+    s["numbers"] = b"\x05-9223372036854775808\n1,2,3\n.5e-3\n5.\n1e999\n007\n-0"
+    return s
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
     out = sys.argv[1]
     sets = {"safetensors": safetensors_seeds(), "model_config": model_seeds(),
-            "npy": npy_seeds(), "image": image_seeds()}
+            "npy": npy_seeds(), "image": image_seeds(), "resnet_config": resnet_seeds(),
+            "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     for target, seeds in sets.items():
         d = os.path.join(out, target)

@@ -141,6 +141,18 @@ static int is_suite(const char *name)
     return 0;
 }
 
+int bench_spec_check(const char *arg, const bench_item **item)
+{
+    *item = NULL;
+    if (is_suite(arg))
+        return BENCH_SPEC_SUITE;
+    const bench_item *it = find_item(arg);
+    if (!it)
+        return BENCH_SPEC_UNKNOWN;
+    *item = it;
+    return it->validate && it->validate(arg) != 0 ? BENCH_SPEC_BAD : BENCH_SPEC_ITEM;
+}
+
 static void help_text(char *suite_buf, size_t ssize, char *item_buf, size_t isize)
 {
     size_t used = 0;
@@ -852,11 +864,12 @@ static int collect_specs(int argc, char **argv, spec_entry *specs, int *nspecs)
             }
             continue;
         }
-        const bench_item *it = find_item(argv[i]);
-        if (!it)
+        const bench_item *it;
+        int kind = bench_spec_check(argv[i], &it);
+        if (kind == BENCH_SPEC_UNKNOWN)
             return app_usage_error("bench ", "unknown item '%s' (see 'pagoda bench --list')",
                                    argv[i]);
-        if (it->validate && it->validate(argv[i]) != 0)
+        if (kind == BENCH_SPEC_BAD)
             return app_usage_error("bench ", "bad item '%s': expected %s", argv[i], it->syntax);
         if (n == 256)
             return app_usage_error("bench ", "too many items (at most 256)");

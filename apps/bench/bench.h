@@ -61,6 +61,14 @@ void bench_progress(const char *fmt, ...)
 #endif
     ;
 
+/* What one `pagoda bench` argument names (bench_spec_check). */
+enum { BENCH_SPEC_ITEM = 0, BENCH_SPEC_SUITE = 1, BENCH_SPEC_UNKNOWN = -1, BENCH_SPEC_BAD = -2 };
+
+/* Classifies `arg` as collect_specs does, without touching a device: a suite name, a known item
+ * whose spec parses (*item set), an unknown item, or a known item whose spec does not parse
+ * (*item set). *item is NULL for a suite or an unknown item. */
+int bench_spec_check(const char *arg, const bench_item **item);
+
 extern const bench_item bench_item_build;
 extern const bench_item bench_item_peak;
 extern const bench_item bench_item_scale;

@@ -55,6 +55,10 @@ typedef struct app_labels {
 /* Reads `path`; prints an error and returns EXIT_RUNTIME on failure, also for a line with a NUL
  * byte, invalid UTF-8 or a control character other than a tab (the error names the line). */
 int app_labels_load(const char *path, app_labels *out);
+/* The parsing half of app_labels_load: splits `text` (size bytes then one NUL byte, as
+ * pgd_file_read leaves them; malloc'd, ownership is taken, also on failure) into lines, `path`
+ * naming it in messages. No file or device is touched. */
+int app_labels_parse(void *text, size_t size, const char *path, app_labels *out);
 void app_labels_free(app_labels *l);
 
 /* When *weights is NULL: the weights file `file` in the default location ($PAGODA_WEIGHTS_DIR,

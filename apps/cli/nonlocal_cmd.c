@@ -289,9 +289,9 @@ static json_t *model_json(const resnet_config *cfg)
     for (int i = 0; i < cfg->n_nl; i++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d.%d", cfg->nl[i].layer, cfg->nl[i].block);
-        json_array_append_new(sites, json_pack("{s:s, s:I, s:i, s:b}", "before", name, "channels",
+        json_array_append_new(sites, json_pack("{s:s, s:I, s:I, s:b}", "before", name, "channels",
                                                (json_int_t)cfg->nl[i].channels, "inner",
-                                               cfg->nl[i].inner, "identity_init",
+                                               (json_int_t)cfg->nl[i].inner, "identity_init",
                                                cfg->nl[i].identity));
     }
     return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}", "depth", cfg->depth,

@@ -273,6 +273,12 @@ int app_labels_load(const char *path, app_labels *out)
         pgd_error_free(err);
         return EXIT_RUNTIME;
     }
+    return app_labels_parse(text, size, path, out);
+}
+
+int app_labels_parse(void *text, size_t size, const char *path, app_labels *out)
+{
+    memset(out, 0, sizeof *out);
     out->text = text;
     for (size_t i = 0; i < size; i++)
         out->count += out->text[i] == '\n' || (i + 1 == size && out->text[i] != '\n');

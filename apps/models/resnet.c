@@ -219,7 +219,7 @@ static int add_site(resnet_config *c, const char *label, const char *what, int L
     s->layer = L;
     s->block = B;
     s->channels = block_cin(c, L, B);
-    s->inner = (int)(s->channels / 2 > 0 ? s->channels / 2 : 1);
+    s->inner = s->channels / 2 > 0 ? s->channels / 2 : 1;
     s->identity = identity;
     return PGD_OK;
 }

@@ -27,7 +27,7 @@ int nl_mode_parse(const char *s, nl_mode *m);
 typedef struct resnet_nl_site {
     int layer, block; /* inserted immediately before residual block layer<layer>.<block> */
     int64_t channels; /* C: the input channels of that block */
-    int inner;        /* C/2 (θ, φ, g widths) */
+    int64_t inner;    /* C/2 (θ, φ, g widths) */
     int identity;     /* 1: inserted by --nonlocal with the paper's initialisation */
 } resnet_nl_site;
 

@@ -52,7 +52,7 @@ static void check_resnet(const model_source *src, const char *spec, const char *
     for (int i = 0; i < cfg.n_nl; i++)
         if (cfg.nl[i].layer < 1 || cfg.nl[i].layer > 4 || cfg.nl[i].block < 0 ||
             cfg.nl[i].block >= cfg.blocks[cfg.nl[i].layer - 1] || cfg.nl[i].channels < 1 ||
-            cfg.nl[i].inner < 1)
+            cfg.nl[i].inner != (cfg.nl[i].channels > 1 ? cfg.nl[i].channels / 2 : 1))
             abort();
 }
 
