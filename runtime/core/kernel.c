@@ -90,6 +90,12 @@ int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void 
 
 int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err)
 {
+    /* OpenCL says CL_INVALID_ARG_SIZE, but Intel's CPU runtime (2026.2) accepts 0 bytes: refused
+     * here, so that every driver answers the same. */
+    if (bytes == 0)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "argument %u of kernel '%s': local memory of 0 bytes", index,
+                              k->name);
     return set(k, index, bytes, NULL, err);
 }
 

@@ -1022,7 +1022,7 @@ PGD_API int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tenso
  * be the parameter's OpenCL size: 4 for int/uint/float, 8 for long). */
 PGD_API int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
                                  pgd_error **err);
-/* Sets argument `index`, a __local pointer parameter, to `bytes` of local memory. */
+/* Sets argument `index`, a __local pointer parameter, to `bytes` (> 0) of local memory. */
 PGD_API int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err);
 /* The largest work-group this kernel can be launched with on the context's device (at least 1). */
 PGD_API size_t pgd_kernel_max_work_group(const pgd_kernel *k);
