@@ -68,10 +68,14 @@ static img_format sniff(const unsigned char *p, size_t n, const char **other)
 static const char *format_name(img_format f)
 {
     switch (f) {
-    case FMT_JPEG: return "JPEG";
-    case FMT_PNG: return "PNG";
-    case FMT_BMP: return "BMP";
-    default: return "unknown";
+    case FMT_JPEG:
+        return "JPEG";
+    case FMT_PNG:
+        return "PNG";
+    case FMT_BMP:
+        return "BMP";
+    default:
+        return "unknown";
     }
 }
 
@@ -196,8 +200,14 @@ static const char *bmp_check(const unsigned char *p, size_t n, char *msg, size_t
         bpp = (uint32_t)(p[28] | p[29] << 8);
         comp = le32(p + 30);
     }
-    if (comp != 0 && comp != 3 && comp != 6)
-        return NULL;
+    if (comp == 1 || comp == 2)
+        return NULL; /* RLE: stb_image refuses it with its own reason */
+    if (comp != 0 && comp != 3 && comp != 6) {
+        /* stb_image would decode an unknown compression as raw rows of the declared size,
+         * which for a huge claimed width is seconds of work over no data. */
+        snprintf(msg, size, "BMP compression %u is not supported", comp);
+        return msg;
+    }
     if (h < 0)
         h = -h;
     if (w < 0 || bpp == 0 || bpp > 32)
@@ -270,8 +280,8 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
         return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot read the %s header: %s",
                               name, format_name(fmt), stbi_failure_reason());
     if (w < 1 || h < 1)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %d x %d",
-                              name, format_name(fmt), w, h);
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %d x %d", name,
+                              format_name(fmt), w, h);
     if ((long long)w * h > PGD_IMAGE_MAX_PIXELS)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
                               "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
