@@ -207,6 +207,10 @@ int pgd__gemm_params_parse(const char *text, pgd__gemm_params *p, pgd_error **er
 /* Loads the stored tuning of the context's device, else the defaults (context creation);
  * options.kernel_params overrides both. */
 int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err);
+/* JSON stores in the cache directory (gemm_tune.c): the object, or NULL when absent/bad; and
+ * setting one entry (taken) with an atomic rewrite, 1 when written. */
+struct json_t *pgd__store_load(const pgd_ctx *ctx, const char *file);
+int pgd__store_put(const pgd_ctx *ctx, const char *file, const char *id, struct json_t *entry);
 /* CLBlast path; PGD_ERR_UNSUPPORTED when built without CLBlast. */
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 /* The run-time epilogue code of the gemm kernels (bias, residual, activation bits). */

@@ -44,18 +44,18 @@ static void class_key(const pgd__gemm_call *g, int linear, char *buf, size_t siz
                  (long long)pow2_class(g->K));
     else
         snprintf(buf, size, "gemm:%d%d:%s:%lld,%lld,%lld", g->trans_a, g->trans_b,
-                 g->batch > 1 ? "b" : "1", (long long)pow2_class(g->M),
-                 (long long)pow2_class(g->N), (long long)pow2_class(g->K));
+                 g->batch > 1 ? "b" : "1", (long long)pow2_class(g->M), (long long)pow2_class(g->N),
+                 (long long)pow2_class(g->K));
 }
 
-static char *choices_path(const pgd_ctx *ctx)
+static char *store_path(const pgd_ctx *ctx, const char *file)
 {
     if (!ctx->cache_dir)
         return NULL;
-    size_t n = strlen(ctx->cache_dir) + 32;
+    size_t n = strlen(ctx->cache_dir) + strlen(file) + 2;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s/gemm-choices.json", ctx->cache_dir);
+        snprintf(p, n, "%s/%s", ctx->cache_dir, file);
     return p;
 }
 
@@ -64,17 +64,52 @@ static void device_id(const pgd_ctx *ctx, char hex[65])
     pgd__cache_key(&ctx->dev, "gemm-choices", "", hex);
 }
 
-/* The tuning store as JSON, or NULL when it is missing, unreadable (not a regular file, too
+/* A JSON store in the cache directory (gemm-choices.json, tuning.json) as an object, or NULL
+ * when there is no cache directory or the file is missing, unreadable (not a regular file, too
  * large) or malformed: any of these only means measuring again. */
-static json_t *load_choices(const char *path)
+json_t *pgd__store_load(const pgd_ctx *ctx, const char *file)
 {
+    char *path = store_path(ctx, file);
     unsigned char *text = NULL;
     size_t size = 0;
-    if (pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) != PGD_OK)
+    int rc = path ? pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) : -1;
+    free(path);
+    if (rc != PGD_OK)
         return NULL;
     json_t *all = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, NULL);
     free(text);
+    if (!json_is_object(all)) {
+        json_decref(all);
+        return NULL;
+    }
     return all;
+}
+
+/* Sets the store's entry `id` to `entry` (taken), keeping the other entries, and writes the
+ * store atomically through the one writer (core/outfile.c): a failure leaves the old file.
+ * 1 when written. */
+int pgd__store_put(const pgd_ctx *ctx, const char *file, const char *id, json_t *entry)
+{
+    char *path = store_path(ctx, file);
+    if (!path) {
+        json_decref(entry);
+        return 0;
+    }
+    json_t *all = pgd__store_load(ctx, file);
+    if (!all)
+        all = json_object();
+    json_object_set_new(all, id, entry);
+    int stored = 0;
+    pgd_outfile *f = NULL;
+    if (!pgd_outfile_open(path, &f, NULL)) {
+        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
+            pgd_outfile_abort(f);
+        else
+            stored = pgd_outfile_commit(f, NULL) == PGD_OK;
+    }
+    json_decref(all);
+    free(path);
+    return stored;
 }
 
 void pgd__gemm_choices_load(pgd_ctx *ctx)
@@ -82,11 +117,7 @@ void pgd__gemm_choices_load(pgd_ctx *ctx)
     if (ctx->gemm_choices)
         return;
     ctx->gemm_choices = json_object();
-    char *path = choices_path(ctx);
-    if (!path)
-        return;
-    json_t *all = load_choices(path);
-    free(path);
+    json_t *all = pgd__store_load(ctx, "gemm-choices.json");
     char id[65];
     device_id(ctx, id);
     json_t *mine = all ? json_object_get(all, id) : NULL;
@@ -99,29 +130,11 @@ void pgd__gemm_choices_load(pgd_ctx *ctx)
 /* Merges our choices into the file (other devices' entries are kept), written atomically. */
 static void save_choices(pgd_ctx *ctx)
 {
-    char *path = choices_path(ctx);
-    if (!path)
-        return;
-    json_t *all = load_choices(path);
-    if (!json_is_object(all)) {
-        json_decref(all);
-        all = json_object();
-    }
     char id[65];
     device_id(ctx, id);
-    json_object_set_new(all, id,
-                        json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
-                                  ctx->dev.driver_version, "choices", ctx->gemm_choices));
-    /* Through the one atomic writer (core/outfile.c): a failure leaves the old file. */
-    pgd_outfile *f = NULL;
-    if (!pgd_outfile_open(path, &f, NULL)) {
-        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
-            pgd_outfile_abort(f);
-        else
-            (void)pgd_outfile_commit(f, NULL);
-    }
-    json_decref(all);
-    free(path);
+    (void)pgd__store_put(ctx, "gemm-choices.json", id,
+                         json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
+                                   ctx->dev.driver_version, "choices", ctx->gemm_choices));
 }
 
 /* Median of 3 timed runs after one untimed run; a negative result means the run failed. */
@@ -208,9 +221,9 @@ int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, 
 {
     if (chosen)
         *chosen = PGD_GEMM_BACKEND_PAGODA;
-    if (M < 1 || N < 1 || K < 1 || batch < 1 || M > INT32_MAX || N > INT32_MAX ||
-        K > INT32_MAX || batch > INT32_MAX || M * K > INT64_MAX / batch ||
-        K * N > INT64_MAX / batch || M * N > INT64_MAX / batch)
+    if (M < 1 || N < 1 || K < 1 || batch < 1 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX ||
+        batch > INT32_MAX || M * K > INT64_MAX / batch || K * N > INT64_MAX / batch ||
+        M * N > INT64_MAX / batch)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "gemm tune: sizes must be positive and below 2^31, each matrix of "
                               "the batch below 2^63 elements (M=%lld N=%lld K=%lld batch=%lld)",

@@ -22,36 +22,9 @@
 
 #define TUNE_MAX_CANDIDATES 80
 
-static char *tuning_path(const pgd_ctx *ctx)
-{
-    if (!ctx->cache_dir)
-        return NULL;
-    size_t n = strlen(ctx->cache_dir) + 16;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/tuning.json", ctx->cache_dir);
-    return p;
-}
-
 static void device_id(const pgd_ctx *ctx, char hex[65])
 {
     pgd__cache_key(&ctx->dev, "tuning", "", hex);
-}
-
-/* The store as JSON, or NULL when missing, unreadable or malformed (then: untuned). */
-static json_t *load_store(const char *path)
-{
-    unsigned char *text = NULL;
-    size_t size = 0;
-    if (pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) != PGD_OK)
-        return NULL;
-    json_t *all = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, NULL);
-    free(text);
-    if (!json_is_object(all)) {
-        json_decref(all);
-        return NULL;
-    }
-    return all;
 }
 
 int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
@@ -74,9 +47,7 @@ int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
         ctx->gemm_from = "options";
         return PGD_OK;
     }
-    char *path = tuning_path(ctx);
-    json_t *all = path ? load_store(path) : NULL;
-    free(path);
+    json_t *all = pgd__store_load(ctx, "tuning.json");
     char id[65];
     device_id(ctx, id);
     const char *text = json_string_value(json_object_get(json_object_get(all, id), "gemm"));
@@ -378,35 +349,20 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
     return n;
 }
 
-static void store(pgd_ctx *ctx, const pgd_tune_result *r)
+static void store(pgd_ctx *ctx, pgd_tune_result *r)
 {
-    char *path = tuning_path(ctx);
-    if (!path)
-        return;
-    json_t *all = load_store(path);
-    if (!all)
-        all = json_object();
     char id[65], date[32];
     device_id(ctx, id);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_object_set_new(all, id,
-                        json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i}", "device",
-                                  ctx->dev.name, "driver", ctx->dev.driver_version, "date", date,
-                                  "gemm", r->params, "defaults", r->defaults, "workload_ms",
-                                  r->best_ms, "default_ms", r->default_ms, "search_s", r->seconds,
-                                  "tried", r->tried));
-    pgd_outfile *f = NULL;
-    if (!pgd_outfile_open(path, &f, NULL)) {
-        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
-            pgd_outfile_abort(f);
-        else if (pgd_outfile_commit(f, NULL) == PGD_OK)
-            ((pgd_tune_result *)r)->stored = 1;
-    }
-    json_decref(all);
-    free(path);
+    r->stored = pgd__store_put(ctx, "tuning.json", id,
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i}", "device",
+                                         ctx->dev.name, "driver", ctx->dev.driver_version, "date",
+                                         date, "gemm", r->params, "defaults", r->defaults,
+                                         "workload_ms", r->best_ms, "default_ms", r->default_ms,
+                                         "search_s", r->seconds, "tried", r->tried));
 }
 
 static void report(pgd_tune_progress_fn fn, void *user, int i, int n, const pgd__gemm_params *p,
