@@ -276,6 +276,72 @@ START_TEST(shape_errors)
 }
 END_TEST
 
+/* Bias and residual are checked by shape, not by element count: a [1, N] bias, a transposed
+ * residual or an output whose leading sizes only multiply to the right count are refused, and the
+ * message names the shape found. */
+static void expect_shape_error(int rc, pgd_error **err, const char *shape)
+{
+    ck_assert_int_eq(rc, PGD_ERR_SHAPE);
+    ck_assert_msg(strstr(pgd_error_message(*err), shape), "'%s' does not name %s",
+                  pgd_error_message(*err), shape);
+    pgd_error_free(*err);
+    *err = NULL;
+}
+
+START_TEST(operand_shapes_exact)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_error *err = NULL;
+    int64_t sa[2] = {4, 5}, sb[2] = {5, 6}, sc[2] = {4, 6}, sbias[1] = {6}, sbias2[2] = {1, 6};
+    int64_t sct[2] = {6, 4}, sc3[3] = {1, 4, 6}, sw[2] = {6, 5}, swb[2] = {6, 1}, sy3[3] = {2, 2, 6};
+    int64_t sflat[1] = {24};
+    pgd_tensor *a, *b, *c, *bias, *bias2, *ct, *c3, *w, *wb, *y3, *flat;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sa, &a, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sb, &b, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sc, &c, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, sbias, &bias, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sbias2, &bias2, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sct, &ct, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 3, sc3, &c3, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sw, &w, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 2, swb, &wb, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 3, sy3, &y3, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, sflat, &flat, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_fill(a, 0.0f, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_fill(b, 0.0f, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_fill(c, 0.0f, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_fill(bias, 0.0f, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_fill(w, 0.0f, &err), &err);
+
+    pgd_gemm_args args = {0, 0, 1.0f, 0.0f, bias, PGD_ACT_NONE, NULL};
+    PGD_CHECK_OK(pgd_gemm(ctx, &args, a, b, c, &err), &err);
+    args.bias = bias2;
+    expect_shape_error(pgd_gemm(ctx, &args, a, b, c, &err), &err, "[1, 6]");
+    args.bias = NULL;
+    args.residual = ct;
+    expect_shape_error(pgd_gemm(ctx, &args, a, b, c, &err), &err, "[6, 4]");
+    args.residual = c3;
+    expect_shape_error(pgd_gemm(ctx, &args, a, b, c, &err), &err, "[1, 4, 6]");
+
+    pgd_linear *lin = NULL;
+    expect_shape_error(pgd_linear_create(ctx, w, wb, &lin, &err), &err, "[6, 1]");
+    ck_assert_ptr_null(lin);
+    PGD_CHECK_OK(pgd_linear_create(ctx, w, bias, &lin, &err), &err);
+    PGD_CHECK_OK(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, NULL, c, &err), &err);
+    expect_shape_error(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, NULL, y3, &err), &err,
+                       "[2, 2, 6]");
+    expect_shape_error(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, flat, c, &err), &err, "[24]");
+    expect_shape_error(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, ct, c, &err), &err, "[6, 4]");
+    pgd_linear_destroy(lin);
+    pgd_tensor *all[] = {a, b, c, bias, bias2, ct, c3, w, wb, y3, flat};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        pgd_tensor_destroy(all[i]);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 /* CLBlast forced: the same reference checks on fewer, smaller cases (CLBlast compiles for
  * seconds at its first call in each process). */
 START_TEST(clblast_backend)
@@ -471,6 +537,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, shape_errors);
+    tcase_add_test(tc, operand_shapes_exact);
     tcase_add_test(tc, random_shapes);
     tcase_add_test(tc, long_k);
     tcase_add_test(tc, linear_layers);

@@ -189,6 +189,8 @@ int pgd__gemm_tune_call(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_me
 void pgd__gemm_choices_load(pgd_ctx *ctx);
 /* Whether the context's GEMM parameters (what layers created now get) use gemm_cpu. */
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
+/* 1 when a and b have the same rank and sizes (never compares element counts only). */
+int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b);
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
 /* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and its register
  * tile: rows per work-item and panel width. */

@@ -217,6 +217,16 @@ int64_t pgd_tensor_numel(const pgd_tensor *t)
     return n;
 }
 
+int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
 int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err)
 {
     uint64_t numel = 0;

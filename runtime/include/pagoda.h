@@ -473,7 +473,7 @@ typedef enum pgd_act { PGD_ACT_NONE = 0, PGD_ACT_RELU = 1, PGD_ACT_GELU = 2 } pg
 typedef struct pgd_gemm_args {
     int trans_a, trans_b; /* op(X) = Xᵀ when set */
     float alpha, beta;    /* beta = 0: C is not read (may hold NaN) */
-    const pgd_tensor *bias;     /* N elements, or NULL */
+    const pgd_tensor *bias;     /* 1-D [N], or NULL */
     pgd_act act;
     const pgd_tensor *residual; /* shaped like C (may be C itself), or NULL */
 } pgd_gemm_args;
@@ -496,7 +496,7 @@ typedef struct pgd_matrix {
 
 /* C = op(A)·op(B) with the epilogue of `args` (NULL: plain C = A·B) on strided operands: op(A)
  * is M x K, op(B) K x N, C M x N, `batch` of each. With trans_a the stored A is K x M (and
- * likewise B). args->bias has N elements; args->residual, when set, is read with C's offset,
+ * likewise B). args->bias is 1-D [N]; args->residual, when set, is read with C's offset,
  * ld and batch_stride. Every operand must lie inside its tensor (ld at least its row length,
  * offsets and strides non-negative, the last element addressed within numel), else
  * PGD_ERR_INVALID_ARGUMENT naming the operand; C's batch_stride must not be 0 when batch > 1.
@@ -869,10 +869,10 @@ PGD_API int pgd_image_source_height(const pgd_image *img);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
-/* y = alpha * x. Shapes must have equal element counts; y may alias x. */
+/* y = alpha * x. x and y have the same shape; y may alias x. */
 PGD_API int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y,
                       pgd_error **err);
-/* y = a + b elementwise. Equal element counts; y may alias a or b. */
+/* y = a + b elementwise. a, b and y have the same shape; y may alias a or b. */
 PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
                     pgd_error **err);
 
@@ -883,7 +883,7 @@ PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_
 
 /* Layer-normalises each row: y = (x - mean) / sqrt(var + eps) * w + b, var the biased variance,
  * accumulated in float with the mean taken relative to the row's first element (so a large
- * common offset costs no precision). w and b have cols elements each, or are both NULL (then
+ * common offset costs no precision). w and b are 1-D [cols] each, or are both NULL (then
  * y = the normalised x). eps >= 0. */
 PGD_API int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
                           const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
@@ -896,7 +896,7 @@ PGD_API int pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
 /* y = softmax(scale * x) over each row, computed with the row maximum subtracted. */
 PGD_API int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
                         pgd_error **err);
-/* y[r, c] = x[r, c] + bias[c]; bias has cols elements. y may alias x. */
+/* y[r, c] = x[r, c] + bias[c]; bias is 1-D [cols]. y may alias x. */
 PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_tensor *y,
                          pgd_error **err);
 

@@ -5,9 +5,9 @@
 
 static int check_same(const pgd_tensor *a, const pgd_tensor *b, const char *op, pgd_error **err)
 {
-    if (pgd_tensor_numel(a) != pgd_tensor_numel(b)) {
+    if (!pgd__shape_equal(a, b)) {
         char sa[128], sb[128];
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: element counts differ: %s vs %s", op,
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: shapes differ: %s vs %s", op,
                               pgd_tensor_shape_str(a, sa, sizeof sa),
                               pgd_tensor_shape_str(b, sb, sizeof sb));
     }

@@ -541,16 +541,16 @@ int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a, const
     g.c = (pgd__mat){c->buf, 0, (int)cc, (long)(cr * cc)};
     pgd__mat bias, res;
     if (args->bias) {
-        if (pgd_tensor_numel(args->bias) != N) {
+        if (args->bias->ndim != 1 || args->bias->shape[0] != N) {
             char s[96];
-            return pgd__error_set(err, PGD_ERR_SHAPE, "gemm: bias %s must have N=%lld elements",
+            return pgd__error_set(err, PGD_ERR_SHAPE, "gemm: bias %s must be 1-D [N] with N=%lld",
                                   pgd_tensor_shape_str(args->bias, s, sizeof s), (long long)N);
         }
         bias = (pgd__mat){args->bias->buf, 0, 0, 0};
         g.bias = &bias;
     }
     if (args->residual) {
-        if (pgd_tensor_numel(args->residual) != pgd_tensor_numel(c)) {
+        if (!pgd__shape_equal(args->residual, c)) {
             char s[96];
             return pgd__error_set(err, PGD_ERR_SHAPE, "gemm: residual %s must be shaped like C %s",
                                   pgd_tensor_shape_str(args->residual, s, sizeof s), sc);

@@ -103,9 +103,9 @@ int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t
         res.t = args->residual;
         rc = check_operand("residual", res, M, N, batch, err);
     }
-    if (!rc && args->bias && pgd_tensor_numel(args->bias) != N) {
+    if (!rc && args->bias && (args->bias->ndim != 1 || args->bias->shape[0] != N)) {
         char s[96];
-        rc = pgd__error_set(err, PGD_ERR_SHAPE, "gemm_strided: bias %s must have N=%lld elements",
+        rc = pgd__error_set(err, PGD_ERR_SHAPE, "gemm_strided: bias %s must be 1-D [N], N=%lld",
                             pgd_tensor_shape_str(args->bias, s, sizeof s), (long long)N);
     }
     if (rc)

@@ -24,8 +24,8 @@ static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_er
     if (w->ndim != 2)
         return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
                               pgd_tensor_shape_str(w, sw, sizeof sw));
-    if (bias && pgd_tensor_numel(bias) != w->shape[0])
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s does not match weights %s",
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
+        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s must be 1-D [out] for weights %s",
                               pgd_tensor_shape_str(bias, sb, sizeof sb),
                               pgd_tensor_shape_str(w, sw, sizeof sw));
     return PGD_OK;
@@ -152,15 +152,17 @@ int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, p
     char sx[96], sy[96];
     pgd_tensor_shape_str(x, sx, sizeof sx);
     pgd_tensor_shape_str(y, sy, sizeof sy);
-    if (x->ndim < 1 || y->ndim < 1 || x->shape[x->ndim - 1] != l->k ||
-        y->shape[y->ndim - 1] != l->n ||
-        pgd_tensor_numel(x) / (l->k ? l->k : 1) != pgd_tensor_numel(y) / (l->n ? l->n : 1))
+    int lead_equal = x->ndim == y->ndim;
+    for (int i = 0; lead_equal && i + 1 < x->ndim; i++)
+        lead_equal = x->shape[i] == y->shape[i];
+    if (x->ndim < 1 || !lead_equal || x->shape[x->ndim - 1] != l->k ||
+        y->shape[y->ndim - 1] != l->n)
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "linear %lld->%lld: input %s must end in %lld and output %s in "
                               "%lld, with equal leading sizes",
                               (long long)l->k, (long long)l->n, sx, (long long)l->k, sy,
                               (long long)l->n);
-    if (residual && pgd_tensor_numel(residual) != pgd_tensor_numel(y)) {
+    if (residual && !pgd__shape_equal(residual, y)) {
         char sr[96];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "linear: residual %s must be shaped like the "

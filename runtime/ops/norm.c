@@ -11,16 +11,6 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-static int same_shape(const pgd_tensor *a, const pgd_tensor *b)
-{
-    if (a->ndim != b->ndim)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return 0;
-    return 1;
-}
-
 
 /* Checks the rules every op here shares: y has x's shape and x fits the 32-bit indices of
  * the kernels. */
@@ -28,20 +18,21 @@ static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pg
 {
     if (!x || !y)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: x and y are required", op);
-    if (!same_shape(x, y))
+    if (!pgd__shape_equal(x, y))
         return pgd__shape_error(err, op, "output shape differs from input", x, y);
     if (pgd_tensor_numel(x) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     return PGD_OK;
 }
 
-/* A vector of the last dim's length (w, b, bias): any shape with exactly `cols` elements. */
+/* A vector of the last dim's length (w, b, bias): 1-D [cols], nothing else. */
 static int check_vec(const pgd_tensor *x, const pgd_tensor *v, const char *op, const char *name,
                      pgd_error **err)
 {
-    if (pgd_tensor_numel(v) != last_dim(x)) {
+    if (v->ndim != 1 || v->shape[0] != last_dim(x)) {
         char what[96];
-        snprintf(what, sizeof what, "%s must have one element per entry of the last dim", name);
+        snprintf(what, sizeof what, "%s must be 1-D with one element per entry of the last dim",
+                 name);
         return pgd__shape_error(err, op, what, x, v);
     }
     return PGD_OK;

@@ -45,12 +45,14 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
                            image, weight);
     int64_t gh = H / P, gw = W / P, np = gh * gw;
     int64_t extra = (cls ? 1 : 0) + (dist ? 1 : 0), T = extra + np;
-    if (bias && pgd_tensor_numel(bias) != D)
-        return pgd__shape_error(err, op, "bias must have D elements", weight, bias);
-    if (cls && pgd_tensor_numel(cls) != D)
-        return pgd__shape_error(err, op, "class token must have D elements", weight, cls);
-    if (dist && pgd_tensor_numel(dist) != D)
-        return pgd__shape_error(err, op, "distillation token must have D elements", weight, dist);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != D))
+        return pgd__shape_error(err, op, "bias must be 1-D [D]", weight, bias);
+    /* Tokens as the libraries store them: [D], [1, D] or [1, 1, D]. */
+    if (cls && (last_dim(cls) != D || pgd_tensor_numel(cls) != D))
+        return pgd__shape_error(err, op, "class token must be [D] (or [1, 1, D])", weight, cls);
+    if (dist && (last_dim(dist) != D || pgd_tensor_numel(dist) != D))
+        return pgd__shape_error(err, op, "distillation token must be [D] (or [1, 1, D])", weight,
+                                dist);
     if (out->ndim != 3 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != D) {
         char what[160];
         snprintf(what, sizeof what, "out must be [B, T, D] = [%lld, %lld, %lld] for this image",
