@@ -2,6 +2,7 @@
  * clarity, not speed: straightforward loops, two-pass statistics in double. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pagoda.h"
 #include "reference.h"
@@ -486,12 +487,32 @@ static int64_t view_at(const pgd_view *v, int64_t b, int64_t h, int64_t t)
     return v->offset + b * v->batch_stride + h * v->head_stride + t * v->token_stride;
 }
 
+/* Top-k of a score row: keeps the k highest finite-or-not scores above -inf (ties to the lower
+ * index) and sets the others to -inf. keep is scratch of n chars. */
+static void ref_topk(double *s, int64_t n, int64_t k, char *keep)
+{
+    memset(keep, 0, (size_t)(n ? n : 1));
+    for (int64_t taken = 0; taken < k; taken++) {
+        int64_t best = -1;
+        for (int64_t j = 0; j < n; j++)
+            if (!keep[j] && s[j] > -INFINITY && (best < 0 || s[j] > s[best]))
+                best = j;
+        if (best < 0)
+            break;
+        keep[best] = 1;
+    }
+    for (int64_t j = 0; j < n; j++)
+        if (!keep[j])
+            s[j] = -INFINITY;
+}
+
 void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float *k,
                        const float *v, const float *m, double *o, double *p)
 {
     int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     double scale = a->scale != 0 ? a->scale : 1.0 / sqrt((double)D);
     double *s = malloc((size_t)(Nk ? Nk : 1) * sizeof *s);
+    char *keep = malloc((size_t)(Nk ? Nk : 1));
     int64_t hsel = a->probs_head < 0 ? H : 1;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -509,6 +530,9 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
                     s[j] = acc;
                     mx = max_nan(mx, acc);
                 }
+                int hard = a->mode != PGD_ATTENTION_SOFT && !isnan(mx) && mx != INFINITY;
+                if (hard && a->mode == PGD_ATTENTION_TOPK)
+                    ref_topk(s, Nk, a->topk, keep);
                 double sum = 0;
                 for (int64_t j = 0; j < Nk; j++) {
                     s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx);
@@ -516,10 +540,25 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
                 }
                 for (int64_t j = 0; j < Nk; j++)
                     s[j] = (sum > 0 || isnan(sum)) ? s[j] / sum : 0.0;
+                if (hard && a->mode == PGD_ATTENTION_SAMPLE && sum > 0) {
+                    double u = pgd_attention_uniform(a->seed, b, h, i, H, Nq), cum = 0;
+                    int64_t pick = -1;
+                    for (int64_t j = 0; j < Nk; j++) {
+                        cum += s[j];
+                        if (pick < 0 && s[j] > 0 && cum > u)
+                            pick = j;
+                    }
+                    for (int64_t j = Nk - 1; j >= 0 && pick < 0; j--)
+                        if (s[j] > 0)
+                            pick = j;
+                    for (int64_t j = 0; j < Nk; j++)
+                        s[j] = j == pick;
+                }
                 for (int64_t d = 0; d < D; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j < Nk; j++)
-                        acc += s[j] * v[view_at(&a->v, b, h, j) + d];
+                        if (!hard || s[j] != 0)
+                            acc += s[j] * v[view_at(&a->v, b, h, j) + d];
                     o[view_at(&a->o, b, h, i) + d] = acc;
                 }
                 if (p && i >= a->probs_q0 && i < a->probs_q1 &&
@@ -531,4 +570,5 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
                 }
             }
     free(s);
+    free(keep);
 }

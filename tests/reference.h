@@ -100,7 +100,9 @@ void pgd_ref_gemm_strided(int ta, int tb, int64_t M, int64_t N, int64_t K, int64
  * NULL, the probabilities of a's probs rows densely as pgd_attention writes them. A causally
  * hidden key gets weight 0; a fully masked row gives zeros. NaN follows PyTorch: a NaN or +inf
  * score makes its row NaN (probabilities too), a NaN in V reaches every row, even through a
- * weight of 0. */
+ * weight of 0. Hard modes (a->mode) as pgd_attention defines them: top-k keeps the k highest
+ * scores (ties to the lower key index), sample picks the first key whose cumulative probability
+ * (in double) exceeds pgd_attention_uniform(); there a NaN in V reaches only kept keys' rows. */
 struct pgd_attention_args;
 void pgd_ref_attention(const struct pgd_attention_args *a, const float *q, const float *k,
                        const float *v, const float *m, double *o, double *p);

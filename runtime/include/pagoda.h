@@ -591,6 +591,17 @@ typedef struct pgd_view {
     int64_t offset, batch_stride, head_stride, token_stride;
 } pgd_view;
 
+/* Which keys a query row attends to (pgd_attention_args.mode). */
+typedef enum pgd_attention_mode {
+    PGD_ATTENTION_SOFT = 0,   /* softmax over every visible key */
+    PGD_ATTENTION_TOPK = 1,   /* softmax over the `topk` highest scores of the row only; ties at
+                               * the k-th score go to the lower key index; topk >= the visible
+                               * keys is soft attention */
+    PGD_ATTENTION_SAMPLE = 2, /* one key j per row drawn from the softmax distribution, O = V[j];
+                               * the draw is a pure function of (seed, b, h, row), the same on
+                               * every device (pgd_attention_uniform) */
+} pgd_attention_mode;
+
 typedef struct pgd_attention_args {
     int64_t batch, heads, nq, nk, head_dim;
     float scale; /* 0: 1/sqrt(head_dim) */
@@ -603,12 +614,24 @@ typedef struct pgd_attention_args {
     pgd_tensor *probs;
     int probs_head;
     int64_t probs_q0, probs_q1;
+    /* Hard attention (0: soft). TOPK needs topk >= 1; its probabilities are the renormalised
+     * weights of the kept keys, SAMPLE's are one-hot. Hard modes run a plain kernel with an
+     * nq x nk score buffer per launch (chunked to 64 MiB); they are for study, not speed. */
+    pgd_attention_mode mode;
+    int64_t topk;
+    uint64_t seed;
 } pgd_attention_args;
 
 /* Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V, flash style (online
  * softmax over key tiles; no nq × nk matrix in device memory), any sizes. A fully masked row
  * gives zeros. options.attention ($PAGODA_ATTENTION) forces a kernel variant. */
 PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
+
+/* The uniform number in [0, 1) that PGD_ATTENTION_SAMPLE draws for row i of head h of batch
+ * entry b (24 random bits): key j is picked when it is the first whose cumulative softmax weight
+ * exceeds u times the row's total. For references and tests. */
+PGD_API float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t heads,
+                                    int64_t nq);
 
 /* Multi-head self-attention on a fused projection: qkv [B, N, 3·H·D] laid out (q|k|v, head,
  * d) as timm and torchvision produce it, out [B, N, H·D]. */

@@ -306,6 +306,103 @@ static int launch_probs(pgd_ctx *ctx, const pgd_attention_args *a, const bound *
     return rc;
 }
 
+/* The counter-based generator of attn_hard (cl/attention_hard.cl), bit for bit. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 31)) * UINT64_C(0x7fb5d329728ea185);
+    z = (z ^ (z >> 27)) * UINT64_C(0x81dadef4bc2dd44d);
+    return z ^ (z >> 33);
+}
+
+float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t heads,
+                            int64_t nq)
+{
+    uint64_t counter = ((uint64_t)b * (uint64_t)heads + (uint64_t)h) * (uint64_t)nq + (uint64_t)i;
+    uint64_t x = mix64(mix64(seed ^ UINT64_C(0x9e3779b97f4a7c15)) + counter);
+    return (float)(uint32_t)(x >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Scores a hard-attention launch may hold: 16 Mi floats (64 MiB). */
+#define HARD_SCRATCH (INT64_C(1) << 24)
+
+/* Hard attention (top-k or sampled): attn_hard, one work-item per query row, over launches of
+ * bc batch entries x hc heads x rc rows whose scores fit HARD_SCRATCH. */
+static int hard_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound *bd,
+                        pgd_error **err)
+{
+    if (a->mode != PGD_ATTENTION_TOPK && a->mode != PGD_ATTENTION_SAMPLE)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: unknown mode %d",
+                              (int)a->mode);
+    if (a->mode == PGD_ATTENTION_TOPK && a->topk < 1)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "attention: top-k needs k >= 1, got %lld", (long long)a->topk);
+    int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, nk1 = Nk ? Nk : 1;
+    int64_t rc_rows = Nq * nk1 <= HARD_SCRATCH ? Nq : (HARD_SCRATCH / nk1 ? HARD_SCRATCH / nk1 : 1);
+    int64_t hc = 1, bc = 1;
+    if (rc_rows == Nq) {
+        hc = HARD_SCRATCH / (Nq * nk1);
+        hc = hc < 1 ? 1 : hc > H ? H : hc;
+    }
+    if (rc_rows == Nq && hc == H) {
+        bc = HARD_SCRATCH / (H * Nq * nk1);
+        bc = bc < 1 ? 1 : bc > B ? B : bc;
+    }
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "attention_hard", NULL, "attn_hard", &k, err);
+    if (rc)
+        return rc;
+    pgd_tensor *scratch = NULL;
+    int64_t shape[1] = {bc * hc * rc_rows * nk1};
+    if ((rc = pgd_tensor_create(ctx, 1, shape, &scratch, err)))
+        return rc;
+    size_t lx = pgd__pow2_floor(pgd__kernel_wg(ctx, k) < 64 ? pgd__kernel_wg(ctx, k) : 64);
+    cl_int topk = a->topk > INT32_MAX ? INT32_MAX : (cl_int)a->topk;
+    cl_mem probs = a->probs ? a->probs->buf : bd->o;
+    cl_int pq0 = a->probs ? (cl_int)a->probs_q0 : 0, pq1 = a->probs ? (cl_int)a->probs_q1 : 0;
+    for (int64_t b0 = 0; b0 < B && !rc; b0 += bc)
+        for (int64_t h0 = 0; h0 < H && !rc; h0 += hc)
+            for (int64_t i0 = 0; i0 < Nq && !rc; i0 += rc_rows) {
+                int64_t nb = B - b0 < bc ? B - b0 : bc, nh = H - h0 < hc ? H - h0 : hc;
+                int64_t i1 = Nq - i0 < rc_rows ? Nq : i0 + rc_rows;
+                pgd__args_begin(&args, ctx, k, "attn_hard");
+                arg_view(&args, bd->q, &bd->qs);
+                arg_view(&args, bd->k, &bd->ks);
+                arg_view(&args, bd->v, &bd->vs);
+                arg_view(&args, bd->o, &bd->os);
+                arg_view(&args, bd->mask, &bd->ms);
+                pgd__arg_mem(&args, scratch->buf);
+                pgd__arg_mem(&args, probs);
+                pgd__arg_int(&args, bd->H);
+                pgd__arg_int(&args, bd->Nq);
+                pgd__arg_int(&args, bd->Nk);
+                pgd__arg_float(&args, bd->scale);
+                pgd__arg_int(&args, bd->mode);
+                pgd__arg_int(&args, bd->D);
+                pgd__arg_int(&args, (cl_int)a->mode);
+                pgd__arg_int(&args, topk);
+                pgd__arg_long(&args, (cl_long)a->seed);
+                pgd__arg_int(&args, (cl_int)b0);
+                pgd__arg_int(&args, (cl_int)h0);
+                pgd__arg_int(&args, (cl_int)i0);
+                pgd__arg_int(&args, (cl_int)i1);
+                pgd__arg_int(&args, (cl_int)hc);
+                pgd__arg_int(&args, a->probs ? a->probs_head : -1);
+                pgd__arg_int(&args, pq0);
+                pgd__arg_int(&args, pq1);
+                rc = pgd__args_end(&args, err);
+                size_t offset[3] = {(size_t)i0, 0, 0};
+                size_t global[3] = {((size_t)(i1 - i0) + lx - 1) / lx * lx, (size_t)nh,
+                                    (size_t)nb};
+                size_t local[3] = {lx, 1, 1};
+                if (!rc)
+                    rc = pgd__enqueue_at(ctx, k, "attn_hard", 3, i0 ? offset : NULL, global,
+                                         local, err);
+            }
+    pgd_tensor_destroy(scratch);
+    return rc;
+}
+
 int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
 {
     int rc = check_sizes(a, err);
@@ -314,6 +411,8 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
     bound b;
     if ((rc = check_views(a, err)) || (rc = bind(a, &b, err)) || (rc = check_probs(a, err)))
         return rc;
+    if (a->mode != PGD_ATTENTION_SOFT)
+        return hard_forward(ctx, a, &b, err);
     int var = pick_variant(ctx, a->head_dim);
     cl_kernel k;
     size_t lx;
