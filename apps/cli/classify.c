@@ -17,6 +17,37 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
 };
 
 
+int classify_parse_attention(const char *cmd, const char *arg, classify_attention *a)
+{
+    int64_t v;
+    memset(a, 0, sizeof *a);
+    if (!strcmp(arg, "soft"))
+        return EXIT_OK;
+    if (!strncmp(arg, "topk:", 5) && !pgd_parse_int64(arg + 5, 1, INT32_MAX, &v)) {
+        a->mode = PGD_ATTENTION_TOPK;
+        a->topk = v;
+        return EXIT_OK;
+    }
+    if (!strncmp(arg, "sample:", 7) && !pgd_parse_int64(arg + 7, 0, INT64_MAX, &v)) {
+        a->mode = PGD_ATTENTION_SAMPLE;
+        a->seed = (uint64_t)v;
+        return EXIT_OK;
+    }
+    return app_usage_error(cmd, "--attention wants soft, topk:K (K >= 1) or sample:SEED "
+                                "(a whole number), got '%s'", arg);
+}
+
+const char *classify_attention_str(const classify_attention *a, char *buf, size_t size)
+{
+    if (a->mode == PGD_ATTENTION_TOPK)
+        snprintf(buf, size, "topk:%lld", (long long)a->topk);
+    else if (a->mode == PGD_ATTENTION_SAMPLE)
+        snprintf(buf, size, "sample:%llu", (unsigned long long)a->seed);
+    else
+        snprintf(buf, size, "soft");
+    return buf;
+}
+
 void classify_opts_init(classify_opts *o, const char *cmd)
 {
     memset(o, 0, sizeof *o);

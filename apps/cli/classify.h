@@ -36,6 +36,19 @@ typedef struct classify_opts {
 
 #define CLASSIFY_OPTION_COUNT 9
 
+/* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
+ * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */
+typedef struct classify_attention {
+    pgd_attention_mode mode;
+    int64_t topk;
+    uint64_t seed;
+} classify_attention;
+/* Parses --attention's value into *a; prints a usage error for `cmd` and returns EXIT_USAGE on
+ * a bad one. */
+int classify_parse_attention(const char *cmd, const char *arg, classify_attention *a);
+/* "soft", "topk:K" or "sample:SEED" into buf. */
+const char *classify_attention_str(const classify_attention *a, char *buf, size_t size);
+
 /* Defaults: topk 5, nothing else set. */
 void classify_opts_init(classify_opts *o, const char *cmd);
 

@@ -12,7 +12,8 @@
 static const char usage[] =
     "usage: pagoda vit [--device SEL] [--weights FILE | --random SIZE] [--heads H] [--topk K]\n"
     "                  [--json] [--preprocess P] [--input F.npy] [--save-input F.npy]\n"
-    "                  [--save-logits F.npy] [--attention-map OUT.png] [--profile] [IMAGE...]\n"
+    "                  [--save-logits F.npy] [--attention-map OUT.png] [--attention A]\n"
+    "                  [--profile] [IMAGE...]\n"
     "\n"
     "Classifies images (JPEG, PNG, BMP; batched together) with a Vision Transformer. Each image\n"
     "is preprocessed as the weights were trained (--preprocess overrides), or the input is an\n"
@@ -43,6 +44,10 @@ static const char usage[] =
     "                      over each image as OUT.png, and the attention rollout across all\n"
     "                      blocks as OUT-rollout.png (OUT-1.png, OUT-rollout-1.png, ... for\n"
     "                      several images)\n"
+    "  --attention A       soft (default), topk:K (each query keeps its K highest scores, K = 1\n"
+    "                      is arg-max attention) or sample:SEED (each query attends to one key\n"
+    "                      drawn from its softmax, Xu et al.'s stochastic hard attention; the\n"
+    "                      same SEED gives the same draws on every device), in every block\n"
     "  --save-logits F.npy write the logits [B, classes]\n"
     CLASSIFY_HELP_TAIL;
 
@@ -51,6 +56,7 @@ typedef struct vit_cmd {
     classify_opts o;
     const char *random, *weights, *attn_png;
     int heads, preset; /* preset -1: the weights' own */
+    classify_attention attention;
     char default_path[4096];
 } vit_cmd;
 
@@ -62,6 +68,7 @@ static int parse_own(void *cmd, int c, const char *arg)
     case 'r': v->random = arg; return 0;
     case 'w': v->weights = arg; return 0;
     case 'A': v->attn_png = arg; return 0;
+    case 'T': return classify_parse_attention("vit ", arg, &v->attention);
     case 'P':
         v->preset = !strcmp(arg, "torchvision") ? PGD_PREPROCESS_TORCHVISION
                     : !strcmp(arg, "timm")      ? PGD_PREPROCESS_TIMM
@@ -87,7 +94,8 @@ static int parse(vit_cmd *v, int argc, char **argv)
     static const struct option own[] = {
         {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
         {"preprocess", required_argument, 0, 'P'}, {"attention-map", required_argument, 0, 'A'},
-        {"heads", required_argument, 0, 'H'},      {"help", no_argument, 0, 'h'}};
+        {"heads", required_argument, 0, 'H'},      {"attention", required_argument, 0, 'T'},
+        {"help", no_argument, 0, 'h'}};
     memset(v, 0, sizeof *v);
     classify_opts_init(&v->o, "vit ");
     v->preset = -1;
@@ -140,6 +148,10 @@ static void describe(const vit_cmd *v, const vit_config *cfg)
                 app_term_text(v->weights, shown, sizeof shown), vit_family_name(cfg->family),
                 cfg->dim, cfg->depth, cfg->heads,
                 cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
+    char a[64];
+    if (v->attention.mode != PGD_ATTENTION_SOFT)
+        fprintf(stderr, "pagoda: hard attention in every block: %s\n",
+                classify_attention_str(&v->attention, a, sizeof a));
 }
 
 /* The model's non-finite diagnosis, in the classify path's form. */
@@ -152,10 +164,12 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
 {
     static const classify_stage stages[4] = {
         {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
-    json_t *model = v->o.json ? json_pack("{s:s, s:i, s:i, s:i, s:i}", "family",
+    char a[64];
+    json_t *model = v->o.json ? json_pack("{s:s, s:i, s:i, s:i, s:i, s:s}", "family",
                                           vit_family_name(cfg->family), "width", cfg->dim,
                                           "depth", cfg->depth, "heads", cfg->heads, "patch",
-                                          cfg->patch)
+                                          cfg->patch, "attention",
+                                          classify_attention_str(&v->attention, a, sizeof a))
                               : NULL;
     return classify_emit(&v->o, r, v->weights, model, stages, t, 4);
 }
@@ -170,6 +184,7 @@ static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, class
     describe(v, cfg);
     if (vit_load(r->ctx, src, cfg, &m, &err))
         return app_fail(err);
+    vit_set_attention(m, v->attention.mode, v->attention.topk, v->attention.seed);
     rc = classify_prepare(&v->o, r);
     size_t cells = (size_t)r->B * (size_t)mh * (size_t)mw;
     if (!rc && v->attn_png && (!(map = malloc(cells * sizeof *map)) ||

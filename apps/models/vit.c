@@ -273,7 +273,17 @@ struct vit_model {
     vit_block *blocks;
     model_batching batching; /* measured bytes per image, images per pass of the last forward */
     model_probe *probe;      /* set by vit_find_nonfinite: every stage's output is checked */
+    pgd_attention_mode attn_mode; /* vit_set_attention */
+    int64_t attn_topk;
+    uint64_t attn_seed;
 };
+
+void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed)
+{
+    m->attn_mode = mode;
+    m->attn_topk = topk;
+    m->attn_seed = seed;
+}
 
 static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
                        const int64_t *shape, pgd_tensor **out, pgd_error **err)
@@ -668,14 +678,15 @@ static int rollout_update(pass_state *ps, pgd_error **err)
     return rc;
 }
 
-/* The attention of one block that keeps its probabilities: the class token's row of every head
- * (all rows for the rollout) into ps->probs; with `rollout`, the rollout advanced. */
-static int attention_with_probs(pass_state *ps, int rollout, pgd_error **err)
+/* The attention of block i through the general entry point: with `probs`, keeping its
+ * probabilities (the class token's row of every head, all rows for the rollout) in ps->probs,
+ * with `rollout` advancing the rollout; in the model's attention mode (soft, top-k, sampled). */
+static int block_attention(pass_state *ps, int i, int probs, int rollout, pgd_error **err)
 {
     pgd_ctx *ctx = ps->m->ctx;
     int64_t B = ps->B, T = ps->T, D = ps->m->cfg.dim, heads = ps->m->cfg.heads;
     int rc = PGD_OK;
-    if (!ps->probs) {
+    if (probs && !ps->probs) {
         int64_t sp[1] = {B * heads * ps->prow * T};
         rc = pgd_tensor_create(ctx, 1, sp, &ps->probs, err);
     }
@@ -690,10 +701,16 @@ static int attention_with_probs(pass_state *ps, int rollout, pgd_error **err)
     aa.k = (pgd_view){ps->qkv, D, T * tok, hd, tok};
     aa.v = (pgd_view){ps->qkv, 2 * D, T * tok, hd, tok};
     aa.o = (pgd_view){ps->a, 0, T * D, hd, D};
-    aa.probs = ps->probs;
-    aa.probs_head = -1;
-    aa.probs_q0 = 0;
-    aa.probs_q1 = ps->prow;
+    if (probs) {
+        aa.probs = ps->probs;
+        aa.probs_head = -1;
+        aa.probs_q0 = 0;
+        aa.probs_q1 = ps->prow;
+    }
+    aa.mode = ps->m->attn_mode;
+    aa.topk = ps->m->attn_topk;
+    /* Every block draws from its own stream. */
+    aa.seed = ps->m->attn_seed + (uint64_t)i * UINT64_C(0x9e3779b97f4a7c15);
     if (!rc)
         rc = pgd_attention(ctx, &aa, err);
     if (!rc && rollout)
@@ -711,8 +728,9 @@ static int block_forward(pass_state *ps, int i, int probs, int rollout, pgd_erro
     if (!rc)
         rc = pgd_linear_forward(ctx, b->qkv, ps->h, PGD_ACT_NONE, NULL, ps->qkv, err);
     if (!rc)
-        rc = probs ? attention_with_probs(ps, rollout, err)
-                   : pgd_attention_qkv(ctx, ps->qkv, c->heads, ps->a, err);
+        rc = probs || ps->m->attn_mode != PGD_ATTENTION_SOFT
+                 ? block_attention(ps, i, probs, rollout, err)
+                 : pgd_attention_qkv(ctx, ps->qkv, c->heads, ps->a, err);
     if (!rc)
         rc = pgd_linear_forward(ctx, b->proj, ps->a, PGD_ACT_NONE, ps->x, ps->x, err);
     char stage[128];

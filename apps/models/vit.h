@@ -44,6 +44,10 @@ void vit_free(vit_model *m);
  * to times[0..3] (embed, blocks, head, total) if non-NULL. */
 int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *logits,
                 float *attn_map, float *rollout, double times[4], pgd_error **err);
+/* The attention every block uses from the next vit_forward on: PGD_ATTENTION_SOFT (the
+ * default), PGD_ATTENTION_TOPK keeping `topk` keys a row, or PGD_ATTENTION_SAMPLE drawing one key
+ * a row (block i with its own stream derived from `seed`). */
+void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed);
 /* A batch too big for the device's memory runs as several passes (model_forward_batched);
  * the images per pass of the last vit_forward. */
 int vit_last_split(const vit_model *m);
