@@ -15,6 +15,7 @@ static const char usage[] =
     "  demo       list devices and run a checked end-to-end example\n"
     "  bench      time kernels and program builds; compare saved results\n"
     "  tune       search the device's kernel parameters and store them\n"
+    "  classify   classify with any model family, detected from the checkpoint\n"
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  version    print the version\n"
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "devices"))
         return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "classify"))
+        return cmd_classify(argc - 1, argv + 1);
     if (!strcmp(cmd, "vit"))
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))
