@@ -71,6 +71,7 @@ static const bench_item *const items[] = {
     &bench_item_conv,
     &bench_item_resnet,
     &bench_item_resnet_nl,
+    &bench_item_mixer,
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
 #if PGD_HAVE_OPENBLAS
@@ -118,6 +119,8 @@ static const struct {
     {"models", "resnet50:8"},
     {"models", "resnet50-nl:1"},
     {"models", "resnet50-nl:8"},
+    {"models", "mixer_b16:1"},
+    {"models", "mixer_b16:8"},
 };
 #define NSUITE_LINES (sizeof suites / sizeof suites[0])
 

@@ -796,6 +796,7 @@ const bench_item bench_item_conv = {
  * paper's setting). One runner, run_model, times every model; a family says how to load, run,
  * describe and free its own. --------------------------------------------------------------- */
 
+#include "mixer.h"
 #include "resnet.h"
 #include "vit.h"
 
@@ -1020,6 +1021,67 @@ const bench_item bench_item_resnet = {
     "resnet50", "resnet50[:B]",
     "ResNet-50 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
     validate_resnet, run_resnet};
+
+/* MLP-Mixer-B/16 (timm's mixer_b16_224 sizes). */
+static int validate_mixer(const char *spec)
+{
+    long b;
+    return strncmp(spec, "mixer_b16", 9) || parse_batch(spec, 9, &b) ? -1 : 0;
+}
+
+static int mixer_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_error **err)
+{
+    long batch = 1;
+    parse_batch(spec, 9, &batch);
+    s->batch = (int)batch;
+    mixer_config c;
+    mixer_named_config("b16", &c);
+    model_source src;
+    int rc = mixer_random_source(&src, &c, 1, err);
+    mixer_model *m = NULL;
+    if (!rc)
+        rc = mixer_load(ctx, &src, &c, &m, err);
+    model_source_free(&src);
+    s->model = m;
+    return rc;
+}
+
+static int mixer_item_forward(model_state *s, pgd_error **err)
+{
+    return mixer_forward(s->model, s->x, s->batch, 224, 224, s->logits, NULL, err);
+}
+
+static void mixer_item_describe(const char *spec, const model_state *s, bench_result *b)
+{
+    (void)spec;
+    mixer_config c;
+    mixer_named_config("b16", &c);
+    snprintf(b->params, sizeof b->params,
+             "{\"batch\":%d,\"dim\":%d,\"depth\":%d,\"tokens\":%d,\"image\":224}", s->batch,
+             c.dim, c.depth, c.tokens);
+    /* Multiply-adds: the token MLPs (2·S·Th per channel), the channel MLPs (2·D·Ch per token),
+     * the stem and the head. */
+    double S = c.tokens, D = c.dim;
+    double per_block = 2.0 * S * c.tokens_hidden * D + 2.0 * D * c.channels_hidden * S;
+    b->flops = 2.0 * (double)s->batch * (c.depth * per_block + S * 768 * D + D * c.classes);
+}
+
+static void mixer_item_free(void *model) { mixer_free(model); }
+
+static const model_family mixer_item_family = {mixer_item_load, mixer_item_forward,
+                                               mixer_item_describe, mixer_item_free};
+
+static int run_mixer(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                     int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_model(ctx, &mixer_item_family, spec, o, res, nres, err);
+}
+
+const bench_item bench_item_mixer = {
+    "mixer_b16", "mixer_b16[:B]",
+    "MLP-Mixer-B/16 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
+    validate_mixer, run_mixer};
 
 /* ---- nonlocal[-unfused]:H,W,C — one embedded-Gaussian block on an H x W x C map, fused vs the
  * materialised softmax ---------------------------------------------------------------------- */
