@@ -638,6 +638,29 @@ PGD_API float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t
 PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
                               pgd_tensor *out, pgd_error **err);
 
+/* ---- Swin's windows --------------------------------------------------------------------- */
+
+/* Window partition with cyclic shift: x [B, H, W, C] zero-padded at the bottom and right to
+ * Hp x Wp (multiples of `window`), rolled by (-shift_h, -shift_w) as torch.roll does (element
+ * (i, j) of the result is padded (i + shift_h, j + shift_w) modulo the grid), cut into
+ * window x window windows: out [B·nW, window², C], nW = (Hp/window)(Wp/window), windows
+ * row-major and tokens row-major within each. Shifts lie in [0, Hp) and [0, Wp). out must not
+ * alias x. */
+PGD_API int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window,
+                                 int64_t shift_h, int64_t shift_w, pgd_tensor *out,
+                                 pgd_error **err);
+/* The inverse of pgd_window_partition with the same window and shifts, added: every element of
+ * y [B, H, W, C] gets the window token it was partitioned into (padding is dropped). The
+ * residual add of a Swin block in one pass. */
+PGD_API int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window,
+                                 int64_t shift_h, int64_t shift_w, pgd_tensor *y,
+                                 pgd_error **err);
+/* Swin's patch merging gather: x [B, H, W, C] -> out [B, ceil(H/2), ceil(W/2), 4C], each 2 x 2
+ * cell's pixels concatenated as (0,0), (1,0), (0,1), (1,1) (row offset, column offset), zeros
+ * past an odd edge, as torchvision and timm order them. */
+PGD_API int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out,
+                            pgd_error **err);
+
 /* ---- writing files: complete or not at all ------------------------------------------------- */
 
 /* A file being written: every file Pagoda writes (.npy, the program cache, the GEMM tuning store)
