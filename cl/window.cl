@@ -1,8 +1,11 @@
 /* window.cl — Swin's data movement, one work-item per element of the output:
  *
  *   window_partition  x [B, H, W, C] -> windows [B·nW, w·w, C]: the map zero-padded to
- *                     Hp x Wp (multiples of w), rolled by (-sh, -sw) (torch.roll's cyclic shift),
- *                     cut into w x w windows, row-major windows of row-major tokens.
+ *                     Hp x Wp (multiples of w) and rolled by (-sh, -sw) (torch.roll's cyclic
+ *                     shift) over a period Rh x Rw — Hp x Wp when the padding is rolled too
+ *                     (torchvision, Hugging Face), H x W when the map is rolled before it is
+ *                     padded (timm) — cut into w x w windows, row-major windows of row-major
+ *                     tokens.
  *   window_merge_add  the inverse, added: y [B, H, W, C] += the window token that came from it.
  *   patch_merge       x [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), 4C], the four pixels of each
  *                     2 x 2 cell concatenated as (0,0), (1,0), (0,1), (1,1) (row, column),
@@ -11,7 +14,7 @@
  * Sizes come as ints; the host checks that every index fits. */
 
 __kernel void window_partition(__global const float *x, __global float *out, int B, int H, int W,
-                               int C, int w, int Hp, int Wp, int sh, int sw)
+                               int C, int w, int Hp, int Wp, int sh, int sw, int Rh, int Rw)
 {
     const size_t e = get_global_id(0);
     const int nWw = Wp / w, N = w * w;
@@ -25,12 +28,12 @@ __kernel void window_partition(__global const float *x, __global float *out, int
     const int win = (int)(r % (size_t)nW);
     const int b = (int)(r / (size_t)nW);
     const int p = (win / nWw) * w + tok / w, q = (win % nWw) * w + tok % w;
-    const int i = (p + sh) % Hp, j = (q + sw) % Wp;
+    const int i = p < Rh ? (p + sh) % Rh : H, j = q < Rw ? (q + sw) % Rw : W;
     out[e] = (i < H && j < W) ? x[(((size_t)b * H + i) * W + j) * C + ch] : 0.0f;
 }
 
 __kernel void window_merge_add(__global const float *win, __global float *y, int B, int H, int W,
-                               int C, int w, int Hp, int Wp, int sh, int sw)
+                               int C, int w, int Hp, int Wp, int sh, int sw, int Rh, int Rw)
 {
     const size_t e = get_global_id(0);
     const size_t total = (size_t)B * (size_t)H * (size_t)W * (size_t)C;
@@ -41,7 +44,7 @@ __kernel void window_merge_add(__global const float *win, __global float *y, int
     r /= (size_t)W;
     const int i = (int)(r % (size_t)H);
     const int b = (int)(r / (size_t)H);
-    const int p = (i - sh + Hp) % Hp, q = (j - sw + Wp) % Wp;
+    const int p = (i - sh + Rh) % Rh, q = (j - sw + Rw) % Rw;
     const int nWw = Wp / w, N = w * w, nW = (Hp / w) * nWw;
     const int widx = (p / w) * nWw + q / w, tok = (p % w) * w + q % w;
     y[e] += win[(((size_t)b * nW + widx) * N + tok) * C + ch];

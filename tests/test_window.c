@@ -17,17 +17,20 @@ static float *random_floats(pgd_rng *r, int64_t n)
     return f;
 }
 
-/* torchvision: pad (bottom, right), roll by (-sh, -sw), view/permute into windows. */
+/* torchvision: pad (bottom, right), roll by (-sh, -sw), view/permute into windows; timm
+ * (unpadded): roll, then pad. */
 static void ref_partition(const float *x, int64_t B, int64_t H, int64_t W, int64_t C, int64_t w,
-                          int64_t sh, int64_t sw, float *out)
+                          int64_t sh, int64_t sw, int unpadded, float *out)
 {
     int64_t Hp = (H + w - 1) / w * w, Wp = (W + w - 1) / w * w, nWh = Hp / w, nWw = Wp / w;
+    int64_t Rh = unpadded ? H : Hp, Rw = unpadded ? W : Wp;
     for (int64_t b = 0; b < B; b++)
         for (int64_t wh = 0; wh < nWh; wh++)
             for (int64_t ww = 0; ww < nWw; ww++)
                 for (int64_t r = 0; r < w; r++)
                     for (int64_t c = 0; c < w; c++) {
-                        int64_t i = (wh * w + r + sh) % Hp, j = (ww * w + c + sw) % Wp;
+                        int64_t p = wh * w + r, q = ww * w + c;
+                        int64_t i = p < Rh ? (p + sh) % Rh : H, j = q < Rw ? (q + sw) % Rw : W;
                         float *o = out + (((b * nWh + wh) * nWw + ww) * w * w + r * w + c) * C;
                         for (int64_t ch = 0; ch < C; ch++)
                             o[ch] = i < H && j < W ? x[((b * H + i) * W + j) * C + ch] : 0.0f;
@@ -66,23 +69,24 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial)
     int64_t B = pgd_rng_int(r, 1, 3), H = sizes[pgd_rng_int(r, 0, 9)];
     int64_t W = sizes[pgd_rng_int(r, 0, 9)], C = pgd_rng_int(r, 1, 17), w = pgd_rng_int(r, 1, 8);
     int64_t Hp = (H + w - 1) / w * w, Wp = (W + w - 1) / w * w, nW = (Hp / w) * (Wp / w);
-    int64_t sh = trial % 3 == 0 ? 0 : pgd_rng_int(r, 0, Hp - 1);
-    int64_t sw = trial % 3 == 0 ? 0 : pgd_rng_int(r, 0, Wp - 1);
+    int unpadded = trial % 2, flags = unpadded ? PGD_WINDOW_ROLL_UNPADDED : 0;
+    int64_t sh = trial % 3 == 0 ? 0 : pgd_rng_int(r, 0, (unpadded ? H : Hp) - 1);
+    int64_t sw = trial % 3 == 0 ? 0 : pgd_rng_int(r, 0, (unpadded ? W : Wp) - 1);
     int64_t nx = B * H * W * C, nwin = B * nW * w * w * C;
     float *x = random_floats(r, nx), *win = random_floats(r, nwin), *y0 = random_floats(r, nx);
     float *want = malloc((size_t)nwin * sizeof *want), *got = malloc((size_t)nwin * sizeof *got);
     float *ywant = malloc((size_t)nx * sizeof *ywant), *ygot = malloc((size_t)nx * sizeof *ygot);
     char what[160];
-    snprintf(what, sizeof what, "case %d: B %lld H %lld W %lld C %lld window %lld shift %lld,%lld",
+    snprintf(what, sizeof what, "case %d: B %lld H %lld W %lld C %lld window %lld shift %lld,%lld%s",
              trial, (long long)B, (long long)H, (long long)W, (long long)C, (long long)w,
-             (long long)sh, (long long)sw);
+             (long long)sh, (long long)sw, unpadded ? " unpadded" : "");
     int64_t sx[4] = {B, H, W, C}, swn[3] = {B * nW, w * w, C};
     pgd_tensor *tx = pgd_test_upload(ctx, 4, sx, x), *tw = pgd_test_upload(ctx, 3, swn, win);
     pgd_tensor *ty = pgd_test_upload(ctx, 4, sx, y0), *tout = pgd_test_upload(ctx, 3, swn, win);
     pgd_error *err = NULL;
     /* Partition. */
-    ref_partition(x, B, H, W, C, w, sh, sw, want);
-    PGD_CHECK_OK(pgd_window_partition(ctx, tx, w, sh, sw, tout, &err), &err);
+    ref_partition(x, B, H, W, C, w, sh, sw, unpadded, want);
+    PGD_CHECK_OK(pgd_window_partition(ctx, tx, w, sh, sw, flags, tout, &err), &err);
     PGD_CHECK_OK(pgd_tensor_download(tout, got, &err), &err);
     int ok = exact(got, want, nwin, what);
     /* Merge-add of random windows into random y: each y element gets the token that holds it.
@@ -90,17 +94,17 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial)
     float *idx = calloc((size_t)nx, sizeof *idx), *pidx = calloc((size_t)nwin, sizeof *pidx);
     for (int64_t i = 0; i < nx; i++)
         idx[i] = (float)(i + 1); /* exact in float: nx < 2^24 */
-    ref_partition(idx, B, H, W, C, w, sh, sw, pidx);
+    ref_partition(idx, B, H, W, C, w, sh, sw, unpadded, pidx);
     memcpy(ywant, y0, (size_t)nx * sizeof *ywant);
     for (int64_t t = 0; t < nwin; t++)
         if (pidx[t] > 0)
             ywant[(int64_t)pidx[t] - 1] += win[t];
-    PGD_CHECK_OK(pgd_window_merge_add(ctx, tw, w, sh, sw, ty, &err), &err);
+    PGD_CHECK_OK(pgd_window_merge_add(ctx, tw, w, sh, sw, flags, ty, &err), &err);
     PGD_CHECK_OK(pgd_tensor_download(ty, ygot, &err), &err);
     ok = ok && exact(ygot, ywant, nx, what);
     /* Partition then merge into zeros: x again. */
     PGD_CHECK_OK(pgd_tensor_fill(ty, 0.0f, &err), &err);
-    PGD_CHECK_OK(pgd_window_merge_add(ctx, tout, w, sh, sw, ty, &err), &err);
+    PGD_CHECK_OK(pgd_window_merge_add(ctx, tout, w, sh, sw, flags, ty, &err), &err);
     PGD_CHECK_OK(pgd_tensor_download(ty, ygot, &err), &err);
     ok = ok && exact(ygot, x, nx, what);
     /* Patch merge. */
@@ -163,16 +167,21 @@ START_TEST(bad_arguments)
     PGD_CHECK_OK(pgd_tensor_create(ctx, 4, spm, &pm, &err), &err);
     PGD_CHECK_OK(pgd_tensor_create(ctx, 4, spm_bad, &pmbad, &err), &err);
     PGD_CHECK_OK(pgd_tensor_fill(x, 1.0f, &err), &err);
-    PGD_CHECK_OK(pgd_window_partition(ctx, x, 3, 1, 2, w, &err), &err); /* 5x6 -> 6x6, 4 wins */
-    expect(pgd_window_partition(ctx, x, 3, 1, 2, wbad, &err), PGD_ERR_SHAPE, &err, "[4, 9, 3]");
-    expect(pgd_window_partition(ctx, x3, 3, 0, 0, w, &err), PGD_ERR_SHAPE, &err, "[B, H, W, C]");
-    expect(pgd_window_partition(ctx, x, 0, 0, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    PGD_CHECK_OK(pgd_window_partition(ctx, x, 3, 1, 2, 0, w, &err), &err); /* 5x6 -> 6x6, 4 wins */
+    expect(pgd_window_partition(ctx, x, 3, 1, 2, 0, wbad, &err), PGD_ERR_SHAPE, &err, "[4, 9, 3]");
+    expect(pgd_window_partition(ctx, x3, 3, 0, 0, 0, w, &err), PGD_ERR_SHAPE, &err, "[B, H, W, C]");
+    expect(pgd_window_partition(ctx, x, 0, 0, 0, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
            "window 0");
-    expect(pgd_window_partition(ctx, x, 3, 6, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect(pgd_window_partition(ctx, x, 3, 6, 0, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
            "shift (6, 0)");
-    expect(pgd_window_partition(ctx, x, 3, -1, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect(pgd_window_partition(ctx, x, 3, -1, 0, 0, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
            "shift (-1, 0)");
-    expect(pgd_window_merge_add(ctx, wbad, 3, 0, 0, x, &err), PGD_ERR_SHAPE, &err, "[4, 9, 3]");
+    /* Unpadded: the shift must lie within the map itself (5 x 6), and flags are checked. */
+    expect(pgd_window_partition(ctx, x, 3, 5, 0, PGD_WINDOW_ROLL_UNPADDED, w, &err),
+           PGD_ERR_INVALID_ARGUMENT, &err, "unpadded");
+    expect(pgd_window_partition(ctx, x, 3, 0, 0, 4, w, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+           "flags");
+    expect(pgd_window_merge_add(ctx, wbad, 3, 0, 0, 0, x, &err), PGD_ERR_SHAPE, &err, "[4, 9, 3]");
     PGD_CHECK_OK(pgd_patch_merge(ctx, x, pm, &err), &err);
     expect(pgd_patch_merge(ctx, x, pmbad, &err), PGD_ERR_SHAPE, &err, "[1, 3, 3, 12]");
     pgd_tensor *all[] = {x, x3, w, wbad, pm, pmbad};

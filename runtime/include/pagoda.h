@@ -640,20 +640,25 @@ PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads
 
 /* ---- Swin's windows --------------------------------------------------------------------- */
 
+/* pgd_window_partition's flags: roll the map before padding it (timm), instead of rolling the
+ * padded map (torchvision, Hugging Face). */
+#define PGD_WINDOW_ROLL_UNPADDED 1
+
 /* Window partition with cyclic shift: x [B, H, W, C] zero-padded at the bottom and right to
- * Hp x Wp (multiples of `window`), rolled by (-shift_h, -shift_w) as torch.roll does (element
- * (i, j) of the result is padded (i + shift_h, j + shift_w) modulo the grid), cut into
+ * Hp x Wp (multiples of `window`) and rolled by (-shift_h, -shift_w) as torch.roll does (element
+ * (i, j) of the result is (i + shift_h, j + shift_w) modulo the rolled grid: Hp x Wp, or H x W
+ * with PGD_WINDOW_ROLL_UNPADDED, where padding then follows the rolled map), cut into
  * window x window windows: out [B·nW, window², C], nW = (Hp/window)(Wp/window), windows
- * row-major and tokens row-major within each. Shifts lie in [0, Hp) and [0, Wp). out must not
+ * row-major and tokens row-major within each. Shifts lie in [0, rolled grid). out must not
  * alias x. */
 PGD_API int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window,
-                                 int64_t shift_h, int64_t shift_w, pgd_tensor *out,
+                                 int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *out,
                                  pgd_error **err);
-/* The inverse of pgd_window_partition with the same window and shifts, added: every element of
+/* The inverse of pgd_window_partition with the same window, shifts and flags, added: every element of
  * y [B, H, W, C] gets the window token it was partitioned into (padding is dropped). The
  * residual add of a Swin block in one pass. */
 PGD_API int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window,
-                                 int64_t shift_h, int64_t shift_w, pgd_tensor *y,
+                                 int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *y,
                                  pgd_error **err);
 /* Swin's patch merging gather: x [B, H, W, C] -> out [B, ceil(H/2), ceil(W/2), 4C], each 2 x 2
  * cell's pixels concatenated as (0,0), (1,0), (0,1), (1,1) (row offset, column offset), zeros

@@ -20,20 +20,28 @@ static int check_map(const pgd_tensor *x, const char *op, const char *name, pgd_
 }
 
 /* The padded grid and window count of a partition, with the shift checked. */
-static int grid(const pgd_tensor *x, int64_t w, int64_t sh, int64_t sw, const char *op,
-                int64_t *Hp, int64_t *Wp, int64_t *nW, pgd_error **err)
+static int grid(const pgd_tensor *x, int64_t w, int64_t sh, int64_t sw, int flags,
+                const char *op, int64_t *Hp, int64_t *Wp, int64_t *nW, int64_t *Rh, int64_t *Rw,
+                pgd_error **err)
 {
     int64_t H = x->shape[1], W = x->shape[2];
     if (w < 1 || w > 4096)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: window %lld must be 1..4096",
                               op, (long long)w);
+    if (flags & ~PGD_WINDOW_ROLL_UNPADDED)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", op,
+                              (unsigned)flags);
     *Hp = (H + w - 1) / w * w;
     *Wp = (W + w - 1) / w * w;
-    if (sh < 0 || sw < 0 || sh >= *Hp || sw >= *Wp)
+    int unpadded = flags & PGD_WINDOW_ROLL_UNPADDED;
+    *Rh = unpadded ? H : *Hp;
+    *Rw = unpadded ? W : *Wp;
+    if (sh < 0 || sw < 0 || sh >= *Rh || sw >= *Rw)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: shift (%lld, %lld) must lie in [0, %lld) x [0, %lld), the "
-                              "padded grid",
-                              op, (long long)sh, (long long)sw, (long long)*Hp, (long long)*Wp);
+                              "%s grid",
+                              op, (long long)sh, (long long)sw, (long long)*Rh, (long long)*Rw,
+                              unpadded ? "unpadded" : "padded");
     *nW = (*Hp / w) * (*Wp / w);
     return PGD_OK;
 }
@@ -57,13 +65,13 @@ static int launch(pgd_ctx *ctx, const char *name, cl_mem in, cl_mem out, const c
 }
 
 int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window, int64_t shift_h,
-                         int64_t shift_w, pgd_tensor *out, pgd_error **err)
+                         int64_t shift_w, int flags, pgd_tensor *out, pgd_error **err)
 {
     const char *op = "window_partition";
-    int64_t Hp = 0, Wp = 0, nW = 0;
+    int64_t Hp = 0, Wp = 0, nW = 0, Rh = 0, Rw = 0;
     int rc = check_map(x, op, "x", err);
     if (!rc)
-        rc = grid(x, window, shift_h, shift_w, op, &Hp, &Wp, &nW, err);
+        rc = grid(x, window, shift_h, shift_w, flags, op, &Hp, &Wp, &nW, &Rh, &Rw, err);
     if (rc)
         return rc;
     int64_t B = x->shape[0], C = x->shape[3], N = window * window;
@@ -75,19 +83,20 @@ int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window, int6
     }
     if (out == x || out->buf == x->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias x", op);
-    cl_int v[9] = {(cl_int)B, (cl_int)x->shape[1], (cl_int)x->shape[2], (cl_int)C,
-                   (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w};
-    return launch(ctx, "window_partition", x->buf, out->buf, v, 9, pgd_tensor_numel(out), err);
+    cl_int v[11] = {(cl_int)B,  (cl_int)x->shape[1], (cl_int)x->shape[2], (cl_int)C,
+                    (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
+                    (cl_int)Rh, (cl_int)Rw};
+    return launch(ctx, "window_partition", x->buf, out->buf, v, 11, pgd_tensor_numel(out), err);
 }
 
 int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window, int64_t shift_h,
-                         int64_t shift_w, pgd_tensor *y, pgd_error **err)
+                         int64_t shift_w, int flags, pgd_tensor *y, pgd_error **err)
 {
     const char *op = "window_merge_add";
-    int64_t Hp = 0, Wp = 0, nW = 0;
+    int64_t Hp = 0, Wp = 0, nW = 0, Rh = 0, Rw = 0;
     int rc = check_map(y, op, "y", err);
     if (!rc)
-        rc = grid(y, window, shift_h, shift_w, op, &Hp, &Wp, &nW, err);
+        rc = grid(y, window, shift_h, shift_w, flags, op, &Hp, &Wp, &nW, &Rh, &Rw, err);
     if (rc)
         return rc;
     int64_t B = y->shape[0], C = y->shape[3], N = window * window;
@@ -101,9 +110,10 @@ int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window
     if (windows->buf == y->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias the windows",
                               op);
-    cl_int v[9] = {(cl_int)B, (cl_int)y->shape[1], (cl_int)y->shape[2], (cl_int)C,
-                   (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w};
-    return launch(ctx, "window_merge_add", windows->buf, y->buf, v, 9, pgd_tensor_numel(y), err);
+    cl_int v[11] = {(cl_int)B,  (cl_int)y->shape[1], (cl_int)y->shape[2], (cl_int)C,
+                    (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
+                    (cl_int)Rh, (cl_int)Rw};
+    return launch(ctx, "window_merge_add", windows->buf, y->buf, v, 11, pgd_tensor_numel(y), err);
 }
 
 int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out, pgd_error **err)
