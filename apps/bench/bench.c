@@ -72,6 +72,8 @@ static const bench_item *const items[] = {
     &bench_item_resnet,
     &bench_item_resnet_nl,
     &bench_item_mixer,
+    &bench_item_swin_t,
+    &bench_item_swin_s,
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
 #if PGD_HAVE_OPENBLAS
@@ -119,6 +121,10 @@ static const struct {
     {"models", "resnet50:8"},
     {"models", "resnet50-nl:1"},
     {"models", "resnet50-nl:8"},
+    {"models", "swin_t:1"},
+    {"models", "swin_t:8"},
+    {"models", "swin_s:1"},
+    {"models", "swin_s:8"},
     {"models", "mixer_b16:1"},
     {"models", "mixer_b16:8"},
 };

@@ -798,6 +798,7 @@ const bench_item bench_item_conv = {
 
 #include "mixer.h"
 #include "resnet.h"
+#include "swin.h"
 #include "vit.h"
 
 struct model_family;
@@ -1082,6 +1083,107 @@ const bench_item bench_item_mixer = {
     "mixer_b16", "mixer_b16[:B]",
     "MLP-Mixer-B/16 forward, 224x224 image tensor to logits, batch B (seeded random weights)",
     validate_mixer, run_mixer};
+
+/* Swin-T / Swin-S (torchvision's swin_t, swin_s sizes). */
+static int parse_swin(const char *spec, swin_config *c, long *batch)
+{
+    static const char *const sizes[][2] = {{"swin_t", "t"}, {"swin_s", "s"}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t n = strlen(sizes[i][0]);
+        if (!strncmp(spec, sizes[i][0], n) && (spec[n] == '\0' || spec[n] == ':'))
+            return parse_batch(spec, n, batch) ? -1 : swin_named_config(sizes[i][1], c);
+    }
+    return -1;
+}
+
+static int validate_swin(const char *spec)
+{
+    swin_config c;
+    long b;
+    return parse_swin(spec, &c, &b);
+}
+
+typedef struct swin_item {
+    swin_model *m;
+    double attn_share;
+} swin_item;
+
+static int swin_item_load(pgd_ctx *ctx, const char *spec, model_state *s, pgd_error **err)
+{
+    swin_config c;
+    long batch = 1;
+    parse_swin(spec, &c, &batch);
+    s->batch = (int)batch;
+    swin_item *it = calloc(1, sizeof *it);
+    if (!it)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "swin item");
+    s->model = it;
+    model_source src;
+    int rc = swin_random_source(&src, &c, 1, err);
+    if (!rc)
+        rc = swin_load(ctx, &src, &c, &it->m, err);
+    model_source_free(&src);
+    return rc;
+}
+
+static int swin_item_forward(model_state *s, pgd_error **err)
+{
+    swin_item *it = s->model;
+    double t[5];
+    int rc = swin_forward(it->m, s->x, s->batch, 224, 224, s->logits, t, err);
+    it->attn_share = t[4];
+    return rc;
+}
+
+static void swin_item_describe(const char *spec, const model_state *s, bench_result *b)
+{
+    swin_config c;
+    long batch = 1;
+    parse_swin(spec, &c, &batch);
+    const swin_item *it = s->model;
+    snprintf(b->params, sizeof b->params,
+             "{\"batch\":%ld,\"dim\":%d,\"depths\":[%d,%d,%d,%d],\"window\":7,\"image\":224}",
+             batch, c.dim, c.depth[0], c.depth[1], c.depth[2], c.depth[3]);
+    /* Multiply-adds per stage (grid 56, 28, 14, 7; C doubling): qkv, proj and the MLP
+     * (12 N C²), window attention (2 N·49·C), merges (N/4 · 8C²), plus stem and head. */
+    double mac = 3136.0 * 48 * c.dim;
+    for (int st = 0; st < 4; st++) {
+        double N = 3136.0 / (1 << (2 * st)), C = (double)c.dim * (1 << st);
+        mac += c.depth[st] * (12 * N * C * C + 2 * N * 49 * C);
+        if (st < 3)
+            mac += N / 4 * 8 * C * C;
+    }
+    mac += 8.0 * c.dim * c.classes;
+    b->flops = 2.0 * (double)s->batch * mac;
+    snprintf(b->extra_key, sizeof b->extra_key, "window_attention_share");
+    b->extra = it ? it->attn_share : 0;
+}
+
+static void swin_item_free(void *model)
+{
+    swin_item *it = model;
+    if (it)
+        swin_free(it->m);
+    free(it);
+}
+
+static const model_family swin_item_family = {swin_item_load, swin_item_forward,
+                                              swin_item_describe, swin_item_free};
+
+static int run_swin(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                    int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    return run_model(ctx, &swin_item_family, spec, o, res, nres, err);
+}
+
+const bench_item bench_item_swin_t = {
+    "swin_t", "swin_t[:B]",
+    "Swin-T forward (torchvision's swin_t sizes), 224x224 image tensor to logits, batch B; the "
+    "window attention's share of the blocks as window_attention_share",
+    validate_swin, run_swin};
+const bench_item bench_item_swin_s = {"swin_s", "swin_s[:B]", "the same, Swin-S (depths 2-2-18-2)",
+                                      validate_swin, run_swin};
 
 /* ---- nonlocal[-unfused]:H,W,C — one embedded-Gaussian block on an H x W x C map, fused vs the
  * materialised softmax ---------------------------------------------------------------------- */

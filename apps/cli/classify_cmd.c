@@ -9,6 +9,7 @@
 
 #include "classify.h"
 #include "mixer.h"
+#include "swin.h"
 #include "vit.h"
 
 static const char usage[] =
@@ -23,15 +24,18 @@ static const char usage[] =
     "  ResNet with or without non-local blocks (torchvision naming)\n"
     "                                                        as 'pagoda nonlocal', including\n"
     "      --affinity-map OUT.png\n"
+    "  Swin Transformer V1 (torchvision, timm old and new layout, Hugging Face naming)\n"
+    "      the common options below, --preprocess (default torchvision), --attention\n"
+    "      soft|topk:K|sample:SEED (in every window attention), --random t|s|b|tiny\n"
     "  MLP-Mixer (timm naming: stem.proj, blocks.N.mlp_tokens / mlp_channels, head)\n"
-    "      the common options below, --preprocess, --random s16|b16|l16|tiny\n"
+    "      the common options below, --preprocess (default timm), --random s16|b16|l16|tiny\n"
     "\n"
     "Options of every family:\n"
     "  --weights FILE      the .safetensors checkpoint (its family is detected)\n"
-    "  --family F          vit, resnet or mixer: skip detection (needed with --random)\n"
+    "  --family F          vit, resnet, swin or mixer: skip detection (needed with --random)\n"
     "  --random SIZE       seeded random weights of the family's size SIZE (not a trained\n"
-    "                      model): vit ti|s|b|tiny, resnet 18|34|50|101|152, mixer\n"
-    "                      s16|b16|l16|tiny\n"
+    "                      model): vit ti|s|b|tiny, resnet 18|34|50|101|152, swin t|s|b|tiny,\n"
+    "                      mixer s16|b16|l16|tiny\n"
     "  --device SEL        device selector (see 'pagoda devices --help')\n"
     "  --topk K            classes to print per image (default 5)\n"
     "  --labels FILE       class names, one per line (default: ImageNet-1k for 1000 classes)\n"
@@ -43,13 +47,14 @@ static const char usage[] =
     "\n"
     "'pagoda vit' and 'pagoda nonlocal' remain for their families, with the same options.\n";
 
-typedef enum family { FAM_NONE, FAM_VIT, FAM_RESNET, FAM_MIXER } family;
+typedef enum family { FAM_NONE, FAM_VIT, FAM_RESNET, FAM_MIXER, FAM_SWIN } family;
 
 static family family_named(const char *s)
 {
     return !strcmp(s, "vit") || !strcmp(s, "deit") ? FAM_VIT
            : !strcmp(s, "resnet") || !strcmp(s, "nonlocal") ? FAM_RESNET
            : !strcmp(s, "mixer")                            ? FAM_MIXER
+           : !strcmp(s, "swin")                             ? FAM_SWIN
                                                             : FAM_NONE;
 }
 
@@ -71,13 +76,15 @@ static int detect_family(const char *path, family *f)
     int rc = EXIT_OK;
     if (mixer_is(&src)) {
         *f = FAM_MIXER;
+    } else if (swin_is(&src)) {
+        *f = FAM_SWIN;
     } else if (has(&src, "layer1.0.conv1.weight") && has(&src, "conv1.weight")) {
         *f = FAM_RESNET;
     } else {
         vit_config cfg;
         if (vit_detect(&src, 0, &cfg, &err)) {
             fprintf(stderr, "pagoda: classify: %s is not a checkpoint of a family Pagoda knows "
-                            "(ViT/DeiT, ResNet, MLP-Mixer); as a ViT:\n", path);
+                            "(ViT/DeiT, ResNet, Swin, MLP-Mixer); as a ViT:\n", path);
             rc = app_fail(err);
         } else {
             *f = FAM_VIT;
@@ -87,21 +94,35 @@ static int detect_family(const char *path, family *f)
     return rc;
 }
 
-/* ---- the MLP-Mixer path ---- */
+/* ---- the families without a command of their own: MLP-Mixer and Swin ---- */
 
-typedef struct mixer_cmd {
+typedef struct family_cmd {
     classify_opts o;
+    family fam;
     const char *random, *weights;
     int preset;
-} mixer_cmd;
+    classify_attention attention; /* Swin */
+    mixer_config mx;
+    swin_config sw;
+    void *model;
+} family_cmd;
 
-static int mixer_own(void *cmd, int c, const char *arg)
+static const char *family_label(family f)
 {
-    mixer_cmd *v = cmd;
+    return f == FAM_SWIN ? "Swin" : "MLP-Mixer";
+}
+
+static int family_own(void *cmd, int c, const char *arg)
+{
+    family_cmd *v = cmd;
     switch (c) {
     case 'r': v->random = arg; return 0;
     case 'w': v->weights = arg; return 0;
     case 'F': return 0; /* --family, read before */
+    case 'T':
+        if (v->fam == FAM_SWIN)
+            return classify_parse_attention("classify ", arg, &v->attention);
+        break;
     case 'P':
         v->preset = !strcmp(arg, "torchvision") ? PGD_PREPROCESS_TORCHVISION
                     : !strcmp(arg, "timm")      ? PGD_PREPROCESS_TIMM
@@ -111,73 +132,157 @@ static int mixer_own(void *cmd, int c, const char *arg)
             return app_usage_error("classify ",
                                    "--preprocess wants torchvision, timm or hf, got '%s'", arg);
         return 0;
-    default:
-        return app_usage_error("classify ", "this option is not one of the MLP-Mixer family's");
+    default: break;
     }
+    return app_usage_error("classify ", "this option is not one of the %s family's",
+                           family_label(v->fam));
 }
 
-static int diagnose_mixer(void *model, const float *image, int H, int W, model_probe *p,
-                          pgd_error **err)
+static int diagnose_family(void *cmd, const float *image, int H, int W, model_probe *p,
+                           pgd_error **err)
 {
-    return mixer_find_nonfinite(model, image, H, W, p, err);
+    family_cmd *v = cmd;
+    return v->fam == FAM_SWIN ? swin_find_nonfinite(v->model, image, H, W, p, err)
+                              : mixer_find_nonfinite(v->model, image, H, W, p, err);
 }
 
-static int run_mixer(mixer_cmd *v, const model_source *src, const mixer_config *cfg,
-                     classify_run *r)
+static void family_describe(const family_cmd *v)
+{
+    char shown[1024], a[64];
+    if (v->o.json)
+        return;
+    const char *file = v->weights ? app_term_text(v->weights, shown, sizeof shown) : NULL;
+    if (v->fam == FAM_MIXER && file)
+        fprintf(stderr, "pagoda: %s: MLP-Mixer, width %d, depth %d, patch %d, %dx%d tokens, "
+                        "token MLP %d, channel MLP %d, %d classes\n",
+                file, v->mx.dim, v->mx.depth, v->mx.patch, v->mx.grid_h, v->mx.grid_w,
+                v->mx.tokens_hidden, v->mx.channels_hidden, v->mx.classes);
+    if (v->fam == FAM_SWIN && file) {
+        fprintf(stderr, "pagoda: %s: %s Swin, width %d, %d stages (depths", file,
+                swin_family_name(v->sw.family), v->sw.dim, v->sw.stages);
+        for (int s = 0; s < v->sw.stages; s++)
+            fprintf(stderr, " %d", v->sw.depth[s]);
+        fprintf(stderr, "), window %d, patch %d, %d classes\n", v->sw.window[0], v->sw.patch,
+                v->sw.classes);
+    }
+    if (!file)
+        fprintf(stderr, "pagoda: note: seeded random weights (%s %s): the classes printed are "
+                        "meaningless\n",
+                family_label(v->fam), v->random);
+    if (v->attention.mode != PGD_ATTENTION_SOFT)
+        fprintf(stderr, "pagoda: hard attention in every block: %s\n",
+                classify_attention_str(&v->attention, a, sizeof a));
+}
+
+static json_t *family_json(const family_cmd *v)
+{
+    char a[64];
+    if (!v->o.json)
+        return NULL;
+    if (v->fam == FAM_MIXER)
+        return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "family", "mixer", "width",
+                         v->mx.dim, "depth", v->mx.depth, "patch", v->mx.patch, "tokens",
+                         v->mx.tokens, "tokens_hidden", v->mx.tokens_hidden, "channels_hidden",
+                         v->mx.channels_hidden);
+    json_t *depths = json_array();
+    for (int s = 0; s < v->sw.stages; s++)
+        json_array_append_new(depths, json_integer(v->sw.depth[s]));
+    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:i, s:s}", "family", "swin", "naming",
+                     swin_family_name(v->sw.family), "width", v->sw.dim, "depths", depths,
+                     "window", v->sw.window[0], "patch", v->sw.patch, "attention",
+                     classify_attention_str(&v->attention, a, sizeof a));
+}
+
+static int run_family(family_cmd *v, const model_source *src, classify_run *r)
 {
     pgd_error *err = NULL;
-    mixer_model *m = NULL;
-    char shown[1024];
-    if (!v->o.json) {
-        if (v->weights)
-            fprintf(stderr, "pagoda: %s: MLP-Mixer, width %d, depth %d, patch %d, %dx%d tokens, "
-                            "token MLP %d, channel MLP %d, %d classes\n",
-                    app_term_text(v->weights, shown, sizeof shown), cfg->dim, cfg->depth,
-                    cfg->patch, cfg->grid_h, cfg->grid_w, cfg->tokens_hidden,
-                    cfg->channels_hidden, cfg->classes);
-        else
-            fprintf(stderr, "pagoda: note: seeded random weights (MLP-Mixer %s, width %d, depth "
-                            "%d): the classes printed are meaningless\n",
-                    v->random, cfg->dim, cfg->depth);
-    }
-    if (mixer_load(r->ctx, src, cfg, &m, &err))
+    family_describe(v);
+    int rc = v->fam == FAM_SWIN
+                 ? swin_load(r->ctx, src, &v->sw, (swin_model **)&v->model, &err)
+                 : mixer_load(r->ctx, src, &v->mx, (mixer_model **)&v->model, &err);
+    if (rc)
         return app_fail(err);
-    int rc = classify_prepare(&v->o, r);
-    double t[4];
-    if (!rc && mixer_forward(m, r->x, r->B, r->H, r->W, r->logits, t, &err))
+    if (v->fam == FAM_SWIN)
+        swin_set_attention(v->model, v->attention.mode, v->attention.topk, v->attention.seed);
+    rc = classify_prepare(&v->o, r);
+    double t[5];
+    if (!rc && (v->fam == FAM_SWIN
+                    ? swin_forward(v->model, r->x, r->B, r->H, r->W, r->logits, t, &err)
+                    : mixer_forward(v->model, r->x, r->B, r->H, r->W, r->logits, t, &err)))
         rc = app_fail(err);
     if (!rc)
-        rc = classify_check_logits(&v->o, r, diagnose_mixer, m);
+        rc = classify_check_logits(&v->o, r, diagnose_family, v);
     if (!rc)
         rc = classify_after_forward(&v->o, r, r->B);
     if (!rc) {
         static const classify_stage stages[4] = {
             {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
-        json_t *model = v->o.json ? json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "family",
-                                              "mixer", "width", cfg->dim, "depth", cfg->depth,
-                                              "patch", cfg->patch, "tokens", cfg->tokens,
-                                              "tokens_hidden", cfg->tokens_hidden,
-                                              "channels_hidden", cfg->channels_hidden)
-                                  : NULL;
-        rc = classify_emit(&v->o, r, v->weights, model, stages, t, 4);
+        rc = classify_emit(&v->o, r, v->weights, family_json(v), stages, t, 4);
     }
     if (!rc)
         rc = classify_finish(&v->o, r);
-    mixer_free(m);
+    if (v->fam == FAM_SWIN)
+        swin_free(v->model);
+    else
+        mixer_free(v->model);
+    v->model = NULL;
     return rc;
 }
 
-static int cmd_mixer(int argc, char **argv)
+/* The weights (a file or seeded random ones of a named size) and the input side they want. */
+static int family_open(family_cmd *v, model_source *src, int *side_h, int *side_w,
+                       int *classes)
+{
+    pgd_error *err = NULL;
+    if (v->weights) {
+        if (model_source_open(src, v->weights, &err) ||
+            (v->fam == FAM_SWIN ? swin_detect(src, &v->sw, &err)
+                                : mixer_detect(src, &v->mx, &err)))
+            return app_fail(err);
+    } else if (v->fam == FAM_SWIN) {
+        if (!v->random)
+            v->random = "t";
+        if (swin_named_config(v->random, &v->sw))
+            return app_usage_error("classify ", "--random for swin wants t, s, b or tiny, got "
+                                                "'%s'", v->random);
+        if (swin_random_source(src, &v->sw, 1, &err))
+            return app_fail(err);
+    } else {
+        if (!v->random)
+            v->random = "b16";
+        if (mixer_named_config(v->random, &v->mx))
+            return app_usage_error("classify ", "--random for mixer wants s16, b16, l16 or tiny, "
+                                                "got '%s'", v->random);
+        if (mixer_random_source(src, &v->mx, 1, &err))
+            return app_fail(err);
+    }
+    if (v->fam == FAM_SWIN) {
+        /* 224 x 224 for the standard models, 40 x 40 for the tiny one. */
+        *side_h = *side_w = v->sw.dim <= 16 ? 40 : 224;
+        *classes = v->sw.classes;
+    } else {
+        *side_h = v->mx.patch * v->mx.grid_h;
+        *side_w = v->mx.patch * v->mx.grid_w;
+        *classes = v->mx.classes;
+    }
+    return EXIT_OK;
+}
+
+static int cmd_family(family fam, int argc, char **argv)
 {
     static const struct option own[] = {
         {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
         {"preprocess", required_argument, 0, 'P'}, {"family", required_argument, 0, 'F'},
-        {"help", no_argument, 0, 'h'}};
-    mixer_cmd v;
+        {"attention", required_argument, 0, 'T'},  {"help", no_argument, 0, 'h'}};
+    family_cmd v;
     memset(&v, 0, sizeof v);
+    v.fam = fam;
     classify_opts_init(&v.o, "classify ");
-    v.preset = PGD_PREPROCESS_TIMM; /* timm's mixer_*_224: bicubic, crop 0.875, mean/std 0.5 */
-    int rc = classify_parse(&v.o, argc, argv, own, sizeof own / sizeof *own, usage, mixer_own,
+    /* timm's mixer_*_224: bicubic, crop 0.875, mean/std 0.5. Swin: ImageNet mean/std; the
+     * torchvision preset (256 bilinear, crop 224) is the nearest of the presets to each
+     * library's own Swin transform (torchvision 232 bicubic, timm 248 bicubic). */
+    v.preset = fam == FAM_SWIN ? PGD_PREPROCESS_TORCHVISION : PGD_PREPROCESS_TIMM;
+    int rc = classify_parse(&v.o, argc, argv, own, sizeof own / sizeof *own, usage, family_own,
                             &v);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
@@ -185,27 +290,14 @@ static int cmd_mixer(int argc, char **argv)
         return app_usage_error("classify ", "give --weights or --random, not both");
     if ((rc = classify_operands(&v.o, argc, argv, NULL)))
         return rc;
-    mixer_config cfg;
     model_source src = {0};
     classify_run r = {0};
-    pgd_error *err = NULL;
-    if (v.weights) {
-        if (model_source_open(&src, v.weights, &err) || mixer_detect(&src, &cfg, &err))
-            rc = app_fail(err);
-    } else {
-        if (!v.random)
-            v.random = "b16";
-        if (mixer_named_config(v.random, &cfg))
-            rc = app_usage_error("classify ", "--random for mixer wants s16, b16, l16 or tiny, "
-                                              "got '%s'", v.random);
-        else if (mixer_random_source(&src, &cfg, 1, &err))
-            rc = app_fail(err);
-    }
+    int side_h = 0, side_w = 0, classes = 0;
+    rc = family_open(&v, &src, &side_h, &side_w, &classes);
     if (!rc)
-        rc = classify_begin(&v.o, (pgd_preprocess)v.preset, cfg.patch * cfg.grid_h,
-                            cfg.patch * cfg.grid_w, cfg.classes, &r);
+        rc = classify_begin(&v.o, (pgd_preprocess)v.preset, side_h, side_w, classes, &r);
     if (!rc)
-        rc = run_mixer(&v, &src, &cfg, &r);
+        rc = run_family(&v, &src, &r);
     classify_free(&r);
     model_source_free(&src);
     return rc;
@@ -238,7 +330,7 @@ int cmd_classify(int argc, char **argv)
     }
     family f = FAM_NONE;
     if (fam_name && (f = family_named(fam_name)) == FAM_NONE)
-        return app_usage_error("classify ", "--family wants vit, resnet or mixer, got '%s'",
+        return app_usage_error("classify ", "--family wants vit, resnet, swin or mixer, got '%s'",
                                fam_name);
     if (f == FAM_NONE && !weights)
         return app_usage_error("classify ", "give --weights FILE (its family is detected), or "
@@ -268,7 +360,7 @@ int cmd_classify(int argc, char **argv)
     }
     int rc = f == FAM_VIT      ? cmd_vit(n, args)
              : f == FAM_RESNET ? cmd_nonlocal(n, args)
-                               : cmd_mixer(n, args);
+                               : cmd_family(f, n, args);
     free(args);
     return rc;
 }
