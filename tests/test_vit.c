@@ -547,6 +547,48 @@ START_TEST(device_limits)
 }
 END_TEST
 
+/* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints): detected as a feature
+ * model; its forward gives the class token after the final norm, or the mean of the patch
+ * tokens, as PyTorch computes them (tools/make-dino-golden.py), on every device. */
+START_TEST(headless_features)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/dino-tiny.safetensors", data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    model_source src;
+    vit_config cfg;
+    open_detect(path, &w, &src, &cfg);
+    ck_assert_int_eq(cfg.headless, 1);
+    ck_assert_int_eq(cfg.classes, 32);
+    float *x = read_floats("dino-tiny-input.bin", 2 * 3 * 32 * 32);
+    double *want_cls = read_logits("dino-tiny-cls.bin", 64);
+    double *want_mean = read_logits("dino-tiny-mean.bin", 64);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        vit_model *m = NULL;
+        PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
+        float got[64];
+        char what[160];
+        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, got, NULL, NULL, NULL, &err), &err);
+        snprintf(what, sizeof what, "class-token features on %s", d[i].name);
+        ck_assert_msg(pgd_test_allclose(got, want_cls, 64, 1e-4, 1e-5, what), "%s", what);
+        vit_set_pool(m, VIT_POOL_MEAN);
+        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, got, NULL, NULL, NULL, &err), &err);
+        snprintf(what, sizeof what, "mean-pooled features on %s", d[i].name);
+        ck_assert_msg(pgd_test_allclose(got, want_mean, 64, 1e-4, 1e-5, what), "%s", what);
+        vit_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(want_cls);
+    free(want_mean);
+    pgd_weights_close(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vit");
@@ -565,6 +607,7 @@ int main(void)
     tcase_add_test(tc, strict_variants);
     tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, device_limits);
+    tcase_add_test(tc, headless_features);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

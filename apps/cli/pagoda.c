@@ -18,6 +18,8 @@ static const char usage[] =
     "  classify   classify with any model family, detected from the checkpoint\n"
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
+    "  embed      features of many images from a self-supervised ViT (DINO)\n"
+    "  similar    the nearest images of an embedded index\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -57,6 +59,10 @@ int main(int argc, char **argv)
         return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "classify"))
         return cmd_classify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed"))
+        return cmd_embed(argc - 1, argv + 1);
+    if (!strcmp(cmd, "similar"))
+        return cmd_similar(argc - 1, argv + 1);
     if (!strcmp(cmd, "vit"))
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))

@@ -118,7 +118,16 @@ static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
     if (v->weights) {
         if (model_source_open(src, v->weights, &err))
             return app_fail(err);
-        return vit_detect(src, v->heads, cfg, &err) ? app_fail(err) : EXIT_OK;
+        if (vit_detect(src, v->heads, cfg, &err))
+            return app_fail(err);
+        if (cfg->headless) {
+            char shown[1024];
+            fprintf(stderr, "pagoda: error: %s has no classifier ('head.weight' or the naming's "
+                            "equivalent): a feature model such as DINO; 'pagoda embed' computes "
+                            "its features\n", app_term_text(v->weights, shown, sizeof shown));
+            return EXIT_RUNTIME;
+        }
+        return EXIT_OK;
     }
     if (!v->random)
         v->random = "b";

@@ -152,6 +152,13 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
     return PGD_OK;
 }
 
+static int has_tensor(const model_source *src, const char *name)
+{
+    int nd;
+    int64_t s[8];
+    return src->shape(src->u, name, &nd, s) == 0;
+}
+
 /* Depth (blocks counted by name), MLP width and classes. */
 static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **err)
 {
@@ -172,6 +179,12 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
                               "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
     cfg->mlp = (int)s[0];
+    if (!has_tensor(src, names[fam][W_HEAD_W]) && !has_tensor(src, names[fam][W_HEAD_B])) {
+        /* No classifier at all: a feature model (DINO); its output is the pooled features. */
+        cfg->headless = 1;
+        cfg->classes = cfg->dim;
+        return PGD_OK;
+    }
     if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
                               src->label, names[fam][W_HEAD_W], cfg->dim);
@@ -276,7 +289,13 @@ struct vit_model {
     pgd_attention_mode attn_mode; /* vit_set_attention */
     int64_t attn_topk;
     uint64_t attn_seed;
+    int pool; /* vit_set_pool */
 };
+
+void vit_set_pool(vit_model *m, int pool)
+{
+    m->pool = pool;
+}
 
 void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed)
 {
@@ -450,10 +469,10 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
         rc = load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
     if (!rc)
         rc = load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
-    if (!rc)
+    if (!rc && !cfg->headless)
         rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
                          &m->head, err);
-    if (!rc && cfg->extra == 2)
+    if (!rc && cfg->extra == 2 && !cfg->headless)
         rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], 0, cfg->classes,
                          D, &m->head_dist, err);
     return rc;
@@ -765,9 +784,29 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         rc = pgd_tensor_create(ctx, 2, sr, &ps->rows, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, so, &ps->out, err);
-    if (!rc)
+    if (!rc && m->cfg.headless && m->pool == VIT_POOL_MEAN) {
+        /* The mean of the patch tokens: a row of 1/P against each image's patch rows. */
+        int64_t P = ps->T - m->cfg.extra, sm[2] = {1, P};
+        float *row = malloc((size_t)P * sizeof *row);
+        if (!row)
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "token mean");
+        for (int64_t t = 0; t < P; t++)
+            row[t] = 1.0f / (float)P;
+        pgd_tensor *mr = NULL;
+        rc = model_upload(ctx, row, 2, sm, &mr, err);
+        free(row);
+        pgd_gemm_args g = {.alpha = 1.0f};
+        pgd_matrix a = {mr, 0, P, 0}, hb = {ps->h, m->cfg.extra * D, D, ps->T * D};
+        pgd_matrix c = {ps->out, 0, D, D};
+        if (!rc)
+            rc = pgd_gemm_strided(ctx, &g, 1, D, P, B, a, hb, c, err);
+        pgd_tensor_destroy(mr);
+    } else if (!rc) {
         rc = gather_token(ps->h, B, D, 0, ps->rows, err);
-    if (!rc)
+    }
+    if (!rc && m->cfg.headless && m->pool != VIT_POOL_MEAN)
+        rc = pgd_tensor_copy(ps->rows, 0, ps->out, 0, B * D, err);
+    else if (!rc && !m->cfg.headless)
         rc = pgd_linear_forward(ctx, m->head, ps->rows, PGD_ACT_NONE, NULL, ps->out, err);
     if (!rc && m->head_dist) {
         rc = pgd_tensor_create(ctx, 2, so, &ps->out2, err);

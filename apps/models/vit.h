@@ -14,6 +14,8 @@ typedef struct vit_config {
     int depth, dim, heads, patch, mlp, classes;
     int grid_h, grid_w; /* trained position grid */
     int extra;          /* 1: class token, 2: class + distillation token (DeiT) */
+    int headless;       /* no classifier in the file (DINO): the forward gives features [B, dim]
+                         * (classes == dim), pooled as vit_set_pool says */
     float eps;
 } vit_config;
 
@@ -23,7 +25,7 @@ const char *vit_family_name(vit_family f);
 pgd_resize_mode vit_resize_mode(vit_family f);
 
 /* Recognises the naming and reads depth, width, patch, grid, classes and eps from the names
- * and shapes; heads from __metadata__ "num_heads" (a whole number, else an error; `heads` > 0
+ * and shapes (a file without a classifier is a headless feature model, cfg->headless); heads from __metadata__ "num_heads" (a whole number, else an error; `heads` > 0
  * given too must equal it, else an error naming both), else `heads` (>0), else the standard
  * table (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors →
  * an error naming them. */
@@ -48,6 +50,10 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
  * default), PGD_ATTENTION_TOPK keeping `topk` keys a row, or PGD_ATTENTION_SAMPLE drawing one key
  * a row (block i with its own stream derived from `seed`). */
 void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed);
+/* A headless model's pooling of the final-normed tokens: VIT_POOL_CLS (the class token, what
+ * timm's forward gives with num_classes=0) or VIT_POOL_MEAN (the mean of the patch tokens). */
+enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1 };
+void vit_set_pool(vit_model *m, int pool);
 /* A batch too big for the device's memory runs as several passes (model_forward_batched);
  * the images per pass of the last vit_forward. */
 int vit_last_split(const vit_model *m);

@@ -1,0 +1,551 @@
+/* embed_cmd.c — `pagoda embed` (L2-normalised features of many images from a headless ViT such
+ * as DINO, with the list of their paths beside them) and `pagoda similar` (the nearest images of
+ * an index by cosine similarity, computed as one GEMM on the device). */
+#include <dirent.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "vit.h"
+
+static const char embed_usage[] =
+    "usage: pagoda embed [--device SEL] [--weights FILE | --random SIZE] [--pool cls|mean|both]\n"
+    "                    [--preprocess P] [--batch B] [--input F.npy] [--quiet]\n"
+    "                    --output FEATS.npy IMAGE|DIR...\n"
+    "\n"
+    "Computes a feature vector per image with a ViT that has no classifier (a self-supervised\n"
+    "model such as DINO: timm's vit_*_patch16_224.dino naming) and writes them, each scaled to\n"
+    "unit length, as FEATS.npy [N, D] (D doubles with --pool both), and the list of images with\n"
+    "the model's settings as FEATS.npy.json, which 'pagoda similar' reads. A directory stands\n"
+    "for the image files in it (.jpg, .jpeg, .png, .bmp, .webp; sorted by name, not recursive).\n"
+    "Images run in batches of B (default 8); a progress line shows on a terminal.\n"
+    "\n"
+    "Options:\n"
+    "  --weights FILE      the headless ViT checkpoint (timm naming)\n"
+    "  --random SIZE       seeded random weights (ti, s, b or tiny): for timing only\n"
+    "  --pool P            cls (the class token after the final norm, what timm's model gives;\n"
+    "                      default), mean (the mean of the patch tokens) or both (concatenated,\n"
+    "                      each normalised; two passes)\n"
+    "  --preprocess P      torchvision (default: ImageNet mean/std, as DINO was trained), timm\n"
+    "                      or hf\n"
+    "  --batch B           images per forward pass (1..256, default 8)\n"
+    "  --input F.npy       a preprocessed batch [B, 3, H, W] instead of images\n"
+    "  --quiet             no progress line\n"
+    "  --device SEL        device selector (see 'pagoda devices --help')\n"
+    "\n"
+    "Both files appear together when the whole run has succeeded, or neither does.\n";
+
+static const char similar_usage[] =
+    "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json] QUERY_IMAGE...\n"
+    "\n"
+    "Embeds each query image with the model and settings recorded in FEATS.npy.json (written by\n"
+    "'pagoda embed') and prints the K (default 5) images of the index most similar to it by\n"
+    "cosine similarity (the similarity matrix is one GEMM on the device). A query that is in\n"
+    "the index finds itself first, with similarity 1.\n";
+
+typedef struct embed_model {
+    pgd_ctx *ctx;
+    vit_model *m;
+    vit_config cfg;
+    model_source src;
+    int pool; /* 0 cls, 1 mean, 2 both */
+    pgd_preprocess preset;
+} embed_model;
+
+static int image_name(const char *n)
+{
+    const char *dot = strrchr(n, '.');
+    static const char *const ext[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp"};
+    for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot, ext[i]))
+            return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The image paths of the operands: files as given, directories expanded (sorted). */
+static int gather(char **args, int nargs, char ***out, int *n)
+{
+    size_t cap = 16, cnt = 0;
+    char **list = malloc(cap * sizeof *list);
+    int rc = list ? EXIT_OK : EXIT_RUNTIME;
+    for (int i = 0; i < nargs && !rc; i++) {
+        struct stat st;
+        if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(args[i]);
+            if (!d) {
+                char shown[1024];
+                fprintf(stderr, "pagoda: error: %s: cannot read the directory\n",
+                        app_term_text(args[i], shown, sizeof shown));
+                rc = EXIT_RUNTIME;
+                break;
+            }
+            size_t first = cnt;
+            for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+                if (e->d_name[0] == '.' || !image_name(e->d_name))
+                    continue;
+                if (cnt == cap) {
+                    char **l2 = realloc(list, 2 * cap * sizeof *list);
+                    if (!l2) {
+                        rc = EXIT_RUNTIME;
+                        break;
+                    }
+                    list = l2, cap *= 2;
+                }
+                size_t len = strlen(args[i]) + strlen(e->d_name) + 2;
+                if (!(list[cnt] = malloc(len))) {
+                    rc = EXIT_RUNTIME;
+                    break;
+                }
+                snprintf(list[cnt++], len, "%s/%s", args[i], e->d_name);
+            }
+            closedir(d);
+            qsort(list + first, cnt - first, sizeof *list, cmp_str);
+            continue;
+        }
+        if (cnt == cap) {
+            char **l2 = realloc(list, 2 * cap * sizeof *list);
+            if (!l2) {
+                rc = EXIT_RUNTIME;
+                break;
+            }
+            list = l2, cap *= 2;
+        }
+        if (!(list[cnt++] = strdup(args[i])))
+            rc = EXIT_RUNTIME;
+    }
+    if (rc) {
+        for (size_t i = 0; list && i < cnt; i++)
+            free(list[i]);
+        free(list);
+        fprintf(stderr, "pagoda: error: out of host memory listing the images\n");
+        return EXIT_RUNTIME;
+    }
+    *out = list;
+    *n = (int)cnt;
+    return EXIT_OK;
+}
+
+static void free_list(char **l, int n)
+{
+    for (int i = 0; l && i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+/* Opens the model: a file (it must be headless) or seeded random weights of a size. */
+static int model_open(embed_model *e, const char *device, const char *weights, const char *random,
+                      int heads)
+{
+    pgd_error *err = NULL;
+    char shown[1024];
+    if (weights) {
+        if (model_source_open(&e->src, weights, &err) || vit_detect(&e->src, heads, &e->cfg, &err))
+            return app_fail(err);
+        if (!e->cfg.headless) {
+            fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
+                            "without one (a self-supervised ViT such as DINO)\n",
+                    app_term_text(weights, shown, sizeof shown));
+            return EXIT_RUNTIME;
+        }
+    } else {
+        if (vit_named_config(random ? random : "s", &e->cfg))
+            return app_usage_error("embed ", "--random wants ti, s, b or tiny, got '%s'", random);
+        e->cfg.headless = 1;
+        e->cfg.classes = e->cfg.dim;
+        if (vit_random_source(&e->src, &e->cfg, 1, &err))
+            return app_fail(err);
+    }
+    int rc = app_ctx_open(device, &e->ctx);
+    if (rc)
+        return rc;
+    if (vit_load(e->ctx, &e->src, &e->cfg, &e->m, &err))
+        return app_fail(err);
+    return EXIT_OK;
+}
+
+static void model_close(embed_model *e)
+{
+    vit_free(e->m);
+    model_source_free(&e->src);
+    pgd_ctx_destroy(e->ctx);
+    memset(e, 0, sizeof *e);
+}
+
+/* Scales each of n rows of d floats to unit length (a zero row stays zero). */
+static void normalise(float *x, int64_t n, int64_t d)
+{
+    for (int64_t r = 0; r < n; r++) {
+        double s = 0;
+        for (int64_t j = 0; j < d; j++)
+            s += (double)x[r * d + j] * x[r * d + j];
+        float inv = s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+        for (int64_t j = 0; j < d; j++)
+            x[r * d + j] *= inv;
+    }
+}
+
+/* Features of `b` preprocessed images x [b, 3, H, W] into out [b, D·(both ? 2 : 1)]. */
+static int features(embed_model *e, const float *x, int b, int H, int W, float *out,
+                    pgd_error **err)
+{
+    int64_t D = e->cfg.dim, width = e->pool == 2 ? 2 * D : D;
+    float *tmp = malloc((size_t)b * (size_t)D * sizeof *tmp);
+    if (!tmp)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "features");
+    int rc = PGD_OK;
+    for (int pass = 0; pass < (e->pool == 2 ? 2 : 1) && !rc; pass++) {
+        int pool = e->pool == 2 ? pass : e->pool;
+        vit_set_pool(e->m, pool == 1 ? VIT_POOL_MEAN : VIT_POOL_CLS);
+        rc = vit_forward(e->m, x, b, H, W, tmp, NULL, NULL, NULL, err);
+        if (rc)
+            break;
+        normalise(tmp, b, D);
+        for (int i = 0; i < b; i++)
+            memcpy(out + i * width + pass * D, tmp + (size_t)i * D, (size_t)D * sizeof *out);
+    }
+    if (!rc && e->pool == 2)
+        normalise(out, b, width); /* the concatenation of two unit vectors, to unit length */
+    free(tmp);
+    return rc;
+}
+
+/* Features of the image files paths[0..n) in batches, with a progress line on a terminal. */
+static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet, float *out,
+                       pgd_error **err)
+{
+    int64_t width = e->pool == 2 ? 2 * (int64_t)e->cfg.dim : e->cfg.dim;
+    int progress = !quiet && isatty(STDERR_FILENO);
+    double t0 = model_now_ms();
+    int rc = PGD_OK;
+    for (int first = 0; first < n && !rc; first += batch) {
+        int b = n - first < batch ? n - first : batch;
+        float *x = NULL;
+        pgd_image **thumbs = NULL;
+        int64_t shape[4];
+        rc = app_load_batch(paths + first, b, e->preset, &x, &thumbs, shape, err);
+        if (!rc)
+            rc = features(e, x, b, (int)shape[2], (int)shape[3], out + first * width, err);
+        for (int i = 0; thumbs && i < b; i++)
+            pgd_image_free(thumbs[i]);
+        free(thumbs);
+        free(x);
+        if (progress) {
+            double s = (model_now_ms() - t0) / 1000;
+            fprintf(stderr, "\rpagoda embed: %d/%d images, %.1f images/s\033[K", first + b, n,
+                    s > 0 ? (first + b) / s : 0.0);
+        }
+    }
+    if (progress)
+        fprintf(stderr, "\r\033[K");
+    return rc;
+}
+
+static int parse_pool(const char *s)
+{
+    return !strcmp(s, "cls") ? 0 : !strcmp(s, "mean") ? 1 : !strcmp(s, "both") ? 2 : -1;
+}
+
+static const char *pool_name(int p)
+{
+    return p == 1 ? "mean" : p == 2 ? "both" : "cls";
+}
+
+static int parse_preset(const char *s)
+{
+    return !strcmp(s, "torchvision") ? PGD_PREPROCESS_TORCHVISION
+           : !strcmp(s, "timm")      ? PGD_PREPROCESS_TIMM
+           : !strcmp(s, "hf")        ? PGD_PREPROCESS_HF
+                                     : -1;
+}
+
+static const char *preset_name(pgd_preprocess p)
+{
+    return p == PGD_PREPROCESS_TIMM ? "timm" : p == PGD_PREPROCESS_HF ? "hf" : "torchvision";
+}
+
+int cmd_embed(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"weights", required_argument, 0, 'w'},
+        {"random", required_argument, 0, 'r'}, {"pool", required_argument, 0, 'p'},
+        {"preprocess", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
+        {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *device = NULL, *weights = NULL, *random = NULL, *input = NULL, *output = NULL;
+    int pool = 0, preset = PGD_PREPROCESS_TORCHVISION, quiet = 0, c;
+    int64_t batch = 8;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'w': weights = optarg; break;
+        case 'r': random = optarg; break;
+        case 'i': input = optarg; break;
+        case 'o': output = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'p':
+            if ((pool = parse_pool(optarg)) < 0)
+                return app_usage_error("embed ", "--pool wants cls, mean or both, got '%s'",
+                                       optarg);
+            break;
+        case 'P':
+            if ((preset = parse_preset(optarg)) < 0)
+                return app_usage_error("embed ", "--preprocess wants torchvision, timm or hf, "
+                                                 "got '%s'", optarg);
+            break;
+        case 'b':
+            if (pgd_parse_int64(optarg, 1, 256, &batch))
+                return app_usage_error("embed ", "--batch wants a whole number from 1 to 256, "
+                                                 "got '%s'", optarg);
+            break;
+        case 'h': fputs(embed_usage, stdout); return EXIT_OK;
+        default: return app_usage_error("embed ", "bad option");
+        }
+    }
+    if (!output)
+        return app_usage_error("embed ", "--output FEATS.npy is required");
+    if (weights && random)
+        return app_usage_error("embed ", "give --weights or --random, not both");
+    if (!weights && !random)
+        return app_usage_error("embed ", "give --weights FILE (a headless ViT such as DINO) or "
+                                         "--random SIZE");
+    if (input && optind < argc)
+        return app_usage_error("embed ", "give images or --input F.npy, not both");
+    if (!input && optind >= argc)
+        return app_usage_error("embed ", "no images given");
+    char **paths = NULL;
+    int n = 0, rc = EXIT_OK;
+    float *x = NULL, *feats = NULL;
+    int64_t shape[PGD_MAX_DIMS];
+    pgd_error *err = NULL;
+    if (input) {
+        int nd = 0;
+        if (pgd_npy_read(input, &x, &nd, shape, &err))
+            return app_fail(err);
+        if (nd != 4 || shape[1] != 3 || shape[0] < 1) {
+            free(x);
+            return pgd_error_set(&err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W]", input),
+                   app_fail(err);
+        }
+        n = (int)shape[0];
+    } else if ((rc = gather(argv + optind, argc - optind, &paths, &n))) {
+        return rc;
+    } else if (n == 0) {
+        free_list(paths, n);
+        fprintf(stderr, "pagoda: error: no image files (.jpg, .jpeg, .png, .bmp, .webp) found\n");
+        return EXIT_RUNTIME;
+    }
+    embed_model e = {0};
+    e.pool = pool;
+    e.preset = (pgd_preprocess)preset;
+    pgd_outfile *fo = NULL, *fj = NULL;
+    rc = model_open(&e, device, weights, random, 0);
+    int64_t width = pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
+    if (!rc && !(feats = malloc((size_t)n * (size_t)width * sizeof *feats))) {
+        fprintf(stderr, "pagoda: error: out of host memory for %d features\n", n);
+        rc = EXIT_RUNTIME;
+    }
+    /* Outputs are opened (checked) before the work and committed after it. */
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s.json", output);
+    if (!rc && (pgd_outfile_open(output, &fo, &err) || pgd_outfile_open(jpath, &fj, &err)))
+        rc = app_fail(err);
+    if (!rc && (input ? features(&e, x, n, (int)shape[2], (int)shape[3], feats, &err)
+                      : embed_files(&e, paths, n, (int)batch, quiet, feats, &err)))
+        rc = app_fail(err);
+    int64_t fs[2] = {n, width};
+    if (!rc && pgd_npy_write_to(fo, feats, 2, fs, &err))
+        rc = app_fail(err);
+    if (!rc) {
+        json_t *imgs = json_array();
+        for (int i = 0; i < n; i++) {
+            char name[4200];
+            if (input)
+                snprintf(name, sizeof name, "%s[%d]", input, i);
+            json_array_append_new(imgs, app_json_text(input ? name : paths[i]));
+        }
+        /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere. */
+        char *abs = weights ? realpath(weights, NULL) : NULL;
+        json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:o}", "weights",
+                                weights ? app_json_text(abs ? abs : weights) : json_null(), "random",
+                                random ? app_json_text(random) : json_null(), "pool",
+                                pool_name(pool), "preprocess", preset_name(e.preset), "dim",
+                                (int)width, "images", imgs);
+        if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
+            rc = pgd_error_set(&err, PGD_ERR_IO, "%s: writing the image list", jpath),
+            app_fail(err);
+        json_decref(doc);
+        free(abs);
+    }
+    if (!rc && (pgd_outfile_close(fo, &err) || pgd_outfile_close(fj, &err) ||
+                pgd_outfile_commit(fo, &err)))
+        rc = app_fail(err);
+    else if (!rc)
+        fo = NULL;
+    if (!rc && pgd_outfile_commit(fj, &err))
+        rc = app_fail(err);
+    else if (!rc) {
+        fj = NULL;
+        if (!quiet)
+            fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
+                            "image list to %s\n",
+                    n, (long long)width, pool_name(pool), output, jpath);
+    }
+    pgd_outfile_abort(fo);
+    pgd_outfile_abort(fj);
+    model_close(&e);
+    free(feats);
+    free(x);
+    free_list(paths, n);
+    return rc;
+}
+
+int cmd_similar(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"index", required_argument, 0, 'x'},
+        {"topk", required_argument, 0, 'k'}, {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *device = NULL, *index = NULL;
+    int64_t topk = 5;
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'x': index = optarg; break;
+        case 'j': json = 1; break;
+        case 'k':
+            if (pgd_parse_int64(optarg, 1, 100000, &topk))
+                return app_usage_error("similar ", "--topk wants a whole number from 1 to "
+                                                   "100000, got '%s'", optarg);
+            break;
+        case 'h': fputs(similar_usage, stdout); return EXIT_OK;
+        default: return app_usage_error("similar ", "bad option");
+        }
+    }
+    if (!index)
+        return app_usage_error("similar ", "--index FEATS.npy is required");
+    if (optind >= argc)
+        return app_usage_error("similar ", "no query images given");
+    pgd_error *err = NULL;
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s.json", index);
+    void *jtext = NULL;
+    size_t jsize = 0;
+    if (pgd_file_read(jpath, UINT64_C(64) << 20, &jtext, &jsize, &err))
+        return app_fail(err);
+    json_error_t je;
+    json_t *meta = json_loadb(jtext, jsize, 0, &je);
+    free(jtext);
+    json_t *imgs = meta ? json_object_get(meta, "images") : NULL;
+    const char *mw = meta ? json_string_value(json_object_get(meta, "weights")) : NULL;
+    const char *mr = meta ? json_string_value(json_object_get(meta, "random")) : NULL;
+    const char *mp = meta ? json_string_value(json_object_get(meta, "pool")) : NULL;
+    const char *mpre = meta ? json_string_value(json_object_get(meta, "preprocess")) : NULL;
+    if (!json_is_array(imgs) || (!mw && !mr) || !mp || parse_pool(mp) < 0 || !mpre ||
+        parse_preset(mpre) < 0) {
+        json_decref(meta);
+        fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n",
+                jpath);
+        return EXIT_RUNTIME;
+    }
+    float *idx = NULL;
+    int nd = 0;
+    int64_t is[PGD_MAX_DIMS];
+    int rc = EXIT_OK;
+    if (pgd_npy_read(index, &idx, &nd, is, &err))
+        rc = app_fail(err);
+    size_t nimg = json_array_size(imgs);
+    if (!rc && (nd != 2 || is[0] != (int64_t)nimg || is[0] < 1)) {
+        fprintf(stderr, "pagoda: error: %s: features must be [%zu, D] for the %zu images of "
+                        "%s\n", index, nimg, nimg, jpath);
+        rc = EXIT_RUNTIME;
+    }
+    embed_model e = {0};
+    e.pool = mp ? parse_pool(mp) : 0;
+    e.preset = mpre ? (pgd_preprocess)parse_preset(mpre) : PGD_PREPROCESS_TORCHVISION;
+    if (!rc)
+        rc = model_open(&e, device, mw, mr, 0);
+    int64_t width = e.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
+    if (!rc && is[1] != width) {
+        fprintf(stderr, "pagoda: error: %s holds %lld-wide features but its model gives %lld\n",
+                index, (long long)is[1], (long long)width);
+        rc = EXIT_RUNTIME;
+    }
+    int nq = argc - optind;
+    float *qf = NULL, *sim = NULL;
+    pgd_tensor *ti = NULL, *tq = NULL, *ts = NULL;
+    if (!rc && (!(qf = malloc((size_t)nq * (size_t)width * sizeof *qf)) ||
+                !(sim = malloc((size_t)nq * (size_t)is[0] * sizeof *sim)))) {
+        fprintf(stderr, "pagoda: error: out of host memory\n");
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc && embed_files(&e, argv + optind, nq, 8, 1, qf, &err))
+        rc = app_fail(err);
+    /* S [nq, N] = Q [nq, D] · Indexᵀ: one GEMM. */
+    int64_t sq[2] = {nq, width}, sx[2] = {is[0], width}, ss[2] = {nq, is[0]};
+    if (!rc && (pgd_tensor_create_from(e.ctx, 2, sx, idx, &ti, &err) ||
+                pgd_tensor_create_from(e.ctx, 2, sq, qf, &tq, &err) ||
+                pgd_tensor_create(e.ctx, 2, ss, &ts, &err)))
+        rc = app_fail(err);
+    pgd_gemm_args g = {.trans_b = 1, .alpha = 1.0f};
+    if (!rc && (pgd_gemm(e.ctx, &g, tq, ti, ts, &err) || pgd_tensor_download(ts, sim, &err)))
+        rc = app_fail(err);
+    json_t *results = json ? json_array() : NULL;
+    for (int q = 0; !rc && q < nq; q++) {
+        const float *row = sim + (size_t)q * (size_t)is[0];
+        int64_t k = topk < is[0] ? topk : is[0];
+        char shown[1024];
+        json_t *hits = json ? json_array() : NULL;
+        if (!json)
+            printf("%s:\n", app_term_text(argv[optind + q], shown, sizeof shown));
+        /* Selection by repeated arg-max (k is small); ties to the lower index. */
+        char *taken = calloc((size_t)is[0], 1);
+        for (int64_t r = 0; taken && r < k; r++) {
+            int64_t best = -1;
+            for (int64_t j = 0; j < is[0]; j++)
+                if (!taken[j] && (best < 0 || row[j] > row[best]))
+                    best = j;
+            taken[best] = 1;
+            const char *path = json_string_value(json_array_get(imgs, (size_t)best));
+            if (json)
+                json_array_append_new(hits, json_pack("{s:i, s:f, s:o}", "rank", (int)r + 1,
+                                                      "similarity", (double)row[best], "image",
+                                                      app_json_text(path ? path : "?")));
+            else
+                printf("  %2lld  %.4f  %s\n", (long long)r + 1, row[best],
+                       app_term_text(path ? path : "?", shown, sizeof shown));
+        }
+        free(taken);
+        if (json)
+            json_array_append_new(results, json_pack("{s:o, s:o}", "query",
+                                                     app_json_text(argv[optind + q]), "nearest",
+                                                     hits));
+    }
+    if (!rc && json)
+        rc = app_print_json(json_pack("{s:o, s:o}", "index", app_json_text(index), "results",
+                                      results));
+    else
+        json_decref(results);
+    pgd_tensor_destroy(ti);
+    pgd_tensor_destroy(tq);
+    pgd_tensor_destroy(ts);
+    model_close(&e);
+    free(qf);
+    free(sim);
+    free(idx);
+    json_decref(meta);
+    return rc;
+}
