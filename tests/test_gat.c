@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "craft.h"
+#include "gat.h"
 #include "harness.h"
 #include "internal.h" /* white-box: segment length */
 #include "reference.h"
@@ -442,6 +444,216 @@ START_TEST(bad_layers)
 }
 END_TEST
 
+/* ---- the golden model: PyG's GAT (tools/train-gat.py --golden) ---------------------------------
+ */
+
+static void data_path(char *buf, size_t size, const char *file)
+{
+    const char *dir = getenv("PAGODA_TEST_DATA");
+    ck_assert_msg(dir && *dir, "PAGODA_TEST_DATA is not set (meson test sets it to tests/data)");
+    snprintf(buf, size, "%s/%s", dir, file);
+}
+
+/* Loads the model at `path` on ctx; returns the status, *err set on failure. */
+static int load_model(pgd_ctx *ctx, const char *path, gat_model **m, pgd_error **err)
+{
+    model_source src;
+    int rc = model_source_open(&src, path, err);
+    if (!rc)
+        rc = gat_model_load(ctx, &src, m, err);
+    model_source_free(&src);
+    return rc;
+}
+
+/* Pagoda's logits within 1e-4 relative of PyG's, the same prediction for every node (so the
+ * same accuracy), and the last layer's attention coefficients in PyG's edge order, on every
+ * device. */
+START_TEST(golden_pyg)
+{
+    char mp[4096], gp[4096], ep[4096];
+    data_path(mp, sizeof mp, "gat-model.safetensors");
+    data_path(gp, sizeof gp, "gat-graph.safetensors");
+    data_path(ep, sizeof ep, "gat-expected.safetensors");
+    pgd_error *err = NULL;
+    gat_graph_file g;
+    PGD_CHECK_OK(gat_graph_load(gp, &g, &err), &err);
+    ck_assert_ptr_nonnull(g.y);
+    ck_assert_ptr_nonnull(g.test_mask);
+    pgd_weights *ew = NULL;
+    PGD_CHECK_OK(pgd_weights_open(ep, &ew, &err), &err);
+    pgd_weight_info li, ai;
+    ck_assert_int_eq(pgd_weights_find(ew, "logits", &li), PGD_OK);
+    ck_assert_int_eq(pgd_weights_find(ew, "alpha", &ai), PGD_OK);
+    ck_assert_int_eq(li.shape[0], g.n);
+    int64_t K = li.shape[1], E2 = ai.shape[0], H = ai.shape[1];
+    float *want_l = malloc((size_t)(g.n * K) * sizeof *want_l);
+    float *want_a = malloc((size_t)(E2 * H) * sizeof *want_a);
+    int64_t *pred = malloc((size_t)g.n * sizeof *pred);
+    PGD_CHECK_OK(pgd_weights_to_float(ew, "logits", want_l, &err), &err);
+    PGD_CHECK_OK(pgd_weights_to_float(ew, "alpha", want_a, &err), &err);
+    PGD_CHECK_OK(pgd_weights_read(ew, "pred", pred, &err), &err);
+    pgd_weights_close(ew);
+    double *wl = malloc((size_t)(g.n * K) * sizeof *wl),
+           *wa = malloc((size_t)(E2 * H) * sizeof *wa);
+    for (int64_t i = 0; i < g.n * K; i++)
+        wl[i] = want_l[i];
+    for (int64_t i = 0; i < E2 * H; i++)
+        wa[i] = want_a[i];
+    int64_t pyg_correct = 0, tested = 0;
+    for (int64_t i = 0; i < g.n; i++)
+        if (g.test_mask[i])
+            tested++, pyg_correct += pred[i] == g.y[i];
+
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        gat_model *m = NULL;
+        PGD_CHECK_OK(load_model(ctx, mp, &m, &err), &err);
+        ck_assert_int_eq(m->n_layers, 2);
+        ck_assert_int_eq(gat_model_out(m), K);
+        ck_assert_int_eq(m->info[0].desc.heads, 8);
+        ck_assert_int_eq(m->info[1].desc.concat, 0);
+        ck_assert_int_eq(m->act, PGD_GAT_ACT_ELU);
+        float *logits = malloc((size_t)(g.n * K) * sizeof *logits), *alpha = NULL;
+        int64_t *edges = NULL, rows = 0;
+        PGD_CHECK_OK(gat_model_run(ctx, m, &g, logits, &alpha, &edges, &rows, NULL, &err), &err);
+        ck_assert_int_eq(rows, E2);
+        char what[300];
+        snprintf(what, sizeof what, "GAT logits vs PyG on %s", d[di].name);
+        ck_assert(pgd_test_allclose(logits, wl, (size_t)(g.n * K), 1e-4, 1e-5, what));
+        snprintf(what, sizeof what, "GAT attention vs PyG on %s", d[di].name);
+        ck_assert(pgd_test_allclose(alpha, wa, (size_t)(E2 * H), 1e-4, 1e-6, what));
+        int64_t correct = 0;
+        for (int64_t i = 0; i < g.n; i++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < K; c++)
+                best = logits[i * K + c] > logits[i * K + best] ? c : best;
+            ck_assert_msg(best == pred[i], "%s: node %lld predicted %lld, PyG %lld", d[di].name,
+                          (long long)i, (long long)best, (long long)pred[i]);
+            correct += g.test_mask[i] && best == g.y[i];
+        }
+        ck_assert_int_eq(correct, pyg_correct);
+        fprintf(stderr, "gat golden on %s: accuracy %lld/%lld as PyG\n", d[di].name,
+                (long long)correct, (long long)tested);
+        free(logits), free(alpha), free(edges);
+        gat_model_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(want_l), free(want_a), free(pred), free(wl), free(wa);
+    gat_graph_free(&g);
+}
+END_TEST
+
+/* Crafted variants of the golden files are refused, the error naming the tensor and the rule. */
+START_TEST(strict_files)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    char mp[4096], gp[4096], out[4200];
+    data_path(mp, sizeof mp, "gat-model.safetensors");
+    data_path(gp, sizeof gp, "gat-graph.safetensors");
+    char *dir = pgd_test_tempdir("gat");
+    snprintf(out, sizeof out, "%s/crafted.safetensors", dir);
+    pgd_error *err = NULL;
+    struct {
+        craft_edit e;
+        int code;
+        const char *named[3];
+    } models[] = {
+        {{CRAFT_COPY, "conv1.bias", 0, {0}, "conv1.extra", 0, 0},
+         PGD_ERR_FORMAT,
+         {"conv1.extra", NULL}},
+        {{CRAFT_DROP, "conv2.att_dst", 0, {0}, NULL, 0, 0},
+         PGD_ERR_NOT_FOUND,
+         {"conv2.att_dst", NULL}},
+        {{CRAFT_RESHAPE, "conv1.att_src", 2, {8, 8}, NULL, 0, 0},
+         PGD_ERR_FORMAT,
+         {"conv1.att_src", "[8, 8]"}},
+        {{CRAFT_RESHAPE, "conv1.lin.weight", 2, {32, 64}, NULL, 0, 0},
+         PGD_ERR_SHAPE,
+         {"conv1.lin.weight", "[32, 64]"}},
+        {{CRAFT_RESHAPE, "conv2.bias", 2, {1, 5}, NULL, 0, 0},
+         PGD_ERR_SHAPE,
+         {"conv2.bias", "[1, 5]"}},
+        {{CRAFT_COPY, "conv1.att_src", 0, {0}, "conv1.att_edge", 0, 0},
+         PGD_ERR_UNSUPPORTED,
+         {"att_edge", "edge features"}},
+        {{CRAFT_POKE, "conv2.att_src", 0, {0}, NULL, 3, NAN},
+         PGD_ERR_FORMAT,
+         {"conv2.att_src", NULL}},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        craft_safetensors(mp, out, &models[i].e, 1);
+        gat_model *m = (gat_model *)&err;
+        int rc = load_model(ctx, out, &m, &err);
+        ck_assert_msg(rc == models[i].code, "model variant %zu: got %s, expected %s (%s)", i,
+                      pgd_status_name(rc), pgd_status_name(models[i].code),
+                      err ? pgd_error_message(err) : "no error");
+        ck_assert_ptr_null(m);
+        for (int k = 0; k < 2 && models[i].named[k]; k++)
+            ck_assert_msg(strstr(pgd_error_message(err), models[i].named[k]),
+                          "model variant %zu: '%s' not named in: %s", i, models[i].named[k],
+                          pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    struct {
+        craft_edit e;
+        int code;
+        const char *named;
+    } graphs[] = {
+        {{CRAFT_COPY, "x", 0, {0}, "features", 0, 0}, PGD_ERR_FORMAT, "features"},
+        {{CRAFT_DROP, "edge_index", 0, {0}, NULL, 0, 0}, PGD_ERR_NOT_FOUND, "edge_index"},
+        {{CRAFT_POKE, "x", 0, {0}, NULL, 33, INFINITY}, PGD_ERR_FORMAT, "x[1][1]"},
+        {{CRAFT_RESHAPE, "y", 2, {2, 120}, NULL, 0, 0}, PGD_ERR_SHAPE, "y is [2, 120]"},
+        {{CRAFT_RESHAPE, "edge_index", 2, {1, 4864}, NULL, 0, 0}, PGD_ERR_SHAPE, "[2, E]"},
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
+        craft_safetensors(gp, out, &graphs[i].e, 1);
+        gat_graph_file g;
+        int rc = gat_graph_load(out, &g, &err);
+        ck_assert_msg(rc == graphs[i].code, "graph variant %zu: got %s, expected %s (%s)", i,
+                      pgd_status_name(rc), pgd_status_name(graphs[i].code),
+                      err ? pgd_error_message(err) : "no error");
+        ck_assert_ptr_null(g.x);
+        ck_assert_msg(strstr(pgd_error_message(err), graphs[i].named),
+                      "graph variant %zu: '%s' not named in: %s", i, graphs[i].named,
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    /* bad edge indices reach pgd_graph_create through the model */
+    gat_graph_file g;
+    gat_model *m = NULL;
+    PGD_CHECK_OK(gat_graph_load(gp, &g, &err), &err);
+    PGD_CHECK_OK(load_model(ctx, mp, &m, &err), &err);
+    float *logits = malloc((size_t)(g.n * gat_model_out(m)) * sizeof *logits);
+    int64_t keep = g.edge_index[g.e + 17];
+    g.edge_index[g.e + 17] = g.n;
+    ck_assert_int_eq(gat_model_run(ctx, m, &g, logits, NULL, NULL, NULL, NULL, &err),
+                     PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(pgd_error_message(err), "edge_index[1][17] = 240"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
+    err = NULL;
+    g.edge_index[g.e + 17] = keep;
+    g.edge_index[3] = -1;
+    ck_assert_int_eq(gat_model_run(ctx, m, &g, logits, NULL, NULL, NULL, NULL, &err),
+                     PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(pgd_error_message(err), "edge_index[0][3] = -1"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
+    free(logits);
+    gat_model_free(m);
+    gat_graph_free(&g);
+    pgd_test_rmtree(dir);
+    free(dir);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gat");
@@ -451,6 +663,8 @@ int main(void)
     tcase_add_test(tc, bad_layers);
     tcase_add_test(tc, random_graphs);
     tcase_add_test(tc, hub_node);
+    tcase_add_test(tc, golden_pyg);
+    tcase_add_test(tc, strict_files);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

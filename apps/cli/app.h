@@ -99,5 +99,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
 int cmd_nonlocal(int argc, char **argv);
+int cmd_gat(int argc, char **argv);
 
 #endif

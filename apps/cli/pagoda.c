@@ -17,6 +17,7 @@ static const char usage[] =
     "  tune       search the device's kernel parameters and store them\n"
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
+    "  gat        classify the nodes of a graph with a graph attention network\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))
         return cmd_nonlocal(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gat"))
+        return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))
