@@ -3,12 +3,12 @@
  *
  *   gat_scores     a_src[i, h] = att_src[h]·h_i, a_dst[i, h] = att_dst[h]·h_i   (per node, head)
  *   gat_segments   for each segment of a node's incoming edges (CSR order, at most `seg`
- *                  edges) and each of the H·C channels: an online softmax over the segment's
- *                  scores e_ij = LeakyReLU(a_src[j] + a_dst[i]), giving the running maximum m,
- *                  the sum s = Σ exp(e - m) and the weighted sum o = Σ exp(e - m)·h_j
- *   gat_combine    per node and output column: the segments merged (rescaled to the common
- *                  maximum), o / s, heads concatenated or averaged, + residual, + bias,
- *                  activation; the node's softmax maximum and sum kept for gat_alpha
+ *                  edges), head and group of up to 8 channels: over the segment's scores
+ *                  e_ij = LeakyReLU(a_src[j] + a_dst[i]) the maximum m, the sum
+ *                  s = Σ exp(e - m) and the weighted sum o = Σ exp(e - m)·h_j
+ *   gat_combine    per node, head (or all heads, averaged) and group of channels: the
+ *                  segments merged (each rescaled to the common maximum), o / s, + residual,
+ *                  + bias, activation; the node's softmax maximum and sum kept for gat_alpha
  *   gat_alpha      per edge and head: α = exp(e - M_i) / S_i, written at the edge's position
  *                  in PyG's edge order
  *
@@ -45,9 +45,13 @@ __kernel void gat_scores(__global const float *hs, __global const float *hd, int
     ad[t] = d;
 }
 
-/* Item t = k·HC + c: segment k (edges seg_beg[k] .. min(seg_beg[k] + seg, rowptr[i + 1]) of node
- * i = seg_node[k]), channel c of head c / C. pm, ps [K, H] (written by the head's first
- * channel), po [K, HC]. */
+/* Channels per work-item: a head's channels are taken CW at a time, so that the score, its
+ * exponential and the source index of an edge are computed once for CW channels. */
+#define CW 8
+
+/* Item t = (k·H + h)·nc + q: segment k (edges seg_beg[k] .. min(seg_beg[k] + seg, rowptr[i + 1])
+ * of node i = seg_node[k]), head h, channels h·C + q·CW .. + CW (nc = ceil(C / CW) chunks).
+ * pm, ps [K, H] (written by chunk 0), po [K, HC]. */
 __kernel void gat_segments(__global const float *hs, __global const float *as,
                            __global const float *ad, __global const int *rowptr,
                            __global const int *col, __global const int *seg_node,
@@ -57,60 +61,82 @@ __kernel void gat_segments(__global const float *hs, __global const float *as,
     long t = get_global_id(0);
     if (t >= total)
         return;
-    int HC = H * C;
-    long k = t / HC;
-    int c = (int)(t % HC), h = c / C;
+    int nc = (C + CW - 1) / CW, HC = H * C;
+    int q = (int)(t % nc);
+    long kh = t / nc;
+    int h = (int)(kh % H);
+    long k = kh / H;
+    int c0 = h * C + q * CW, cw = min(CW, C - q * CW);
     int i = seg_node[k], e0 = seg_beg[k], e1 = rowptr[i + 1];
     if (e1 - e0 > seg)
         e1 = e0 + seg;
     float adi = ad[(long)i * H + h];
-    float m = -INFINITY, s = 0.0f, o = 0.0f;
+    /* Two passes over the segment's scores: the maximum, then the exponentials with the
+     * weighted sum. No branch in the loops (an online softmax's rescaling branch kept PoCL's
+     * loops scalar and cost twice the time). */
+    float m = -INFINITY, s = 0.0f, o[CW];
+    for (int e = e0; e < e1; e++)
+        m = fmax(m, leaky(as[(long)col[e] * H + h] + adi, slope));
+    for (int c = 0; c < CW; c++)
+        o[c] = 0.0f;
     for (int e = e0; e < e1; e++) {
         long j = col[e];
-        float v = leaky(as[j * H + h] + adi, slope);
-        float x = hs[j * HC + c];
-        if (v > m) {
-            /* A new maximum: what was summed so far is rescaled (exp(-inf) = 0 at the start). */
-            float r = exp(m - v);
-            s = fma(s, r, 1.0f);
-            o = fma(o, r, x);
-            m = v;
-        } else {
-            /* NaN lands here too, and spreads through s and o. */
-            float w = exp(v - m);
-            s += w;
-            o = fma(w, x, o);
-        }
+        /* NaN spreads through s and o (fmax above skips it; exp(NaN - m) does not). */
+        float w = exp(leaky(as[j * H + h] + adi, slope) - m);
+        __global const float *x = hs + j * HC + c0;
+        s += w;
+        for (int c = 0; c < CW; c++)
+            if (c < cw)
+                o[c] = fma(w, x[c], o[c]);
     }
-    po[t] = o;
-    if (c % C == 0) {
+    for (int c = 0; c < CW; c++)
+        if (c < cw)
+            po[k * HC + c0 + c] = o[c];
+    if (q == 0) {
         pm[k * H + h] = m;
         ps[k * H + h] = s;
     }
 }
 
-/* One head's value of column c (of HC) at node i from its segments [k0, k1): Σ o / Σ s after
- * rescaling each segment to the common maximum; 0 for a node without incoming edges. */
-static inline float merged(__global const float *pm, __global const float *ps,
-                           __global const float *po, int k0, int k1, int H, int HC, int h, int c,
-                           float *mo, float *so)
+/* Head h of node i from its segments [k0, k1): o[c] = Σ o_k / Σ s_k over channels c0 .. c0 + cw
+ * after rescaling each segment to the common maximum (one segment: no rescaling); zeros for a
+ * node without incoming edges. *mo and *so receive the maximum and the sum. */
+static inline void merged(__global const float *pm, __global const float *ps,
+                          __global const float *po, int k0, int k1, int H, int HC, int h, int c0,
+                          int cw, float *o, float *mo, float *so)
 {
+    for (int c = 0; c < CW; c++)
+        o[c] = 0.0f;
+    if (k1 - k0 == 1) {
+        float S = ps[(long)k0 * H + h];
+        for (int c = 0; c < CW; c++)
+            if (c < cw)
+                o[c] = po[(long)k0 * HC + c0 + c] / S;
+        *mo = pm[(long)k0 * H + h];
+        *so = S;
+        return;
+    }
     float M = -INFINITY;
     for (int k = k0; k < k1; k++)
         M = fmax(M, pm[(long)k * H + h]);
-    float S = 0.0f, O = 0.0f;
+    float S = 0.0f;
     for (int k = k0; k < k1; k++) {
         float r = exp(pm[(long)k * H + h] - M);
         S = fma(ps[(long)k * H + h], r, S);
-        O = fma(po[(long)k * HC + c], r, O);
+        for (int c = 0; c < CW; c++)
+            if (c < cw)
+                o[c] = fma(po[(long)k * HC + c0 + c], r, o[c]);
     }
+    if (k1 > k0)
+        for (int c = 0; c < CW; c++)
+            o[c] /= S;
     *mo = M;
     *so = S;
-    return k1 > k0 ? O / S : 0.0f;
 }
 
-/* Item t = i·OD + c: output column c of node i, OD = HC (concat) or C (mean). act 0 none,
- * 1 ELU (α = 1), 2 ReLU. has_res/has_bias: res [N, OD], bias [OD]. When keep, nm and ns [N, H]
+/* Item t = (i·G + g)·nc + q over nodes i, G = H groups (concat) or 1 (mean), and chunks q of
+ * CW channels: output columns of node i, OD = HC (concat) or C (mean). act 0 none, 1 ELU
+ * (α = 1), 2 ReLU. has_res/has_bias: res [N, OD], bias [OD]. When keep, nm and ns [N, H]
  * receive the softmax maximum and sum per node and head. */
 __kernel void gat_combine(__global const float *pm, __global const float *ps,
                           __global const float *po, __global const int *segptr, int H, int C,
@@ -121,34 +147,51 @@ __kernel void gat_combine(__global const float *pm, __global const float *ps,
     long t = get_global_id(0);
     if (t >= total)
         return;
-    int HC = H * C, OD = concat ? HC : C;
-    long i = t / OD;
-    int c = (int)(t % OD);
+    int nc = (C + CW - 1) / CW, HC = H * C, OD = concat ? HC : C, G = concat ? H : 1;
+    int q = (int)(t % nc);
+    long ig = t / nc;
+    int g = (int)(ig % G);
+    long i = ig / G;
+    int cw = min(CW, C - q * CW);
     int k0 = segptr[i], k1 = segptr[i + 1];
-    float v, M, S;
+    float v[CW], o[CW], M, S;
+    int col0; /* the first output column of the item */
     if (concat) {
-        int h = c / C;
-        v = merged(pm, ps, po, k0, k1, H, HC, h, c, &M, &S);
-        if (keep && c % C == 0)
-            nm[i * H + h] = M, ns[i * H + h] = S;
+        col0 = g * C + q * CW;
+        merged(pm, ps, po, k0, k1, H, HC, g, col0, cw, v, &M, &S);
+        if (keep && q == 0)
+            nm[i * H + g] = M, ns[i * H + g] = S;
     } else {
-        float sum = 0.0f;
+        col0 = q * CW;
+        for (int c = 0; c < CW; c++)
+            v[c] = 0.0f;
         for (int h = 0; h < H; h++) {
-            sum += merged(pm, ps, po, k0, k1, H, HC, h, h * C + c, &M, &S);
-            if (keep && c == 0)
+            merged(pm, ps, po, k0, k1, H, HC, h, h * C + col0, cw, o, &M, &S);
+            for (int c = 0; c < CW; c++)
+                v[c] += o[c];
+            if (keep && q == 0)
                 nm[i * H + h] = M, ns[i * H + h] = S;
         }
-        v = sum / (float)H;
+        for (int c = 0; c < CW; c++)
+            v[c] /= (float)H;
     }
-    if (has_res)
-        v += res[t];
-    if (has_bias)
-        v += bias[c];
-    if (act == 1)
-        v = v > 0.0f ? v : expm1(v);
-    else if (act == 2)
-        v = v < 0.0f ? 0.0f : v;
-    y[t] = v;
+    for (int c = 0; c < CW; c++) {
+        if (c >= cw)
+            break;
+        long at = i * OD + col0 + c;
+        float x = v[c];
+        if (has_res)
+            x += res[at];
+        if (has_bias)
+            x += bias[col0 + c];
+        /* exp(x) - 1, not expm1: PoCL's expm1 is a slow scalar call (4x this kernel's time);
+         * the difference is an absolute 1e-7 near 0. */
+        if (act == 1)
+            x = x > 0.0f ? x : exp(x) - 1.0f;
+        else if (act == 2)
+            x = x < 0.0f ? 0.0f : x;
+        y[at] = x;
+    }
 }
 
 /* Item t = e·H + h for CSR edge e (source col[e], destination dst[e]): the attention

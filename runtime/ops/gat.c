@@ -7,7 +7,7 @@
  * ~100 work units instead of one long loop, and no launch is made per node. A layer is
  *   h = x·Wᵀ                                    pgd_linear (and h_dst = x·W_dstᵀ for lin_dst)
  *   a_src, a_dst [N, H]                         gat_scores
- *   (m, s, o) per segment and channel           gat_segments, an online softmax
+ *   (m, s, o) per segment, head, 8 channels     gat_segments: max, Σ exp, Σ exp·h_j
  *   y = merge(segments) (+ res) + bias, act     gat_combine
  *   α [E', H] in PyG's edge order (optional)    gat_alpha
  */
@@ -480,12 +480,15 @@ static int run_scores(pgd_ctx *ctx, const pgd_gat *gat, int64_t N, gat_scratch *
     return launch_flat(ctx, k, "gat_scores", total, err);
 }
 
+/* The groups of channels a work-item of gat_segments and gat_combine takes (CW in gat.cl). */
+static int64_t chunks(int64_t C) { return (C + 7) / 8; }
+
 static int run_segments(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat_scratch *s,
                         pgd_error **err)
 {
     cl_kernel k;
     pgd__args a;
-    int64_t H = gat->d.heads, C = gat->d.out_channels, total = g->k * H * C;
+    int64_t H = gat->d.heads, C = gat->d.out_channels, total = g->k * H * chunks(C);
     int rc = pgd__args_kernel(&a, ctx, "gat", NULL, "gat_segments", &k, err);
     if (rc)
         return rc;
@@ -515,7 +518,7 @@ static int run_combine(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat
     cl_kernel k;
     pgd__args a;
     int64_t H = gat->d.heads, C = gat->d.out_channels;
-    int64_t total = g->n * pgd_gat_out_width(&gat->d);
+    int64_t total = g->n * (gat->d.concat ? H : 1) * chunks(C);
     int rc = pgd__args_kernel(&a, ctx, "gat", NULL, "gat_combine", &k, err);
     if (rc)
         return rc;
