@@ -654,6 +654,120 @@ START_TEST(strict_files)
 }
 END_TEST
 
+/* Single layers against PyG's GATConv itself (tests/data/gat-layers.safetensors, written by
+ * tools/train-gat.py --golden): heads averaged, no self loops with isolated nodes, self loops
+ * and a multi-edge in the input, residual, lin_src/lin_dst, other slopes, N = 1, E = 0. */
+static float *layer_tensor(pgd_weights *w, const char *pre, const char *name, int64_t *count)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", pre, name);
+    pgd_weight_info info;
+    if (pgd_weights_find(w, key, &info))
+        return NULL;
+    float *p = malloc((size_t)(info.numel + 1) * sizeof *p);
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_to_float(w, key, p, &err), &err);
+    if (count)
+        *count = (int64_t)info.numel;
+    return p;
+}
+
+static int64_t layer_meta(pgd_weights *w, const char *pre, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", pre, key);
+    const char *v = pgd_weights_metadata(w, k);
+    ck_assert_msg(v != NULL, "gat-layers: no __metadata__ %s", k);
+    if (!strcmp(v, "true"))
+        return 1;
+    if (!strcmp(v, "false"))
+        return 0;
+    return atoll(v);
+}
+
+START_TEST(pyg_layers)
+{
+    char path[4096];
+    data_path(path, sizeof path, "gat-layers.safetensors");
+    pgd_error *err = NULL;
+    pgd_weights *w = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    int cases = atoi(pgd_weights_metadata(w, "cases"));
+    ck_assert_int_ge(cases, 7);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        for (int k = 0; k < cases; k++) {
+            char pre[32], key[64];
+            snprintf(pre, sizeof pre, "case%d", k);
+            pgd_weight_info xi, ei;
+            snprintf(key, sizeof key, "%s.x", pre);
+            ck_assert_int_eq(pgd_weights_find(w, key, &xi), PGD_OK);
+            snprintf(key, sizeof key, "%s.edge_index", pre);
+            ck_assert_int_eq(pgd_weights_find(w, key, &ei), PGD_OK);
+            int64_t N = xi.shape[0], F = xi.shape[1], E = ei.shape[1];
+            int64_t *edges = malloc((size_t)(2 * E + 1) * sizeof *edges);
+            PGD_CHECK_OK(pgd_weights_read(w, key, edges, &err), &err);
+            int64_t H = layer_meta(w, pre, "heads"), C = layer_meta(w, pre, "channels");
+            pgd_gat_desc desc;
+            pgd_gat_desc_init(&desc, F, C, H);
+            desc.concat = (int)layer_meta(w, pre, "concat");
+            snprintf(key, sizeof key, "%s.negative_slope", pre);
+            desc.negative_slope = (float)atof(pgd_weights_metadata(w, key));
+            int loops = (int)layer_meta(w, pre, "add_self_loops");
+            float *x = layer_tensor(w, pre, "x", NULL);
+            float *lw = layer_tensor(w, pre, "lin.weight", NULL), *lwd = NULL;
+            if (!lw) {
+                lw = layer_tensor(w, pre, "lin_src.weight", NULL);
+                lwd = layer_tensor(w, pre, "lin_dst.weight", NULL);
+                ck_assert(lw && lwd);
+            }
+            int64_t nout = 0, nalpha = 0;
+            float *as = layer_tensor(w, pre, "att_src", NULL);
+            float *ad = layer_tensor(w, pre, "att_dst", NULL);
+            float *bias = layer_tensor(w, pre, "bias", NULL);
+            float *res = layer_tensor(w, pre, "res.weight", NULL);
+            float *out = layer_tensor(w, pre, "out", &nout);
+            float *alpha = layer_tensor(w, pre, "alpha", &nalpha);
+            pgd_gat_params p = {lw, lwd, as, ad, bias, res};
+            pgd_gat *gat = NULL;
+            pgd_graph *g = NULL;
+            PGD_CHECK_OK(pgd_gat_create(ctx, &desc, &p, &gat, &err), &err);
+            PGD_CHECK_OK(pgd_graph_create(ctx, N, edges, E, loops, &g, &err), &err);
+            int64_t E2 = pgd_graph_num_edges(g), od = pgd_gat_out_width(&desc);
+            ck_assert_int_eq(nout, N * od);
+            ck_assert_int_eq(nalpha, E2 * H);
+            int64_t xs[2] = {N, F}, ys[2] = {N, od}, als[2] = {E2, H};
+            pgd_tensor *tx = pgd_test_upload(ctx, 2, xs, x), *ty = NULL, *ta = NULL;
+            PGD_CHECK_OK(pgd_tensor_create(ctx, 2, ys, &ty, &err), &err);
+            PGD_CHECK_OK(pgd_tensor_create(ctx, 2, als, &ta, &err), &err);
+            PGD_CHECK_OK(pgd_gat_forward(ctx, gat, g, tx, ty, ta, &err), &err);
+            float *got = malloc((size_t)(nout + nalpha + 1) * sizeof *got);
+            double *want = malloc((size_t)(nout + nalpha + 1) * sizeof *want);
+            PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
+            PGD_CHECK_OK(pgd_tensor_download(ta, got + nout, &err), &err);
+            for (int64_t i = 0; i < nout; i++)
+                want[i] = out[i];
+            for (int64_t i = 0; i < nalpha; i++)
+                want[nout + i] = alpha[i];
+            char what[200];
+            snprintf(what, sizeof what, "PyG GATConv %s (N=%lld E=%lld H=%lld C=%lld) on %s", pre,
+                     (long long)N, (long long)E, (long long)H, (long long)C, d[di].name);
+            ck_assert(pgd_test_allclose(got, want, (size_t)nout, 1e-4, 1e-5, what));
+            ck_assert(pgd_test_allclose(got + nout, want + nout, (size_t)nalpha, 1e-4, 1e-6, what));
+            free(got), free(want), free(edges), free(x), free(lw), free(lwd), free(as), free(ad);
+            free(bias), free(res), free(out), free(alpha);
+            pgd_tensor_destroy(tx), pgd_tensor_destroy(ty), pgd_tensor_destroy(ta);
+            pgd_gat_destroy(gat);
+            pgd_graph_destroy(g);
+        }
+        pgd_ctx_destroy(ctx);
+    }
+    pgd_weights_close(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gat");
@@ -664,6 +778,7 @@ int main(void)
     tcase_add_test(tc, random_graphs);
     tcase_add_test(tc, hub_node);
     tcase_add_test(tc, golden_pyg);
+    tcase_add_test(tc, pyg_layers);
     tcase_add_test(tc, strict_files);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

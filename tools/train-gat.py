@@ -29,7 +29,14 @@ Writes into --out:
 
 --golden writes the small version tests/data/gat-{model,graph,expected}.safetensors (240 nodes)
 read by tests/test_gat.c; it checks that no test node's top two logits are within 1e-3 of each
-other, so that float rounding cannot flip a prediction.
+other, so that float rounding cannot flip a prediction. It also writes
+tests/data/gat-layers.safetensors: single GATConv layers with random weights on small random
+graphs in the settings a trained model does not cover (heads averaged, no self loops with
+isolated nodes, self loops and multi-edges in the input, residual, lin_src/lin_dst from a
+(x, x) pair, another slope, N = 1, E = 0), with PyG's outputs and attention coefficients:
+case<k>.{x, edge_index, lin.weight | lin_src.weight + lin_dst.weight, att_src, att_dst, bias,
+res.weight, out, alpha}; __metadata__ "cases" and case<k>.{heads, channels, concat,
+add_self_loops, negative_slope}.
 """
 import argparse
 import json
@@ -149,6 +156,61 @@ def export(model, x, ei, y, test_m, out_dir, prefix, log):
     return info
 
 
+LAYER_CASES = [
+    # heads, channels, concat, self loops, slope, residual, lin_src/lin_dst, bias, nodes, edges
+    dict(heads=4, ch=3, concat=True, loops=True, slope=0.2, res=False, pair=False, bias=True,
+         n=30, e=90),
+    dict(heads=3, ch=5, concat=False, loops=False, slope=0.2, res=False, pair=False, bias=True,
+         n=40, e=50),
+    dict(heads=2, ch=4, concat=True, loops=True, slope=0.1, res=True, pair=False, bias=True,
+         n=25, e=70),
+    dict(heads=2, ch=6, concat=False, loops=True, slope=0.3, res=True, pair=True, bias=True,
+         n=20, e=60),
+    dict(heads=2, ch=3, concat=True, loops=True, slope=0.2, res=False, pair=False, bias=True,
+         n=1, e=1),
+    dict(heads=3, ch=2, concat=True, loops=True, slope=0.2, res=False, pair=False, bias=False,
+         n=5, e=0),
+    dict(heads=8, ch=8, concat=True, loops=False, slope=0.2, res=False, pair=False, bias=True,
+         n=60, e=400),
+]
+
+
+def layer_cases(path, gen):
+    """Single GATConv layers on small random graphs (see the module docstring)."""
+    tensors, meta = {}, {"cases": str(len(LAYER_CASES))}
+    for k, c in enumerate(LAYER_CASES):
+        f = 7
+        n, e = c["n"], c["e"]
+        src = torch.randint(0, n, (e,), generator=gen)
+        # Edges only into the first 3/4 of the nodes: the rest are isolated without self loops.
+        dst = torch.randint(0, max(1, (3 * n) // 4), (e,), generator=gen)
+        if e >= 10:
+            dst[:3] = src[:3]                       # self loops in the input
+            src[5:8], dst[5:8] = src[4], dst[4]     # a multi-edge, four times
+        ei = torch.stack([src, dst]).long()
+        x = torch.randn(n, f, generator=gen)
+        conv = GATConv((f, f) if c["pair"] else f, c["ch"], heads=c["heads"], concat=c["concat"],
+                       add_self_loops=c["loops"], negative_slope=c["slope"],
+                       residual=c["res"], bias=c["bias"]).eval()
+        with torch.no_grad():
+            for p in conv.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.6)
+            out, (ei2, alpha) = conv((x, x) if c["pair"] else x, ei,
+                                     return_attention_weights=True)
+        pre = f"case{k}"
+        tensors[f"{pre}.x"] = x
+        tensors[f"{pre}.edge_index"] = ei
+        for name, t in conv.state_dict().items():
+            tensors[f"{pre}.{name}"] = t.detach().clone().contiguous()
+        tensors[f"{pre}.out"] = out.contiguous()
+        tensors[f"{pre}.alpha"] = alpha.contiguous()
+        meta.update({f"{pre}.heads": str(c["heads"]), f"{pre}.channels": str(c["ch"]),
+                     f"{pre}.concat": "true" if c["concat"] else "false",
+                     f"{pre}.add_self_loops": "true" if c["loops"] else "false",
+                     f"{pre}.negative_slope": repr(c["slope"])})
+    save_file(tensors, path, metadata=meta)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="gat-out", help="output folder (default gat-out)")
@@ -177,6 +239,9 @@ def main():
     if not a.golden:
         print(f"trained {a.epochs} epochs in {time.time() - t0:.1f} s; best val acc {best:.4f}")
     info = export(model, x, ei, y, te, a.out, "gat-" if a.golden else "", True)
+    if a.golden:
+        layer_cases(os.path.join(DATA, "gat-layers.safetensors"),
+                    torch.Generator().manual_seed(a.seed + 1))
     if a.golden and info["min_top2_margin"] < 1e-3:
         raise SystemExit(f"a test node's top two logits are {info['min_top2_margin']:.2e} apart: "
                          "pick another --seed")
