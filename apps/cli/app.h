@@ -100,5 +100,6 @@ int cmd_tune(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
 int cmd_nonlocal(int argc, char **argv);
 int cmd_gat(int argc, char **argv);
+int cmd_memnet(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const char usage[] =
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  gat        classify the nodes of a graph with a graph attention network\n"
+    "  memnet     answer questions about a story with a memory network, hop by hop\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))
         return cmd_nonlocal(argc - 1, argv + 1);
+    if (!strcmp(cmd, "memnet"))
+        return cmd_memnet(argc - 1, argv + 1);
     if (!strcmp(cmd, "gat"))
         return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
