@@ -161,37 +161,42 @@ static int shape_of(const model_source *src, const char *name, int *nd, int64_t 
     return src->shape(src->u, name, nd, s);
 }
 
-/* Reads one layer's tensors (their shapes from att_src and the weight) and creates it with the
- * activation `act` fused after it. */
-static int load_layer(pgd_ctx *ctx, const model_source *src, gat_layer_info *L, pgd_gat_act act,
-                      pgd_gat **out, pgd_error **err)
+/* The tensor names of layer P. */
+typedef struct layer_names {
+    char as[300], ad[300], w[300], wd[300], b[300], r[300];
+} layer_names;
+
+/* Finds layer L's tensors and sizes: heads and channels from att_src, F from the weight, the
+ * settings from __metadata__, `act` fused after it. Nothing is read yet. */
+static int layer_shapes(const model_source *src, gat_layer_info *L, pgd_gat_act act, layer_names *n,
+                        pgd_error **err)
 {
-    char n_as[300], n_ad[300], n_w[300], n_wd[300], n_b[300], n_r[300], n_e[300];
     const char *P = L->prefix;
-    snprintf(n_as, sizeof n_as, "%s.att_src", P);
-    snprintf(n_ad, sizeof n_ad, "%s.att_dst", P);
-    snprintf(n_e, sizeof n_e, "%s.lin_edge.weight", P);
+    char edge[300];
     int nd;
     int64_t s[8];
-    if (shape_of(src, n_e, &nd, s) == 0 ||
-        (snprintf(n_e, sizeof n_e, "%s.att_edge", P), shape_of(src, n_e, &nd, s) == 0))
+    snprintf(n->as, sizeof n->as, "%s.att_src", P);
+    snprintf(n->ad, sizeof n->ad, "%s.att_dst", P);
+    snprintf(edge, sizeof edge, "%s.lin_edge.weight", P);
+    if (shape_of(src, edge, &nd, s) == 0 ||
+        (snprintf(edge, sizeof edge, "%s.att_edge", P), shape_of(src, edge, &nd, s) == 0))
         return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
                              "%s: %s: edge features (GATConv edge_dim) are not supported",
-                             src->label, n_e);
-    if (shape_of(src, n_as, &nd, s) || nd != 3 || s[0] != 1 || s[1] < 1 || s[2] < 1) {
+                             src->label, edge);
+    if (shape_of(src, n->as, &nd, s) || nd != 3 || s[0] != 1 || s[1] < 1 || s[2] < 1) {
         char got[64] = "absent";
-        if (shape_of(src, n_as, &nd, s) == 0)
+        if (shape_of(src, n->as, &nd, s) == 0)
             model_shape_str(nd, s, got, sizeof got);
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: %s is %s, expected [1, heads, channels]",
-                             src->label, n_as, got);
+                             src->label, n->as, got);
     }
     int64_t H = s[1], C = s[2], HC = H * C;
-    snprintf(n_w, sizeof n_w, "%s.lin.weight", P);
-    if (shape_of(src, n_w, &nd, s)) {
-        snprintf(n_w, sizeof n_w, "%s.lin_src.weight", P);
-        snprintf(n_wd, sizeof n_wd, "%s.lin_dst.weight", P);
+    snprintf(n->w, sizeof n->w, "%s.lin.weight", P);
+    if (shape_of(src, n->w, &nd, s)) {
+        snprintf(n->w, sizeof n->w, "%s.lin_src.weight", P);
+        snprintf(n->wd, sizeof n->wd, "%s.lin_dst.weight", P);
         L->lin_dst = 1;
-        if (shape_of(src, n_w, &nd, s))
+        if (shape_of(src, n->w, &nd, s))
             return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                                  "%s: layer %s has neither %s.lin.weight nor %s.lin_src.weight",
                                  src->label, P, P, P);
@@ -202,56 +207,61 @@ static int load_layer(pgd_ctx *ctx, const model_source *src, gat_layer_info *L, 
         return pgd_error_set(err, PGD_ERR_SHAPE,
                              "%s: %s is %s, expected [%lld, in_channels] (heads %lld x channels "
                              "%lld from %s)",
-                             src->label, n_w, got, (long long)HC, (long long)H, (long long)C, n_as);
+                             src->label, n->w, got, (long long)HC, (long long)H, (long long)C,
+                             n->as);
     }
-    int64_t F = s[1];
-    pgd_gat_desc_init(&L->desc, F, C, H);
+    pgd_gat_desc_init(&L->desc, s[1], C, H);
     L->add_self_loops = 1;
-    snprintf(n_b, sizeof n_b, "%s.bias", P);
+    snprintf(n->b, sizeof n->b, "%s.bias", P);
+    snprintf(n->r, sizeof n->r, "%s.res.weight", P);
     int64_t bias_len = -1;
-    if (shape_of(src, n_b, &nd, s) == 0)
+    if (shape_of(src, n->b, &nd, s) == 0)
         bias_len = nd == 1 ? s[0] : -2;
+    L->bias = bias_len != -1;
+    L->residual = shape_of(src, n->r, &nd, s) == 0;
     int rc = layer_meta(src, L, bias_len, err);
+    L->desc.act = act;
+    return rc;
+}
+
+/* model_need then model_read. */
+static int need_read(const model_source *src, const char *name, int nd, const int64_t *shape,
+                     float *dst, int64_t n, pgd_error **err)
+{
+    int rc = model_need(src, name, nd, shape, err);
+    return rc ? rc : model_read(src, name, dst, n, err);
+}
+
+/* Reads one layer's tensors and creates it with the activation `act` fused after it. */
+static int load_layer(pgd_ctx *ctx, const model_source *src, gat_layer_info *L, pgd_gat_act act,
+                      pgd_gat **out, pgd_error **err)
+{
+    layer_names n;
+    int rc = layer_shapes(src, L, act, &n, err);
     if (rc)
         return rc;
-    L->desc.act = act;
+    int64_t F = L->desc.in_channels, H = L->desc.heads, C = L->desc.out_channels, HC = H * C;
     int64_t OD = pgd_gat_out_width(&L->desc);
-    snprintf(n_r, sizeof n_r, "%s.res.weight", P);
-    L->bias = bias_len != -1;
-    L->residual = shape_of(src, n_r, &nd, s) == 0;
-
     size_t nw = (size_t)(HC * F);
     float *w = malloc(nw * sizeof *w), *wd = L->lin_dst ? malloc(nw * sizeof *wd) : NULL;
     float *as = malloc((size_t)HC * sizeof *as), *ad = malloc((size_t)HC * sizeof *ad);
     float *b = L->bias ? malloc((size_t)OD * sizeof *b) : NULL;
     float *r = L->residual ? malloc((size_t)(OD * F) * sizeof *r) : NULL;
     if (!w || !as || !ad || (L->lin_dst && !wd) || (L->bias && !b) || (L->residual && !r))
-        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: layer %s", src->label, P);
+        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: layer %s", src->label, L->prefix);
     int64_t s_att[3] = {1, H, C}, s_w[2] = {HC, F}, s_r[2] = {OD, F};
     if (!rc)
-        rc = model_need(src, n_as, 3, s_att, err);
+        rc = need_read(src, n.as, 3, s_att, as, HC, err);
     if (!rc)
-        rc = model_read(src, n_as, as, HC, err);
+        rc = need_read(src, n.ad, 3, s_att, ad, HC, err);
     if (!rc)
-        rc = model_need(src, n_ad, 3, s_att, err);
-    if (!rc)
-        rc = model_read(src, n_ad, ad, HC, err);
-    if (!rc)
-        rc = model_need(src, n_w, 2, s_w, err);
-    if (!rc)
-        rc = model_read(src, n_w, w, HC * F, err);
+        rc = need_read(src, n.w, 2, s_w, w, HC * F, err);
     if (!rc && L->lin_dst)
-        rc = model_need(src, n_wd, 2, s_w, err);
-    if (!rc && L->lin_dst)
-        rc = model_read(src, n_wd, wd, HC * F, err);
+        rc = need_read(src, n.wd, 2, s_w, wd, HC * F, err);
     if (!rc && L->bias)
-        rc = model_need(src, n_b, 1, &OD, err);
-    if (!rc && L->bias)
-        rc = model_read(src, n_b, b, OD, err);
+        rc = need_read(src, n.b, 1, &OD, b, OD, err);
     if (!rc && L->residual)
-        rc = model_need(src, n_r, 2, s_r, err);
-    if (!rc && L->residual)
-        rc = model_read(src, n_r, r, OD * F, err);
+        rc = need_read(src, n.r, 2, s_r, r, OD * F, err);
     /* lin_dst equal to lin_src (PyG versions that shared them) is the plain layer. */
     if (!rc && wd && !memcmp(w, wd, nw * sizeof *w)) {
         free(wd);
@@ -358,6 +368,21 @@ static int read_ints(pgd_weights *w, const char *path, const pgd_weight_info *in
     return rc;
 }
 
+/* Every tensor must be a known one: a misnamed x or y is not silently ignored. */
+static int graph_names(pgd_weights *w, const char *path, pgd_error **err)
+{
+    for (size_t i = 0; i < pgd_weights_count(w); i++) {
+        const char *n = pgd_weights_name(w, i);
+        if (strcmp(n, "x") && strcmp(n, "edge_index") && strcmp(n, "y") && strcmp(n, "test_mask") &&
+            strcmp(n, "train_mask") && strcmp(n, "val_mask"))
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "graph '%s': unknown tensor '%.100s' (a graph holds x, "
+                                 "edge_index, and optionally y, test_mask, train_mask, val_mask)",
+                                 path, n);
+    }
+    return PGD_OK;
+}
+
 static int graph_tensors(pgd_weights *w, const char *path, gat_graph_file *g, pgd_error **err)
 {
     pgd_weight_info x, ei, info;
@@ -427,17 +452,7 @@ static int graph_tensors(pgd_weights *w, const char *path, gat_graph_file *g, pg
                                          (long long)i, g->test_mask[i]);
         }
     }
-    /* Everything else must be a known tensor: a misnamed x or y is not silently ignored. */
-    for (size_t i = 0; !rc && i < pgd_weights_count(w); i++) {
-        const char *n = pgd_weights_name(w, i);
-        if (strcmp(n, "x") && strcmp(n, "edge_index") && strcmp(n, "y") && strcmp(n, "test_mask") &&
-            strcmp(n, "train_mask") && strcmp(n, "val_mask"))
-            rc = pgd_error_set(err, PGD_ERR_FORMAT,
-                               "graph '%s': unknown tensor '%.100s' (a graph holds x, edge_index, "
-                               "and optionally y, test_mask, train_mask, val_mask)",
-                               path, n);
-    }
-    return rc;
+    return rc ? rc : graph_names(w, path, err);
 }
 
 int gat_graph_load(const char *path, gat_graph_file *g, pgd_error **err)

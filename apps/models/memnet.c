@@ -205,6 +205,40 @@ static int encode(const memnet_model *m, const char *path, int line, const char 
     return PGD_OK;
 }
 
+/* Question s->q[s->n_questions] from line i (body, and the answer after `tab` when not NULL),
+ * seeing the story's facts[0..nf) (line indices; their text in lines[]). */
+static int add_question(const memnet_model *m, const char *path, int i, char *body, char *tab,
+                        char **lines, const int *facts, int nf, memnet_story *s, pgd_error **err)
+{
+    memnet_question *q = &s->q[s->n_questions];
+    q->line = i + 1;
+    q->text = body;
+    if (tab) {
+        char *a = tab + 1, *t2 = strchr(a, '\t');
+        if (t2)
+            *t2 = '\0';
+        q->answer = *a ? a : NULL;
+        if (q->answer && word_index(m, q->answer, strlen(q->answer)) < 0)
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s:%d: the answer '%.40s' is not in the model's vocabulary", path,
+                                 i + 1, q->answer);
+    }
+    if (nf == 0)
+        return pgd_error_set(err, PGD_ERR_FORMAT, "%s:%d: a question before any sentence", path,
+                             i + 1);
+    q->n_facts = nf < m->memory ? nf : m->memory;
+    q->fact_line = malloc((size_t)q->n_facts * sizeof *q->fact_line);
+    q->fact = malloc((size_t)q->n_facts * sizeof *q->fact);
+    s->n_questions++;
+    if (!q->fact_line || !q->fact)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", path);
+    for (int k = 0; k < q->n_facts; k++) {
+        q->fact_line[k] = facts[nf - 1 - k] + 1;
+        q->fact[k] = lines[facts[nf - 1 - k]];
+    }
+    return PGD_OK;
+}
+
 int memnet_story_load(const memnet_model *m, const char *path, memnet_story *s, pgd_error **err)
 {
     memset(s, 0, sizeof *s);
@@ -262,38 +296,7 @@ int memnet_story_load(const memnet_model *m, const char *path, memnet_story *s, 
             facts[nf++] = i;
             continue;
         }
-        memnet_question *q = &s->q[s->n_questions];
-        q->line = i + 1;
-        q->text = body;
-        if (tab) {
-            char *a = tab + 1, *t2 = strchr(a, '\t');
-            if (t2)
-                *t2 = '\0';
-            q->answer = *a ? a : NULL;
-            if (q->answer && word_index(m, q->answer, strlen(q->answer)) < 0) {
-                rc = pgd_error_set(err, PGD_ERR_FORMAT,
-                                   "%s:%d: the answer '%.40s' is not in the model's vocabulary",
-                                   path, i + 1, q->answer);
-                break;
-            }
-        }
-        if (nf == 0) {
-            rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s:%d: a question before any sentence", path,
-                               i + 1);
-            break;
-        }
-        q->n_facts = nf < m->memory ? nf : m->memory;
-        q->fact_line = malloc((size_t)q->n_facts * sizeof *q->fact_line);
-        q->fact = malloc((size_t)q->n_facts * sizeof *q->fact);
-        s->n_questions++;
-        if (!q->fact_line || !q->fact) {
-            rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", path);
-            break;
-        }
-        for (int k = 0; k < q->n_facts; k++) {
-            q->fact_line[k] = facts[nf - 1 - k] + 1;
-            q->fact[k] = lines[facts[nf - 1 - k]];
-        }
+        rc = add_question(m, path, i, body, tab, lines, facts, nf, s, err);
     }
     if (!rc && s->n_questions == 0)
         rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s: no question (a line with '?')", path);
