@@ -128,6 +128,9 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
     pgd_gat_params p = {c->w, c->wd, c->as, c->ad, c->bias, c->resw};
     PGD_CHECK_OK(pgd_gat_create(ctx, &c->d, &p, &gat, &err), &err);
     int64_t E2 = pgd_graph_num_edges(g);
+    /* segments of one edge: one work unit per attended edge */
+    if (c->seg == 1)
+        ck_assert_int_eq(pgd__graph_segments(g), E2);
     int64_t xs[2] = {N, F}, ys[2] = {N, od}, als[2] = {E2, H};
     size_t ny = (size_t)(N * od), na = (size_t)(E2 * H);
     float *got = malloc((ny + 1) * sizeof *got), *gota = malloc((na + 1) * sizeof *gota);
