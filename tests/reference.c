@@ -572,3 +572,103 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
     free(s);
     free(keep);
 }
+
+/* ---- graph attention ---- */
+
+/* out [n, rows] = x [n, f]·wᵀ, w [rows, f]. */
+static void ref_lin(const float *x, const float *w, size_t n, size_t f, size_t rows, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t r = 0; r < rows; r++) {
+            double acc = 0;
+            for (size_t k = 0; k < f; k++)
+                acc += (double)x[i * f + k] * w[r * f + k];
+            out[i * rows + r] = acc;
+        }
+}
+
+size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index,
+                         size_t e, double *y, double *alpha, double *mag)
+{
+    size_t n = p->n, H = p->heads, C = p->c, HC = H * C, od = p->concat ? HC : C;
+    /* The edge list attention runs over. */
+    size_t cap = e + (p->add_loops ? n : 0), m = 0;
+    int64_t *src = malloc((cap ? cap : 1) * sizeof *src);
+    int64_t *dst = malloc((cap ? cap : 1) * sizeof *dst);
+    for (size_t k = 0; k < e; k++) {
+        if (p->add_loops && edge_index[k] == edge_index[e + k])
+            continue;
+        src[m] = edge_index[k], dst[m] = edge_index[e + k], m++;
+    }
+    for (size_t i = 0; p->add_loops && i < n; i++)
+        src[m] = (int64_t)i, dst[m] = (int64_t)i, m++;
+
+    double *h = malloc(n * HC * sizeof *h), *hd = malloc(n * HC * sizeof *hd);
+    double *as = malloc(n * H * sizeof *as), *ad = malloc(n * H * sizeof *ad);
+    double *sc = malloc((m ? m : 1) * H * sizeof *sc), *mx = malloc(n * H * sizeof *mx);
+    double *sum = calloc(n * H, sizeof *sum);
+    double *acc = calloc(n * HC, sizeof *acc), *accm = calloc(n * HC, sizeof *accm);
+    ref_lin(x, p->w, n, p->f, HC, h);
+    ref_lin(x, p->w_dst ? p->w_dst : p->w, n, p->f, HC, hd);
+    for (size_t i = 0; i < n; i++)
+        for (size_t hh = 0; hh < H; hh++) {
+            double s = 0, d = 0;
+            for (size_t c = 0; c < C; c++) {
+                s += h[i * HC + hh * C + c] * p->att_src[hh * C + c];
+                d += hd[i * HC + hh * C + c] * p->att_dst[hh * C + c];
+            }
+            as[i * H + hh] = s, ad[i * H + hh] = d;
+            mx[i * H + hh] = -INFINITY;
+        }
+    for (size_t k = 0; k < m; k++)
+        for (size_t hh = 0; hh < H; hh++) {
+            double v = as[src[k] * H + hh] + ad[dst[k] * H + hh];
+            v = v < 0 ? v * p->slope : v;
+            sc[k * H + hh] = v;
+            mx[dst[k] * H + hh] = fmax(mx[dst[k] * H + hh], v);
+        }
+    for (size_t k = 0; k < m; k++)
+        for (size_t hh = 0; hh < H; hh++)
+            sum[dst[k] * H + hh] += exp(sc[k * H + hh] - mx[dst[k] * H + hh]);
+    for (size_t k = 0; k < m; k++)
+        for (size_t hh = 0; hh < H; hh++) {
+            double a = exp(sc[k * H + hh] - mx[dst[k] * H + hh]) / sum[dst[k] * H + hh];
+            if (alpha)
+                alpha[k * H + hh] = a;
+            for (size_t c = 0; c < C; c++) {
+                double v = h[src[k] * HC + hh * C + c];
+                acc[dst[k] * HC + hh * C + c] += a * v;
+                accm[dst[k] * HC + hh * C + c] += a * fabs(v);
+            }
+        }
+    double *res = NULL;
+    if (p->res_w) {
+        res = malloc(n * od * sizeof *res);
+        ref_lin(x, p->res_w, n, p->f, od, res);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t o = 0; o < od; o++) {
+            double v = 0, g = 0;
+            if (p->concat) {
+                v = acc[i * HC + o], g = accm[i * HC + o];
+            } else {
+                for (size_t hh = 0; hh < H; hh++)
+                    v += acc[i * HC + hh * C + o], g += accm[i * HC + hh * C + o];
+                v /= (double)H, g /= (double)H;
+            }
+            if (res)
+                v += res[i * od + o], g += fabs(res[i * od + o]);
+            if (p->bias)
+                v += p->bias[o], g += fabs((double)p->bias[o]);
+            if (p->act == 1)
+                v = v > 0 ? v : expm1(v);
+            else if (p->act == 2)
+                v = v < 0 ? 0 : v;
+            y[i * od + o] = v;
+            if (mag)
+                mag[i * od + o] = g;
+        }
+    free(src), free(dst), free(h), free(hd), free(as), free(ad), free(sc), free(mx), free(sum);
+    free(acc), free(accm), free(res);
+    return m;
+}

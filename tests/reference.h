@@ -107,4 +107,21 @@ struct pgd_attention_args;
 void pgd_ref_attention(const struct pgd_attention_args *a, const float *q, const float *k,
                        const float *v, const float *m, double *o, double *p);
 
+/* One GATConv layer as PyTorch Geometric computes it in eval mode, on x [n, f] and the edges
+ * edge_index [2, e] (int64, sources then destinations): h = x·Wᵀ (w [heads·c, f]; h_dst from
+ * w_dst when not NULL), e_ij = LeakyReLU(att_src·h_j + att_dst·h_i, slope) per head, α the
+ * softmax of e over each node's incoming edges, out_i = Σ α_ij h_j, heads concatenated or
+ * averaged, + x·res_wᵀ (NULL: none), + bias (NULL: none), act 0 none, 1 ELU, 2 ReLU. With
+ * add_loops, PyG's rule: self loops dropped, one appended per node. y [n, out width]; alpha
+ * (NULL: not wanted) [e', heads] in that edge order; mag (may be NULL) per element of y the
+ * sum of |terms| (Σ α|h| per head, averaged like y, + |res| + |bias|). Returns e'. */
+typedef struct pgd_ref_gat {
+    size_t n, f, c, heads;
+    int concat, add_loops, act;
+    double slope;
+    const float *w, *w_dst, *att_src, *att_dst, *bias, *res_w;
+} pgd_ref_gat;
+size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index,
+                         size_t e, double *y, double *alpha, double *mag);
+
 #endif

@@ -76,6 +76,7 @@ static const bench_item *const items[] = {
     &bench_item_swin_s,
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
+    &bench_item_gat,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif

@@ -1405,3 +1405,138 @@ const bench_item bench_item_patch_embed = {
     "patch_embed", "patch_embed:B,D",
     "ViT patch embedding: B 224x224 images, 16x16 patches, D channels, cls + position",
     validate_bd, run_patch_embed};
+
+/* ---- gat[:N,E] — one GATConv layer (64 -> 8 heads x 8, concat, ELU) on a generated power-law
+ * graph ------------------------------------------------------------------------------------ */
+
+/* The graph of the item, the same one tools/bench-gat-peers builds for PyG: edge k has source
+ * h(2k) mod N and destination 0 for every tenth edge (a hub: 10^5 in-edges at the default
+ * size), else floor(N·u²) with u = h(2k+1) / 2^64 in 53 bits (more edges into low ids); h is
+ * splitmix64's finaliser over k·golden + seed. */
+static uint64_t gat_hash(uint64_t k)
+{
+    uint64_t z = 0x6761742062656e63ull + (k + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void gat_edges(int64_t n, int64_t e, int64_t *ei)
+{
+    for (int64_t k = 0; k < e; k++) {
+        ei[k] = (int64_t)(gat_hash(2 * (uint64_t)k) % (uint64_t)n);
+        double u = (double)(gat_hash(2 * (uint64_t)k + 1) >> 11) * 0x1p-53;
+        ei[e + k] = k % 10 == 0 ? 0 : (int64_t)floor((double)n * u * u);
+    }
+}
+
+static int parse_gat(const char *spec, long v[2])
+{
+    v[0] = 100000, v[1] = 1000000;
+    if (strncmp(spec, "gat", 3) || (spec[3] != '\0' && spec[3] != ':'))
+        return -1;
+    if (spec[3] == '\0')
+        return 0;
+    int64_t w[2];
+    int n = 0;
+    if (pgd_parse_int64_list(spec + 4, ',', 1, (int64_t)1 << 28, w, 2, 2, &n))
+        return -1;
+    v[0] = (long)w[0], v[1] = (long)w[1];
+    return 0;
+}
+
+static int validate_gat(const char *spec)
+{
+    long v[2];
+    return parse_gat(spec, v);
+}
+
+typedef struct gat_state {
+    pgd_ctx *ctx;
+    pgd_gat *gat;
+    pgd_graph *g;
+    pgd_tensor *x, *y;
+} gat_state;
+
+static int gat_once(void *p, pgd_error **err)
+{
+    gat_state *s = p;
+    return pgd_gat_forward(s->ctx, s->gat, s->g, s->x, s->y, NULL, err);
+}
+
+static int run_gat(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                   int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    long v[2];
+    parse_gat(spec, v);
+    const int64_t F = 64, H = 8, C = 8, N = v[0], E = v[1];
+    gat_state s = {ctx, NULL, NULL, NULL, NULL};
+    /* device: x, h [N, 64] and y; the scores and merge scratch ~ (N + E/1024)·(64 + 2·8); the
+     * int32 CSR ~ 4 (E + N) */
+    int64_t nx = mul_sat(N, F), e2 = add_sat(E, N);
+    int64_t total = add_sat(mul_sat(5, nx), mul_sat(4, e2));
+    int rc = check_fits(ctx, nx > e2 ? nx : e2, total, add_sat(nx, mul_sat(4, e2)), err);
+    if (rc)
+        return rc;
+    float *host = item_alloc(nx, err);
+    int64_t *ei = host ? malloc((size_t)(2 * E + 1) * sizeof *ei) : NULL;
+    float *w = host ? item_alloc(H * C * F + 3 * H * C, err) : NULL;
+    if (!host || !ei || !w) {
+        free(host), free(ei), free(w);
+        return ei || !host || !w ? PGD_ERR_OUT_OF_HOST_MEMORY
+                                 : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "edge_index");
+    }
+    fill_rand(host, (size_t)nx);
+    model_fill_seeded(w, H * C * F + 3 * H * C, 0x676174, 0.2f);
+    gat_edges(N, E, ei);
+    pgd_gat_desc d;
+    pgd_gat_desc_init(&d, F, C, H);
+    d.act = PGD_GAT_ACT_ELU;
+    pgd_gat_params p = {w,   NULL, w + H * C * F, w + H * C * F + H * C, w + H * C * F + 2 * H * C,
+                        NULL};
+    int64_t xs[2] = {N, F}, ys[2] = {N, H * C};
+    double t0 = bench_now_ms();
+    rc = pgd_graph_create(ctx, N, ei, E, 1, &s.g, err);
+    double graph_ms = bench_now_ms() - t0;
+    free(ei);
+    if (!rc)
+        rc = pgd_gat_create(ctx, &d, &p, &s.gat, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, xs, &s.x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, ys, &s.y, err);
+    if (!rc)
+        rc = pgd_tensor_upload(s.x, host, err);
+    free(host);
+    free(w);
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){gat_once, &s}, o, b, err);
+    if (!rc) {
+        int64_t ea = pgd_graph_num_edges(s.g);
+        snprintf(b->name, sizeof b->name, "gat:%ld,%ld", v[0], v[1]);
+        snprintf(b->params, sizeof b->params,
+                 "{\"nodes\":%ld,\"edges\":%ld,\"edges_attended\":%lld,\"max_in_degree\":%lld,"
+                 "\"in\":64,\"heads\":8,\"channels\":8}",
+                 v[0], v[1], (long long)ea, (long long)pgd_graph_max_in_degree(s.g));
+        /* h = x·Wᵀ, the scores, and per attended edge and channel one exp-weighted FMA */
+        b->flops = 2.0 * (double)N * (double)(F * H * C) + 4.0 * (double)N * (double)(H * C) +
+                   2.0 * (double)ea * (double)(H * C);
+        snprintf(b->extra_key, sizeof b->extra_key, "graph_ms");
+        b->extra = graph_ms;
+        *nres = 1;
+    }
+    pgd_tensor_destroy(s.x);
+    pgd_tensor_destroy(s.y);
+    pgd_gat_destroy(s.gat);
+    pgd_graph_destroy(s.g);
+    return rc;
+}
+
+const bench_item bench_item_gat = {
+    "gat", "gat[:N,E]",
+    "one GATConv layer (64 -> 8 heads x 8, concat, ELU, self loops) on a generated graph of N "
+    "nodes and E edges (default 100000,1000000; every tenth edge into node 0); the CSR build "
+    "time as graph_ms",
+    validate_gat, run_gat};

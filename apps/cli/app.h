@@ -102,5 +102,7 @@ int cmd_nonlocal(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_similar(int argc, char **argv);
+int cmd_gat(int argc, char **argv);
+int cmd_memnet(int argc, char **argv);
 
 #endif

@@ -20,6 +20,8 @@ static const char usage[] =
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  embed      features of many images from a self-supervised ViT (DINO)\n"
     "  similar    the nearest images of an embedded index\n"
+    "  gat        classify the nodes of a graph with a graph attention network\n"
+    "  memnet     answer questions about a story with a memory network, hop by hop\n"
     "  version    print the version\n"
     "  help       show this help\n"
     "\n"
@@ -67,6 +69,10 @@ int main(int argc, char **argv)
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))
         return cmd_nonlocal(argc - 1, argv + 1);
+    if (!strcmp(cmd, "memnet"))
+        return cmd_memnet(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gat"))
+        return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))

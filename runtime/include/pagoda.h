@@ -1168,6 +1168,103 @@ PGD_API int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pg
                                   int64_t qi, int64_t qj, float *row, int64_t *gh, int64_t *gw,
                                   pgd_error **err);
 
+/* ---- graph attention (GATConv) ------------------------------------------------------------- */
+
+/* A graph on the device for graph attention: N nodes and the edges of an edge_index [2, E] as
+ * PyTorch Geometric stores it (row 0 the sources j, row 1 the destinations i; a message flows
+ * j -> i), kept as CSR over each node's incoming edges. Multi-edges are kept and each counts
+ * in the softmax, as in PyG. */
+typedef struct pgd_graph pgd_graph;
+
+/* Builds the graph on the host and uploads it. edge_index is host int64 [2, num_edges],
+ * row-major (all sources, then all destinations), kept by the caller; it may be NULL when
+ * num_edges is 0. With add_self_loops = 1 the edges are those PyG's GATConv uses with
+ * add_self_loops=True: existing self loops removed, the other edges in their order, then one
+ * loop per node 0..N-1 (E' = E - loops + N); with 0 they are taken as given (E' = E) and a node
+ * without incoming edges gets zeros before the bias. Every index is checked: num_nodes 1..2^31-2,
+ * num_edges >= 0, add_self_loops 0 or 1, and each edge_index value in 0..N-1, else
+ * PGD_ERR_INVALID_ARGUMENT naming the row, the edge and the value; E' of 2^31-1 or more is
+ * PGD_ERR_TOO_LARGE. On error *out is NULL and nothing is allocated. */
+PGD_API int pgd_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
+                             int64_t num_edges, int add_self_loops, pgd_graph **out,
+                             pgd_error **err);
+/* Frees the graph; NULL is accepted. */
+PGD_API void pgd_graph_destroy(pgd_graph *g);
+/* N; 0 for NULL. */
+PGD_API int64_t pgd_graph_num_nodes(const pgd_graph *g);
+/* E': the edges attention runs over, self loops included; 0 for NULL. */
+PGD_API int64_t pgd_graph_num_edges(const pgd_graph *g);
+/* The largest number of incoming edges of a node (self loop included); 0 for NULL. */
+PGD_API int64_t pgd_graph_max_in_degree(const pgd_graph *g);
+/* The graph's edges [2, E'] (int64, sources then destinations) in the order attention
+ * coefficients come in: PyG's order after its self-loop rule, the edge_index GATConv returns
+ * with return_attention_weights=True. Owned by the graph; NULL for NULL. */
+PGD_API const int64_t *pgd_graph_edge_index(const pgd_graph *g);
+
+/* The activation fused after a GAT layer's bias (the one a model applies between layers). */
+typedef enum pgd_gat_act {
+    PGD_GAT_ACT_NONE = 0,
+    PGD_GAT_ACT_ELU = 1, /* x > 0 ? x : exp(x) - 1 (F.elu, alpha 1) */
+    PGD_GAT_ACT_RELU = 2
+} pgd_gat_act;
+
+/* One GATConv layer (Veličković et al., "Graph Attention Networks", ICLR 2018, as PyG's
+ * GATConv computes it in eval mode): with F inputs, H heads of C channels,
+ *     h = x·Wᵀ                                     [N, H·C], W = lin.weight [H·C, F]
+ *     e_ij = LeakyReLU(att_src[h]·h_j + att_dst[h]·h_i, negative_slope)   per edge j -> i, head h
+ *     α_ij = softmax of e_ij over node i's incoming edges (numerically stable; per head)
+ *     out_i = Σ_j α_ij h_j                          per head
+ *     y = concat over heads [N, H·C], or their mean [N, C]; (+ x·W_resᵀ) + bias; activation. */
+typedef struct pgd_gat_desc {
+    int64_t in_channels;  /* F >= 1 */
+    int64_t out_channels; /* C >= 1, per head */
+    int64_t heads;        /* H >= 1 (H·C <= 2^24) */
+    int concat;           /* 1: heads concatenated, 0: averaged */
+    float negative_slope; /* of the LeakyReLU on the scores; PyG's default is 0.2 */
+    pgd_gat_act act;
+} pgd_gat_desc;
+
+/* Sets *d to PyG's defaults for those sizes: concat 1, negative_slope 0.2, no activation. */
+PGD_API void pgd_gat_desc_init(pgd_gat_desc *d, int64_t in_channels, int64_t out_channels,
+                               int64_t heads);
+/* The output width: H·C with concat, C without; 0 for NULL. */
+PGD_API int64_t pgd_gat_out_width(const pgd_gat_desc *d);
+
+/* A layer's weights, host float arrays in PyG's layouts (att_src/att_dst [1, H, C] read as
+ * [H·C]). */
+typedef struct pgd_gat_params {
+    const float *weight;          /* [H·C, F]: lin.weight (lin_src.weight); required */
+    const float *weight_dst;      /* [H·C, F]: lin_dst.weight when it differs, else NULL */
+    const float *att_src;         /* [H, C]; required */
+    const float *att_dst;         /* [H, C]; required */
+    const float *bias;            /* [out width]; NULL: none */
+    const float *residual_weight; /* [out width, F]: res.weight (residual=True); NULL: none */
+} pgd_gat_params;
+
+typedef struct pgd_gat pgd_gat;
+
+/* Prepares a layer for the device. The caller keeps desc, params and the arrays; the layer
+ * holds its own copies. A size out of range, concat not 0/1, a non-finite slope, an unknown
+ * activation or a missing required array is PGD_ERR_INVALID_ARGUMENT naming it. On error *out
+ * is NULL and nothing is allocated. */
+PGD_API int pgd_gat_create(pgd_ctx *ctx, const pgd_gat_desc *desc, const pgd_gat_params *params,
+                           pgd_gat **out, pgd_error **err);
+/* Frees the layer; NULL is accepted. */
+PGD_API void pgd_gat_destroy(pgd_gat *gat);
+/* The description the layer was made with (owned by it); NULL for NULL. */
+PGD_API const pgd_gat_desc *pgd_gat_get_desc(const pgd_gat *gat);
+/* y [N, out width] = the layer on graph g with node features x [N, F]. alpha, when not NULL, is
+ * [E', H] and receives the attention coefficients α, row r for edge r of
+ * pgd_graph_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
+ * (y must not alias x), else PGD_ERR_INVALID_ARGUMENT; a wrong shape is PGD_ERR_SHAPE naming
+ * the shape found and the one expected. No launch is made per node: each node's incoming edges
+ * are cut into segments of bounded length, so degrees of 10^5 and more cost no more than their
+ * edges. Scratch tensors come from the context's pool and go back to it before the call
+ * returns. */
+PGD_API int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g,
+                            const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha,
+                            pgd_error **err);
+
 #ifdef __cplusplus
 }
 #endif

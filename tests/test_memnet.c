@@ -1,0 +1,201 @@
+/* test_memnet.c — the end-to-end memory network (apps/models/memnet.c) against the PyTorch model
+ * of tools/train-memnet.py --golden on every device: the logits of every test question within
+ * 1e-4, the same answers (so the same accuracy), each hop's attention over the sentences; and
+ * model and story files that must be refused, the error naming the tensor, line or word. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "craft.h"
+#include "harness.h"
+#include "memnet.h"
+
+static void data_path(char *buf, size_t size, const char *file)
+{
+    const char *dir = getenv("PAGODA_TEST_DATA");
+    ck_assert_msg(dir && *dir, "PAGODA_TEST_DATA is not set (meson test sets it to tests/data)");
+    snprintf(buf, size, "%s/%s", dir, file);
+}
+
+static int load(pgd_ctx *ctx, const char *path, memnet_model **m, pgd_error **err)
+{
+    model_source src;
+    int rc = model_source_open(&src, path, err);
+    if (!rc)
+        rc = memnet_load(ctx, &src, m, err);
+    model_source_free(&src);
+    return rc;
+}
+
+START_TEST(golden_pytorch)
+{
+    char mp[4096], sp[4096], ep[4096];
+    data_path(mp, sizeof mp, "memnet.safetensors");
+    data_path(sp, sizeof sp, "memnet-test.txt");
+    data_path(ep, sizeof ep, "memnet-expected.safetensors");
+    pgd_error *err = NULL;
+    pgd_weights *ew = NULL;
+    PGD_CHECK_OK(pgd_weights_open(ep, &ew, &err), &err);
+    pgd_weight_info li, ai;
+    ck_assert_int_eq(pgd_weights_find(ew, "logits", &li), PGD_OK);
+    ck_assert_int_eq(pgd_weights_find(ew, "attention", &ai), PGD_OK);
+    int64_t Q = li.shape[0], V = li.shape[1], K = ai.shape[1], M = ai.shape[2];
+    float *wl = malloc((size_t)(Q * V) * sizeof *wl),
+          *wa = malloc((size_t)(Q * K * M) * sizeof *wa);
+    int64_t *pred = malloc((size_t)Q * sizeof *pred);
+    PGD_CHECK_OK(pgd_weights_to_float(ew, "logits", wl, &err), &err);
+    PGD_CHECK_OK(pgd_weights_to_float(ew, "attention", wa, &err), &err);
+    PGD_CHECK_OK(pgd_weights_read(ew, "pred", pred, &err), &err);
+    pgd_weights_close(ew);
+    double *dl = malloc((size_t)(Q * V) * sizeof *dl),
+           *da = malloc((size_t)(Q * K * M) * sizeof *da);
+    for (int64_t i = 0; i < Q * V; i++)
+        dl[i] = wl[i];
+    for (int64_t i = 0; i < Q * K * M; i++)
+        da[i] = wa[i];
+
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        memnet_model *m = NULL;
+        memnet_story s;
+        PGD_CHECK_OK(load(ctx, mp, &m, &err), &err);
+        ck_assert_int_eq(m->hops, K);
+        ck_assert_int_eq(m->memory, M);
+        ck_assert_int_eq(m->vocab, V);
+        PGD_CHECK_OK(memnet_story_load(m, sp, &s, &err), &err);
+        ck_assert_int_eq(s.n_questions, Q);
+        float *logits = malloc((size_t)(Q * V) * sizeof *logits);
+        float *att = malloc((size_t)(Q * K * M) * sizeof *att);
+        PGD_CHECK_OK(memnet_run(ctx, m, &s, logits, att, &err), &err);
+        char what[256];
+        snprintf(what, sizeof what, "memnet logits vs PyTorch on %s", d[di].name);
+        ck_assert(pgd_test_allclose(logits, dl, (size_t)(Q * V), 1e-4, 1e-4, what));
+        /* empty slots: PyTorch's softmax gives exactly 0 there, Pagoda's too */
+        snprintf(what, sizeof what, "memnet attention vs PyTorch on %s", d[di].name);
+        ck_assert(pgd_test_allclose(att, da, (size_t)(Q * K * M), 1e-4, 1e-5, what));
+        int correct = 0, pyg_correct = 0, answered = 0;
+        for (int64_t b = 0; b < Q; b++) {
+            int64_t best = 1;
+            for (int64_t v = 1; v < V; v++)
+                best = logits[b * V + v] > logits[b * V + best] ? v : best;
+            ck_assert_msg(best == pred[b], "%s: question %lld (line %d) answered %s, PyTorch %s",
+                          d[di].name, (long long)b, s.q[b].line, m->words[best], m->words[pred[b]]);
+            if (s.q[b].answer) {
+                answered++;
+                correct += !strcmp(s.q[b].answer, m->words[best]);
+                pyg_correct += !strcmp(s.q[b].answer, m->words[pred[b]]);
+            }
+        }
+        ck_assert_int_eq(answered, Q);
+        ck_assert_int_eq(correct, pyg_correct);
+        fprintf(stderr, "memnet golden on %s: %d of %d answers right, as PyTorch\n", d[di].name,
+                correct, answered);
+        free(logits), free(att);
+        memnet_story_free(&s);
+        memnet_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(wl), free(wa), free(pred), free(dl), free(da);
+}
+END_TEST
+
+/* Writes text to dir/name and returns the path (static buffer). */
+static const char *write_story(const char *dir, const char *name, const char *text)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+START_TEST(strict_files)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    char mp[4096], out[4200];
+    data_path(mp, sizeof mp, "memnet.safetensors");
+    char *dir = pgd_test_tempdir("memnet");
+    snprintf(out, sizeof out, "%s/crafted.safetensors", dir);
+    pgd_error *err = NULL;
+    struct {
+        craft_edit e;
+        int code;
+        const char *named;
+    } models[] = {
+        {{CRAFT_COPY, "embed.0.weight", 0, {0}, "embed.9.weight", 0, 0},
+         PGD_ERR_FORMAT,
+         "embed.9.weight"},
+        {{CRAFT_DROP, "temporal.2.weight", 0, {0}, NULL, 0, 0},
+         PGD_ERR_NOT_FOUND,
+         "temporal.2.weight"},
+        {{CRAFT_POKE, "embed.1.weight", 0, {0}, NULL, 20, NAN}, PGD_ERR_FORMAT, "embed.1.weight"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        craft_safetensors(mp, out, &models[i].e, 1);
+        memnet_model *m = (memnet_model *)&err;
+        int rc = load(ctx, out, &m, &err);
+        ck_assert_msg(rc == models[i].code, "variant %zu: got %s (%s)", i, pgd_status_name(rc),
+                      err ? pgd_error_message(err) : "no error");
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(pgd_error_message(err), models[i].named), "variant %zu: %s", i,
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    memnet_model *m = NULL;
+    PGD_CHECK_OK(load(ctx, mp, &m, &err), &err);
+    struct {
+        const char *text, *named;
+    } stories[] = {
+        {"1 Mary went to the moon.\n2 Where is Mary?\tmoon\t1\n", ":1: the word 'moon'"},
+        {"1 Mary went to the kitchen.\nWhere is Mary?\n", ":2: expected 'N sentence'"},
+        {"1 Where is Mary?\tkitchen\t1\n", ":1: a question before any sentence"},
+        {"1 Mary went to the kitchen.\n2 Where is Mary?\tplanet\t1\n", "'planet'"},
+        {"1 Mary went to the kitchen.\n", "no question"},
+        {"1 Mary went to the kitchen the kitchen the kitchen.\n2 Where is Mary?\n",
+         "words in a sentence"},
+    };
+    for (size_t i = 0; i < sizeof stories / sizeof *stories; i++) {
+        memnet_story s;
+        const char *p = write_story(dir, "story.txt", stories[i].text);
+        ck_assert_int_eq(memnet_story_load(m, p, &s, &err), PGD_ERR_FORMAT);
+        ck_assert_msg(strstr(pgd_error_message(err), stories[i].named), "story %zu: %s", i,
+                      pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    /* A new story (line 1) forgets the sentences before it. */
+    memnet_story s;
+    const char *p = write_story(dir, "two.txt",
+                                "1 Mary went to the kitchen.\n2 John went to the garden.\n"
+                                "1 Sandra went to the office.\n2 Where is Sandra?\toffice\t1\n");
+    PGD_CHECK_OK(memnet_story_load(m, p, &s, &err), &err);
+    ck_assert_int_eq(s.n_questions, 1);
+    ck_assert_int_eq(s.q[0].n_facts, 1);
+    ck_assert_int_eq(s.q[0].fact_line[0], 3);
+    ck_assert_str_eq(s.q[0].answer, "office");
+    memnet_story_free(&s);
+    memnet_free(m);
+    pgd_test_rmtree(dir);
+    free(dir);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("memnet");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, strict_files);
+    tcase_add_test(tc, golden_pytorch);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
