@@ -547,13 +547,14 @@ START_TEST(device_limits)
 }
 END_TEST
 
-/* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints): detected as a feature
- * model; its forward gives the class token after the final norm, or the mean of the patch
- * tokens, as PyTorch computes them (tools/make-dino-golden.py), on every device. */
-START_TEST(headless_features)
+/* Headless features of `weights` for the golden batch `case_` ([B, 3, H, W]): the class token
+ * after the final norm and the mean of the patch tokens, as PyTorch computed them
+ * (tools/make-dino-golden.py), on every device. */
+static void headless_case(const char *weights, const char *case_, int B, int H, int W,
+                          int layer_scale)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/dino-tiny.safetensors", data_dir());
+    char path[4096], fn[256];
+    snprintf(path, sizeof path, "%s/%s.safetensors", data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     model_source src;
@@ -561,9 +562,13 @@ START_TEST(headless_features)
     open_detect(path, &w, &src, &cfg);
     ck_assert_int_eq(cfg.headless, 1);
     ck_assert_int_eq(cfg.classes, 32);
-    float *x = read_floats("dino-tiny-input.bin", 2 * 3 * 32 * 32);
-    double *want_cls = read_logits("dino-tiny-cls.bin", 64);
-    double *want_mean = read_logits("dino-tiny-mean.bin", 64);
+    ck_assert_int_eq(cfg.layer_scale, layer_scale);
+    snprintf(fn, sizeof fn, "%s-input.bin", case_);
+    float *x = read_floats(fn, (size_t)B * 3 * H * W);
+    snprintf(fn, sizeof fn, "%s-cls.bin", case_);
+    double *want_cls = read_logits(fn, (size_t)B * 32);
+    snprintf(fn, sizeof fn, "%s-mean.bin", case_);
+    double *want_mean = read_logits(fn, (size_t)B * 32);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
@@ -571,14 +576,16 @@ START_TEST(headless_features)
         vit_model *m = NULL;
         PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
         float got[64];
-        char what[160];
-        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, got, NULL, NULL, NULL, &err), &err);
-        snprintf(what, sizeof what, "class-token features on %s", d[i].name);
-        ck_assert_msg(pgd_test_allclose(got, want_cls, 64, 1e-4, 1e-5, what), "%s", what);
+        char what[200];
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, NULL, NULL, NULL, &err), &err);
+        snprintf(what, sizeof what, "%s class-token features on %s", case_, d[i].name);
+        ck_assert_msg(pgd_test_allclose(got, want_cls, (size_t)B * 32, 1e-4, 1e-5, what), "%s",
+                      what);
         vit_set_pool(m, VIT_POOL_MEAN);
-        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, got, NULL, NULL, NULL, &err), &err);
-        snprintf(what, sizeof what, "mean-pooled features on %s", d[i].name);
-        ck_assert_msg(pgd_test_allclose(got, want_mean, 64, 1e-4, 1e-5, what), "%s", what);
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, NULL, NULL, NULL, &err), &err);
+        snprintf(what, sizeof what, "%s mean-pooled features on %s", case_, d[i].name);
+        ck_assert_msg(pgd_test_allclose(got, want_mean, (size_t)B * 32, 1e-4, 1e-5, what), "%s",
+                      what);
         vit_free(m);
         pgd_ctx_destroy(ctx);
     }
@@ -586,6 +593,33 @@ START_TEST(headless_features)
     free(want_cls);
     free(want_mean);
     pgd_weights_close(w);
+}
+
+/* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints) is a feature model. */
+START_TEST(headless_features) { headless_case("dino-tiny", "dino-tiny", 2, 32, 32, 0); }
+END_TEST
+
+/* DINOv2's LayerScale (ls1/ls2 gammas folded into proj and fc2), patch 14, at the trained size
+ * and at 56 x 42 (the position grid resampled as timm's dynamic_img_size does). */
+/* A LayerScale gamma missing from one block, or register tokens, are refused by name. */
+START_TEST(layer_scale_strict)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const craft_edit drop = {CRAFT_DROP, "blocks.1.ls2.gamma", 0, {0}, NULL, 0, 0};
+    try_variant(ctx, "dinov2-tiny.safetensors", "ls-dropped", &drop, 1, "blocks.1.ls2.gamma",
+                NULL);
+    const craft_edit reg = {CRAFT_COPY, "cls_token", 0, {0}, "reg_token", 0, 0};
+    try_variant(ctx, "dinov2-tiny.safetensors", "registers", &reg, 1, "reg_token", "register");
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(layer_scale_features)
+{
+    headless_case("dinov2-tiny", "dinov2-tiny", 2, 28, 28, 1);
+    headless_case("dinov2-tiny", "dinov2-tiny-56x42", 1, 56, 42, 1);
 }
 END_TEST
 
@@ -608,6 +642,8 @@ int main(void)
     tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, device_limits);
     tcase_add_test(tc, headless_features);
+    tcase_add_test(tc, layer_scale_features);
+    tcase_add_test(tc, layer_scale_strict);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -9,6 +9,11 @@ Needs PyTorch, timm and safetensors from pip, e.g. the venv tools/bench-peers ma
 
 Writes dino-tiny.safetensors (__metadata__ num_heads), dino-tiny-input.bin, dino-tiny-cls.bin
 and dino-tiny-mean.bin (raw little-endian float32 [2, 3, 32, 32], [2, 32], [2, 32]).
+
+Then a DINOv2-style model (patch 14, LayerScale ls1/ls2 with random gammas, trained at 28 x 28,
+a 2 x 2 grid) as dinov2-tiny.*: features of a batch of two 28 x 28 images, and of one 56 x 42
+image run with dynamic_img_size=True (the position grid resampled as timm does):
+dinov2-tiny-56x42-{input,cls,mean}.bin.
 """
 import os
 
@@ -39,6 +44,32 @@ def main():
     for name, t in (("input", x), ("cls", cls), ("mean", mean)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-tiny-{name}.bin"))
     print("dino-tiny", tuple(cls.shape), tuple(mean.shape))
+
+    torch.manual_seed(6)
+    kw = dict(patch_size=14, embed_dim=32, depth=2, num_heads=2, num_classes=0, init_values=1e-5)
+    m2 = VisionTransformer(img_size=28, **kw).eval()
+    g = torch.Generator().manual_seed(6)
+    with torch.no_grad():
+        for name, p in m2.named_parameters():
+            if p.dim() == 1 and "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("gamma"):
+                p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        x = torch.randn(2, 3, 28, 28, generator=g)
+        cls, mean = m2(x), m2.forward_features(x)[:, 1:].mean(1)
+        m3 = VisionTransformer(img_size=28, dynamic_img_size=True, **kw).eval()
+        m3.load_state_dict(m2.state_dict(), strict=True)
+        x2 = torch.randn(1, 3, 56, 42, generator=g)
+        cls2, mean2 = m3(x2), m3.forward_features(x2)[:, 1:].mean(1)
+    assert any(k.endswith("ls1.gamma") for k in m2.state_dict())
+    save_file({k: v.contiguous() for k, v in m2.state_dict().items()},
+              os.path.join(OUT, "dinov2-tiny.safetensors"), metadata={"num_heads": "2"})
+    for name, t in (("input", x), ("cls", cls), ("mean", mean), ("56x42-input", x2),
+                    ("56x42-cls", cls2), ("56x42-mean", mean2)):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-tiny-{name}.bin"))
+    print("dinov2-tiny", tuple(cls.shape), tuple(cls2.shape))
 
 
 if __name__ == "__main__":

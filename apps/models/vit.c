@@ -255,6 +255,11 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
     cfg->eps = fam == VIT_HF ? 1e-12f : 1e-6f;
+    if (fam == VIT_TIMM && has_tensor(src, "reg_token"))
+        return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
+                              "%s: 'reg_token': ViTs with register tokens (DINOv2 ..._reg4) are "
+                              "not supported yet", src->label);
+    cfg->layer_scale = fam == VIT_TIMM && has_tensor(src, "blocks.0.ls1.gamma");
     int rc = detect_tokens(src, cfg, err);
     if (!rc)
         rc = detect_sizes(src, cfg, err);
@@ -346,6 +351,49 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, co
     return rc;
 }
 
+/* As load_linear for a layer followed by LayerScale (DINOv2's ls1/ls2: y = gamma ⊙ (xWᵀ + b)):
+ * gamma [out] is folded into the rows of W and into b on the host, so the layer runs as a plain
+ * linear with the residual fused. */
+static int load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *wn,
+                              const char *bn, const char *gn, int64_t out_dim, int64_t in_dim,
+                              pgd_linear **out, pgd_error **err)
+{
+    int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
+    float *w = malloc((size_t)(out_dim * in_dim) * sizeof *w + 1);
+    float *b = malloc((size_t)out_dim * sizeof *b + 1), *g = malloc((size_t)out_dim * sizeof *g + 1);
+    int rc = w && b && g ? PGD_OK
+                         : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", wn);
+    int with_bias = has(src, bn);
+    if (!rc)
+        rc = model_need(src, wn, 2, ws, err);
+    if (!rc)
+        rc = model_read(src, wn, w, out_dim * in_dim, err);
+    if (!rc && with_bias && !(rc = model_need(src, bn, 1, bs, err)))
+        rc = model_read(src, bn, b, out_dim, err);
+    if (!rc)
+        rc = model_need(src, gn, 1, bs, err);
+    if (!rc)
+        rc = model_read(src, gn, g, out_dim, err);
+    for (int64_t r = 0; !rc && r < out_dim; r++) {
+        for (int64_t k = 0; k < in_dim; k++)
+            w[r * in_dim + k] *= g[r];
+        b[r] = with_bias ? b[r] * g[r] : 0.0f;
+    }
+    pgd_tensor *tw = NULL, *tb = NULL;
+    if (!rc)
+        rc = model_upload(ctx, w, 2, ws, &tw, err);
+    if (!rc)
+        rc = model_upload(ctx, b, 1, bs, &tb, err);
+    if (!rc)
+        rc = pgd_linear_create(ctx, tw, tb, out, err);
+    pgd_tensor_destroy(tw);
+    pgd_tensor_destroy(tb);
+    free(w);
+    free(b);
+    free(g);
+    return rc;
+}
+
 /* Hugging Face keeps query, key and value apart: concatenate them into one [3·dim, dim]. */
 static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t dim,
                        pgd_linear **out, pgd_error **err)
@@ -419,9 +467,17 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
         wname(f, B_QKV_B, i, c, sizeof c);
         rc = load_linear(ctx, src, a, c, qkv_bias, 3 * D, D, &b->qkv, err);
     }
+    /* LayerScale (timm's DINOv2: blocks.N.ls1.gamma after the attention projection, ls2.gamma
+     * after fc2), folded into those layers. */
+    char g1[64], g2[64];
+    snprintf(g1, sizeof g1, "blocks.%d.ls1.gamma", i);
+    snprintf(g2, sizeof g2, "blocks.%d.ls2.gamma", i);
+    int ls = f == VIT_TIMM && cfg->layer_scale;
     wname(f, B_PROJ_W, i, a, sizeof a);
     wname(f, B_PROJ_B, i, c, sizeof c);
-    if (!rc)
+    if (!rc && ls)
+        rc = load_linear_scaled(ctx, src, a, c, g1, D, D, &b->proj, err);
+    else if (!rc)
         rc = load_linear(ctx, src, a, c, proj_bias, D, D, &b->proj, err);
     wname(f, B_FC1_W, i, a, sizeof a);
     wname(f, B_FC1_B, i, c, sizeof c);
@@ -429,7 +485,9 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
         rc = load_linear(ctx, src, a, c, fc1_bias, cfg->mlp, D, &b->fc1, err);
     wname(f, B_FC2_W, i, a, sizeof a);
     wname(f, B_FC2_B, i, c, sizeof c);
-    if (!rc)
+    if (!rc && ls)
+        rc = load_linear_scaled(ctx, src, a, c, g2, D, cfg->mlp, &b->fc2, err);
+    else if (!rc)
         rc = load_linear(ctx, src, a, c, fc2_bias, D, cfg->mlp, &b->fc2, err);
     return rc;
 }

@@ -14,6 +14,7 @@ typedef struct vit_config {
     int depth, dim, heads, patch, mlp, classes;
     int grid_h, grid_w; /* trained position grid */
     int extra;          /* 1: class token, 2: class + distillation token (DeiT) */
+    int layer_scale;    /* timm's LayerScale (blocks.N.ls1.gamma / ls2.gamma, DINOv2) */
     int headless;       /* no classifier in the file (DINO): the forward gives features [B, dim]
                          * (classes == dim), pooled as vit_set_pool says */
     float eps;
