@@ -72,6 +72,7 @@ static const bench_item *const items[] = {
     &bench_item_resnet,
     &bench_item_resnet_nl,
     &bench_item_mixer,
+    &bench_item_dinov2_s14,
     &bench_item_swin_t,
     &bench_item_swin_s,
     &bench_item_nonlocal,
@@ -126,6 +127,7 @@ static const struct {
     {"models", "swin_t:8"},
     {"models", "swin_s:1"},
     {"models", "swin_s:8"},
+    {"models", "dinov2_s14:8"},
     {"models", "mixer_b16:1"},
     {"models", "mixer_b16:8"},
 };

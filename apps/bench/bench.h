@@ -80,6 +80,7 @@ extern const bench_item bench_item_attention_unfused;
 extern const bench_item bench_item_layernorm;
 extern const bench_item bench_item_conv;
 extern const bench_item bench_item_mixer;
+extern const bench_item bench_item_dinov2_s14;
 extern const bench_item bench_item_swin_t;
 extern const bench_item bench_item_swin_s;
 extern const bench_item bench_item_patch_embed;

@@ -877,13 +877,23 @@ static int run_model(pgd_ctx *ctx, const model_family *f, const char *spec, cons
 /* ViT: the size from the item's name. */
 static int parse_vit(const char *spec, vit_config *c, long *batch)
 {
-    static const char *const sizes[][2] = {{"vit_ti16", "ti"}, {"vit_s16", "s"}, {"vit_b16", "b"}};
+    static const char *const sizes[][2] = {
+        {"vit_ti16", "ti"}, {"vit_s16", "s"}, {"vit_b16", "b"}, {"dinov2_s14", "s"}};
     memset(c, 0, sizeof *c);
     *batch = 1;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = strlen(sizes[i][0]);
-        if (!strncmp(spec, sizes[i][0], n) && (spec[n] == '\0' || spec[n] == ':'))
-            return parse_batch(spec, n, batch) ? -1 : vit_named_config(sizes[i][1], c);
+        if (!strncmp(spec, sizes[i][0], n) && (spec[n] == '\0' || spec[n] == ':')) {
+            if (parse_batch(spec, n, batch) || vit_named_config(sizes[i][1], c))
+                return -1;
+            if (i == 3) { /* DINOv2-S/14 at 224: 16 x 16 patches, features, no classifier */
+                c->patch = 14;
+                c->grid_h = c->grid_w = 16;
+                c->headless = 1;
+                c->classes = c->dim;
+            }
+            return 0;
+        }
     }
     return -1;
 }
@@ -925,8 +935,9 @@ static void vit_item_describe(const char *spec, const model_state *s, bench_resu
              "{\"batch\":%ld,\"dim\":%d,\"heads\":%d,\"depth\":%d,\"image\":224}", batch,
              (int)c.dim, (int)c.heads, (int)c.depth);
     /* Multiply-adds of the linear layers, the attention products and the patch embedding. */
-    double T = 197, D = c.dim, per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
-    b->flops = 2.0 * (double)s->batch * (12 * per_block + 196.0 * 768 * D);
+    double P = (double)c.grid_h * c.grid_w, T = c.extra + P, D = c.dim;
+    double per_block = T * (3 * D * D + D * D + 2 * D * c.mlp) + 2 * T * T * D;
+    b->flops = 2.0 * (double)s->batch * (12 * per_block + P * 3.0 * c.patch * c.patch * D);
 }
 
 static void vit_item_free(void *model) { vit_free(model); }
@@ -1311,6 +1322,11 @@ const bench_item bench_item_vit_s16 = {"vit_s16", "vit_s16[:B]", "the same, ViT-
                                        validate_vit, run_vit};
 const bench_item bench_item_vit_ti16 = {"vit_ti16", "vit_ti16[:B]",
                                         "the same, ViT-Ti/16 (192 wide)", validate_vit, run_vit};
+const bench_item bench_item_dinov2_s14 = {
+    "dinov2_s14", "dinov2_s14[:B]",
+    "DINOv2-S/14 features (pagoda embed's work: 257 tokens, no classifier), 224x224, batch B; "
+    "images/s = 1000 B / median",
+    validate_vit, run_vit};
 
 /* ---- patch_embed:B,D — the ViT patch embedding (16×16 stride-16 convolution of a 224×224
  * RGB image, class token, position embedding) into [B, 197, D] ------------------------------ */
