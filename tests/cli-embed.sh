@@ -13,7 +13,10 @@ mkdir "$tmp/imgs" || exit 99
 cp "$data/grad_300x200.png" "$data/noise_97x143.png" "$data/checker_13x7.png" "$tmp/imgs/" || exit 99
 echo "not an image" > "$tmp/imgs/notes.txt"
 for pool in cls mean both; do
-    "$pagoda" embed --weights "$data/dino-tiny.safetensors" --pool $pool --quiet \
+    maps=""
+    [ $pool = cls ] && maps="--attention-heads $tmp/heads.png --attention-mask $tmp/mask.png"
+    # shellcheck disable=SC2086
+    "$pagoda" embed --weights "$data/dino-tiny.safetensors" --pool $pool --quiet $maps \
         --output "$tmp/f-$pool.npy" "$tmp/imgs" || fail "embed --pool $pool failed"
     [ -f "$tmp/f-$pool.npy" ] && [ -f "$tmp/f-$pool.npy.json" ] || fail "outputs missing"
     grep -q '"images"' "$tmp/f-$pool.npy.json" || fail "no image list"
@@ -33,6 +36,13 @@ for pool in cls mean both; do
 done
 "$pagoda" similar --index "$tmp/f-cls.npy" --json "$tmp/imgs/grad_300x200.png" \
     | grep -q '"similarity"' || fail "similar --json"
+# The per-head pictures: one PNG per image and kind, numbered in image order.
+for k in heads mask; do
+    for i in 1 2 3; do
+        head -c 8 "$tmp/$k-$i.png" | od -An -c | grep -q "P   N   G" || fail "$k-$i.png is no PNG"
+    done
+    [ -e "$tmp/$k-4.png" ] && fail "a fourth $k picture"
+done
 # A classifier model is refused, and the failed run leaves no file.
 "$pagoda" embed --weights "$data/vit-timm.safetensors" --output "$tmp/g.npy" "$tmp/imgs" \
     2> "$tmp/err" && fail "a model with a classifier was accepted"

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "maps.h"
 #include "vit.h"
 
 static const char embed_usage[] =
     "usage: pagoda embed [--device SEL] [--weights FILE | --random SIZE] [--pool cls|mean|both]\n"
     "                    [--preprocess P] [--batch B] [--input F.npy] [--quiet]\n"
+    "                    [--attention-heads OUT.png] [--attention-mask OUT.png]\n"
     "                    --output FEATS.npy IMAGE|DIR...\n"
     "\n"
     "Computes a feature vector per image with a ViT that has no classifier (a self-supervised\n"
@@ -37,9 +39,16 @@ static const char embed_usage[] =
     "  --batch B           images per forward pass (1..256, default 8)\n"
     "  --input F.npy       a preprocessed batch [B, 3, H, W] instead of images\n"
     "  --quiet             no progress line\n"
+    "  --attention-heads OUT.png\n"
+    "                      the last block's class-token attention of every head, one tile per\n"
+    "                      head, over each image (the DINO figure): OUT-1.png, OUT-2.png, ...\n"
+    "                      (OUT.png for one image)\n"
+    "  --attention-mask OUT.png\n"
+    "                      per head, the patches that hold 60 % of its attention mass (the\n"
+    "                      DINO paper's thresholding), drawn the same way\n"
     "  --device SEL        device selector (see 'pagoda devices --help')\n"
     "\n"
-    "Both files appear together when the whole run has succeeded, or neither does.\n";
+    "All output files appear together when the whole run has succeeded, or none does.\n";
 
 static const char similar_usage[] =
     "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json] QUERY_IMAGE...\n"
@@ -56,7 +65,83 @@ typedef struct embed_model {
     model_source src;
     int pool; /* 0 cls, 1 mean, 2 both */
     pgd_preprocess preset;
+    const char *heads_png, *mask_png; /* per-head maps, or NULL */
+    pgd_outfile **staged;             /* the maps written, committed at the end */
+    int nstaged;
 } embed_model;
+
+/* Per head, the patches that hold `mass` of its attention (largest first; DINO's
+ * thresholding): m [heads, cells] becomes 1 on them, 0 elsewhere. */
+static int mass_mask(float *m, int64_t heads, int64_t cells, double mass)
+{
+    int64_t *order = malloc((size_t)cells * sizeof *order);
+    if (!order)
+        return -1;
+    for (int64_t h = 0; h < heads; h++) {
+        float *row = m + h * cells;
+        double total = 0;
+        for (int64_t t = 0; t < cells; t++) {
+            order[t] = t;
+            total += row[t];
+        }
+        /* insertion sort by value, descending (cells is a few hundred) */
+        for (int64_t i = 1; i < cells; i++) {
+            int64_t v = order[i], j = i;
+            while (j > 0 && row[order[j - 1]] < row[v]) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = v;
+        }
+        double cum = 0;
+        int64_t keep = 0;
+        while (keep < cells && cum < mass * total)
+            cum += row[order[keep++]];
+        for (int64_t t = 0; t < cells; t++)
+            row[t] = 0.0f;
+        for (int64_t i = 0; i < keep; i++)
+            row[order[i]] = 1.0f;
+    }
+    free(order);
+    return 0;
+}
+
+/* Stages the per-head picture(s) of image `index` of n. */
+static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh,
+                      int64_t mw, int index, int n, pgd_error **err)
+{
+    const char *pngs[2] = {e->heads_png, e->mask_png};
+    int64_t heads = e->cfg.heads, cells = mh * mw;
+    for (int k = 0; k < 2; k++) {
+        if (!pngs[k])
+            continue;
+        if (k == 1 && mass_mask(maps, heads, cells, 0.6))
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention mask");
+        char *path = app_numbered_path(pngs[k], "", index, n);
+        pgd_outfile **grown = realloc(e->staged, (size_t)(e->nstaged + 1) * sizeof *grown);
+        if (!path || !grown) {
+            free(path);
+            if (grown)
+                e->staged = grown;
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention maps");
+        }
+        e->staged = grown;
+        pgd_outfile *f = NULL;
+        double view[4];
+        pgd_image_preprocess_view(thumb, e->preset, view);
+        int rc = pgd_outfile_open(path, &f, err);
+        free(path);
+        if (rc)
+            return rc;
+        e->staged[e->nstaged++] = f;
+        rc = map_write_grid_png_view_to(f, thumb, maps, (int)heads, (int)mw, (int)mh, view, err);
+        if (!rc)
+            rc = pgd_outfile_close(f, err);
+        if (rc)
+            return rc;
+    }
+    return PGD_OK;
+}
 
 static int image_name(const char *n)
 {
@@ -234,8 +319,21 @@ static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet
         pgd_image **thumbs = NULL;
         int64_t shape[4];
         rc = app_load_batch(paths + first, b, e->preset, &x, &thumbs, shape, err);
+        int64_t mh = shape[2] / e->cfg.patch, mw = shape[3] / e->cfg.patch;
+        int64_t per = (int64_t)e->cfg.heads * mh * mw;
+        float *maps = NULL;
+        if (!rc && (e->heads_png || e->mask_png)) {
+            if (!(maps = malloc((size_t)(b * per) * sizeof *maps)))
+                rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention maps");
+            vit_set_head_maps(e->m, maps);
+        }
         if (!rc)
             rc = features(e, x, b, (int)shape[2], (int)shape[3], out + first * width, err);
+        vit_set_head_maps(e->m, NULL);
+        for (int i = 0; maps && !rc && i < b; i++)
+            rc = stage_maps(e, thumbs[i], maps + (size_t)i * (size_t)per, mh, mw, first + i, n,
+                            err);
+        free(maps);
         for (int i = 0; thumbs && i < b; i++)
             pgd_image_free(thumbs[i]);
         free(thumbs);
@@ -281,8 +379,11 @@ int cmd_embed(int argc, char **argv)
         {"random", required_argument, 0, 'r'}, {"pool", required_argument, 0, 'p'},
         {"preprocess", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
+        {"attention-heads", required_argument, 0, 'A'}, {"attention-mask", required_argument, 0, 'M'},
+        {0, 0, 0, 0}};
     const char *device = NULL, *weights = NULL, *random = NULL, *input = NULL, *output = NULL;
+    const char *heads_png = NULL, *mask_png = NULL;
     int pool = 0, preset = PGD_PREPROCESS_TORCHVISION, quiet = 0, c;
     int64_t batch = 8;
     optind = 1;
@@ -294,6 +395,8 @@ int cmd_embed(int argc, char **argv)
         case 'i': input = optarg; break;
         case 'o': output = optarg; break;
         case 'q': quiet = 1; break;
+        case 'A': heads_png = optarg; break;
+        case 'M': mask_png = optarg; break;
         case 'p':
             if ((pool = parse_pool(optarg)) < 0)
                 return app_usage_error("embed ", "--pool wants cls, mean or both, got '%s'",
@@ -322,6 +425,8 @@ int cmd_embed(int argc, char **argv)
                                          "--random SIZE");
     if (input && optind < argc)
         return app_usage_error("embed ", "give images or --input F.npy, not both");
+    if (input && (heads_png || mask_png))
+        return app_usage_error("embed ", "the attention pictures need image files to draw on");
     if (!input && optind >= argc)
         return app_usage_error("embed ", "no images given");
     char **paths = NULL;
@@ -349,6 +454,8 @@ int cmd_embed(int argc, char **argv)
     embed_model e = {0};
     e.pool = pool;
     e.preset = (pgd_preprocess)preset;
+    e.heads_png = heads_png;
+    e.mask_png = mask_png;
     pgd_outfile *fo = NULL, *fj = NULL;
     rc = model_open(&e, device, weights, random, 0);
     int64_t width = pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
@@ -395,8 +502,14 @@ int cmd_embed(int argc, char **argv)
         fo = NULL;
     if (!rc && pgd_outfile_commit(fj, &err))
         rc = app_fail(err);
-    else if (!rc) {
+    else if (!rc)
         fj = NULL;
+    for (int i = 0; !rc && i < e.nstaged; i++) {
+        if (pgd_outfile_commit(e.staged[i], &err))
+            rc = app_fail(err);
+        e.staged[i] = NULL;
+    }
+    if (!rc) {
         if (!quiet)
             fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
                             "image list to %s\n",
@@ -404,6 +517,9 @@ int cmd_embed(int argc, char **argv)
     }
     pgd_outfile_abort(fo);
     pgd_outfile_abort(fj);
+    for (int i = 0; i < e.nstaged; i++)
+        pgd_outfile_abort(e.staged[i]);
+    free(e.staged);
     model_close(&e);
     free(feats);
     free(x);

@@ -27,6 +27,11 @@ int map_write_png_view(const char *path, const pgd_image *base, const float *map
 int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw,
                           int mh, const double rect[4], pgd_error **err);
 
+/* `count` maps (each mw x mh, normalised on its own) drawn as map_write_png_view_to draws one,
+ * each over its own copy of the image, as the tiles of one picture: a grid as square as the
+ * count allows, row-major (the DINO figure: one tile per attention head). */
+int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
+                               int count, int mw, int mh, const double rect[4], pgd_error **err);
 /* The colour ramp at t in [0, 1] (clamped; NaN counts as 0); lightness rises along it. */
 void map_color(float t, uint8_t rgb[3]);
 

@@ -295,7 +295,14 @@ struct vit_model {
     int64_t attn_topk;
     uint64_t attn_seed;
     int pool; /* vit_set_pool */
+    float *head_maps; /* vit_set_head_maps: [B, heads, gh, gw] of the next forward, or NULL */
+    int pass_first;   /* the first image of the pass forward_pass runs (vit_pass) */
 };
+
+void vit_set_head_maps(vit_model *m, float *maps)
+{
+    m->head_maps = maps;
+}
 
 void vit_set_pool(vit_model *m, int pool)
 {
@@ -906,6 +913,24 @@ static int attention_map(const pass_state *ps, float *attn_map, pgd_error **err)
     return rc;
 }
 
+/* Every head's class-token attention over the patches of the last block into
+ * m->head_maps [image, head, gh, gw], images from m->pass_first on. */
+static int head_maps(const pass_state *ps, pgd_error **err)
+{
+    int64_t heads = ps->m->cfg.heads, extra = ps->m->cfg.extra, T = ps->T, prow = ps->prow;
+    int64_t cells = ps->gh * ps->gw;
+    float *p = malloc((size_t)(ps->B * heads * prow * T) * sizeof *p);
+    int rc = p ? pgd_tensor_download(ps->probs, p, err)
+               : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention maps");
+    float *out = ps->m->head_maps + (size_t)ps->m->pass_first * (size_t)(heads * cells);
+    for (int64_t b = 0; !rc && b < ps->B; b++)
+        for (int64_t hh = 0; hh < heads; hh++)
+            for (int64_t t = 0; t < cells; t++)
+                out[(b * heads + hh) * cells + t] = p[((b * heads + hh) * prow) * T + extra + t];
+    free(p);
+    return rc;
+}
+
 static int forward_pass(vit_model *m, const float *images, int B, int H, int W, float *logits,
                         float *attn_map, float *rollout, double times[4], pgd_error **err)
 {
@@ -937,8 +962,9 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         rc = pgd_ctx_finish(ctx, err);
     double t1 = model_now_ms();
     for (int i = 0; i < c->depth && !rc; i++)
-        rc = block_forward(&ps, i, rollout || (attn_map && i == c->depth - 1), rollout != NULL,
-                           err);
+        rc = block_forward(&ps, i,
+                           rollout || ((attn_map || m->head_maps) && i == c->depth - 1),
+                           rollout != NULL, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     double t2 = model_now_ms();
@@ -946,6 +972,8 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         rc = head_forward(&ps, logits, err);
     if (!rc && attn_map)
         rc = attention_map(&ps, attn_map, err);
+    if (!rc && m->head_maps)
+        rc = head_maps(&ps, err);
     int64_t cells = ps.gh * ps.gw;
     for (int64_t b = 0; !rc && rollout && b < B; b++)
         for (int64_t t = 0; t < cells; t++)
@@ -1108,6 +1136,7 @@ static int vit_pass(void *u, int first, int n, double *times, pgd_error **err)
 {
     vit_pass_args *a = u;
     size_t i = (size_t)first, cells = (size_t)a->cells;
+    a->m->pass_first = first;
     return forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
                         a->logits + i * (size_t)a->m->cfg.classes,
                         a->attn_map ? a->attn_map + i * cells : NULL,
@@ -1123,14 +1152,15 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
 {
     const vit_config *c = &m->cfg;
     int64_t P = c->patch;
+    m->pass_first = 0;
     if (B < 1 || H < P || W < P || H % P || W % P)
         return forward_pass(m, images, B, H, W, logits, attn_map, rollout, times, err);
     int64_t T = c->extra + (H / P) * (W / P), D = c->dim, cells = (H / P) * (W / P);
-    int64_t prow = rollout ? T : attn_map ? 1 : 0;
+    int64_t prow = rollout ? T : attn_map || m->head_maps ? 1 : 0;
     uint64_t probs = 4u * (uint64_t)(c->heads * prow * T);
     uint64_t per = 4u * (uint64_t)(3 * H * W + T * (6 * D + c->mlp) + D + 2 * c->classes) + probs;
     per += per / 4; /* GEMM packing, attention scratch, pool rounding */
-    int maps = rollout ? 2 : attn_map ? 1 : 0;
+    int maps = rollout ? 2 : attn_map || m->head_maps ? 1 : 0;
     uint64_t largest = 4u * (uint64_t)T * (uint64_t)(c->mlp > 3 * D ? c->mlp : 3 * D);
     if (probs > largest)
         largest = probs;
@@ -1148,7 +1178,11 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
     if (!logits)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "vit: logits");
     m->probe = p;
+    float *maps = m->head_maps; /* the probe's rerun draws nothing */
+    m->head_maps = NULL;
+    m->pass_first = 0;
     int rc = forward_pass(m, image, 1, H, W, logits, NULL, NULL, NULL, err);
+    m->head_maps = maps;
     m->probe = NULL;
     free(logits);
     return rc;

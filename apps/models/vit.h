@@ -55,6 +55,9 @@ void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint
  * timm's forward gives with num_classes=0) or VIT_POOL_MEAN (the mean of the patch tokens). */
 enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1 };
 void vit_set_pool(vit_model *m, int pool);
+/* From the next vit_forward on, maps (the caller's [B, heads, H/P, W/P]; NULL: none) receives
+ * every head's class-token attention over the patches in the last block (the DINO figure). */
+void vit_set_head_maps(vit_model *m, float *maps);
 /* A batch too big for the device's memory runs as several passes (model_forward_batched);
  * the images per pass of the last vit_forward. */
 int vit_last_split(const vit_model *m);
