@@ -595,8 +595,41 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
     pgd_weights_close(w);
 }
 
-/* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints) is a feature model. */
-START_TEST(headless_features) { headless_case("dino-tiny", "dino-tiny", 2, 32, 32, 0); }
+/* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints) is a feature model;
+ * its per-head maps are the last block's class-token attention as timm computes it. */
+START_TEST(headless_features)
+{
+    headless_case("dino-tiny", "dino-tiny", 2, 32, 32, 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/dino-tiny.safetensors", data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    model_source src;
+    vit_config cfg;
+    open_detect(path, &w, &src, &cfg);
+    float *x = read_floats("dino-tiny-input.bin", 2 * 3 * 32 * 32);
+    double *want = read_logits("dino-tiny-heads.bin", 2 * 2 * 16);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        vit_model *m = NULL;
+        PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
+        float feats[64], maps[64];
+        for (int k = 0; k < 64; k++)
+            maps[k] = NAN;
+        vit_set_head_maps(m, maps);
+        PGD_CHECK_OK(vit_forward(m, x, 2, 32, 32, feats, NULL, NULL, NULL, &err), &err);
+        char what[160];
+        snprintf(what, sizeof what, "per-head class-token attention on %s", d[i].name);
+        ck_assert_msg(pgd_test_allclose(maps, want, 64, 1e-4, 1e-6, what), "%s", what);
+        vit_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(want);
+    pgd_weights_close(w);
+}
 END_TEST
 
 /* DINOv2's LayerScale (ls1/ls2 gammas folded into proj and fc2), patch 14, at the trained size

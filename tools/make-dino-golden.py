@@ -7,8 +7,9 @@ model returns) and the mean of the patch tokens of forward_features.
 Needs PyTorch, timm and safetensors from pip, e.g. the venv tools/bench-peers makes:
     .deps/peers-venv/bin/python tools/make-dino-golden.py
 
-Writes dino-tiny.safetensors (__metadata__ num_heads), dino-tiny-input.bin, dino-tiny-cls.bin
-and dino-tiny-mean.bin (raw little-endian float32 [2, 3, 32, 32], [2, 32], [2, 32]).
+Writes dino-tiny.safetensors (__metadata__ num_heads), dino-tiny-input.bin, dino-tiny-cls.bin,
+dino-tiny-mean.bin and dino-tiny-heads.bin (raw little-endian float32 [2, 3, 32, 32], [2, 32],
+[2, 32], and the last block's class-token attention over the 16 patches per head, [2, 2, 16]).
 
 Then a DINOv2-style model (patch 14, LayerScale ls1/ls2 with random gammas, trained at 28 x 28,
 a 2 x 2 grid) as dinov2-tiny.*: features of a batch of two 28 x 28 images, and of one 56 x 42
@@ -38,10 +39,19 @@ def main():
         x = torch.randn(2, 3, 32, 32, generator=g)
         cls = m(x)
         mean = m.forward_features(x)[:, 1:].mean(1)
+        # The last block's attention probabilities, from the input of its attn_drop (the
+        # unfused path), class-token row, patches only: [2, heads, 16].
+        seen = []
+        m.blocks[-1].attn.fused_attn = False
+        hook = m.blocks[-1].attn.attn_drop.register_forward_hook(
+            lambda mod, inp, out: seen.append(inp[0]))
+        m(x)
+        hook.remove()
+        heads = seen[0][:, :, 0, 1:]
     assert not any(k.startswith("head") for k in m.state_dict())
     save_file({k: v.contiguous() for k, v in m.state_dict().items()},
               os.path.join(OUT, "dino-tiny.safetensors"), metadata={"num_heads": "2"})
-    for name, t in (("input", x), ("cls", cls), ("mean", mean)):
+    for name, t in (("input", x), ("cls", cls), ("mean", mean), ("heads", heads)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-tiny-{name}.bin"))
     print("dino-tiny", tuple(cls.shape), tuple(mean.shape))
 
