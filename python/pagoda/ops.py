@@ -9,7 +9,7 @@ Activations of the CNN ops (conv2d, pools, nonlocal) are NHWC, as in the C API.
 from __future__ import annotations
 
 import contextlib
-from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast
+from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast, pointer
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -566,7 +566,7 @@ class NonLocal(Handle):
         p = NonlocalParams(*[_fp(host[k]) for k in ("theta_weight", "theta_bias", "phi_weight",
                                                       "phi_bias", "g_weight", "g_bias",
                                                       "w_weight", "w_bias")],
-                           byref(bnd) if bnd is not None else None,  # type: ignore[arg-type]
+                           pointer(bnd) if bnd is not None else None,
                            _fp(host["concat_weight"]))
         out = c_void_p()
         ctx._enter()
