@@ -183,7 +183,8 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
     if (m->family == PGD_MODEL_VIT) {
         const vit_config *c = &m->vcfg;
         snprintf(info->family_name, sizeof info->family_name, "vit");
-        snprintf(info->naming, sizeof info->naming, "%s", vit_family_name(c->family));
+        snprintf(info->naming, sizeof info->naming, "%s",
+                 c->family == VIT_HF ? "hf" : c->family == VIT_TORCHVISION ? "torchvision" : "timm");
         info->classes = c->classes;
         info->patch = c->patch;
         info->input_h = c->patch * c->grid_h;

@@ -202,20 +202,22 @@ class Model(Handle):
     def affinity(self, images: Any, query: Tuple[float, float] = (0.5, 0.5)) -> np.ndarray:
         """ResNet with a non-local block: the affinity row of the query point (x, y as
         fractions of the input's width and height) of the first non-local block, [B, gh, gw].
-        Raises UnsupportedError for models without one."""
+        The query's (row, column) on the block's own grid is kept in `last_query`. Raises UnsupportedError for models without one."""
         x = self._inputs(images)
         B, _, H, W = x.shape
         gh, gw = c_int(), c_int()
         cells = api.pgd_model_affinity_grid(self._handle(), H, W, byref(gh), byref(gw))
         row = np.zeros((B, max(gh.value, 1), max(gw.value, 1)), dtype=np.float32)
         qx, qy = (float(v) for v in query)
+        qi, qj = c_int(), c_int()
         self._ctx._enter()
         try:
             err = c_void_p()
             raise_from(api.pgd_model_affinity(self._handle(), _fp(x), B, H, W, qx, qy, None,
-                                              _fp(row), None, None, byref(err)), err)
+                                              _fp(row), byref(qi), byref(qj), byref(err)), err)
         finally:
             self._ctx._exit()
+        self.last_query = (qi.value, qj.value)
         return row if cells > 0 else row[:, :0, :0]
 
 
