@@ -26,11 +26,13 @@ static int check_batch(const pgd_model *m, const float *images, int B, int H, in
     if (!m || !images || B < 1 || H < 1 || W < 1)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "pgd_model: a model, images and B, H, W >= 1 are required "
-                             "(got B %d, H %d, W %d)", B, H, W);
+                             "(got B %d, H %d, W %d)",
+                             B, H, W);
     if (m->family == PGD_MODEL_VIT && (H % m->vcfg.patch || W % m->vcfg.patch))
         return pgd_error_set(err, PGD_ERR_SHAPE,
                              "pgd_model: the input [%d, 3, %d, %d] is not a multiple of the "
-                             "ViT's patch %d", B, H, W, m->vcfg.patch);
+                             "ViT's patch %d",
+                             B, H, W, m->vcfg.patch);
     return PGD_OK;
 }
 
@@ -85,8 +87,8 @@ static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_op
                          src->label, pe[0], pe[1], pe[2]);
 }
 
-int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
-                   pgd_model **out, pgd_error **err)
+int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt, pgd_model **out,
+                   pgd_error **err)
 {
     if (!out)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_model_load: out is NULL");
@@ -156,7 +158,8 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
     if (!found)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                              "pgd_model_random: unknown model '%s' (vit_ti16, vit_s16, vit_b16, "
-                             "vit_tiny, resnet50 or resnet50-nl)", name);
+                             "vit_tiny, resnet50 or resnet50-nl)",
+                             name);
     if (rc) {
         pgd_model_free(m);
         return rc;
@@ -184,7 +187,9 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
         const vit_config *c = &m->vcfg;
         snprintf(info->family_name, sizeof info->family_name, "vit");
         snprintf(info->naming, sizeof info->naming, "%s",
-                 c->family == VIT_HF ? "hf" : c->family == VIT_TORCHVISION ? "torchvision" : "timm");
+                 c->family == VIT_HF            ? "hf"
+                 : c->family == VIT_TORCHVISION ? "torchvision"
+                                                : "timm");
         info->classes = c->classes;
         info->patch = c->patch;
         info->input_h = c->patch * c->grid_h;
@@ -212,11 +217,11 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
         info->nonlocal_blocks = c->n_nl;
         info->preprocess = PGD_PREPROCESS_TORCHVISION;
         info->has_affinity = c->n_nl > 0;
-        int n = snprintf(info->description, sizeof info->description,
-                         "%s: ResNet-%d (%s blocks %d-%d-%d-%d, %lld classes); non-local: ",
-                         m->label, c->depth, c->bottleneck ? "bottleneck" : "basic",
-                         c->blocks[0], c->blocks[1], c->blocks[2], c->blocks[3],
-                         (long long)c->classes);
+        int n =
+            snprintf(info->description, sizeof info->description,
+                     "%s: ResNet-%d (%s blocks %d-%d-%d-%d, %lld classes); non-local: ", m->label,
+                     c->depth, c->bottleneck ? "bottleneck" : "basic", c->blocks[0], c->blocks[1],
+                     c->blocks[2], c->blocks[3], (long long)c->classes);
         for (int i = 0; i < c->n_nl && n > 0 && (size_t)n < sizeof info->description; i++)
             n += snprintf(info->description + n, sizeof info->description - (size_t)n,
                           "%slayer%d.%d", i ? ", " : "", c->nl[i].layer, c->nl[i].block);
@@ -260,8 +265,8 @@ static float *logits_or_scratch(const pgd_model *m, float *logits, int B, float 
     return *scratch;
 }
 
-int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W,
-                             float *logits, float *last, float *rollout, pgd_error **err)
+int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W, float *logits,
+                             float *last, float *rollout, pgd_error **err)
 {
     int rc = check_batch(m, images, B, H, W, err);
     if (rc)
@@ -290,8 +295,8 @@ int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W, int *gh, int *
     return n;
 }
 
-int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, double qx,
-                       double qy, float *logits, float *row, int *qi, int *qj, pgd_error **err)
+int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, double qx, double qy,
+                       float *logits, float *row, int *qi, int *qj, pgd_error **err)
 {
     int rc = check_batch(m, images, B, H, W, err);
     if (rc)
@@ -303,7 +308,8 @@ int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, d
     if (!row || !(qx >= 0 && qx < 1) || !(qy >= 0 && qy < 1))
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "pgd_model_affinity: the query (%g, %g) must lie in [0, 1) and row "
-                             "must be given", qx, qy);
+                             "must be given",
+                             qx, qy);
     float *scratch, *out = logits_or_scratch(m, logits, B, &scratch, err);
     if (!out)
         return PGD_ERR_OUT_OF_HOST_MEMORY;

@@ -53,16 +53,16 @@ typedef struct pgd_model_options {
 /* A description of a loaded model (plain data). */
 typedef struct pgd_model_info {
     pgd_model_family family;
-    char family_name[16]; /* "vit" or "resnet" */
-    char naming[16];      /* "timm", "hf", "torchvision" */
+    char family_name[16];  /* "vit" or "resnet" */
+    char naming[16];       /* "timm", "hf", "torchvision" */
     char description[256]; /* one line, as the CLI prints it */
     int classes;
-    int input_h, input_w; /* the trained input size (ViT: patch x grid; ResNet: 224) */
-    int patch;            /* ViT: the patch size (inputs are multiples of it); ResNet: 1 */
-    int depth;            /* ViT: blocks; ResNet: 18/34/50/101/152 or 0 for another layout */
-    int width;            /* ViT: embedding width; ResNet: stem channels */
-    int heads;            /* ViT: attention heads; ResNet: 0 */
-    int nonlocal_blocks;  /* ResNet: how many non-local blocks; ViT: 0 */
+    int input_h, input_w;      /* the trained input size (ViT: patch x grid; ResNet: 224) */
+    int patch;                 /* ViT: the patch size (inputs are multiples of it); ResNet: 1 */
+    int depth;                 /* ViT: blocks; ResNet: 18/34/50/101/152 or 0 for another layout */
+    int width;                 /* ViT: embedding width; ResNet: stem channels */
+    int heads;                 /* ViT: attention heads; ResNet: 0 */
+    int nonlocal_blocks;       /* ResNet: how many non-local blocks; ViT: 0 */
     pgd_preprocess preprocess; /* the preset its weights were trained with */
     int has_attention_maps;    /* 1: pgd_model_attention_maps applies (ViT) */
     int has_affinity;          /* 1: pgd_model_affinity applies (ResNet with a non-local block) */
@@ -77,12 +77,13 @@ typedef struct pgd_model pgd_model;
  * for. `opt` may be NULL. On error *out is NULL and nothing is allocated. The caller keeps
  * `path` and `opt`. */
 PGD_MODELS_API int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
-                   pgd_model **out, pgd_error **err);
+                                  pgd_model **out, pgd_error **err);
 /* A model with seeded random weights (the bench's items, the same weights on every machine):
  * "vit_ti16", "vit_s16", "vit_b16", "vit_tiny" (2 blocks of width 32, 32 x 32 input),
  * "resnet50" and "resnet50-nl" (a non-local block before layer3.5). Unknown names are
  * PGD_ERR_NOT_FOUND listing the known ones. */
-PGD_MODELS_API int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error **err);
+PGD_MODELS_API int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out,
+                                    pgd_error **err);
 /* Frees the model (before its context); NULL is accepted. */
 PGD_MODELS_API void pgd_model_free(pgd_model *m);
 /* Fills *info. PGD_ERR_INVALID_ARGUMENT for NULL arguments. */
@@ -92,14 +93,15 @@ PGD_MODELS_API int pgd_model_get_info(const pgd_model *m, pgd_model_info *info);
  * takes H and W multiples of its patch (other sizes than the trained one resample the
  * position embeddings); a ResNet any size its stem accepts. A batch too large for the device
  * runs as several passes. times_ms (may be NULL) receives the total time of the pass. */
-PGD_MODELS_API int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W, float *logits,
-                      double *times_ms, pgd_error **err);
+PGD_MODELS_API int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W,
+                                     float *logits, double *times_ms, pgd_error **err);
 /* ViT only (else PGD_ERR_UNSUPPORTED): the forward pass with, per image, the last block's
  * class-token attention over the patches averaged over heads (`last`) and the attention
  * rollout across all blocks (`rollout`), each [B, H/patch, W/patch] (either may be NULL);
  * logits as pgd_model_forward (may be NULL: discarded). */
 PGD_MODELS_API int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W,
-                             float *logits, float *last, float *rollout, pgd_error **err);
+                                            float *logits, float *last, float *rollout,
+                                            pgd_error **err);
 /* ResNet with a non-local block only (else PGD_ERR_UNSUPPORTED): the key grid gh x gw of the
  * first non-local block for an input of H x W, returns gh * gw (0 when the model has none). */
 PGD_MODELS_API int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W, int *gh, int *gw);
@@ -107,8 +109,9 @@ PGD_MODELS_API int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W,
  * the query (qx, qy) as fractions of the input's width and height in [0, 1); row receives
  * [B, gh * gw] (pgd_model_affinity_grid), *qi / *qj (may be NULL) the query's position on the
  * block's grid. logits may be NULL. */
-PGD_MODELS_API int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, double qx,
-                       double qy, float *logits, float *row, int *qi, int *qj, pgd_error **err);
+PGD_MODELS_API int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W,
+                                      double qx, double qy, float *logits, float *row, int *qi,
+                                      int *qj, pgd_error **err);
 
 /* The built-in ImageNet-1k class name of index i (0..999), or NULL. */
 PGD_MODELS_API const char *pgd_model_imagenet_label(int i);

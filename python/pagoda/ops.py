@@ -8,9 +8,8 @@ Activations of the CNN ops (conv2d, pools, nonlocal) are NHWC, as in the C API.
 
 from __future__ import annotations
 
-import contextlib
 from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast, pointer
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -50,12 +49,23 @@ def _find_ctx(ctx: Optional[Context], args: Sequence[Any]) -> Context:
 
 
 class _Call:
-    """One op call: holds the context for this thread, turns arrays into temporary tensors
-    (freed at the end), checks that tensors belong to the context."""
+    """One op call (a `with` block): holds the context for this thread, turns arrays into
+    temporary tensors (freed at the end), checks that tensors belong to the context."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.temps: List[Tensor] = []
+
+    def __enter__(self) -> "_Call":
+        self.ctx._enter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            for t in self.temps:
+                t._free_locked()
+        finally:
+            self.ctx._exit()
 
     def t(self, x: Optional[ArrayLike], what: str) -> Optional[Tensor]:
         if x is None:
@@ -83,17 +93,8 @@ class _Call:
         return t
 
 
-@contextlib.contextmanager
-def _call(ctx: Optional[Context], *args: Any) -> Iterator[_Call]:
-    c = _find_ctx(ctx, args)
-    c._enter()
-    call = _Call(c)
-    try:
-        yield call
-    finally:
-        for t in call.temps:
-            t._free_locked()
-        c._exit()
+def _call(ctx: Optional[Context], *args: Any) -> _Call:
+    return _Call(_find_ctx(ctx, args))
 
 
 def _run(rc_fn: Any, *args: Any) -> None:

@@ -93,6 +93,16 @@ class Tensor(Handle):
     """A float32 tensor on a context's device. Make one with ctx.tensor(array) or
     ctx.empty(shape); read it back with t.numpy() (or np.asarray(t))."""
 
+    _shape: Tuple[int, ...] = ()
+
+    def __init__(self, ctx: "Context", h: int, destroy: Callable[[int], None],
+                 shape: Tuple[int, ...] = ()) -> None:
+        super().__init__(ctx, h, destroy)
+        # Kept on the Python side (only reshape_ changes it): an op's shape checks then cost
+        # no calls into the library.
+        self._shape = shape or tuple(api.pgd_tensor_dim(h, i)
+                                     for i in range(api.pgd_tensor_ndim(h)))
+
     @classmethod
     def empty(cls, ctx: "Context", shape: Sequence[int]) -> "Tensor":
         s = _shape_arg(shape, "empty")
@@ -102,7 +112,7 @@ class Tensor(Handle):
         h = ctx._enter()
         try:
             raise_from(api.pgd_tensor_create(h, len(s), dims, byref(out), byref(err)), err)
-            return cls(ctx, out.value, api.pgd_tensor_destroy)
+            return cls(ctx, out.value, api.pgd_tensor_destroy, s)
         finally:
             ctx._exit()
 
@@ -121,22 +131,22 @@ class Tensor(Handle):
             # conversion to contiguous float32 (none when it already is).
             raise_from(api.pgd_tensor_create_from(h, len(s), dims, a.ctypes.data, byref(out),
                                                   byref(err)), err)
-            return cls(ctx, out.value, api.pgd_tensor_destroy)
+            return cls(ctx, out.value, api.pgd_tensor_destroy, s)
         finally:
             ctx._exit()
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        h = self._handle()
-        return tuple(api.pgd_tensor_dim(h, i) for i in range(api.pgd_tensor_ndim(h)))
+        self._handle()
+        return self._shape
 
     @property
     def ndim(self) -> int:
-        return api.pgd_tensor_ndim(self._handle())
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return api.pgd_tensor_numel(self._handle())
+        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def dtype(self) -> np.dtype:
@@ -144,17 +154,15 @@ class Tensor(Handle):
 
     def numpy(self) -> np.ndarray:
         """A new float32 ndarray with the tensor's contents (waits for the device)."""
-        h = self._ctx._enter()
+        self._ctx._enter()
         try:
             th = self._handle()
-            shape = tuple(api.pgd_tensor_dim(th, i) for i in range(api.pgd_tensor_ndim(th)))
-            out = np.empty(shape, dtype=np.float32)
+            out = np.empty(self._shape, dtype=np.float32)
             err = c_void_p()
             raise_from(api.pgd_tensor_download(th, out.ctypes.data, byref(err)), err)
             return out
         finally:
             self._ctx._exit()
-        del h
 
     def upload(self, array: Any) -> None:
         """Overwrites the contents with `array` (same number of elements; reshaped as this)."""
@@ -186,6 +194,7 @@ class Tensor(Handle):
         try:
             err = c_void_p()
             raise_from(api.pgd_tensor_reshape(self._handle(), len(s), dims, byref(err)), err)
+            self._shape = s
             return self
         finally:
             self._ctx._exit()
