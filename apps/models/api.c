@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "labels.h"
+#include "mixer.h"
 #include "pagoda_models.h"
 #include "resnet.h"
 #include "vit.h"
@@ -15,8 +16,10 @@ struct pgd_model {
     pgd_model_family family;
     vit_config vcfg;
     resnet_config rcfg;
+    mixer_config mcfg;
     vit_model *vit;
     resnet_model *resnet;
+    mixer_model *mixer;
     char label[160]; /* the file (or random name), for the description */
 };
 
@@ -46,25 +49,26 @@ static int new_model(pgd_model **out, const char *label, pgd_error **err)
     return PGD_OK;
 }
 
-/* Loads a ViT or a ResNet from an open source: the ViT's patch embedding decides, as the
- * CLI's `pagoda vit` would accept the file; else a ResNet as `pagoda nonlocal` would. */
-static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_options *opt,
-                       pgd_model *m, pgd_error **err)
+static int has(const model_source *src, const char *name)
 {
     int nd;
     int64_t s[8];
-    static const char *const pe[3] = {"patch_embed.proj.weight",
-                                      "vit.embeddings.patch_embeddings.projection.weight",
-                                      "conv_proj.weight"};
-    int is_vit = 0;
-    for (int i = 0; i < 3; i++)
-        is_vit |= src->shape(src->u, pe[i], &nd, s) == 0;
-    if (is_vit) {
-        m->family = PGD_MODEL_VIT;
-        int rc = vit_detect(src, opt ? opt->heads : 0, &m->vcfg, err);
-        return rc ? rc : vit_load(ctx, src, &m->vcfg, &m->vit, err);
+    return src->shape(src->u, name, &nd, s) == 0;
+}
+
+/* Loads the family of an open source by the rule of `pagoda classify` (detect_family in
+ * apps/cli/classify_cmd.c): an MLP-Mixer's names, else a torchvision ResNet's, else a ViT, the
+ * ViT detector having the last word so that a file of no known family gets its precise error. */
+static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_options *opt,
+                       pgd_model *m, pgd_error **err)
+{
+    int rc;
+    if (mixer_is(src)) {
+        m->family = PGD_MODEL_MIXER;
+        rc = mixer_detect(src, &m->mcfg, err);
+        return rc ? rc : mixer_load(ctx, src, &m->mcfg, &m->mixer, err);
     }
-    if (src->shape(src->u, "conv1.weight", &nd, s) == 0) {
+    if (has(src, "layer1.0.conv1.weight") && has(src, "conv1.weight")) {
         m->family = PGD_MODEL_RESNET;
         resnet_options ro = {NULL, NULL, -1};
         if (opt) {
@@ -78,13 +82,12 @@ static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_op
                 ro.subsample = opt->subsample;
             }
         }
-        int rc = resnet_detect(src, &ro, &m->rcfg, err);
+        rc = resnet_detect(src, &ro, &m->rcfg, err);
         return rc ? rc : resnet_load(ctx, src, &m->rcfg, &m->resnet, err);
     }
-    return pgd_error_set(err, PGD_ERR_FORMAT,
-                         "%s: neither a ViT (no '%s', '%s' or '%s') nor a ResNet (no "
-                         "'conv1.weight')",
-                         src->label, pe[0], pe[1], pe[2]);
+    m->family = PGD_MODEL_VIT;
+    rc = vit_detect(src, opt ? opt->heads : 0, &m->vcfg, err);
+    return rc ? rc : vit_load(ctx, src, &m->vcfg, &m->vit, err);
 }
 
 int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt, pgd_model **out,
@@ -140,6 +143,21 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
                 rc = vit_load(ctx, &src, &m->vcfg, &m->vit, err);
             }
         }
+    static const char *const mixers[][2] = {
+        {"mixer_s16", "s16"}, {"mixer_b16", "b16"}, {"mixer_l16", "l16"}, {"mixer_tiny", "tiny"}};
+    for (size_t i = 0; i < sizeof mixers / sizeof mixers[0] && !found; i++)
+        if (!strcmp(name, mixers[i][0])) {
+            found = 1;
+            rc = new_model(&m, name, err);
+            if (!rc && mixer_named_config(mixers[i][1], &m->mcfg) != 0)
+                rc = pgd_error_set(err, PGD_ERR_INTERNAL, "pgd_model_random: %s", name);
+            if (!rc)
+                rc = mixer_random_source(&src, &m->mcfg, 1, err);
+            if (!rc) {
+                m->family = PGD_MODEL_MIXER;
+                rc = mixer_load(ctx, &src, &m->mcfg, &m->mixer, err);
+            }
+        }
     if (!found && (!strcmp(name, "resnet50") || !strcmp(name, "resnet50-nl"))) {
         found = 1;
         rc = new_model(&m, name, err);
@@ -158,7 +176,8 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
     if (!found)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                              "pgd_model_random: unknown model '%s' (vit_ti16, vit_s16, vit_b16, "
-                             "vit_tiny, resnet50 or resnet50-nl)",
+                             "vit_tiny, resnet50, resnet50-nl, mixer_s16, mixer_b16, mixer_l16 "
+                             "or mixer_tiny)",
                              name);
     if (rc) {
         pgd_model_free(m);
@@ -174,6 +193,7 @@ void pgd_model_free(pgd_model *m)
         return;
     vit_free(m->vit);
     resnet_free(m->resnet);
+    mixer_free(m->mixer);
     free(m);
 }
 
@@ -205,6 +225,21 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
                  "%s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, %d classes",
                  m->label, vit_family_name(c->family), c->dim, c->depth, c->heads, c->patch,
                  c->grid_h, c->grid_w, c->classes);
+    } else if (m->family == PGD_MODEL_MIXER) {
+        const mixer_config *c = &m->mcfg;
+        snprintf(info->family_name, sizeof info->family_name, "mixer");
+        snprintf(info->naming, sizeof info->naming, "timm");
+        info->classes = c->classes;
+        info->patch = c->patch;
+        info->input_h = c->patch * c->grid_h;
+        info->input_w = c->patch * c->grid_w;
+        info->depth = c->depth;
+        info->width = c->dim;
+        /* timm's mixer_*_224: bicubic, crop 0.875, mean/std 0.5 (as `pagoda classify`) */
+        info->preprocess = PGD_PREPROCESS_TIMM;
+        snprintf(info->description, sizeof info->description,
+                 "%s: MLP-Mixer, width %d, depth %d, patch %d, %dx%d grid, %d classes", m->label,
+                 c->dim, c->depth, c->patch, c->grid_h, c->grid_w, c->classes);
     } else {
         const resnet_config *c = &m->rcfg;
         snprintf(info->family_name, sizeof info->family_name, "resnet");
@@ -244,10 +279,12 @@ int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W, fl
     double t[5] = {0};
     if (m->family == PGD_MODEL_VIT)
         rc = vit_forward(m->vit, images, B, H, W, logits, NULL, NULL, t, err);
+    else if (m->family == PGD_MODEL_MIXER)
+        rc = mixer_forward(m->mixer, images, B, H, W, logits, t, err);
     else
         rc = resnet_forward(m->resnet, images, B, H, W, logits, NULL, t, err);
     if (!rc && times_ms)
-        *times_ms = m->family == PGD_MODEL_VIT ? t[3] : t[4];
+        *times_ms = m->family == PGD_MODEL_RESNET ? t[4] : t[3];
     return rc;
 }
 
@@ -258,7 +295,9 @@ static float *logits_or_scratch(const pgd_model *m, float *logits, int B, float 
     *scratch = NULL;
     if (logits)
         return logits;
-    int classes = m->family == PGD_MODEL_VIT ? m->vcfg.classes : (int)m->rcfg.classes;
+    int classes = m->family == PGD_MODEL_VIT     ? m->vcfg.classes
+                  : m->family == PGD_MODEL_MIXER ? m->mcfg.classes
+                                                 : (int)m->rcfg.classes;
     *scratch = malloc((size_t)B * (size_t)classes * sizeof **scratch);
     if (!*scratch)
         pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "pgd_model: %d x %d logits", B, classes);
@@ -273,7 +312,8 @@ int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, in
         return rc;
     if (m->family != PGD_MODEL_VIT)
         return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
-                             "%s: attention maps are a ViT's; this is a ResNet", m->label);
+                             "%s: attention maps are a ViT's; this is a %s", m->label,
+                             m->family == PGD_MODEL_MIXER ? "MLP-Mixer (no attention)" : "ResNet");
     float *scratch, *out = logits_or_scratch(m, logits, B, &scratch, err);
     if (!out)
         return PGD_ERR_OUT_OF_HOST_MEMORY;

@@ -180,6 +180,9 @@ class AttentionArgs(Structure):
         ("probs_head", c_int),
         ("probs_q0", c_int64),
         ("probs_q1", c_int64),
+        ("mode", c_int),
+        ("topk", c_int64),
+        ("seed", c_uint64),
     ]
 
 
@@ -327,6 +330,7 @@ _DECLS = [
     ("pgd_linear_forward", c_int, V, V, V, c_int, V, V, ErrP),
     ("pgd_attention", c_int, V, POINTER(AttentionArgs), ErrP),
     ("pgd_attention_qkv", c_int, V, V, c_int64, V, ErrP),
+    ("pgd_attention_uniform", c_float, c_uint64, c_int64, c_int64, c_int64, c_int64, c_int64),
     ("pgd_layernorm", c_int, V, V, V, V, c_float, V, ErrP),
     ("pgd_gelu", c_int, V, V, V, c_int, ErrP),
     ("pgd_relu", c_int, V, V, V, ErrP),

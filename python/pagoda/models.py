@@ -224,10 +224,10 @@ class Model(Handle):
 def load(path: Union[str, "os.PathLike[str]"], ctx: Context, *, heads: int = 0,
          nonlocal_spec: Optional[str] = None, nonlocal_mode: Optional[str] = None,
          subsample: Optional[bool] = None) -> Model:
-    """Loads a .safetensors checkpoint on ctx, recognising the family as the CLI does: a ViT
-    (timm, Hugging Face or torchvision naming; `pagoda vit`) or a torchvision ResNet with or
-    without non-local blocks (`pagoda nonlocal`). The keywords are those commands' options
-    (--heads, --nonlocal, --nonlocal-mode, --subsample)."""
+    """Loads a .safetensors checkpoint on ctx, recognising the family as `pagoda classify`
+    does: an MLP-Mixer (timm naming), a torchvision ResNet with or without non-local blocks
+    (`pagoda nonlocal`) or a ViT (timm, Hugging Face or torchvision naming; `pagoda vit`). The
+    keywords are those commands' options (--heads, --nonlocal, --mode, --subsample)."""
     if not isinstance(ctx, Context):
         raise InvalidArgumentError(f"pagoda.load: ctx is a pagoda.Context, not "
                                    f"{type(ctx).__name__}")
@@ -249,7 +249,8 @@ def load(path: Union[str, "os.PathLike[str]"], ctx: Context, *, heads: int = 0,
 
 def random_model(name: str, ctx: Context) -> Model:
     """A model with seeded random weights, as `pagoda bench` times them: "vit_ti16",
-    "vit_s16", "vit_b16", "vit_tiny", "resnet50" or "resnet50-nl"."""
+    "vit_s16", "vit_b16", "vit_tiny", "resnet50", "resnet50-nl", "mixer_s16", "mixer_b16",
+    "mixer_l16" or "mixer_tiny"."""
     out = c_void_p()
     h = ctx._enter()
     try:

@@ -179,18 +179,32 @@ def _view(t: Optional[Tensor], shape4: Sequence[int]) -> View:
     return View(t._handle(), 0, h * n * d, n * d, d)
 
 
+_ATT_MODES = {"soft": 0, "topk": 1, "sample": 2}
+
+
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayLike] = None,
               scale: Optional[float] = None, causal: bool = False,
               probs: Union[bool, int] = False, probs_rows: Optional[Tuple[int, int]] = None,
+              mode: str = "soft", topk: int = 0, seed: int = 0,
               out: Optional[Tensor] = None, ctx: Optional[Context] = None
               ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
-    """Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V.
+    """Scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V (fused, flash style).
 
     q [B, H, Nq, D], k and v [B, H, Nk, D]; returns o [B, H, Nq, D]. `mask` is additive,
     [B, H, Nq, Nk] or broadcast from [Nq, Nk] / [1, 1, Nq, Nk] / [B, 1, Nq, Nk] / [1, H, Nq, Nk].
     scale None means 1/sqrt(D); causal makes key j visible to query i iff j <= i + Nk - Nq.
     probs=True (all heads) or a head index also returns the probabilities
-    [B, heads, q1 - q0, Nk] of query rows probs_rows = (q0, q1) (default all rows)."""
+    [B, heads, q1 - q0, Nk] of query rows probs_rows = (q0, q1) (default all rows).
+    Hard attention: mode="topk" keeps the `topk` highest scores of each row (ties to the lower
+    key) and renormalises; mode="sample" draws one key per row from the softmax with `seed`
+    (the same draw on every device: attention_uniform gives its uniform number)."""
+    if mode not in _ATT_MODES:
+        raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
+                                   f"{mode!r}")
+    if mode == "topk" and int(topk) < 1:
+        raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
+    if not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"pagoda: attention: seed {seed} is not a 64-bit unsigned")
     with _call(ctx, q, k, v, mask, out) as c:
         tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
         assert tq is not None and tk is not None and tv is not None
@@ -210,6 +224,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         if scale is not None and float(scale) == 0.0:
             raise InvalidArgumentError("pagoda: attention: scale 0 (None means 1/sqrt(D))")
         args.causal = int(bool(causal))
+        args.mode, args.topk, args.seed = _ATT_MODES[mode], int(topk), int(seed)
         args.q, args.k, args.v, args.o = (_view(tq, sq), _view(tk, sk), _view(tv, sv),
                                           _view(o, sq))
         tm = c.t(mask, "mask")
@@ -234,6 +249,13 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
             args.probs, args.probs_head, args.probs_q0, args.probs_q1 = p._handle(), head, q0, q1
         _run(api.pgd_attention, c.ctx._h, byref(args))
         return (o, p) if p is not None else o
+
+
+def attention_uniform(seed: int, b: int, h: int, i: int, heads: int, nq: int) -> float:
+    """The uniform number in [0, 1) that mode="sample" draws for row i of head h of batch
+    entry b: key j is picked when it is the first whose cumulative softmax weight exceeds u
+    times the row's total."""
+    return float(api.pgd_attention_uniform(seed, b, h, i, heads, nq))
 
 
 def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,

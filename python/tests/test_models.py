@@ -49,6 +49,22 @@ def test_vit_golden(ctx, name):
     m.close()
 
 
+def test_mixer_golden(ctx):
+    spec = json.load(open(os.path.join(DATA, "mixer-tiny.json")))
+    x = np.fromfile(os.path.join(DATA, "mixer-tiny-input.bin"), np.float32).reshape(spec["input"])
+    want = np.fromfile(os.path.join(DATA, "mixer-tiny-logits.bin"), np.float32)
+    m = pagoda.load(os.path.join(DATA, "mixer-tiny.safetensors"), ctx)
+    assert m.family == "mixer" and m.classes == spec["classes"] and m.depth == spec["depth"]
+    assert m.input_size == tuple(spec["input"][2:])
+    got = m(x)
+    allclose(got, want.reshape(got.shape), 1e-4, 1e-5, "mixer-tiny logits")
+    with pytest.raises(pagoda.UnsupportedError):
+        m.attention_maps(x)
+    with pytest.raises(pagoda.Error):
+        m(np.zeros((1, 3, 32, 32)))  # the token MLPs fix the grid
+    m.close()
+
+
 @pytest.mark.parametrize("name", NL_GOLDEN)
 def test_nonlocal_golden(ctx, name):
     path = os.path.join(DATA, f"nl-{name}.safetensors")
@@ -84,6 +100,8 @@ def test_load_options_and_random(any_ctx):
     r = pagoda.random_model("vit_tiny", any_ctx)
     assert r.classes == 10 and r.input_size == (32, 32)
     assert r(np.zeros((1, 3, 32, 32))).shape == (1, 10)
+    r = pagoda.random_model("mixer_tiny", any_ctx)
+    assert r.family == "mixer" and r(np.zeros((1, 3, 32, 32))).shape == (1, 10)
     with pytest.raises(pagoda.NotFoundError, match="vit_b16"):
         pagoda.random_model("gpt", any_ctx)
 

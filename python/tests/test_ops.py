@@ -331,3 +331,52 @@ def test_big_gemm_not_on_rusticl(ctx, rng):
     got = pagoda.gemm(a, b, ctx=ctx).numpy()
     tol = 2e-6 * 768 + 1e-5
     allclose(got, a.astype(np.float64) @ b, tol, tol, "gemm 197x384x768")
+
+
+# ---- hard attention (top-k and sampled) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 9])
+def test_attention_topk(ctx, rng, k):
+    B, H, nq, nk, d = 2, 2, 5, 9, 8
+    # grid-valued inputs: scores are exact, so the k highest keys are unambiguous up to ties,
+    # which go to the lower key index (a stable sort on -score)
+    q = rng.integers(-3, 4, (B, H, nq, d)).astype(np.float32) / 4
+    kk = rng.integers(-3, 4, (B, H, nk, d)).astype(np.float32) / 4
+    v = f32(rng, B, H, nk, d)
+    o, p = pagoda.attention(ctx.tensor(q), kk, v, mode="topk", topk=k, probs=True)
+    s = q.astype(np.float64) @ np.swapaxes(kk, -1, -2) / math.sqrt(d)
+    keep = np.zeros_like(s, dtype=bool)
+    order = np.argsort(-s, axis=-1, kind="stable")[..., :k]
+    np.put_along_axis(keep, order, True, axis=-1)
+    s = np.where(keep, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    wp = e / e.sum(-1, keepdims=True)
+    allclose(p.numpy(), wp, 1e-4, 1e-6, f"top-{k} probabilities")
+    allclose(o.numpy(), wp @ v.astype(np.float64), 1e-4, 1e-5, f"top-{k} output")
+
+
+def test_attention_sample(ctx, rng):
+    B, H, nq, nk, d, seed = 2, 3, 4, 7, 4, 987654321
+    q, k, v = f32(rng, B, H, nq, d), f32(rng, B, H, nk, d), f32(rng, B, H, nk, d)
+    o, p = pagoda.attention(ctx.tensor(q), k, v, mode="sample", seed=seed, probs=True)
+    o, p = o.numpy(), p.numpy()
+    _, sp = ref_attention(q, k, v)
+    for b in range(B):
+        for h in range(H):
+            for i in range(nq):
+                row = p[b, h, i]
+                assert sorted(row.tolist()) == [0.0] * (nk - 1) + [1.0], "not one-hot"
+                j = int(np.argmax(row))
+                u = pagoda.attention_uniform(seed, b, h, i, H, nq)
+                cdf = np.cumsum(sp[b, h, i])
+                want = int(np.searchsorted(cdf, u, side="right"))
+                # a draw within float rounding of a boundary may go either way
+                assert j == want or abs(cdf[min(j, want)] - u) < 1e-5, (b, h, i, j, want)
+                np.testing.assert_array_equal(o[b, h, i], v[b, h, j])
+    o2, _ = pagoda.attention(ctx.tensor(q), k, v, mode="sample", seed=seed, probs=True)
+    np.testing.assert_array_equal(o2.numpy(), o)  # a pure function of the seed
+    with pytest.raises(pagoda.InvalidArgumentError):
+        pagoda.attention(ctx.tensor(q), k, v, mode="topk")
+    with pytest.raises(pagoda.InvalidArgumentError):
+        pagoda.attention(ctx.tensor(q), k, v, mode="hard")
