@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -284,3 +285,38 @@ def test_100_context_cycles_no_growth():
     gc.collect()
     grew = _rss_kib() - rss0
     assert grew < 4096, f"RSS grew {grew} KiB over 100 context cycles"
+
+
+def test_long_calls_release_the_gil(any_ctx):
+    """While one thread waits in a long C call (a big GEMM, then finish), another keeps running
+    Python: ctypes releases the GIL around every foreign call."""
+    c = any_ctx
+    n = 1024
+    a = c.tensor(np.ones((n, n), dtype=np.float32))
+    pagoda.gemm(a, a).close()
+    c.finish()
+    span = {}
+
+    def worker():
+        t0 = time.perf_counter()
+        for _ in range(4):
+            pagoda.gemm(a, a).close()
+        c.finish()
+        span["call"] = (t0, time.perf_counter())
+
+    gaps, last = [], time.perf_counter()
+    th = threading.Thread(target=worker)
+    th.start()
+    while th.is_alive():
+        now = time.perf_counter()
+        gaps.append((last, now))
+        last = now
+    th.join()
+    t0, t1 = span["call"]
+    inside = [b - a_ for a_, b in gaps if a_ >= t0 and b <= t1]
+    if t1 - t0 < 0.05:
+        pytest.skip(f"the call took only {1e3 * (t1 - t0):.1f} ms")
+    # The main thread ran all along: many iterations, and no pause near the call's length.
+    assert len(inside) > 100 and max(inside) < 0.5 * (t1 - t0), (
+        f"{len(inside)} iterations, longest pause {1e3 * max(inside or [0]):.1f} ms of a "
+        f"{1e3 * (t1 - t0):.1f} ms call")
