@@ -198,3 +198,24 @@ def test_hostile_paths_and_inputs(any_ctx, tmp_path):
         pagoda.load("a\0b", any_ctx)
     with pytest.raises(pagoda.InvalidArgumentError):
         pagoda.load(os.path.join(DATA, "vit-timm.safetensors"), "cpu")
+
+
+def test_python_m_pagoda(any_ctx, capsys):
+    from pagoda.__main__ import main
+
+    assert main(["devices", "--json"]) == 0
+    devs = json.loads(capsys.readouterr().out)
+    assert [d["selector"] for d in devs] == [d["selector"] for d in pagoda.devices()]
+    sel = any_ctx.device["selector"]
+    img = os.path.join(DATA, "grad_300x200.png")
+    assert main(["classify", "--device", sel, "--json", "--topk", "2", "--weights",
+                 os.path.join(DATA, "vit-timm.safetensors"), img]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = pagoda.load(os.path.join(DATA, "vit-timm.safetensors"), any_ctx).classify(img, 2)[0]
+    assert [c["index"] for c in out["results"][0]["top"]] == [c["index"] for c in want]
+    assert main(["bench", "--device", sel, "--repeat", "2", "--warmup", "1", "--json",
+                 "vit_tiny:2"]) == 0
+    r = json.loads(capsys.readouterr().out)[0]
+    assert r["name"] == "vit_tiny:2" and r["median_ms"] > 0
+    assert main(["classify", "--device", sel, "--weights", os.path.join(DATA, "vit-hf.json"),
+                 img]) == 1  # a pagoda.Error: reported, exit status 1
