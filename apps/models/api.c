@@ -10,6 +10,7 @@
 #include "mixer.h"
 #include "pagoda_models.h"
 #include "resnet.h"
+#include "swin.h"
 #include "vit.h"
 
 struct pgd_model {
@@ -17,9 +18,11 @@ struct pgd_model {
     vit_config vcfg;
     resnet_config rcfg;
     mixer_config mcfg;
+    swin_config scfg;
     vit_model *vit;
     resnet_model *resnet;
     mixer_model *mixer;
+    swin_model *swin;
     char label[160]; /* the file (or random name), for the description */
 };
 
@@ -57,8 +60,9 @@ static int has(const model_source *src, const char *name)
 }
 
 /* Loads the family of an open source by the rule of `pagoda classify` (detect_family in
- * apps/cli/classify_cmd.c): an MLP-Mixer's names, else a torchvision ResNet's, else a ViT, the
- * ViT detector having the last word so that a file of no known family gets its precise error. */
+ * apps/cli/classify_cmd.c): an MLP-Mixer's names, else a Swin's, else a torchvision ResNet's,
+ * else a ViT, the ViT detector having the last word so that a file of no known family gets its
+ * precise error. */
 static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_options *opt,
                        pgd_model *m, pgd_error **err)
 {
@@ -67,6 +71,11 @@ static int load_source(pgd_ctx *ctx, const model_source *src, const pgd_model_op
         m->family = PGD_MODEL_MIXER;
         rc = mixer_detect(src, &m->mcfg, err);
         return rc ? rc : mixer_load(ctx, src, &m->mcfg, &m->mixer, err);
+    }
+    if (swin_is(src)) {
+        m->family = PGD_MODEL_SWIN;
+        rc = swin_detect(src, &m->scfg, err);
+        return rc ? rc : swin_load(ctx, src, &m->scfg, &m->swin, err);
     }
     if (has(src, "layer1.0.conv1.weight") && has(src, "conv1.weight")) {
         m->family = PGD_MODEL_RESNET;
@@ -158,6 +167,21 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
                 rc = mixer_load(ctx, &src, &m->mcfg, &m->mixer, err);
             }
         }
+    static const char *const swins[][2] = {
+        {"swin_t", "t"}, {"swin_s", "s"}, {"swin_b", "b"}, {"swin_tiny", "tiny"}};
+    for (size_t i = 0; i < sizeof swins / sizeof swins[0] && !found; i++)
+        if (!strcmp(name, swins[i][0])) {
+            found = 1;
+            rc = new_model(&m, name, err);
+            if (!rc && swin_named_config(swins[i][1], &m->scfg) != 0)
+                rc = pgd_error_set(err, PGD_ERR_INTERNAL, "pgd_model_random: %s", name);
+            if (!rc)
+                rc = swin_random_source(&src, &m->scfg, 1, err);
+            if (!rc) {
+                m->family = PGD_MODEL_SWIN;
+                rc = swin_load(ctx, &src, &m->scfg, &m->swin, err);
+            }
+        }
     if (!found && (!strcmp(name, "resnet50") || !strcmp(name, "resnet50-nl"))) {
         found = 1;
         rc = new_model(&m, name, err);
@@ -176,8 +200,8 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
     if (!found)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                              "pgd_model_random: unknown model '%s' (vit_ti16, vit_s16, vit_b16, "
-                             "vit_tiny, resnet50, resnet50-nl, mixer_s16, mixer_b16, mixer_l16 "
-                             "or mixer_tiny)",
+                             "vit_tiny, resnet50, resnet50-nl, mixer_s16, mixer_b16, mixer_l16, "
+                             "mixer_tiny, swin_t, swin_s, swin_b or swin_tiny)",
                              name);
     if (rc) {
         pgd_model_free(m);
@@ -194,6 +218,7 @@ void pgd_model_free(pgd_model *m)
     vit_free(m->vit);
     resnet_free(m->resnet);
     mixer_free(m->mixer);
+    swin_free(m->swin);
     free(m);
 }
 
@@ -225,6 +250,32 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
                  "%s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, %d classes",
                  m->label, vit_family_name(c->family), c->dim, c->depth, c->heads, c->patch,
                  c->grid_h, c->grid_w, c->classes);
+    } else if (m->family == PGD_MODEL_SWIN) {
+        const swin_config *c = &m->scfg;
+        snprintf(info->family_name, sizeof info->family_name, "swin");
+        snprintf(info->naming, sizeof info->naming, "%s",
+                 c->family == SWIN_TORCHVISION ? "torchvision"
+                 : c->family == SWIN_TIMM      ? "timm"
+                 : c->family == SWIN_TIMM_OLD  ? "timm-old"
+                 : c->family == SWIN_HF4       ? "hf4"
+                                               : "hf5");
+        info->classes = c->classes;
+        info->patch = c->patch;
+        /* as `pagoda classify` sizes its synthetic input: any multiple of the patch runs */
+        info->input_h = info->input_w = c->dim <= 16 ? 40 : PGD_PREPROCESS_SIZE;
+        int blocks = 0;
+        for (int s = 0; s < c->stages; s++)
+            blocks += c->depth[s];
+        info->depth = blocks;
+        info->width = c->dim;
+        info->heads = c->heads[0];
+        /* ImageNet mean/std; the nearest preset to each library's Swin transform (as
+         * `pagoda classify`) */
+        info->preprocess = PGD_PREPROCESS_TORCHVISION;
+        snprintf(info->description, sizeof info->description,
+                 "%s: %s Swin, width %d, %d stages, %d blocks, window %d, patch %d, %d classes",
+                 m->label, swin_family_name(c->family), c->dim, c->stages, blocks, c->window[0],
+                 c->patch, c->classes);
     } else if (m->family == PGD_MODEL_MIXER) {
         const mixer_config *c = &m->mcfg;
         snprintf(info->family_name, sizeof info->family_name, "mixer");
@@ -281,6 +332,8 @@ int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W, fl
         rc = vit_forward(m->vit, images, B, H, W, logits, NULL, NULL, t, err);
     else if (m->family == PGD_MODEL_MIXER)
         rc = mixer_forward(m->mixer, images, B, H, W, logits, t, err);
+    else if (m->family == PGD_MODEL_SWIN)
+        rc = swin_forward(m->swin, images, B, H, W, logits, t, err);
     else
         rc = resnet_forward(m->resnet, images, B, H, W, logits, NULL, t, err);
     if (!rc && times_ms)
@@ -297,6 +350,7 @@ static float *logits_or_scratch(const pgd_model *m, float *logits, int B, float 
         return logits;
     int classes = m->family == PGD_MODEL_VIT     ? m->vcfg.classes
                   : m->family == PGD_MODEL_MIXER ? m->mcfg.classes
+                  : m->family == PGD_MODEL_SWIN  ? m->scfg.classes
                                                  : (int)m->rcfg.classes;
     *scratch = malloc((size_t)B * (size_t)classes * sizeof **scratch);
     if (!*scratch)
@@ -311,9 +365,11 @@ int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, in
     if (rc)
         return rc;
     if (m->family != PGD_MODEL_VIT)
-        return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
-                             "%s: attention maps are a ViT's; this is a %s", m->label,
-                             m->family == PGD_MODEL_MIXER ? "MLP-Mixer (no attention)" : "ResNet");
+        return pgd_error_set(
+            err, PGD_ERR_UNSUPPORTED, "%s: attention maps are a ViT's; this is a %s", m->label,
+            m->family == PGD_MODEL_MIXER  ? "MLP-Mixer (no attention)"
+            : m->family == PGD_MODEL_SWIN ? "Swin (windowed attention: no class token)"
+                                          : "ResNet");
     float *scratch, *out = logits_or_scratch(m, logits, B, &scratch, err);
     if (!out)
         return PGD_ERR_OUT_OF_HOST_MEMORY;

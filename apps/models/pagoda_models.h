@@ -1,8 +1,8 @@
 /* pagoda_models.h — the public interface of libpagoda-models: the models of apps/models (ViT in
  * timm, Hugging Face and torchvision naming; ResNet in torchvision naming with non-local
- * blocks; MLP-Mixer in timm naming) behind one small handle, for programs and bindings that want a
- * whole model without its configuration structures. Written against pagoda.h only, like the models
- * themselves.
+ * blocks; MLP-Mixer in timm naming; Swin V1 in torchvision, timm and Hugging Face naming) behind
+ * one small handle, for programs and bindings that want a whole model without its configuration
+ * structures. Written against pagoda.h only, like the models themselves.
  *
  *     pgd_model *m = NULL;
  *     pgd_model_info info;
@@ -38,6 +38,7 @@ typedef enum pgd_model_family {
     PGD_MODEL_VIT = 1,    /* Vision Transformer (ViT, DeiT) */
     PGD_MODEL_RESNET = 2, /* ResNet, with or without non-local blocks */
     PGD_MODEL_MIXER = 3,  /* MLP-Mixer (timm naming) */
+    PGD_MODEL_SWIN = 4,   /* Swin Transformer V1 (torchvision, timm, Hugging Face namings) */
 } pgd_model_family;
 
 /* What pgd_model_load reads beside the file; zero (or NULL options) means the file's own. */
@@ -55,18 +56,19 @@ typedef struct pgd_model_options {
 /* A description of a loaded model (plain data). */
 typedef struct pgd_model_info {
     pgd_model_family family;
-    char family_name[16];  /* "vit", "resnet" or "mixer" */
-    char naming[16];       /* "timm", "hf", "torchvision" */
+    char family_name[16];  /* "vit", "resnet", "mixer" or "swin" */
+    char naming[16];       /* "timm", "hf", "torchvision" (Swin: also "timm-old", "hf4", "hf5") */
     char description[256]; /* one line, as the CLI prints it */
     int classes;
-    int input_h, input_w;      /* the trained input size (ViT, Mixer: patch x grid; ResNet: 224);
-                                  a Mixer takes only this size */
-    int patch;                 /* ViT, Mixer: the patch size; ResNet: 1 */
-    int depth;                 /* ViT, Mixer: blocks; ResNet: 18/34/50/101/152 or 0 for another
-                                  layout */
-    int width;                 /* ViT, Mixer: embedding width; ResNet: stem channels */
-    int heads;                 /* ViT: attention heads; ResNet: 0 */
-    int nonlocal_blocks;       /* ResNet: how many non-local blocks; ViT: 0 */
+    int input_h, input_w;      /* the trained input size (ViT, Mixer: patch x grid; ResNet: 224;
+                                  Swin: 224, 40 for the tiny test models); a Mixer takes only
+                                  this size */
+    int patch;                 /* ViT, Mixer, Swin: the patch size; ResNet: 1 */
+    int depth;                 /* ViT, Mixer: blocks; Swin: blocks over all stages; ResNet:
+                                  18/34/50/101/152 or 0 for another layout */
+    int width;                 /* ViT, Mixer, Swin: embedding width; ResNet: stem channels */
+    int heads;                 /* ViT: attention heads; Swin: the first stage's; else 0 */
+    int nonlocal_blocks;       /* ResNet: how many non-local blocks; else 0 */
     pgd_preprocess preprocess; /* the preset its weights were trained with */
     int has_attention_maps;    /* 1: pgd_model_attention_maps applies (ViT) */
     int has_affinity;          /* 1: pgd_model_affinity applies (ResNet with a non-local block) */
@@ -75,17 +77,17 @@ typedef struct pgd_model_info {
 typedef struct pgd_model pgd_model;
 
 /* Opens the .safetensors file at `path`, recognises the family by the rule of `pagoda classify`
- * (an MLP-Mixer's stem.proj and blocks.0.mlp_tokens; else a torchvision ResNet's conv1 and
- * layer1.0.conv1; else a ViT in timm, Hugging Face or torchvision naming, whose detector's error
- * is the one reported when the file is none of them), checks every tensor exactly and uploads
- * the weights to ctx. `opt` may be NULL. On error *out is NULL and nothing is allocated. The caller
- * keeps `path` and `opt`. */
+ * (an MLP-Mixer's stem.proj and blocks.0.mlp_tokens; else a Swin's; else a torchvision ResNet's
+ * conv1 and layer1.0.conv1; else a ViT in timm, Hugging Face or torchvision naming, whose
+ * detector's error is the one reported when the file is none of them), checks every tensor exactly
+ * and uploads the weights to ctx. `opt` may be NULL. On error *out is NULL and nothing is
+ * allocated. The caller keeps `path` and `opt`. */
 PGD_MODELS_API int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
                                   pgd_model **out, pgd_error **err);
 /* A model with seeded random weights (the bench's items, the same weights on every machine):
  * "vit_ti16", "vit_s16", "vit_b16", "vit_tiny" (2 blocks of width 32, 32 x 32 input),
  * "resnet50", "resnet50-nl" (a non-local block before layer3.5), "mixer_s16", "mixer_b16",
- * "mixer_l16" and "mixer_tiny". Unknown names are
+ * "mixer_l16", "mixer_tiny", "swin_t", "swin_s", "swin_b" and "swin_tiny". Unknown names are
  * PGD_ERR_NOT_FOUND listing the known ones. */
 PGD_MODELS_API int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out,
                                     pgd_error **err);

@@ -21,8 +21,11 @@ NL_GOLDEN = ["basic-embedded-gaussian", "basic-gaussian-sub", "basic-dot-product
              "basic-concatenation-sub", "bottleneck"]
 # On llvmpipe (a software rasteriser, slow by design) a subset: the C suites run every golden
 # there already; here each family and path of the binding is covered once.
+SWIN_GOLDEN = ["swin-torchvision", "swin-timm", "swin-timm-old", "swin-hf4", "swin-hf5",
+               "swin-torchvision-48x44", "swin-timm-48x44", "swin-hf5-48x44"]
 SLOW_SUBSET = {"vit-timm", "vit-hf", "vit-torchvision-40x40", "vit-deit-40x24",
-               "basic-embedded-gaussian", "basic-concatenation-sub"}
+               "basic-embedded-gaussian", "basic-concatenation-sub", "swin-timm",
+               "swin-hf5-48x44"}
 
 
 def subset(ctx, name):
@@ -56,6 +59,22 @@ def test_vit_golden(ctx, name):
     assert np.isfinite(roll).all() and (roll >= 0).all()
     with pytest.raises(pagoda.UnsupportedError):
         m.affinity(x)
+    m.close()
+
+
+@pytest.mark.parametrize("name", SWIN_GOLDEN)
+def test_swin_golden(ctx, name):
+    subset(ctx, name)
+    spec = json.load(open(os.path.join(DATA, name + ".json")))
+    weights = os.path.join(DATA, spec.get("weights", name + ".safetensors"))
+    x = np.fromfile(os.path.join(DATA, name + "-input.bin"), np.float32).reshape(spec["input"])
+    want = np.fromfile(os.path.join(DATA, name + "-logits.bin"), np.float32)
+    m = pagoda.load(weights, ctx)
+    assert m.family == "swin" and m.classes == spec["classes"]
+    got = m(x)
+    allclose(got, want.reshape(got.shape), 1e-4, 1e-5, f"{name} logits")
+    with pytest.raises(pagoda.UnsupportedError):
+        m.attention_maps(x)
     m.close()
 
 
@@ -113,6 +132,8 @@ def test_load_options_and_random(any_ctx):
     assert r(np.zeros((1, 3, 32, 32))).shape == (1, 10)
     r = pagoda.random_model("mixer_tiny", any_ctx)
     assert r.family == "mixer" and r(np.zeros((1, 3, 32, 32))).shape == (1, 10)
+    r = pagoda.random_model("swin_tiny", any_ctx)
+    assert r.family == "swin" and r(np.zeros((1, 3, 40, 40))).shape == (1, 10)
     with pytest.raises(pagoda.NotFoundError, match="vit_b16"):
         pagoda.random_model("gpt", any_ctx)
 
