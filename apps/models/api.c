@@ -246,6 +246,7 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
                            : c->family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
                                                           : PGD_PREPROCESS_TIMM;
         info->has_attention_maps = 1;
+        info->headless = c->headless;
         snprintf(info->description, sizeof info->description,
                  "%s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, %d classes",
                  m->label, vit_family_name(c->family), c->dim, c->depth, c->heads, c->patch,
@@ -419,6 +420,24 @@ int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, d
     if (!rc && qj)
         *qj = aff.qj;
     return rc;
+}
+
+int pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err)
+{
+    if (!m)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_model_set_pool: no model");
+    if (m->family != PGD_MODEL_VIT || !m->vcfg.headless)
+        return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
+                             "%s: pooled features are a headless ViT's (a file without a "
+                             "classifier); this model has one",
+                             m->label);
+    if (pool != PGD_MODEL_POOL_CLS && pool != PGD_MODEL_POOL_MEAN)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "pgd_model_set_pool: pool %d is neither PGD_MODEL_POOL_CLS (0) nor "
+                             "PGD_MODEL_POOL_MEAN (1)",
+                             pool);
+    vit_set_pool(m->vit, pool == PGD_MODEL_POOL_MEAN ? VIT_POOL_MEAN : VIT_POOL_CLS);
+    return PGD_OK;
 }
 
 const char *pgd_model_imagenet_label(int i)

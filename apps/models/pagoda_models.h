@@ -72,6 +72,9 @@ typedef struct pgd_model_info {
     pgd_preprocess preprocess; /* the preset its weights were trained with */
     int has_attention_maps;    /* 1: pgd_model_attention_maps applies (ViT) */
     int has_affinity;          /* 1: pgd_model_affinity applies (ResNet with a non-local block) */
+    int headless;              /* 1: a ViT without a classifier (DINO): the forward gives
+                                  features [B, width] (classes == width), pooled as
+                                  pgd_model_set_pool says */
 } pgd_model_info;
 
 typedef struct pgd_model pgd_model;
@@ -119,6 +122,12 @@ PGD_MODELS_API int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W,
 PGD_MODELS_API int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W,
                                       double qx, double qy, float *logits, float *row, int *qi,
                                       int *qj, pgd_error **err);
+
+/* How a headless ViT pools its final-normed tokens into features: PGD_MODEL_POOL_CLS (the class
+ * token, what timm gives with num_classes=0; the default) or PGD_MODEL_POOL_MEAN (the mean of
+ * the patch tokens). PGD_ERR_UNSUPPORTED for a model with a classifier. */
+enum { PGD_MODEL_POOL_CLS = 0, PGD_MODEL_POOL_MEAN = 1 };
+PGD_MODELS_API int pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err);
 
 /* The built-in ImageNet-1k class name of index i (0..999), or NULL. */
 PGD_MODELS_API const char *pgd_model_imagenet_label(int i);

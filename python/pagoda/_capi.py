@@ -270,6 +270,7 @@ class ModelInfo(Structure):
         ("preprocess", c_int),
         ("has_attention_maps", c_int),
         ("has_affinity", c_int),
+        ("headless", c_int),
     ]
 
 
@@ -376,6 +377,7 @@ _MODEL_DECLS = [
     ("pgd_model_affinity_grid", c_int64, V, c_int, c_int, POINTER(c_int), POINTER(c_int)),
     ("pgd_model_affinity", c_int, V, FloatP, c_int, c_int, c_int, c_double, c_double, FloatP,
      FloatP, POINTER(c_int), POINTER(c_int), ErrP),
+    ("pgd_model_set_pool", c_int, V, c_int, ErrP),
     ("pgd_model_imagenet_label", c_char_p, c_int),
 ]
 

@@ -113,6 +113,7 @@ class Model(Handle):
         self.preset: str = _PRESET_NAMES.get(info.preprocess, "torchvision")
         self.has_attention_maps = bool(info.has_attention_maps)
         self.has_affinity = bool(info.has_affinity)
+        self.headless = bool(info.headless)
         self.last_ms: float = 0.0
 
     def __repr__(self) -> str:
@@ -180,6 +181,23 @@ class Model(Handle):
                          "probability": float(probs[b, i]), "logit": float(logits[b, i])}
                         for i in order])
         return out
+
+    def features(self, images: Any, pool: str = "cls") -> np.ndarray:
+        """Pooled features [B, width] of a headless ViT (a checkpoint without a classifier,
+        as DINO's): the final-normed class token (pool="cls", what timm gives with
+        num_classes=0) or the mean of the patch tokens (pool="mean"). Raises UnsupportedError
+        for models with a classifier (their forward gives logits)."""
+        if pool not in ("cls", "mean"):
+            raise InvalidArgumentError(f"pagoda: pool is 'cls' or 'mean', not {pool!r}")
+        x = self._inputs(images)
+        self._ctx._enter()
+        try:
+            err = c_void_p()
+            raise_from(api.pgd_model_set_pool(self._handle(), 0 if pool == "cls" else 1,
+                                              byref(err)), err)
+        finally:
+            self._ctx._exit()
+        return self(x)
 
     def attention_maps(self, images: Any) -> Tuple[np.ndarray, np.ndarray]:
         """ViT: (last, rollout), each [B, H/patch, W/patch]: the last block's class-token

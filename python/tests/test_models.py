@@ -78,6 +78,22 @@ def test_swin_golden(ctx, name):
     m.close()
 
 
+def test_headless_vit_features(ctx):
+    x = np.fromfile(os.path.join(DATA, "dino-tiny-input.bin"), np.float32).reshape(2, 3, 32, 32)
+    m = pagoda.load(os.path.join(DATA, "dino-tiny.safetensors"), ctx)
+    assert m.headless and m.family == "vit"
+    for pool in ("cls", "mean"):
+        want = np.fromfile(os.path.join(DATA, f"dino-tiny-{pool}.bin"), np.float32)
+        got = m.features(x, pool=pool)
+        allclose(got, want.reshape(got.shape), 1e-4, 1e-5, f"headless ViT, {pool} pooling")
+    with pytest.raises(pagoda.InvalidArgumentError):
+        m.features(x, pool="max")
+    m.close()
+    vit = pagoda.load(os.path.join(DATA, "vit-timm.safetensors"), ctx)
+    with pytest.raises(pagoda.UnsupportedError):
+        vit.features(np.zeros((1, 3, 32, 32)))
+
+
 def test_mixer_golden(ctx):
     spec = json.load(open(os.path.join(DATA, "mixer-tiny.json")))
     x = np.fromfile(os.path.join(DATA, "mixer-tiny-input.bin"), np.float32).reshape(spec["input"])
