@@ -1,0 +1,77 @@
+"""Pagoda from Python: OpenCL devices, contexts, tensors, ops and whole models.
+
+    import numpy as np, pagoda
+    print(pagoda.devices())
+    with pagoda.Context("cpu") as ctx:
+        a = ctx.tensor(np.random.rand(64, 32))
+        b = ctx.tensor(np.random.rand(32, 16))
+        c = pagoda.gemm(a, b).numpy()
+        model = pagoda.load("vit_b16_timm.safetensors", ctx)
+        print(model.classify(["cat.jpg"], topk=5))
+
+The binding calls libpagoda's public C API (pagoda.h) and libpagoda-models (pagoda_models.h)
+through ctypes; see python/pagoda/_capi.py.
+"""
+
+from ._capi import api as _api
+from .device import Context, devices
+from .errors import (
+    AllocationError,
+    BuildError,
+    ClosedError,
+    ConcurrentUseError,
+    DeviceNotFoundError,
+    Error,
+    FormatError,
+    InternalError,
+    InvalidArgumentError,
+    IOError,
+    NoPlatformError,
+    NotFoundError,
+    OpenCLError,
+    OutOfHostMemoryError,
+    OutOfResourcesError,
+    ShapeError,
+    TooLargeError,
+    UnsupportedError,
+)
+from .models import Model, imagenet_label, load, preprocess, random_model
+from .ops import (
+    Conv2d,
+    Linear,
+    NonLocal,
+    add,
+    attention,
+    attention_qkv,
+    attention_uniform,
+    avgpool2d,
+    bias_add,
+    conv2d,
+    gelu,
+    gemm,
+    global_avgpool,
+    layernorm,
+    linear,
+    maxpool2d,
+    nchw_to_nhwc,
+    nonlocal_,
+    patch_embed,
+    relu,
+    scale,
+    softmax,
+)
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AllocationError", "BuildError", "ClosedError", "ConcurrentUseError", "Context", "Conv2d",
+    "DeviceNotFoundError", "Error", "FormatError", "IOError", "InternalError",
+    "InvalidArgumentError", "Linear", "Model", "NoPlatformError", "NonLocal", "NotFoundError",
+    "OpenCLError", "OutOfHostMemoryError", "OutOfResourcesError", "ShapeError", "Tensor",
+    "TooLargeError", "UnsupportedError", "add", "attention", "attention_qkv", "attention_uniform",
+    "avgpool2d",
+    "bias_add", "conv2d", "devices", "gelu", "gemm", "global_avgpool", "imagenet_label",
+    "layernorm", "linear", "load", "maxpool2d", "nchw_to_nhwc", "nonlocal_", "patch_embed",
+    "preprocess", "random_model", "relu", "scale", "softmax",
+]

@@ -1,0 +1,648 @@
+"""Pagoda's ops on device tensors.
+
+Every op takes pagoda.Tensor arguments (NumPy arrays are accepted too and uploaded for the
+call; give ctx= when no argument is a Tensor) and returns a new Tensor, or writes into `out=`.
+Shapes are checked by the C library, whose errors (pagoda.ShapeError, ...) name both shapes.
+Activations of the CNN ops (conv2d, pools, nonlocal) are NHWC, as in the C API.
+"""
+
+from __future__ import annotations
+
+from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast, pointer
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._capi import (
+    AttentionArgs,
+    BatchNorm,
+    Conv2dDesc,
+    GemmArgs,
+    NonlocalDesc,
+    NonlocalParams,
+    View,
+    api,
+)
+from .device import Context
+from .errors import InvalidArgumentError, ShapeError, raise_from
+from .tensor import Handle, Tensor, as_float32
+
+ArrayLike = Union[Tensor, np.ndarray, Sequence[Any]]
+_ACTS = {None: 0, "none": 0, "relu": 1, "gelu": 2}
+
+
+def _act(act: Optional[str]) -> int:
+    if act not in _ACTS:
+        raise InvalidArgumentError(f"pagoda: act wants None, 'relu' or 'gelu', not {act!r}")
+    return _ACTS[act]
+
+
+def _find_ctx(ctx: Optional[Context], args: Sequence[Any]) -> Context:
+    for a in args:
+        if isinstance(a, Tensor):
+            if ctx is not None and a._ctx is not ctx:
+                raise InvalidArgumentError("pagoda: a tensor of another context was given")
+            ctx = a._ctx
+    if ctx is None:
+        raise InvalidArgumentError("pagoda: no argument is a pagoda.Tensor: give ctx=")
+    return ctx
+
+
+class _Call:
+    """One op call (a `with` block): holds the context for this thread, turns arrays into
+    temporary tensors (freed at the end), checks that tensors belong to the context."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.temps: List[Tensor] = []
+
+    def __enter__(self) -> "_Call":
+        self.ctx._enter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            for t in self.temps:
+                t._free_locked()
+        finally:
+            self.ctx._exit()
+
+    def t(self, x: Optional[ArrayLike], what: str) -> Optional[Tensor]:
+        if x is None:
+            return None
+        if isinstance(x, Tensor):
+            if x._ctx is not self.ctx:
+                raise InvalidArgumentError(f"pagoda: {what} is a tensor of another context")
+            x._handle()
+            return x
+        t = Tensor.from_array(self.ctx, as_float32(x, what))
+        self.temps.append(t)
+        return t
+
+    def h(self, x: Optional[ArrayLike], what: str) -> Optional[int]:
+        t = self.t(x, what)
+        return None if t is None else t._handle()
+
+    def out(self, out: Optional[Tensor], shape: Sequence[int], what: str = "out") -> Tensor:
+        if out is None:
+            return Tensor.empty(self.ctx, shape)
+        t = self.t(out, what)
+        assert t is not None
+        if tuple(t.shape) != tuple(shape):
+            raise ShapeError(f"pagoda: {what} is {list(t.shape)}, the op writes {list(shape)}")
+        return t
+
+
+def _call(ctx: Optional[Context], *args: Any) -> _Call:
+    return _Call(_find_ctx(ctx, args))
+
+
+def _run(rc_fn: Any, *args: Any) -> None:
+    err = c_void_p()
+    raise_from(rc_fn(*args, byref(err)), err)
+
+
+# ---- GEMM and linear ---------------------------------------------------------------------------
+
+
+def gemm(a: ArrayLike, b: ArrayLike, *, c: Optional[Tensor] = None, trans_a: bool = False,
+         trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0,
+         bias: Optional[ArrayLike] = None, act: Optional[str] = None,
+         residual: Optional[ArrayLike] = None, ctx: Optional[Context] = None) -> Tensor:
+    """C = act(alpha·op(A)·op(B) + beta·C + bias) + residual, with op(X) = Xᵀ when trans_x.
+    A, B and C are 2-D [rows, cols] or 3-D [batch, rows, cols] (a 2-D B is shared by every
+    batch). `c` is the output (read when beta != 0); None allocates it."""
+    with _call(ctx, a, b, c, bias, residual) as k:
+        ta, tb = k.t(a, "a"), k.t(b, "b")
+        assert ta is not None and tb is not None
+        sa, sb = ta.shape, tb.shape
+        if len(sa) not in (2, 3) or len(sb) not in (2, 3):
+            raise ShapeError(f"pagoda: gemm: a {list(sa)} and b {list(sb)} must be 2-D or 3-D")
+        m = sa[-1] if trans_a else sa[-2]
+        n = sb[-2] if trans_b else sb[-1]
+        shape = (sa[0], m, n) if len(sa) == 3 else (m, n)
+        if c is None and beta != 0.0:
+            raise InvalidArgumentError("pagoda: gemm: beta != 0 reads C: give c=")
+        tc = k.out(c, shape, "c") if c is not None else Tensor.empty(k.ctx, shape)
+        args = GemmArgs(int(bool(trans_a)), int(bool(trans_b)), float(alpha), float(beta),
+                        k.h(bias, "bias"), _act(act), k.h(residual, "residual"))
+        _run(api.pgd_gemm, k.ctx._h, byref(args), ta._handle(), tb._handle(), tc._handle())
+        return tc
+
+
+class Linear(Handle):
+    """A linear layer y = act(x·Wᵀ + b) + residual with W [out, in] as PyTorch stores it,
+    prepared once for the device."""
+
+    def __init__(self, ctx: Context, weight: ArrayLike, bias: Optional[ArrayLike] = None) -> None:
+        with _call(ctx, weight, bias) as k:
+            w = k.t(weight, "weight")
+            assert w is not None
+            self.out_features, self.in_features = (w.shape + (0, 0))[:2]
+            if w.ndim != 2:
+                raise ShapeError(f"pagoda: Linear: weight is {list(w.shape)}, not [out, in]")
+            out = c_void_p()
+            _run(api.pgd_linear_create, ctx._h, w._handle(), k.h(bias, "bias"), byref(out))
+            super().__init__(ctx, out.value, api.pgd_linear_destroy)
+
+    def __call__(self, x: ArrayLike, *, act: Optional[str] = None,
+                 residual: Optional[ArrayLike] = None, out: Optional[Tensor] = None) -> Tensor:
+        with _call(self._ctx, x, residual, out) as k:
+            tx = k.t(x, "x")
+            assert tx is not None
+            shape = tx.shape[:-1] + (self.out_features,)
+            y = k.out(out, shape)
+            _run(api.pgd_linear_forward, k.ctx._h, self._handle(), tx._handle(), _act(act),
+                 k.h(residual, "residual"), y._handle())
+            return y
+
+
+def linear(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
+           act: Optional[str] = None, residual: Optional[ArrayLike] = None,
+           ctx: Optional[Context] = None) -> Tensor:
+    """y = act(x·Wᵀ + b) + residual (a Linear made and freed for this call)."""
+    c = _find_ctx(ctx, (x, weight, bias, residual))
+    layer = Linear(c, weight, bias)
+    try:
+        return layer(x, act=act, residual=residual)
+    finally:
+        layer.close()
+
+
+# ---- attention ---------------------------------------------------------------------------------
+
+
+def _view(t: Optional[Tensor], shape4: Sequence[int]) -> View:
+    if t is None:
+        return View(None, 0, 0, 0, 0)
+    _, h, n, d = shape4
+    return View(t._handle(), 0, h * n * d, n * d, d)
+
+
+_ATT_MODES = {"soft": 0, "topk": 1, "sample": 2}
+
+
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayLike] = None,
+              scale: Optional[float] = None, causal: bool = False,
+              probs: Union[bool, int] = False, probs_rows: Optional[Tuple[int, int]] = None,
+              mode: str = "soft", topk: int = 0, seed: int = 0,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None
+              ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """Scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V (fused, flash style).
+
+    q [B, H, Nq, D], k and v [B, H, Nk, D]; returns o [B, H, Nq, D]. `mask` is additive,
+    [B, H, Nq, Nk] or broadcast from [Nq, Nk] / [1, 1, Nq, Nk] / [B, 1, Nq, Nk] / [1, H, Nq, Nk].
+    scale None means 1/sqrt(D); causal makes key j visible to query i iff j <= i + Nk - Nq.
+    probs=True (all heads) or a head index also returns the probabilities
+    [B, heads, q1 - q0, Nk] of query rows probs_rows = (q0, q1) (default all rows).
+    Hard attention: mode="topk" keeps the `topk` highest scores of each row (ties to the lower
+    key) and renormalises; mode="sample" draws one key per row from the softmax with `seed`
+    (the same draw on every device: attention_uniform gives its uniform number)."""
+    if mode not in _ATT_MODES:
+        raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
+                                   f"{mode!r}")
+    if mode == "topk" and int(topk) < 1:
+        raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
+    if not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"pagoda: attention: seed {seed} is not a 64-bit unsigned")
+    with _call(ctx, q, k, v, mask, out) as c:
+        tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
+        assert tq is not None and tk is not None and tv is not None
+        sq, sk, sv = tq.shape, tk.shape, tv.shape
+        if len(sq) != 4 or len(sk) != 4 or len(sv) != 4:
+            raise ShapeError(f"pagoda: attention: q {list(sq)}, k {list(sk)} and v {list(sv)} "
+                             f"must be 4-D [batch, heads, tokens, head_dim]")
+        B, H, Nq, D = sq
+        Nk = sk[2]
+        if sk != (B, H, Nk, D) or sv != (B, H, Nk, D):
+            raise ShapeError(f"pagoda: attention: k {list(sk)} and v {list(sv)} must both be "
+                             f"[{B}, {H}, Nk, {D}] for q {list(sq)}")
+        o = c.out(out, sq)
+        args = AttentionArgs()
+        args.batch, args.heads, args.nq, args.nk, args.head_dim = B, H, Nq, Nk, D
+        args.scale = 0.0 if scale is None else float(scale)
+        if scale is not None and float(scale) == 0.0:
+            raise InvalidArgumentError("pagoda: attention: scale 0 (None means 1/sqrt(D))")
+        args.causal = int(bool(causal))
+        args.mode, args.topk, args.seed = _ATT_MODES[mode], int(topk), int(seed)
+        args.q, args.k, args.v, args.o = (_view(tq, sq), _view(tk, sk), _view(tv, sv),
+                                          _view(o, sq))
+        tm = c.t(mask, "mask")
+        if tm is not None:
+            ms = tm.shape
+            if len(ms) == 2:
+                ms = (1, 1) + ms
+            if len(ms) != 4 or ms[2:] != (Nq, Nk) or ms[0] not in (1, B) or ms[1] not in (1, H):
+                raise ShapeError(f"pagoda: attention: mask {list(tm.shape)} does not broadcast "
+                                 f"to [{B}, {H}, {Nq}, {Nk}]")
+            args.mask = View(tm._handle(), 0, 0 if ms[0] == 1 else ms[1] * Nq * Nk,
+                             0 if ms[1] == 1 else Nq * Nk, Nk)
+        p = None
+        if probs is not False and probs is not None:
+            head = -1 if probs is True else int(probs)
+            if head != -1 and not 0 <= head < H:
+                raise InvalidArgumentError(f"pagoda: attention: probs head {head} of {H}")
+            q0, q1 = probs_rows if probs_rows is not None else (0, Nq)
+            if not 0 <= q0 < q1 <= Nq:
+                raise InvalidArgumentError(f"pagoda: attention: probs_rows ({q0}, {q1}) of {Nq}")
+            p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
+            args.probs, args.probs_head, args.probs_q0, args.probs_q1 = p._handle(), head, q0, q1
+        _run(api.pgd_attention, c.ctx._h, byref(args))
+        return (o, p) if p is not None else o
+
+
+def attention_uniform(seed: int, b: int, h: int, i: int, heads: int, nq: int) -> float:
+    """The uniform number in [0, 1) that mode="sample" draws for row i of head h of batch
+    entry b: key j is picked when it is the first whose cumulative softmax weight exceeds u
+    times the row's total."""
+    return float(api.pgd_attention_uniform(seed, b, h, i, heads, nq))
+
+
+def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,
+                  ctx: Optional[Context] = None) -> Tensor:
+    """Multi-head self-attention on a fused projection qkv [B, N, 3·H·D] (q|k|v, head, d as
+    timm and torchvision lay it out) to [B, N, H·D]."""
+    with _call(ctx, qkv, out) as c:
+        t = c.t(qkv, "qkv")
+        assert t is not None
+        s = t.shape
+        if len(s) != 3 or heads < 1 or s[2] % (3 * heads):
+            raise ShapeError(f"pagoda: attention_qkv: qkv {list(s)} is not [B, N, 3·{heads}·D]")
+        o = c.out(out, (s[0], s[1], s[2] // 3))
+        _run(api.pgd_attention_qkv, c.ctx._h, t._handle(), int(heads), o._handle())
+        return o
+
+
+# ---- row ops and elementwise -----------------------------------------------------------------
+
+
+def _unary(fn: Any, x: ArrayLike, out: Optional[Tensor], ctx: Optional[Context], *extra: Any,
+           what: str = "x") -> Tensor:
+    with _call(ctx, x, out) as c:
+        t = c.t(x, what)
+        assert t is not None
+        y = c.out(out, t.shape)
+        fn(c.ctx._h, t._handle(), *extra, y._handle())
+        return y
+
+
+def layernorm(x: ArrayLike, weight: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+              eps: float = 1e-5, *, out: Optional[Tensor] = None,
+              ctx: Optional[Context] = None) -> Tensor:
+    """Layer normalisation over the last dim: (x - mean) / sqrt(var + eps) · weight + bias.
+    weight and bias both given or both None."""
+    if (weight is None) != (bias is None):
+        raise InvalidArgumentError("pagoda: layernorm: give weight and bias together, or neither")
+    with _call(ctx, x, weight, bias, out) as c:
+        t = c.t(x, "x")
+        assert t is not None
+        y = c.out(out, t.shape)
+        _run(api.pgd_layernorm, c.ctx._h, t._handle(), c.h(weight, "weight"),
+             c.h(bias, "bias"), float(eps), y._handle())
+        return y
+
+
+def gelu(x: ArrayLike, approximate: str = "none", *, out: Optional[Tensor] = None,
+         ctx: Optional[Context] = None) -> Tensor:
+    """GELU: the exact erf form, or approximate="tanh" (PyTorch's names)."""
+    if approximate not in ("none", "tanh"):
+        raise InvalidArgumentError(f"pagoda: gelu: approximate is 'none' or 'tanh', "
+                                   f"not {approximate!r}")
+    form = 1 if approximate == "tanh" else 0
+    return _unary(lambda h, xh, yh: _run(api.pgd_gelu, h, xh, yh, form), x, out, ctx)
+
+
+def relu(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _unary(lambda h, xh, yh: _run(api.pgd_relu, h, xh, yh), x, out, ctx)
+
+
+def softmax(x: ArrayLike, scale: float = 1.0, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """softmax(scale · x) over the last dim."""
+    return _unary(lambda h, xh, yh: _run(api.pgd_softmax, h, xh, float(scale), yh), x, out, ctx)
+
+
+def scale(x: ArrayLike, alpha: float, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    return _unary(lambda h, xh, yh: _run(api.pgd_scale, h, xh, float(alpha), yh), x, out, ctx)
+
+
+def add(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    with _call(ctx, a, b, out) as c:
+        ta, tb = c.t(a, "a"), c.t(b, "b")
+        assert ta is not None and tb is not None
+        y = c.out(out, ta.shape)
+        _run(api.pgd_add, c.ctx._h, ta._handle(), tb._handle(), y._handle())
+        return y
+
+
+def bias_add(x: ArrayLike, bias: ArrayLike, *, out: Optional[Tensor] = None,
+             ctx: Optional[Context] = None) -> Tensor:
+    with _call(ctx, x, bias, out) as c:
+        t = c.t(x, "x")
+        assert t is not None
+        y = c.out(out, t.shape)
+        _run(api.pgd_bias_add, c.ctx._h, t._handle(), c.h(bias, "bias"), y._handle())
+        return y
+
+
+# ---- ViT embedding -----------------------------------------------------------------------------
+
+
+def patch_embed(image: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
+                cls: Optional[ArrayLike] = None, dist: Optional[ArrayLike] = None,
+                pos: Optional[ArrayLike] = None, out: Optional[Tensor] = None,
+                ctx: Optional[Context] = None) -> Tensor:
+    """ViT patch embedding: image [B, C, H, W] through a P x P stride-P convolution (weight
+    [D, C, P, P], bias [D]) to [B, T, D], T = extra + (H/P)(W/P); the class token `cls` [D]
+    and distillation token `dist` [D] first; `pos` [T, D] added to every token."""
+    with _call(ctx, image, weight, bias, cls, dist, pos, out) as c:
+        ti, tw = c.t(image, "image"), c.t(weight, "weight")
+        assert ti is not None and tw is not None
+        si, sw = ti.shape, tw.shape
+        if len(si) != 4 or len(sw) != 4 or sw[2] < 1:
+            raise ShapeError(f"pagoda: patch_embed: image {list(si)} and weight {list(sw)} must "
+                             f"be [B, C, H, W] and [D, C, P, P]")
+        extra = (cls is not None) + (dist is not None)
+        T = extra + (si[2] // sw[2]) * (si[3] // sw[3])
+        y = c.out(out, (si[0], T, sw[0]))
+        _run(api.pgd_patch_embed, c.ctx._h, ti._handle(), tw._handle(), c.h(bias, "bias"),
+             c.h(cls, "cls"), c.h(dist, "dist"), c.h(pos, "pos"), y._handle())
+        return y
+
+
+# ---- convolution and pooling (NHWC) ------------------------------------------------------------
+
+
+def _pair(v: Union[int, Sequence[int]], what: str) -> Tuple[int, int]:
+    if isinstance(v, (int, np.integer)):
+        return int(v), int(v)
+    t = tuple(int(x) for x in v)
+    if len(t) != 2:
+        raise InvalidArgumentError(f"pagoda: {what} wants an int or a pair, not {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def _host(a: Optional[ArrayLike], what: str, n: Optional[int] = None) -> Optional[np.ndarray]:
+    if a is None:
+        return None
+    if isinstance(a, Tensor):
+        a = a.numpy()
+    h = as_float32(a, what)
+    if n is not None and h.size != n:
+        raise ShapeError(f"pagoda: {what} has {h.size} elements, {n} expected")
+    return h
+
+
+def _fp(a: Optional[np.ndarray]) -> Any:
+    return None if a is None else a.ctypes.data_as(POINTER(c_float))
+
+
+class Conv2d(Handle):
+    """A 2-D convolution on NHWC activations, prepared once: weight [cout, cin/groups, kh, kw]
+    (PyTorch's layout, host memory), bias [cout] or None, `bn` None or a dict of batch-norm
+    weight, bias, running_mean, running_var (and eps) folded in."""
+
+    def __init__(self, ctx: Context, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
+                 stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int]] = 0,
+                 dilation: Union[int, Sequence[int]] = 1, groups: int = 1,
+                 bn: Optional[Dict[str, Any]] = None) -> None:
+        w = _host(weight, "weight")
+        assert w is not None
+        if w.ndim != 4:
+            raise ShapeError(f"pagoda: Conv2d: weight is {list(w.shape)}, not [cout, cin/groups,"
+                             f" kh, kw]")
+        if groups < 1:
+            raise InvalidArgumentError(f"pagoda: Conv2d: groups {groups} < 1")
+        cout, cin_g, kh, kw = w.shape
+        b = _host(bias, "bias", cout)
+        sh, sw = _pair(stride, "stride")
+        ph, pw = _pair(padding, "padding")
+        dh, dw = _pair(dilation, "dilation")
+        self.desc = Conv2dDesc(cin_g * groups, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups)
+        self.out_channels = cout
+        bnd = None
+        keep = []
+        if bn is not None:
+            arrs = [_host(bn[k], "bn." + k, cout) for k in
+                    ("weight", "bias", "running_mean", "running_var")]
+            keep = arrs
+            bnd = BatchNorm(*[_fp(a) for a in arrs], float(bn.get("eps", 1e-5)))
+        out = c_void_p()
+        ctx._enter()
+        try:
+            _run(api.pgd_conv2d_create, ctx._h, byref(self.desc), _fp(w), _fp(b),
+                 byref(bnd) if bnd is not None else None, byref(out))
+            super().__init__(ctx, out.value, api.pgd_conv2d_destroy)
+        finally:
+            ctx._exit()
+        del keep
+
+    def out_size(self, h: int, w: int) -> Tuple[int, int]:
+        oh, ow = c_int64(), c_int64()
+        api.pgd_conv2d_out_size(byref(self.desc), h, w, byref(oh), byref(ow))
+        return oh.value, ow.value
+
+    def algorithm(self, h: int, w: int) -> str:
+        """The algorithm a forward on an h x w input uses ("gemm", "implicit", ...)."""
+        self._ctx._enter()
+        try:
+            r = api.pgd_conv2d_algorithm(self._ctx._h, self._handle(), h, w)
+            return r.decode() if r else "?"
+        finally:
+            self._ctx._exit()
+
+    def __call__(self, x: ArrayLike, *, act: Optional[str] = None,
+                 residual: Optional[ArrayLike] = None, out: Optional[Tensor] = None) -> Tensor:
+        with _call(self._ctx, x, residual, out) as c:
+            t = c.t(x, "x")
+            assert t is not None
+            s = t.shape
+            if len(s) != 4:
+                raise ShapeError(f"pagoda: conv2d: x is {list(s)}, not NHWC [N, H, W, C]")
+            oh, ow = self.out_size(s[1], s[2])
+            y = c.out(out, (s[0], oh, ow, self.out_channels))
+            _run(api.pgd_conv2d_forward, c.ctx._h, self._handle(), t._handle(), _act(act),
+                 c.h(residual, "residual"), y._handle())
+            return y
+
+
+def conv2d(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
+           stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int]] = 0,
+           dilation: Union[int, Sequence[int]] = 1, groups: int = 1,
+           bn: Optional[Dict[str, Any]] = None, act: Optional[str] = None,
+           residual: Optional[ArrayLike] = None, ctx: Optional[Context] = None) -> Tensor:
+    """y = act(conv(x) + bias + residual) on NHWC x [N, H, W, cin] (a Conv2d made and freed
+    for this call)."""
+    c = _find_ctx(ctx, (x, residual))
+    layer = Conv2d(c, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                   groups=groups, bn=bn)
+    try:
+        return layer(x, act=act, residual=residual)
+    finally:
+        layer.close()
+
+
+def _pool(fn: Any, x: ArrayLike, k: int, stride: Optional[int], padding: int,
+          out: Optional[Tensor], ctx: Optional[Context], what: str) -> Tensor:
+    stride = k if stride is None else stride
+    with _call(ctx, x, out) as c:
+        t = c.t(x, "x")
+        assert t is not None
+        s = t.shape
+        if len(s) != 4:
+            raise ShapeError(f"pagoda: {what}: x is {list(s)}, not NHWC [N, H, W, C]")
+        if k < 1 or stride < 1 or padding < 0:
+            raise InvalidArgumentError(f"pagoda: {what}: k {k}, stride {stride}, padding "
+                                       f"{padding}: k >= 1, stride >= 1, padding >= 0")
+        oh = (s[1] + 2 * padding - k) // stride + 1
+        ow = (s[2] + 2 * padding - k) // stride + 1
+        if oh < 1 or ow < 1:
+            raise ShapeError(f"pagoda: {what}: a {k}x{k} window does not fit {list(s)}")
+        y = c.out(out, (s[0], oh, ow, s[3]))
+        _run(fn, c.ctx._h, t._handle(), int(k), int(stride), int(padding), y._handle())
+        return y
+
+
+def maxpool2d(x: ArrayLike, kernel_size: int, stride: Optional[int] = None, padding: int = 0, *,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Max pooling, NHWC (PyTorch's floor rule; stride None means kernel_size)."""
+    return _pool(api.pgd_maxpool2d, x, kernel_size, stride, padding, out, ctx, "maxpool2d")
+
+
+def avgpool2d(x: ArrayLike, kernel_size: int, stride: Optional[int] = None, padding: int = 0, *,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Average pooling, NHWC, zero padding counted (count_include_pad=True)."""
+    return _pool(api.pgd_avgpool2d, x, kernel_size, stride, padding, out, ctx, "avgpool2d")
+
+
+def global_avgpool(x: ArrayLike, *, out: Optional[Tensor] = None,
+                   ctx: Optional[Context] = None) -> Tensor:
+    """[N, H, W, C] → [N, C], the mean over H and W."""
+    with _call(ctx, x, out) as c:
+        t = c.t(x, "x")
+        assert t is not None
+        s = t.shape
+        if len(s) != 4:
+            raise ShapeError(f"pagoda: global_avgpool: x is {list(s)}, not NHWC [N, H, W, C]")
+        y = c.out(out, (s[0], s[3]))
+        _run(api.pgd_global_avgpool, c.ctx._h, t._handle(), y._handle())
+        return y
+
+
+def nchw_to_nhwc(x: ArrayLike, *, out: Optional[Tensor] = None,
+                 ctx: Optional[Context] = None) -> Tensor:
+    with _call(ctx, x, out) as c:
+        t = c.t(x, "x")
+        assert t is not None
+        s = t.shape
+        if len(s) != 4:
+            raise ShapeError(f"pagoda: nchw_to_nhwc: x is {list(s)}, not [N, C, H, W]")
+        y = c.out(out, (s[0], s[2], s[3], s[1]))
+        _run(api.pgd_nchw_to_nhwc, c.ctx._h, t._handle(), y._handle())
+        return y
+
+
+# ---- non-local blocks --------------------------------------------------------------------------
+
+_NL_MODES = {"embedded_gaussian": 0, "gaussian": 1, "dot_product": 2, "concatenation": 3}
+
+
+class NonLocal(Handle):
+    """A non-local block (Wang et al. 2018) on NHWC x [B, H, W, C]: z = x + BN(W·y(x)).
+
+    Weights are host arrays in PyTorch's layouts: theta_weight, phi_weight, g_weight
+    [Ci, C, 1, 1] (or [Ci, C]) with *_bias [Ci]; w_weight [C, Ci, 1, 1] and w_bias [C];
+    bn a dict (weight, bias, running_mean, running_var, eps) or None; concat_weight
+    [1, 2·Ci, 1, 1] for mode "concatenation"."""
+
+    def __init__(self, ctx: Context, channels: int, inner: Optional[int] = None, *,
+                 mode: str = "embedded_gaussian", subsample: bool = False, unfused: bool = False,
+                 **weights: Any) -> None:
+        if mode not in _NL_MODES:
+            raise InvalidArgumentError(f"pagoda: NonLocal: mode is one of {', '.join(_NL_MODES)}"
+                                       f", not {mode!r}")
+        inner = channels // 2 if inner is None else inner
+        known = ("theta_weight", "theta_bias", "phi_weight", "phi_bias", "g_weight", "g_bias",
+                 "w_weight", "w_bias", "bn", "concat_weight")
+        for k in weights:
+            if k not in known:
+                raise InvalidArgumentError(f"pagoda: NonLocal: unknown weight {k!r} "
+                                           f"({', '.join(known)})")
+        sizes = {"theta_weight": inner * channels, "phi_weight": inner * channels,
+                 "g_weight": inner * channels, "theta_bias": inner, "phi_bias": inner,
+                 "g_bias": inner, "w_weight": channels * inner, "w_bias": channels,
+                 "concat_weight": 2 * inner}
+        host = {k: _host(weights.get(k), k, n) for k, n in sizes.items()}
+        self.desc = NonlocalDesc(int(channels), int(inner), _NL_MODES[mode], int(bool(subsample)),
+                                 int(bool(unfused)))
+        self.mode = mode
+        bnd = None
+        keep: List[Any] = []
+        if weights.get("bn") is not None:
+            bn = weights["bn"]
+            arrs = [_host(bn[k], "bn." + k, channels) for k in
+                    ("weight", "bias", "running_mean", "running_var")]
+            keep = arrs
+            bnd = BatchNorm(*[_fp(a) for a in arrs], float(bn.get("eps", 1e-5)))
+        p = NonlocalParams(*[_fp(host[k]) for k in ("theta_weight", "theta_bias", "phi_weight",
+                                                      "phi_bias", "g_weight", "g_bias",
+                                                      "w_weight", "w_bias")],
+                           pointer(bnd) if bnd is not None else None,
+                           _fp(host["concat_weight"]))
+        out = c_void_p()
+        ctx._enter()
+        try:
+            _run(api.pgd_nonlocal_create, ctx._h, byref(self.desc), byref(p), byref(out))
+            super().__init__(ctx, out.value, api.pgd_nonlocal_destroy)
+        finally:
+            ctx._exit()
+        del keep, host
+
+    def key_grid(self, h: int, w: int) -> Tuple[int, int]:
+        gh, gw = c_int64(), c_int64()
+        api.pgd_nonlocal_key_grid(byref(self.desc), h, w, byref(gh), byref(gw))
+        return gh.value, gw.value
+
+    def __call__(self, x: ArrayLike, *, out: Optional[Tensor] = None) -> Tensor:
+        with _call(self._ctx, x, out) as c:
+            t = c.t(x, "x")
+            assert t is not None
+            z = c.out(out, t.shape)
+            _run(api.pgd_nonlocal_forward, c.ctx._h, self._handle(), t._handle(), z._handle())
+            return z
+
+    def affinity(self, x: ArrayLike, qi: int, qj: int) -> np.ndarray:
+        """f(i, ·) of query position (qi, qj) on x's H x W grid for every batch item, as
+        [B, gh, gw] (the key grid; halved with subsampling)."""
+        with _call(self._ctx, x) as c:
+            t = c.t(x, "x")
+            assert t is not None
+            s = t.shape
+            if len(s) != 4:
+                raise ShapeError(f"pagoda: NonLocal.affinity: x is {list(s)}, not [B, H, W, C]")
+            gh, gw = self.key_grid(s[1], s[2])
+            row = np.zeros((s[0], max(gh, 1), max(gw, 1)), dtype=np.float32)
+            ogh, ogw = c_int64(), c_int64()
+            _run(api.pgd_nonlocal_affinity, c.ctx._h, self._handle(), t._handle(), int(qi),
+                 int(qj), row.ctypes.data_as(POINTER(c_float)), byref(ogh), byref(ogw))
+            return row
+
+
+def nonlocal_(x: ArrayLike, channels: Optional[int] = None, inner: Optional[int] = None, *,
+              mode: str = "embedded_gaussian", subsample: bool = False,
+              ctx: Optional[Context] = None, **weights: Any) -> Tensor:
+    """One non-local block over x (a NonLocal made and freed for this call; `nonlocal` is a
+    Python keyword, hence the underscore)."""
+    c = _find_ctx(ctx, (x,))
+    if channels is None:
+        channels = (x.shape if isinstance(x, Tensor) else np.shape(x))[-1]
+    block = NonLocal(c, channels, inner, mode=mode, subsample=subsample, **weights)
+    try:
+        return block(x)
+    finally:
+        block.close()
+
+
+_ = cast  # re-exported helpers stay referenced

@@ -1,0 +1,81 @@
+"""Shared fixtures: one context per OpenCL device found (PoCL, Intel's CPU runtime, rusticl in
+CI), the golden data folder, NumPy references in double precision."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import pagoda
+
+DATA = os.environ.get("PAGODA_TEST_DATA") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data")
+
+
+def _devices():
+    try:
+        return pagoda.devices()
+    except pagoda.NoPlatformError:
+        return []
+
+
+DEVICES = _devices()
+
+
+def pytest_collection_modifyitems(config, items):
+    if not DEVICES:
+        skip = pytest.mark.skip(reason="no OpenCL device")
+        for it in items:
+            it.add_marker(skip)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # meson's convention: a device test that finds no device exits 77 (reported as skipped).
+    if not DEVICES and exitstatus == 0:
+        session.exitstatus = 77
+
+
+@pytest.fixture(scope="session", params=[d["selector"] for d in DEVICES] or ["none"],
+                ids=[d["name"].split(" ")[0][:24] for d in DEVICES] or ["none"])
+def ctx(request):
+    """A context on each device in turn (session-wide: kernels are built once per device)."""
+    if request.param == "none":
+        pytest.skip("no OpenCL device")
+    c = pagoda.Context(request.param, env=False,
+                       cache_dir=os.environ.get("PAGODA_CACHE_DIR") or None)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def any_ctx():
+    """One context on the default device, for tests of the binding itself."""
+    if not DEVICES:
+        pytest.skip("no OpenCL device")
+    c = pagoda.Context(env=False, cache_dir=os.environ.get("PAGODA_CACHE_DIR") or None)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+def slow_device(ctx) -> bool:
+    """rusticl on llvmpipe runs at a fraction of a GFLOP/s: big cases are kept off it."""
+    return ctx.device["software_rasteriser"]
+
+
+def allclose(got, want, rtol, atol, what=""):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    bad = ~(np.abs(got - want) <= atol + rtol * np.abs(want))
+    if bad.any():
+        i = np.flatnonzero(bad)[0]
+        raise AssertionError(f"{what}: {bad.sum()} of {got.size} elements differ; first at "
+                             f"{np.unravel_index(i, got.shape)}: got {got.flat[i]!r}, "
+                             f"want {want.flat[i]!r}")
