@@ -806,13 +806,19 @@ typedef struct pgd_image pgd_image;
 /* Largest accepted image: width x height <= PGD_IMAGE_MAX_PIXELS (8192 x 8192). */
 #define PGD_IMAGE_MAX_PIXELS (8192LL * 8192LL)
 
-/* Reads and decodes a JPEG, PNG or BMP file (recognised by its magic bytes; every other format
- * is PGD_ERR_UNSUPPORTED naming the file and the format seen). The dimensions are read from the
- * header and checked (1 <= width, height; width x height <= PGD_IMAGE_MAX_PIXELS, else
- * PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha channels become RGB (alpha is
- * dropped). A file the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a BMP whose
- * declared rows run past the end of the file, a PNG with a truncated chunk, a wrong chunk CRC or
- * no IEND. A decoder failure is PGD_ERR_FORMAT with stb_image's reason. The path goes through
+/* Reads and decodes a JPEG, PNG, BMP or (when built with libwebp) WebP file, recognised by its
+ * magic bytes; every other format is PGD_ERR_UNSUPPORTED naming the file and the format seen.
+ * JPEG, PNG and WebP go through libjpeg-turbo, libpng and libwebp when the build found them
+ * (pgd_image_decoder), with Pillow's settings: the pixels equal Pillow's
+ * Image.open(f).convert("RGB") exactly, including its conversions of grey, palette, 16-bit and
+ * CMYK images; BMP (and JPEG/PNG without their library) go through stb_image. The dimensions
+ * are read from the header and checked (1 <= width, height; width x height <=
+ * PGD_IMAGE_MAX_PIXELS, else PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha
+ * channels become RGB (alpha is dropped; EXIF orientation is not applied, as in Pillow). A file
+ * the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a truncated JPEG or WebP, a
+ * JPEG with corrupt entropy-coded data, a BMP whose declared rows run past the end of the file,
+ * a PNG with a truncated chunk, a wrong chunk CRC or no IEND. A decoder failure is
+ * PGD_ERR_FORMAT with the decoder's reason. The path goes through
  * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
  * pgd_image_free. */
 PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
@@ -826,6 +832,10 @@ PGD_API int pgd_image_height(const pgd_image *img);
 PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
 /* Frees the image; NULL is accepted. */
 PGD_API void pgd_image_free(pgd_image *img);
+/* The decoder this build uses for `format` ("JPEG", "PNG", "BMP", "WebP"), e.g.
+ * "libjpeg-turbo 2.1.5 (libjpeg API 62)", "libpng 1.6.39", "libwebp 1.2.4" or "stb_image"; NULL
+ * for a format this build does not read. */
+PGD_API const char *pgd_image_decoder(const char *format);
 
 /* Preprocessing presets, each to a 3 x 224 x 224 float tensor, channel-major (CHW), RGB:
  *   TORCHVISION  shorter side to 256 (PIL bilinear, antialiased), centre crop 224,

@@ -1,5 +1,12 @@
-/* image.c — image loading (JPEG, PNG, BMP through stb_image), Pillow-exact resampling and the
- * classification presets. (Drawing maps over images is the models' business: apps/models/maps.c.)
+/* image.c — image loading, Pillow-exact resampling and the classification presets. (Drawing
+ * maps over images is the models' business: apps/models/maps.c.)
+ *
+ * Decoders: JPEG through libjpeg-turbo (image_jpeg.c), PNG through libpng (image_png.c), WebP
+ * through libwebp (image_webp.c), each when meson found the library (options jpeg, png, webp,
+ * "auto"), with Pillow's settings so that the pixels equal Pillow's convert("RGB") exactly.
+ * stb_image decodes BMP, and JPEG or PNG when their library is absent (then JPEGs differ from
+ * Pillow by up to a few levels: another IDCT and chroma upsampling; 16-bit grey PNGs differ
+ * completely). pgd_image_decoder says which decoder serves a format in this build.
  *
  * Security (see ANCHORS.md): Debian's stb_image is v2.27 and lacks later fixes, and its shared
  * library has every decoder compiled in. So we pick the decoder ourselves: only files whose
@@ -18,7 +25,9 @@
 
 #include <stb_image.h>
 
+#include "image_decode.h"
 #include "internal.h"
+#include "pgd_config.h"
 
 /* Largest encoded file we read: an uncompressed 8192 x 8192 BMP is 192 MiB. */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
@@ -28,12 +37,12 @@ struct pgd_image {
     uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
     /* The size of the decoded image a thumbnail was made from (else width, height). */
     int src_width, src_height;
-    int own_pixels; /* data from our malloc (thumbnails), not from stb_image */
+    int own_pixels; /* data from our malloc (thumbnails, the library decoders), not stb_image */
 };
 
 /* ---- loading ---- */
 
-typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP } img_format;
+typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP, FMT_WEBP } img_format;
 
 /* The format the magic bytes announce; *other names a recognised but refused format. */
 static img_format sniff(const unsigned char *p, size_t n, const char **other)
@@ -56,9 +65,11 @@ static img_format sniff(const unsigned char *p, size_t n, const char **other)
         *other = "HDR (Radiance)";
     else if (n >= 4 && p[0] == 0x53 && p[1] == 0x80 && p[2] == 0xF6 && p[3] == 0x34)
         *other = "PIC (Softimage)";
-    else if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
-        *other = "WebP";
-    else if (n >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
+    else if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4)) {
+        if (PGD_HAVE_LIBWEBP)
+            return FMT_WEBP;
+        *other = "WebP (this build has no libwebp)";
+    } else if (n >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
         *other = "TIFF";
     else if (n >= 4 && (p[0] == 0x89 && p[1] == 'P' && p[2] == 'N' && p[3] == 'G'))
         *other = "PNG with a damaged signature";
@@ -74,6 +85,8 @@ static const char *format_name(img_format f)
         return "PNG";
     case FMT_BMP:
         return "BMP";
+    case FMT_WEBP:
+        return "WebP";
     default:
         return "unknown";
     }
@@ -235,39 +248,92 @@ static const char *structure_check(img_format fmt, const unsigned char *p, size_
     return NULL;
 }
 
-int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+int pgd__image_check_size(const char *name, const char *format, long long w, long long h,
                           pgd_error **err)
 {
-    if (!out)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
-    *out = NULL;
-    if (!name)
-        name = "(memory)";
-    if (!data && size)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "image '%s': data is NULL", name);
-    if (size == 0)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': empty file", name);
-    if (size > MAX_FILE_BYTES)
+    if (w < 1 || h < 1)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %lld x %lld",
+                              name, format, w, h);
+    if (w > PGD_IMAGE_MAX_PIXELS || h > PGD_IMAGE_MAX_PIXELS || w * h > PGD_IMAGE_MAX_PIXELS)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %zu bytes exceeds the %zu-byte limit on image files",
-                              name, size, MAX_FILE_BYTES);
-    const unsigned char *p = data;
-    const char *other;
-    img_format fmt = sniff(p, size, &other);
-    if (fmt == FMT_UNKNOWN) {
-        if (other)
-            return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                                  "image '%s': format %s is not supported (only JPEG, PNG and BMP)",
-                                  name, other);
-        char hex[3 * 8 + 1] = "";
-        size_t k = size < 8 ? size : 8, pos = 0;
-        for (size_t i = 0; i < k; i++)
-            pos += (size_t)snprintf(hex + pos, sizeof hex - pos, "%s%02X", i ? " " : "", p[i]);
-        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                              "image '%s': unknown format (first bytes %s); only JPEG, PNG and BMP "
-                              "are supported",
-                              name, hex);
+                              "image '%s': %s of %lld x %lld pixels exceeds the limit of %lld "
+                              "pixels (8192 x 8192)",
+                              name, format, w, h, PGD_IMAGE_MAX_PIXELS);
+    return PGD_OK;
+}
+
+/* The formats this build reads, for messages. */
+#define FORMATS_READ (PGD_HAVE_LIBWEBP ? "JPEG, PNG, BMP and WebP" : "JPEG, PNG and BMP")
+
+const char *pgd_image_decoder(const char *format)
+{
+    if (!format)
+        return NULL;
+    if (!strcmp(format, "JPEG"))
+#if PGD_HAVE_LIBJPEG
+        return pgd__jpeg_library();
+#else
+        return "stb_image";
+#endif
+    if (!strcmp(format, "PNG"))
+#if PGD_HAVE_LIBPNG
+        return pgd__png_library();
+#else
+        return "stb_image";
+#endif
+    if (!strcmp(format, "BMP"))
+        return "stb_image";
+    if (!strcmp(format, "WebP"))
+#if PGD_HAVE_LIBWEBP
+        return pgd__webp_library();
+#else
+        return NULL;
+#endif
+    return NULL;
+}
+
+/* The library decoders (image_jpeg.c, image_png.c, image_webp.c): they check the size
+ * themselves, after reading the header and before allocating pixels. */
+static int decode_with_library(img_format fmt, const unsigned char *p, size_t size,
+                               const char *name, pgd_image **out, pgd_error **err)
+{
+    int w = 0, h = 0, rc = PGD_ERR_INTERNAL;
+    uint8_t *px = NULL;
+#if PGD_HAVE_LIBJPEG
+    if (fmt == FMT_JPEG)
+        rc = pgd__jpeg_decode(p, size, name, &w, &h, &px, err);
+#endif
+#if PGD_HAVE_LIBPNG
+    if (fmt == FMT_PNG)
+        rc = pgd__png_decode(p, size, name, &w, &h, &px, err);
+#endif
+#if PGD_HAVE_LIBWEBP
+    if (fmt == FMT_WEBP)
+        rc = pgd__webp_decode(p, size, name, &w, &h, &px, err);
+#endif
+    (void)p;
+    (void)size;
+    if (rc == PGD_ERR_INTERNAL && !px)
+        return pgd__error_set(err, rc, "image '%s': no decoder for %s", name, format_name(fmt));
+    if (rc)
+        return rc;
+    pgd_image *img = calloc(1, sizeof *img);
+    if (!img) {
+        free(px);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
     }
+    img->data = px;
+    img->own_pixels = 1;
+    img->width = img->src_width = w;
+    img->height = img->src_height = h;
+    *out = img;
+    return PGD_OK;
+}
+
+/* stb_image: BMP, and JPEG or PNG in a build without their library. */
+static int decode_with_stb(img_format fmt, const unsigned char *p, size_t size, const char *name,
+                           pgd_image **out, pgd_error **err)
+{
     /* Before stbi_info: stb's JPEG header scan already reads the Huffman tables. */
     if (fmt == FMT_JPEG && !jpeg_tables_ok(p, size))
         return pgd__error_set(err, PGD_ERR_FORMAT,
@@ -279,14 +345,9 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
     if (!stbi_info_from_memory(p, len, &w, &h, &comp))
         return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot read the %s header: %s",
                               name, format_name(fmt), stbi_failure_reason());
-    if (w < 1 || h < 1)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %d x %d", name,
-                              format_name(fmt), w, h);
-    if ((long long)w * h > PGD_IMAGE_MAX_PIXELS)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
-                              "(8192 x 8192)",
-                              name, format_name(fmt), w, h, PGD_IMAGE_MAX_PIXELS);
+    int rc = pgd__image_check_size(name, format_name(fmt), w, h, err);
+    if (rc)
+        return rc;
     char msg[200];
     const char *bad = structure_check(fmt, p, size, msg, sizeof msg);
     if (bad)
@@ -313,6 +374,56 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
     img->height = img->src_height = h;
     *out = img;
     return PGD_OK;
+}
+
+int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                          pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
+    *out = NULL;
+    if (!name)
+        name = "(memory)";
+    if (!data && size)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "image '%s': data is NULL", name);
+    if (size == 0)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': empty file", name);
+    if (size > MAX_FILE_BYTES)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "image '%s': %zu bytes exceeds the %zu-byte limit on image files",
+                              name, size, MAX_FILE_BYTES);
+    const unsigned char *p = data;
+    const char *other;
+    img_format fmt = sniff(p, size, &other);
+    if (fmt == FMT_UNKNOWN) {
+        if (other)
+            return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                                  "image '%s': format %s is not supported (only %s)", name, other,
+                                  FORMATS_READ);
+        char hex[3 * 8 + 1] = "";
+        size_t k = size < 8 ? size : 8, pos = 0;
+        for (size_t i = 0; i < k; i++)
+            pos += (size_t)snprintf(hex + pos, sizeof hex - pos, "%s%02X", i ? " " : "", p[i]);
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "image '%s': unknown format (first bytes %s); only %s are supported",
+                              name, hex, FORMATS_READ);
+    }
+    if ((fmt == FMT_JPEG && PGD_HAVE_LIBJPEG) || fmt == FMT_WEBP)
+        return decode_with_library(fmt, p, size, name, out, err);
+    if (fmt == FMT_PNG && PGD_HAVE_LIBPNG) {
+        /* The size from IHDR, then the chunk structure, as for stb_image (Pillow refuses these
+         * files too); libpng reads IHDR again and checks it fully. */
+        if (size >= 24 && !memcmp(p + 12, "IHDR", 4)) {
+            int rc = pgd__image_check_size(name, "PNG", be32(p + 16), be32(p + 20), err);
+            if (rc)
+                return rc;
+        }
+        const char *bad = png_check(p, size);
+        if (bad)
+            return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt PNG: %s", name, bad);
+        return decode_with_library(fmt, p, size, name, out, err);
+    }
+    return decode_with_stb(fmt, p, size, name, out, err);
 }
 
 int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
