@@ -24,7 +24,10 @@
  * libjpeg reports errors through error_exit, which must not return: ours formats the message
  * and longjmps back into decode_jpeg, the only function with a setjmp. Everything libjpeg
  * allocates is released by jpeg_destroy_decompress, and our two buffers live in the context
- * struct, so the caller frees the same things on every path. */
+ * struct, so the caller frees the same things on every path. (libjpeg's memory manager has no
+ * allocator hook in its API, so the allocation-failure walk of tests/test_hostio.c reaches our
+ * allocations here but not libjpeg's own; those are pooled and all released by
+ * jpeg_destroy_decompress, which every path calls.) */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,7 +240,10 @@ int pgd__jpeg_decode(const unsigned char *p, size_t n, const char *name, int *w,
         *px = x->out;
     else
         free(x->out);
-    if (rc == 1)
+    if (rc == 1 && x->jerr.msg_code == JERR_OUT_OF_MEMORY)
+        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': libjpeg: %s", name,
+                            x->msg);
+    else if (rc == 1)
         rc = pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt JPEG: %s", name, x->msg);
     free(x);
     return rc;

@@ -24,7 +24,8 @@
  * every CRC right and IEND present (Pillow refuses the same files). libpng's errors come
  * through on_error, which must not return: it keeps the message and longjmps into decode_png,
  * the only function with a setjmp; png_destroy_read_struct frees libpng's memory and our
- * buffers live in the context, so every path frees the same things. Warnings are ignored. */
+ * buffers live in the context, so every path frees the same things. Warnings are ignored.
+ * libpng allocates through png_alloc/png_dealloc (plain malloc and free in this file). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,24 @@ typedef struct png_ctx {
     uint8_t *out;  /* w * h * 3 */
     uint8_t *rows; /* one row, or the whole image for an interlaced file */
     png_bytep *rowp;
+    int oom; /* an allocation failed (libpng then reports "Out of memory" as an error) */
 } png_ctx;
+
+/* libpng allocates through these, so that its allocations are ours: the allocation-failure walk
+ * of tests/test_hostio.c (malloc wrapped at link time) reaches them too. */
+static png_voidp png_alloc(png_structp png, png_alloc_size_t n)
+{
+    void *q = malloc(n);
+    if (!q)
+        ((png_ctx *)png_get_mem_ptr(png))->oom = 1;
+    return q;
+}
+
+static void png_dealloc(png_structp png, png_voidp q)
+{
+    (void)png;
+    free(q);
+}
 
 static void on_error(png_structp png, png_const_charp msg)
 {
@@ -147,7 +165,8 @@ int pgd__png_decode(const unsigned char *p, size_t n, const char *name, int *w, 
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
     x->data = p;
     x->size = n;
-    x->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, x, on_error, on_warning);
+    x->png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, x, on_error, on_warning, x, png_alloc,
+                                      png_dealloc);
     x->info = x->png ? png_create_info_struct(x->png) : NULL;
     int rc;
     if (!x->info)
@@ -162,7 +181,10 @@ int pgd__png_decode(const unsigned char *p, size_t n, const char *name, int *w, 
         *px = x->out;
     else
         free(x->out);
-    if (rc == 1)
+    if (rc == 1 && x->oom)
+        rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory in libpng",
+                            name);
+    else if (rc == 1)
         rc = pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt PNG: %s", name, x->msg);
     free(x);
     return rc;

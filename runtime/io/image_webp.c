@@ -74,7 +74,8 @@ int pgd__webp_decode(const unsigned char *p, size_t n, const char *name, int *w,
     if (st != VP8_STATUS_OK || cfg.output.width != iw || cfg.output.height != ih) {
         free(rgba);
         return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt WebP data: %s", name,
-                              st != VP8_STATUS_OK ? status_text(st) : "size changed while decoding");
+                              st != VP8_STATUS_OK ? status_text(st)
+                                                  : "size changed while decoding");
     }
     /* RGBA -> RGB in place: each write lands at or before the byte it was read from. */
     for (size_t i = 0; i < npx; i++) {

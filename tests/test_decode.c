@@ -1,0 +1,261 @@
+/* test_decode.c — decoded pixels against Pillow's: every file of tests/data/decode (JPEG at
+ * several qualities and subsamplings, progressive, grey, CMYK; PNG grey 1..16 bit, grey+alpha,
+ * RGB(A) 8/16, palette; WebP lossy and lossless; tools/make-decode-golden.py) must decode to
+ * exactly Image.open(f).convert("RGB")'s bytes, and two of them preprocessed with the
+ * torchvision preset must equal torchvision's transforms exactly. Which exactness is checked
+ * follows the build: a format served by its library (pgd_image_decoder) must match exactly; one
+ * served by stb_image (-Djpeg=disabled, -Dpng=disabled) within the tolerance stated below, and
+ * a 16-bit PNG through stb_image is only required to load; WebP without libwebp must be
+ * refused as unsupported. Then damaged copies of each library-decoded file — truncated, bytes
+ * flipped — are refused or decoded, never crash (the sanitizer build checks the rest). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* stb_image's JPEG decoder (another IDCT, plain chroma replication at the block edges) against
+ * libjpeg-turbo's, on these files: measured max 11 levels (q10 4:2:0, a red disc's edge); the
+ * bound leaves a little room. Not a promise about other files. */
+#define STB_JPEG_TOLERANCE 16
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("PAGODA_TEST_DATA");
+    return d && *d ? d : "tests/data";
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    ck_assert(fread(b, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+typedef struct entry {
+    char name[64], file[80], mode[16];
+    int w, h;
+} entry;
+
+static int read_manifest(entry *e, int max)
+{
+    char path[8192];
+    ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/MANIFEST", data_dir()) < sizeof path);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    int n = 0;
+    while (n < max && fscanf(f, "%63s %79s %d %d %15s", e[n].name, e[n].file, &e[n].w, &e[n].h,
+                             e[n].mode) == 5)
+        n++;
+    fclose(f);
+    return n;
+}
+
+static const char *format_of(const char *file)
+{
+    const char *dot = strrchr(file, '.');
+    if (!strcmp(dot, ".jpg"))
+        return "JPEG";
+    if (!strcmp(dot, ".png"))
+        return "PNG";
+    return "WebP";
+}
+
+static int is_stb(const char *format)
+{
+    const char *d = pgd_image_decoder(format);
+    return d && !strcmp(d, "stb_image");
+}
+
+START_TEST(pixels_equal_pillow)
+{
+    entry e[64];
+    int n = read_manifest(e, 64);
+    ck_assert_int_ge(n, 29);
+    int exact = 0, tolerated = 0, loaded_only = 0, refused = 0, worst_stb = 0;
+    for (int i = 0; i < n; i++) {
+        const char *fmt = format_of(e[i].file);
+        const char *dec = pgd_image_decoder(fmt);
+        char path[8192];
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s", data_dir(), e[i].file) <
+                  sizeof path);
+        pgd_image *img = NULL;
+        pgd_error *err = NULL;
+        int rc = pgd_image_load(path, &img, &err);
+        if (!dec) { /* WebP without libwebp */
+            ck_assert_msg(rc == PGD_ERR_UNSUPPORTED, "%s: %d", e[i].file, rc);
+            ck_assert(strstr(pgd_error_message(err), "WebP"));
+            pgd_error_free(err);
+            refused++;
+            continue;
+        }
+        PGD_CHECK_OK(rc, &err);
+        ck_assert_int_eq(pgd_image_width(img), e[i].w);
+        ck_assert_int_eq(pgd_image_height(img), e[i].h);
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s.rgb", data_dir(), e[i].name) <
+                  sizeof path);
+        size_t len;
+        unsigned char *want = slurp(path, &len);
+        ck_assert_uint_eq(len, (size_t)e[i].w * e[i].h * 3);
+        const uint8_t *got = pgd_image_data(img);
+        int worst = 0;
+        size_t first = len;
+        for (size_t k = 0; k < len; k++) {
+            int d = abs((int)got[k] - (int)want[k]);
+            if (d && first == len)
+                first = k;
+            worst = d > worst ? d : worst;
+        }
+        int sixteen = strstr(e[i].name, "16") != NULL;
+        if (!is_stb(fmt)) {
+            ck_assert_msg(worst == 0,
+                          "%s (%s, Pillow mode %s) through %s: max diff %d, first at byte %zu "
+                          "(got %d, Pillow %d)",
+                          e[i].file, fmt, e[i].mode, dec, worst, first,
+                          first < len ? got[first] : 0, first < len ? want[first] : 0);
+            exact++;
+        } else if (!strcmp(fmt, "PNG") && sixteen) {
+            loaded_only++; /* stb_image scales 16 bits to 8 its own way: not Pillow's */
+        } else {
+            int tol = strcmp(fmt, "JPEG") ? 0 : STB_JPEG_TOLERANCE;
+            ck_assert_msg(worst <= tol, "%s through stb_image: max diff %d > %d", e[i].file, worst,
+                          tol);
+            worst_stb = worst > worst_stb ? worst : worst_stb;
+            tolerated++;
+        }
+        free(want);
+        pgd_image_free(img);
+    }
+    printf("decoders: JPEG %s, PNG %s, WebP %s\n", pgd_image_decoder("JPEG"),
+           pgd_image_decoder("PNG"),
+           pgd_image_decoder("WebP") ? pgd_image_decoder("WebP") : "none (refused)");
+    printf("%d files equal Pillow's pixels exactly; %d through stb_image within tolerance "
+           "(max diff %d, JPEG bound %d); %d 16-bit PNGs through stb_image only loaded; %d WebP "
+           "refused (no libwebp)\n",
+           exact, tolerated, worst_stb, STB_JPEG_TOLERANCE, loaded_only, refused);
+    ck_assert_int_eq(exact + tolerated + loaded_only + refused, n);
+}
+END_TEST
+
+#define S PGD_PREPROCESS_SIZE
+#define STRIDE 7
+#define NSUB (3 * S * S / STRIDE)
+
+START_TEST(preprocess_equals_torchvision)
+{
+    static const char *names[] = {"jpeg_q90_420_progressive.jpg", "png_rgb16.png"};
+    float *out = malloc(sizeof(float) * 3 * S * S);
+    float *want = malloc(sizeof(float) * NSUB);
+    for (int i = 0; i < 2; i++) {
+        const char *fmt = format_of(names[i]);
+        char path[8192];
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s", data_dir(), names[i]) <
+                  sizeof path);
+        pgd_image *img = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
+        PGD_CHECK_OK(pgd_image_preprocess(img, PGD_PREPROCESS_TORCHVISION, out, &err), &err);
+        pgd_image_free(img);
+        char stem[64];
+        snprintf(stem, sizeof stem, "%.*s", (int)(strrchr(names[i], '.') - names[i]), names[i]);
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s.torchvision.f32", data_dir(),
+                                   stem) < sizeof path);
+        FILE *f = fopen(path, "rb");
+        ck_assert_msg(f != NULL, "cannot open %s", path);
+        ck_assert(fread(want, sizeof(float), NSUB, f) == NSUB);
+        fclose(f);
+        double worst = 0;
+        for (int k = 0; k < NSUB; k++) {
+            double d = fabs((double)out[(size_t)k * STRIDE] - want[k]);
+            worst = d > worst ? d : worst;
+        }
+        if (is_stb(fmt)) {
+            printf("%s (stb_image): preprocessed max abs diff vs torchvision %.3g (not checked "
+                   "for exactness)\n",
+                   names[i], worst);
+            if (!strcmp(fmt, "JPEG")) /* 16 levels / 255 / std 0.224 */
+                ck_assert_msg(worst <= STB_JPEG_TOLERANCE / 255.0 / 0.224 + 1e-5, "%g", worst);
+        } else {
+            printf("%s (%s): preprocessed max abs diff vs torchvision %.3g\n", names[i],
+                   pgd_image_decoder(fmt), worst);
+            ck_assert_msg(worst == 0.0, "%s: max abs diff %g", names[i], worst);
+        }
+    }
+    free(out);
+    free(want);
+}
+END_TEST
+
+/* Damaged copies of every file: each prefix cut at 37 points and 200 single-byte changes. A
+ * library decoder refuses every cut inside the image data (truncated input is never grey- or
+ * zero-filled); nothing crashes. */
+START_TEST(damaged_files)
+{
+    entry e[64];
+    int n = read_manifest(e, 64);
+    long ok = 0, refused = 0;
+    unsigned seed = 12345;
+    for (int i = 0; i < n; i++) {
+        const char *fmt = format_of(e[i].file);
+        if (!pgd_image_decoder(fmt) || is_stb(fmt))
+            continue;
+        char path[8192];
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s", data_dir(), e[i].file) <
+                  sizeof path);
+        size_t len;
+        unsigned char *file = slurp(path, &len);
+        for (int k = 0; k < 37 + 200; k++) {
+            size_t cut = len;
+            unsigned char *b = malloc(len);
+            memcpy(b, file, len);
+            if (k < 37) {
+                cut = len * (size_t)k / 37;
+                if (cut == 0)
+                    cut = 1;
+            } else {
+                seed = seed * 1103515245u + 12345u;
+                size_t at = (seed >> 8) % len;
+                b[at] ^= (unsigned char)(1u + (seed >> 24) % 255u);
+            }
+            pgd_image *img = NULL;
+            pgd_error *err = NULL;
+            int rc = pgd_image_load_memory(b, cut, "damaged", &img, &err);
+            if (rc == PGD_OK) {
+                ck_assert_int_eq(pgd_image_width(img), e[i].w);
+                ck_assert_int_eq(pgd_image_height(img), e[i].h);
+                /* The cuts lose at least 1/37 of the file: never decodable. */
+                ck_assert_msg(k >= 37, "%s cut to %zu of %zu bytes decoded", e[i].file, cut, len);
+                ok++;
+            } else {
+                ck_assert_msg(err && strstr(pgd_error_message(err), "damaged"), "%s: %d", e[i].file,
+                              rc);
+                refused++;
+            }
+            pgd_image_free(img);
+            pgd_error_free(err);
+            free(b);
+        }
+        free(file);
+    }
+    printf("damaged copies: %ld decoded, %ld refused\n", ok, refused);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("decode");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, pixels_equal_pillow);
+    tcase_add_test(tc, preprocess_equals_torchvision);
+    tcase_add_test(tc, damaged_files);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
