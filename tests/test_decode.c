@@ -15,10 +15,11 @@
 
 #include "harness.h"
 
-/* stb_image's JPEG decoder (another IDCT, plain chroma replication at the block edges) against
- * libjpeg-turbo's, on these files: measured max 11 levels (q10 4:2:0, a red disc's edge); the
- * bound leaves a little room. Not a promise about other files. */
-#define STB_JPEG_TOLERANCE 16
+/* stb_image's JPEG decoder (another IDCT and chroma upsampling) against libjpeg-turbo's, on
+ * these files: measured max 19 levels (jpeg_q75_422, at the red disc's edge); the bound leaves a
+ * little room. Not a promise about other files. stb_image's 8-bit PNGs (palette, grey 1..8 bit,
+ * grey+alpha, RGBA) equal Pillow's exactly: tolerance 0. */
+#define STB_JPEG_TOLERANCE 24
 
 static const char *data_dir(void)
 {
@@ -181,7 +182,7 @@ START_TEST(preprocess_equals_torchvision)
             printf("%s (stb_image): preprocessed max abs diff vs torchvision %.3g (not checked "
                    "for exactness)\n",
                    names[i], worst);
-            if (!strcmp(fmt, "JPEG")) /* 16 levels / 255 / std 0.224 */
+            if (!strcmp(fmt, "JPEG")) /* the pixel bound / 255 / the smallest std, 0.224 */
                 ck_assert_msg(worst <= STB_JPEG_TOLERANCE / 255.0 / 0.224 + 1e-5, "%g", worst);
         } else {
             printf("%s (%s): preprocessed max abs diff vs torchvision %.3g\n", names[i],
@@ -245,7 +246,9 @@ START_TEST(damaged_files)
         }
         free(file);
     }
-    printf("damaged copies: %ld decoded, %ld refused\n", ok, refused);
+    printf("damaged copies through the libraries: %ld decoded, %ld refused (stb_image's formats: "
+           "test_image)\n",
+           ok, refused);
 }
 END_TEST
 
