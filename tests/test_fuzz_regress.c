@@ -2,7 +2,7 @@
  * or tripped a sanitizer in) a fuzz target, run again through the same target code
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
  * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
- * bench_spec-, options-. A regression crashes
+ * bench_spec-, options-, jpeg-, png-, webp-. A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
 #include <stdlib.h>
@@ -18,6 +18,9 @@ int pgd_fuzz_resnet_config(const uint8_t *data, size_t size);
 int pgd_fuzz_labels(const uint8_t *data, size_t size);
 int pgd_fuzz_bench_spec(const uint8_t *data, size_t size);
 int pgd_fuzz_options(const uint8_t *data, size_t size);
+int pgd_fuzz_jpeg(const uint8_t *data, size_t size);
+int pgd_fuzz_png(const uint8_t *data, size_t size);
+int pgd_fuzz_webp(const uint8_t *data, size_t size);
 
 static const struct {
     const char *prefix;
@@ -31,6 +34,9 @@ static const struct {
     {"labels-", pgd_fuzz_labels},
     {"bench_spec-", pgd_fuzz_bench_spec},
     {"options-", pgd_fuzz_options},
+    {"jpeg-", pgd_fuzz_jpeg},
+    {"png-", pgd_fuzz_png},
+    {"webp-", pgd_fuzz_webp},
 };
 
 START_TEST(regressions)
