@@ -252,6 +252,45 @@ START_TEST(damaged_files)
 }
 END_TEST
 
+/* pgd_image_load_scaled (--fast-decode): a JPEG through libjpeg shrinks to the smallest of
+ * 1/8, 1/4, 1/2 whose shorter side stays >= min_side; a min_side above the image gives the
+ * exact full-size pixels; other formats are never scaled. */
+START_TEST(scaled_decode)
+{
+    static const struct {
+        int min_side, w, h;
+    } cases[] = {{1, 8, 6},    {6, 8, 6},    {7, 16, 12},  {12, 16, 12},
+                 {13, 32, 24}, {24, 32, 24}, {25, 64, 48}, {1000, 64, 48}};
+    int lib = !is_stb("JPEG");
+    char path[8192];
+    ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/jpeg_q90_420_progressive.jpg",
+                               data_dir()) < sizeof path);
+    pgd_image *full = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_image_load(path, &full, &err), &err);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pgd_image *img = NULL;
+        PGD_CHECK_OK(pgd_image_load_scaled(path, cases[i].min_side, &img, &err), &err);
+        int w = lib ? cases[i].w : 64, h = lib ? cases[i].h : 48;
+        ck_assert_int_eq(pgd_image_width(img), w);
+        ck_assert_int_eq(pgd_image_height(img), h);
+        if (w == 64)
+            ck_assert(!memcmp(pgd_image_data(img), pgd_image_data(full), (size_t)64 * 48 * 3));
+        pgd_image_free(img);
+    }
+    pgd_image_free(full);
+    ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/png_rgb16.png", data_dir()) <
+              sizeof path);
+    pgd_image *img = NULL;
+    PGD_CHECK_OK(pgd_image_load_scaled(path, 1, &img, &err), &err);
+    ck_assert_int_eq(pgd_image_width(img), 33);
+    pgd_image_free(img);
+    ck_assert_int_eq(pgd_image_load_scaled(path, 0, &img, &err), PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(img);
+    pgd_error_free(err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decode");
@@ -259,6 +298,7 @@ int main(void)
     tcase_add_test(tc, pixels_equal_pillow);
     tcase_add_test(tc, preprocess_equals_torchvision);
     tcase_add_test(tc, damaged_files);
+    tcase_add_test(tc, scaled_decode);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

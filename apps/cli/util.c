@@ -468,8 +468,8 @@ int app_sample_image(char *buf, size_t size)
 /* The long side of what is kept of each image for drawing maps over. */
 #define APP_MAP_BASE_SIDE 1024
 
-int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
-                   int64_t shape[4], pgd_error **err)
+int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, float **x,
+                   pgd_image ***loaded, int64_t shape[4], pgd_error **err)
 {
     const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
     *x = malloc((size_t)(n * per) * sizeof **x);
@@ -482,7 +482,8 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
      * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
         pgd_image *full = NULL;
-        rc = pgd_image_load(paths[i], &full, err);
+        rc = min_side > 0 ? pgd_image_load_scaled(paths[i], min_side, &full, err)
+                          : pgd_image_load(paths[i], &full, err);
         if (!rc)
             rc = pgd_image_preprocess(full, preset, *x + i * per, err);
         if (!rc)

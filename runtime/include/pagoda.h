@@ -826,6 +826,16 @@ PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
  * in messages. */
 PGD_API int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
                                   pgd_error **err);
+/* As pgd_image_load(_memory), but a JPEG decoded by libjpeg-turbo is scaled down inside the IDCT
+ * to the smallest of 1/8, 1/4, 1/2 (else full size) whose shorter side stays >= min_side (>= 1),
+ * e.g. 256 for the torchvision preset: a 4000 x 3000 photo decodes as 500 x 375, several times
+ * faster. NOT bit-identical to Pillow (libjpeg's reduced IDCT, then Pillow's resize from the
+ * smaller image); other formats and stb_image builds decode at full size, exactly as
+ * pgd_image_load. pagoda vit/nonlocal --fast-decode. */
+PGD_API int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out,
+                                  pgd_error **err);
+PGD_API int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
+                                         int min_side, pgd_image **out, pgd_error **err);
 PGD_API int pgd_image_width(const pgd_image *img);
 PGD_API int pgd_image_height(const pgd_image *img);
 /* The RGB pixels (width * height * 3 bytes), owned by the image. */

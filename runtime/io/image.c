@@ -295,13 +295,13 @@ const char *pgd_image_decoder(const char *format)
 /* The library decoders (image_jpeg.c, image_png.c, image_webp.c): they check the size
  * themselves, after reading the header and before allocating pixels. */
 static int decode_with_library(img_format fmt, const unsigned char *p, size_t size,
-                               const char *name, pgd_image **out, pgd_error **err)
+                               const char *name, int min_side, pgd_image **out, pgd_error **err)
 {
     int w = 0, h = 0, rc = PGD_ERR_INTERNAL;
     uint8_t *px = NULL;
 #if PGD_HAVE_LIBJPEG
     if (fmt == FMT_JPEG)
-        rc = pgd__jpeg_decode(p, size, name, &w, &h, &px, err);
+        rc = pgd__jpeg_decode(p, size, name, min_side, &w, &h, &px, err);
 #endif
 #if PGD_HAVE_LIBPNG
     if (fmt == FMT_PNG)
@@ -313,6 +313,7 @@ static int decode_with_library(img_format fmt, const unsigned char *p, size_t si
 #endif
     (void)p;
     (void)size;
+    (void)min_side;
     if (rc == PGD_ERR_INTERNAL && !px)
         return pgd__error_set(err, rc, "image '%s': no decoder for %s", name, format_name(fmt));
     if (rc)
@@ -376,8 +377,8 @@ static int decode_with_stb(img_format fmt, const unsigned char *p, size_t size, 
     return PGD_OK;
 }
 
-int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
-                          pgd_error **err)
+static int load_memory(const void *data, size_t size, const char *name, int min_side,
+                       pgd_image **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
@@ -409,7 +410,7 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
                               name, hex, FORMATS_READ);
     }
     if ((fmt == FMT_JPEG && PGD_HAVE_LIBJPEG) || fmt == FMT_WEBP)
-        return decode_with_library(fmt, p, size, name, out, err);
+        return decode_with_library(fmt, p, size, name, min_side, out, err);
     if (fmt == FMT_PNG && PGD_HAVE_LIBPNG) {
         /* The size from IHDR, then the chunk structure, as for stb_image (Pillow refuses these
          * files too); libpng reads IHDR again and checks it fully. */
@@ -421,12 +422,30 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
         const char *bad = png_check(p, size);
         if (bad)
             return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt PNG: %s", name, bad);
-        return decode_with_library(fmt, p, size, name, out, err);
+        return decode_with_library(fmt, p, size, name, min_side, out, err);
     }
     return decode_with_stb(fmt, p, size, name, out, err);
 }
 
-int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                          pgd_error **err)
+{
+    return load_memory(data, size, name, 0, out, err);
+}
+
+int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name, int min_side,
+                                 pgd_image **out, pgd_error **err)
+{
+    if (min_side < 1) {
+        if (out)
+            *out = NULL;
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_load_memory_scaled: min_side %d < 1", min_side);
+    }
+    return load_memory(data, size, name, min_side, out, err);
+}
+
+static int load_file(const char *path, int min_side, pgd_image **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: out is NULL");
@@ -438,9 +457,25 @@ int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
     int rc = pgd__file_read(path, "image", MAX_FILE_BYTES, &buf, &size, err);
     if (rc)
         return rc;
-    rc = pgd_image_load_memory(buf, size, path, out, err);
+    rc = load_memory(buf, size, path, min_side, out, err);
     free(buf);
     return rc;
+}
+
+int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+{
+    return load_file(path, 0, out, err);
+}
+
+int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out, pgd_error **err)
+{
+    if (min_side < 1) {
+        if (out)
+            *out = NULL;
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_load_scaled: min_side %d < 1", min_side);
+    }
+    return load_file(path, min_side, out, err);
 }
 
 int pgd_image_width(const pgd_image *img)

@@ -19,8 +19,10 @@
 int pgd__image_check_size(const char *name, const char *format, long long w, long long h,
                           pgd_error **err);
 
-int pgd__jpeg_decode(const unsigned char *p, size_t n, const char *name, int *w, int *h,
-                     uint8_t **px, pgd_error **err);
+/* min_side > 0: decode at the smallest libjpeg scale (1/8, 1/4, 1/2) whose shorter side stays
+ * >= min_side (pgd_image_load_memory_scaled); 0: full size, Pillow-exact. */
+int pgd__jpeg_decode(const unsigned char *p, size_t n, const char *name, int min_side, int *w,
+                     int *h, uint8_t **px, pgd_error **err);
 int pgd__png_decode(const unsigned char *p, size_t n, const char *name, int *w, int *h,
                     uint8_t **px, pgd_error **err);
 int pgd__webp_decode(const unsigned char *p, size_t n, const char *name, int *w, int *h,
