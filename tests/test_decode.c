@@ -5,7 +5,8 @@
  * torchvision preset must equal torchvision's transforms exactly. Which exactness is checked
  * follows the build: a format served by its library (pgd_image_decoder) must match exactly; one
  * served by stb_image (-Djpeg=disabled, -Dpng=disabled) within the tolerance stated below, and
- * a 16-bit PNG through stb_image is only required to load; WebP without libwebp must be
+ * a 16-bit PNG or one with palette indices past its PLTE through stb_image is only required to
+ * load; WebP without libwebp must be
  * refused as unsupported. Then damaged copies of each library-decoded file — truncated, bytes
  * flipped — are refused or decoded, never crash (the sanitizer build checks the rest). */
 #include <math.h>
@@ -80,7 +81,7 @@ START_TEST(pixels_equal_pillow)
 {
     entry e[64];
     int n = read_manifest(e, 64);
-    ck_assert_int_ge(n, 29);
+    ck_assert_int_ge(n, 33);
     int exact = 0, tolerated = 0, loaded_only = 0, refused = 0, worst_stb = 0;
     for (int i = 0; i < n; i++) {
         const char *fmt = format_of(e[i].file);
@@ -115,7 +116,9 @@ START_TEST(pixels_equal_pillow)
                 first = k;
             worst = d > worst ? d : worst;
         }
-        int sixteen = strstr(e[i].name, "16") != NULL;
+        /* Where stb_image is known to differ from Pillow: 16-bit samples (scaled its own way) and
+         * palette indices past PLTE (not black). */
+        int stb_differs = strstr(e[i].name, "16") || strstr(e[i].name, "past_plte");
         if (!is_stb(fmt)) {
             ck_assert_msg(worst == 0,
                           "%s (%s, Pillow mode %s) through %s: max diff %d, first at byte %zu "
@@ -123,8 +126,8 @@ START_TEST(pixels_equal_pillow)
                           e[i].file, fmt, e[i].mode, dec, worst, first,
                           first < len ? got[first] : 0, first < len ? want[first] : 0);
             exact++;
-        } else if (!strcmp(fmt, "PNG") && sixteen) {
-            loaded_only++; /* stb_image scales 16 bits to 8 its own way: not Pillow's */
+        } else if (!strcmp(fmt, "PNG") && stb_differs) {
+            loaded_only++;
         } else {
             int tol = strcmp(fmt, "JPEG") ? 0 : STB_JPEG_TOLERANCE;
             ck_assert_msg(worst <= tol, "%s through stb_image: max diff %d > %d", e[i].file, worst,
@@ -138,9 +141,8 @@ START_TEST(pixels_equal_pillow)
     printf("decoders: JPEG %s, PNG %s, WebP %s\n", pgd_image_decoder("JPEG"),
            pgd_image_decoder("PNG"),
            pgd_image_decoder("WebP") ? pgd_image_decoder("WebP") : "none (refused)");
-    printf("%d files equal Pillow's pixels exactly; %d through stb_image within tolerance "
-           "(max diff %d, JPEG bound %d); %d 16-bit PNGs through stb_image only loaded; %d WebP "
-           "refused (no libwebp)\n",
+    printf("%d files equal Pillow's pixels exactly; %d through stb_image within tolerance (max "
+           "diff %d, JPEG bound %d); %d PNGs through stb_image only loaded; %d WebP refused\n",
            exact, tolerated, worst_stb, STB_JPEG_TOLERANCE, loaded_only, refused);
     ck_assert_int_eq(exact + tolerated + loaded_only + refused, n);
 }
@@ -230,10 +232,10 @@ START_TEST(damaged_files)
             pgd_error *err = NULL;
             int rc = pgd_image_load_memory(b, cut, "damaged", &img, &err);
             if (rc == PGD_OK) {
-                ck_assert_int_eq(pgd_image_width(img), e[i].w);
-                ck_assert_int_eq(pgd_image_height(img), e[i].h);
-                /* The cuts lose at least 1/37 of the file: never decodable. */
+                /* The cuts lose at least 1/37 of the file: never decodable. A flipped byte may
+                 * decode (entropy-coded data has no checksum), even at another size (SOF). */
                 ck_assert_msg(k >= 37, "%s cut to %zu of %zu bytes decoded", e[i].file, cut, len);
+                ck_assert(pgd_image_width(img) > 0 && pgd_image_data(img) != NULL);
                 ok++;
             } else {
                 ck_assert_msg(err && strstr(pgd_error_message(err), "damaged"), "%s: %d", e[i].file,

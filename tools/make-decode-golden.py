@@ -11,7 +11,8 @@ Writes into tests/data/decode/:
   MANIFEST                          one line per file: NAME FILE WIDTH HEIGHT KIND
 The files cover: JPEG at qualities 10..95 with 4:4:4, 4:2:2 and 4:2:0 chroma, progressive,
 optimised Huffman tables, restart intervals, greyscale and (Adobe, inverted) CMYK, odd sizes;
-PNG grey 1/2/4/8/16 bit, grey+alpha 8/16, RGB 8/16, RGBA 8/16, palette with and without tRNS;
+PNG grey 1/2/4/8/16 bit, grey+alpha 8/16, RGB 8/16, RGBA 8/16, palette with and without tRNS,
+tRNS on grey and RGB, palette indices past the end of PLTE;
 WebP lossy and lossless, with and without alpha. The 16-bit PNGs and the low-bit greys are
 written by hand here (Pillow does not write them), everything else by Pillow.
 
@@ -138,6 +139,17 @@ def cases():
     la16 = photo(23, 19, 6, channels=2).astype(np.int64) * 257 + rng.integers(0, 257,
                                                                                (19, 23, 2))
     out.append(("png_la16", "png", png_bytes(la16, 16, 4)))
+    # tRNS on grey and RGB (Pillow ignores it in convert("RGB")), and palette indices past the
+    # end of PLTE (Pillow gives black, as libpng does)
+    gt = (np.arange(12 * 5).reshape(5, 12) * 4)
+    out.append(("png_gray8_trns", "png", png_bytes(gt[..., None], 8, 0, trns=b"\x00\x10")))
+    out.append(("png_gray16_trns", "png", png_bytes(gt[..., None] * 250, 16, 0,
+                                                    trns=b"\x03\xe8")))
+    rt = np.arange(12 * 5 * 3).reshape(5, 12, 3) * 2 % 256
+    out.append(("png_rgb8_trns", "png", png_bytes(rt, 8, 2, trns=b"\x00\x02\x00\x04\x00\x06")))
+    idx = np.arange(16 * 3).reshape(3, 16) % 16
+    out.append(("png_palette4_past_plte", "png",
+                png_bytes(idx[..., None], 4, 3, palette=range(10, 130, 10))))
     for bits in (1, 2, 4):
         g = rng.integers(0, 1 << bits, (13, 19))
         out.append(("png_gray%d" % bits, "png", png_bytes(g[..., None], bits, 0)))
