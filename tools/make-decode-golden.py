@@ -10,7 +10,8 @@ Writes into tests/data/decode/:
                                     image, float32 CHW, every 7th element (as make-image-golden.py)
   MANIFEST                          one line per file: NAME FILE WIDTH HEIGHT KIND
 The files cover: JPEG at qualities 10..95 with 4:4:4, 4:2:2 and 4:2:0 chroma, progressive,
-optimised Huffman tables, restart intervals, greyscale and (Adobe, inverted) CMYK, odd sizes;
+optimised Huffman tables, restart intervals, greyscale, (Adobe, inverted) CMYK and YCCK
+(tools/make-ycck-jpeg.c, built with cc and libjpeg), odd sizes;
 PNG grey 1/2/4/8/16 bit, grey+alpha 8/16, RGB 8/16, RGBA 8/16, palette with and without tRNS,
 tRNS on grey and RGB, palette indices past the end of PLTE;
 WebP lossy and lossless, with and without alpha. The 16-bit PNGs and the low-bit greys are
@@ -26,7 +27,9 @@ pixels do not depend on the version.
 import io
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 import zlib
 
 import numpy as np
@@ -89,6 +92,22 @@ def pil_bytes(img, fmt, **kw):
     return b.getvalue()
 
 
+def ycck_jpeg():
+    """tools/make-ycck-jpeg.c's YCCK JPEG (Pillow cannot write YCCK), compiled with cc against
+    libjpeg; where that fails, the committed file is reused."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "ycck")
+        try:
+            subprocess.run(["cc", "-o", exe, os.path.join(here, "make-ycck-jpeg.c"), "-ljpeg"],
+                           check=True)
+            return subprocess.run([exe], check=True, capture_output=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            print("YCCK: cannot build tools/make-ycck-jpeg.c (%s); reusing the committed file" % e)
+            with open(os.path.join(OUT, "jpeg_ycck.jpg"), "rb") as f:
+                return f.read()
+
+
 def cases():
     rgb = {s: Image.fromarray(photo(*s, seed=s[0] * 100 + s[1])) for s in
            [(17, 13), (31, 17), (33, 21), (37, 27), (45, 29), (64, 48), (23, 19)]}
@@ -115,6 +134,7 @@ def cases():
                                                           quality=70, progressive=True)))
     out.append(("jpeg_cmyk_q90", "jpg", pil_bytes(rgb[(33, 21)].convert("CMYK"), "JPEG",
                                                   quality=90)))
+    out.append(("jpeg_ycck", "jpg", ycck_jpeg()))
     # PNG written by Pillow: 8-bit RGB, RGBA, L, LA, P with and without transparency
     out.append(("png_rgb8", "png", pil_bytes(rgb[(31, 17)], "PNG")))
     rgba = Image.fromarray(photo(33, 21, 7, channels=4), "RGBA")
