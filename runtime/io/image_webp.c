@@ -92,7 +92,7 @@ int pgd__webp_decode(const unsigned char *p, size_t n, const char *name, int *w,
 
 const char *pgd__webp_library(void)
 {
-    static char buf[32];
+    static _Thread_local char buf[32]; /* per thread: no race on the text */
     int v = WebPGetDecoderVersion();
     snprintf(buf, sizeof buf, "libwebp %d.%d.%d", (v >> 16) & 255, (v >> 8) & 255, v & 255);
     return buf;
