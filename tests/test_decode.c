@@ -7,14 +7,17 @@
  * served by stb_image (-Djpeg=disabled, -Dpng=disabled) within the tolerance stated below, and
  * a 16-bit PNG or one with palette indices past its PLTE through stb_image is only required to
  * load; WebP without libwebp must be
- * refused as unsupported. Then damaged copies of each library-decoded file — truncated, bytes
- * flipped — are refused or decoded, never crash (the sanitizer build checks the rest). */
+ * refused as unsupported. Both checks run twice in a build with the libraries: as built, and
+ * with JPEG and PNG sent to stb_image (pgd__image_use_stb), so CI tests the fallback too. Then
+ * damaged copies of each library-decoded file (truncated, bytes flipped) are refused or decoded,
+ * never crash (the sanitizer build checks the rest). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "runtime/io/image_decode.h" /* white-box: pgd__image_use_stb */
 
 /* stb_image's JPEG decoder (another IDCT and chroma upsampling) against libjpeg-turbo's, on
  * these files: measured max 19 levels (jpeg_q75_422, at the red disc's edge); the bound leaves a
@@ -77,8 +80,11 @@ static int is_stb(const char *format)
     return d && !strcmp(d, "stb_image");
 }
 
+/* _i = 1: JPEG and PNG through stb_image (pgd__image_use_stb), as a build without the libraries
+ * decodes them; the tolerances of that build apply. */
 START_TEST(pixels_equal_pillow)
 {
+    pgd__image_use_stb(_i);
     entry e[64];
     int n = read_manifest(e, 64);
     ck_assert_int_ge(n, 34);
@@ -145,6 +151,7 @@ START_TEST(pixels_equal_pillow)
            "diff %d, JPEG bound %d); %d PNGs through stb_image only loaded; %d WebP refused\n",
            exact, tolerated, worst_stb, STB_JPEG_TOLERANCE, loaded_only, refused);
     ck_assert_int_eq(exact + tolerated + loaded_only + refused, n);
+    pgd__image_use_stb(0);
 }
 END_TEST
 
@@ -154,6 +161,7 @@ END_TEST
 
 START_TEST(preprocess_equals_torchvision)
 {
+    pgd__image_use_stb(_i);
     static const char *names[] = {"jpeg_q90_420_progressive.jpg", "png_rgb16.png"};
     float *out = malloc(sizeof(float) * 3 * S * S);
     float *want = malloc(sizeof(float) * NSUB);
@@ -194,6 +202,7 @@ START_TEST(preprocess_equals_torchvision)
     }
     free(out);
     free(want);
+    pgd__image_use_stb(0);
 }
 END_TEST
 
@@ -297,8 +306,8 @@ int main(void)
 {
     Suite *s = suite_create("decode");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, pixels_equal_pillow);
-    tcase_add_test(tc, preprocess_equals_torchvision);
+    tcase_add_loop_test(tc, pixels_equal_pillow, 0, 2);
+    tcase_add_loop_test(tc, preprocess_equals_torchvision, 0, 2);
     tcase_add_test(tc, damaged_files);
     tcase_add_test(tc, scaled_decode);
     suite_add_tcase(s, tc);

@@ -262,6 +262,13 @@ int pgd__image_check_size(const char *name, const char *format, long long w, lon
     return PGD_OK;
 }
 
+static int use_stb; /* pgd__image_use_stb */
+
+void pgd__image_use_stb(int on)
+{
+    use_stb = on;
+}
+
 /* The formats this build reads, for messages. */
 #define FORMATS_READ (PGD_HAVE_LIBWEBP ? "JPEG, PNG, BMP and WebP" : "JPEG, PNG and BMP")
 
@@ -269,6 +276,8 @@ const char *pgd_image_decoder(const char *format)
 {
     if (!format)
         return NULL;
+    if (use_stb && (!strcmp(format, "JPEG") || !strcmp(format, "PNG")))
+        return "stb_image";
     if (!strcmp(format, "JPEG"))
 #if PGD_HAVE_LIBJPEG
         return pgd__jpeg_library();
@@ -409,9 +418,9 @@ static int load_memory(const void *data, size_t size, const char *name, int min_
                               "image '%s': unknown format (first bytes %s); only %s are supported",
                               name, hex, FORMATS_READ);
     }
-    if ((fmt == FMT_JPEG && PGD_HAVE_LIBJPEG) || fmt == FMT_WEBP)
+    if ((fmt == FMT_JPEG && PGD_HAVE_LIBJPEG && !use_stb) || fmt == FMT_WEBP)
         return decode_with_library(fmt, p, size, name, min_side, out, err);
-    if (fmt == FMT_PNG && PGD_HAVE_LIBPNG) {
+    if (fmt == FMT_PNG && PGD_HAVE_LIBPNG && !use_stb) {
         /* The size from IHDR, then the chunk structure, as for stb_image (Pillow refuses these
          * files too); libpng reads IHDR again and checks it fully. */
         if (size >= 24 && !memcmp(p + 12, "IHDR", 4)) {

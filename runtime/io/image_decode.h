@@ -28,6 +28,11 @@ int pgd__png_decode(const unsigned char *p, size_t n, const char *name, int *w, 
 int pgd__webp_decode(const unsigned char *p, size_t n, const char *name, int *w, int *h,
                      uint8_t **px, pgd_error **err);
 
+/* Tests and fuzz targets only (not thread-safe): on != 0 sends JPEG and PNG to stb_image even
+ * where the build has libjpeg/libpng (as a -Djpeg=disabled -Dpng=disabled build would), so that
+ * one build tests both paths; pgd_image_decoder follows. WebP is not affected. */
+void pgd__image_use_stb(int on);
+
 /* The library and version serving each format, e.g. "libjpeg-turbo 2.1.5 (libjpeg API 62)". */
 const char *pgd__jpeg_library(void);
 const char *pgd__png_library(void);
