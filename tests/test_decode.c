@@ -87,7 +87,7 @@ START_TEST(pixels_equal_pillow)
     pgd__image_use_stb(_i);
     entry e[64];
     int n = read_manifest(e, 64);
-    ck_assert_int_ge(n, 34);
+    ck_assert_int_ge(n, 44);
     int exact = 0, tolerated = 0, loaded_only = 0, refused = 0, worst_stb = 0;
     for (int i = 0; i < n; i++) {
         const char *fmt = format_of(e[i].file);
@@ -302,6 +302,50 @@ START_TEST(scaled_decode)
 }
 END_TEST
 
+/* EXIF orientation: read as Pillow reads it (the digit in the file name), ignored by loading
+ * (pixels_equal_pillow), and pgd_image_apply_orientation gives exactly
+ * ImageOps.exif_transpose's pixels (NAME.upright.rgb). */
+START_TEST(exif_orientation)
+{
+    entry e[64];
+    int n = read_manifest(e, 64), checked = 0;
+    for (int i = 0; i < n; i++) {
+        const char *o = strstr(e[i].name, "exif_o");
+        if (!o || !pgd_image_decoder(format_of(e[i].file)))
+            continue;
+        char path[8192];
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s", data_dir(), e[i].file) <
+                  sizeof path);
+        size_t len, wlen;
+        unsigned char *file = slurp(path, &len);
+        int orientation = pgd_image_exif_orientation(file, len);
+        ck_assert_msg(orientation == o[6] - '0', "%s: orientation %d", e[i].file, orientation);
+        pgd_image *img = NULL, *up = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_image_load_memory(file, len, e[i].file, &img, &err), &err);
+        PGD_CHECK_OK(pgd_image_apply_orientation(img, orientation, &up, &err), &err);
+        ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s.upright.rgb", data_dir(),
+                                   e[i].name) < sizeof path);
+        unsigned char *want = slurp(path, &wlen);
+        int swap = orientation >= 5;
+        ck_assert_int_eq(pgd_image_width(up), swap ? e[i].h : e[i].w);
+        ck_assert_int_eq(pgd_image_height(up), swap ? e[i].w : e[i].h);
+        ck_assert_uint_eq(wlen, (size_t)e[i].w * e[i].h * 3);
+        ck_assert_msg(!memcmp(pgd_image_data(up), want, wlen), "%s: not exif_transpose's pixels",
+                      e[i].file);
+        pgd_image_free(img);
+        pgd_image_free(up);
+        free(want);
+        free(file);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 9);
+    ck_assert_int_eq(pgd_image_exif_orientation("\xff\xd8\xff\xe1\x00\x08Exif", 12), 1);
+    ck_assert_int_eq(pgd_image_exif_orientation(NULL, 0), 1);
+    printf("EXIF orientation: %d files turned exactly as ImageOps.exif_transpose\n", checked);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decode");
@@ -310,6 +354,7 @@ int main(void)
     tcase_add_loop_test(tc, preprocess_equals_torchvision, 0, 2);
     tcase_add_test(tc, damaged_files);
     tcase_add_test(tc, scaled_decode);
+    tcase_add_test(tc, exif_orientation);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

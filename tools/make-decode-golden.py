@@ -8,6 +8,7 @@ Writes into tests/data/decode/:
   NAME.torchvision.f32              for two of them: torchvision's Resize(256, bilinear),
                                     CenterCrop(224), ToTensor, Normalize(ImageNet) on the PIL
                                     image, float32 CHW, every 7th element (as make-image-golden.py)
+  NAME.upright.rgb                  for the EXIF-oriented files: ImageOps.exif_transpose's pixels
   MANIFEST                          one line per file: NAME FILE WIDTH HEIGHT KIND
 The files cover: JPEG at qualities 10..95 with 4:4:4, 4:2:2 and 4:2:0 chroma, progressive,
 optimised Huffman tables, restart intervals, greyscale, (Adobe, inverted) CMYK and YCCK
@@ -108,6 +109,12 @@ def ycck_jpeg():
                 return f.read()
 
 
+def _exif8():
+    ex = Image.Exif()
+    ex[0x0112] = 8
+    return ex.tobytes()
+
+
 def cases():
     rgb = {s: Image.fromarray(photo(*s, seed=s[0] * 100 + s[1])) for s in
            [(17, 13), (31, 17), (33, 21), (37, 27), (45, 29), (64, 48), (23, 19)]}
@@ -173,6 +180,18 @@ def cases():
     for bits in (1, 2, 4):
         g = rng.integers(0, 1 << bits, (13, 19))
         out.append(("png_gray%d" % bits, "png", png_bytes(g[..., None], bits, 0)))
+    # EXIF orientations (ignored when decoding, as Pillow; NAME.upright.rgb is what
+    # ImageOps.exif_transpose gives, for --exif-rotate)
+    for o in range(1, 9):
+        ex = Image.Exif()
+        ex[0x0112] = o
+        out.append(("jpeg_exif_o%d" % o, "jpg", pil_bytes(rgb[(17, 13)], "JPEG", quality=90,
+                                                          exif=ex.tobytes())))
+    ex = Image.Exif()
+    ex[0x0112] = 6
+    out.append(("png_exif_o6", "png", pil_bytes(rgb[(23, 19)], "PNG", exif=ex.tobytes())))
+    out.append(("webp_exif_o8", "webp", pil_bytes(rgb[(31, 17)], "WEBP", lossless=True,
+                                                  exif=_exif8())))
     # WebP
     out.append(("webp_lossy_q80", "webp", pil_bytes(rgb[(31, 17)], "WEBP", quality=80)))
     out.append(("webp_lossy_q30_odd", "webp", pil_bytes(rgb[(45, 29)], "WEBP", quality=30)))
@@ -205,6 +224,10 @@ def main():
         rgb = img.convert("RGB")
         px = np.asarray(rgb, dtype=np.uint8)
         px.tofile(os.path.join(OUT, name + ".rgb"))
+        if "exif" in name:
+            from PIL import ImageOps
+            up = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+            np.asarray(up, dtype=np.uint8).tofile(os.path.join(OUT, name + ".upright.rgb"))
         w, h = rgb.size
         manifest.append("%s %s.%s %d %d %s" % (name, name, ext, w, h, mode))
         total += len(data) + px.nbytes

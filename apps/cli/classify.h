@@ -18,6 +18,7 @@ typedef struct classify_opts {
     int topk, json, profile;
     int allow_nonfinite; /* --allow-nonfinite: NaN/inf inputs and logits pass (printed as nan) */
     int fast_decode;     /* --fast-decode: JPEGs decoded scaled (pgd_image_load_scaled) */
+    int exif_rotate;     /* --exif-rotate: images turned upright by their EXIF orientation */
     char **images; /* the image arguments */
     int nimages;
 } classify_opts;
@@ -31,6 +32,8 @@ typedef struct classify_opts {
     "  --fast-decode       decode JPEGs at 1/2, 1/4 or 1/8 scale inside libjpeg's IDCT, the\n"     \
     "                      shorter side kept >= the preset's resize target: much faster on\n"      \
     "                      big photos, NOT bit-identical to PIL/torchvision\n"                     \
+    "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
+    "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
@@ -38,7 +41,7 @@ typedef struct classify_opts {
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
     "discard that output.\n"
 
-#define CLASSIFY_OPTION_COUNT 10
+#define CLASSIFY_OPTION_COUNT 11
 
 /* Defaults: topk 5, nothing else set. */
 void classify_opts_init(classify_opts *o, const char *cmd);
@@ -47,8 +50,8 @@ void classify_opts_init(classify_opts *o, const char *cmd);
 typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
 /* Parses argv with getopt_long over the command's n_own options `own` (without the zero
  * entry; --help as 'h' prints `usage`) plus the shared ones (--device, --input, --save-input,
- * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite, --fast-decode) into
- * o; every other option goes to parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+ * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite, --fast-decode,
+ * --exif-rotate) into o; every other option goes to parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
 int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
                    size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
 /* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the

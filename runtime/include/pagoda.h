@@ -842,6 +842,15 @@ PGD_API int pgd_image_height(const pgd_image *img);
 PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
 /* Frees the image; NULL is accepted. */
 PGD_API void pgd_image_free(pgd_image *img);
+/* The EXIF Orientation (1..8) of an encoded JPEG, PNG or WebP in memory, as Pillow's
+ * ImageOps.exif_transpose reads it (IFD0 tag 0x0112 of the first APP1 "Exif" segment, the eXIf
+ * chunk, the EXIF chunk); 1 when there is none or it is unreadable. Loading never applies it
+ * (Pillow and torchvision don't); pgd_image_apply_orientation does (pagoda --exif-rotate). */
+PGD_API int pgd_image_exif_orientation(const void *data, size_t size);
+/* A new image (*out, for pgd_image_free): img turned as Pillow's exif_transpose turns it for
+ * `orientation` 1..8 (5..8 swap width and height; 1 copies). */
+PGD_API int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
+                                        pgd_error **err);
 /* The decoder this build uses for `format` ("JPEG", "PNG", "BMP", "WebP"), e.g.
  * "libjpeg-turbo 2.1.5 (libjpeg API 62)", "libpng 1.6.39", "libwebp 1.2.4" or "stb_image"; NULL
  * for a format this build does not read. */

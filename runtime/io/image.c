@@ -487,6 +487,150 @@ int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out, pgd_e
     return load_file(path, min_side, out, err);
 }
 
+/* ---- EXIF orientation (--exif-rotate) ----
+ *
+ * Pillow's ImageOps.exif_transpose reads the Orientation tag (0x0112) of IFD0 in the image's
+ * EXIF block (JPEG: the first APP1 segment starting "Exif\0\0"; PNG: the eXIf chunk; WebP: the
+ * EXIF chunk of an extended file) and transposes for 2..8; anything else leaves the image as it
+ * is. Every offset is checked against the block. */
+
+static unsigned rd16(const unsigned char *p, int le)
+{
+    return le ? (unsigned)(p[0] | p[1] << 8) : (unsigned)(p[0] << 8 | p[1]);
+}
+
+static uint32_t rd32(const unsigned char *p, int le)
+{
+    return le ? le32(p) : be32(p);
+}
+
+static int tiff_orientation(const unsigned char *t, size_t n)
+{
+    if (n >= 6 && !memcmp(t, "Exif\0\0", 6))
+        t += 6, n -= 6;
+    if (n < 8)
+        return 1;
+    int le;
+    if (!memcmp(t, "II*\0", 4))
+        le = 1;
+    else if (!memcmp(t, "MM\0*", 4))
+        le = 0;
+    else
+        return 1;
+    uint32_t ifd = rd32(t + 4, le);
+    if (ifd > n || n - ifd < 2)
+        return 1;
+    unsigned count = rd16(t + ifd, le);
+    for (unsigned i = 0; i < count; i++) {
+        size_t e = ifd + 2 + (size_t)i * 12;
+        if (e + 12 > n)
+            return 1;
+        if (rd16(t + e, le) != 0x0112)
+            continue;
+        unsigned type = rd16(t + e + 2, le);
+        uint32_t v = type == 3 ? rd16(t + e + 8, le) : type == 4 ? rd32(t + e + 8, le) : 0;
+        return v >= 1 && v <= 8 ? (int)v : 1;
+    }
+    return 1;
+}
+
+int pgd_image_exif_orientation(const void *data, size_t size)
+{
+    const unsigned char *p = data;
+    const char *other;
+    if (!p)
+        return 1;
+    img_format fmt = sniff(p, size, &other);
+    if (fmt == FMT_JPEG) {
+        size_t i = 2;
+        while (i + 4 <= size && p[i] == 0xFF) {
+            unsigned m = p[i + 1];
+            if (m == 0xFF) {
+                i++;
+                continue;
+            }
+            if (m == 0xDA || m == 0xD9) /* SOS, EOI: no more header segments */
+                break;
+            size_t len = (size_t)p[i + 2] << 8 | p[i + 3];
+            if (len < 2 || len > size - i - 2)
+                break;
+            if (m == 0xE1 && len >= 8 && !memcmp(p + i + 4, "Exif\0\0", 6))
+                return tiff_orientation(p + i + 4, len - 2);
+            i += 2 + len;
+        }
+    } else if (fmt == FMT_PNG) {
+        for (size_t i = 8; size - i >= 12;) {
+            uint32_t len = be32(p + i);
+            if (len > size - i - 12)
+                break;
+            if (!memcmp(p + i + 4, "eXIf", 4))
+                return tiff_orientation(p + i + 8, len);
+            if (!memcmp(p + i + 4, "IEND", 4))
+                break;
+            i += 12 + (size_t)len;
+        }
+    } else if (size >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4)) {
+        if (size < 20 || memcmp(p + 12, "VP8X", 4))
+            return 1; /* a simple-format WebP has no EXIF */
+        for (size_t i = 12; size - i >= 8;) {
+            uint32_t len = le32(p + i + 4);
+            if (len > size - i - 8)
+                break;
+            if (!memcmp(p + i, "EXIF", 4))
+                return tiff_orientation(p + i + 8, len);
+            i += 8 + (size_t)len + (len & 1);
+        }
+    }
+    return 1;
+}
+
+int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
+                                pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_apply_orientation: out is NULL");
+    *out = NULL;
+    if (!img || !img->data || orientation < 1 || orientation > 8)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_apply_orientation: no image, or orientation %d is not "
+                              "1..8",
+                              orientation);
+    int w = img->width, h = img->height, swap = orientation >= 5;
+    int ow = swap ? h : w, oh = swap ? w : h;
+    pgd_image *t = calloc(1, sizeof *t);
+    uint8_t *px = t ? malloc((size_t)w * h * 3) : NULL;
+    if (!px) {
+        free(t);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_image_apply_orientation: %d x %d pixels", w, h);
+    }
+    /* Output pixel (x, y) comes from input (sx, sy); Pillow's transposes: 2 FLIP_LEFT_RIGHT,
+     * 3 ROTATE_180, 4 FLIP_TOP_BOTTOM, 5 TRANSPOSE, 6 ROTATE_270 (clockwise), 7 TRANSVERSE,
+     * 8 ROTATE_90 (counter-clockwise). */
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++) {
+            int sx, sy;
+            switch (orientation) {
+            case 2: sx = w - 1 - x, sy = y; break;
+            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+            case 4: sx = x, sy = h - 1 - y; break;
+            case 5: sx = y, sy = x; break;
+            case 6: sx = y, sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+            case 8: sx = w - 1 - y, sy = x; break;
+            default: sx = x, sy = y; break;
+            }
+            memcpy(px + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
+        }
+    t->data = px;
+    t->own_pixels = 1;
+    t->width = t->src_width = ow;
+    t->height = t->src_height = oh;
+    *out = t;
+    return PGD_OK;
+}
+
 int pgd_image_width(const pgd_image *img)
 {
     return img ? img->width : 0;
