@@ -51,7 +51,8 @@ typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
 /* Parses argv with getopt_long over the command's n_own options `own` (without the zero
  * entry; --help as 'h' prints `usage`) plus the shared ones (--device, --input, --save-input,
  * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite, --fast-decode,
- * --exif-rotate) into o; every other option goes to parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+ * --exif-rotate) into o; every other option goes to parse_own(cmd, c, optarg). -1 when --help
+ * printed the usage, else EXIT_OK or EXIT_USAGE. */
 int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
                    size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
 /* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the

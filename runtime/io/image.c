@@ -6,7 +6,8 @@
  * "auto"), with Pillow's settings so that the pixels equal Pillow's convert("RGB") exactly.
  * stb_image decodes BMP, and JPEG or PNG when their library is absent (then JPEGs differ from
  * Pillow by up to ~20 levels at sharp colour edges: another IDCT and chroma upsampling; 16-bit
- * PNGs and palette indices past PLTE differ completely). pgd_image_decoder says which decoder serves a format in this build.
+ * PNGs and palette indices past PLTE differ completely). pgd_image_decoder says which decoder
+ * serves a format in this build.
  *
  * Security (see ANCHORS.md): Debian's stb_image is v2.27 and lacks later fixes, and its shared
  * library has every decoder compiled in. So we pick the decoder ourselves: only files whose
