@@ -613,14 +613,30 @@ int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image
         for (int x = 0; x < ow; x++) {
             int sx, sy;
             switch (orientation) {
-            case 2: sx = w - 1 - x, sy = y; break;
-            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
-            case 4: sx = x, sy = h - 1 - y; break;
-            case 5: sx = y, sy = x; break;
-            case 6: sx = y, sy = h - 1 - x; break;
-            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
-            case 8: sx = w - 1 - y, sy = x; break;
-            default: sx = x, sy = y; break;
+            case 2:
+                sx = w - 1 - x, sy = y;
+                break;
+            case 3:
+                sx = w - 1 - x, sy = h - 1 - y;
+                break;
+            case 4:
+                sx = x, sy = h - 1 - y;
+                break;
+            case 5:
+                sx = y, sy = x;
+                break;
+            case 6:
+                sx = y, sy = h - 1 - x;
+                break;
+            case 7:
+                sx = w - 1 - y, sy = h - 1 - x;
+                break;
+            case 8:
+                sx = w - 1 - y, sy = x;
+                break;
+            default:
+                sx = x, sy = y;
+                break;
             }
             memcpy(px + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
         }
