@@ -331,8 +331,14 @@ START_TEST(exif_orientation)
         ck_assert_int_eq(pgd_image_width(up), swap ? e[i].h : e[i].w);
         ck_assert_int_eq(pgd_image_height(up), swap ? e[i].w : e[i].h);
         ck_assert_uint_eq(wlen, (size_t)e[i].w * e[i].h * 3);
-        ck_assert_msg(!memcmp(pgd_image_data(up), want, wlen), "%s: not exif_transpose's pixels",
-                      e[i].file);
+        /* Exact through the libraries; within the fallback's tolerance through stb_image. */
+        int tol = is_stb(format_of(e[i].file)) ? STB_JPEG_TOLERANCE : 0, worst = 0;
+        for (size_t k = 0; k < wlen; k++) {
+            int d = abs((int)pgd_image_data(up)[k] - (int)want[k]);
+            worst = d > worst ? d : worst;
+        }
+        ck_assert_msg(worst <= tol, "%s: max diff %d from exif_transpose's pixels", e[i].file,
+                      worst);
         pgd_image_free(img);
         pgd_image_free(up);
         free(want);
@@ -342,7 +348,8 @@ START_TEST(exif_orientation)
     ck_assert_int_ge(checked, 9);
     ck_assert_int_eq(pgd_image_exif_orientation("\xff\xd8\xff\xe1\x00\x08Exif", 12), 1);
     ck_assert_int_eq(pgd_image_exif_orientation(NULL, 0), 1);
-    printf("EXIF orientation: %d files turned exactly as ImageOps.exif_transpose\n", checked);
+    printf("EXIF orientation: %d files turned as ImageOps.exif_transpose (%s)\n", checked,
+           is_stb("JPEG") ? "JPEG within the stb_image tolerance" : "exactly");
 }
 END_TEST
 
