@@ -140,6 +140,18 @@ static char *data_path(const char *name)
 static char *st_path, *npy_path, *dir;
 static unsigned char *png_bytes;
 static size_t png_size;
+/* More images, one per decoder (tests/data/decode): whichever decoder this build uses for the
+ * format is walked (libjpeg's and libwebp's internal allocations have no hook and stay out;
+ * libpng allocates through the library's own malloc and is walked). */
+static const char *const extra_images[] = {"decode/jpeg_q90_420_progressive.jpg",
+                                           "decode/jpeg_cmyk_q90.jpg",
+                                           "decode/png_rgb16.png",
+                                           "decode/png_palette4_trns.png",
+                                           "decode/webp_lossy_alpha.webp",
+                                           "decode/webp_lossless.webp"};
+#define N_EXTRA (sizeof extra_images / sizeof extra_images[0])
+static unsigned char *extra_bytes[N_EXTRA];
+static size_t extra_size[N_EXTRA], extra_i;
 
 static int open_weights(pgd_error **err)
 {
@@ -177,6 +189,14 @@ static int load_png(pgd_error **err)
     return rc;
 }
 
+static int load_extra(pgd_error **err)
+{
+    pgd_image *img = NULL;
+    int rc = pgd_image_load_memory(extra_bytes[extra_i], extra_size[extra_i], "extra", &img, err);
+    pgd_image_free(img);
+    return rc;
+}
+
 START_TEST(allocation_failures)
 {
     json_set_alloc_funcs(json_alloc, json_dealloc);
@@ -187,6 +207,15 @@ START_TEST(allocation_failures)
             "failures without a message (the error object's allocation): %ld\n", n1, n2, n3,
             no_message);
     ck_assert(n1 > 10 && n2 >= 2 && n3 >= 2);
+    for (extra_i = 0; extra_i < N_EXTRA; extra_i++) {
+        const char *name = extra_images[extra_i];
+        const char *fmt = strstr(name, ".jpg") ? "JPEG" : strstr(name, ".png") ? "PNG" : "WebP";
+        if (!pgd_image_decoder(fmt))
+            continue; /* WebP without libwebp */
+        long k = walk_allocations(name, load_extra);
+        fprintf(stderr, "allocation points walked: %s (%s) %ld\n", name, pgd_image_decoder(fmt), k);
+        ck_assert(k >= 2);
+    }
 }
 END_TEST
 
@@ -290,6 +319,12 @@ int main(void)
     if (pgd_test_read_file(png, &png_bytes, &png_size))
         return 1;
     free(png);
+    for (size_t i = 0; i < N_EXTRA; i++) {
+        char *path = data_path(extra_images[i]);
+        if (pgd_test_read_file(path, &extra_bytes[i], &extra_size[i]))
+            return 1;
+        free(path);
+    }
 
     Suite *s = suite_create("hostio");
     TCase *tc = tcase_create("core");

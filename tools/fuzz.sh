@@ -2,7 +2,8 @@
 # tools/fuzz.sh TARGET SECONDS [libFuzzer options…] — build and run one libFuzzer target.
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
-#           options   (tests/fuzz/fuzz_TARGET.c)
+#           options | jpeg | png | webp   (tests/fuzz/fuzz_TARGET.c; the last three: one image
+#           decoder each, libjpeg-turbo, libpng, libwebp)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -16,9 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
-targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options"
+targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
 case "$target" in
-  safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options) ;;
+  safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#

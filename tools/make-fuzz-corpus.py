@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
 
-Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options}/: for each reader a few valid tiny files and
+Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options,
+jpeg,png,webp}/: for each reader a few valid tiny files and
 one file per rejection rule (so the fuzzer starts with every error path reached), all small.
 Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
 importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
@@ -268,6 +269,27 @@ def image_seeds():
     return s
 
 
+def decoder_seeds(image):
+    """Seeds of the one-decoder targets (fuzz_jpeg, fuzz_png, fuzz_webp): the image seeds of
+    that format plus the decoder golden files (tests/data/decode: every JPEG subsampling,
+    progressive, grey, CMYK; PNG 1..16 bit, palette, alpha; WebP lossy/lossless, alpha)."""
+    magic = {"jpeg": lambda b: b[:3] == b"\xff\xd8\xff",
+             "png": lambda b: b[:8] == b"\x89PNG\r\n\x1a\n",
+             "webp": lambda b: b[:4] == b"RIFF" and b[8:12] == b"WEBP"}
+    out = {t: {k: v for k, v in image.items() if test(v)} for t, test in magic.items()}
+    golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                          "decode")
+    if os.path.isdir(golden):
+        for name in sorted(os.listdir(golden)):
+            with open(os.path.join(golden, name), "rb") as f:
+                blob = f.read()
+            for t, test in magic.items():
+                if test(blob):
+                    out[t]["golden-" + name] = blob
+    out["jpeg"]["err-truncated-scan"] = out["jpeg"].get("golden-jpeg_q50_420.jpg", b"")[:400]
+    return out
+
+
 # ---- ResNet layouts as fuzz_resnet_config reads them: "spec|mode|sub", then "name d0 d1 …" ----
 
 def resnet_lines(bottleneck=False, blocks=(1, 1, 1, 1), stem=4, widths=(2, 4, 4, 8), classes=3,
@@ -380,6 +402,7 @@ def main():
             "npy": npy_seeds(), "image": image_seeds(), "resnet_config": resnet_seeds(),
             "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
+    sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)

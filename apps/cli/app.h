@@ -76,11 +76,12 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
                         int json);
 
 /* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it), one image
- * at a time, and keeps a thumbnail of each (longer side at most 1024 pixels; it knows its
- * source's size and view, pgd_image_thumbnail) in *loaded for drawing maps. On error nothing is
- * left allocated. */
-int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
-                   int64_t shape[4], pgd_error **err);
+ * at a time (min_side > 0: pgd_image_load_scaled, --fast-decode; 0: exact; exif_rotate: turned
+ * upright by the EXIF orientation, --exif-rotate), and keeps a thumbnail of each (longer side at
+ * most 1024 pixels; it knows its source's size and view, pgd_image_thumbnail) in *loaded for
+ * drawing maps. On error nothing is left allocated. */
+int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int exif_rotate,
+                   float **x, pgd_image ***loaded, int64_t shape[4], pgd_error **err);
 
 /* OUT.png → OUT<tag>.png, or OUT<tag>-<index+1>.png when count > 1 (malloc'd). */
 char *app_numbered_path(const char *path, const char *tag, int index, int count);

@@ -13,7 +13,8 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"save-input", required_argument, 0, 'S'},  {"save-logits", required_argument, 0, 's'},
     {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
     {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
-    {"allow-nonfinite", no_argument, 0, 'N'},
+    {"allow-nonfinite", no_argument, 0, 'N'},   {"fast-decode", no_argument, 0, 'F'},
+    {"exif-rotate", no_argument, 0, 'E'},
 };
 
 
@@ -67,6 +68,8 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'j': o->json = 1; return 1;
     case 'p': o->profile = 1; return 1;
     case 'N': o->allow_nonfinite = 1; return 1;
+    case 'F': o->fast_decode = 1; return 1;
+    case 'E': o->exif_rotate = 1; return 1;
     case 'k':
         if (pgd_parse_int64(arg, 1, 100000, &v)) {
             app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",
@@ -133,7 +136,14 @@ static int read_input(const classify_opts *o, pgd_preprocess preset, int side_h,
         }
         memcpy(r->shape, shape, sizeof r->shape);
     } else if (o->nimages) {
-        if (app_load_batch(o->images, o->nimages, preset, &r->x, &r->loaded, r->shape, err))
+        /* --fast-decode: JPEGs scaled in the IDCT, the shorter side kept >= the preset's resize
+         * target (torchvision 256, timm 248, hf 224). */
+        int min_side = !o->fast_decode                        ? 0
+                       : preset == PGD_PREPROCESS_TORCHVISION ? 256
+                       : preset == PGD_PREPROCESS_TIMM        ? 248
+                                                              : PGD_PREPROCESS_SIZE;
+        if (app_load_batch(o->images, o->nimages, preset, min_side, o->exif_rotate, &r->x,
+                           &r->loaded, r->shape, err))
             return EXIT_RUNTIME;
     } else {
         r->shape[0] = 1, r->shape[1] = 3, r->shape[2] = side_h, r->shape[3] = side_w;

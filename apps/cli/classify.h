@@ -17,6 +17,8 @@ typedef struct classify_opts {
     const char *device, *input, *save_input, *save_logits, *labels_path;
     int topk, json, profile;
     int allow_nonfinite; /* --allow-nonfinite: NaN/inf inputs and logits pass (printed as nan) */
+    int fast_decode;     /* --fast-decode: JPEGs decoded scaled (pgd_image_load_scaled) */
+    int exif_rotate;     /* --exif-rotate: images turned upright by their EXIF orientation */
     char **images; /* the image arguments */
     int nimages;
 } classify_opts;
@@ -27,6 +29,11 @@ typedef struct classify_opts {
     "  --profile           per-kernel timings at the end\n"                                        \
     "  --allow-nonfinite   run inputs and print logits that hold NaN or infinity (else an\n"       \
     "                      error naming the input, or the stage where they first appear)\n"        \
+    "  --fast-decode       decode JPEGs at 1/2, 1/4 or 1/8 scale inside libjpeg's IDCT, the\n"     \
+    "                      shorter side kept >= the preset's resize target: much faster on\n"      \
+    "                      big photos, NOT bit-identical to PIL/torchvision\n"                     \
+    "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
+    "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
@@ -34,7 +41,7 @@ typedef struct classify_opts {
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
     "discard that output.\n"
 
-#define CLASSIFY_OPTION_COUNT 9
+#define CLASSIFY_OPTION_COUNT 11
 
 /* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
  * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */
@@ -56,8 +63,9 @@ void classify_opts_init(classify_opts *o, const char *cmd);
 typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
 /* Parses argv with getopt_long over the command's n_own options `own` (without the zero
  * entry; --help as 'h' prints `usage`) plus the shared ones (--device, --input, --save-input,
- * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite) into o; every other option goes to
- * parse_own(cmd, c, optarg). -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+ * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite, --fast-decode,
+ * --exif-rotate) into o; every other option goes to parse_own(cmd, c, optarg). -1 when --help
+ * printed the usage, else EXIT_OK or EXIT_USAGE. */
 int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
                    size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
 /* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the

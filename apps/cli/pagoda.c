@@ -22,7 +22,8 @@ static const char usage[] =
     "  similar    the nearest images of an embedded index\n"
     "  gat        classify the nodes of a graph with a graph attention network\n"
     "  memnet     answer questions about a story with a memory network, hop by hop\n"
-    "  version    print the version\n"
+    "  version    print the version ('version --features': which decoder serves each image\n"
+    "             format)\n"
     "  help       show this help\n"
     "\n"
     "Run 'pagoda <command> --help' for a command's options.\n"
@@ -40,6 +41,23 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage error (a bad PAGODA_* value too).\n";
 
+/* The image decoders of this build (meson options jpeg, png, webp): "exact" where the pixels
+ * equal Pillow's convert("RGB"), i.e. a library decoder. */
+static void print_features(void)
+{
+    static const char *const formats[] = {"JPEG", "PNG", "WebP", "BMP"};
+    puts("image decoders:");
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        const char *d = pgd_image_decoder(formats[i]);
+        const char *how = !d                       ? "not read by this build"
+                          : strcmp(d, "stb_image") ? "Pillow-exact"
+                          : !strcmp(formats[i], "BMP")
+                              ? "not compared with Pillow"
+                              : "not Pillow-exact (another decoder than Pillow's)";
+        printf("  %-5s %s%s%s\n", formats[i], d ? d : "-", d ? ": " : " ", how);
+    }
+}
+
 int main(int argc, char **argv)
 {
     /* Number formatting in JSON, build options and messages must not depend on the locale. */
@@ -54,7 +72,11 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--features")))
+            return app_usage_error(NULL, "usage: pagoda version [--features]");
         printf("pagoda %s\n", PGD_VERSION_STRING);
+        if (argc == 3)
+            print_features();
         return EXIT_OK;
     }
     if (!strcmp(cmd, "devices"))

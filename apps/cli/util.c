@@ -468,8 +468,37 @@ int app_sample_image(char *buf, size_t size)
 /* The long side of what is kept of each image for drawing maps over. */
 #define APP_MAP_BASE_SIDE 1024
 
-int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_image ***loaded,
-                   int64_t shape[4], pgd_error **err)
+/* One image as app_load_batch loads it. */
+static int load_one(const char *path, int min_side, int exif_rotate, pgd_image **out,
+                    pgd_error **err)
+{
+    if (!exif_rotate)
+        return min_side > 0 ? pgd_image_load_scaled(path, min_side, out, err)
+                            : pgd_image_load(path, out, err);
+    void *buf = NULL;
+    size_t size = 0;
+    int rc = pgd_file_read(path, (uint64_t)512 << 20, &buf, &size, err);
+    if (rc)
+        return rc;
+    pgd_image *img = NULL;
+    rc = min_side > 0 ? pgd_image_load_memory_scaled(buf, size, path, min_side, &img, err)
+                      : pgd_image_load_memory(buf, size, path, &img, err);
+    int orientation = pgd_image_exif_orientation(buf, size);
+    free(buf);
+    if (!rc && orientation != 1) {
+        pgd_image *up = NULL;
+        rc = pgd_image_apply_orientation(img, orientation, &up, err);
+        pgd_image_free(img);
+        img = up;
+    }
+    *out = rc ? NULL : img;
+    if (rc)
+        pgd_image_free(img);
+    return rc;
+}
+
+int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int exif_rotate,
+                   float **x, pgd_image ***loaded, int64_t shape[4], pgd_error **err)
 {
     const int64_t S = PGD_PREPROCESS_SIZE, per = 3 * S * S;
     *x = malloc((size_t)(n * per) * sizeof **x);
@@ -482,7 +511,7 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, float **x, pgd_im
      * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
         pgd_image *full = NULL;
-        rc = pgd_image_load(paths[i], &full, err);
+        rc = load_one(paths[i], min_side, exif_rotate, &full, err);
         if (!rc)
             rc = pgd_image_preprocess(full, preset, *x + i * per, err);
         if (!rc)

@@ -857,13 +857,19 @@ typedef struct pgd_image pgd_image;
 /* Largest accepted image: width x height <= PGD_IMAGE_MAX_PIXELS (8192 x 8192). */
 #define PGD_IMAGE_MAX_PIXELS (8192LL * 8192LL)
 
-/* Reads and decodes a JPEG, PNG or BMP file (recognised by its magic bytes; every other format
- * is PGD_ERR_UNSUPPORTED naming the file and the format seen). The dimensions are read from the
- * header and checked (1 <= width, height; width x height <= PGD_IMAGE_MAX_PIXELS, else
- * PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha channels become RGB (alpha is
- * dropped). A file the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a BMP whose
- * declared rows run past the end of the file, a PNG with a truncated chunk, a wrong chunk CRC or
- * no IEND. A decoder failure is PGD_ERR_FORMAT with stb_image's reason. The path goes through
+/* Reads and decodes a JPEG, PNG, BMP or (when built with libwebp) WebP file, recognised by its
+ * magic bytes; every other format is PGD_ERR_UNSUPPORTED naming the file and the format seen.
+ * JPEG, PNG and WebP go through libjpeg-turbo, libpng and libwebp when the build found them
+ * (pgd_image_decoder), with Pillow's settings: the pixels equal Pillow's
+ * Image.open(f).convert("RGB") exactly, including its conversions of grey, palette, 16-bit and
+ * CMYK images; BMP (and JPEG/PNG without their library) go through stb_image. The dimensions
+ * are read from the header and checked (1 <= width, height; width x height <=
+ * PGD_IMAGE_MAX_PIXELS, else PGD_ERR_TOO_LARGE) before anything is decoded. Grey and alpha
+ * channels become RGB (alpha is dropped; EXIF orientation is not applied, as in Pillow). A file
+ * the decoder would complete by inventing pixels is PGD_ERR_FORMAT: a truncated JPEG or WebP, a
+ * JPEG with corrupt entropy-coded data, a BMP whose declared rows run past the end of the file,
+ * a PNG with a truncated chunk, a wrong chunk CRC or no IEND. A decoder failure is
+ * PGD_ERR_FORMAT with the decoder's reason. The path goes through
  * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
  * pgd_image_free. */
 PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
@@ -871,12 +877,35 @@ PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
  * in messages. */
 PGD_API int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
                                   pgd_error **err);
+/* As pgd_image_load(_memory), but a JPEG decoded by libjpeg-turbo is scaled down inside the IDCT
+ * to the smallest of 1/8, 1/4, 1/2 (else full size) whose shorter side stays >= min_side (>= 1),
+ * e.g. 256 for the torchvision preset: a 4000 x 3000 photo decodes as 500 x 375, several times
+ * faster. NOT bit-identical to Pillow (libjpeg's reduced IDCT, then Pillow's resize from the
+ * smaller image); other formats and stb_image builds decode at full size, exactly as
+ * pgd_image_load. pagoda vit/nonlocal --fast-decode. */
+PGD_API int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out,
+                                  pgd_error **err);
+PGD_API int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
+                                         int min_side, pgd_image **out, pgd_error **err);
 PGD_API int pgd_image_width(const pgd_image *img);
 PGD_API int pgd_image_height(const pgd_image *img);
 /* The RGB pixels (width * height * 3 bytes), owned by the image. */
 PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
 /* Frees the image; NULL is accepted. */
 PGD_API void pgd_image_free(pgd_image *img);
+/* The EXIF Orientation (1..8) of an encoded JPEG, PNG or WebP in memory, as Pillow's
+ * ImageOps.exif_transpose reads it (IFD0 tag 0x0112 of the first APP1 "Exif" segment, the eXIf
+ * chunk, the EXIF chunk); 1 when there is none or it is unreadable. Loading never applies it
+ * (Pillow and torchvision don't); pgd_image_apply_orientation does (pagoda --exif-rotate). */
+PGD_API int pgd_image_exif_orientation(const void *data, size_t size);
+/* A new image (*out, for pgd_image_free): img turned as Pillow's exif_transpose turns it for
+ * `orientation` 1..8 (5..8 swap width and height; 1 copies). */
+PGD_API int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
+                                        pgd_error **err);
+/* The decoder this build uses for `format` ("JPEG", "PNG", "BMP", "WebP"), e.g.
+ * "libjpeg-turbo 2.1.5 (libjpeg API 62)", "libpng 1.6.39", "libwebp 1.2.4" or "stb_image"; NULL
+ * for a format this build does not read. */
+PGD_API const char *pgd_image_decoder(const char *format);
 
 /* Preprocessing presets, each to a 3 x 224 x 224 float tensor, channel-major (CHW), RGB:
  *   TORCHVISION  shorter side to 256 (PIL bilinear, antialiased), centre crop 224,

@@ -1,5 +1,13 @@
-/* image.c — image loading (JPEG, PNG, BMP through stb_image), Pillow-exact resampling and the
- * classification presets. (Drawing maps over images is the models' business: apps/models/maps.c.)
+/* image.c — image loading, Pillow-exact resampling and the classification presets. (Drawing
+ * maps over images is the models' business: apps/models/maps.c.)
+ *
+ * Decoders: JPEG through libjpeg-turbo (image_jpeg.c), PNG through libpng (image_png.c), WebP
+ * through libwebp (image_webp.c), each when meson found the library (options jpeg, png, webp,
+ * "auto"), with Pillow's settings so that the pixels equal Pillow's convert("RGB") exactly.
+ * stb_image decodes BMP, and JPEG or PNG when their library is absent (then JPEGs differ from
+ * Pillow by up to ~20 levels at sharp colour edges: another IDCT and chroma upsampling; 16-bit
+ * PNGs and palette indices past PLTE differ completely). pgd_image_decoder says which decoder
+ * serves a format in this build.
  *
  * Security (see ANCHORS.md): Debian's stb_image is v2.27 and lacks later fixes, and its shared
  * library has every decoder compiled in. So we pick the decoder ourselves: only files whose
@@ -18,7 +26,9 @@
 
 #include <stb_image.h>
 
+#include "image_decode.h"
 #include "internal.h"
+#include "pgd_config.h"
 
 /* Largest encoded file we read: an uncompressed 8192 x 8192 BMP is 192 MiB. */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
@@ -28,12 +38,12 @@ struct pgd_image {
     uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
     /* The size of the decoded image a thumbnail was made from (else width, height). */
     int src_width, src_height;
-    int own_pixels; /* data from our malloc (thumbnails), not from stb_image */
+    int own_pixels; /* data from our malloc (thumbnails, the library decoders), not stb_image */
 };
 
 /* ---- loading ---- */
 
-typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP } img_format;
+typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP, FMT_WEBP } img_format;
 
 /* The format the magic bytes announce; *other names a recognised but refused format. */
 static img_format sniff(const unsigned char *p, size_t n, const char **other)
@@ -56,9 +66,11 @@ static img_format sniff(const unsigned char *p, size_t n, const char **other)
         *other = "HDR (Radiance)";
     else if (n >= 4 && p[0] == 0x53 && p[1] == 0x80 && p[2] == 0xF6 && p[3] == 0x34)
         *other = "PIC (Softimage)";
-    else if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
-        *other = "WebP";
-    else if (n >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
+    else if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4)) {
+        if (PGD_HAVE_LIBWEBP)
+            return FMT_WEBP;
+        *other = "WebP (this build has no libwebp)";
+    } else if (n >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
         *other = "TIFF";
     else if (n >= 4 && (p[0] == 0x89 && p[1] == 'P' && p[2] == 'N' && p[3] == 'G'))
         *other = "PNG with a damaged signature";
@@ -74,6 +86,8 @@ static const char *format_name(img_format f)
         return "PNG";
     case FMT_BMP:
         return "BMP";
+    case FMT_WEBP:
+        return "WebP";
     default:
         return "unknown";
     }
@@ -235,39 +249,102 @@ static const char *structure_check(img_format fmt, const unsigned char *p, size_
     return NULL;
 }
 
-int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+int pgd__image_check_size(const char *name, const char *format, long long w, long long h,
                           pgd_error **err)
 {
-    if (!out)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
-    *out = NULL;
-    if (!name)
-        name = "(memory)";
-    if (!data && size)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "image '%s': data is NULL", name);
-    if (size == 0)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': empty file", name);
-    if (size > MAX_FILE_BYTES)
+    if (w < 1 || h < 1)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %lld x %lld",
+                              name, format, w, h);
+    if (w > PGD_IMAGE_MAX_PIXELS || h > PGD_IMAGE_MAX_PIXELS || w * h > PGD_IMAGE_MAX_PIXELS)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %zu bytes exceeds the %zu-byte limit on image files",
-                              name, size, MAX_FILE_BYTES);
-    const unsigned char *p = data;
-    const char *other;
-    img_format fmt = sniff(p, size, &other);
-    if (fmt == FMT_UNKNOWN) {
-        if (other)
-            return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                                  "image '%s': format %s is not supported (only JPEG, PNG and BMP)",
-                                  name, other);
-        char hex[3 * 8 + 1] = "";
-        size_t k = size < 8 ? size : 8, pos = 0;
-        for (size_t i = 0; i < k; i++)
-            pos += (size_t)snprintf(hex + pos, sizeof hex - pos, "%s%02X", i ? " " : "", p[i]);
-        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                              "image '%s': unknown format (first bytes %s); only JPEG, PNG and BMP "
-                              "are supported",
-                              name, hex);
+                              "image '%s': %s of %lld x %lld pixels exceeds the limit of %lld "
+                              "pixels (8192 x 8192)",
+                              name, format, w, h, PGD_IMAGE_MAX_PIXELS);
+    return PGD_OK;
+}
+
+static int use_stb; /* pgd__image_use_stb */
+
+void pgd__image_use_stb(int on)
+{
+    use_stb = on;
+}
+
+/* The formats this build reads, for messages. */
+#define FORMATS_READ (PGD_HAVE_LIBWEBP ? "JPEG, PNG, BMP and WebP" : "JPEG, PNG and BMP")
+
+const char *pgd_image_decoder(const char *format)
+{
+    if (!format)
+        return NULL;
+    if (use_stb && (!strcmp(format, "JPEG") || !strcmp(format, "PNG")))
+        return "stb_image";
+    if (!strcmp(format, "JPEG"))
+#if PGD_HAVE_LIBJPEG
+        return pgd__jpeg_library();
+#else
+        return "stb_image";
+#endif
+    if (!strcmp(format, "PNG"))
+#if PGD_HAVE_LIBPNG
+        return pgd__png_library();
+#else
+        return "stb_image";
+#endif
+    if (!strcmp(format, "BMP"))
+        return "stb_image";
+    if (!strcmp(format, "WebP"))
+#if PGD_HAVE_LIBWEBP
+        return pgd__webp_library();
+#else
+        return NULL;
+#endif
+    return NULL;
+}
+
+/* The library decoders (image_jpeg.c, image_png.c, image_webp.c): they check the size
+ * themselves, after reading the header and before allocating pixels. */
+static int decode_with_library(img_format fmt, const unsigned char *p, size_t size,
+                               const char *name, int min_side, pgd_image **out, pgd_error **err)
+{
+    int w = 0, h = 0, rc = PGD_ERR_INTERNAL;
+    uint8_t *px = NULL;
+#if PGD_HAVE_LIBJPEG
+    if (fmt == FMT_JPEG)
+        rc = pgd__jpeg_decode(p, size, name, min_side, &w, &h, &px, err);
+#endif
+#if PGD_HAVE_LIBPNG
+    if (fmt == FMT_PNG)
+        rc = pgd__png_decode(p, size, name, &w, &h, &px, err);
+#endif
+#if PGD_HAVE_LIBWEBP
+    if (fmt == FMT_WEBP)
+        rc = pgd__webp_decode(p, size, name, &w, &h, &px, err);
+#endif
+    (void)p;
+    (void)size;
+    (void)min_side;
+    if (rc == PGD_ERR_INTERNAL && !px)
+        return pgd__error_set(err, rc, "image '%s': no decoder for %s", name, format_name(fmt));
+    if (rc)
+        return rc;
+    pgd_image *img = calloc(1, sizeof *img);
+    if (!img) {
+        free(px);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "image '%s': out of memory", name);
     }
+    img->data = px;
+    img->own_pixels = 1;
+    img->width = img->src_width = w;
+    img->height = img->src_height = h;
+    *out = img;
+    return PGD_OK;
+}
+
+/* stb_image: BMP, and JPEG or PNG in a build without their library. */
+static int decode_with_stb(img_format fmt, const unsigned char *p, size_t size, const char *name,
+                           pgd_image **out, pgd_error **err)
+{
     /* Before stbi_info: stb's JPEG header scan already reads the Huffman tables. */
     if (fmt == FMT_JPEG && !jpeg_tables_ok(p, size))
         return pgd__error_set(err, PGD_ERR_FORMAT,
@@ -279,14 +356,9 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
     if (!stbi_info_from_memory(p, len, &w, &h, &comp))
         return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot read the %s header: %s",
                               name, format_name(fmt), stbi_failure_reason());
-    if (w < 1 || h < 1)
-        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': %s header gives size %d x %d", name,
-                              format_name(fmt), w, h);
-    if ((long long)w * h > PGD_IMAGE_MAX_PIXELS)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "image '%s': %s of %d x %d pixels exceeds the limit of %lld pixels "
-                              "(8192 x 8192)",
-                              name, format_name(fmt), w, h, PGD_IMAGE_MAX_PIXELS);
+    int rc = pgd__image_check_size(name, format_name(fmt), w, h, err);
+    if (rc)
+        return rc;
     char msg[200];
     const char *bad = structure_check(fmt, p, size, msg, sizeof msg);
     if (bad)
@@ -315,7 +387,75 @@ int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_i
     return PGD_OK;
 }
 
-int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+static int load_memory(const void *data, size_t size, const char *name, int min_side,
+                       pgd_image **out, pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load_memory: out is NULL");
+    *out = NULL;
+    if (!name)
+        name = "(memory)";
+    if (!data && size)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "image '%s': data is NULL", name);
+    if (size == 0)
+        return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': empty file", name);
+    if (size > MAX_FILE_BYTES)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "image '%s': %zu bytes exceeds the %zu-byte limit on image files",
+                              name, size, MAX_FILE_BYTES);
+    const unsigned char *p = data;
+    const char *other;
+    img_format fmt = sniff(p, size, &other);
+    if (fmt == FMT_UNKNOWN) {
+        if (other)
+            return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                                  "image '%s': format %s is not supported (only %s)", name, other,
+                                  FORMATS_READ);
+        char hex[3 * 8 + 1] = "";
+        size_t k = size < 8 ? size : 8, pos = 0;
+        for (size_t i = 0; i < k; i++)
+            pos += (size_t)snprintf(hex + pos, sizeof hex - pos, "%s%02X", i ? " " : "", p[i]);
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "image '%s': unknown format (first bytes %s); only %s are supported",
+                              name, hex, FORMATS_READ);
+    }
+    if ((fmt == FMT_JPEG && PGD_HAVE_LIBJPEG && !use_stb) || fmt == FMT_WEBP)
+        return decode_with_library(fmt, p, size, name, min_side, out, err);
+    if (fmt == FMT_PNG && PGD_HAVE_LIBPNG && !use_stb) {
+        /* The size from IHDR, then the chunk structure, as for stb_image (Pillow refuses these
+         * files too); libpng reads IHDR again and checks it fully. */
+        if (size >= 24 && !memcmp(p + 12, "IHDR", 4)) {
+            int rc = pgd__image_check_size(name, "PNG", be32(p + 16), be32(p + 20), err);
+            if (rc)
+                return rc;
+        }
+        const char *bad = png_check(p, size);
+        if (bad)
+            return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': corrupt PNG: %s", name, bad);
+        return decode_with_library(fmt, p, size, name, min_side, out, err);
+    }
+    return decode_with_stb(fmt, p, size, name, out, err);
+}
+
+int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                          pgd_error **err)
+{
+    return load_memory(data, size, name, 0, out, err);
+}
+
+int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name, int min_side,
+                                 pgd_image **out, pgd_error **err)
+{
+    if (min_side < 1) {
+        if (out)
+            *out = NULL;
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_load_memory_scaled: min_side %d < 1", min_side);
+    }
+    return load_memory(data, size, name, min_side, out, err);
+}
+
+static int load_file(const char *path, int min_side, pgd_image **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_load: out is NULL");
@@ -327,9 +467,185 @@ int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
     int rc = pgd__file_read(path, "image", MAX_FILE_BYTES, &buf, &size, err);
     if (rc)
         return rc;
-    rc = pgd_image_load_memory(buf, size, path, out, err);
+    rc = load_memory(buf, size, path, min_side, out, err);
     free(buf);
     return rc;
+}
+
+int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+{
+    return load_file(path, 0, out, err);
+}
+
+int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out, pgd_error **err)
+{
+    if (min_side < 1) {
+        if (out)
+            *out = NULL;
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_load_scaled: min_side %d < 1", min_side);
+    }
+    return load_file(path, min_side, out, err);
+}
+
+/* ---- EXIF orientation (--exif-rotate) ----
+ *
+ * Pillow's ImageOps.exif_transpose reads the Orientation tag (0x0112) of IFD0 in the image's
+ * EXIF block (JPEG: the first APP1 segment starting "Exif\0\0"; PNG: the eXIf chunk; WebP: the
+ * EXIF chunk of an extended file) and transposes for 2..8; anything else leaves the image as it
+ * is. Every offset is checked against the block. */
+
+static unsigned rd16(const unsigned char *p, int le)
+{
+    return le ? (unsigned)(p[0] | p[1] << 8) : (unsigned)(p[0] << 8 | p[1]);
+}
+
+static uint32_t rd32(const unsigned char *p, int le)
+{
+    return le ? le32(p) : be32(p);
+}
+
+static int tiff_orientation(const unsigned char *t, size_t n)
+{
+    if (n >= 6 && !memcmp(t, "Exif\0\0", 6))
+        t += 6, n -= 6;
+    if (n < 8)
+        return 1;
+    int le;
+    if (!memcmp(t, "II*\0", 4))
+        le = 1;
+    else if (!memcmp(t, "MM\0*", 4))
+        le = 0;
+    else
+        return 1;
+    uint32_t ifd = rd32(t + 4, le);
+    if (ifd > n || n - ifd < 2)
+        return 1;
+    unsigned count = rd16(t + ifd, le);
+    for (unsigned i = 0; i < count; i++) {
+        size_t e = ifd + 2 + (size_t)i * 12;
+        if (e + 12 > n)
+            return 1;
+        if (rd16(t + e, le) != 0x0112)
+            continue;
+        unsigned type = rd16(t + e + 2, le);
+        uint32_t v = type == 3 ? rd16(t + e + 8, le) : type == 4 ? rd32(t + e + 8, le) : 0;
+        return v >= 1 && v <= 8 ? (int)v : 1;
+    }
+    return 1;
+}
+
+int pgd_image_exif_orientation(const void *data, size_t size)
+{
+    const unsigned char *p = data;
+    const char *other;
+    if (!p)
+        return 1;
+    img_format fmt = sniff(p, size, &other);
+    if (fmt == FMT_JPEG) {
+        size_t i = 2;
+        while (i + 4 <= size && p[i] == 0xFF) {
+            unsigned m = p[i + 1];
+            if (m == 0xFF) {
+                i++;
+                continue;
+            }
+            if (m == 0xDA || m == 0xD9) /* SOS, EOI: no more header segments */
+                break;
+            size_t len = (size_t)p[i + 2] << 8 | p[i + 3];
+            if (len < 2 || len > size - i - 2)
+                break;
+            if (m == 0xE1 && len >= 8 && !memcmp(p + i + 4, "Exif\0\0", 6))
+                return tiff_orientation(p + i + 4, len - 2);
+            i += 2 + len;
+        }
+    } else if (fmt == FMT_PNG) {
+        for (size_t i = 8; size - i >= 12;) {
+            uint32_t len = be32(p + i);
+            if (len > size - i - 12)
+                break;
+            if (!memcmp(p + i + 4, "eXIf", 4))
+                return tiff_orientation(p + i + 8, len);
+            if (!memcmp(p + i + 4, "IEND", 4))
+                break;
+            i += 12 + (size_t)len;
+        }
+    } else if (size >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4)) {
+        if (size < 20 || memcmp(p + 12, "VP8X", 4))
+            return 1; /* a simple-format WebP has no EXIF */
+        for (size_t i = 12; size - i >= 8;) {
+            uint32_t len = le32(p + i + 4);
+            if (len > size - i - 8)
+                break;
+            if (!memcmp(p + i, "EXIF", 4))
+                return tiff_orientation(p + i + 8, len);
+            i += 8 + (size_t)len + (len & 1);
+        }
+    }
+    return 1;
+}
+
+int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
+                                pgd_error **err)
+{
+    if (!out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_apply_orientation: out is NULL");
+    *out = NULL;
+    if (!img || !img->data || orientation < 1 || orientation > 8)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "pgd_image_apply_orientation: no image, or orientation %d is not "
+                              "1..8",
+                              orientation);
+    int w = img->width, h = img->height, swap = orientation >= 5;
+    int ow = swap ? h : w, oh = swap ? w : h;
+    pgd_image *t = calloc(1, sizeof *t);
+    uint8_t *px = t ? malloc((size_t)w * h * 3) : NULL;
+    if (!px) {
+        free(t);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_image_apply_orientation: %d x %d pixels", w, h);
+    }
+    /* Output pixel (x, y) comes from input (sx, sy); Pillow's transposes: 2 FLIP_LEFT_RIGHT,
+     * 3 ROTATE_180, 4 FLIP_TOP_BOTTOM, 5 TRANSPOSE, 6 ROTATE_270 (clockwise), 7 TRANSVERSE,
+     * 8 ROTATE_90 (counter-clockwise). */
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++) {
+            int sx, sy;
+            switch (orientation) {
+            case 2:
+                sx = w - 1 - x, sy = y;
+                break;
+            case 3:
+                sx = w - 1 - x, sy = h - 1 - y;
+                break;
+            case 4:
+                sx = x, sy = h - 1 - y;
+                break;
+            case 5:
+                sx = y, sy = x;
+                break;
+            case 6:
+                sx = y, sy = h - 1 - x;
+                break;
+            case 7:
+                sx = w - 1 - y, sy = h - 1 - x;
+                break;
+            case 8:
+                sx = w - 1 - y, sy = x;
+                break;
+            default:
+                sx = x, sy = y;
+                break;
+            }
+            memcpy(px + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
+        }
+    t->data = px;
+    t->own_pixels = 1;
+    t->width = t->src_width = ow;
+    t->height = t->src_height = oh;
+    *out = t;
+    return PGD_OK;
 }
 
 int pgd_image_width(const pgd_image *img)

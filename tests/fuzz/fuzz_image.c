@@ -1,10 +1,13 @@
 /* fuzz_image.c — libFuzzer target: the image loader (magic sniffing, the size cap, stb_image's
- * JPEG/PNG/BMP decoders) on arbitrary bytes, then the three preprocessing presets on what it
- * decodes (Pillow-exact resampling with every crop and scale a small image can produce). */
+ * JPEG/PNG/BMP decoders — JPEG and PNG are sent to stb_image even where the build has libjpeg
+ * and libpng, pgd__image_use_stb; those have their own targets, fuzz_jpeg and fuzz_png) on
+ * arbitrary bytes, then the three preprocessing presets on what it decodes (Pillow-exact
+ * resampling with every crop and scale a small image can produce). */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "pagoda.h"
+#include "runtime/io/image_decode.h" /* white-box: pgd__image_use_stb */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -12,7 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pgd_image *img = NULL;
     pgd_error *err = NULL;
-    if (pgd_image_load_memory(data, size, "fuzz.img", &img, &err) != PGD_OK) {
+    pgd__image_use_stb(1);
+    int rc = pgd_image_load_memory(data, size, "fuzz.img", &img, &err);
+    pgd__image_use_stb(0);
+    if (rc != PGD_OK) {
         if (!err || !pgd_error_message(err)[0] || img)
             abort();
         pgd_error_free(err);
