@@ -318,7 +318,7 @@ static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet
         float *x = NULL;
         pgd_image **thumbs = NULL;
         int64_t shape[4];
-        rc = app_load_batch(paths + first, b, e->preset, &x, &thumbs, shape, err);
+        rc = app_load_batch(paths + first, b, e->preset, 0, 0, &x, &thumbs, shape, err);
         int64_t mh = shape[2] / e->cfg.patch, mw = shape[3] / e->cfg.patch;
         int64_t per = (int64_t)e->cfg.heads * mh * mw;
         float *maps = NULL;
