@@ -11,8 +11,8 @@
  * The additive attention mask of a block is its relative position bias (per head, [heads, N, N]
  * from the table and the index every naming uses) plus, in shifted blocks, -100 between tokens
  * of a window that come from different regions of the rolled map (the value torchvision, timm
- * and Hugging Face use): one [nW, heads, N, N] tensor built on the host the first time a grid
- * is seen and kept, so each image's windows run as one attention launch. Patch merging is
+ * and Hugging Face use): one [B·nW, heads, N, N] tensor built on the host the first time a grid
+ * and batch size are seen and kept, so all windows of the batch run as one attention launch. Patch merging is
  * pgd_patch_merge, LayerNorm over 4C and a bias-free linear to 2C. */
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +256,7 @@ typedef struct swin_block {
      * [heads, N, N] (the bias alone, shared by every window). */
     pgd_tensor *mask;
     int mask_h, mask_w, mask_shift_h, mask_shift_w;
+    int64_t mask_copies; /* images the mask is repeated for (1 when unshifted) */
 } swin_block;
 
 typedef struct swin_merge {
@@ -532,18 +533,23 @@ static int region(int64_t p, int64_t n, int64_t w, int64_t shift)
 }
 
 /* Builds k->mask for an H x W grid (see the file comment) unless it is already for it. */
-static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t H, int64_t W,
-                      int64_t sh, int64_t sw, pgd_error **err)
+static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, int64_t H,
+                      int64_t W, int64_t sh, int64_t sw, pgd_error **err)
 {
+    /* The bias alone is shared by every window of every image (batch stride 0); a shifted
+     * block's mask differs per window and is repeated for each of the B images, so that all
+     * B·nW windows run as one launch. */
+    int64_t copies = sh || sw ? B : 1;
     if (k->mask && k->mask_h == H && k->mask_w == W && k->mask_shift_h == sh &&
-        k->mask_shift_w == sw)
+        k->mask_shift_w == sw && k->mask_copies == copies)
         return PGD_OK;
     pgd_tensor_destroy(k->mask);
     k->mask = NULL;
     int64_t w = k->window, N = w * w, R = 2 * w - 1;
     int64_t Hp = (H + w - 1) / w * w, Wp = (W + w - 1) / w * w, nWw = Wp / w;
     int64_t nW = sh || sw ? (Hp / w) * nWw : 1;
-    float *host = malloc((size_t)(nW * heads * N * N) * sizeof *host);
+    size_t one = (size_t)(nW * heads * N * N);
+    float *host = malloc(one * (size_t)copies * sizeof *host);
     if (!host)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "Swin attention mask");
     for (int64_t win = 0; win < nW; win++)
@@ -562,12 +568,15 @@ static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t H, in
                     }
                     host[((win * heads + h) * N + i) * N + j] = v;
                 }
-    int64_t shape[4] = {nW, heads, N, N};
+    for (int64_t c = 1; c < copies; c++)
+        memcpy(host + (size_t)c * one, host, one * sizeof *host);
+    int64_t shape[4] = {copies * nW, heads, N, N};
     int rc = model_upload(m->ctx, host, 4, shape, &k->mask, err);
     free(host);
     if (!rc) {
         k->mask_h = (int)H, k->mask_w = (int)W;
         k->mask_shift_h = (int)sh, k->mask_shift_w = (int)sw;
+        k->mask_copies = copies;
     }
     return rc;
 }
@@ -617,35 +626,29 @@ static int stage_alloc(pass_state *ps, int s, pgd_error **err)
     return rc;
 }
 
-/* The windows' attention, image by image (each image's nW windows are one launch, the mask
- * broadcast over images). */
+/* The attention of all B·nW windows of the batch as one launch: q, k, v read in place from
+ * the qkv projection, the mask per window (shifted blocks) or shared (the bias alone). */
 static int window_attention(pass_state *ps, swin_block *k, int s, int bi, int64_t nW,
                             pgd_error **err)
 {
     const swin_config *c = &ps->m->cfg;
     int64_t C = (int64_t)c->dim << s, heads = c->heads[s], hd = C / heads, N = k->window * k->window;
-    int shifted = k->mask_shift_h || k->mask_shift_w; /* else one [heads, N, N] bias */
-    int rc = PGD_OK;
-    for (int64_t b = 0; b < ps->B && !rc; b++) {
-        pgd_attention_args aa;
-        memset(&aa, 0, sizeof aa);
-        aa.batch = nW;
-        aa.heads = heads;
-        aa.nq = aa.nk = N;
-        aa.head_dim = hd;
-        int64_t base = b * nW * N;
-        aa.q = (pgd_view){ps->qkv, base * 3 * C, N * 3 * C, hd, 3 * C};
-        aa.k = (pgd_view){ps->qkv, base * 3 * C + C, N * 3 * C, hd, 3 * C};
-        aa.v = (pgd_view){ps->qkv, base * 3 * C + 2 * C, N * 3 * C, hd, 3 * C};
-        aa.o = (pgd_view){ps->a, base * C, N * C, hd, C};
-        aa.mask = (pgd_view){k->mask, 0, shifted ? heads * N * N : 0, N * N, N};
-        aa.mode = ps->m->attn_mode;
-        aa.topk = ps->m->attn_topk;
-        aa.seed = ps->m->attn_seed + (uint64_t)(s * 1000 + bi) * UINT64_C(0x9e3779b97f4a7c15) +
-                  (uint64_t)b;
-        rc = pgd_attention(ps->m->ctx, &aa, err);
-    }
-    return rc;
+    int shifted = k->mask_shift_h || k->mask_shift_w;
+    pgd_attention_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.batch = ps->B * nW;
+    aa.heads = heads;
+    aa.nq = aa.nk = N;
+    aa.head_dim = hd;
+    aa.q = (pgd_view){ps->qkv, 0, N * 3 * C, hd, 3 * C};
+    aa.k = (pgd_view){ps->qkv, C, N * 3 * C, hd, 3 * C};
+    aa.v = (pgd_view){ps->qkv, 2 * C, N * 3 * C, hd, 3 * C};
+    aa.o = (pgd_view){ps->a, 0, N * C, hd, C};
+    aa.mask = (pgd_view){k->mask, 0, shifted ? heads * N * N : 0, N * N, N};
+    aa.mode = ps->m->attn_mode;
+    aa.topk = ps->m->attn_topk;
+    aa.seed = ps->m->attn_seed + (uint64_t)(s * 1000 + bi) * UINT64_C(0x9e3779b97f4a7c15);
+    return pgd_attention(ps->m->ctx, &aa, err);
 }
 
 static int block_forward(pass_state *ps, int s, int bi, pgd_error **err)
@@ -660,7 +663,7 @@ static int block_forward(pass_state *ps, int s, int bi, pgd_error **err)
     int64_t sh = bi % 2 && w < Hp ? w / 2 : 0, sw = bi % 2 && w < Wp ? w / 2 : 0;
     /* timm rolls the map before padding it; torchvision and Hugging Face roll the padded map. */
     int flags = c->family == SWIN_TIMM || c->family == SWIN_TIMM_OLD ? PGD_WINDOW_ROLL_UNPADDED : 0;
-    int rc = block_mask(m, k, c->heads[s], ps->H, ps->W, sh, sw, err);
+    int rc = block_mask(m, k, c->heads[s], ps->B, ps->H, ps->W, sh, sw, err);
     if (!rc)
         rc = pgd_layernorm(ctx, ps->x, k->ln1_w, k->ln1_b, c->eps, ps->h, err);
     if (!rc)
