@@ -559,7 +559,10 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
     pgd_error *err = NULL;
     model_source src;
     vit_config cfg;
-    open_detect(path, &w, &src, &cfg);
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_weights_source(&src, w, path);
+    PGD_CHECK_OK(vit_source_adapt(&src, &err), &err); /* HF's ViTModel naming; else as it is */
+    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
     ck_assert_int_eq(cfg.headless, 1);
     ck_assert_int_eq(cfg.classes, 32);
     ck_assert_int_eq(cfg.layer_scale, layer_scale);
@@ -592,8 +595,14 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
     free(x);
     free(want_cls);
     free(want_mean);
+    model_source_free(&src);
     pgd_weights_close(w);
 }
+
+/* Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, an unused
+ * pooler): read through vit_source_adapt, features as transformers computes them. */
+START_TEST(headless_hf_features) { headless_case("dino-hf-tiny", "dino-hf-tiny", 2, 32, 32, 0); }
+END_TEST
 
 /* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints) is a feature model;
  * its per-head maps are the last block's class-token attention as timm computes it. */
@@ -675,6 +684,7 @@ int main(void)
     tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, device_limits);
     tcase_add_test(tc, headless_features);
+    tcase_add_test(tc, headless_hf_features);
     tcase_add_test(tc, layer_scale_features);
     tcase_add_test(tc, layer_scale_strict);
     suite_add_tcase(s, tc);

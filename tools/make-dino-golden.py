@@ -15,6 +15,9 @@ Then a DINOv2-style model (patch 14, LayerScale ls1/ls2 with random gammas, trai
 a 2 x 2 grid) as dinov2-tiny.*: features of a batch of two 28 x 28 images, and of one 56 x 42
 image run with dynamic_img_size=True (the position grid resampled as timm does):
 dinov2-tiny-56x42-{input,cls,mean}.bin.
+
+Then Hugging Face's headless ViTModel as dino-hf-tiny.*, saved in the names the hub's
+facebook/dino-vits16 uses (transformers 4.x; needs transformers).
 """
 import os
 
@@ -80,6 +83,42 @@ def main():
                     ("56x42-cls", cls2), ("56x42-mean", mean2)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-tiny-{name}.bin"))
     print("dinov2-tiny", tuple(cls.shape), tuple(cls2.shape))
+
+    # Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, a
+    # pooler the features do not use): last_hidden_state[:, 0] and the patch mean.
+    from transformers import ViTConfig, ViTModel
+    torch.manual_seed(7)
+    hf = ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64)).eval()
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if p.dim() == 1 and "layernorm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        x = torch.randn(2, 3, 32, 32, generator=g)
+        last = hf(pixel_values=x).last_hidden_state
+    assert any(k.startswith("pooler.") for k in hf.state_dict())
+    # The hub's files (written by transformers 4.x) name the layers encoder.layer.N with
+    # attention.attention.query/key/value, attention.output.dense, intermediate.dense and
+    # output.dense; transformers 5.x writes layers.N with q/k/v/o_proj and mlp.fc1/fc2.
+    ren = [("attention.q_proj.", "attention.attention.query."),
+           ("attention.k_proj.", "attention.attention.key."),
+           ("attention.v_proj.", "attention.attention.value."),
+           ("attention.o_proj.", "attention.output.dense."),
+           ("mlp.fc1.", "intermediate.dense."), ("mlp.fc2.", "output.dense.")]
+    sd = {}
+    for k, v in hf.state_dict().items():
+        if k.startswith("layers."):
+            k = "encoder.layer." + k[len("layers."):]
+            for a, b in ren:
+                k = k.replace(a, b)
+        sd[k] = v.contiguous()
+    save_file(sd, os.path.join(OUT, "dino-hf-tiny.safetensors"), metadata={"num_heads": "2"})
+    for name, t in (("input", x), ("cls", last[:, 0]), ("mean", last[:, 1:].mean(1))):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-hf-tiny-{name}.bin"))
+    print("dino-hf-tiny", tuple(last.shape))
 
 
 if __name__ == "__main__":

@@ -235,7 +235,8 @@ static int model_open(embed_model *e, const char *device, const char *weights, c
     pgd_error *err = NULL;
     char shown[1024];
     if (weights) {
-        if (model_source_open(&e->src, weights, &err) || vit_detect(&e->src, heads, &e->cfg, &err))
+        if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err) ||
+            vit_detect(&e->src, heads, &e->cfg, &err))
             return app_fail(err);
         if (!e->cfg.headless) {
             fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "

@@ -1187,3 +1187,84 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
     free(logits);
     return rc;
 }
+
+/* ---- Hugging Face's headless ViTModel (facebook/dino-vits16) ----
+ * Its names are ViTForImageClassification's without the "vit." prefix, plus an unused pooler.
+ * The adapter presents them as the classifier-less "vit." naming: it owns the source it wraps
+ * and lists the prefixed names (the pooler's left out: the features are the class token after
+ * the final LayerNorm, HF's last_hidden_state[:, 0]). */
+typedef struct hf_adapter {
+    model_source inner;
+    char **names;
+    size_t n;
+} hf_adapter;
+
+static int hf_shape(void *u, const char *name, int *ndim, int64_t shape[8])
+{
+    hf_adapter *a = u;
+    if (strncmp(name, "vit.", 4))
+        return -1;
+    return a->inner.shape(a->inner.u, name + 4, ndim, shape);
+}
+
+static int hf_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    hf_adapter *a = u;
+    if (strncmp(name, "vit.", 4))
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor '%s'", a->inner.label, name);
+    return a->inner.read(a->inner.u, name + 4, dst, err);
+}
+
+static const char *hf_meta(void *u, const char *key)
+{
+    hf_adapter *a = u;
+    return a->inner.meta ? a->inner.meta(a->inner.u, key) : NULL;
+}
+
+static const char *hf_name_at(void *u, size_t i)
+{
+    hf_adapter *a = u;
+    return i < a->n ? a->names[i] : NULL;
+}
+
+static void hf_release(void *u)
+{
+    hf_adapter *a = u;
+    for (size_t i = 0; i < a->n; i++)
+        free(a->names[i]);
+    free(a->names);
+    model_source_free(&a->inner);
+    free(a);
+}
+
+int vit_source_adapt(model_source *src, pgd_error **err)
+{
+    if (!src->name_at || has_tensor(src, "vit.embeddings.patch_embeddings.projection.weight") ||
+        !has_tensor(src, "embeddings.patch_embeddings.projection.weight") ||
+        !has_tensor(src, "encoder.layer.0.attention.attention.query.weight"))
+        return PGD_OK;
+    hf_adapter *a = calloc(1, sizeof *a);
+    size_t count = 0;
+    while (src->name_at(src->u, count))
+        count++;
+    if (!a || !(a->names = calloc(count ? count : 1, sizeof *a->names))) {
+        free(a);
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
+    }
+    for (size_t i = 0; i < count; i++) {
+        const char *n = src->name_at(src->u, i);
+        if (!strncmp(n, "pooler.", 7))
+            continue;
+        size_t len = strlen(n) + 5;
+        if (!(a->names[a->n] = malloc(len))) {
+            a->inner = (model_source){0};
+            hf_release(a);
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
+        }
+        snprintf(a->names[a->n++], len, "vit.%s", n);
+    }
+    a->inner = *src;
+    *src = (model_source){.u = a, .label = a->inner.label, .shape = hf_shape, .read = hf_read,
+                          .meta = hf_meta, .name_at = hf_name_at, .release = hf_release};
+    return PGD_OK;
+}

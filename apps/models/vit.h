@@ -31,6 +31,11 @@ pgd_resize_mode vit_resize_mode(vit_family f);
  * table (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors →
  * an error naming them. */
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err);
+/* When src holds Hugging Face's headless ViTModel (facebook/dino-vits16: the "vit." naming
+ * without its prefix, and a pooler the features do not use), wraps it so that vit_detect and
+ * vit_load read it as the classifier-less "vit." naming; the wrapper takes over src (and frees
+ * it with model_source_free). Any other source is left as it is. */
+int vit_source_adapt(model_source *src, pgd_error **err);
 
 typedef struct vit_model vit_model;
 
