@@ -643,7 +643,16 @@ END_TEST
 
 /* DINOv2's LayerScale (ls1/ls2 gammas folded into proj and fc2), patch 14, at the trained size
  * and at 56 x 42 (the position grid resampled as timm's dynamic_img_size does). */
-/* A LayerScale gamma missing from one block, or register tokens, are refused by name. */
+/* DINOv2 with register tokens (timm's ..._reg4 layout: registers after the class token, the
+ * position table over the patches only): features at the trained size and at 56 x 42. */
+START_TEST(register_features)
+{
+    headless_case("dinov2reg-tiny", "dinov2reg-tiny", 2, 28, 28, 1);
+    headless_case("dinov2reg-tiny", "dinov2reg-tiny-56x42", 1, 56, 42, 1);
+}
+END_TEST
+
+/* A LayerScale gamma missing from one block, or a misshaped register token, are refused by name. */
 START_TEST(layer_scale_strict)
 {
     size_t n;
@@ -652,8 +661,8 @@ START_TEST(layer_scale_strict)
     const craft_edit drop = {CRAFT_DROP, "blocks.1.ls2.gamma", 0, {0}, NULL, 0, 0};
     try_variant(ctx, "dinov2-tiny.safetensors", "ls-dropped", &drop, 1, "blocks.1.ls2.gamma",
                 NULL);
-    const craft_edit reg = {CRAFT_COPY, "cls_token", 0, {0}, "reg_token", 0, 0};
-    try_variant(ctx, "dinov2-tiny.safetensors", "registers", &reg, 1, "reg_token", "register");
+    const craft_edit reg = {CRAFT_COPY, "blocks.0.norm1.weight", 0, {0}, "reg_token", 0, 0};
+    try_variant(ctx, "dinov2-tiny.safetensors", "registers", &reg, 1, "reg_token", "[1, R, 32]");
     pgd_ctx_destroy(ctx);
 }
 END_TEST
@@ -687,6 +696,7 @@ int main(void)
     tcase_add_test(tc, headless_hf_features);
     tcase_add_test(tc, layer_scale_features);
     tcase_add_test(tc, layer_scale_strict);
+    tcase_add_test(tc, register_features);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

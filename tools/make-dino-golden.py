@@ -84,6 +84,39 @@ def main():
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-tiny-{name}.bin"))
     print("dinov2-tiny", tuple(cls.shape), tuple(cls2.shape))
 
+    # DINOv2 with registers (timm's vit_small_patch14_reg4_dinov2 layout: 4 register tokens
+    # after the class token, the position table over the patches only, no_embed_class), at the
+    # trained 28 x 28 and at 56 x 42 (dynamic_img_size).
+    torch.manual_seed(8)
+    kw = dict(patch_size=14, embed_dim=32, depth=2, num_heads=2, num_classes=0, init_values=1e-5,
+              reg_tokens=4, no_embed_class=True)
+    r2 = VisionTransformer(img_size=28, **kw).eval()
+    g = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for name, p in r2.named_parameters():
+            if p.dim() == 1 and "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("gamma"):
+                p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        x = torch.randn(2, 3, 28, 28, generator=g)
+        f = r2.forward_features(x)
+        cls, mean = r2(x), f[:, 5:].mean(1)
+        r3 = VisionTransformer(img_size=28, dynamic_img_size=True, **kw).eval()
+        r3.load_state_dict(r2.state_dict(), strict=True)
+        x2 = torch.randn(1, 3, 56, 42, generator=g)
+        f2 = r3.forward_features(x2)
+        cls2, mean2 = r3(x2), f2[:, 5:].mean(1)
+    assert tuple(r2.state_dict()["reg_token"].shape) == (1, 4, 32)
+    assert tuple(r2.state_dict()["pos_embed"].shape) == (1, 4, 32)
+    save_file({k: v.contiguous() for k, v in r2.state_dict().items()},
+              os.path.join(OUT, "dinov2reg-tiny.safetensors"), metadata={"num_heads": "2"})
+    for name, t in (("input", x), ("cls", cls), ("mean", mean), ("56x42-input", x2),
+                    ("56x42-cls", cls2), ("56x42-mean", mean2)):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2reg-tiny-{name}.bin"))
+    print("dinov2reg-tiny", tuple(cls.shape), tuple(cls2.shape))
+
     # Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, a
     # pooler the features do not use): last_hidden_state[:, 0] and the patch mean.
     from transformers import ViTConfig, ViTModel

@@ -129,6 +129,19 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
     cfg->extra = 1;
     if (names[fam][W_DIST][0] && src->shape(src->u, names[fam][W_DIST], &nd, s) == 0)
         cfg->extra = 2;
+    /* timm's register tokens (DINOv2 ..._reg4): [1, R, dim], after the class token. */
+    if (fam == VIT_TIMM && src->shape(src->u, "reg_token", &nd, s) == 0) {
+        if (nd != 3 || s[0] != 1 || s[1] < 1 || s[1] > 64 || s[2] != cfg->dim || cfg->extra != 1) {
+            char gs[96];
+            model_shape_str(nd, s, gs, sizeof gs);
+            return pgd_error_set(err, PGD_ERR_SHAPE,
+                                  "%s: 'reg_token' has shape %s, expected [1, R, %d] (R 1..64, "
+                                  "no distillation token)",
+                                  src->label, gs, cfg->dim);
+        }
+        cfg->registers = (int)s[1];
+        cfg->extra = 1 + cfg->registers;
+    }
     if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
                               names[fam][W_POS]);
@@ -140,16 +153,26 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
                               "%s: tensor '%s' has shape %s, expected [1, tokens, %d]",
                               src->label, names[fam][W_POS], gs, cfg->dim);
     }
-    int64_t tokens = s[1], grid = tokens - cfg->extra;
-    int side = (int)floor(sqrt((double)grid) + 0.5);
-    if (grid < 1 || (int64_t)side * side != grid)
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "%s: '%s' holds %lld tokens of width %d: not %d extra tokens plus a "
-                              "square grid",
-                              src->label, names[fam][W_POS], (long long)tokens, cfg->dim,
-                              cfg->extra);
-    cfg->grid_h = cfg->grid_w = side;
-    return PGD_OK;
+    /* The position table covers the class (and distillation) token and the patches, or - timm's
+     * no_embed_class, as DINOv2 with registers - the patches only; never the registers. */
+    int64_t tokens = s[1];
+    int prefixed = cfg->extra - cfg->registers;
+    for (int prefix = prefixed; prefix >= 0; prefix -= prefixed ? prefixed : 1) {
+        int64_t grid = tokens - prefix;
+        int side = (int)floor(sqrt((double)(grid > 0 ? grid : 0)) + 0.5);
+        if (grid >= 1 && (int64_t)side * side == grid && (prefix == prefixed || fam == VIT_TIMM)) {
+            cfg->grid_h = cfg->grid_w = side;
+            cfg->pos_prefix = prefix;
+            return PGD_OK;
+        }
+        if (prefix == 0)
+            break;
+    }
+    return pgd_error_set(err, PGD_ERR_SHAPE,
+                          "%s: '%s' holds %lld tokens of width %d: not %d prefix tokens plus a "
+                          "square grid%s",
+                          src->label, names[fam][W_POS], (long long)tokens, cfg->dim, prefixed,
+                          fam == VIT_TIMM ? " (nor a square grid alone)" : "");
 }
 
 static int has_tensor(const model_source *src, const char *name)
@@ -255,10 +278,6 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
     cfg->eps = fam == VIT_HF ? 1e-12f : 1e-6f;
-    if (fam == VIT_TIMM && has_tensor(src, "reg_token"))
-        return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
-                              "%s: 'reg_token': ViTs with register tokens (DINOv2 ..._reg4) are "
-                              "not supported yet", src->label);
     cfg->layer_scale = fam == VIT_TIMM && has_tensor(src, "blocks.0.ls1.gamma");
     int rc = detect_tokens(src, cfg, err);
     if (!rc)
@@ -284,7 +303,7 @@ typedef struct vit_block {
 struct vit_model {
     pgd_ctx *ctx;
     vit_config cfg;
-    pgd_tensor *pe_w, *pe_b, *cls, *dist, *pos, *norm_w, *norm_b;
+    pgd_tensor *pe_w, *pe_b, *cls, *dist, *reg, *pos, *norm_w, *norm_b;
     pgd_tensor *pos_resized;
     int pos_h, pos_w;
     pgd_linear *head, *head_dist;
@@ -519,15 +538,17 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     pgd_ctx *ctx = m->ctx;
     const vit_config *cfg = &m->cfg;
     vit_family f = cfg->family;
-    int64_t D = cfg->dim, P = cfg->patch, T = cfg->extra + (int64_t)cfg->grid_h * cfg->grid_w;
+    int64_t D = cfg->dim, P = cfg->patch, T = cfg->pos_prefix + (int64_t)cfg->grid_h * cfg->grid_w;
     int64_t pe[4] = {D, 3, P, P}, d1[1] = {D};
     int rc = load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
     if (!rc && has(src, names[f][W_PE_B]))
         rc = load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
     if (!rc)
         rc = load_squeezed(ctx, src, names[f][W_CLS], 1, D, &m->cls, err);
-    if (!rc && cfg->extra == 2)
+    if (!rc && cfg->extra - cfg->registers == 2)
         rc = load_squeezed(ctx, src, names[f][W_DIST], 1, D, &m->dist, err);
+    if (!rc && cfg->registers)
+        rc = load_squeezed(ctx, src, "reg_token", cfg->registers, D, &m->reg, err);
     if (!rc)
         rc = load_squeezed(ctx, src, names[f][W_POS], T, D, &m->pos, err);
     if (!rc)
@@ -537,7 +558,7 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     if (!rc && !cfg->headless)
         rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
                          &m->head, err);
-    if (!rc && cfg->extra == 2 && !cfg->headless)
+    if (!rc && cfg->extra - cfg->registers == 2 && !cfg->headless)
         rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], 0, cfg->classes,
                          D, &m->head_dist, err);
     return rc;
@@ -584,7 +605,7 @@ void vit_free(vit_model *m)
 {
     if (!m)
         return;
-    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->pos, m->norm_w, m->norm_b,
+    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->reg, m->pos, m->norm_w, m->norm_b,
                         m->pos_resized};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         pgd_tensor_destroy(ts[i]);
@@ -686,10 +707,10 @@ static int pos_for_grid(vit_model *m, int gh, int gw, const pgd_tensor **pos, pg
     if (!m->pos_resized || m->pos_h != gh || m->pos_w != gw) {
         pgd_tensor_destroy(m->pos_resized);
         m->pos_resized = NULL;
-        int64_t ps[2] = {c->extra + (int64_t)gh * gw, c->dim};
+        int64_t ps[2] = {c->pos_prefix + (int64_t)gh * gw, c->dim};
         int rc = pgd_tensor_create(m->ctx, 2, ps, &m->pos_resized, err);
         if (!rc)
-            rc = pgd_pos_embed_resize(m->ctx, m->pos, c->extra, c->grid_h, c->grid_w, gh, gw,
+            rc = pgd_pos_embed_resize(m->ctx, m->pos, c->pos_prefix, c->grid_h, c->grid_w, gh, gw,
                                       vit_resize_mode(c->family), m->pos_resized, err);
         if (rc)
             return rc;
@@ -913,6 +934,34 @@ static int attention_map(const pass_state *ps, float *attn_map, pgd_error **err)
     return rc;
 }
 
+/* The token rows when the position table does not cover the prefix tokens as
+ * pgd_patch_embed lays them out (timm's no_embed_class, register tokens): the patches (with the
+ * class token when the table covers it) embedded with their positions, then per image
+ * [class, registers, patches] assembled by copies. */
+static int assemble_tokens(pass_state *ps, const pgd_tensor *pos, pgd_error **err)
+{
+    vit_model *m = ps->m;
+    const vit_config *c = &m->cfg;
+    int64_t D = c->dim, P = ps->gh * ps->gw, R = c->registers, pre = c->pos_prefix;
+    int64_t st[3] = {ps->B, pre + P, D};
+    pgd_tensor *t = NULL;
+    int rc = pgd_tensor_create(m->ctx, 3, st, &t, err);
+    if (!rc)
+        rc = pgd_patch_embed(m->ctx, ps->img, m->pe_w, m->pe_b, pre ? m->cls : NULL, NULL, pos, t,
+                             err);
+    for (int64_t b = 0; !rc && b < ps->B; b++) {
+        int64_t row = b * ps->T * D, trow = b * (pre + P) * D;
+        rc = pre ? pgd_tensor_copy(t, trow, ps->x, row, D, err)
+                 : pgd_tensor_copy(m->cls, 0, ps->x, row, D, err);
+        if (!rc && R)
+            rc = pgd_tensor_copy(m->reg, 0, ps->x, row + D, R * D, err);
+        if (!rc)
+            rc = pgd_tensor_copy(t, trow + pre * D, ps->x, row + (1 + R) * D, P * D, err);
+    }
+    pgd_tensor_destroy(t);
+    return rc;
+}
+
 /* Every head's class-token attention over the patches of the last block into
  * m->head_maps [image, head, gh, gw], images from m->pass_first on. */
 static int head_maps(const pass_state *ps, pgd_error **err)
@@ -951,7 +1000,10 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         return rc;
     rc = pass_alloc(&ps, images, H, W, err);
     if (!rc)
-        rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, m->cls, m->dist, pos, ps.x, err);
+        rc = c->registers || c->pos_prefix != c->extra ? assemble_tokens(&ps, pos, err)
+                                                       : pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b,
+                                                                         m->cls, m->dist, pos, ps.x,
+                                                                         err);
     char stage[128];
     stage_name(c->family, W_PE_W, 0, stage, sizeof stage);
     if (!rc)
@@ -1000,7 +1052,7 @@ static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
 {
     const rand_src *r = u;
     const vit_config *c = &r->cfg;
-    int64_t D = c->dim, T = c->extra + (int64_t)c->grid_h * c->grid_w;
+    int64_t D = c->dim, T = c->pos_prefix + (int64_t)c->grid_h * c->grid_w;
     int blk = -1;
     char rest[128] = "";
     if (sscanf(name, "blocks.%d.%127s", &blk, rest) == 2) {
@@ -1036,7 +1088,7 @@ static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
                !strcmp(name, "norm.bias")) {
         *ndim = 1;
         s[0] = D;
-    } else if (!strcmp(name, "cls_token") || (!strcmp(name, "dist_token") && c->extra == 2)) {
+    } else if (!strcmp(name, "cls_token") || (!strcmp(name, "dist_token") && c->extra - c->registers == 2)) {
         *ndim = 3;
         s[0] = 1, s[1] = 1, s[2] = D;
     } else if (!strcmp(name, "pos_embed")) {
@@ -1090,6 +1142,7 @@ int vit_named_config(const char *name, vit_config *c)
     c->patch = 16;
     c->grid_h = c->grid_w = 14;
     c->extra = 1;
+    c->pos_prefix = 1;
     c->classes = 1000;
     c->eps = 1e-6f;
     if (!strcmp(name, "ti"))

@@ -13,7 +13,11 @@ typedef struct vit_config {
     vit_family family;
     int depth, dim, heads, patch, mlp, classes;
     int grid_h, grid_w; /* trained position grid */
-    int extra;          /* 1: class token, 2: class + distillation token (DeiT) */
+    int extra;          /* tokens before the patches: 1 class token, 2 class + distillation
+                         * token (DeiT), 1 + registers (timm's reg_token, DINOv2 ..._reg4) */
+    int registers;      /* register tokens (they take no position embedding) */
+    int pos_prefix;     /* prefix tokens the position table covers: extra less the registers,
+                         * or 0 (timm's no_embed_class) */
     int layer_scale;    /* timm's LayerScale (blocks.N.ls1.gamma / ls2.gamma, DINOv2) */
     int headless;       /* no classifier in the file (DINO): the forward gives features [B, dim]
                          * (classes == dim), pooled as vit_set_pool says */
