@@ -373,7 +373,15 @@ static const char *preset_name(pgd_preprocess p)
     return p == PGD_PREPROCESS_TIMM ? "timm" : p == PGD_PREPROCESS_HF ? "hf" : "torchvision";
 }
 
-int cmd_embed(int argc, char **argv)
+/* What `pagoda embed` was asked for. */
+typedef struct embed_args {
+    const char *device, *weights, *random, *input, *output, *heads_png, *mask_png;
+    int pool, preset, quiet;
+    int64_t batch;
+} embed_args;
+
+/* The options; -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
+static int embed_parse(embed_args *a, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"weights", required_argument, 0, 'w'},
@@ -383,139 +391,164 @@ int cmd_embed(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {"attention-heads", required_argument, 0, 'A'}, {"attention-mask", required_argument, 0, 'M'},
         {0, 0, 0, 0}};
-    const char *device = NULL, *weights = NULL, *random = NULL, *input = NULL, *output = NULL;
-    const char *heads_png = NULL, *mask_png = NULL;
-    int pool = 0, preset = PGD_PREPROCESS_TORCHVISION, quiet = 0, c;
-    int64_t batch = 8;
+    memset(a, 0, sizeof *a);
+    a->preset = PGD_PREPROCESS_TORCHVISION;
+    a->batch = 8;
+    int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': device = optarg; break;
-        case 'w': weights = optarg; break;
-        case 'r': random = optarg; break;
-        case 'i': input = optarg; break;
-        case 'o': output = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'A': heads_png = optarg; break;
-        case 'M': mask_png = optarg; break;
+        case 'd': a->device = optarg; break;
+        case 'w': a->weights = optarg; break;
+        case 'r': a->random = optarg; break;
+        case 'i': a->input = optarg; break;
+        case 'o': a->output = optarg; break;
+        case 'q': a->quiet = 1; break;
+        case 'A': a->heads_png = optarg; break;
+        case 'M': a->mask_png = optarg; break;
         case 'p':
-            if ((pool = parse_pool(optarg)) < 0)
+            if ((a->pool = parse_pool(optarg)) < 0)
                 return app_usage_error("embed ", "--pool wants cls, mean or both, got '%s'",
                                        optarg);
             break;
         case 'P':
-            if ((preset = parse_preset(optarg)) < 0)
+            if ((a->preset = parse_preset(optarg)) < 0)
                 return app_usage_error("embed ", "--preprocess wants torchvision, timm or hf, "
                                                  "got '%s'", optarg);
             break;
         case 'b':
-            if (pgd_parse_int64(optarg, 1, 256, &batch))
+            if (pgd_parse_int64(optarg, 1, 256, &a->batch))
                 return app_usage_error("embed ", "--batch wants a whole number from 1 to 256, "
                                                  "got '%s'", optarg);
             break;
-        case 'h': fputs(embed_usage, stdout); return EXIT_OK;
+        case 'h': fputs(embed_usage, stdout); return -1;
         default: return app_usage_error("embed ", "bad option");
         }
     }
-    if (!output)
+    if (!a->output)
         return app_usage_error("embed ", "--output FEATS.npy is required");
-    if (weights && random)
+    if (a->weights && a->random)
         return app_usage_error("embed ", "give --weights or --random, not both");
-    if (!weights && !random)
+    if (!a->weights && !a->random)
         return app_usage_error("embed ", "give --weights FILE (a headless ViT such as DINO) or "
                                          "--random SIZE");
-    if (input && optind < argc)
+    if (a->input && optind < argc)
         return app_usage_error("embed ", "give images or --input F.npy, not both");
-    if (input && (heads_png || mask_png))
-        return app_usage_error("embed ", "the attention pictures need image files to draw on");
-    if (!input && optind >= argc)
+    if (!a->input && optind >= argc)
         return app_usage_error("embed ", "no images given");
+    if (a->input && (a->heads_png || a->mask_png))
+        return app_usage_error("embed ", "the attention pictures need image files to draw on");
+    return EXIT_OK;
+}
+
+/* The image list written beside the features. */
+static int write_list(const embed_args *a, const embed_model *e, char **paths, int n,
+                      int64_t width, pgd_outfile *fj, pgd_error **err)
+{
+    json_t *imgs = json_array();
+    for (int i = 0; i < n; i++) {
+        char name[4200];
+        if (a->input)
+            snprintf(name, sizeof name, "%s[%d]", a->input, i);
+        json_array_append_new(imgs, app_json_text(a->input ? name : paths[i]));
+    }
+    /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere. */
+    char *abs = a->weights ? realpath(a->weights, NULL) : NULL;
+    json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:o}", "weights",
+                            a->weights ? app_json_text(abs ? abs : a->weights) : json_null(),
+                            "random", a->random ? app_json_text(a->random) : json_null(), "pool",
+                            pool_name(a->pool), "preprocess", preset_name(e->preset), "dim",
+                            (int)width, "images", imgs);
+    int rc = PGD_OK;
+    if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
+        rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_path(fj));
+    json_decref(doc);
+    free(abs);
+    return rc;
+}
+
+/* Commits the features, the list and the staged maps, in that order. */
+static int commit_all(embed_model *e, pgd_outfile **fo, pgd_outfile **fj, pgd_error **err)
+{
+    int rc = pgd_outfile_close(*fo, err);
+    if (!rc)
+        rc = pgd_outfile_close(*fj, err);
+    if (!rc && !(rc = pgd_outfile_commit(*fo, err)))
+        *fo = NULL;
+    if (!rc && !(rc = pgd_outfile_commit(*fj, err)))
+        *fj = NULL;
+    for (int i = 0; !rc && i < e->nstaged; i++) {
+        rc = pgd_outfile_commit(e->staged[i], err);
+        e->staged[i] = NULL;
+    }
+    return rc;
+}
+
+/* The inputs: the --input batch into *x (shape) or the image paths (directories expanded). */
+static int embed_inputs(const embed_args *a, int argc, char **argv, float **x, int64_t *shape,
+                        char ***paths, int *n)
+{
+    pgd_error *err = NULL;
+    if (a->input) {
+        int nd = 0;
+        if (pgd_npy_read(a->input, x, &nd, shape, &err))
+            return app_fail(err);
+        if (nd != 4 || shape[1] != 3 || shape[0] < 1)
+            return pgd_error_set(&err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W]",
+                                 a->input),
+                   app_fail(err);
+        *n = (int)shape[0];
+        return EXIT_OK;
+    }
+    int rc = gather(argv + optind, argc - optind, paths, n);
+    if (!rc && *n == 0) {
+        fprintf(stderr, "pagoda: error: no image files (.jpg, .jpeg, .png, .bmp, .webp) found\n");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
+int cmd_embed(int argc, char **argv)
+{
+    embed_args a;
+    int rc = embed_parse(&a, argc, argv);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
     char **paths = NULL;
-    int n = 0, rc = EXIT_OK;
+    int n = 0;
     float *x = NULL, *feats = NULL;
     int64_t shape[PGD_MAX_DIMS];
     pgd_error *err = NULL;
-    if (input) {
-        int nd = 0;
-        if (pgd_npy_read(input, &x, &nd, shape, &err))
-            return app_fail(err);
-        if (nd != 4 || shape[1] != 3 || shape[0] < 1) {
-            free(x);
-            return pgd_error_set(&err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W]", input),
-                   app_fail(err);
-        }
-        n = (int)shape[0];
-    } else if ((rc = gather(argv + optind, argc - optind, &paths, &n))) {
-        return rc;
-    } else if (n == 0) {
-        free_list(paths, n);
-        fprintf(stderr, "pagoda: error: no image files (.jpg, .jpeg, .png, .bmp, .webp) found\n");
-        return EXIT_RUNTIME;
-    }
     embed_model e = {0};
-    e.pool = pool;
-    e.preset = (pgd_preprocess)preset;
-    e.heads_png = heads_png;
-    e.mask_png = mask_png;
+    e.pool = a.pool;
+    e.preset = (pgd_preprocess)a.preset;
+    e.heads_png = a.heads_png;
+    e.mask_png = a.mask_png;
     pgd_outfile *fo = NULL, *fj = NULL;
-    rc = model_open(&e, device, weights, random, 0);
-    int64_t width = pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
+    rc = embed_inputs(&a, argc, argv, &x, shape, &paths, &n);
+    if (!rc)
+        rc = model_open(&e, a.device, a.weights, a.random, 0);
+    int64_t width = a.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
     if (!rc && !(feats = malloc((size_t)n * (size_t)width * sizeof *feats))) {
         fprintf(stderr, "pagoda: error: out of host memory for %d features\n", n);
         rc = EXIT_RUNTIME;
     }
     /* Outputs are opened (checked) before the work and committed after it. */
     char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s.json", output);
-    if (!rc && (pgd_outfile_open(output, &fo, &err) || pgd_outfile_open(jpath, &fj, &err)))
+    snprintf(jpath, sizeof jpath, "%s.json", a.output);
+    if (!rc && (pgd_outfile_open(a.output, &fo, &err) || pgd_outfile_open(jpath, &fj, &err)))
         rc = app_fail(err);
-    if (!rc && (input ? features(&e, x, n, (int)shape[2], (int)shape[3], feats, &err)
-                      : embed_files(&e, paths, n, (int)batch, quiet, feats, &err)))
+    if (!rc && (a.input ? features(&e, x, n, (int)shape[2], (int)shape[3], feats, &err)
+                        : embed_files(&e, paths, n, (int)a.batch, a.quiet, feats, &err)))
         rc = app_fail(err);
     int64_t fs[2] = {n, width};
-    if (!rc && pgd_npy_write_to(fo, feats, 2, fs, &err))
+    if (!rc && (pgd_npy_write_to(fo, feats, 2, fs, &err) ||
+                write_list(&a, &e, paths, n, width, fj, &err) || commit_all(&e, &fo, &fj, &err)))
         rc = app_fail(err);
-    if (!rc) {
-        json_t *imgs = json_array();
-        for (int i = 0; i < n; i++) {
-            char name[4200];
-            if (input)
-                snprintf(name, sizeof name, "%s[%d]", input, i);
-            json_array_append_new(imgs, app_json_text(input ? name : paths[i]));
-        }
-        /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere. */
-        char *abs = weights ? realpath(weights, NULL) : NULL;
-        json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:o}", "weights",
-                                weights ? app_json_text(abs ? abs : weights) : json_null(), "random",
-                                random ? app_json_text(random) : json_null(), "pool",
-                                pool_name(pool), "preprocess", preset_name(e.preset), "dim",
-                                (int)width, "images", imgs);
-        if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
-            rc = pgd_error_set(&err, PGD_ERR_IO, "%s: writing the image list", jpath),
-            app_fail(err);
-        json_decref(doc);
-        free(abs);
-    }
-    if (!rc && (pgd_outfile_close(fo, &err) || pgd_outfile_close(fj, &err) ||
-                pgd_outfile_commit(fo, &err)))
-        rc = app_fail(err);
-    else if (!rc)
-        fo = NULL;
-    if (!rc && pgd_outfile_commit(fj, &err))
-        rc = app_fail(err);
-    else if (!rc)
-        fj = NULL;
-    for (int i = 0; !rc && i < e.nstaged; i++) {
-        if (pgd_outfile_commit(e.staged[i], &err))
-            rc = app_fail(err);
-        e.staged[i] = NULL;
-    }
-    if (!rc) {
-        if (!quiet)
-            fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
-                            "image list to %s\n",
-                    n, (long long)width, pool_name(pool), output, jpath);
-    }
+    if (!rc && !a.quiet)
+        fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
+                        "image list to %s\n",
+                n, (long long)width, pool_name(a.pool), a.output, jpath);
     pgd_outfile_abort(fo);
     pgd_outfile_abort(fj);
     for (int i = 0; i < e.nstaged; i++)
@@ -525,6 +558,121 @@ int cmd_embed(int argc, char **argv)
     free(feats);
     free(x);
     free_list(paths, n);
+    return rc;
+}
+
+/* An index: its features [N, D] and the image list with the model's settings. */
+typedef struct embed_index {
+    json_t *meta, *imgs;
+    const char *weights, *random;
+    int pool, preset;
+    float *feats;
+    int64_t n, d;
+} embed_index;
+
+static void index_free(embed_index *ix)
+{
+    json_decref(ix->meta);
+    free(ix->feats);
+    memset(ix, 0, sizeof *ix);
+}
+
+/* Reads FEATS.npy and FEATS.npy.json; prints the error and returns EXIT_RUNTIME on failure. */
+static int index_open(const char *path, embed_index *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    pgd_error *err = NULL;
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s.json", path);
+    void *text = NULL;
+    size_t size = 0;
+    if (pgd_file_read(jpath, UINT64_C(64) << 20, &text, &size, &err))
+        return app_fail(err);
+    json_error_t je;
+    ix->meta = json_loadb(text, size, 0, &je);
+    free(text);
+    ix->imgs = ix->meta ? json_object_get(ix->meta, "images") : NULL;
+    ix->weights = json_string_value(json_object_get(ix->meta, "weights"));
+    ix->random = json_string_value(json_object_get(ix->meta, "random"));
+    const char *mp = json_string_value(json_object_get(ix->meta, "pool"));
+    const char *mpre = json_string_value(json_object_get(ix->meta, "preprocess"));
+    ix->pool = mp ? parse_pool(mp) : -1;
+    ix->preset = mpre ? parse_preset(mpre) : -1;
+    if (!json_is_array(ix->imgs) || (!ix->weights && !ix->random) || ix->pool < 0 ||
+        ix->preset < 0) {
+        fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n",
+                jpath);
+        return EXIT_RUNTIME;
+    }
+    int nd = 0;
+    int64_t is[PGD_MAX_DIMS];
+    if (pgd_npy_read(path, &ix->feats, &nd, is, &err))
+        return app_fail(err);
+    size_t nimg = json_array_size(ix->imgs);
+    if (nd != 2 || is[0] != (int64_t)nimg || is[0] < 1) {
+        fprintf(stderr, "pagoda: error: %s: features must be [%zu, D] for the %zu images of "
+                        "%s\n", path, nimg, nimg, jpath);
+        return EXIT_RUNTIME;
+    }
+    ix->n = is[0];
+    ix->d = is[1];
+    return EXIT_OK;
+}
+
+/* Prints (or appends to `results`) the k most similar images of each query's row of sim. */
+static void report_nearest(const embed_index *ix, char **queries, int nq, const float *sim,
+                           int64_t topk, json_t *results)
+{
+    for (int q = 0; q < nq; q++) {
+        const float *row = sim + (size_t)q * (size_t)ix->n;
+        int64_t k = topk < ix->n ? topk : ix->n;
+        char shown[1024];
+        json_t *hits = results ? json_array() : NULL;
+        if (!results)
+            printf("%s:\n", app_term_text(queries[q], shown, sizeof shown));
+        /* Selection by repeated arg-max (k is small); ties to the lower index. */
+        char *taken = calloc((size_t)ix->n, 1);
+        for (int64_t r = 0; taken && r < k; r++) {
+            int64_t best = -1;
+            for (int64_t j = 0; j < ix->n; j++)
+                if (!taken[j] && (best < 0 || row[j] > row[best]))
+                    best = j;
+            taken[best] = 1;
+            const char *path = json_string_value(json_array_get(ix->imgs, (size_t)best));
+            if (results)
+                json_array_append_new(hits, json_pack("{s:i, s:f, s:o}", "rank", (int)r + 1,
+                                                      "similarity", (double)row[best], "image",
+                                                      app_json_text(path ? path : "?")));
+            else
+                printf("  %2lld  %.4f  %s\n", (long long)r + 1, row[best],
+                       app_term_text(path ? path : "?", shown, sizeof shown));
+        }
+        free(taken);
+        if (results)
+            json_array_append_new(results, json_pack("{s:o, s:o}", "query",
+                                                     app_json_text(queries[q]), "nearest", hits));
+    }
+}
+
+/* sim [nq, N] = queries [nq, D] · indexᵀ, one GEMM on the context's device. */
+static int similarities(pgd_ctx *ctx, const embed_index *ix, const float *qf, int nq,
+                        float *sim, pgd_error **err)
+{
+    int64_t sq[2] = {nq, ix->d}, sx[2] = {ix->n, ix->d}, ss[2] = {nq, ix->n};
+    pgd_tensor *ti = NULL, *tq = NULL, *ts = NULL;
+    int rc = pgd_tensor_create_from(ctx, 2, sx, ix->feats, &ti, err);
+    if (!rc)
+        rc = pgd_tensor_create_from(ctx, 2, sq, qf, &tq, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 2, ss, &ts, err);
+    pgd_gemm_args g = {.trans_b = 1, .alpha = 1.0f};
+    if (!rc)
+        rc = pgd_gemm(ctx, &g, tq, ti, ts, err);
+    if (!rc)
+        rc = pgd_tensor_download(ts, sim, err);
+    pgd_tensor_destroy(ti);
+    pgd_tensor_destroy(tq);
+    pgd_tensor_destroy(ts);
     return rc;
 }
 
@@ -556,113 +704,38 @@ int cmd_similar(int argc, char **argv)
         return app_usage_error("similar ", "--index FEATS.npy is required");
     if (optind >= argc)
         return app_usage_error("similar ", "no query images given");
-    pgd_error *err = NULL;
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s.json", index);
-    void *jtext = NULL;
-    size_t jsize = 0;
-    if (pgd_file_read(jpath, UINT64_C(64) << 20, &jtext, &jsize, &err))
-        return app_fail(err);
-    json_error_t je;
-    json_t *meta = json_loadb(jtext, jsize, 0, &je);
-    free(jtext);
-    json_t *imgs = meta ? json_object_get(meta, "images") : NULL;
-    const char *mw = meta ? json_string_value(json_object_get(meta, "weights")) : NULL;
-    const char *mr = meta ? json_string_value(json_object_get(meta, "random")) : NULL;
-    const char *mp = meta ? json_string_value(json_object_get(meta, "pool")) : NULL;
-    const char *mpre = meta ? json_string_value(json_object_get(meta, "preprocess")) : NULL;
-    if (!json_is_array(imgs) || (!mw && !mr) || !mp || parse_pool(mp) < 0 || !mpre ||
-        parse_preset(mpre) < 0) {
-        json_decref(meta);
-        fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n",
-                jpath);
-        return EXIT_RUNTIME;
-    }
-    float *idx = NULL;
-    int nd = 0;
-    int64_t is[PGD_MAX_DIMS];
-    int rc = EXIT_OK;
-    if (pgd_npy_read(index, &idx, &nd, is, &err))
-        rc = app_fail(err);
-    size_t nimg = json_array_size(imgs);
-    if (!rc && (nd != 2 || is[0] != (int64_t)nimg || is[0] < 1)) {
-        fprintf(stderr, "pagoda: error: %s: features must be [%zu, D] for the %zu images of "
-                        "%s\n", index, nimg, nimg, jpath);
-        rc = EXIT_RUNTIME;
-    }
+    embed_index ix;
     embed_model e = {0};
-    e.pool = mp ? parse_pool(mp) : 0;
-    e.preset = mpre ? (pgd_preprocess)parse_preset(mpre) : PGD_PREPROCESS_TORCHVISION;
+    pgd_error *err = NULL;
+    int rc = index_open(index, &ix), nq = argc - optind;
+    e.pool = ix.pool;
+    e.preset = (pgd_preprocess)(ix.preset < 0 ? 0 : ix.preset);
     if (!rc)
-        rc = model_open(&e, device, mw, mr, 0);
+        rc = model_open(&e, device, ix.weights, ix.random, 0);
     int64_t width = e.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
-    if (!rc && is[1] != width) {
+    if (!rc && ix.d != width) {
         fprintf(stderr, "pagoda: error: %s holds %lld-wide features but its model gives %lld\n",
-                index, (long long)is[1], (long long)width);
+                index, (long long)ix.d, (long long)width);
         rc = EXIT_RUNTIME;
     }
-    int nq = argc - optind;
     float *qf = NULL, *sim = NULL;
-    pgd_tensor *ti = NULL, *tq = NULL, *ts = NULL;
     if (!rc && (!(qf = malloc((size_t)nq * (size_t)width * sizeof *qf)) ||
-                !(sim = malloc((size_t)nq * (size_t)is[0] * sizeof *sim)))) {
+                !(sim = malloc((size_t)nq * (size_t)ix.n * sizeof *sim)))) {
         fprintf(stderr, "pagoda: error: out of host memory\n");
         rc = EXIT_RUNTIME;
     }
-    if (!rc && embed_files(&e, argv + optind, nq, 8, 1, qf, &err))
+    if (!rc && (embed_files(&e, argv + optind, nq, 8, 1, qf, &err) ||
+                similarities(e.ctx, &ix, qf, nq, sim, &err)))
         rc = app_fail(err);
-    /* S [nq, N] = Q [nq, D] · Indexᵀ: one GEMM. */
-    int64_t sq[2] = {nq, width}, sx[2] = {is[0], width}, ss[2] = {nq, is[0]};
-    if (!rc && (pgd_tensor_create_from(e.ctx, 2, sx, idx, &ti, &err) ||
-                pgd_tensor_create_from(e.ctx, 2, sq, qf, &tq, &err) ||
-                pgd_tensor_create(e.ctx, 2, ss, &ts, &err)))
-        rc = app_fail(err);
-    pgd_gemm_args g = {.trans_b = 1, .alpha = 1.0f};
-    if (!rc && (pgd_gemm(e.ctx, &g, tq, ti, ts, &err) || pgd_tensor_download(ts, sim, &err)))
-        rc = app_fail(err);
-    json_t *results = json ? json_array() : NULL;
-    for (int q = 0; !rc && q < nq; q++) {
-        const float *row = sim + (size_t)q * (size_t)is[0];
-        int64_t k = topk < is[0] ? topk : is[0];
-        char shown[1024];
-        json_t *hits = json ? json_array() : NULL;
-        if (!json)
-            printf("%s:\n", app_term_text(argv[optind + q], shown, sizeof shown));
-        /* Selection by repeated arg-max (k is small); ties to the lower index. */
-        char *taken = calloc((size_t)is[0], 1);
-        for (int64_t r = 0; taken && r < k; r++) {
-            int64_t best = -1;
-            for (int64_t j = 0; j < is[0]; j++)
-                if (!taken[j] && (best < 0 || row[j] > row[best]))
-                    best = j;
-            taken[best] = 1;
-            const char *path = json_string_value(json_array_get(imgs, (size_t)best));
-            if (json)
-                json_array_append_new(hits, json_pack("{s:i, s:f, s:o}", "rank", (int)r + 1,
-                                                      "similarity", (double)row[best], "image",
-                                                      app_json_text(path ? path : "?")));
-            else
-                printf("  %2lld  %.4f  %s\n", (long long)r + 1, row[best],
-                       app_term_text(path ? path : "?", shown, sizeof shown));
-        }
-        free(taken);
-        if (json)
-            json_array_append_new(results, json_pack("{s:o, s:o}", "query",
-                                                     app_json_text(argv[optind + q]), "nearest",
-                                                     hits));
-    }
+    json_t *results = json && !rc ? json_array() : NULL;
+    if (!rc)
+        report_nearest(&ix, argv + optind, nq, sim, topk, results);
     if (!rc && json)
         rc = app_print_json(json_pack("{s:o, s:o}", "index", app_json_text(index), "results",
                                       results));
-    else
-        json_decref(results);
-    pgd_tensor_destroy(ti);
-    pgd_tensor_destroy(tq);
-    pgd_tensor_destroy(ts);
     model_close(&e);
     free(qf);
     free(sim);
-    free(idx);
-    json_decref(meta);
+    index_free(&ix);
     return rc;
 }
