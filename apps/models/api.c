@@ -125,6 +125,7 @@ int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
     return PGD_OK;
 }
 
+/* Long because it is one flat table walk over the families' size names. */
 int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error **err)
 {
     static const char *const vits[][2] = {
@@ -222,6 +223,7 @@ void pgd_model_free(pgd_model *m)
     free(m);
 }
 
+/* Long because it is one flat switch filling the fields of each family in turn. */
 int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
 {
     if (!m || !info)

@@ -151,7 +151,8 @@ static uint8_t clip8(int v)
 }
 
 /* Returns 0 and the pixels in x->out, 1 with the libjpeg message in x->msg, or a pgd status
- * (size check) with *err set. */
+ * (size check) with *err set. Long because everything between setjmp and the end of decoding
+ * must stay in the one function libjpeg's error exit longjmps back into. */
 static int decode_jpeg(jpeg_ctx *x, const char *name, int *w, int *h, pgd_error **err)
 {
     if (setjmp(x->jump))
