@@ -34,14 +34,6 @@ struct mixer_model {
     model_probe *probe;
 };
 
-static int64_t numel(int nd, const int64_t *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++)
-        n *= s[i];
-    return n;
-}
-
 int mixer_is(const model_source *src)
 {
     int nd;
@@ -110,37 +102,6 @@ int mixer_detect(const model_source *src, mixer_config *cfg, pgd_error **err)
 
 /* ---- loading ---- */
 
-/* Reads tensor `name` of exactly `shape` into a new host array (*host, n floats). */
-static int read_host(const model_source *src, const char *name, int ndim, const int64_t *shape,
-                     float **host, pgd_error **err)
-{
-    *host = NULL;
-    int rc = model_need(src, name, ndim, shape, err);
-    if (rc)
-        return rc;
-    int64_t n = numel(ndim, shape);
-    *host = malloc((size_t)n * sizeof **host + 1);
-    if (!*host)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
-    rc = model_read(src, name, *host, n, err);
-    if (rc) {
-        free(*host);
-        *host = NULL;
-    }
-    return rc;
-}
-
-static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
-                       const int64_t *shape, pgd_tensor **out, pgd_error **err)
-{
-    float *host;
-    int rc = read_host(src, name, ndim, shape, &host, err);
-    if (!rc)
-        rc = model_upload(ctx, host, ndim, shape, out, err);
-    free(host);
-    return rc;
-}
-
 /* A linear layer from `prefix`.weight [out, in] and `prefix`.bias [out]. */
 static int load_linear(pgd_ctx *ctx, const model_source *src, const char *prefix, int64_t out,
                        int64_t in, pgd_linear **l, pgd_error **err)
@@ -150,9 +111,9 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *prefix
     snprintf(bn, sizeof bn, "%s.bias", prefix);
     int64_t sw[2] = {out, in}, sb[1] = {out};
     pgd_tensor *w = NULL, *b = NULL;
-    int rc = load_tensor(ctx, src, wn, 2, sw, &w, err);
+    int rc = model_load_tensor(ctx, src, wn, 2, sw, &w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, bn, 1, sb, &b, err);
+        rc = model_load_tensor(ctx, src, bn, 1, sb, &b, err);
     if (!rc)
         rc = pgd_linear_create(ctx, w, b, l, err);
     pgd_tensor_destroy(w);
@@ -169,23 +130,23 @@ static int load_block(mixer_model *m, const model_source *src, int i, pgd_error 
     int64_t sd[1] = {D};
     char n[160];
 #define NAME(fmt) (snprintf(n, sizeof n, "blocks.%d." fmt, i), n)
-    int rc = load_tensor(ctx, src, NAME("norm1.weight"), 1, sd, &b->ln1_w, err);
+    int rc = model_load_tensor(ctx, src, NAME("norm1.weight"), 1, sd, &b->ln1_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, NAME("norm1.bias"), 1, sd, &b->ln1_b, err);
+        rc = model_load_tensor(ctx, src, NAME("norm1.bias"), 1, sd, &b->ln1_b, err);
     if (!rc)
-        rc = load_tensor(ctx, src, NAME("norm2.weight"), 1, sd, &b->ln2_w, err);
+        rc = model_load_tensor(ctx, src, NAME("norm2.weight"), 1, sd, &b->ln2_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, NAME("norm2.bias"), 1, sd, &b->ln2_b, err);
+        rc = model_load_tensor(ctx, src, NAME("norm2.bias"), 1, sd, &b->ln2_b, err);
     int64_t sw1[2] = {Th, S}, sb1[1] = {Th}, sw2[2] = {S, Th}, sb2[1] = {S};
     if (!rc)
-        rc = load_tensor(ctx, src, NAME("mlp_tokens.fc1.weight"), 2, sw1, &b->tok_w1, err);
+        rc = model_load_tensor(ctx, src, NAME("mlp_tokens.fc1.weight"), 2, sw1, &b->tok_w1, err);
     if (!rc)
-        rc = load_tensor(ctx, src, NAME("mlp_tokens.fc1.bias"), 1, sb1, &b->tok_b1, err);
+        rc = model_load_tensor(ctx, src, NAME("mlp_tokens.fc1.bias"), 1, sb1, &b->tok_b1, err);
     float *w2 = NULL, *b2 = NULL, *w2b = NULL;
     if (!rc)
-        rc = read_host(src, NAME("mlp_tokens.fc2.weight"), 2, sw2, &w2, err);
+        rc = model_read_host(src, NAME("mlp_tokens.fc2.weight"), 2, sw2, &w2, err);
     if (!rc)
-        rc = read_host(src, NAME("mlp_tokens.fc2.bias"), 1, sb2, &b2, err);
+        rc = model_read_host(src, NAME("mlp_tokens.fc2.bias"), 1, sb2, &b2, err);
     if (!rc && !(w2b = malloc((size_t)(S * (Th + 1)) * sizeof *w2b)))
         rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "blocks.%d token MLP", i);
     if (!rc) {
@@ -217,13 +178,13 @@ static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
     const mixer_config *c = &m->cfg;
     int64_t D = c->dim, S = c->tokens;
     int64_t spe[4] = {D, 3, c->patch, c->patch}, sd[1] = {D};
-    int rc = load_tensor(ctx, src, "stem.proj.weight", 4, spe, &m->pe_w, err);
+    int rc = model_load_tensor(ctx, src, "stem.proj.weight", 4, spe, &m->pe_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, "stem.proj.bias", 1, sd, &m->pe_b, err);
+        rc = model_load_tensor(ctx, src, "stem.proj.bias", 1, sd, &m->pe_b, err);
     if (!rc)
-        rc = load_tensor(ctx, src, "norm.weight", 1, sd, &m->norm_w, err);
+        rc = model_load_tensor(ctx, src, "norm.weight", 1, sd, &m->norm_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, "norm.bias", 1, sd, &m->norm_b, err);
+        rc = model_load_tensor(ctx, src, "norm.bias", 1, sd, &m->norm_b, err);
     if (!rc)
         rc = load_linear(ctx, src, "head", c->classes, D, &m->head, err);
     float *row = malloc((size_t)S * sizeof *row);
@@ -449,14 +410,9 @@ int mixer_find_nonfinite(mixer_model *m, const float *image, int H, int W, model
 
 /* ---- seeded random weights (timm naming) ---- */
 
-typedef struct rand_src {
-    mixer_config cfg;
-    uint64_t seed;
-} rand_src;
-
-static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
+static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
 {
-    const mixer_config *c = &((const rand_src *)u)->cfg;
+    const mixer_config *c = cfgp;
     int64_t D = c->dim, S = c->tokens, Th = c->tokens_hidden, Ch = c->channels_hidden;
     int blk = -1;
     char rest[128] = "";
@@ -501,34 +457,6 @@ static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
     return 0;
 }
 
-static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    const rand_src *r = u;
-    int nd;
-    int64_t s[8];
-    if (rand_shape(u, name, &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
-    uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
-    int64_t n = numel(nd, s);
-    size_t len = strlen(name);
-    int is_norm_w = strstr(name, "norm") && len > 7 && !strcmp(name + len - 7, ".weight");
-    int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
-    model_fill_seeded(dst, n, h ? h : 1, 1.0f);
-    float amp = is_bias ? 0.01f : 0.035f;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = is_norm_w ? 1.0f + 0.1f * dst[i] : amp * dst[i];
-    return PGD_OK;
-}
-
-static const char *rand_meta(void *u, const char *key)
-{
-    (void)u;
-    (void)key;
-    return NULL;
-}
-
 int mixer_named_config(const char *name, mixer_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -555,13 +483,6 @@ int mixer_named_config(const char *name, mixer_config *c)
 int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t seed,
                         pgd_error **err)
 {
-    memset(src, 0, sizeof *src);
-    rand_src *state = malloc(sizeof *state);
-    if (!state)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
-    state->cfg = *cfg;
-    state->seed = seed;
-    *src = (model_source){.u = state, .label = "random weights", .shape = rand_shape,
-                          .read = rand_read, .meta = rand_meta, .release = free};
-    return PGD_OK;
+    mixer_config c = *cfg;
+    return model_random_source(src, &c, sizeof c, rand_shape, NULL, seed, err);
 }

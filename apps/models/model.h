@@ -158,4 +158,23 @@ double model_now_ms(void);
  * be 0): n values uniform in [-amp, amp], the same on every machine. */
 void model_fill_seeded(float *dst, int64_t n, uint64_t state, float amp);
 
+/* Requires tensor `name` of exactly `shape` (model_need) and reads it into a new host array
+ * *host (malloc'd, numel floats; the caller frees it), refusing non-finite values
+ * (model_read). On error *host is NULL. */
+int model_read_host(const model_source *src, const char *name, int ndim, const int64_t *shape,
+                    float **host, pgd_error **err);
+/* As model_read_host, then uploaded as a device tensor of that shape (*out; NULL on error). */
+int model_load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
+                      const int64_t *shape, pgd_tensor **out, pgd_error **err);
+
+/* Seeded random weights for a model's configuration, for the demo, the bench and tests: a
+ * source whose tensors are the names `shape` knows (shape(cfg, name, ...) returns 0 and the
+ * shape, -1 for a name the model does not have), filled by one rule: LayerNorm scales (a 1-D
+ * ".weight" whose name contains "norm", or is `unit`) 1 ± 0.1, biases ±0.01, everything else
+ * ±0.035 (the size of a trained ViT's init), each tensor from its own stream of `seed` and its
+ * name. The source keeps a copy of the cfg_size bytes at cfg; model_source_free frees it. */
+typedef int (*model_shape_fn)(const void *cfg, const char *name, int *ndim, int64_t shape[8]);
+int model_random_source(model_source *src, const void *cfg, size_t cfg_size, model_shape_fn shape,
+                        const char *unit, uint64_t seed, pgd_error **err);
+
 #endif

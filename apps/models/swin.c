@@ -132,14 +132,6 @@ static int has(const model_source *src, const char *name)
     return src->shape(src->u, name, &nd, s) == 0;
 }
 
-static int64_t numel(int nd, const int64_t *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++)
-        n *= s[i];
-    return n;
-}
-
 int swin_is(const model_source *src)
 {
     return has(src, "features.1.0.attn.relative_position_bias_table") ||
@@ -285,34 +277,6 @@ void swin_set_attention(swin_model *m, pgd_attention_mode mode, int64_t topk, ui
     m->attn_seed = seed;
 }
 
-static int read_host(const model_source *src, const char *name, int ndim, const int64_t *shape,
-                     float **host, pgd_error **err)
-{
-    *host = NULL;
-    int rc = model_need(src, name, ndim, shape, err);
-    if (rc)
-        return rc;
-    int64_t n = numel(ndim, shape);
-    if (!(*host = malloc((size_t)n * sizeof **host + 1)))
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
-    if ((rc = model_read(src, name, *host, n, err))) {
-        free(*host);
-        *host = NULL;
-    }
-    return rc;
-}
-
-static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
-                       const int64_t *shape, pgd_tensor **out, pgd_error **err)
-{
-    float *host;
-    int rc = read_host(src, name, ndim, shape, &host, err);
-    if (!rc)
-        rc = model_upload(ctx, host, ndim, shape, out, err);
-    free(host);
-    return rc;
-}
-
 /* A linear layer from host weights [out, in] and bias [out] (NULL: none). */
 static int make_linear(pgd_ctx *ctx, const float *w, const float *b, int64_t out, int64_t in,
                        pgd_linear **l, pgd_error **err)
@@ -335,9 +299,9 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname,
 {
     int64_t sw[2] = {out, in}, sb[1] = {out};
     float *w = NULL, *b = NULL;
-    int rc = read_host(src, wname, 2, sw, &w, err);
+    int rc = model_read_host(src, wname, 2, sw, &w, err);
     if (!rc && bname)
-        rc = read_host(src, bname, 1, sb, &b, err);
+        rc = model_read_host(src, bname, 1, sb, &b, err);
     if (!rc)
         rc = make_linear(ctx, w, b, out, in, l, err);
     free(w);
@@ -359,9 +323,9 @@ static int load_qkv(pgd_ctx *ctx, const model_source *src, swin_family f, int s,
     int64_t sw[2] = {C, C}, sb[1] = {C};
     for (int part = 0; part < 3 && !rc; part++) {
         float *hw = NULL, *hb = NULL;
-        rc = read_host(src, block_name(f, s, b, T_Q_W + 2 * part, n, sizeof n), 2, sw, &hw, err);
+        rc = model_read_host(src, block_name(f, s, b, T_Q_W + 2 * part, n, sizeof n), 2, sw, &hw, err);
         if (!rc)
-            rc = read_host(src, block_name(f, s, b, T_Q_B + 2 * part, n, sizeof n), 1, sb, &hb,
+            rc = model_read_host(src, block_name(f, s, b, T_Q_B + 2 * part, n, sizeof n), 1, sb, &hb,
                            err);
         if (!rc) {
             memcpy(w + part * C * C, hw, (size_t)(C * C) * sizeof *w);
@@ -387,13 +351,13 @@ static int load_block(swin_model *m, const model_source *src, int s, int b, pgd_
     int64_t hidden = C * c->mlp_ratio_x100 / 100, sd[1] = {C};
     char n[256], nb[256];
     k->window = (int)w;
-    int rc = load_tensor(ctx, src, block_name(f, s, b, T_LN1_W, n, sizeof n), 1, sd, &k->ln1_w, err);
+    int rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_W, n, sizeof n), 1, sd, &k->ln1_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, block_name(f, s, b, T_LN1_B, n, sizeof n), 1, sd, &k->ln1_b, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_B, n, sizeof n), 1, sd, &k->ln1_b, err);
     if (!rc)
-        rc = load_tensor(ctx, src, block_name(f, s, b, T_LN2_W, n, sizeof n), 1, sd, &k->ln2_w, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_W, n, sizeof n), 1, sd, &k->ln2_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, block_name(f, s, b, T_LN2_B, n, sizeof n), 1, sd, &k->ln2_b, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_B, n, sizeof n), 1, sd, &k->ln2_b, err);
     if (!rc)
         rc = load_qkv(ctx, src, f, s, b, C, &k->qkv, err);
     if (!rc)
@@ -407,7 +371,7 @@ static int load_block(swin_model *m, const model_source *src, int s, int b, pgd_
                          block_name(f, s, b, T_FC2_B, nb, sizeof nb), C, hidden, &k->fc2, err);
     int64_t st[2] = {(2 * w - 1) * (2 * w - 1), heads};
     if (!rc)
-        rc = read_host(src, block_name(f, s, b, T_TABLE, n, sizeof n), 2, st, &k->table, err);
+        rc = model_read_host(src, block_name(f, s, b, T_TABLE, n, sizeof n), 2, st, &k->table, err);
     /* The index buffer is a function of the window alone (and absent from timm's files): its
      * shape is checked and the values are computed here. */
     int64_t si[1] = {N * N};
@@ -422,10 +386,10 @@ static int load_merge(swin_model *m, const model_source *src, int s, pgd_error *
     int64_t C = (int64_t)m->cfg.dim << s, s4[1] = {4 * C};
     char n[256];
     swin_family f = m->cfg.family;
-    int rc = load_tensor(m->ctx, src, merge_name(f, s, "norm.weight", n, sizeof n), 1, s4,
+    int rc = model_load_tensor(m->ctx, src, merge_name(f, s, "norm.weight", n, sizeof n), 1, s4,
                          &g->norm_w, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, merge_name(f, s, "norm.bias", n, sizeof n), 1, s4,
+        rc = model_load_tensor(m->ctx, src, merge_name(f, s, "norm.bias", n, sizeof n), 1, s4,
                          &g->norm_b, err);
     if (!rc)
         rc = load_linear(m->ctx, src, merge_name(f, s, "reduction.weight", n, sizeof n), NULL,
@@ -439,17 +403,17 @@ static int load_outer(swin_model *m, const model_source *src, pgd_error **err)
     const char *const *on = outer_names(c->family);
     int64_t C = c->dim, Cl = (int64_t)c->dim << (c->stages - 1);
     int64_t spe[4] = {C, 3, c->patch, c->patch}, sd[1] = {C}, sl[1] = {Cl};
-    int rc = load_tensor(m->ctx, src, on[O_PE_W], 4, spe, &m->pe_w, err);
+    int rc = model_load_tensor(m->ctx, src, on[O_PE_W], 4, spe, &m->pe_w, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, on[O_PE_B], 1, sd, &m->pe_b, err);
+        rc = model_load_tensor(m->ctx, src, on[O_PE_B], 1, sd, &m->pe_b, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, on[O_PN_W], 1, sd, &m->pn_w, err);
+        rc = model_load_tensor(m->ctx, src, on[O_PN_W], 1, sd, &m->pn_w, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, on[O_PN_B], 1, sd, &m->pn_b, err);
+        rc = model_load_tensor(m->ctx, src, on[O_PN_B], 1, sd, &m->pn_b, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, on[O_NORM_W], 1, sl, &m->norm_w, err);
+        rc = model_load_tensor(m->ctx, src, on[O_NORM_W], 1, sl, &m->norm_w, err);
     if (!rc)
-        rc = load_tensor(m->ctx, src, on[O_NORM_B], 1, sl, &m->norm_b, err);
+        rc = model_load_tensor(m->ctx, src, on[O_NORM_B], 1, sl, &m->norm_b, err);
     const char *hw = on[O_HEAD_W], *hb = on[O_HEAD_B];
     if ((c->family == SWIN_TIMM || c->family == SWIN_TIMM_OLD) && !has(src, hw))
         hw = "head.weight", hb = "head.bias";
@@ -838,14 +802,9 @@ int swin_find_nonfinite(swin_model *m, const float *image, int H, int W, model_p
 
 /* ---- seeded random weights (torchvision naming) ---- */
 
-typedef struct rand_src {
-    swin_config cfg;
-    uint64_t seed;
-} rand_src;
-
-static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
+static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
 {
-    const swin_config *c = &((const rand_src *)u)->cfg;
+    const swin_config *c = cfgp;
     int a = -1, b = -1, len = 0;
     *ndim = 1;
     if (sscanf(name, "features.%d.%d.%n", &a, &b, &len) == 2 && len > 0 && a % 2 == 1) {
@@ -905,35 +864,6 @@ static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
     return 0;
 }
 
-static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    const rand_src *r = u;
-    int nd;
-    int64_t s[8];
-    if (rand_shape(u, name, &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
-    uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
-    int64_t n = numel(nd, s);
-    size_t len = strlen(name);
-    int is_norm_w = (strstr(name, "norm") || !strcmp(name, "features.0.2.weight")) && len > 7 &&
-                    !strcmp(name + len - 7, ".weight");
-    int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
-    model_fill_seeded(dst, n, h ? h : 1, 1.0f);
-    float amp = is_bias ? 0.01f : 0.035f;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = is_norm_w ? 1.0f + 0.1f * dst[i] : amp * dst[i];
-    return PGD_OK;
-}
-
-static const char *rand_meta(void *u, const char *key)
-{
-    (void)u;
-    (void)key;
-    return NULL;
-}
-
 int swin_named_config(const char *name, swin_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -969,14 +899,7 @@ int swin_named_config(const char *name, swin_config *c)
 int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
                        pgd_error **err)
 {
-    memset(src, 0, sizeof *src);
-    rand_src *state = malloc(sizeof *state);
-    if (!state)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
-    state->cfg = *cfg;
-    state->cfg.family = SWIN_TORCHVISION;
-    state->seed = seed;
-    *src = (model_source){.u = state, .label = "random weights", .shape = rand_shape,
-                          .read = rand_read, .meta = rand_meta, .release = free};
-    return PGD_OK;
+    swin_config c = *cfg;
+    c.family = SWIN_TORCHVISION;
+    return model_random_source(src, &c, sizeof c, rand_shape, "features.0.2.weight", seed, err);
 }

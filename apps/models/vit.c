@@ -92,14 +92,6 @@ static void replace(char *buf, size_t size, const char *from, const char *to)
     snprintf(p, size - (size_t)(p - buf), "%s%s", to, tail);
 }
 
-static int64_t numel(int ndim, const int64_t *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= s[i];
-    return n;
-}
-
 /* The blocks a file has: one more than the highest block index any of its names carries (a
  * block held only in part then fails to load, naming what it lacks), or, for a source without
  * a listing, the blocks counted by their first LayerNorm. */
@@ -335,22 +327,6 @@ void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint
     m->attn_seed = seed;
 }
 
-static int load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
-                       const int64_t *shape, pgd_tensor **out, pgd_error **err)
-{
-    int rc = model_need(src, name, ndim, shape, err);
-    if (rc)
-        return rc;
-    float *host = malloc((size_t)numel(ndim, shape) * sizeof *host + 1);
-    if (!host)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
-    rc = model_read(src, name, host, numel(ndim, shape), err);
-    if (!rc)
-        rc = model_upload(ctx, host, ndim, shape, out, err);
-    free(host);
-    return rc;
-}
-
 static int has(const model_source *src, const char *name)
 {
     int nd;
@@ -367,9 +343,9 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, co
 {
     int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
     pgd_tensor *w = NULL, *b = NULL;
-    int rc = load_tensor(ctx, src, wn, 2, ws, &w, err);
+    int rc = model_load_tensor(ctx, src, wn, 2, ws, &w, err);
     if (!rc && (need_bias || has(src, bn)))
-        rc = load_tensor(ctx, src, bn, 1, bs, &b, err);
+        rc = model_load_tensor(ctx, src, bn, 1, bs, &b, err);
     if (!rc)
         rc = pgd_linear_create(ctx, w, b, out, err);
     pgd_tensor_destroy(w);
@@ -476,16 +452,16 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     wname(f, B_FC2_B, 0, c, sizeof c);
     int fc2_bias = i > 0 && has(src, c);
     wname(f, B_LN1_W, i, a, sizeof a);
-    int rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
+    int rc = model_load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
     wname(f, B_LN1_B, i, a, sizeof a);
     if (!rc)
-        rc = load_tensor(ctx, src, a, 1, d1, &b->ln1_b, err);
+        rc = model_load_tensor(ctx, src, a, 1, d1, &b->ln1_b, err);
     wname(f, B_LN2_W, i, a, sizeof a);
     if (!rc)
-        rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_w, err);
+        rc = model_load_tensor(ctx, src, a, 1, d1, &b->ln2_w, err);
     wname(f, B_LN2_B, i, a, sizeof a);
     if (!rc)
-        rc = load_tensor(ctx, src, a, 1, d1, &b->ln2_b, err);
+        rc = model_load_tensor(ctx, src, a, 1, d1, &b->ln2_b, err);
     if (!rc && f == VIT_HF)
         rc = load_hf_qkv(ctx, src, i, D, &b->qkv, err);
     else if (!rc) {
@@ -524,7 +500,7 @@ static int load_squeezed(pgd_ctx *ctx, const model_source *src, const char *name
                          int64_t D, pgd_tensor **out, pgd_error **err)
 {
     int64_t file[3] = {1, rows, D}, use[2] = {rows, D};
-    int rc = load_tensor(ctx, src, name, 3, file, out, err);
+    int rc = model_load_tensor(ctx, src, name, 3, file, out, err);
     if (!rc)
         rc = rows == 1 ? pgd_tensor_reshape(*out, 1, use + 1, err)
                        : pgd_tensor_reshape(*out, 2, use, err);
@@ -540,9 +516,9 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     vit_family f = cfg->family;
     int64_t D = cfg->dim, P = cfg->patch, T = cfg->pos_prefix + (int64_t)cfg->grid_h * cfg->grid_w;
     int64_t pe[4] = {D, 3, P, P}, d1[1] = {D};
-    int rc = load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
+    int rc = model_load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
     if (!rc && has(src, names[f][W_PE_B]))
-        rc = load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
+        rc = model_load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
     if (!rc)
         rc = load_squeezed(ctx, src, names[f][W_CLS], 1, D, &m->cls, err);
     if (!rc && cfg->extra - cfg->registers == 2)
@@ -552,9 +528,9 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     if (!rc)
         rc = load_squeezed(ctx, src, names[f][W_POS], T, D, &m->pos, err);
     if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
+        rc = model_load_tensor(ctx, src, names[f][W_NORM_W], 1, d1, &m->norm_w, err);
     if (!rc)
-        rc = load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
+        rc = model_load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
     if (!rc && !cfg->headless)
         rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
                          &m->head, err);
@@ -1043,15 +1019,9 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
 
 /* ---- seeded random weights (timm naming), for the demo and tests ---- */
 
-typedef struct rand_src {
-    vit_config cfg;
-    uint64_t seed;
-} rand_src;
-
-static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
+static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
 {
-    const rand_src *r = u;
-    const vit_config *c = &r->cfg;
+    const vit_config *c = cfgp;
     int64_t D = c->dim, T = c->pos_prefix + (int64_t)c->grid_h * c->grid_w;
     int blk = -1;
     char rest[128] = "";
@@ -1106,35 +1076,6 @@ static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
     return 0;
 }
 
-static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    const rand_src *r = u;
-    int nd;
-    int64_t s[8];
-    if (rand_shape(u, name, &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
-    uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
-    int64_t n = numel(nd, s);
-    size_t len = strlen(name);
-    int is_norm_w = len > 7 && strstr(name, "norm") && !strcmp(name + len - 7, ".weight");
-    int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
-    /* Small weights (std 0.02-ish, like a trained ViT's init), unit LayerNorm scales. */
-    float amp = is_bias ? 0.01f : 0.035f;
-    model_fill_seeded(dst, n, h, 1.0f);
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = is_norm_w ? 1.0f + 0.1f * dst[i] : amp * dst[i];
-    return PGD_OK;
-}
-
-static const char *rand_meta(void *u, const char *key)
-{
-    (void)u;
-    (void)key;
-    return NULL;
-}
-
 int vit_named_config(const char *name, vit_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -1162,16 +1103,9 @@ int vit_named_config(const char *name, vit_config *c)
 
 int vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed, pgd_error **err)
 {
-    memset(src, 0, sizeof *src);
-    rand_src *state = malloc(sizeof *state);
-    if (!state)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
-    state->cfg = *cfg;
-    state->cfg.family = VIT_TIMM;
-    state->seed = seed;
-    *src = (model_source){.u = state, .label = "random weights", .shape = rand_shape,
-                          .read = rand_read, .meta = rand_meta, .release = free};
-    return PGD_OK;
+    vit_config c = *cfg;
+    c.family = VIT_TIMM;
+    return model_random_source(src, &c, sizeof c, rand_shape, NULL, seed, err);
 }
 
 int vit_last_split(const vit_model *m) { return m->batching.last_split; }

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -501,4 +502,97 @@ int model_upload(pgd_ctx *ctx, const float *data, int ndim, const int64_t *shape
                  pgd_error **err)
 {
     return pgd_tensor_create_from(ctx, ndim, shape, data, out, err);
+}
+
+/* ---- seeded random weights ---- */
+
+typedef struct rand_model {
+    model_shape_fn shape;
+    uint64_t seed;
+    const char *unit;
+    max_align_t cfg[]; /* the configuration's bytes */
+} rand_model;
+
+static int rand_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    const rand_model *r = u;
+    return r->shape(r->cfg, name, ndim, s);
+}
+
+static int rand_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    const rand_model *r = u;
+    int nd;
+    int64_t s[8];
+    if (r->shape(r->cfg, name, &nd, s) != 0)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "random weights: no tensor '%s'", name);
+    uint64_t h = r->seed * 0x9E3779B97F4A7C15ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001B3ull;
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= s[i];
+    size_t len = strlen(name);
+    int is_norm_w = len > 7 && !strcmp(name + len - 7, ".weight") &&
+                    (strstr(name, "norm") || (r->unit && !strcmp(name, r->unit)));
+    int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
+    float amp = is_bias ? 0.01f : 0.035f;
+    model_fill_seeded(dst, n, h ? h : 1, 1.0f);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = is_norm_w ? 1.0f + 0.1f * dst[i] : amp * dst[i];
+    return PGD_OK;
+}
+
+static const char *rand_meta(void *u, const char *key)
+{
+    (void)u;
+    (void)key;
+    return NULL;
+}
+
+int model_random_source(model_source *src, const void *cfg, size_t cfg_size, model_shape_fn shape,
+                        const char *unit, uint64_t seed, pgd_error **err)
+{
+    memset(src, 0, sizeof *src);
+    rand_model *r = malloc(sizeof *r + cfg_size);
+    if (!r)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    r->shape = shape;
+    r->seed = seed;
+    r->unit = unit;
+    memcpy(r->cfg, cfg, cfg_size);
+    *src = (model_source){.u = r, .label = "random weights", .shape = rand_shape,
+                          .read = rand_read, .meta = rand_meta, .release = free};
+    return PGD_OK;
+}
+
+int model_read_host(const model_source *src, const char *name, int ndim, const int64_t *shape,
+                    float **host, pgd_error **err)
+{
+    *host = NULL;
+    int rc = model_need(src, name, ndim, shape, err);
+    if (rc)
+        return rc;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    if (!(*host = malloc((size_t)n * sizeof **host + 1)))
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", name);
+    if ((rc = model_read(src, name, *host, n, err))) {
+        free(*host);
+        *host = NULL;
+    }
+    return rc;
+}
+
+int model_load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
+                      const int64_t *shape, pgd_tensor **out, pgd_error **err)
+{
+    float *host;
+    *out = NULL;
+    int rc = model_read_host(src, name, ndim, shape, &host, err);
+    if (!rc)
+        rc = model_upload(ctx, host, ndim, shape, out, err);
+    free(host);
+    return rc;
 }
