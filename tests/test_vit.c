@@ -601,7 +601,14 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
 
 /* Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, an unused
  * pooler): read through vit_source_adapt, features as transformers computes them. */
-START_TEST(headless_hf_features) { headless_case("dino-hf-tiny", "dino-hf-tiny", 2, 32, 32, 0); }
+START_TEST(headless_hf_features)
+{
+    headless_case("dino-hf-tiny", "dino-hf-tiny", 2, 32, 32, 0);
+    /* Hugging Face's DINOv2 (Dinov2Model, the hub's 4.x names): read as timm's DINOv2, its
+     * position grid resized by plain bicubic interpolation as transformers does. */
+    headless_case("dinov2-hf-tiny", "dinov2-hf-tiny", 2, 28, 28, 1);
+    headless_case("dinov2-hf-tiny", "dinov2-hf-tiny-56x42", 1, 56, 42, 1);
+}
 END_TEST
 
 /* A ViT without a classifier (timm, num_classes=0, as DINO's checkpoints) is a feature model;

@@ -117,6 +117,44 @@ def main():
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2reg-tiny-{name}.bin"))
     print("dinov2reg-tiny", tuple(cls.shape), tuple(cls2.shape))
 
+    # Hugging Face's DINOv2 (Dinov2Model), saved in the hub's transformers 4.x names
+    # (attention.attention.query/key/value, attention.output.dense), at 28 x 28 and 56 x 42
+    # (transformers resizes the position grid with plain bicubic interpolation).
+    from transformers import Dinov2Config, Dinov2Model
+    torch.manual_seed(9)
+    d2 = Dinov2Model(Dinov2Config(image_size=28, patch_size=14, hidden_size=32,
+                                  num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=128)).eval()
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for name, p in d2.named_parameters():
+            if p.dim() == 1 and ("norm" in name) and name.endswith("weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("lambda1"):
+                p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        x = torch.randn(2, 3, 28, 28, generator=g)
+        last = d2(pixel_values=x).last_hidden_state
+        x2 = torch.randn(1, 3, 56, 42, generator=g)
+        last2 = d2(pixel_values=x2).last_hidden_state
+    ren = [("attention.q_proj.", "attention.attention.query."),
+           ("attention.k_proj.", "attention.attention.key."),
+           ("attention.v_proj.", "attention.attention.value."),
+           ("attention.o_proj.", "attention.output.dense.")]
+    sd = {}
+    for k, v in d2.state_dict().items():
+        for a, b in ren:
+            k = k.replace(a, b)
+        sd[k] = v.contiguous()
+    assert "embeddings.mask_token" in sd and "encoder.layer.0.layer_scale1.lambda1" in sd
+    save_file(sd, os.path.join(OUT, "dinov2-hf-tiny.safetensors"), metadata={"num_heads": "2"})
+    for name, t in (("input", x), ("cls", last[:, 0]), ("mean", last[:, 1:].mean(1)),
+                    ("56x42-input", x2), ("56x42-cls", last2[:, 0]),
+                    ("56x42-mean", last2[:, 1:].mean(1))):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-hf-tiny-{name}.bin"))
+    print("dinov2-hf-tiny", tuple(last.shape), tuple(last2.shape))
+
     # Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, a
     # pooler the features do not use): last_hidden_state[:, 0] and the patch mean.
     from transformers import ViTConfig, ViTModel

@@ -16,6 +16,7 @@ typedef struct vit_config {
     int extra;          /* tokens before the patches: 1 class token, 2 class + distillation
                          * token (DeiT), 1 + registers (timm's reg_token, DINOv2 ..._reg4) */
     int registers;      /* register tokens (they take no position embedding) */
+    int pos_resize;     /* 0: the family's grid-resize rule; else 1 + the pgd_resize_mode used */
     int pos_prefix;     /* prefix tokens the position table covers: extra less the registers,
                          * or 0 (timm's no_embed_class) */
     int layer_scale;    /* timm's LayerScale (blocks.N.ls1.gamma / ls2.gamma, DINOv2) */
@@ -37,8 +38,9 @@ pgd_resize_mode vit_resize_mode(vit_family f);
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err);
 /* When src holds Hugging Face's headless ViTModel (facebook/dino-vits16: the "vit." naming
  * without its prefix, and a pooler the features do not use), wraps it so that vit_detect and
- * vit_load read it as the classifier-less "vit." naming; the wrapper takes over src (and frees
- * it with model_source_free). Any other source is left as it is. */
+ * vit_load read it as the classifier-less "vit." naming; when it holds Hugging Face's DINOv2
+ * (Dinov2Model, facebook/dinov2-small), as timm's DINOv2 names. The wrapper takes over src (and
+ * frees it with model_source_free). Any other source is left as it is. */
 int vit_source_adapt(model_source *src, pgd_error **err);
 
 typedef struct vit_model vit_model;
