@@ -604,6 +604,7 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
 START_TEST(headless_hf_features)
 {
     headless_case("dino-hf-tiny", "dino-hf-tiny", 2, 32, 32, 0);
+    headless_case("dino-hf-tiny", "dino-hf-tiny-48x40", 1, 48, 40, 0);
     /* Hugging Face's DINOv2 (Dinov2Model, the hub's 4.x names): read as timm's DINOv2, its
      * position grid resized by plain bicubic interpolation as transformers does. */
     headless_case("dinov2-hf-tiny", "dinov2-hf-tiny", 2, 28, 28, 1);
@@ -616,6 +617,7 @@ END_TEST
 START_TEST(headless_features)
 {
     headless_case("dino-tiny", "dino-tiny", 2, 32, 32, 0);
+    headless_case("dino-tiny", "dino-tiny-48x40", 1, 48, 40, 0);
     char path[4096];
     snprintf(path, sizeof path, "%s/dino-tiny.safetensors", data_dir());
     pgd_weights *w = NULL;

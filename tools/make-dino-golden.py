@@ -51,6 +51,15 @@ def main():
         m(x)
         hook.remove()
         heads = seen[0][:, :, 0, 1:]
+    # The same model at 48 x 40 (timm's dynamic_img_size resamples the 4 x 4 position grid).
+    m_dyn = VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2,
+                              num_classes=0, dynamic_img_size=True).eval()
+    m_dyn.load_state_dict(m.state_dict(), strict=True)
+    with torch.no_grad():
+        xr = torch.randn(1, 3, 48, 40, generator=g)
+        cls_r, mean_r = m_dyn(xr), m_dyn.forward_features(xr)[:, 1:].mean(1)
+    for name, t in (("input", xr), ("cls", cls_r), ("mean", mean_r)):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-tiny-48x40-{name}.bin"))
     assert not any(k.startswith("head") for k in m.state_dict())
     save_file({k: v.contiguous() for k, v in m.state_dict().items()},
               os.path.join(OUT, "dino-tiny.safetensors"), metadata={"num_heads": "2"})
@@ -170,6 +179,10 @@ def main():
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
         x = torch.randn(2, 3, 32, 32, generator=g)
         last = hf(pixel_values=x).last_hidden_state
+        xr = torch.randn(1, 3, 48, 40, generator=g)
+        last_r = hf(pixel_values=xr, interpolate_pos_encoding=True).last_hidden_state
+    for name, t in (("input", xr), ("cls", last_r[:, 0]), ("mean", last_r[:, 1:].mean(1))):
+        t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-hf-tiny-48x40-{name}.bin"))
     assert any(k.startswith("pooler.") for k in hf.state_dict())
     # The hub's files (written by transformers 4.x) name the layers encoder.layer.N with
     # attention.attention.query/key/value, attention.output.dense, intermediate.dense and

@@ -1208,9 +1208,13 @@ static int hf_read(void *u, const char *name, float *dst, pgd_error **err)
     return a->inner.read(a->inner.u, name + 4, dst, err);
 }
 
+/* transformers since 4.4x resizes the grid by plain bicubic interpolation to the new size (the
+ * scale-factor rule of the "vit." family's goldens is the older transformers'). */
 static const char *hf_meta(void *u, const char *key)
 {
     hf_adapter *a = u;
+    if (!strcmp(key, "pagoda_pos_resize"))
+        return "bicubic";
     return a->inner.meta ? a->inner.meta(a->inner.u, key) : NULL;
 }
 
