@@ -143,12 +143,49 @@ START_TEST(heatmap_png)
 }
 END_TEST
 
+/* The 60 % attention-mass mask against a brute-force reference: over every subset of up to
+ * 10 cells, the smallest whose sum reaches the mass (largest values first, ties to the lower
+ * index), on random maps with ties. */
+START_TEST(mass_mask)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 17);
+    for (int trial = 0; trial < 200; trial++) {
+        int n = (int)pgd_rng_int(&r, 1, 10);
+        float m[10], orig[10];
+        for (int i = 0; i < n; i++)
+            orig[i] = m[i] = (float)pgd_rng_int(&r, 0, 4) / 4.0f; /* ties on purpose */
+        double mass = trial % 3 == 0 ? 0.6 : (double)pgd_rng_int(&r, 0, 10) / 10.0;
+        ck_assert_int_eq(map_mass_mask(m, 1, n, mass), 0);
+        double total = 0;
+        for (int i = 0; i < n; i++)
+            total += orig[i];
+        /* Reference: take cells in order of value (desc), index (asc) until the sum reaches. */
+        int taken[10] = {0}, keep = 0;
+        double cum = 0;
+        while (keep < n && cum < mass * total) {
+            int best = -1;
+            for (int i = 0; i < n; i++)
+                if (!taken[i] && (best < 0 || orig[i] > orig[best]))
+                    best = i;
+            taken[best] = 1;
+            cum += orig[best];
+            keep++;
+        }
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(m[i] == (float)taken[i], "trial %d (n %d, mass %.1f): cell %d is %g, "
+                          "want %d", trial, n, mass, i, m[i], taken[i]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("maps");
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, heatmap_png);
+    tcase_add_test(tc, mass_mask);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -70,42 +70,6 @@ typedef struct embed_model {
     int nstaged;
 } embed_model;
 
-/* Per head, the patches that hold `mass` of its attention (largest first; DINO's
- * thresholding): m [heads, cells] becomes 1 on them, 0 elsewhere. */
-static int mass_mask(float *m, int64_t heads, int64_t cells, double mass)
-{
-    int64_t *order = malloc((size_t)cells * sizeof *order);
-    if (!order)
-        return -1;
-    for (int64_t h = 0; h < heads; h++) {
-        float *row = m + h * cells;
-        double total = 0;
-        for (int64_t t = 0; t < cells; t++) {
-            order[t] = t;
-            total += row[t];
-        }
-        /* insertion sort by value, descending (cells is a few hundred) */
-        for (int64_t i = 1; i < cells; i++) {
-            int64_t v = order[i], j = i;
-            while (j > 0 && row[order[j - 1]] < row[v]) {
-                order[j] = order[j - 1];
-                j--;
-            }
-            order[j] = v;
-        }
-        double cum = 0;
-        int64_t keep = 0;
-        while (keep < cells && cum < mass * total)
-            cum += row[order[keep++]];
-        for (int64_t t = 0; t < cells; t++)
-            row[t] = 0.0f;
-        for (int64_t i = 0; i < keep; i++)
-            row[order[i]] = 1.0f;
-    }
-    free(order);
-    return 0;
-}
-
 /* Stages the per-head picture(s) of image `index` of n. */
 static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh,
                       int64_t mw, int index, int n, pgd_error **err)
@@ -115,7 +79,7 @@ static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64
     for (int k = 0; k < 2; k++) {
         if (!pngs[k])
             continue;
-        if (k == 1 && mass_mask(maps, heads, cells, 0.6))
+        if (k == 1 && map_mass_mask(maps, (int)heads, (int)cells, 0.6))
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention mask");
         char *path = app_numbered_path(pngs[k], "", index, n);
         pgd_outfile **grown = realloc(e->staged, (size_t)(e->nstaged + 1) * sizeof *grown);

@@ -219,3 +219,37 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
     free(grid);
     return rc;
 }
+
+int map_mass_mask(float *maps, int count, int n, double mass)
+{
+    int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    if (!order)
+        return -1;
+    for (int h = 0; h < count; h++) {
+        float *row = maps + (size_t)h * (size_t)n;
+        double total = 0;
+        for (int t = 0; t < n; t++) {
+            order[t] = t;
+            total += row[t];
+        }
+        /* insertion sort by value, descending, stable (a map has a few hundred cells) */
+        for (int i = 1; i < n; i++) {
+            int v = order[i], j = i;
+            while (j > 0 && row[order[j - 1]] < row[v]) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = v;
+        }
+        double cum = 0;
+        int keep = 0;
+        while (keep < n && cum < mass * total)
+            cum += row[order[keep++]];
+        for (int t = 0; t < n; t++)
+            row[t] = 0.0f;
+        for (int i = 0; i < keep; i++)
+            row[order[i]] = 1.0f;
+    }
+    free(order);
+    return 0;
+}

@@ -32,6 +32,10 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
  * count allows, row-major (the DINO figure: one tile per attention head). */
 int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
                                int count, int mw, int mh, const double rect[4], pgd_error **err);
+/* DINO's attention thresholding: for each of `count` maps of n cells, the cells holding `mass`
+ * (0..1) of its total, largest first (ties to the lower index), become 1 and the others 0 —
+ * the fewest cells whose sum reaches mass × total. 0, or -1 when out of memory. */
+int map_mass_mask(float *maps, int count, int n, double mass);
 /* The colour ramp at t in [0, 1] (clamped; NaN counts as 0); lightness rises along it. */
 void map_color(float t, uint8_t rgb[3]);
 
