@@ -170,3 +170,33 @@ int pgd_test_read_file(const char *path, unsigned char **data, size_t *size)
     *data = d;
     return rc == PGD_OK ? 0 : -1;
 }
+
+const char *pgd_test_data_dir(void)
+{
+    const char *d = getenv("PAGODA_TEST_DATA");
+    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set (meson test sets it to tests/data)");
+    return d;
+}
+
+float *pgd_test_read_floats(const char *name, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", pgd_test_data_dir(), name);
+    unsigned char *data = NULL;
+    size_t size = 0;
+    ck_assert_msg(pgd_test_read_file(path, &data, &size) == 0, "cannot read %s", path);
+    ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
+                  n * sizeof(float));
+    return (float *)data;
+}
+
+double *pgd_test_read_doubles(const char *name, size_t n)
+{
+    float *f = pgd_test_read_floats(name, n);
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = f[i];
+    free(f);
+    return d;
+}

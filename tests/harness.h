@@ -51,6 +51,14 @@ void pgd_test_rmtree(const char *path);
  * canary region after an op's output. Release with free(), never pgd_tensor_destroy(). */
 pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape);
 
+/* The golden data directory, $PAGODA_TEST_DATA (meson test sets it; the test fails without). */
+const char *pgd_test_data_dir(void);
+/* Reads data file `name` (under pgd_test_data_dir) holding exactly n little-endian float32
+ * values into a malloc'd array (as doubles: pgd_test_read_doubles, what pgd_test_allclose
+ * compares against); a missing file or another size fails the test naming both. */
+float *pgd_test_read_floats(const char *name, size_t n);
+double *pgd_test_read_doubles(const char *name, size_t n);
+
 /* Reads a whole file into a malloc'd, NUL-terminated buffer; 0, or -1 with errno set. */
 int pgd_test_read_file(const char *path, unsigned char **data, size_t *size);
 

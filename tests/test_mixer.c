@@ -11,31 +11,12 @@
 #include "harness.h"
 #include "mixer.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("PAGODA_TEST_DATA");
-    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
-    return d;
-}
-
-static float *read_floats(const char *name, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
-    unsigned char *data = NULL;
-    size_t size = 0;
-    ck_assert_msg(pgd_test_read_file(path, &data, &size) == 0, "cannot read %s", path);
-    ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
-                  n * sizeof(float));
-    return (float *)data;
-}
-
 enum { B = 2, IMG = 40, CLASSES = 7 };
 
 START_TEST(golden_logits)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/mixer-tiny.safetensors", data_dir());
+    snprintf(path, sizeof path, "%s/mixer-tiny.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
@@ -52,8 +33,8 @@ START_TEST(golden_logits)
     ck_assert_int_eq(cfg.tokens_hidden, 12);
     ck_assert_int_eq(cfg.channels_hidden, 96);
     ck_assert_int_eq(cfg.classes, CLASSES);
-    float *x = read_floats("mixer-tiny-input.bin", (size_t)B * 3 * IMG * IMG);
-    float *wf = read_floats("mixer-tiny-logits.bin", (size_t)B * CLASSES);
+    float *x = pgd_test_read_floats("mixer-tiny-input.bin", (size_t)B * 3 * IMG * IMG);
+    float *wf = pgd_test_read_floats("mixer-tiny-logits.bin", (size_t)B * CLASSES);
     double want[B * CLASSES];
     for (int k = 0; k < B * CLASSES; k++)
         want[k] = wf[k];
@@ -99,7 +80,7 @@ static void refuse_variant(pgd_ctx *ctx, const char *tag, const craft_edit *e, s
                            const char *named)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/mixer-tiny.safetensors", data_dir());
+    snprintf(in, sizeof in, "%s/mixer-tiny.safetensors", pgd_test_data_dir());
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-mixer-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
     craft_safetensors(in, out, e, n);

@@ -11,17 +11,10 @@
 #include "harness.h"
 #include "resnet.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("PAGODA_TEST_DATA");
-    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
-    return d;
-}
-
 static float *read_npy(const char *name, int *ndim, int64_t shape[PGD_MAX_DIMS])
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
+    snprintf(path, sizeof path, "%s/%s", pgd_test_data_dir(), name);
     float *data = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_npy_read(path, &data, ndim, shape, &err), &err);
@@ -30,7 +23,7 @@ static float *read_npy(const char *name, int *ndim, int64_t shape[PGD_MAX_DIMS])
 
 static pgd_weights *open_case(const char *name, model_source *src, char *path, size_t size)
 {
-    snprintf(path, size, "%s/nl-%s.safetensors", data_dir(), name);
+    snprintf(path, size, "%s/nl-%s.safetensors", pgd_test_data_dir(), name);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
@@ -385,7 +378,7 @@ static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const c
                         size_t n, const char *mode, const char *named, const char *also)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", data_dir(), base);
+    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-nl-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
     craft_safetensors(in, out, e, n);
@@ -493,7 +486,7 @@ END_TEST
 START_TEST(nonfinite_stage)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/nl-bottleneck.safetensors", data_dir());
+    snprintf(in, sizeof in, "%s/nl-bottleneck.safetensors", pgd_test_data_dir());
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-nl-overflow.safetensors", tmp && *tmp ? tmp : ".");
     const craft_edit e[] = {

@@ -15,30 +15,11 @@
 #include "harness.h"
 #include "swin.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("PAGODA_TEST_DATA");
-    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
-    return d;
-}
-
-static float *read_floats(const char *name, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
-    unsigned char *data = NULL;
-    size_t size = 0;
-    ck_assert_msg(pgd_test_read_file(path, &data, &size) == 0, "cannot read %s", path);
-    ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
-                  n * sizeof(float));
-    return (float *)data;
-}
-
 /* Runs golden case `name` (its JSON gives the input and the weights file) on every device. */
 static void run_case(const char *name, swin_family want_family)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/swin-%s.json", data_dir(), name);
+    snprintf(path, sizeof path, "%s/swin-%s.json", pgd_test_data_dir(), name);
     json_error_t je;
     json_t *meta = json_load_file(path, 0, &je);
     ck_assert_msg(meta, "%s: %s", path, je.text);
@@ -50,9 +31,9 @@ static void run_case(const char *name, swin_family want_family)
     const char *wf = json_string_value(json_object_get(meta, "weights"));
     char wpath[4096];
     if (wf)
-        snprintf(wpath, sizeof wpath, "%s/%s", data_dir(), wf);
+        snprintf(wpath, sizeof wpath, "%s/%s", pgd_test_data_dir(), wf);
     else
-        snprintf(wpath, sizeof wpath, "%s/swin-%s.safetensors", data_dir(), name);
+        snprintf(wpath, sizeof wpath, "%s/swin-%s.safetensors", pgd_test_data_dir(), name);
     json_decref(meta);
 
     pgd_weights *w = NULL;
@@ -77,9 +58,9 @@ static void run_case(const char *name, swin_family want_family)
 
     char fn[256];
     snprintf(fn, sizeof fn, "swin-%s-input.bin", name);
-    float *x = read_floats(fn, (size_t)B * 3 * H * W);
+    float *x = pgd_test_read_floats(fn, (size_t)B * 3 * H * W);
     snprintf(fn, sizeof fn, "swin-%s-logits.bin", name);
-    float *wl = read_floats(fn, (size_t)B * classes);
+    float *wl = pgd_test_read_floats(fn, (size_t)B * classes);
     double *want = malloc((size_t)B * classes * sizeof *want);
     float *got = malloc((size_t)B * classes * sizeof *got);
     for (int k = 0; k < B * classes; k++)
@@ -144,7 +125,7 @@ static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_
                    size_t n, const char *named)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", data_dir(), base);
+    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-swin-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
     craft_safetensors(in, out, e, n);

@@ -14,26 +14,6 @@
 #include "harness.h"
 #include "vit.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("PAGODA_TEST_DATA");
-    ck_assert_msg(d && *d, "PAGODA_TEST_DATA is not set");
-    return d;
-}
-
-static float *read_floats(const char *name, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir(), name);
-    unsigned char *data = NULL;
-    size_t size = 0;
-    ck_assert_msg(pgd_test_read_file(path, &data, &size) == 0, "cannot read %s", path);
-    ck_assert_msg(size == n * sizeof(float), "%s: %zu bytes, expected %zu", path, size,
-                  n * sizeof(float));
-    return (float *)data;
-}
-
-/* Golden logits as doubles (what pgd_test_allclose compares against). */
 /* Opens the weights at path and detects their ViT configuration; both must succeed. */
 static void open_detect(const char *path, pgd_weights **w, model_source *src, vit_config *cfg)
 {
@@ -43,21 +23,10 @@ static void open_detect(const char *path, pgd_weights **w, model_source *src, vi
     PGD_CHECK_OK(vit_detect(src, 0, cfg, &err), &err);
 }
 
-static double *read_logits(const char *name, size_t n)
-{
-    float *f = read_floats(name, n);
-    double *d = malloc(n * sizeof *d);
-    ck_assert_ptr_nonnull(d);
-    for (size_t i = 0; i < n; i++)
-        d[i] = f[i];
-    free(f);
-    return d;
-}
-
 static void run_case(const char *name, vit_family fam, int extra)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/vit-%s.json", data_dir(), name);
+    snprintf(path, sizeof path, "%s/vit-%s.json", pgd_test_data_dir(), name);
     json_error_t je;
     json_t *meta = json_load_file(path, 0, &je);
     ck_assert_msg(meta != NULL, "%s: %s", path, je.text);
@@ -76,7 +45,7 @@ static void run_case(const char *name, vit_family fam, int extra)
     json_decref(meta);
     ck_assert(B > 0 && H > 0 && W > 0 && classes > 0);
 
-    snprintf(path, sizeof path, "%s/%s", data_dir(), weights);
+    snprintf(path, sizeof path, "%s/%s", pgd_test_data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     model_source src;
@@ -94,9 +63,9 @@ static void run_case(const char *name, vit_family fam, int extra)
 
     char fn[256];
     snprintf(fn, sizeof fn, "vit-%s-input.bin", name);
-    float *x = read_floats(fn, (size_t)B * 3 * H * W);
+    float *x = pgd_test_read_floats(fn, (size_t)B * 3 * H * W);
     snprintf(fn, sizeof fn, "vit-%s-logits.bin", name);
-    double *want = read_logits(fn, (size_t)B * classes);
+    double *want = pgd_test_read_doubles(fn, (size_t)B * classes);
     float *got = malloc((size_t)B * classes * sizeof *got);
     float *map = malloc((size_t)B * (H / 8) * (W / 8) * sizeof *map);
     float *roll = malloc((size_t)B * (H / 8) * (W / 8) * sizeof *roll);
@@ -215,7 +184,7 @@ static const char *meta_heads(void *u, const char *key)
 START_TEST(num_heads_metadata)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
@@ -253,7 +222,7 @@ END_TEST
 START_TEST(missing_and_misshaped)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
@@ -299,7 +268,7 @@ static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const c
                         size_t n, const char *named, const char *also)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", data_dir(), base);
+    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
     craft_safetensors(in, out, e, n);
@@ -395,7 +364,7 @@ END_TEST
 START_TEST(nonfinite_stage)
 {
     char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/vit-timm.safetensors", data_dir());
+    snprintf(in, sizeof in, "%s/vit-timm.safetensors", pgd_test_data_dir());
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-overflow.safetensors", tmp && *tmp ? tmp : ".");
     const craft_edit e[] = {{CRAFT_POKE, "blocks.1.attn.proj.bias", 0, {0}, NULL, 0, 3e38f},
@@ -405,7 +374,7 @@ START_TEST(nonfinite_stage)
     model_source src;
     vit_config cfg;
     open_detect(out, &w, &src, &cfg);
-    float *x = read_floats("vit-timm-input.bin", (size_t)2 * 3 * 32 * 32);
+    float *x = pgd_test_read_floats("vit-timm-input.bin", (size_t)2 * 3 * 32 * 32);
     float logits[20];
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
@@ -436,15 +405,15 @@ START_TEST(device_limits)
 {
     unsetenv("PAGODA_MAX_BATCH"); /* the sweep counts whole batches */
     char path[4096];
-    snprintf(path, sizeof path, "%s/vit-timm.safetensors", data_dir());
+    snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     model_source src;
     vit_config cfg;
     open_detect(path, &w, &src, &cfg);
     const int B = 2, H = 32, W = 32;
-    float *x = read_floats("vit-timm-input.bin", (size_t)B * 3 * H * W);
-    double *want = read_logits("vit-timm-logits.bin", (size_t)B * cfg.classes);
+    float *x = pgd_test_read_floats("vit-timm-input.bin", (size_t)B * 3 * H * W);
+    double *want = pgd_test_read_doubles("vit-timm-logits.bin", (size_t)B * cfg.classes);
     float *got = malloc((size_t)B * cfg.classes * sizeof *got);
     uint64_t need = model_weight_bytes(&src);
     ck_assert_uint_gt(need, 10000);
@@ -554,7 +523,7 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
                           int layer_scale)
 {
     char path[4096], fn[256];
-    snprintf(path, sizeof path, "%s/%s.safetensors", data_dir(), weights);
+    snprintf(path, sizeof path, "%s/%s.safetensors", pgd_test_data_dir(), weights);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     model_source src;
@@ -567,11 +536,11 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
     ck_assert_int_eq(cfg.classes, 32);
     ck_assert_int_eq(cfg.layer_scale, layer_scale);
     snprintf(fn, sizeof fn, "%s-input.bin", case_);
-    float *x = read_floats(fn, (size_t)B * 3 * H * W);
+    float *x = pgd_test_read_floats(fn, (size_t)B * 3 * H * W);
     snprintf(fn, sizeof fn, "%s-cls.bin", case_);
-    double *want_cls = read_logits(fn, (size_t)B * 32);
+    double *want_cls = pgd_test_read_doubles(fn, (size_t)B * 32);
     snprintf(fn, sizeof fn, "%s-mean.bin", case_);
-    double *want_mean = read_logits(fn, (size_t)B * 32);
+    double *want_mean = pgd_test_read_doubles(fn, (size_t)B * 32);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
@@ -619,14 +588,14 @@ START_TEST(headless_features)
     headless_case("dino-tiny", "dino-tiny", 2, 32, 32, 0);
     headless_case("dino-tiny", "dino-tiny-48x40", 1, 48, 40, 0);
     char path[4096];
-    snprintf(path, sizeof path, "%s/dino-tiny.safetensors", data_dir());
+    snprintf(path, sizeof path, "%s/dino-tiny.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     model_source src;
     vit_config cfg;
     open_detect(path, &w, &src, &cfg);
-    float *x = read_floats("dino-tiny-input.bin", 2 * 3 * 32 * 32);
-    double *want = read_logits("dino-tiny-heads.bin", 2 * 2 * 16);
+    float *x = pgd_test_read_floats("dino-tiny-input.bin", 2 * 3 * 32 * 32);
+    double *want = pgd_test_read_doubles("dino-tiny-heads.bin", 2 * 2 * 16);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
