@@ -1181,52 +1181,36 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
     return rc;
 }
 
-/* ---- Hugging Face's headless ViTModel (facebook/dino-vits16) ----
- * Its names are ViTForImageClassification's without the "vit." prefix, plus an unused pooler.
- * The adapter presents them as the classifier-less "vit." naming: it owns the source it wraps
- * and lists the prefixed names (the pooler's left out: the features are the class token after
- * the final LayerNorm, HF's last_hidden_state[:, 0]). */
-typedef struct hf_adapter {
+/* ---- Hugging Face checkpoints read under another naming ----
+ * An adapter owns the source it wraps, lists the wrapped tensors under the names the loader
+ * knows (a tensor the model does not use left out) and answers shape/read by mapping those names
+ * back. Both Hugging Face layouts below resize the position grid as current transformers does
+ * (plain bicubic interpolation to the new size; the scale-factor rule of the "vit." family's
+ * goldens is the older transformers'), reported through the metadata key "pagoda_pos_resize". */
+typedef struct adapter {
     model_source inner;
+    int v5; /* transformers 5.x names (DINOv2) */
     char **names;
     size_t n;
-} hf_adapter;
+} adapter;
 
-static int hf_shape(void *u, const char *name, int *ndim, int64_t shape[8])
+static const char *adapter_meta(void *u, const char *key)
 {
-    hf_adapter *a = u;
-    if (strncmp(name, "vit.", 4))
-        return -1;
-    return a->inner.shape(a->inner.u, name + 4, ndim, shape);
-}
-
-static int hf_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    hf_adapter *a = u;
-    if (strncmp(name, "vit.", 4))
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor '%s'", a->inner.label, name);
-    return a->inner.read(a->inner.u, name + 4, dst, err);
-}
-
-/* transformers since 4.4x resizes the grid by plain bicubic interpolation to the new size (the
- * scale-factor rule of the "vit." family's goldens is the older transformers'). */
-static const char *hf_meta(void *u, const char *key)
-{
-    hf_adapter *a = u;
+    adapter *a = u;
     if (!strcmp(key, "pagoda_pos_resize"))
         return "bicubic";
     return a->inner.meta ? a->inner.meta(a->inner.u, key) : NULL;
 }
 
-static const char *hf_name_at(void *u, size_t i)
+static const char *adapter_name_at(void *u, size_t i)
 {
-    hf_adapter *a = u;
+    adapter *a = u;
     return i < a->n ? a->names[i] : NULL;
 }
 
-static void hf_release(void *u)
+static void adapter_release(void *u)
 {
-    hf_adapter *a = u;
+    adapter *a = u;
     for (size_t i = 0; i < a->n; i++)
         free(a->names[i]);
     free(a->names);
@@ -1234,41 +1218,81 @@ static void hf_release(void *u)
     free(a);
 }
 
-static int dv2_adapt(model_source *src, pgd_error **err);
-
-int vit_source_adapt(model_source *src, pgd_error **err)
+/* Wraps *src: every listed name through rename (into buf; "" leaves the tensor out). */
+static int adapter_wrap(model_source *src, int v5,
+                        void (*rename)(const char *name, char *buf, size_t size),
+                        int (*shape)(void *, const char *, int *, int64_t[8]),
+                        int (*read)(void *, const char *, float *, pgd_error **), pgd_error **err)
 {
-    if (src->name_at && has_tensor(src, "embeddings.patch_embeddings.projection.weight") &&
-        has_tensor(src, "encoder.layer.0.layer_scale1.lambda1"))
-        return dv2_adapt(src, err);
-    if (!src->name_at || has_tensor(src, "vit.embeddings.patch_embeddings.projection.weight") ||
-        !has_tensor(src, "embeddings.patch_embeddings.projection.weight") ||
-        !has_tensor(src, "encoder.layer.0.attention.attention.query.weight"))
-        return PGD_OK;
-    hf_adapter *a = calloc(1, sizeof *a);
     size_t count = 0;
     while (src->name_at(src->u, count))
         count++;
+    adapter *a = calloc(1, sizeof *a);
     if (!a || !(a->names = calloc(count ? count : 1, sizeof *a->names))) {
         free(a);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
     }
+    a->v5 = v5;
     for (size_t i = 0; i < count; i++) {
-        const char *n = src->name_at(src->u, i);
-        if (!strncmp(n, "pooler.", 7))
+        char t[256];
+        rename(src->name_at(src->u, i), t, sizeof t);
+        if (!t[0])
             continue;
-        size_t len = strlen(n) + 5;
-        if (!(a->names[a->n] = malloc(len))) {
-            a->inner = (model_source){0};
-            hf_release(a);
+        if (!(a->names[a->n] = strdup(t))) {
+            adapter_release(a); /* a->inner is still empty: src stays the caller's */
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
         }
-        snprintf(a->names[a->n++], len, "vit.%s", n);
+        a->n++;
     }
     a->inner = *src;
-    *src = (model_source){.u = a, .label = a->inner.label, .shape = hf_shape, .read = hf_read,
-                          .meta = hf_meta, .name_at = hf_name_at, .release = hf_release};
+    *src = (model_source){.u = a, .label = a->inner.label, .shape = shape, .read = read,
+                          .meta = adapter_meta, .name_at = adapter_name_at,
+                          .release = adapter_release};
     return PGD_OK;
+}
+
+/* Hugging Face's headless ViTModel (facebook/dino-vits16): ViTForImageClassification's names
+ * without the "vit." prefix, plus a pooler the features do not use (they are the class token
+ * after the final LayerNorm, HF's last_hidden_state[:, 0]). */
+static void hf_rename(const char *name, char *buf, size_t size)
+{
+    if (!strncmp(name, "pooler.", 7))
+        buf[0] = '\0';
+    else
+        snprintf(buf, size, "vit.%s", name);
+}
+
+static int hf_shape(void *u, const char *name, int *ndim, int64_t shape[8])
+{
+    adapter *a = u;
+    if (strncmp(name, "vit.", 4))
+        return -1;
+    return a->inner.shape(a->inner.u, name + 4, ndim, shape);
+}
+
+static int hf_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    adapter *a = u;
+    if (strncmp(name, "vit.", 4))
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor '%s'", a->inner.label, name);
+    return a->inner.read(a->inner.u, name + 4, dst, err);
+}
+
+static void dv2_timm_name(const char *hf, char *buf, size_t size);
+static int dv2_shape(void *u, const char *name, int *ndim, int64_t shape[8]);
+static int dv2_read(void *u, const char *name, float *dst, pgd_error **err);
+
+int vit_source_adapt(model_source *src, pgd_error **err)
+{
+    if (!src->name_at || !has_tensor(src, "embeddings.patch_embeddings.projection.weight"))
+        return PGD_OK;
+    if (has_tensor(src, "encoder.layer.0.layer_scale1.lambda1"))
+        return adapter_wrap(src, has_tensor(src, "encoder.layer.0.attention.q_proj.weight"),
+                            dv2_timm_name, dv2_shape, dv2_read, err);
+    if (has_tensor(src, "vit.embeddings.patch_embeddings.projection.weight") ||
+        !has_tensor(src, "encoder.layer.0.attention.attention.query.weight"))
+        return PGD_OK;
+    return adapter_wrap(src, 0, hf_rename, hf_shape, hf_read, err);
 }
 
 /* ---- Hugging Face's DINOv2 (facebook/dinov2-small: Dinov2Model) ----
@@ -1276,17 +1300,10 @@ int vit_source_adapt(model_source *src, pgd_error **err)
  * layer_scale{1,2}.lambda1 as ls{1,2}.gamma, the unused mask_token left out. transformers 4.x
  * (the hub's files) names the attention attention.attention.{query,key,value} and
  * attention.output.dense, 5.x attention.{q,k,v,o}_proj. Its position grid is resized with plain
- * bicubic interpolation to the new size (transformers' interpolate_pos_encoding), which the
- * adapter reports through the metadata key "pagoda_pos_resize". */
-typedef struct dv2_adapter {
-    model_source inner;
-    int v5; /* transformers 5.x names */
-    char **names;
-    size_t n;
-} dv2_adapter;
+ * bicubic interpolation to the new size (transformers' interpolate_pos_encoding). */
 
 /* The HF name of a timm-named tensor (part: 0..2 for the q/k/v pieces of qkv), in buf. */
-static const char *dv2_name(const dv2_adapter *a, const char *name, int part, char *buf,
+static const char *dv2_name(const adapter *a, const char *name, int part, char *buf,
                             size_t size)
 {
     static const char *const qkv4[3] = {"attention.attention.query", "attention.attention.key",
@@ -1321,7 +1338,7 @@ static const char *dv2_name(const dv2_adapter *a, const char *name, int part, ch
 
 static int dv2_shape(void *u, const char *name, int *ndim, int64_t shape[8])
 {
-    dv2_adapter *a = u;
+    adapter *a = u;
     char hf[256];
     if (!dv2_name(a, name, 0, hf, sizeof hf) || a->inner.shape(a->inner.u, hf, ndim, shape))
         return -1;
@@ -1332,7 +1349,7 @@ static int dv2_shape(void *u, const char *name, int *ndim, int64_t shape[8])
 
 static int dv2_read(void *u, const char *name, float *dst, pgd_error **err)
 {
-    dv2_adapter *a = u;
+    adapter *a = u;
     char hf[256];
     int nd;
     int64_t s[8];
@@ -1356,30 +1373,6 @@ static int dv2_read(void *u, const char *name, float *dst, pgd_error **err)
         rc = a->inner.read(a->inner.u, hf, dst + p * part, err);
     }
     return rc;
-}
-
-static const char *dv2_meta(void *u, const char *key)
-{
-    dv2_adapter *a = u;
-    if (!strcmp(key, "pagoda_pos_resize"))
-        return "bicubic";
-    return a->inner.meta ? a->inner.meta(a->inner.u, key) : NULL;
-}
-
-static const char *dv2_name_at(void *u, size_t i)
-{
-    dv2_adapter *a = u;
-    return i < a->n ? a->names[i] : NULL;
-}
-
-static void dv2_release(void *u)
-{
-    dv2_adapter *a = u;
-    for (size_t i = 0; i < a->n; i++)
-        free(a->names[i]);
-    free(a->names);
-    model_source_free(&a->inner);
-    free(a);
 }
 
 /* The timm name of HF tensor `hf` into buf ("" for the mask token and the k/v pieces, which
@@ -1417,32 +1410,4 @@ static void dv2_timm_name(const char *hf, char *buf, size_t size)
         snprintf(buf, size, "blocks.%d.ls%c.gamma", blk, r[11]);
     else if (!strncmp(r, "norm1.", 6) || !strncmp(r, "norm2.", 6) || !strncmp(r, "mlp.fc", 6))
         snprintf(buf, size, "blocks.%d.%s", blk, r);
-}
-
-static int dv2_adapt(model_source *src, pgd_error **err)
-{
-    size_t count = 0;
-    while (src->name_at(src->u, count))
-        count++;
-    dv2_adapter *a = calloc(1, sizeof *a);
-    if (!a || !(a->names = calloc(count ? count : 1, sizeof *a->names))) {
-        free(a);
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
-    }
-    a->v5 = has_tensor(src, "encoder.layer.0.attention.q_proj.weight");
-    for (size_t i = 0; i < count; i++) {
-        char t[256];
-        dv2_timm_name(src->name_at(src->u, i), t, sizeof t);
-        if (!t[0])
-            continue;
-        if (!(a->names[a->n] = strdup(t))) {
-            dv2_release(a);
-            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
-        }
-        a->n++;
-    }
-    a->inner = *src;
-    *src = (model_source){.u = a, .label = a->inner.label, .shape = dv2_shape, .read = dv2_read,
-                          .meta = dv2_meta, .name_at = dv2_name_at, .release = dv2_release};
-    return PGD_OK;
 }
