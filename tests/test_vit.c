@@ -558,6 +558,18 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
         snprintf(what, sizeof what, "%s mean-pooled features on %s", case_, d[i].name);
         ck_assert_msg(pgd_test_allclose(got, want_mean, (size_t)B * 32, 1e-4, 1e-5, what), "%s",
                       what);
+        /* Both from one forward: [class token | patch mean] per image. */
+        float both[128];
+        vit_set_pool(m, VIT_POOL_BOTH);
+        ck_assert_int_eq(vit_output_width(m), 64);
+        PGD_CHECK_OK(vit_forward(m, x, B, H, W, both, NULL, NULL, NULL, &err), &err);
+        for (int b = 0; b < B; b++) {
+            snprintf(what, sizeof what, "%s both-pooled image %d on %s", case_, b, d[i].name);
+            int ok = pgd_test_allclose(both + b * 64, want_cls + b * 32, 32, 1e-4, 1e-5, what);
+            ok = ok && pgd_test_allclose(both + b * 64 + 32, want_mean + b * 32, 32, 1e-4, 1e-5,
+                                         what);
+            ck_assert_msg(ok, "%s", what);
+        }
         vit_free(m);
         pgd_ctx_destroy(ctx);
     }

@@ -33,7 +33,7 @@ static const char embed_usage[] =
     "  --random SIZE       seeded random weights (ti, s, b or tiny): for timing only\n"
     "  --pool P            cls (the class token after the final norm, what timm's model gives;\n"
     "                      default), mean (the mean of the patch tokens) or both (concatenated,\n"
-    "                      each normalised; two passes)\n"
+    "                      each normalised)\n"
     "  --preprocess P      torchvision (default: ImageNet mean/std, as DINO was trained), timm\n"
     "                      or hf\n"
     "  --batch B           images per forward pass (1..256, default 8)\n"
@@ -245,28 +245,21 @@ static void normalise(float *x, int64_t n, int64_t d)
     }
 }
 
-/* Features of `b` preprocessed images x [b, 3, H, W] into out [b, D·(both ? 2 : 1)]. */
+/* Features of `b` preprocessed images x [b, 3, H, W] into out [b, D·(both ? 2 : 1)], one
+ * forward: with both, the class token and the patch mean side by side, each scaled to unit
+ * length and the pair again. */
 static int features(embed_model *e, const float *x, int b, int H, int W, float *out,
                     pgd_error **err)
 {
-    int64_t D = e->cfg.dim, width = e->pool == 2 ? 2 * D : D;
-    float *tmp = malloc((size_t)b * (size_t)D * sizeof *tmp);
-    if (!tmp)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "features");
-    int rc = PGD_OK;
-    for (int pass = 0; pass < (e->pool == 2 ? 2 : 1) && !rc; pass++) {
-        int pool = e->pool == 2 ? pass : e->pool;
-        vit_set_pool(e->m, pool == 1 ? VIT_POOL_MEAN : VIT_POOL_CLS);
-        rc = vit_forward(e->m, x, b, H, W, tmp, NULL, NULL, NULL, err);
-        if (rc)
-            break;
-        normalise(tmp, b, D);
-        for (int i = 0; i < b; i++)
-            memcpy(out + i * width + pass * D, tmp + (size_t)i * D, (size_t)D * sizeof *out);
+    int64_t D = e->cfg.dim;
+    vit_set_pool(e->m, e->pool == 2 ? VIT_POOL_BOTH : e->pool == 1 ? VIT_POOL_MEAN : VIT_POOL_CLS);
+    int rc = vit_forward(e->m, x, b, H, W, out, NULL, NULL, NULL, err);
+    if (!rc && e->pool == 2) {
+        normalise(out, 2 * (int64_t)b, D); /* each half of each row */
+        normalise(out, b, 2 * D);
+    } else if (!rc) {
+        normalise(out, b, D);
     }
-    if (!rc && e->pool == 2)
-        normalise(out, b, width); /* the concatenation of two unit vectors, to unit length */
-    free(tmp);
     return rc;
 }
 

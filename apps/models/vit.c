@@ -324,6 +324,17 @@ void vit_set_pool(vit_model *m, int pool)
     m->pool = pool;
 }
 
+/* Floats per image the forward gives: the classes, or a headless model's pooled features. */
+static int64_t out_width(const vit_model *m)
+{
+    return m->cfg.headless && m->pool == VIT_POOL_BOTH ? 2 * (int64_t)m->cfg.dim : m->cfg.classes;
+}
+
+int vit_output_width(const vit_model *m)
+{
+    return (int)out_width(m);
+}
+
 void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed)
 {
     m->attn_mode = mode;
@@ -842,7 +853,9 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
     vit_model *m = ps->m;
     pgd_ctx *ctx = m->ctx;
     int64_t B = ps->B, D = m->cfg.dim;
-    int64_t sr[2] = {B, D}, so[2] = {B, m->cfg.classes};
+    int64_t width = out_width(m), sr[2] = {B, D}, so[2] = {B, width};
+    int mean = m->cfg.headless && m->pool != VIT_POOL_CLS;
+    int cls = !m->cfg.headless || m->pool != VIT_POOL_MEAN;
     char stage[128];
     int rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
     stage_name(m->cfg.family, W_NORM_W, 0, stage, sizeof stage);
@@ -852,8 +865,9 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         rc = pgd_tensor_create(ctx, 2, sr, &ps->rows, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, so, &ps->out, err);
-    if (!rc && m->cfg.headless && m->pool == VIT_POOL_MEAN) {
-        /* The mean of the patch tokens: a row of 1/P against each image's patch rows. */
+    if (!rc && mean) {
+        /* The mean of the patch tokens: a row of 1/P against each image's patch rows, into
+         * the last D columns of each output row. */
         int64_t P = ps->T - m->cfg.extra, sm[2] = {1, P};
         float *row = malloc((size_t)P * sizeof *row);
         if (!row)
@@ -865,16 +879,19 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         free(row);
         pgd_gemm_args g = {.alpha = 1.0f};
         pgd_matrix a = {mr, 0, P, 0}, hb = {ps->h, m->cfg.extra * D, D, ps->T * D};
-        pgd_matrix c = {ps->out, 0, D, D};
+        pgd_matrix c = {ps->out, width - D, width, width};
         if (!rc)
             rc = pgd_gemm_strided(ctx, &g, 1, D, P, B, a, hb, c, err);
         pgd_tensor_destroy(mr);
-    } else if (!rc) {
-        rc = gather_token(ps->h, B, D, 0, ps->rows, err);
     }
-    if (!rc && m->cfg.headless && m->pool != VIT_POOL_MEAN)
+    if (!rc && cls)
+        rc = gather_token(ps->h, B, D, 0, ps->rows, err);
+    /* A headless model's class tokens into the first D columns of each output row. */
+    if (!rc && cls && m->cfg.headless && width == D)
         rc = pgd_tensor_copy(ps->rows, 0, ps->out, 0, B * D, err);
-    else if (!rc && !m->cfg.headless)
+    for (int64_t b = 0; !rc && cls && m->cfg.headless && width != D && b < B; b++)
+        rc = pgd_tensor_copy(ps->rows, b * D, ps->out, b * width, D, err);
+    if (!rc && !m->cfg.headless)
         rc = pgd_linear_forward(ctx, m->head, ps->rows, PGD_ACT_NONE, NULL, ps->out, err);
     if (!rc && m->head_dist) {
         rc = pgd_tensor_create(ctx, 2, so, &ps->out2, err);
@@ -1131,7 +1148,7 @@ static int vit_pass(void *u, int first, int n, double *times, pgd_error **err)
     size_t i = (size_t)first, cells = (size_t)a->cells;
     a->m->pass_first = first;
     return forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
-                        a->logits + i * (size_t)a->m->cfg.classes,
+                        a->logits + i * (size_t)out_width(a->m),
                         a->attn_map ? a->attn_map + i * cells : NULL,
                         a->rollout ? a->rollout + i * cells : NULL, times, err);
 }
@@ -1151,7 +1168,7 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
     int64_t T = c->extra + (H / P) * (W / P), D = c->dim, cells = (H / P) * (W / P);
     int64_t prow = rollout ? T : attn_map || m->head_maps ? 1 : 0;
     uint64_t probs = 4u * (uint64_t)(c->heads * prow * T);
-    uint64_t per = 4u * (uint64_t)(3 * H * W + T * (6 * D + c->mlp) + D + 2 * c->classes) + probs;
+    uint64_t per = 4u * (uint64_t)(3 * H * W + T * (6 * D + c->mlp) + D + 2 * out_width(m)) + probs;
     per += per / 4; /* GEMM packing, attention scratch, pool rounding */
     int maps = rollout ? 2 : attn_map || m->head_maps ? 1 : 0;
     uint64_t largest = 4u * (uint64_t)T * (uint64_t)(c->mlp > 3 * D ? c->mlp : 3 * D);
@@ -1166,7 +1183,7 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
                        pgd_error **err)
 {
     memset(p, 0, sizeof *p);
-    int64_t classes = m->cfg.classes;
+    int64_t classes = out_width(m);
     float *logits = malloc((size_t)classes * sizeof *logits);
     if (!logits)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "vit: logits");

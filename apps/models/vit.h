@@ -63,9 +63,12 @@ int vit_forward(vit_model *m, const float *images, int B, int H, int W, float *l
  * a row (block i with its own stream derived from `seed`). */
 void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint64_t seed);
 /* A headless model's pooling of the final-normed tokens: VIT_POOL_CLS (the class token, what
- * timm's forward gives with num_classes=0) or VIT_POOL_MEAN (the mean of the patch tokens). */
-enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1 };
+ * timm's forward gives with num_classes=0), VIT_POOL_MEAN (the mean of the patch tokens) or
+ * VIT_POOL_BOTH (the two side by side, [B, 2·dim], from one forward). */
+enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1, VIT_POOL_BOTH = 2 };
 void vit_set_pool(vit_model *m, int pool);
+/* Floats per image vit_forward writes: the classes, or the pooled features (dim, 2·dim). */
+int vit_output_width(const vit_model *m);
 /* From the next vit_forward on, maps (the caller's [B, heads, H/P, W/P]; NULL: none) receives
  * every head's class-token attention over the patches in the last block (the DINO figure). */
 void vit_set_head_maps(vit_model *m, float *maps);
