@@ -187,16 +187,8 @@ static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
         rc = model_load_tensor(ctx, src, "norm.bias", 1, sd, &m->norm_b, err);
     if (!rc)
         rc = load_linear(ctx, src, "head", c->classes, D, &m->head, err);
-    float *row = malloc((size_t)S * sizeof *row);
-    if (!rc && !row)
-        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "token mean");
-    if (!rc) {
-        for (int64_t t = 0; t < S; t++)
-            row[t] = 1.0f / (float)S;
-        int64_t sr[2] = {1, S};
-        rc = model_upload(ctx, row, 2, sr, &m->mean_row, err);
-    }
-    free(row);
+    if (!rc)
+        rc = model_mean_row(ctx, S, &m->mean_row, err);
     return rc;
 }
 

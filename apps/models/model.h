@@ -167,6 +167,10 @@ int model_read_host(const model_source *src, const char *name, int ndim, const i
 int model_load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, int ndim,
                       const int64_t *shape, pgd_tensor **out, pgd_error **err);
 
+/* A row [1, n] of 1/n in *row, the left operand that averages n rows with one GEMM (mean
+ * pooling). Kept between calls: an existing *row of n elements is reused, another is replaced. */
+int model_mean_row(pgd_ctx *ctx, int64_t n, pgd_tensor **row, pgd_error **err);
+
 /* Seeded random weights for a model's configuration, for the demo, the bench and tests: a
  * source whose tensors are the names `shape` knows (shape(cfg, name, ...) returns 0 and the
  * shape, -1 for a name the model does not have), filled by one rule: LayerNorm scales (a 1-D

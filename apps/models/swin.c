@@ -260,6 +260,7 @@ struct swin_model {
     pgd_ctx *ctx;
     swin_config cfg;
     pgd_tensor *pe_w, *pe_b, *pn_w, *pn_b, *norm_w, *norm_b;
+    pgd_tensor *mean_row; /* [1, tokens] of 1/tokens for the head's mean (model_mean_row) */
     pgd_linear *head;
     swin_block *blocks[SWIN_MAX_STAGES];
     swin_merge merges[SWIN_MAX_STAGES];
@@ -463,7 +464,7 @@ void swin_free(swin_model *m)
 {
     if (!m)
         return;
-    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->pn_w, m->pn_b, m->norm_w, m->norm_b};
+    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->pn_w, m->pn_b, m->norm_w, m->norm_b, m->mean_row};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         pgd_tensor_destroy(ts[i]);
     pgd_linear_destroy(m->head);
@@ -548,7 +549,7 @@ static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, in
 typedef struct pass_state {
     swin_model *m;
     int64_t B, H, W; /* the current grid */
-    pgd_tensor *img, *x, *h, *win, *qkv, *a, *o, *mlp, *pm, *pm_n, *pooled, *out, *mean_row;
+    pgd_tensor *img, *x, *h, *win, *qkv, *a, *o, *mlp, *pm, *pm_n, *pooled, *out;
 } pass_state;
 
 static void drop(pgd_tensor **t)
@@ -560,7 +561,7 @@ static void drop(pgd_tensor **t)
 static void pass_free(pass_state *ps)
 {
     pgd_tensor **all[] = {&ps->img, &ps->x, &ps->h, &ps->win, &ps->qkv, &ps->a, &ps->o, &ps->mlp,
-                          &ps->pm, &ps->pm_n, &ps->pooled, &ps->out, &ps->mean_row};
+                          &ps->pm, &ps->pm_n, &ps->pooled, &ps->out};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         drop(all[i]);
 }
@@ -701,21 +702,14 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps->h, err, "norm (final norm)");
-    float *row = malloc((size_t)T * sizeof *row);
-    if (!rc && !row)
-        rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "token mean");
-    for (int64_t t = 0; !rc && t < T; t++)
-        row[t] = 1.0f / (float)T;
-    int64_t sr[2] = {1, T};
     if (!rc)
-        rc = model_upload(ctx, row, 2, sr, &ps->mean_row, err);
-    free(row);
+        rc = model_mean_row(ctx, T, &m->mean_row, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, sp, &ps->pooled, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, so, &ps->out, err);
     pgd_gemm_args g = {.alpha = 1.0f};
-    pgd_matrix a = {ps->mean_row, 0, T, 0}, hb = {ps->h, 0, C, T * C}, p = {ps->pooled, 0, C, C};
+    pgd_matrix a = {m->mean_row, 0, T, 0}, hb = {ps->h, 0, C, T * C}, p = {ps->pooled, 0, C, C};
     if (!rc)
         rc = pgd_gemm_strided(ctx, &g, 1, C, T, B, a, hb, p, err);
     if (!rc)

@@ -301,6 +301,7 @@ struct vit_model {
     vit_config cfg;
     pgd_tensor *pe_w, *pe_b, *cls, *dist, *reg, *pos, *norm_w, *norm_b;
     pgd_tensor *pos_resized;
+    pgd_tensor *mean_row; /* [1, patches] of 1/patches for mean pooling (model_mean_row) */
     int pos_h, pos_w;
     pgd_linear *head, *head_dist;
     vit_block *blocks;
@@ -597,7 +598,7 @@ void vit_free(vit_model *m)
     if (!m)
         return;
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->reg, m->pos, m->norm_w, m->norm_b,
-                        m->pos_resized};
+                        m->pos_resized, m->mean_row};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         pgd_tensor_destroy(ts[i]);
     pgd_linear_destroy(m->head);
@@ -868,21 +869,13 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
     if (!rc && mean) {
         /* The mean of the patch tokens: a row of 1/P against each image's patch rows, into
          * the last D columns of each output row. */
-        int64_t P = ps->T - m->cfg.extra, sm[2] = {1, P};
-        float *row = malloc((size_t)P * sizeof *row);
-        if (!row)
-            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "token mean");
-        for (int64_t t = 0; t < P; t++)
-            row[t] = 1.0f / (float)P;
-        pgd_tensor *mr = NULL;
-        rc = model_upload(ctx, row, 2, sm, &mr, err);
-        free(row);
+        int64_t P = ps->T - m->cfg.extra;
+        rc = model_mean_row(ctx, P, &m->mean_row, err);
         pgd_gemm_args g = {.alpha = 1.0f};
-        pgd_matrix a = {mr, 0, P, 0}, hb = {ps->h, m->cfg.extra * D, D, ps->T * D};
+        pgd_matrix a = {m->mean_row, 0, P, 0}, hb = {ps->h, m->cfg.extra * D, D, ps->T * D};
         pgd_matrix c = {ps->out, width - D, width, width};
         if (!rc)
             rc = pgd_gemm_strided(ctx, &g, 1, D, P, B, a, hb, c, err);
-        pgd_tensor_destroy(mr);
     }
     if (!rc && cls)
         rc = gather_token(ps->h, B, D, 0, ps->rows, err);

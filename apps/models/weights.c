@@ -596,3 +596,21 @@ int model_load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, i
     free(host);
     return rc;
 }
+
+int model_mean_row(pgd_ctx *ctx, int64_t n, pgd_tensor **row, pgd_error **err)
+{
+    if (*row && pgd_tensor_numel(*row) == n)
+        return PGD_OK;
+    pgd_tensor_destroy(*row);
+    *row = NULL;
+    float *host = malloc((size_t)(n > 0 ? n : 1) * sizeof *host);
+    if (!host)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "token mean of %lld rows",
+                             (long long)n);
+    for (int64_t t = 0; t < n; t++)
+        host[t] = 1.0f / (float)n;
+    int64_t shape[2] = {1, n};
+    int rc = model_upload(ctx, host, 2, shape, row, err);
+    free(host);
+    return rc;
+}
