@@ -192,6 +192,15 @@ static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
     return rc;
 }
 
+static int load_all(void *model, const model_source *ts, pgd_error **err)
+{
+    mixer_model *m = model;
+    int rc = load_outer(m, ts, err);
+    for (int i = 0; i < m->cfg.depth && !rc; i++)
+        rc = load_block(m, ts, i, err);
+    return rc;
+}
+
 int mixer_load(pgd_ctx *ctx, const model_source *src, const mixer_config *cfg, mixer_model **out,
                pgd_error **err)
 {
@@ -205,15 +214,7 @@ int mixer_load(pgd_ctx *ctx, const model_source *src, const mixer_config *cfg, m
     }
     m->ctx = ctx;
     m->cfg = *cfg;
-    model_source ts = *src;
-    int rc = model_track_begin(&ts, err);
-    if (!rc)
-        rc = load_outer(m, &ts, err);
-    for (int i = 0; i < cfg->depth && !rc; i++)
-        rc = load_block(m, &ts, i, err);
-    if (!rc)
-        rc = model_check_consumed(&ts, NULL, 0, err);
-    model_track_end(&ts);
+    int rc = model_load_strict(src, load_all, m, NULL, 0, err);
     if (rc) {
         mixer_free(m);
         return rc;

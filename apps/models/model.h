@@ -84,6 +84,13 @@ typedef struct model_ignore {
 int model_check_consumed(const model_source *src, const model_ignore *ignore, size_t n_ignore,
                          pgd_error **err);
 
+/* The whole strict load above in one call: load(model, tracked, err) reads every tensor through
+ * `tracked` (a copy of src with consumption recorded), then model_check_consumed with the ignore
+ * list. The first error is returned; the caller frees its half-built model. */
+typedef int (*model_load_fn)(void *model, const model_source *tracked, pgd_error **err);
+int model_load_strict(const model_source *src, model_load_fn load, void *model,
+                      const model_ignore *ignore, size_t n_ignore, pgd_error **err);
+
 /* A block index as a naming writes it: "0" or a decimal without a sign or leading zeros, below
  * 1000000. Returns how many characters it took (*out set), or 0 when s does not start with one
  * (so "+2", "01" and "-1" are refused rather than read as 2, 1 and -1). */

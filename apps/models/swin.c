@@ -423,6 +423,20 @@ static int load_outer(swin_model *m, const model_source *src, pgd_error **err)
     return rc;
 }
 
+static int load_all(void *model, const model_source *ts, pgd_error **err)
+{
+    swin_model *m = model;
+    const swin_config *cfg = &m->cfg;
+    int rc = load_outer(m, ts, err);
+    for (int s = 0; s < cfg->stages && !rc; s++) {
+        for (int b = 0; b < cfg->depth[s] && !rc; b++)
+            rc = load_block(m, ts, s, b, err);
+        if (!rc && s + 1 < cfg->stages)
+            rc = load_merge(m, ts, s, err);
+    }
+    return rc;
+}
+
 int swin_load(pgd_ctx *ctx, const model_source *src, const swin_config *cfg, swin_model **out,
               pgd_error **err)
 {
@@ -438,20 +452,8 @@ int swin_load(pgd_ctx *ctx, const model_source *src, const swin_config *cfg, swi
     for (int s = 0; s < cfg->stages && !rc; s++)
         if (!(m->blocks[s] = calloc((size_t)cfg->depth[s], sizeof *m->blocks[s])))
             rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "Swin blocks");
-    model_source ts = *src;
     if (!rc)
-        rc = model_track_begin(&ts, err);
-    if (!rc)
-        rc = load_outer(m, &ts, err);
-    for (int s = 0; s < cfg->stages && !rc; s++) {
-        for (int b = 0; b < cfg->depth[s] && !rc; b++)
-            rc = load_block(m, &ts, s, b, err);
-        if (!rc && s + 1 < cfg->stages)
-            rc = load_merge(m, &ts, s, err);
-    }
-    if (!rc)
-        rc = model_check_consumed(&ts, NULL, 0, err);
-    model_track_end(&ts);
+        rc = model_load_strict(src, load_all, m, NULL, 0, err);
     if (rc) {
         swin_free(m);
         return rc;

@@ -556,6 +556,15 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     return rc;
 }
 
+static int load_all(void *model, const model_source *ts, pgd_error **err)
+{
+    vit_model *m = model;
+    int rc = load_outer(m, ts, err);
+    for (int i = 0; i < m->cfg.depth && !rc; i++)
+        rc = load_block(m, ts, i, err);
+    return rc;
+}
+
 /* Strict: every tensor of the file exactly as expected, finite, and used. None of the three
  * namings writes a buffer the model does not need (timm's VisionTransformer, Hugging Face's
  * ViTForImageClassification and torchvision's VisionTransformer hold parameters only), so
@@ -576,15 +585,7 @@ int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_m
         free(m);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
     }
-    model_source ts = *src;
-    int rc = model_track_begin(&ts, err);
-    if (!rc)
-        rc = load_outer(m, &ts, err);
-    for (int i = 0; i < cfg->depth && !rc; i++)
-        rc = load_block(m, &ts, i, err);
-    if (!rc)
-        rc = model_check_consumed(&ts, NULL, 0, err);
-    model_track_end(&ts);
+    int rc = model_load_strict(src, load_all, m, NULL, 0, err);
     if (rc) {
         vit_free(m);
         return rc;

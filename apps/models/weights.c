@@ -614,3 +614,16 @@ int model_mean_row(pgd_ctx *ctx, int64_t n, pgd_tensor **row, pgd_error **err)
     free(host);
     return rc;
 }
+
+int model_load_strict(const model_source *src, model_load_fn load, void *model,
+                      const model_ignore *ignore, size_t n_ignore, pgd_error **err)
+{
+    model_source ts = *src;
+    int rc = model_track_begin(&ts, err);
+    if (!rc)
+        rc = load(model, &ts, err);
+    if (!rc)
+        rc = model_check_consumed(&ts, ignore, n_ignore, err);
+    model_track_end(&ts);
+    return rc;
+}
