@@ -246,6 +246,182 @@ __kernel void attn_fwd_rows(
 #endif /* HEAD_DIM % 4 */
 
 /* -------------------------------------------------------------------------- */
+/* CPU variant with K transposed (attn_k_transpose first): both phases are     */
+/* register-tiled GEMMs with broadcast operands, no horizontal sums.          */
+/*   QKᵀ: s[r][keys] += q[r][d] · Kᵀ[d][keys]   (KW keys a vector, TK a tile)  */
+/*   P·V: acc[r][d..] += p[r][t] · V[t][d..]     (VW head-dim lanes a vector)  */
+/* A work-item owns ROWS query rows of one (b, h). Needs -DHEAD_DIM (multiple  */
+/* of VW), -DROWS, -DTK (multiple of KW), -DKW and -DVW (4, 8 or 16).          */
+/* Kᵀ is [B·H][HEAD_DIM][nkp] (nkp a multiple of TK, zeros past Nk).          */
+/* -------------------------------------------------------------------------- */
+#if defined(KW) && defined(VW_PV)
+#define KVEC_(n) float##n
+#define KVEC(n) KVEC_(n)
+#define KLOAD_(n) vload##n
+#define KLOAD(n) KLOAD_(n)
+#define KSTORE_(n) vstore##n
+#define KSTORE(n) KSTORE_(n)
+#define floatK KVEC(KW)
+#define vloadK KLOAD(KW)
+#define vstoreK KSTORE(KW)
+#define floatP KVEC(VW_PV)
+#define vloadP KLOAD(VW_PV)
+#define vstoreP KSTORE(VW_PV)
+#define NKV (TK / KW)
+#define NPV (HEAD_DIM / VW_PV)
+#if (TK % KW) != 0 || (HEAD_DIM % VW_PV) != 0
+#error "TK must be a multiple of KW and HEAD_DIM of VW_PV"
+#endif
+#define RMAX8(w) fmax(fmax(fmax((w).s0, (w).s1), fmax((w).s2, (w).s3)), fmax(fmax((w).s4, (w).s5), fmax((w).s6, (w).s7)))
+#define RSUM8(w) (dot((w).lo, (float4)(1.0f)) + dot((w).hi, (float4)(1.0f)))
+#if KW == 16
+#define KREDMAX(v) RMAX8(fmax((v).lo, (v).hi))
+#define KREDSUM(v) RSUM8((v).lo + (v).hi)
+#define KIOTA (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define intK int16
+#elif KW == 8
+#define KREDMAX(v) RMAX8(v)
+#define KREDSUM(v) RSUM8(v)
+#define KIOTA (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define intK int8
+#elif KW == 4
+#define KREDMAX(v) fmax(fmax((v).x, (v).y), fmax((v).z, (v).w))
+#define KREDSUM(v) dot((v), (float4)(1.0f))
+#define KIOTA (int4)(0, 1, 2, 3)
+#define intK int4
+#else
+#error "KW must be 4, 8 or 16"
+#endif
+
+/* Kᵀ[(b·H + h)][d][j] = K[b, h, j, d] for j < Nk, 0 for Nk <= j < nkp. global = (nkp, D, B·H). */
+__kernel void attn_k_transpose(__global const float *K, int4 ks, __global float *KT, int H,
+                               int Nk, int nkp)
+{
+    const int j = get_global_id(0);
+    const int d = get_global_id(1);
+    const int bh = get_global_id(2);
+    if (j >= nkp) return;
+    const int b = bh / H, h = bh - (bh / H) * H;
+    KT[((size_t)bh * HEAD_DIM + d) * nkp + j] =
+        j < Nk ? K[ks.x + b * ks.y + h * ks.z + j * ks.w + d] : 0.0f;
+}
+
+__kernel void attn_fwd_kt(
+    __global const float *Q, int4 qs,
+    __global const float *KT, int nkp,
+    __global const float *V, int4 vs,
+    __global float *O, int4 os,
+    __global const float *M, int4 ms,
+    __global float *stats, int write_stats,
+    int H, int Nq, int Nk, float scale, int mask_mode)
+{
+    const int g = get_global_id(0);
+    const int h = get_global_id(1);
+    const int b = get_global_id(2);
+    const int i0 = g * ROWS;
+    if (i0 >= Nq || h >= H) return;
+    const float qscale = scale * LOG2E_F;
+    const int shift = Nk - Nq;
+
+    float q[ROWS][HEAD_DIM];
+    floatP acc[ROWS][NPV];
+    float m[ROWS], l[ROWS];
+    int ir[ROWS];
+    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+        ir[r] = min(i0 + r, Nq - 1);
+        const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + ir[r] * qs.w;
+        for (int d = 0; d < HEAD_DIM; d++) q[r][d] = qp[d] * qscale;
+        for (int c = 0; c < NPV; c++) acc[r][c] = (floatP)(0.0f);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    int jend = Nk;
+    if (mask_mode & 1) jend = clamp(ir[ROWS - 1] + shift + 1, 0, Nk);
+    const int jl = jend - 1;
+
+    const __global float *kt = KT + (size_t)(b * H + h) * HEAD_DIM * nkp;
+    const __global float *vp = V + vs.x + b * vs.y + h * vs.z;
+    const __global float *mp = M + ms.x + b * ms.y + h * ms.z;
+    float p[ROWS][TK];
+
+    for (int j0 = 0; j0 < jend; j0 += TK) {
+        const int n = min(TK, jend - j0);
+        floatK s[ROWS][NKV];
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++)
+            _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = (floatK)(0.0f);
+        /* QKᵀ: one row of Kᵀ (TK keys of one head-dim element) a step */
+        const __global float *kr = kt + j0;
+        for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
+            floatK kv[NKV];
+            _Pragma("unroll") for (int t = 0; t < NKV; t++) kv[t] = vloadK(t, kr);
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                const floatK qb = (floatK)(q[r][d]);
+                _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = MAD(qb, kv[t], s[r][t]);
+            }
+        }
+        float alpha[ROWS];
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+            int lim = jl;
+            if (mask_mode & 1) lim = min(lim, ir[r] + shift);
+            const __global float *mr = mp + ir[r] * ms.w;
+            floatK vmax = (floatK)(-INFINITY);
+            _Pragma("unroll") for (int t = 0; t < NKV; t++) {
+                const int j = j0 + t * KW;
+                floatK v = s[r][t];
+                if (mask_mode & 2) {
+                    if (j + KW <= jend) {
+                        v += vloadK(0, mr + j) * LOG2E_F;
+                    } else {
+                        float mk[KW];
+                        for (int e = 0; e < KW; e++) mk[e] = mr[min(j + e, jl)];
+                        v += vloadK(0, mk) * LOG2E_F;
+                    }
+                }
+                v = select(v, (floatK)(-INFINITY), ((intK)(j) + KIOTA) > (intK)(lim));
+                s[r][t] = v;
+                vmax = fmax(vmax, v);
+            }
+            const float mn = fmax(m[r], KREDMAX(vmax));
+            const float mb = (mn == -INFINITY) ? 0.0f : mn; /* all masked so far */
+            alpha[r] = EXP2(m[r] - mb);                      /* m = -inf -> 0 */
+            m[r] = mn;
+            floatK ls = (floatK)(0.0f);
+            _Pragma("unroll") for (int t = 0; t < NKV; t++) {
+                const floatK pe = EXP2(s[r][t] - (floatK)(mb));
+                ls += pe;
+                vstoreK(pe, t, p[r]);
+            }
+            l[r] = l[r] * alpha[r] + KREDSUM(ls);
+        }
+        /* P·V: all of a row's accumulators in registers, one key a step */
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++)
+            _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] *= alpha[r];
+        const __global float *vr = vp + j0 * vs.w;
+        for (int t = 0; t < n; t++, vr += vs.w) {
+            floatP vv[NPV];
+            _Pragma("unroll") for (int c = 0; c < NPV; c++) vv[c] = vloadP(c, vr);
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                const floatP pb = (floatP)(p[r][t]);
+                _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] = MAD(pb, vv[c], acc[r][c]);
+            }
+        }
+    }
+    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+        const int i = i0 + r;
+        if (i >= Nq) break;
+        const float inv = (l[r] > 0.0f) ? 1.0f / l[r] : 0.0f;
+        __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
+        for (int c = 0; c < NPV; c++) vstoreP(acc[r][c] * inv, c, op);
+        if (write_stats) {
+            const int si = ((b * H + h) * Nq + i) * 2;
+            stats[si] = m[r];
+            stats[si + 1] = l[r];
+        }
+    }
+}
+#endif /* KW */
+
+/* -------------------------------------------------------------------------- */
 /* GPU variant: a work-group of get_local_size(0) query rows (one per          */
 /* work-item) shares K and V tiles of BK keys in local memory.                 */
 /* Local memory used: 2*BK*HEAD_DIM*4 bytes.                                   */

@@ -39,7 +39,7 @@ static int64_t extent(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
     return at(v, B - 1, H - 1, N - 1) + D;
 }
 
-static const char *variants[] = {"rows", "tiled", "generic"};
+static const char *variants[] = {"rows", "tiled", "generic", "kt"};
 
 /* Runs the case again with the launch split into the smallest chunks (max_launch_rows = 1:
  * one work-group of query rows per launch); output and probabilities must be bitwise equal. */
@@ -72,7 +72,7 @@ static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *h
 
 static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
 {
-    ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + trial % 3); /* variants[] */
+    ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + trial % 4); /* variants[] */
     pgd_attention_args a;
     memset(&a, 0, sizeof a);
     int64_t cap = small ? 6 : 12;
@@ -170,7 +170,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
     char what[200];
     snprintf(what, sizeof what,
              "%s B=%lld H=%lld Nq=%lld Nk=%lld D=%lld causal=%d mask=%d packed=%d probs=%d",
-             variants[trial % 3], (long long)B, (long long)H, (long long)Nq, (long long)Nk,
+             variants[trial % 4], (long long)B, (long long)H, (long long)Nq, (long long)Nk,
              (long long)D, a.causal, use_mask, packed, want_probs);
     int ok = 1;
     /* Elements of the view match the reference; every other element is still NaN. */
@@ -214,7 +214,7 @@ START_TEST(random_cases)
         pgd_ctx *ctx = pgd_test_ctx(&d[i]);
         pgd_rng r;
         pgd_rng_seed(&r, 2024);
-        int failed = 0, cases = 120;
+        int failed = 0, cases = 160;
         for (int t = 0; t < cases; t++)
             failed += !one_case(ctx, &r, t, d[i].software_rasteriser, 0);
         ck_assert_msg(failed == 0, "%s: %d of %d attention cases failed", d[i].name, failed, cases);
@@ -233,7 +233,7 @@ START_TEST(chunked_launches)
         pgd_ctx *ctx = pgd_test_ctx(&d[i]);
         pgd_rng r;
         pgd_rng_seed(&r, 77);
-        int failed = 0, cases = 30;
+        int failed = 0, cases = 40;
         for (int t = 0; t < cases; t++)
             failed += !one_case(ctx, &r, t, 1, 1);
         ck_assert_msg(failed == 0, "%s: %d of %d chunked attention cases failed", d[i].name,

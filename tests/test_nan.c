@@ -298,10 +298,10 @@ END_TEST
  * NaN in V at a key a row cannot see is unspecified for that row (see attention.cl). */
 START_TEST(attention)
 {
-    static const char *variants[] = {"rows", "tiled", "generic"};
+    static const char *variants[] = {"rows", "tiled", "generic", "kt"};
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
-    for (int vi = 0; vi < 3; vi++) {
+    for (int vi = 0; vi < 4; vi++) {
         setenv("PAGODA_ATTENTION", variants[vi], 1);
         for (size_t di = 0; di < ndev; di++) {
             pgd_ctx *ctx = pgd_test_ctx(&devs[di]);

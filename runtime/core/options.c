@@ -77,7 +77,7 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
     static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", NULL};
-    static const char *const attns[] = {"auto", "rows", "tiled", "generic", NULL};
+    static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
     pgd_ctx_options o = *opt; /* committed only when every variable parsed */
     const char *s;
     int rc = PGD_OK, e;

@@ -260,10 +260,13 @@ typedef enum pgd_conv_algo {
 
 /* The attention kernel; a forced one is used only where it applies, else AUTO's. */
 typedef enum pgd_attention_variant {
-    PGD_ATTENTION_AUTO = 0,    /* rows on CPUs (head_dim % 4 == 0), tiled on GPUs */
+    PGD_ATTENTION_AUTO = 0,    /* kt on CPUs preferring float vectors of >= 8, else rows (head_dim
+                                * % 4 == 0); tiled on GPUs */
     PGD_ATTENTION_ROWS = 1,    /* a work-item per query row (head_dim % 4 == 0) */
     PGD_ATTENTION_TILED = 2,   /* local-memory tiles */
     PGD_ATTENTION_GENERIC = 3, /* plain kernel, any head_dim */
+    PGD_ATTENTION_KT = 4,      /* rows with K transposed first: both phases broadcast-FMA GEMMs
+                                * (head_dim % 4 == 0) */
 } pgd_attention_variant;
 
 /* Everything a context can be configured with. Zero / NULL in any field means its default, so
@@ -305,7 +308,7 @@ typedef struct pgd_ctx_options {
      * default 64 MiB (or the device's max allocation), so small shapes run the chunk loop
      * (tests). 0: the default. */
     uint64_t conv_chunk_bytes;
-    /* $PAGODA_ATTENTION = auto | rows | tiled | generic. */
+    /* $PAGODA_ATTENTION = auto | rows | tiled | generic | kt. */
     pgd_attention_variant attention;
     /* $PAGODA_ROW_WG (> 0): an upper bound on the work-group size of the row kernels
      * (LayerNorm, softmax) that replaces the CPU cap of a few SIMD widths, so CPU runs exercise

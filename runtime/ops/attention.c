@@ -2,7 +2,9 @@
  * probability pass.
  *
  * Variant choice: CPU devices (PoCL; llvmpipe reports CPU too) with head_dim a multiple of 4
- * take attn_fwd_rows (a work-item owns ROWS query rows, vector math, no barriers); other
+ * take attn_fwd_kt when they prefer wide explicit vectors (K transposed first, both phases as
+ * broadcast-FMA register tiles), else attn_fwd_rows (a work-item owns ROWS query rows, vector
+ * math along the head dimension, no barriers); other
  * devices take attn_fwd_tiled (K/V tiles of BK keys in local memory, BK the largest power of
  * two ≤ 64 whose tiles fit the device's local memory, halved while the built kernel needs
  * more); anything else takes attn_fwd_generic (head_dim at run time). */
@@ -13,7 +15,7 @@
 
 #include "internal.h"
 
-enum { V_ROWS, V_TILED, V_GENERIC };
+enum { V_ROWS, V_TILED, V_GENERIC, V_KT };
 
 /* Work per forward launch (see pgd__launch_rows): the query rows are split into chunks of at
  * most this many FLOPs (4·Nk·D per row, head and batch: QKᵀ and PV), launched one
@@ -43,12 +45,17 @@ static int pick_variant(const pgd_ctx *ctx, int64_t D)
     pgd_attention_variant forced = ctx->opt.attention;
     if (forced == PGD_ATTENTION_ROWS && D % 4 == 0)
         return V_ROWS;
+    if (forced == PGD_ATTENTION_KT && D % 4 == 0)
+        return V_KT;
     if (forced == PGD_ATTENTION_TILED)
         return V_TILED;
     if (forced == PGD_ATTENTION_GENERIC)
         return V_GENERIC;
+    /* CPUs that want explicit vectors (PoCL: preferred float width >= 8) run the Kᵀ kernel,
+     * 1.5x the rows kernel there; implicit vectorisers (Intel's runtime, width 1) run rows,
+     * 2x the Kᵀ kernel there (pagoda bench attention:785,12,64) */
     if (ctx->dev.type == PGD_DEVICE_CPU && D % 4 == 0)
-        return V_ROWS;
+        return pgd_ctx_device(ctx)->pref_vector_float >= 8 ? V_KT : V_ROWS;
     if (ctx->dev.type != PGD_DEVICE_CPU)
         return V_TILED;
     return V_GENERIC;
@@ -90,6 +97,21 @@ static int check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
     return PGD_OK;
 }
 
+/* attn_fwd_kt's build options: key vectors as wide as the device prefers floats (at least 4),
+ * TK = 4 of them (*tk); the P·V vectors as wide along the head dimension as it divides. */
+static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk)
+{
+    int pref = pgd_ctx_device(ctx)->pref_vector_float;
+    int kw = pref >= 16 ? 16 : pref >= 8 ? 8 : 4;
+    int vw = kw;
+    while (D % vw)
+        vw /= 2;
+    snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=4 -DTK=%d -DKW=%d -DVW_PV=%d%s", (long long)D,
+             4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "");
+    if (tk)
+        *tk = 4 * kw;
+}
+
 static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t *lx, int *rows,
                           pgd_error **err)
 {
@@ -97,6 +119,14 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
     const char *fma = fma_opt(ctx) ? " -DUSE_FMA" : "";
     int rc;
     *rows = 1;
+    if (var == V_KT) {
+        *rows = 4;
+        kt_options(ctx, D, opts, sizeof opts, NULL);
+        rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_kt", k, err);
+        if (!rc)
+            *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 16 ? pgd__kernel_wg(ctx, *k) : 16);
+        return rc;
+    }
     if (var == V_ROWS) {
         *rows = 4;
         const char *vw16 = pgd_ctx_device(ctx)->pref_vector_float >= 16 ? " -DVW16" : "";
@@ -190,6 +220,8 @@ static int check_probs(const pgd_attention_args *a, pgd_error **err)
  * the mode bits (1 causal, 2 mask). */
 typedef struct {
     cl_mem q, k, v, o, mask, stats;
+    cl_mem kt;   /* V_KT: Kᵀ [B·H][D][nkp] */
+    cl_int nkp;
     cl_int4 qs, ks, vs, os, ms;
     cl_int write_stats, H, Nq, Nk, D, mode;
     float scale;
@@ -237,7 +269,43 @@ static void arg_sizes(pgd__args *args, const bound *b)
     pgd__arg_int(args, b->mode);
 }
 
-static const char *const variant_names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic"};
+/* attn_fwd_kt's Kᵀ: K's view transposed into a new [B·H·D·nkp] tensor *kt, nkp = Nk rounded up
+ * to the key tile, zeros past Nk. */
+static int transpose_k(pgd_ctx *ctx, const pgd_attention_args *a, bound *b, pgd_tensor **kt,
+                       pgd_error **err)
+{
+    char opts[256];
+    int tk;
+    kt_options(ctx, a->head_dim, opts, sizeof opts, &tk);
+    int64_t nkp = (a->nk + tk - 1) / tk * tk;
+    int64_t shape[1] = {a->batch * a->heads * a->head_dim * nkp};
+    if (nkp > INT32_MAX || shape[0] > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "attention: Kᵀ of %lld floats is too large for the kt kernel",
+                              (long long)shape[0]);
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "attention", opts, "attn_k_transpose", &k, err);
+    if (rc || (rc = pgd_tensor_create(ctx, 1, shape, kt, err)))
+        return rc;
+    b->kt = (*kt)->buf;
+    b->nkp = (cl_int)nkp;
+    arg_view(&args, b->k, &b->ks);
+    pgd__arg_mem(&args, b->kt);
+    pgd__arg_int(&args, b->H);
+    pgd__arg_int(&args, b->Nk);
+    pgd__arg_int(&args, b->nkp);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t lx = pgd__pow2_floor(pgd__kernel_wg(ctx, k) < 64 ? pgd__kernel_wg(ctx, k) : 64);
+    size_t global[3] = {((size_t)nkp + lx - 1) / lx * lx, (size_t)a->head_dim,
+                        (size_t)(a->batch * a->heads)};
+    size_t local[3] = {lx, 1, 1};
+    return pgd__enqueue(ctx, k, "attn_k_transpose", 3, global, local, err);
+}
+
+static const char *const variant_names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic",
+                                            "attn_fwd_kt"};
 
 /* Sets the forward kernel's arguments and enqueues it: k from forward_kernel, lx work-items a
  * group, `rows` query rows a work-item. */
@@ -249,7 +317,12 @@ static int launch_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound
     pgd__args args;
     pgd__args_begin(&args, ctx, k, name);
     arg_view(&args, b->q, &b->qs);
-    arg_view(&args, b->k, &b->ks);
+    if (var == V_KT) {
+        pgd__arg_mem(&args, b->kt);
+        pgd__arg_int(&args, b->nkp);
+    } else {
+        arg_view(&args, b->k, &b->ks);
+    }
     arg_view(&args, b->v, &b->vs);
     arg_view(&args, b->o, &b->os);
     arg_view(&args, b->mask, &b->ms);
@@ -429,10 +502,17 @@ int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *a, pgd_error **err)
         b.stats = stats->buf;
         b.write_stats = 1;
     }
-    rc = launch_forward(ctx, a, &b, var, k, lx, rows, err);
+    pgd_tensor *kt = NULL;
+    b.kt = b.q;
+    b.nkp = 0;
+    if (var == V_KT && a->nk)
+        rc = transpose_k(ctx, a, &b, &kt, err);
+    if (!rc)
+        rc = launch_forward(ctx, a, &b, var, k, lx, rows, err);
     if (!rc && a->probs)
         rc = launch_probs(ctx, a, &b, err);
     pgd_tensor_destroy(stats);
+    pgd_tensor_destroy(kt);
     return rc;
 }
 
