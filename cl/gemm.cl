@@ -73,6 +73,36 @@
 #define VSTORE CAT(vstore, VW)
 #endif
 
+/* B_HALF: the B operand (weights) is stored as IEEE half (vload_half is core OpenCL, no
+ * cl_khr_fp16 needed) and widened to float as it is loaded; the arithmetic stays fp32. */
+#ifdef B_HALF
+#define BPTR __global const half *
+#define BEL(p, i) vload_half((i), (p))
+#if VW == 1
+#define BVLOAD(o, p) vload_half((o), (p))
+#else
+#define BVLOAD(o, p) CAT(vload_half, VW)((o), (p))
+#endif
+#else
+#define BPTR __global const float *
+#define BEL(p, i) ((p)[i])
+#define BVLOAD(o, p) VLOAD((o), (p))
+#endif
+/* PACK_HALF: gemm_pack_b writes its panels as half, rounded to nearest even. */
+#ifdef PACK_HALF
+#define PPTR __global half *
+#define PSTORE1(x, i, p) vstore_half_rte((x), (i), (p))
+#if VW == 1
+#define PSTORE(x, o, p) vstore_half_rte((x), (o), (p))
+#else
+#define PSTORE(x, o, p) CAT(CAT(vstore_half, VW), _rte)((x), (o), (p))
+#endif
+#else
+#define PPTR __global float *
+#define PSTORE1(x, i, p) ((p)[i] = (x))
+#define PSTORE(x, o, p) VSTORE((x), (o), (p))
+#endif
+
 
 /* ---------------------------------------------------------------- epilogue */
 /* The epilogue is chosen at run time by `epi` (bit 0: bias, bit 1: residual, bits 2-3: the
@@ -119,7 +149,7 @@ inline VT act_v(VT x, int act)
 __kernel void gemm_pack_b(const int N, const int K,
                           __global const float *B, const int offB, const int ldb,
                           const long strideB,
-                          __global float *P, const long strideP)
+                          PPTR P, const long strideP)
 {
     const int k0 = get_global_id(0) * PACK_KB;
     const int p = get_global_id(1);
@@ -127,7 +157,7 @@ __kernel void gemm_pack_b(const int N, const int K,
     const int n0 = p * NB;
     if (k0 >= K || n0 >= N) return;
     __global const float *Bb = B + offB + (long)bt * strideB;
-    __global float *Pp = P + (long)bt * strideP + (long)p * K * NB;
+    PPTR Pp = P + (long)bt * strideP + (long)p * K * NB;
     const int kend = min(k0 + PACK_KB, K);
     const int nrem = min(NB, N - n0);
 #if TRANS_B
@@ -135,19 +165,19 @@ __kernel void gemm_pack_b(const int N, const int K,
     for (int j = 0; j < NB; ++j) {
         if (j < nrem) {
             __global const float *src = Bb + (long)(n0 + j) * ldb;
-            for (int k = k0; k < kend; ++k) Pp[(long)k * NB + j] = src[k];
+            for (int k = k0; k < kend; ++k) PSTORE1(src[k], (long)k * NB + j, Pp);
         } else {
-            for (int k = k0; k < kend; ++k) Pp[(long)k * NB + j] = 0.0f;
+            for (int k = k0; k < kend; ++k) PSTORE1(0.0f, (long)k * NB + j, Pp);
         }
     }
 #else
     for (int k = k0; k < kend; ++k) {
         __global const float *src = Bb + (long)k * ldb + n0;
-        __global float *dst = Pp + (long)k * NB;
+        PPTR dst = Pp + (long)k * NB;
         if (nrem == NB) {
-            for (int v = 0; v < NV; ++v) VSTORE(VLOAD(v, src), v, dst);
+            for (int v = 0; v < NV; ++v) PSTORE(VLOAD(v, src), v, dst);
         } else {
-            for (int j = 0; j < NB; ++j) dst[j] = (j < nrem) ? src[j] : 0.0f;
+            for (int j = 0; j < NB; ++j) PSTORE1((j < nrem) ? src[j] : 0.0f, j, dst);
         }
     }
 #endif
@@ -172,7 +202,7 @@ __kernel void gemm_pack_b(const int N, const int K,
     {                                                                                          \
         VT bv[NV];                                                                             \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] =                                 \
-            VLOAD(0, bp + (long)(kk_) * NB + v * VW);                                          \
+            BVLOAD(0, bp + (long)(kk_) * NB + v * VW);                                          \
         _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
         {                                                                                      \
             const VT a = (VT)(AEL(r, kk_));                                                    \
@@ -234,7 +264,7 @@ __kernel void gemm_pack_b(const int N, const int K,
 __kernel void gemm_cpu(const int M, const int N, const int K,
                        const float alpha, const float beta,
                        __global const float *A, const int offA, const int lda, const long strideA,
-                       __global const float *B, const int offB, const int ldb, const long strideB,
+                       BPTR B, const int offB, const int ldb, const long strideB,
                        __global float *C, const int offC, const int ldc, const long strideC,
                        __global const float *bias, const int offBias,
                        __global const float *R, const int offR, const int ldr, const long strideR,
@@ -259,7 +289,7 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 #endif
 
     /* B is packed: panel pb holds K rows of NB contiguous floats, zero padded past N. */
-    __global const float *bp = B + offB + (long)bt * strideB + (long)pb * K * NB;
+    BPTR bp = B + offB + (long)bt * strideB + (long)pb * K * NB;
 
     VT acc[RM][NV];
 #pragma unroll
@@ -303,7 +333,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
                                 const int KH, const int KW, const int SH, const int SW,
                                 const int DH, const int DW,
                                 __global const float *X,
-                                __global const float *B, const long strideB,
+                                BPTR B, const long strideB,
                                 __global float *C, const int ldc,
                                 __global const float *bias, __global const float *R,
                                 const int epi, const int MB)
@@ -316,7 +346,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
     const int K = KH * KW * CIN, ldr = ldc;
     const int whole_rows = DW == 1 && ldx == CIN;
     const int RUN = whole_rows ? KW * CIN : CIN, NRUN = whole_rows ? KH : KH * KW;
-    __global const float *bpanel = B + (long)g * strideB + (long)pb * K * NB;
+    BPTR bpanel = B + (long)g * strideB + (long)pb * K * NB;
 
     for (int mt = 0; mt < MB; ++mt) {
         const int m0 = (get_global_id(0) * MB + mt) * RM;
@@ -342,7 +372,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
             __global const float *ar[RM];
 #pragma unroll
             for (int r = 0; r < RM; ++r) ar[r] = xb[r] + toff;
-            __global const float *bp = bpanel + (long)t * RUN * NB;
+            BPTR bp = bpanel + (long)t * RUN * NB;
             int k = 0;
             for (; k + KU <= RUN; k += KU) {
 #pragma unroll
@@ -376,7 +406,7 @@ __kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
 void gemm_gpu(const int M, const int N, const int K,
               const float alpha, const float beta,
               __global const float *A, const int offA, const int lda, const long strideA,
-              __global const float *B, const int offB, const int ldb, const long strideB,
+              BPTR B, const int offB, const int ldb, const long strideB,
               __global float *C, const int offC, const int ldc, const long strideC,
               __global const float *bias, const int offBias,
               __global const float *R, const int offR, const int ldr, const long strideR,
@@ -393,7 +423,7 @@ void gemm_gpu(const int M, const int N, const int K,
     const int bt = get_global_id(2);
 
     __global const float *Ab = A + offA + (long)bt * strideA;
-    __global const float *Bb = B + offB + (long)bt * strideB;
+    BPTR Bb = B + offB + (long)bt * strideB;
 
     float acc[WPTM][WPTN];
     for (int i = 0; i < WPTM; ++i)
@@ -417,11 +447,11 @@ void gemm_gpu(const int M, const int N, const int K,
 #if TRANS_B
             const int kk = e % TSK, nn = e / TSK; /* contiguous in k */
             const int n = bn0 + nn, k = k0 + kk;
-            Bs[kk][nn] = (n < N && k < K) ? Bb[(long)n * ldb + k] : 0.0f;
+            Bs[kk][nn] = (n < N && k < K) ? BEL(Bb, (long)n * ldb + k) : 0.0f;
 #else
             const int nn = e % TSN, kk = e / TSN; /* contiguous in n */
             const int n = bn0 + nn, k = k0 + kk;
-            Bs[kk][nn] = (n < N && k < K) ? Bb[(long)k * ldb + n] : 0.0f;
+            Bs[kk][nn] = (n < N && k < K) ? BEL(Bb, (long)k * ldb + n) : 0.0f;
 #endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -478,4 +508,12 @@ __kernel void gemm_epilogue(const int M, const int N,
     x = act_s(x, EPI_ACT(epi));
     if (!EPI_RES_FIRST(epi)) x += res;
     *cp = x;
+}
+
+/* gemm_to_half: H[i] = X[i] as half, rounded to nearest even (weights stored as fp16 for
+ * gemm_gpu). Global (n). */
+__kernel void gemm_to_half(const long n, __global const float *X, __global half *H)
+{
+    const long i = get_global_id(0);
+    if (i < n) vstore_half_rte(X[i], i, H);
 }

@@ -672,3 +672,22 @@ size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *ed
     free(acc), free(accm), free(res);
     return m;
 }
+
+float pgd_ref_round_half(float x)
+{
+    if (isnan(x) || isinf(x) || x == 0.0f)
+        return x;
+    double a = fabs((double)x);
+    if (a >= 65520.0) /* past the largest half plus half an ulp: rounds to infinity */
+        return x > 0 ? INFINITY : -INFINITY;
+    /* the spacing of halves around a: 2^(e - 10) for normal halves (2^-14 <= a), 2^-24 below */
+    int e;
+    frexp(a, &e); /* a = f·2^e, f in [0.5, 1): the half's exponent is e - 1 */
+    double ulp = ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10);
+    double q = a / ulp; /* exact: a power-of-two scaling */
+    double r = floor(q), frac = q - r;
+    if (frac > 0.5 || (frac == 0.5 && fmod(r, 2.0) != 0.0))
+        r += 1.0;
+    double y = r * ulp;
+    return (float)(x < 0 ? -y : y);
+}

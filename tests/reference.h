@@ -15,6 +15,9 @@ void pgd_ref_layernorm(const float *x, const float *w, const float *b, size_t ro
 void pgd_ref_gelu_erf(const float *x, size_t n, double *y);
 /* GELU, tanh approximation. */
 void pgd_ref_gelu_tanh(const float *x, size_t n, double *y);
+/* x rounded to the nearest IEEE half (ties to even; overflow to ±inf, subnormal halves kept,
+ * NaN stays NaN), returned as a float: what vstore_half_rte stores and vload_half reads back. */
+float pgd_ref_round_half(float x);
 void pgd_ref_relu(const float *x, size_t n, double *y);
 /* Row softmax of scale * x. */
 void pgd_ref_softmax(const float *x, size_t rows, size_t cols, double scale, double *y);

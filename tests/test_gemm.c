@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "reference.h"
 #include "internal.h" /* white-box: reaches library internals */
 #include "pgd_config.h"
 
@@ -202,7 +203,11 @@ START_TEST(linear_layers)
         pgd_rng r;
         pgd_rng_seed(&r, 99);
         int small = d[di].software_rasteriser;
-        for (int trial = 0; trial < 100; trial++) {
+        /* 100 layers with fp32 weights, then 100 with weights stored as halves (the reference
+         * takes the same weights rounded to half: only the storage may differ) */
+        for (int trial = 0; trial < 200; trial++) {
+            int half = trial >= 100;
+            ctx->opt.weights_f16 = half;
             int64_t rows = pick_dim(&r, small), in = pick_dim(&r, small), out = pick_dim(&r, small);
             int use_bias = trial % 3 != 0, use_res = trial % 4 == 1;
             pgd_act act = (pgd_act)(trial % 3);
@@ -210,7 +215,10 @@ START_TEST(linear_layers)
             float *bias = filled((size_t)out, &r, 0), *R = filled((size_t)(rows * out), &r, 0);
             double *want = malloc((size_t)(rows * out) * sizeof *want);
             float *got = malloc((size_t)(rows * out) * sizeof *got);
-            ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, W, 0.0, NULL, use_bias ? bias : NULL, act,
+            float *Wr = malloc((size_t)(out * in) * sizeof *Wr);
+            for (int64_t e = 0; e < out * in; e++)
+                Wr[e] = half ? pgd_ref_round_half(W[e]) : W[e];
+            ref_gemm(0, 1, rows, out, in, 1, 1, 1.0, X, Wr, 0.0, NULL, use_bias ? bias : NULL, act,
                      use_res ? R : NULL, want);
             int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
             pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W);
@@ -225,8 +233,9 @@ START_TEST(linear_layers)
             PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err), &err);
             PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
             char what[128];
-            snprintf(what, sizeof what, "%s linear %lld x %lld -> %lld act %d", d[di].name,
-                     (long long)rows, (long long)in, (long long)out, (int)act);
+            snprintf(what, sizeof what, "%s linear %lld x %lld -> %lld act %d%s", d[di].name,
+                     (long long)rows, (long long)in, (long long)out, (int)act,
+                     half ? " (f16 weights)" : "");
             double tol = 2e-6 * (double)in + 1e-5;
             ck_assert_msg(pgd_test_allclose(got, want, (size_t)(rows * out), tol, tol, what), "%s",
                           what);
@@ -237,6 +246,7 @@ START_TEST(linear_layers)
             pgd_tensor_destroy(ty);
             free(X);
             free(W);
+            free(Wr);
             free(bias);
             free(R);
             free(want);

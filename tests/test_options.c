@@ -12,7 +12,7 @@ static const char *const vars[] = {
     "PAGODA_GEMM",        "PAGODA_GEMM_TUNE",  "PAGODA_GEMM_KCHUNK",  "PAGODA_CONV",
     "PAGODA_CONV_MB",     "PAGODA_CONV_CHUNK", "PAGODA_ATTENTION",    "PAGODA_ROW_WG",
     "PAGODA_MAX_LAUNCH_ROWS", "PAGODA_GLOBAL_MEM", "PAGODA_MAX_ALLOC", "PAGODA_MAX_BATCH",
-    "PAGODA_NL_KEY_CHUNK", NULL,
+    "PAGODA_NL_KEY_CHUNK", "PAGODA_WEIGHTS_DTYPE", NULL,
 };
 
 static void clear_env(void)
@@ -118,6 +118,9 @@ START_TEST(every_variable)
         {"PAGODA_ATTENTION", "auto", PGD_ATTENTION_AUTO},
         {"PAGODA_ATTENTION", "rows", PGD_ATTENTION_ROWS},
         {"PAGODA_ATTENTION", "tiled", PGD_ATTENTION_TILED},
+        {"PAGODA_ATTENTION", "kt", PGD_ATTENTION_KT},
+        {"PAGODA_WEIGHTS_DTYPE", "f32", 0},
+        {"PAGODA_WEIGHTS_DTYPE", "f16", 1},
         {"PAGODA_PROFILE", "0", 0},
         {"PAGODA_PROFILE", "off", 0},
         {"PAGODA_PROFILE", "yes", 1},
@@ -132,6 +135,7 @@ START_TEST(every_variable)
                   : !strcmp(spell[i].var, "PAGODA_GEMM_TUNE") ? (int)o.gemm_tuning
                   : !strcmp(spell[i].var, "PAGODA_CONV")      ? (int)o.conv_algo
                   : !strcmp(spell[i].var, "PAGODA_ATTENTION") ? (int)o.attention
+                  : !strcmp(spell[i].var, "PAGODA_WEIGHTS_DTYPE") ? o.weights_f16
                                                               : o.profiling;
         ck_assert_msg(got == spell[i].want, "%s=%s gave %d, not %d", spell[i].var,
                       spell[i].value, got, spell[i].want);
@@ -154,6 +158,7 @@ START_TEST(bad_values)
         {"PAGODA_CONV_MB", "-1", "positive whole number"},
         {"PAGODA_CONV_CHUNK", "4T", "byte count"},
         {"PAGODA_ATTENTION", "flash", "generic"},
+        {"PAGODA_WEIGHTS_DTYPE", "fp16", "f32, f16"},
         {"PAGODA_ROW_WG", "wide", "positive whole number"},
         {"PAGODA_MAX_LAUNCH_ROWS", " 1", "positive whole number"},
         {"PAGODA_GLOBAL_MEM", "lots", "byte count"},

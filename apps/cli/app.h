@@ -35,6 +35,14 @@ int app_usage_error(const char *cmd, const char *fmt, ...)
  * PAGODA_* value is reported naming the variable and gives EXIT_USAGE, like a bad option; a
  * device that cannot be opened gives EXIT_RUNTIME. Prints the error; EXIT_OK on success. */
 int app_ctx_open(const char *device, pgd_ctx **ctx);
+/* --weights-dtype f32|f16: how the contexts app_ctx_open makes afterwards store linear-layer
+ * weights (pgd_ctx_options.weights_f16; overrides $PAGODA_WEIGHTS_DTYPE). A bad value prints
+ * a usage error for `cmd` and returns EXIT_USAGE. */
+int app_set_weights_dtype(const char *cmd, const char *arg);
+#define APP_WEIGHTS_DTYPE_HELP                                                                     \
+    "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
+    "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \
+    "                      arithmetic still fp32; see README for the accuracy measured)\n"
 /* The device's capabilities as a JSON object (new reference). */
 json_t *app_device_json(const pgd_device_info *d);
 /* Writes a JSON value to a file through a pgd_outfile (a regular file only, complete or not at

@@ -14,7 +14,7 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
     {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
     {"allow-nonfinite", no_argument, 0, 'N'},   {"fast-decode", no_argument, 0, 'F'},
-    {"exif-rotate", no_argument, 0, 'E'},
+    {"exif-rotate", no_argument, 0, 'E'},       {"weights-dtype", required_argument, 0, 'W' + 256},
 };
 
 
@@ -70,6 +70,7 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'N': o->allow_nonfinite = 1; return 1;
     case 'F': o->fast_decode = 1; return 1;
     case 'E': o->exif_rotate = 1; return 1;
+    case 'W' + 256: return app_set_weights_dtype(o->cmd, arg) ? -1 : 1;
     case 'k':
         if (pgd_parse_int64(arg, 1, 100000, &v)) {
             app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",

@@ -34,6 +34,7 @@ typedef struct classify_opts {
     "                      big photos, NOT bit-identical to PIL/torchvision\n"                     \
     "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
     "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
+    APP_WEIGHTS_DTYPE_HELP                                                                     \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
@@ -41,7 +42,7 @@ typedef struct classify_opts {
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
     "discard that output.\n"
 
-#define CLASSIFY_OPTION_COUNT 11
+#define CLASSIFY_OPTION_COUNT 12
 
 /* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
  * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */

@@ -142,6 +142,17 @@ int app_fail_in(const char *what, pgd_error *err)
     return EXIT_RUNTIME;
 }
 
+static int weights_f16 = -1; /* --weights-dtype; -1: not given */
+
+int app_set_weights_dtype(const char *cmd, const char *arg)
+{
+    if (!strcmp(arg, "f32") || !strcmp(arg, "f16")) {
+        weights_f16 = arg[1] == '1';
+        return EXIT_OK;
+    }
+    return app_usage_error(cmd, "--weights-dtype wants f32 or f16, got '%s'", arg);
+}
+
 int app_ctx_open(const char *device, pgd_ctx **ctx)
 {
     pgd_ctx_options opt;
@@ -154,6 +165,8 @@ int app_ctx_open(const char *device, pgd_ctx **ctx)
     }
     if (device)
         opt.device = device;
+    if (weights_f16 >= 0)
+        opt.weights_f16 = weights_f16;
     if (pgd_ctx_create_with_options(&opt, ctx, &err))
         return app_fail(err);
     return EXIT_OK;

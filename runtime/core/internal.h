@@ -160,6 +160,7 @@ typedef struct pgd__gemm_call {
     float alpha, beta;
     pgd__mat a, b, c;
     int b_packed;          /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
+    int b_half;            /* b holds halves (offsets, ld and stride count halves); b_own */
     int b_own;             /* use Pagoda's kernels (the back end was chosen already) */
     const pgd__mat *bias;  /* off used; NULL for none */
     const pgd__mat *residual;
@@ -195,9 +196,15 @@ int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
 /* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and its register
  * tile: rows per work-item and panel width. */
 void pgd__gemm_cpu_tile(const pgd__gemm_params *p, char *opts, size_t size, int *rm, int *nb);
+/* Packs op(B) into gemm_cpu's panels; half: the panels hold halves (packed_stride and the
+ * buffer's size then count halves: pgd__gemm_packed_floats). */
 int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,
-                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride,
+                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride, int half,
                    pgd_error **err);
+/* The floats a tensor needs to hold n elements of weights, stored as halves or not. */
+int64_t pgd__weights_floats(int64_t n, int half);
+/* A new 1-D tensor *out holding the n floats of src as halves (gemm_to_half). */
+int pgd__to_half(pgd_ctx *ctx, cl_mem src, int64_t n, pgd_tensor **out, pgd_error **err);
 /* The parameters a device gets untuned: from its type and reported limits. */
 void pgd__gemm_params_default(const pgd_ctx *ctx, pgd__gemm_params *p);
 /* PGD_OK when p is well formed and fits the device (work-group size, local memory); else an

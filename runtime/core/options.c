@@ -78,6 +78,7 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
     static const char *const tunings[] = {"create", "request", NULL};
     static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", NULL};
     static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
+    static const char *const dtypes[] = {"f32", "f16", NULL};
     pgd_ctx_options o = *opt; /* committed only when every variable parsed */
     const char *s;
     int rc = PGD_OK, e;
@@ -111,6 +112,9 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
     if (!rc && (s = env("PAGODA_ATTENTION")) &&
         !(rc = parse_enum("PAGODA_ATTENTION", s, attns, &e, err)))
         o.attention = (pgd_attention_variant)e;
+    if (!rc && (s = env("PAGODA_WEIGHTS_DTYPE")) &&
+        !(rc = parse_enum("PAGODA_WEIGHTS_DTYPE", s, dtypes, &e, err)))
+        o.weights_f16 = e;
     if (!rc && (s = env("PAGODA_ROW_WG")) &&
         !(rc = parse_positive("PAGODA_ROW_WG", s, 1 << 20, &v, err)))
         o.row_wg = (int)v;

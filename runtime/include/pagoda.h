@@ -336,6 +336,12 @@ typedef struct pgd_ctx_options {
      * work-group tile and each work-item's). Checked against the device at context creation.
      * NULL: the tuning stored by pgd_tune() for this device and driver, else the defaults. */
     const char *kernel_params;
+    /* $PAGODA_WEIGHTS_DTYPE = f32 | f16 (0 | 1): how linear layers (pgd_linear_create) and
+     * convolutions (pgd_conv2d_create) created afterwards store their weights on the device.
+     * f16 halves their memory and bandwidth: each weight is rounded to the nearest half
+     * (vstore_half_rte, core OpenCL) once and widened back as the GEMM loads it; inputs,
+     * accumulation and outputs stay fp32. Those layers then always run Pagoda's kernels. */
+    int weights_f16;
 } pgd_ctx_options;
 
 /* Fills *opt with the defaults (all zero / NULL). */

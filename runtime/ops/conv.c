@@ -244,7 +244,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
             /* Group g's B^T is rows [g·coutg, (g+1)·coutg) of w: [coutg, kg]. */
             pgd__mat src = {c->w->buf, 0, (int)kg, (long)(coutg * kg)};
             rc =
-                pgd__gemm_pack(ctx, &c->gp, 1, coutg, kg, d.groups, &src, c->packed->buf, per, err);
+                pgd__gemm_pack(ctx, &c->gp, 1, coutg, kg, d.groups, &src, c->packed->buf, per, 0, err);
         }
     }
     free(hw);

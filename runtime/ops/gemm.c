@@ -239,11 +239,12 @@ static pgd__gemm_call rows_of(const pgd__gemm_call *g, int64_t m0, int64_t rows,
 }
 
 int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,
-                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride,
+                   int64_t batch, const pgd__mat *b, cl_mem packed, int64_t packed_stride, int half,
                    pgd_error **err)
 {
     char opts[256];
-    snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16", trans_b, p->vw, p->nv);
+    snprintf(opts, sizeof opts, "-DTRANS_B=%d -DVW=%d -DNV=%d -DPACK_KB=16%s", trans_b, p->vw,
+             p->nv, half ? " -DPACK_HALF" : "");
     cl_kernel k;
     pgd__args a;
     int rc = pgd__args_kernel(&a, ctx, "gemm", opts, "gemm_pack_b", &k, err);
@@ -259,6 +260,34 @@ int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t
     int nb = p->vw * p->nv;
     size_t global[3] = {(size_t)((K + 15) / 16), (size_t)((N + nb - 1) / nb), (size_t)batch};
     return pgd__enqueue(ctx, k, "gemm_pack_b", 3, global, NULL, err);
+}
+
+int64_t pgd__weights_floats(int64_t n, int half)
+{
+    return half ? (n + 1) / 2 : n;
+}
+
+int pgd__to_half(pgd_ctx *ctx, cl_mem src, int64_t n, pgd_tensor **out, pgd_error **err)
+{
+    *out = NULL;
+    cl_kernel k;
+    pgd__args a;
+    int64_t shape[1] = {pgd__weights_floats(n, 1)};
+    int rc = pgd__args_kernel(&a, ctx, "gemm", NULL, "gemm_to_half", &k, err);
+    if (rc || (rc = pgd_tensor_create(ctx, 1, shape, out, err)))
+        return rc;
+    pgd__arg_long(&a, (cl_long)n);
+    pgd__arg_mem(&a, src);
+    pgd__arg_mem(&a, (*out)->buf);
+    if (!(rc = pgd__args_end(&a, err))) {
+        size_t global[1] = {(size_t)n};
+        rc = pgd__enqueue(ctx, k, "gemm_to_half", 1, global, NULL, err);
+    }
+    if (rc) {
+        pgd_tensor_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K)
@@ -283,6 +312,8 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     pgd__mat b = g->b;
     pgd_tensor *tmp = NULL;
     int rc;
+    if (g->b_half && !g->b_packed)
+        return pgd__error_set(err, PGD_ERR_INTERNAL, "gemm: half weights must be packed for gemm_cpu");
     if (!g->b_packed) {
         /* B changes from call to call here (not weights): pack it now into a pooled buffer. */
         int64_t per = pgd__gemm_packed_size(p, g->N, g->K);
@@ -291,7 +322,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         if (rc)
             return rc;
         rc = pgd__gemm_pack(ctx, p, g->trans_b, g->N, g->K, g->b.stride ? g->batch : 1, &g->b,
-                            tmp->buf, per, err);
+                            tmp->buf, per, 0, err);
         if (rc) {
             pgd_tensor_destroy(tmp);
             return rc;
@@ -303,8 +334,8 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     }
     char epi[160], opts[320];
     trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d", epi, p->rm, p->vw, p->nv,
-             p->ku);
+    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s", epi, p->rm, p->vw, p->nv,
+             p->ku, g->b_half ? " -DB_HALF" : "");
     cl_kernel k;
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
     if (!rc) {
@@ -336,8 +367,8 @@ static int gpu_kernel(pgd_ctx *ctx, const pgd__gemm_call *g, const pgd__gemm_par
         const pgd__gemm_params *p = *c;
         char epi[160], opts[320];
         trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-        snprintf(opts, sizeof opts, "%s -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d", epi,
-                 p->tsm, p->tsn, p->tsk, p->wptm, p->wptn);
+        snprintf(opts, sizeof opts, "%s -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d%s", epi,
+                 p->tsm, p->tsn, p->tsk, p->wptm, p->wptn, g->b_half ? " -DB_HALF" : "");
         int rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_gpu", k, err);
         if (rc)
             return rc;

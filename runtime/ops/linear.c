@@ -14,6 +14,7 @@ struct pgd_linear {
     pgd_tensor *w;    /* packed panels on CPU devices; the [N, K] weights elsewhere */
     pgd_tensor *bias; /* [N] or NULL */
     int packed;
+    int half;            /* w holds halves (options.weights_f16) */
     pgd__gemm_params gp; /* the GEMM parameters the weights were packed for */
     int backend;         /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
 };
@@ -33,15 +34,15 @@ static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_er
 
 /* The weights packed into panels for Pagoda's CPU kernel. *panels is set as soon as it exists,
  * also when packing fails: the caller destroys it. */
-static int pack_weights(pgd_ctx *ctx, const pgd__gemm_params *p, const pgd_tensor *w,
+static int pack_weights(pgd_ctx *ctx, const pgd__gemm_params *p, const pgd_tensor *w, int half,
                         pgd_tensor **panels, pgd_error **err)
 {
     int64_t n = w->shape[0], k = w->shape[1];
-    int64_t shape[1] = {pgd__gemm_packed_size(p, n, k)};
+    int64_t shape[1] = {pgd__weights_floats(pgd__gemm_packed_size(p, n, k), half)};
     int rc = pgd_tensor_create(ctx, 1, shape, panels, err);
     if (!rc) {
         pgd__mat src = {w->buf, 0, (int)k, 0};
-        rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &src, (*panels)->buf, 0, err);
+        rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &src, (*panels)->buf, 0, half, err);
     }
     return rc;
 }
@@ -109,14 +110,18 @@ int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
     l->n = n;
     l->k = k;
     l->gp = ctx->gemm;
+    l->half = ctx->opt.weights_f16 != 0;
     pgd_tensor *panels = NULL;
     if (l->gp.cpu)
-        rc = pack_weights(ctx, &l->gp, w, &panels, err);
-    int backend = rc ? PGD__GEMM_PAGODA : choose_backend(ctx, &l->gp, w, panels);
+        rc = pack_weights(ctx, &l->gp, w, l->half, &panels, err);
+    /* Half weights run Pagoda's kernels only (CLBlast takes fp32 operands). */
+    int backend = rc || l->half ? PGD__GEMM_PAGODA : choose_backend(ctx, &l->gp, w, panels);
     if (!rc && backend == PGD__GEMM_PAGODA && panels) {
         l->w = panels;
         panels = NULL;
         l->packed = 1;
+    } else if (!rc && l->half) {
+        rc = pgd__to_half(ctx, w->buf, n * k, &l->w, err);
     } else if (!rc) {
         l->backend = backend;
         char sw[96], what[128];
@@ -182,6 +187,7 @@ int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, p
     g.a = (pgd__mat){x->buf, 0, (int)l->k, 0};
     g.b = (pgd__mat){l->w->buf, 0, (int)l->k, 0};
     g.b_packed = l->packed;
+    g.b_half = l->half;
     g.b_own = 1; /* the back end was chosen when the layer was created */
     g.c = (pgd__mat){y->buf, 0, (int)l->n, 0};
     pgd__mat bias, res;

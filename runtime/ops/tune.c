@@ -220,7 +220,7 @@ static int run_one(search *s, const pgd__gemm_params *p, pgd_tensor *a, pgd_tens
             int64_t shape[1] = {pgd__gemm_packed_size(p, n, k)};
             if ((rc = pgd_tensor_create(ctx, 1, shape, packed, err)))
                 return rc;
-            if ((rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &g.b, (*packed)->buf, 0, err))) {
+            if ((rc = pgd__gemm_pack(ctx, p, 1, n, k, 1, &g.b, (*packed)->buf, 0, 0, err))) {
                 pgd_tensor_destroy(*packed);
                 *packed = NULL;
                 return rc;
