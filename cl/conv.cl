@@ -169,6 +169,57 @@ __kernel void maxpool2d(__global const float *X, __global float *Y, const int to
     Y[i] = m;
 }
 
+/* maxpool2d and avgpool2d with PVW channels a work-item (C % PVW == 0; NHWC makes them
+ * contiguous): global (total / PVW). Same rules as the scalar kernels, lane by lane. */
+#ifdef PVW
+#define PCAT_(a, b) a##b
+#define PCAT(a, b) PCAT_(a, b)
+#define PV PCAT(float, PVW)
+#define PVLOAD PCAT(vload, PVW)
+#define PVSTORE PCAT(vstore, PVW)
+__kernel void maxpool2d_vec(__global const float *X, __global float *Y, const int total,
+                            const int C, const int H, const int W, const int OH, const int OW,
+                            const int K, const int S, const int P)
+{
+    const int i = get_global_id(0) * PVW;
+    if (i >= total) return;
+    const int c = i % C;
+    int t = i / C;
+    const int ox = t % OW;
+    t /= OW;
+    const int oy = t % OH, n = t / OH;
+    const int y0 = oy * S - P, x0 = ox * S - P;
+    PV m = (PV)(-INFINITY);
+    for (int ky = max(y0, 0); ky < min(y0 + K, H); ++ky)
+        for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx) {
+            const PV v = PVLOAD(0, X + (((long)n * H + ky) * W + kx) * C + c);
+            m = select(m, v, isgreater(v, m) | isnan(v));
+        }
+    PVSTORE(m, 0, Y + i);
+}
+
+__kernel void avgpool2d_vec(__global const float *X, __global float *Y, const int total,
+                            const int C, const int H, const int W, const int OH, const int OW,
+                            const int K, const int S, const int P)
+{
+    const int i = get_global_id(0) * PVW;
+    if (i >= total) return;
+    const int c = i % C;
+    int t = i / C;
+    const int ox = t % OW;
+    t /= OW;
+    const int oy = t % OH, n = t / OH;
+    const int y0 = oy * S - P, x0 = ox * S - P;
+    const int y1 = min(y0 + K, H + P), x1 = min(x0 + K, W + P);
+    const int count = (y1 - y0) * (x1 - x0);
+    PV s = (PV)(0.0f);
+    for (int ky = max(y0, 0); ky < min(y1, H); ++ky)
+        for (int kx = max(x0, 0); kx < min(x1, W); ++kx)
+            s += PVLOAD(0, X + (((long)n * H + ky) * W + kx) * C + c);
+    PVSTORE(s / (float)count, 0, Y + i);
+}
+#endif
+
 __kernel void avgpool2d(__global const float *X, __global float *Y, const int total,
                         const int C, const int H, const int W, const int OH, const int OW,
                         const int K, const int S, const int P)

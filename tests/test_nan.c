@@ -147,37 +147,41 @@ START_TEST(pools)
         pgd_rng r;
         pgd_rng_seed(&r, 23 + di);
         pgd_error *err = NULL;
-        const size_t N = 2, H = 13, W = 11, C = 5;
-        int64_t sx[4] = {N, H, W, C};
-        float *x = poisoned(&r, N * H * W * C, 25, 0);
-        pgd_tensor *tx = pgd_test_upload(ctx, 4, sx, x);
-        /* ResNet's stem pool (3, 2, 1): -inf padding must not become NaN; and 2x2 unpadded. */
-        const int cfg[2][3] = {{3, 2, 1}, {2, 2, 0}};
-        for (int ci = 0; ci < 2; ci++) {
-            int k = cfg[ci][0], s = cfg[ci][1], p = cfg[ci][2];
-            size_t oh = (H + 2 * p - k) / s + 1, ow = (W + 2 * p - k) / s + 1, n = N * oh * ow * C;
-            int64_t sy[4] = {N, (int64_t)oh, (int64_t)ow, C};
-            pgd_tensor *ty = empty(ctx, 4, sy);
-            double *want = malloc(n * sizeof *want);
-            char what[160];
-            for (int avg = 0; avg < 2; avg++) {
-                if (avg)
-                    PGD_CHECK_OK(pgd_avgpool2d(ctx, tx, k, s, p, ty, &err), &err);
-                else
-                    PGD_CHECK_OK(pgd_maxpool2d(ctx, tx, k, s, p, ty, &err), &err);
-                float *got = download(ty, n);
-                (avg ? pgd_ref_avgpool2d : pgd_ref_maxpool2d)(x, N, H, W, C, (size_t)k,
-                                                              (size_t)s, (size_t)p, want);
-                snprintf(what, sizeof what, "%s %s k=%d s=%d p=%d", devs[di].name,
-                         avg ? "avgpool" : "maxpool", k, s, p);
-                ck_assert(check_nan(got, want, NULL, n, 1e-5, 1e-6, what) > 0);
-                free(got);
+        /* 5 channels: the scalar kernels; 8: the vector ones (C % 4 == 0) */
+        for (size_t C = 5; C <= 8; C += 3) {
+            const size_t N = 2, H = 13, W = 11;
+            int64_t sx[4] = {N, H, W, (int64_t)C};
+            float *x = poisoned(&r, N * H * W * C, 25, 0);
+            pgd_tensor *tx = pgd_test_upload(ctx, 4, sx, x);
+            /* ResNet's stem pool (3, 2, 1): -inf padding must not become NaN; and 2x2 unpadded. */
+            const int cfg[2][3] = {{3, 2, 1}, {2, 2, 0}};
+            for (int ci = 0; ci < 2; ci++) {
+                int k = cfg[ci][0], s = cfg[ci][1], p = cfg[ci][2];
+                size_t oh = (H + 2 * p - k) / s + 1, ow = (W + 2 * p - k) / s + 1,
+                       n = N * oh * ow * C;
+                int64_t sy[4] = {N, (int64_t)oh, (int64_t)ow, (int64_t)C};
+                pgd_tensor *ty = empty(ctx, 4, sy);
+                double *want = malloc(n * sizeof *want);
+                char what[160];
+                for (int avg = 0; avg < 2; avg++) {
+                    if (avg)
+                        PGD_CHECK_OK(pgd_avgpool2d(ctx, tx, k, s, p, ty, &err), &err);
+                    else
+                        PGD_CHECK_OK(pgd_maxpool2d(ctx, tx, k, s, p, ty, &err), &err);
+                    float *got = download(ty, n);
+                    (avg ? pgd_ref_avgpool2d : pgd_ref_maxpool2d)(x, N, H, W, C, (size_t)k,
+                                                                  (size_t)s, (size_t)p, want);
+                    snprintf(what, sizeof what, "%s %s k=%d s=%d p=%d C=%zu", devs[di].name,
+                             avg ? "avgpool" : "maxpool", k, s, p, C);
+                    ck_assert(check_nan(got, want, NULL, n, 1e-5, 1e-6, what) > 0);
+                    free(got);
+                }
+                free(want);
+                pgd_tensor_destroy(ty);
             }
-            free(want);
-            pgd_tensor_destroy(ty);
+            free(x);
+            pgd_tensor_destroy(tx);
         }
-        free(x);
-        pgd_tensor_destroy(tx);
         pgd_ctx_destroy(ctx);
     }
 }

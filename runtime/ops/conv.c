@@ -662,9 +662,15 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int64_t total = pgd_tensor_numel(y);
     if (total == 0)
         return PGD_OK;
+    /* C % 4 == 0 (every ResNet pool): a work-item takes 16, 8 or 4 contiguous channels */
+    int pvw = C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : 1;
+    char name[32], opts[32];
+    snprintf(name, sizeof name, "%s%s", kernel, pvw > 1 ? "_vec" : "");
+    snprintf(opts, sizeof opts, "-DPVW=%d", pvw);
+    kernel = name;
     cl_kernel kk;
     pgd__args args;
-    int rc = pgd__args_kernel(&args, ctx, "conv", NULL, kernel, &kk, err);
+    int rc = pgd__args_kernel(&args, ctx, "conv", pvw > 1 ? opts : NULL, kernel, &kk, err);
     if (rc)
         return rc;
     cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
@@ -675,7 +681,8 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return enqueue_flat(ctx, kk, kernel, total, (uint64_t)k * (uint64_t)k, err);
+    return enqueue_flat(ctx, kk, kernel, total / pvw, (uint64_t)k * (uint64_t)k * (uint64_t)pvw,
+                        err);
 }
 
 int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad, pgd_tensor *y,
