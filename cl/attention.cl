@@ -293,17 +293,33 @@ __kernel void attn_fwd_rows(
 #error "KW must be 4, 8 or 16"
 #endif
 
-/* Kᵀ[(b·H + h)][d][j] = K[b, h, j, d] for j < Nk, 0 for Nk <= j < nkp. global = (nkp, D, B·H). */
+/* Kᵀ[(b·H + h)][d][j] = K[b, h, j, d] for j < Nk, 0 for Nk <= j < nkp (a multiple of 16).
+ * A work-item moves a block of 16 keys: their rows read whole (contiguous), each head-dim
+ * element's 16 keys written as one vector. global = (nkp / 16, B·H). */
 __kernel void attn_k_transpose(__global const float *K, int4 ks, __global float *KT, int H,
                                int Nk, int nkp)
 {
-    const int j = get_global_id(0);
-    const int d = get_global_id(1);
-    const int bh = get_global_id(2);
-    if (j >= nkp) return;
+    const int j0 = get_global_id(0) * 16;
+    const int bh = get_global_id(1);
+    if (j0 >= nkp) return;
     const int b = bh / H, h = bh - (bh / H) * H;
-    KT[((size_t)bh * HEAD_DIM + d) * nkp + j] =
-        j < Nk ? K[ks.x + b * ks.y + h * ks.z + j * ks.w + d] : 0.0f;
+    const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
+    float blk[16][HEAD_DIM];
+    for (int t = 0; t < 16; t++) {
+        const int j = j0 + t;
+        if (j < Nk) {
+            const __global float *row = kp + j * ks.w;
+            for (int d = 0; d < HEAD_DIM; d += 4) vstore4(vload4(0, row + d), 0, &blk[t][d]);
+        } else {
+            for (int d = 0; d < HEAD_DIM; d++) blk[t][d] = 0.0f;
+        }
+    }
+    __global float *out = KT + (size_t)bh * HEAD_DIM * nkp + j0;
+    for (int d = 0; d < HEAD_DIM; d++) {
+        float col[16];
+        for (int t = 0; t < 16; t++) col[t] = blk[t][d];
+        vstore16(vload16(0, col), 0, out + (size_t)d * nkp);
+    }
 }
 
 __kernel void attn_fwd_kt(

@@ -78,6 +78,54 @@ __kernel void layernorm_rows(__global const float *x, __global const float *w,
     }
 }
 
+/* layernorm_vec: the same LayerNorm with one work-item per row and LVW-wide vectors along it
+ * (cols % LVW == 0), no barriers: for CPU runtimes that vectorise what they are given, where a
+ * work-group per row costs more to schedule than the row takes to normalise. Same two passes,
+ * same shift; the sums are vector lanes added at the end. global = rows (rounded up). */
+#ifdef LVW
+#define LCAT_(a, b) a##b
+#define LCAT(a, b) LCAT_(a, b)
+#define LV LCAT(float, LVW)
+#define LVLOAD LCAT(vload, LVW)
+#define LVSTORE LCAT(vstore, LVW)
+inline float lv_sum(LV v)
+{
+#if LVW == 16
+    const float8 a = v.lo + v.hi;
+    const float4 c = a.lo + a.hi;
+#elif LVW == 8
+    const float4 c = v.lo + v.hi;
+#else
+    const float4 c = v;
+#endif
+    return (c.x + c.y) + (c.z + c.w);
+}
+__kernel void layernorm_vec(__global const float *x, __global const float *w,
+                            __global const float *b, __global float *y, uint rows, uint cols,
+                            float eps, uint affine)
+{
+    const size_t row = get_global_id(0);
+    if (row >= rows) return;
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    const uint nv = cols / LVW;
+    const LV shift = (LV)(xr[0]);
+    LV s = (LV)(0.0f);
+    for (uint c = 0; c < nv; c++) s += LVLOAD(c, xr) - shift;
+    const LV dmean = (LV)(lv_sum(s) / (float)cols);
+    LV q = (LV)(0.0f);
+    for (uint c = 0; c < nv; c++) {
+        const LV d = (LVLOAD(c, xr) - shift) - dmean;
+        q += d * d;
+    }
+    const LV rstd = (LV)(1.0f / sqrt(lv_sum(q) / (float)cols + eps));
+    for (uint c = 0; c < nv; c++) {
+        const LV v = ((LVLOAD(c, xr) - shift) - dmean) * rstd;
+        LVSTORE(affine ? v * LVLOAD(c, w) + LVLOAD(c, b) : v, c, yr);
+    }
+}
+#endif
+
 /* y = softmax(scale * x) per row, with the row maximum subtracted before exp. As in PyTorch, a
  * row holding NaN or +inf is all NaN (the maximum is NaN, or inf - inf is), and so is a row of
  * only -inf (-inf - -inf); -inf elements of any other row get 0. */

@@ -270,7 +270,7 @@ static void arg_sizes(pgd__args *args, const bound *b)
 }
 
 /* attn_fwd_kt's Kᵀ: K's view transposed into a new [B·H·D·nkp] tensor *kt, nkp = Nk rounded up
- * to the key tile, zeros past Nk. */
+ * to the key tile (a multiple of 16: TK >= 16), zeros past Nk. */
 static int transpose_k(pgd_ctx *ctx, const pgd_attention_args *a, bound *b, pgd_tensor **kt,
                        pgd_error **err)
 {
@@ -297,11 +297,9 @@ static int transpose_k(pgd_ctx *ctx, const pgd_attention_args *a, bound *b, pgd_
     pgd__arg_int(&args, b->nkp);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    size_t lx = pgd__pow2_floor(pgd__kernel_wg(ctx, k) < 64 ? pgd__kernel_wg(ctx, k) : 64);
-    size_t global[3] = {((size_t)nkp + lx - 1) / lx * lx, (size_t)a->head_dim,
-                        (size_t)(a->batch * a->heads)};
-    size_t local[3] = {lx, 1, 1};
-    return pgd__enqueue(ctx, k, "attn_k_transpose", 3, global, local, err);
+    size_t global[2] = {(size_t)nkp / 16, (size_t)(a->batch * a->heads)};
+    size_t local[2] = {1, 1};
+    return pgd__enqueue(ctx, k, "attn_k_transpose", 2, global, local, err);
 }
 
 static const char *const variant_names[] = {"attn_fwd_rows", "attn_fwd_tiled", "attn_fwd_generic",
