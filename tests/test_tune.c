@@ -306,6 +306,27 @@ START_TEST(tune_stores_winner)
         ctx = pgd_test_ctx(&d[di]);
         ck_assert_str_eq(from_of(ctx, after, sizeof after), "tuned");
         ck_assert_str_eq(after, res.params);
+        /* CPU devices: the attention stage measured the untuned choice (the budget allows no
+         * more) and stored it; the new context runs it as "tuned" */
+        char attn[64], attn_before[64];
+        if (d[di].type == PGD_DEVICE_CPU) {
+            ck_assert_msg(res.attention[0] && res.attention_ms > 0 &&
+                              res.attention_ms == res.attention_default_ms,
+                          "%s: attention '%s' %g ms, untuned %g ms", d[di].name, res.attention,
+                          res.attention_ms, res.attention_default_ms);
+            ck_assert_str_eq(pgd_ctx_attention_params(ctx, attn, sizeof attn), "tuned");
+            ck_assert_str_eq(attn, res.attention);
+            pgd_ctx *fresh = NULL;
+            pgd_ctx_options o;
+            pgd_ctx_options_init(&o);
+            o.device = pgd_test_selector(&d[di]);
+            o.cache_dir = "off";
+            PGD_CHECK_OK(pgd_ctx_create_with_options(&o, &fresh, &err), &err);
+            ck_assert_str_eq(pgd_ctx_attention_params(fresh, attn_before, sizeof attn_before),
+                             "defaults");
+            ck_assert_str_eq(attn_before, attn); /* the untuned choice won: nothing else ran */
+            pgd_ctx_destroy(fresh);
+        }
         pgd_rng r;
         pgd_rng_seed(&r, 77);
         ck_assert(gemm_case(ctx, &r, 0, 1, after));

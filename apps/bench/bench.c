@@ -434,10 +434,15 @@ typedef struct device_run {
     int *failures;
 } device_run;
 
-static void print_table_header(const pgd_device_info *d)
+static void print_table_header(pgd_ctx *ctx)
 {
+    const pgd_device_info *d = pgd_ctx_device(ctx);
     printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
            d->platform, d->driver_version);
+    char kp[128], ap[64];
+    const char *from = pgd_ctx_kernel_params(ctx, kp, sizeof kp);
+    const char *afrom = pgd_ctx_attention_params(ctx, ap, sizeof ap);
+    printf("kernels gemm %s (%s), attention %s (%s)\n", kp, from, ap, afrom);
     printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms", "min ms",
            "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
 }
@@ -583,7 +588,11 @@ static json_t *device_run_json(device_run *dr)
     /* Which GEMM kernel parameters ran, and whether pgd_tune chose them. */
     char kp[128];
     const char *from = pgd_ctx_kernel_params(dr->ctx, kp, sizeof kp);
-    json_object_set_new(run, "kernel_params", json_pack("{s:s, s:s}", "gemm", kp, "from", from));
+    char ap[64];
+    const char *afrom = pgd_ctx_attention_params(dr->ctx, ap, sizeof ap);
+    json_object_set_new(run, "kernel_params",
+                        json_pack("{s:s, s:s, s:s, s:s}", "gemm", kp, "from", from, "attention", ap,
+                                  "attention_from", afrom));
     json_object_set_new(run, "results", dr->results);
     json_object_set_new(run, "skipped", dr->skipped);
     return run;
@@ -598,7 +607,7 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
         return open_rc;
     dr.d = pgd_ctx_device(dr.ctx);
     if (table)
-        print_table_header(dr.d);
+        print_table_header(dr.ctx);
     dr.results = json_array();
     dr.skipped = json_array();
     int rc = EXIT_OK;

@@ -98,18 +98,26 @@ int cmd_tune(int argc, char **argv)
     const char *dir = pgd_ctx_cache_dir(ctx);
     if (json) {
         json_t *doc =
-            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:b, s:o}", "device",
-                      app_json_text(d->name), "params", r.params, "defaults", r.defaults,
-                      "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried", r.tried,
-                      "rejected", r.rejected, "skipped", r.skipped, "search_s", r.seconds, "stored",
-                      r.stored, "cache_dir", dir ? app_json_text(dir) : json_null());
+            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
+                      "device", app_json_text(d->name), "params", r.params, "defaults",
+                      r.defaults, "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried",
+                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "search_s",
+                      r.seconds, "stored", r.stored, "cache_dir",
+                      dir ? app_json_text(dir) : json_null(), "attention", r.attention,
+                      "attention_ms", r.attention_ms, "attention_default_ms",
+                      r.attention_default_ms);
         rc = app_print_json(doc);
     } else {
         printf("device      %s\n", name[0] ? name : app_term_text(d->name, name, sizeof name));
         printf("best        %s  %.2f ms per workload pass\n", r.params, r.best_ms);
         printf("defaults    %s  %.2f ms (%.2fx)\n", r.defaults, r.default_ms,
                r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0);
-        printf("searched    %d candidates (%d rejected, %d left by the budget) in %.1f s\n",
+        if (r.attention[0])
+            printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r.attention,
+                   r.attention_ms, r.attention_default_ms,
+                   r.attention_ms > 0 ? r.attention_default_ms / r.attention_ms : 0.0);
+        printf("searched    %d GEMM candidates (%d rejected, %d left by the budget) and the\n"
+               "            attention kernels in %.1f s\n",
                r.tried, r.rejected, r.skipped, r.seconds);
         char where[512];
         if (r.stored)

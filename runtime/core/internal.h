@@ -345,6 +345,9 @@ struct pgd_ctx {
     pgd__gemm_params gemm;       /* what GEMMs and layers created now use */
     pgd__gemm_params gemm_default; /* the device's untuned parameters */
     const char *gemm_from;       /* "defaults", "tuned" (stored by pgd_tune), "options" */
+    /* attention kernel stored by pgd_tune: 0 untuned (the AUTO rule), else PGD_ATTENTION_ROWS
+     * or PGD_ATTENTION_KT with attn_kw its key vector width */
+    int attn_variant, attn_kw;
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 
@@ -370,6 +373,16 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
 /* ---- small helpers ---- */
 
 double pgd__now_ms(void);
+
+/* Attention tuning (attention.c). "rows" or "kt:kw=4|8|16" into *variant, *kw. */
+int pgd__attention_params_parse(const char *text, int *variant, int *kw);
+/* Measures the attention kernels that apply to the device (each first checked against a
+ * double-precision host reference) on ViT-B/16's and a 785-token attention, the untuned rule
+ * first and the others while pgd__now_ms() < deadline_ms, and sets the context's choice to the
+ * fastest; *winner gets its text, *best_ms / *default_ms the workload's time with it and with
+ * the untuned rule. */
+int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t size,
+                        double *best_ms, double *default_ms, pgd_error **err);
 /* strdup that returns NULL on NULL. */
 char *pgd__strdup(const char *s);
 /* ---- input files (file.c): the one way the library opens a file it reads ---- */

@@ -54,6 +54,8 @@ static int pick_variant(const pgd_ctx *ctx, int64_t D)
     /* CPUs that want explicit vectors (PoCL: preferred float width >= 8) run the Kᵀ kernel,
      * 1.5x the rows kernel there; implicit vectorisers (Intel's runtime, width 1) run rows,
      * 2x the Kᵀ kernel there (pagoda bench attention:785,12,64) */
+    if (ctx->attn_variant && D % 4 == 0) /* stored by pgd_tune for this device */
+        return ctx->attn_variant == PGD_ATTENTION_KT ? V_KT : V_ROWS;
     if (ctx->dev.type == PGD_DEVICE_CPU && D % 4 == 0)
         return pgd_ctx_device(ctx)->pref_vector_float >= 8 ? V_KT : V_ROWS;
     if (ctx->dev.type != PGD_DEVICE_CPU)
@@ -102,7 +104,7 @@ static int check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
 static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk)
 {
     int pref = pgd_ctx_device(ctx)->pref_vector_float;
-    int kw = pref >= 16 ? 16 : pref >= 8 ? 8 : 4;
+    int kw = ctx->attn_kw ? ctx->attn_kw : pref >= 16 ? 16 : pref >= 8 ? 8 : 4;
     int vw = kw;
     while (D % vw)
         vw /= 2;
@@ -540,4 +542,207 @@ int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads, pgd_te
     a.v = (pgd_view){qkv, 2 * heads * D, bs, D, tok};
     a.o = (pgd_view){out, 0, N * heads * D, D, heads * D};
     return pgd_attention(ctx, &a, err);
+}
+
+/* ---- tuning (pgd_tune's attention stage) ---- */
+
+int pgd__attention_params_parse(const char *text, int *variant, int *kw)
+{
+    if (!text)
+        return -1;
+    if (!strcmp(text, "rows")) {
+        *variant = PGD_ATTENTION_ROWS;
+        *kw = 0;
+        return 0;
+    }
+    int v = 0;
+    char tail;
+    if (sscanf(text, "kt:kw=%d%c", &v, &tail) == 1 && (v == 4 || v == 8 || v == 16)) {
+        *variant = PGD_ATTENTION_KT;
+        *kw = v;
+        return 0;
+    }
+    return -1;
+}
+
+static void attention_params_format(int variant, int kw, char *buf, size_t size)
+{
+    if (variant == PGD_ATTENTION_KT)
+        snprintf(buf, size, "kt:kw=%d", kw);
+    else
+        snprintf(buf, size, "rows");
+}
+
+/* Self-attention of B = 1 on a fused [n, 3·h·64] qkv tensor. */
+typedef struct {
+    int64_t n, h;
+    pgd_tensor *qkv, *out;
+} attn_work;
+
+static int attn_work_make(pgd_ctx *ctx, int64_t n, int64_t h, attn_work *w, float **host,
+                          pgd_error **err)
+{
+    w->n = n;
+    w->h = h;
+    int64_t sq[3] = {1, n, 3 * h * 64}, so[3] = {1, n, h * 64};
+    size_t count = (size_t)(n * 3 * h * 64);
+    float *x = malloc(count * sizeof *x);
+    if (!x)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "tune: attention operands");
+    uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (size_t i = 0; i < count; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(st >> 40) / (double)(1ull << 24)) - 0.5f;
+    }
+    int rc = pgd_tensor_create_from(ctx, 3, sq, x, &w->qkv, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 3, so, &w->out, err);
+    if (host && !rc)
+        *host = x;
+    else
+        free(x);
+    return rc;
+}
+
+static void attn_work_free(attn_work *w)
+{
+    pgd_tensor_destroy(w->qkv);
+    pgd_tensor_destroy(w->out);
+}
+
+/* The candidate's probe output against attention in double: NULL when right, else why. */
+static const char *attn_check(pgd_ctx *ctx, attn_work *p, const float *x)
+{
+    pgd_error *e = NULL;
+    if (pgd_attention_qkv(ctx, p->qkv, p->h, p->out, &e)) {
+        pgd_error_free(e);
+        return "failed to run";
+    }
+    int64_t n = p->n, h = p->h, tok = 3 * h * 64;
+    float *got = malloc((size_t)(n * h * 64) * sizeof *got);
+    double *s = malloc((size_t)n * sizeof *s);
+    const char *why = NULL;
+    if (!got || !s || pgd_tensor_download(p->out, got, &e)) {
+        pgd_error_free(e);
+        why = "could not read the output";
+    }
+    for (int64_t hh = 0; !why && hh < h; hh++)
+        for (int64_t i = 0; !why && i < n; i++) {
+            double m = -INFINITY, l = 0;
+            for (int64_t j = 0; j < n; j++) {
+                double d = 0;
+                for (int k = 0; k < 64; k++)
+                    d += (double)x[i * tok + hh * 64 + k] * x[j * tok + (h + hh) * 64 + k];
+                s[j] = d / 8.0;
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int64_t j = 0; j < n; j++)
+                l += (s[j] = exp(s[j] - m));
+            for (int k = 0; k < 64 && !why; k++) {
+                double o = 0;
+                for (int64_t j = 0; j < n; j++)
+                    o += s[j] * x[j * tok + (2 * h + hh) * 64 + k];
+                o /= l;
+                if (!(fabs(got[(i * h + hh) * 64 + k] - o) <= 1e-4 + 1e-4 * fabs(o)))
+                    why = "wrong result on a 37-token probe";
+            }
+        }
+    free(got);
+    free(s);
+    return why;
+}
+
+/* Median of 3 timed runs of the workload (after one untimed), ms; -1 on failure. */
+static double attn_time(pgd_ctx *ctx, attn_work *w, int nw)
+{
+    double t[3];
+    for (int r = -1; r < 3; r++) {
+        double t0 = pgd__now_ms();
+        for (int i = 0; i < nw; i++) {
+            pgd_error *e = NULL;
+            if (pgd_attention_qkv(ctx, w[i].qkv, w[i].h, w[i].out, &e) || pgd_ctx_finish(ctx, &e)) {
+                pgd_error_free(e);
+                return -1;
+            }
+        }
+        if (r >= 0)
+            t[r] = pgd__now_ms() - t0;
+    }
+    double a = t[0], b = t[1], c = t[2];
+    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t size,
+                        double *best_ms, double *default_ms, pgd_error **err)
+{
+    /* candidates: the untuned rule first, then rows and the Kᵀ kernel at each key width */
+    int saved_v = ctx->attn_variant, saved_kw = ctx->attn_kw;
+    ctx->attn_variant = 0;
+    ctx->attn_kw = 0;
+    int def_v = pick_variant(ctx, 64) == V_KT ? PGD_ATTENTION_KT : PGD_ATTENTION_ROWS;
+    int pref = ctx->dev.pref_vector_float;
+    int def_kw = def_v == PGD_ATTENTION_KT ? (pref >= 16 ? 16 : pref >= 8 ? 8 : 4) : 0;
+    int cand[5][2] = {{def_v, def_kw}, {PGD_ATTENTION_ROWS, 0}, {PGD_ATTENTION_KT, 16},
+                      {PGD_ATTENTION_KT, 8}, {PGD_ATTENTION_KT, 4}};
+    /* ViT-B/16's attention and a 785-token one (a sixteenth on software rasterisers) */
+    int64_t big = ctx->dev.software_rasteriser ? 49 : 785, small = ctx->dev.software_rasteriser ? 13 : 197;
+    attn_work probe = {0}, w[2] = {{0}, {0}};
+    float *px = NULL;
+    int rc = attn_work_make(ctx, 37, 2, &probe, &px, err);
+    if (!rc)
+        rc = attn_work_make(ctx, small, 12, &w[0], NULL, err);
+    if (!rc)
+        rc = attn_work_make(ctx, big, 12, &w[1], NULL, err);
+    int best = -1;
+    double best_t = -1;
+    *default_ms = -1;
+    for (int c = 0; c < 5 && !rc; c++) {
+        if (c > 0 && (pgd__now_ms() > deadline_ms ||
+                      (cand[c][0] == cand[0][0] && cand[c][1] == cand[0][1])))
+            continue;
+        /* the GPU path (tiled) is not a candidate: only CPU runtimes choose between these */
+        if (ctx->dev.type != PGD_DEVICE_CPU)
+            break;
+        ctx->attn_variant = cand[c][0];
+        ctx->attn_kw = cand[c][1];
+        double t = attn_check(ctx, &probe, px) ? -1 : attn_time(ctx, w, 2);
+        if (c == 0)
+            *default_ms = t;
+        if (t >= 0 && (best_t < 0 || t < best_t)) {
+            best_t = t;
+            best = c;
+        }
+    }
+    attn_work_free(&probe);
+    attn_work_free(&w[0]);
+    attn_work_free(&w[1]);
+    free(px);
+    ctx->attn_variant = saved_v;
+    ctx->attn_kw = saved_kw;
+    if (rc)
+        return rc;
+    *best_ms = best_t;
+    if (best < 0) {
+        winner[0] = '\0';
+        return PGD_OK; /* nothing to choose (a GPU): the rule stays */
+    }
+    ctx->attn_variant = cand[best][0];
+    ctx->attn_kw = cand[best][1];
+    attention_params_format(cand[best][0], cand[best][1], winner, size);
+    return PGD_OK;
+}
+
+const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
+{
+    if (ctx->attn_variant) {
+        attention_params_format(ctx->attn_variant, ctx->attn_kw, buf, size);
+        return "tuned";
+    }
+    int v = pick_variant(ctx, 64);
+    int pref = ctx->dev.pref_vector_float;
+    if (v == V_KT)
+        attention_params_format(PGD_ATTENTION_KT, pref >= 16 ? 16 : pref >= 8 ? 8 : 4, buf, size);
+    else
+        snprintf(buf, size, "%s", v == V_ROWS ? "rows" : v == V_TILED ? "tiled" : "generic");
+    return ctx->opt.attention != PGD_ATTENTION_AUTO ? "options" : "defaults";
 }

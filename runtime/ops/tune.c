@@ -51,6 +51,12 @@ int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
     char id[65];
     device_id(ctx, id);
     const char *text = json_string_value(json_object_get(json_object_get(all, id), "gemm"));
+    const char *attn = json_string_value(json_object_get(json_object_get(all, id), "attention"));
+    int av, akw;
+    if (attn && !pgd__attention_params_parse(attn, &av, &akw)) {
+        ctx->attn_variant = av;
+        ctx->attn_kw = akw;
+    }
     pgd__gemm_params p;
     /* A stored entry that no longer parses or fits (a driver that lowered its limits under the
      * same version string) only means: untuned. */
@@ -358,11 +364,14 @@ static void store(pgd_ctx *ctx, pgd_tune_result *r)
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     r->stored = pgd__store_put(ctx, "tuning.json", id,
-                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i}", "device",
-                                         ctx->dev.name, "driver", ctx->dev.driver_version, "date",
-                                         date, "gemm", r->params, "defaults", r->defaults,
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i, s:s, s:f, "
+                                         "s:f}",
+                                         "device", ctx->dev.name, "driver", ctx->dev.driver_version,
+                                         "date", date, "gemm", r->params, "defaults", r->defaults,
                                          "workload_ms", r->best_ms, "default_ms", r->default_ms,
-                                         "search_s", r->seconds, "tried", r->tried));
+                                         "search_s", r->seconds, "tried", r->tried, "attention",
+                                         r->attention, "attention_ms", r->attention_ms,
+                                         "attention_default_ms", r->attention_default_ms));
 }
 
 static void report(pgd_tune_progress_fn fn, void *user, int i, int n, const pgd__gemm_params *p,
@@ -387,7 +396,9 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "tune: no context");
     if (!(budget_s > 0))
         budget_s = 60;
-    double t0 = pgd__now_ms(), limit = budget_s * 1000.0;
+    /* The GEMM search has 80 % of the budget, the attention stage the rest (its untuned
+     * choice is always measured). */
+    double t0 = pgd__now_ms(), limit = budget_s * 800.0;
     search s;
     int rc = search_init(&s, ctx, err);
     if (rc)
@@ -435,6 +446,15 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
                               ctx->dev.name, r.tried);
     pgd__gemm_params_format(&best, r.params, sizeof r.params);
     r.best_ms = best_ms;
+    /* The attention stage, with the winning GEMM in place. */
+    pgd__gemm_params kept = ctx->gemm;
+    if (!ctx->opt.kernel_params)
+        ctx->gemm = best;
+    rc = pgd__attention_tune(ctx, t0 + budget_s * 1000.0, r.attention, sizeof r.attention,
+                             &r.attention_ms, &r.attention_default_ms, err);
+    ctx->gemm = kept;
+    if (rc)
+        return rc;
     r.seconds = (pgd__now_ms() - t0) / 1000.0;
     store(ctx, &r);
     if (!ctx->opt.kernel_params) {
