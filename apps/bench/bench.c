@@ -59,6 +59,7 @@ static const bench_item *const items[] = {
     &bench_item_build,
     &bench_item_peak,
     &bench_item_scale,
+    &bench_item_launch,
     &bench_item_gemm_nn,
     &bench_item_gemm,
     &bench_item_attention_unfused,

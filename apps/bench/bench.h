@@ -72,6 +72,7 @@ int bench_spec_check(const char *arg, const bench_item **item);
 extern const bench_item bench_item_build;
 extern const bench_item bench_item_peak;
 extern const bench_item bench_item_scale;
+extern const bench_item bench_item_launch;
 extern const bench_item bench_item_gemm;
 extern const bench_item bench_item_gemm_nn;
 extern const bench_item bench_item_blas;

@@ -250,6 +250,59 @@ const bench_item bench_item_scale = {"scale", "scale[:N]",
                                      "y = a*x over N floats (default 2^24): memory bandwidth",
                                      validate_scale, run_scale};
 
+/* ---- launch: the cost of one kernel launch -------------------------------------------------- */
+
+static int validate_launch(const char *spec) { return strcmp(spec, "launch") ? -1 : 0; }
+
+/* LAUNCH_BURST launches of a 64-float pgd_scale, then one wait: what each of a forward pass's
+ * launches costs (the in-order queue overlaps nothing, so this is enqueue + dispatch). */
+#define LAUNCH_BURST 100
+
+static int launch_sync_once(void *p, pgd_error **err) { return scale_once(p, err); }
+
+static int launch_burst_once(void *p, pgd_error **err)
+{
+    int rc = PGD_OK;
+    for (int i = 0; i < LAUNCH_BURST && !rc; i++)
+        rc = scale_once(p, err);
+    return rc;
+}
+
+static int run_launch(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                      int *nres, int cap, pgd_error **err)
+{
+    (void)spec;
+    if (cap < 2)
+        return pgd_error_set(err, PGD_ERR_INTERNAL, "launch: needs two result slots"),
+               PGD_ERR_INTERNAL;
+    int64_t shape[1] = {64};
+    pgd_tensor *x = NULL, *y = NULL;
+    int rc = pgd_tensor_create(ctx, 1, shape, &x, err);
+    if (!rc)
+        rc = pgd_tensor_create(ctx, 1, shape, &y, err);
+    scale_state st = {ctx, x, y};
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){launch_sync_once, &st}, o, &res[0], err);
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){launch_burst_once, &st}, o, &res[1], err);
+    if (!rc) {
+        snprintf(res[0].name, sizeof res[0].name, "launch:wait-each");
+        snprintf(res[0].params, sizeof res[0].params, "{\"launches\":1}");
+        snprintf(res[1].name, sizeof res[1].name, "launch:burst-%d", LAUNCH_BURST);
+        snprintf(res[1].params, sizeof res[1].params, "{\"launches\":%d}", LAUNCH_BURST);
+        *nres = 2;
+    }
+    pgd_tensor_destroy(x);
+    pgd_tensor_destroy(y);
+    return rc;
+}
+
+const bench_item bench_item_launch = {
+    "launch", "launch",
+    "one tiny kernel launch waited for (launch:wait-each), and 100 launched back to back with "
+    "one wait (launch:burst-100: 100x the cost each launch of a forward pass adds)",
+    validate_launch, run_launch};
+
 /* ---- gemm:M,N,K (linear layer, packed weights) and gemm-nn:M,N,K (plain, B repacked per
  * call); blas:M,N,K runs OpenBLAS cblas_sgemm on the host on the same shape ------------------ */
 
