@@ -141,6 +141,21 @@ __kernel void conv_direct(__global const float *X, __global const float *Wt,
     Y[i] = acc;
 }
 
+/* The pools' output element i of [N, OH, OW, C]: its channel c, image n and the top-left
+ * corner (y0, x0) of its window in the input (negative inside the padding). */
+inline void pool_window(int i, int C, int OH, int OW, int S, int P, int *c, int *n, int *y0,
+                        int *x0)
+{
+    *c = i % C;
+    int t = i / C;
+    const int ox = t % OW;
+    t /= OW;
+    const int oy = t % OH;
+    *n = t / OH;
+    *y0 = oy * S - P;
+    *x0 = ox * S - P;
+}
+
 /*
  * Pools over K x K windows, NHWC; total = N·OH·OW·C. Max: padding is -inf (a window always
  * holds one real element by PyTorch's rule pad <= K/2). Average: the divisor counts padding
@@ -152,12 +167,8 @@ __kernel void maxpool2d(__global const float *X, __global float *Y, const int to
 {
     const int i = get_global_id(0);
     if (i >= total) return;
-    const int c = i % C;
-    int t = i / C;
-    const int ox = t % OW;
-    t /= OW;
-    const int oy = t % OH, n = t / OH;
-    const int y0 = oy * S - P, x0 = ox * S - P;
+    int c, n, y0, x0;
+    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
     /* A NaN in the window wins, as in PyTorch's max_pool2d (fmax would skip it). The padding
      * is never read, so -inf padding cannot turn into NaN. */
     float m = -INFINITY;
@@ -183,12 +194,8 @@ __kernel void maxpool2d_vec(__global const float *X, __global float *Y, const in
 {
     const int i = get_global_id(0) * PVW;
     if (i >= total) return;
-    const int c = i % C;
-    int t = i / C;
-    const int ox = t % OW;
-    t /= OW;
-    const int oy = t % OH, n = t / OH;
-    const int y0 = oy * S - P, x0 = ox * S - P;
+    int c, n, y0, x0;
+    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
     PV m = (PV)(-INFINITY);
     for (int ky = max(y0, 0); ky < min(y0 + K, H); ++ky)
         for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx) {
@@ -204,12 +211,8 @@ __kernel void avgpool2d_vec(__global const float *X, __global float *Y, const in
 {
     const int i = get_global_id(0) * PVW;
     if (i >= total) return;
-    const int c = i % C;
-    int t = i / C;
-    const int ox = t % OW;
-    t /= OW;
-    const int oy = t % OH, n = t / OH;
-    const int y0 = oy * S - P, x0 = ox * S - P;
+    int c, n, y0, x0;
+    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
     const int y1 = min(y0 + K, H + P), x1 = min(x0 + K, W + P);
     const int count = (y1 - y0) * (x1 - x0);
     PV s = (PV)(0.0f);
@@ -226,12 +229,8 @@ __kernel void avgpool2d(__global const float *X, __global float *Y, const int to
 {
     const int i = get_global_id(0);
     if (i >= total) return;
-    const int c = i % C;
-    int t = i / C;
-    const int ox = t % OW;
-    t /= OW;
-    const int oy = t % OH, n = t / OH;
-    const int y0 = oy * S - P, x0 = ox * S - P;
+    int c, n, y0, x0;
+    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
     const int y1 = min(y0 + K, H + P), x1 = min(x0 + K, W + P);
     const int count = (y1 - y0) * (x1 - x0);
     float s = 0.0f;
