@@ -260,8 +260,8 @@ typedef enum pgd_conv_algo {
 
 /* The attention kernel; a forced one is used only where it applies, else AUTO's. */
 typedef enum pgd_attention_variant {
-    PGD_ATTENTION_AUTO = 0,    /* kt on CPUs preferring float vectors of >= 8, else rows (head_dim
-                                * % 4 == 0); tiled on GPUs */
+    PGD_ATTENTION_AUTO = 0,    /* the tuned choice, else kt on CPUs and rows on software
+                                * rasterisers (head_dim % 4 == 0); tiled on GPUs */
     PGD_ATTENTION_ROWS = 1,    /* a work-item per query row (head_dim % 4 == 0) */
     PGD_ATTENTION_TILED = 2,   /* local-memory tiles */
     PGD_ATTENTION_GENERIC = 3, /* plain kernel, any head_dim */

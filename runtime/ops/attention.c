@@ -2,9 +2,9 @@
  * probability pass.
  *
  * Variant choice: CPU devices (PoCL; llvmpipe reports CPU too) with head_dim a multiple of 4
- * take attn_fwd_kt when they prefer wide explicit vectors (K transposed first, both phases as
- * broadcast-FMA register tiles), else attn_fwd_rows (a work-item owns ROWS query rows, vector
- * math along the head dimension, no barriers); other
+ * take attn_fwd_kt (K transposed first, both phases as broadcast-FMA register tiles), software
+ * rasterisers attn_fwd_rows (a work-item owns ROWS query rows, vector math along the head
+ * dimension, no barriers), unless pgd_tune stored another choice; other
  * devices take attn_fwd_tiled (K/V tiles of BK keys in local memory, BK the largest power of
  * two ≤ 64 whose tiles fit the device's local memory, halved while the built kernel needs
  * more); anything else takes attn_fwd_generic (head_dim at run time). */
@@ -51,13 +51,12 @@ static int pick_variant(const pgd_ctx *ctx, int64_t D)
         return V_TILED;
     if (forced == PGD_ATTENTION_GENERIC)
         return V_GENERIC;
-    /* CPUs that want explicit vectors (PoCL: preferred float width >= 8) run the Kᵀ kernel,
-     * 1.5x the rows kernel there; implicit vectorisers (Intel's runtime, width 1) run rows,
-     * 2x the Kᵀ kernel there (pagoda bench attention:785,12,64) */
     if (ctx->attn_variant && D % 4 == 0) /* stored by pgd_tune for this device */
         return ctx->attn_variant == PGD_ATTENTION_KT ? V_KT : V_ROWS;
+    /* CPU runtimes run the Kᵀ kernel: 1.5x the rows kernel on PoCL, 1.8x on Intel's runtime at
+     * 16-wide key vectors (pagoda tune); software rasterisers (llvmpipe) keep rows */
     if (ctx->dev.type == PGD_DEVICE_CPU && D % 4 == 0)
-        return pgd_ctx_device(ctx)->pref_vector_float >= 8 ? V_KT : V_ROWS;
+        return ctx->dev.software_rasteriser ? V_ROWS : V_KT;
     if (ctx->dev.type != PGD_DEVICE_CPU)
         return V_TILED;
     return V_GENERIC;
@@ -99,12 +98,18 @@ static int check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
     return PGD_OK;
 }
 
-/* attn_fwd_kt's build options: key vectors as wide as the device prefers floats (at least 4),
- * TK = 4 of them (*tk); the P·V vectors as wide along the head dimension as it divides. */
+/* attn_fwd_kt's build options: key vectors of the tuned width, else default_kw's, TK = 4 of
+ * them (*tk); the P·V vectors as wide along the head dimension as it divides. */
+static int default_kw(const pgd_ctx *ctx)
+{
+    /* 8 where the device asks for 8 (AVX2), else 16: AVX-512, and the implicit vectorisers
+     * (preferred width 1), where 16 measured fastest */
+    return ctx->dev.pref_vector_float == 8 ? 8 : 16;
+}
+
 static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk)
 {
-    int pref = pgd_ctx_device(ctx)->pref_vector_float;
-    int kw = ctx->attn_kw ? ctx->attn_kw : pref >= 16 ? 16 : pref >= 8 ? 8 : 4;
+    int kw = ctx->attn_kw ? ctx->attn_kw : default_kw(ctx);
     int vw = kw;
     while (D % vw)
         vw /= 2;
@@ -680,8 +685,7 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     ctx->attn_variant = 0;
     ctx->attn_kw = 0;
     int def_v = pick_variant(ctx, 64) == V_KT ? PGD_ATTENTION_KT : PGD_ATTENTION_ROWS;
-    int pref = ctx->dev.pref_vector_float;
-    int def_kw = def_v == PGD_ATTENTION_KT ? (pref >= 16 ? 16 : pref >= 8 ? 8 : 4) : 0;
+    int def_kw = def_v == PGD_ATTENTION_KT ? default_kw(ctx) : 0;
     int cand[5][2] = {{def_v, def_kw}, {PGD_ATTENTION_ROWS, 0}, {PGD_ATTENTION_KT, 16},
                       {PGD_ATTENTION_KT, 8}, {PGD_ATTENTION_KT, 4}};
     /* ViT-B/16's attention and a 785-token one (a sixteenth on software rasterisers) */
@@ -739,9 +743,8 @@ const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
         return "tuned";
     }
     int v = pick_variant(ctx, 64);
-    int pref = ctx->dev.pref_vector_float;
     if (v == V_KT)
-        attention_params_format(PGD_ATTENTION_KT, pref >= 16 ? 16 : pref >= 8 ? 8 : 4, buf, size);
+        attention_params_format(PGD_ATTENTION_KT, default_kw(ctx), buf, size);
     else
         snprintf(buf, size, "%s", v == V_ROWS ? "rows" : v == V_TILED ? "tiled" : "generic");
     return ctx->opt.attention != PGD_ATTENTION_AUTO ? "options" : "defaults";
