@@ -20,17 +20,21 @@ inline float conv_act(float x, int act)
 }
 
 /* y [N, H, W, C] from x [N, C, H, W]. */
+#define PCAT_(a, b) a##b
+#define PCAT(a, b) PCAT_(a, b)
+
+/* One work-item a pixel (total = N·H·W pixels): its C channels read H·W apart — neighbouring
+ * work-items read neighbouring addresses, which runtimes that vectorise across work-items
+ * turn into vector loads — and written contiguously. */
 __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int total,
                            const int C, const int H, const int W)
 {
-    const int i = get_global_id(0);
-    if (i >= total) return;
-    const int c = i % C;
-    int t = i / C;
-    const int w = t % W;
-    t /= W;
-    const int h = t % H, n = t / H;
-    Y[i] = X[(((long)n * C + c) * H + h) * W + w];
+    const int p = get_global_id(0);
+    if (p >= total) return;
+    const int hw = p % (H * W), n = p / (H * W);
+    __global const float *src = X + (long)n * C * H * W + hw;
+    __global float *dst = Y + (long)p * C;
+    for (int c = 0; c < C; ++c) dst[c] = src[(long)c * H * W];
 }
 
 /* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border. One work-item copies
@@ -44,12 +48,24 @@ __kernel void conv_pad(__global const float *X, __global float *Y, const int tot
     const int x = i % WP - PW, t = i / WP;
     const int y = t % HP - PH, n = t / HP;
     __global float *dst = Y + (long)i * C;
+    /* -DPADVW=16|8|4 (C a multiple of it): the channels moved as vectors */
+#ifdef PADVW
+#define PADV PCAT(float, PADVW)
+    const int nv = C / PADVW;
+    if (x >= 0 && x < W && y >= 0 && y < H) {
+        __global const float *src = X + (((long)n * H + y) * W + x) * C;
+        for (int v = 0; v < nv; ++v) PCAT(vstore, PADVW)(PCAT(vload, PADVW)(v, src), v, dst);
+    } else {
+        for (int v = 0; v < nv; ++v) PCAT(vstore, PADVW)((PADV)(0.0f), v, dst);
+    }
+#else
     if (x >= 0 && x < W && y >= 0 && y < H) {
         __global const float *src = X + (((long)n * H + y) * W + x) * C;
         for (int c = 0; c < C; ++c) dst[c] = src[c];
     } else {
         for (int c = 0; c < C; ++c) dst[c] = 0.0f;
     }
+#endif
 }
 
 /* The geometry of a convolution, passed as one int16:
@@ -183,8 +199,6 @@ __kernel void maxpool2d(__global const float *X, __global float *Y, const int to
 /* maxpool2d and avgpool2d with PVW channels a work-item (C % PVW == 0; NHWC makes them
  * contiguous): global (total / PVW). Same rules as the scalar kernels, lane by lane. */
 #ifdef PVW
-#define PCAT_(a, b) a##b
-#define PCAT(a, b) PCAT_(a, b)
 #define PV PCAT(float, PVW)
 #define PVLOAD PCAT(vload, PVW)
 #define PVSTORE PCAT(vstore, PVW)

@@ -97,14 +97,14 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
     int rc = pgd__args_kernel(&args, ctx, "conv", NULL, "nchw_to_nhwc", &k, err);
     if (rc)
         return rc;
-    cl_int a[4] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W};
+    cl_int a[4] = {(cl_int)(total / C), (cl_int)C, (cl_int)H, (cl_int)W};
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 4; i++)
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return enqueue_flat(ctx, k, "nchw_to_nhwc", total, 0, err);
+    return enqueue_flat(ctx, k, "nchw_to_nhwc", total / C, 0, err);
 }
 
 /* ---- convolution: preparation ---- */
@@ -396,7 +396,11 @@ static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
         return rc;
     cl_kernel k;
     pgd__args args;
-    if ((rc = pgd__args_kernel(&args, ctx, "conv", NULL, "conv_pad", &k, err)))
+    /* channels a work-item moves as vectors when C allows (every ResNet layer) */
+    int pvw = d->cin % 16 == 0 ? 16 : d->cin % 8 == 0 ? 8 : d->cin % 4 == 0 ? 4 : 0;
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DPADVW=%d", pvw);
+    if ((rc = pgd__args_kernel(&args, ctx, "conv", pvw ? opts : NULL, "conv_pad", &k, err)))
         return rc;
     if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
         return rc;
