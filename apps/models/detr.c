@@ -1339,7 +1339,27 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
     size_t pl = sizeof bb_prefix - 1;
     if (!strncmp(name, bb_prefix, pl))
         return r->bb.read(r->bb.u, name + pl, dst, err);
-    return r->rest.read(r->rest.u, name, dst, err);
+    int rc = r->rest.read(r->rest.u, name, dst, err);
+    /* the query embeddings at the scale of a trained model's (about 1, as transformers
+     * initialises them), so that random queries differ after the first LayerNorm */
+    int64_t n = r->cfg.queries * r->cfg.dim;
+    for (int64_t i = 0; !rc && !strcmp(name, namings[DETR_HF4].query) && i < n; i++)
+        dst[i] *= 30.0f;
+    /* and the cross-attention's Q and K projections large enough that each query's attention
+     * over the image is peaked, as a trained model's is (with every weight at the common
+     * scale it is nearly uniform, and every query gives the same box) */
+    int qk = strstr(name, "encoder_attn.q_proj.weight") || strstr(name, "encoder_attn.k_proj.weight");
+    /* the same for the box and class heads, so that the boxes and classes of different queries
+     * differ visibly (a demo's picture, not a model) */
+    int head = !strncmp(name, "bbox_predictor.", 15) || !strncmp(name, "class_labels", 12);
+    int nd = 0;
+    int64_t sh[8], numel = 1;
+    if (!rc && (qk || head) && r->rest.shape(r->rest.u, name, &nd, sh) == 0)
+        for (int i = 0; i < nd; i++)
+            numel *= sh[i];
+    for (int64_t i = 0; !rc && (qk || head) && nd == 2 && i < numel; i++)
+        dst[i] *= qk ? 6.0f : 4.0f;
+    return rc;
 }
 
 static const char *rs_meta(void *u, const char *key)
