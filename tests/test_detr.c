@@ -5,7 +5,8 @@
  * two on the first device: they differ in the load only), for a batch of two images
  * of different sizes padded to 96 x 64 with their pixel mask, logits, boxes and the last
  * decoder layer's cross-attention within 1e-4 relative and post_process_object_detection's
- * detections identical; missing, misshaped and extra tensors refused by name. */
+ * detections identical; the DC5 variant (dilated layer4) likewise; missing, misshaped and
+ * extra tensors refused by name. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,7 @@ static void run_case(const char *file, detr_naming want, int every_device)
     ck_assert_int_eq(cfg.classes, g.C);
     ck_assert_int_eq(cfg.backbone.stem, 8);
     ck_assert_int_eq(cfg.backbone.out[3], 32);
+    ck_assert_int_eq(cfg.backbone.dc5, 0);
 
     size_t nx = (size_t)g.B * 3 * g.H * g.W, nl = (size_t)g.B * g.Q * g.C;
     size_t nb = (size_t)g.B * g.Q * 4, nc = (size_t)g.B * g.Q * g.T;
@@ -183,6 +185,61 @@ END_TEST
 START_TEST(hf5) { run_case("detr-hf5.safetensors", DETR_HF5, 0); }
 END_TEST
 START_TEST(original) { run_case("detr-original.safetensors", DETR_ORIGINAL, 0); }
+END_TEST
+
+/* DC5 (DetrConfig(dilation=True): timm's output_stride 16), said by the file's metadata: the
+ * same batch on a 6 x 4 feature grid, on every device. */
+START_TEST(dc5)
+{
+    golden g;
+    golden_load(&g);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/detr-dc5.safetensors", pgd_test_data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, path);
+    detr_config cfg;
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.backbone.dc5, 1);
+    ck_assert_int_eq(cfg.backbone.blocks[3], 2);
+    size_t nx = (size_t)g.B * 3 * g.H * g.W, nl = (size_t)g.B * g.Q * g.C;
+    size_t nb = (size_t)g.B * g.Q * 4;
+    float *x = malloc(nx * sizeof *x), *mask = malloc(nx / 3 * sizeof *mask);
+    make_input(&g, x, mask);
+    double *wl = pgd_test_read_doubles("detr-dc5-logits.bin", nl);
+    double *wb = pgd_test_read_doubles("detr-dc5-boxes.bin", nb);
+    float *logits = malloc(nl * sizeof *logits), *boxes = malloc(nb * sizeof *boxes);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        detr_model *m = NULL;
+        PGD_CHECK_OK(detr_load(ctx, &src, &cfg, &m, &err), &err);
+        int fh, fw;
+        detr_feature_size(m, g.H, g.W, &fh, &fw);
+        ck_assert_int_eq(fh, 6);
+        ck_assert_int_eq(fw, 4);
+        detr_output out = {logits, boxes, NULL};
+        PGD_CHECK_OK(detr_forward(m, x, mask, g.B, g.H, g.W, &out, NULL, &err), &err);
+        char what[512];
+        snprintf(what, sizeof what, "detr DC5 logits on %s", d[i].name);
+        compare(logits, wl, nl, what);
+        snprintf(what, sizeof what, "detr DC5 boxes on %s", d[i].name);
+        compare(boxes, wb, nb, what);
+        detr_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(mask);
+    free(wl);
+    free(wb);
+    free(logits);
+    free(boxes);
+    json_decref(g.meta);
+    pgd_weights_close(w);
+}
 END_TEST
 
 static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
@@ -275,6 +332,7 @@ int main(void)
     tcase_add_test(tc, hf4);
     tcase_add_test(tc, hf5);
     tcase_add_test(tc, original);
+    tcase_add_test(tc, dc5);
     tcase_add_test(tc, strict_loading);
     tcase_add_test(tc, postprocess);
     suite_add_tcase(s, tc);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Makes the DETR golden files in tests/data/: one tiny DetrForObjectDetection (transformers 5.x)
-with a timm ResNet backbone (Bottleneck blocks, one per layer, widths 4/4/8/8, stem 8: timm's
-resnet50 with layers/channels/stem_width shrunk, its batch norms replaced by DETR's frozen ones
-with random statistics), width 16, one encoder and two decoder layers (2 and 4 heads), 6
+with a timm ResNet backbone (Bottleneck blocks, 1/1/1/2 per layer, widths 4/4/8/8, stem 8:
+timm's resnet50 with layers/channels shrunk and the stem narrowed, its batch norms replaced by
+DETR's frozen ones with random statistics), width 16, one encoder and two decoder layers (2 and 4 heads), 6
 queries, 4 labels + "no object"; weights and statistics random and rounded to float16 (the
 files store F16, so the C side reads exactly what PyTorch ran).
 
@@ -24,6 +24,9 @@ Files (raw little-endian float32 .bin unless said):
   detr-logits.bin [2, 6, 5], detr-boxes.bin [2, 6, 4], detr-cross.bin [2, 6, 6] (the last
   decoder layer's cross-attention, heads averaged), detr.json (sizes, threshold and
   post_process_object_detection's detections per image with target sizes (H, W) of each image)
+  detr-dc5.safetensors, detr-dc5-logits.bin, detr-dc5-boxes.bin: the same model with
+  DetrConfig(dilation=True) (timm's output_stride=16: layer4 dilated; "dilation": "true" in
+  __metadata__) on the same batch (a 6 x 4 feature grid)
   detr-cli-input.npy [1, 3, 48, 64] float32 and detr-cli-mask.npy [1, 48, 64] uint8 (the
   image 48 x 40), detr-cli-logits.npy / detr-cli-boxes.npy (float32): for `pagoda detect
   --input ... --pixel-mask ...`
@@ -62,15 +65,17 @@ def batch(sizes, ph, pw):
     return torch.from_numpy(x), torch.from_numpy(m)
 
 
-def build():
-    cfg = DetrConfig(use_timm_backbone=True, backbone="resnet50", d_model=D, encoder_layers=ENC,
+def build(dc5=False):
+    cfg = DetrConfig(use_timm_backbone=True, backbone="resnet50", dilation=dc5, d_model=D,
+                     encoder_layers=ENC,
                      decoder_layers=DEC, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
                      encoder_attention_heads=ENC_HEADS, decoder_attention_heads=DEC_HEADS,
                      num_queries=QUERIES, num_labels=LABELS, attn_implementation="eager")
     model = DetrForObjectDetection(cfg).eval()
     body = timm.create_model("resnet50", pretrained=False, features_only=True,
-                             out_indices=(1, 2, 3, 4), layers=(1, 1, 1, 1),
-                             channels=(4, 4, 8, 8), stem_width=8)
+                             out_indices=(1, 2, 3, 4), layers=(1, 1, 1, 2),
+                             channels=(4, 4, 8, 8), output_stride=16 if dc5 else 32)
+    # (layer4 has two blocks: DC5 dilates the second's 3x3 convolution by 2, the first's by 1)
     # timm's plain stem is 64 wide whatever stem_width says: narrowed to 8 here
     body.conv1 = torch.nn.Conv2d(3, 8, 7, 2, 3, bias=False)
     body.bn1 = torch.nn.BatchNorm2d(8)
@@ -182,6 +187,17 @@ def main():
                "classes": LABELS + 1, "dim": D, "tokens": cross.shape[-1],
                "threshold": threshold, "detections": dets},
               open(os.path.join(OUT, "detr.json"), "w"), indent=1)
+
+    # DC5 (the last stage dilated, output stride 16): its own weights, the same batch
+    dmodel = build(dc5=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        dmodel.save_pretrained(tmp)
+        sdd = load_file(os.path.join(tmp, "model.safetensors"))
+    save_file(f16(sdd), os.path.join(OUT, "detr-dc5.safetensors"),
+              metadata=dict(meta, dilation="true"))
+    od = run(dmodel, x, m)
+    od.logits.numpy().astype("<f4").tofile(os.path.join(OUT, "detr-dc5-logits.bin"))
+    od.pred_boxes.numpy().astype("<f4").tofile(os.path.join(OUT, "detr-dc5-boxes.bin"))
 
     xc, mc = batch([(48, 40)], 48, 64)
     oc = run(model, xc, mc)
