@@ -138,6 +138,8 @@ static int parse(int argc, char **argv, opts *o)
         return app_usage_error("detect", "either --input or images, not both");
     if (!o->input && !o->nimages)
         return app_usage_error("detect", "no image given");
+    if ((o->maps && strlen(o->maps) > 3000) || (o->draw && strlen(o->draw) > 3000))
+        return app_usage_error("detect", "an output path longer than 3000 bytes");
     if (o->input && (o->draw || o->maps))
         return app_usage_error("detect", "--draw and --attention-maps need images, not --input");
     return EXIT_OK;
@@ -397,7 +399,7 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
     while (*s && *s != ')' && *ndim < PGD_MAX_DIMS) {
         char *end;
         long long v = strtoll(s, &end, 10);
-        if (end == s || v < 0)
+        if (end == s || v < 0 || v > (1LL << 31))
             break;
         shape[(*ndim)++] = v;
         n *= (uint64_t)v;
@@ -547,8 +549,12 @@ static int draw_boxes(run *r, const item *it, const detr_detection *d, int n, co
         fill_rect(px, w, h, x0, y0, x0 + t, y1, c);
         fill_rect(px, w, h, x1 - t, y0, x1, y1, c);
         char text[160], lb[32];
-        snprintf(text, sizeof text, "%s %.2f", label_of(r, d[k].label, lb, sizeof lb),
+        snprintf(text, sizeof text, "%.60s %.2f", label_of(r, d[k].label, lb, sizeof lb),
                  (double)d[k].score);
+        /* stb_easy_font draws printable ASCII only (it indexes its table by c - 32) */
+        for (char *p = text; *p; p++)
+            if ((unsigned char)*p < 32 || (unsigned char)*p > 126)
+                *p = '?';
         int tw = stb_easy_font_width(text) * s, th = 12 * s;
         int ty = y0 - th < 0 ? (y0 < 0 ? 0 : y0) : y0 - th;
         int tx = x0 < 0 ? 0 : x0;
@@ -634,7 +640,7 @@ static int report(run *r, const float *logits, const float *boxes, const float *
         int n = detr_postprocess(logits + (size_t)b * c->queries * c->classes,
                                  boxes + (size_t)b * c->queries * 4, c->queries, c->classes,
                                  (float)r->o.threshold, it->w, it->h, d);
-        char shown[1024], lb[32];
+        char shown[1024], lb[32], lshown[256];
         if (r->o.json) {
             json_t *dets = json_array();
             for (int k = 0; k < n; k++)
@@ -648,7 +654,9 @@ static int report(run *r, const float *logits, const float *boxes, const float *
                    n == 1 ? "" : "s", r->o.threshold);
             for (int k = 0; k < n; k++)
                 printf("  %-16s %.3f  [%.1f, %.1f, %.1f, %.1f]\n",
-                       label_of(r, d[k].label, lb, sizeof lb), (double)d[k].score,
+                       app_term_text(label_of(r, d[k].label, lb, sizeof lb), lshown,
+                                     sizeof lshown),
+                       (double)d[k].score,
                        (double)d[k].box[0], (double)d[k].box[1], (double)d[k].box[2],
                        (double)d[k].box[3]);
         }
