@@ -114,7 +114,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'w': o->weights = optarg; break;
         case 't':
             if (pgd_parse_double(optarg, 0.0, 1.0, &o->threshold))
-                return app_usage_error("detect", "--threshold '%s': expected a number in 0..1",
+                return app_usage_error("detect ", "--threshold '%s': expected a number in 0..1",
                                        optarg);
             break;
         case 'j': o->json = 1; break;
@@ -126,22 +126,22 @@ static int parse(int argc, char **argv, opts *o)
         case 'm': o->mask = optarg; break;
         case 'h': fputs(usage, stdout); return -1;
         default:
-            return app_usage_error("detect", "unknown or incomplete option '%s'",
+            return app_usage_error("detect ", "unknown or incomplete option '%s'",
                                    argv[optind - 1]);
         }
     }
     o->images = argv + optind;
     o->nimages = argc - optind;
     if (o->mask && !o->input)
-        return app_usage_error("detect", "--pixel-mask goes with --input");
+        return app_usage_error("detect ", "--pixel-mask goes with --input");
     if (o->input && o->nimages)
-        return app_usage_error("detect", "either --input or images, not both");
+        return app_usage_error("detect ", "either --input or images, not both");
     if (!o->input && !o->nimages)
-        return app_usage_error("detect", "no image given");
+        return app_usage_error("detect ", "no image given");
     if ((o->maps && strlen(o->maps) > 3000) || (o->draw && strlen(o->draw) > 3000))
-        return app_usage_error("detect", "an output path longer than 3000 bytes");
+        return app_usage_error("detect ", "an output path longer than 3000 bytes");
     if (o->input && (o->draw || o->maps))
-        return app_usage_error("detect", "--draw and --attention-maps need images, not --input");
+        return app_usage_error("detect ", "--draw and --attention-maps need images, not --input");
     return EXIT_OK;
 }
 
