@@ -76,6 +76,7 @@ static const bench_item *const items[] = {
     &bench_item_dinov2_s14,
     &bench_item_swin_t,
     &bench_item_swin_s,
+    &bench_item_detr,
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
     &bench_item_gat,
@@ -131,6 +132,7 @@ static const struct {
     {"models", "dinov2_s14:8"},
     {"models", "mixer_b16:1"},
     {"models", "mixer_b16:8"},
+    {"models", "detr_r50:1"},
 };
 #define NSUITE_LINES (sizeof suites / sizeof suites[0])
 

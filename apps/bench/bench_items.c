@@ -850,6 +850,7 @@ const bench_item bench_item_conv = {
  * describe and free its own. --------------------------------------------------------------- */
 
 #include "mixer.h"
+#include "detr.h"
 #include "resnet.h"
 #include "swin.h"
 #include "vit.h"
@@ -1248,6 +1249,101 @@ const bench_item bench_item_swin_t = {
     validate_swin, run_swin};
 const bench_item bench_item_swin_s = {"swin_s", "swin_s[:B]", "the same, Swin-S (depths 2-2-18-2)",
                                       validate_swin, run_swin};
+
+/* ---- detr_r50[:B]: DETR with a ResNet-50 backbone on 800 x 1066 images ----------------------- */
+
+enum { DETR_H = 800, DETR_W = 1066 };
+
+static int parse_detr(const char *spec, long *batch)
+{
+    return strncmp(spec, "detr_r50", 8) ? -1 : parse_batch(spec, 8, batch);
+}
+
+static int validate_detr(const char *spec)
+{
+    long b;
+    return parse_detr(spec, &b);
+}
+
+typedef struct detr_state {
+    detr_model *m;
+    int batch;
+    float *x, *logits, *boxes;
+    double t[4]; /* the last run's backbone, encoder, decoder and total (ms) */
+} detr_state;
+
+static int detr_once(void *p, pgd_error **err)
+{
+    detr_state *s = p;
+    detr_output out = {s->logits, s->boxes, NULL};
+    return detr_forward(s->m, s->x, NULL, s->batch, DETR_H, DETR_W, &out, s->t, err);
+}
+
+/* Forwards of a seeded random batch (DetrForObjectDetection's sizes: 6 + 6 layers of width 256,
+ * 100 queries, 92 classes) with the stage split of the last timed run in the parameters. */
+static int run_detr(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                    int *nres, int cap, pgd_error **err)
+{
+    (void)cap;
+    long batch = 1;
+    parse_detr(spec, &batch);
+    detr_state s = {0};
+    s.batch = (int)batch;
+    model_source src;
+    detr_config cfg;
+    int rc = detr_random_source(&src, 50, 1, err);
+    if (rc)
+        return rc;
+    rc = detr_detect(&src, NULL, &cfg, err);
+    if (!rc)
+        rc = detr_load(ctx, &src, &cfg, &s.m, err);
+    model_source_free(&src);
+    size_t nx = (size_t)batch * 3 * DETR_H * DETR_W;
+    if (!rc) {
+        s.x = item_alloc((int64_t)nx, err);
+        s.logits = s.x ? item_alloc(batch * cfg.queries * cfg.classes, err) : NULL;
+        s.boxes = s.logits ? item_alloc(batch * cfg.queries * 4, err) : NULL;
+        if (!s.boxes)
+            rc = PGD_ERR_OUT_OF_HOST_MEMORY;
+        else
+            fill_rand(s.x, nx);
+    }
+    bench_result *b = &res[0];
+    if (!rc)
+        rc = time_runs(ctx, (timed_fn){detr_once, &s}, o, b, err);
+    if (!rc) {
+        snprintf(b->name, sizeof b->name, "detr_r50:%ld", batch);
+        snprintf(b->params, sizeof b->params,
+                 "{\"batch\":%ld,\"image\":[%d,%d],\"backbone_ms\":%.1f,\"encoder_ms\":%.1f,"
+                 "\"decoder_ms\":%.1f}",
+                 batch, DETR_H, DETR_W, s.t[0], s.t[1], s.t[2]);
+        /* Multiply-adds: ResNet-50's 4.1 G at 224 x 224 scaled by the pixels; the input
+         * projection; per encoder layer 4TD² + 2T²D + 2TDF over T = 25 x 34 cells; per decoder
+         * layer the same with Q = 100 queries (self), cross-attention's K and V over T and
+         * its products 2QTD. */
+        double T = 25.0 * 34, D = 256, F = 2048, Q = 100;
+        double mac = 4.1e9 * DETR_H * DETR_W / (224.0 * 224) + T * 2048 * D;
+        mac += 6 * (4 * T * D * D + 2 * T * T * D + 2 * T * D * F);
+        mac += 6 * (4 * Q * D * D + 2 * Q * Q * D + 2 * Q * D * D + 2 * T * D * D +
+                    2 * Q * T * D + 2 * Q * D * F);
+        b->flops = 2.0 * (double)batch * mac;
+        snprintf(b->extra_key, sizeof b->extra_key, "backbone_share");
+        b->extra = s.t[3] > 0 ? s.t[0] / s.t[3] : 0;
+        *nres = 1;
+    }
+    detr_free(s.m);
+    free(s.x);
+    free(s.logits);
+    free(s.boxes);
+    return rc;
+}
+
+const bench_item bench_item_detr = {
+    "detr_r50", "detr_r50[:B]",
+    "DETR-R50 forward (facebook/detr-resnet-50's sizes, seeded random weights), an 800x1066 "
+    "batch of B to logits and boxes; backbone/encoder/decoder ms in the parameters and the "
+    "backbone's share as backbone_share",
+    validate_detr, run_detr};
 
 /* ---- nonlocal[-unfused]:H,W,C — one embedded-Gaussian block on an H x W x C map, fused vs the
  * materialised softmax ---------------------------------------------------------------------- */

@@ -113,5 +113,6 @@ int cmd_embed(int argc, char **argv);
 int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);
 int cmd_memnet(int argc, char **argv);
+int cmd_detect(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static const char usage[] =
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  embed      features of many images from a self-supervised ViT (DINO)\n"
     "  similar    the nearest images of an embedded index\n"
+    "  detect     object detection with DETR: boxes, labels, attention per object\n"
     "  gat        classify the nodes of a graph with a graph attention network\n"
     "  memnet     answer questions about a story with a memory network, hop by hop\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
         return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "similar"))
         return cmd_similar(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detect"))
+        return cmd_detect(argc - 1, argv + 1);
     if (!strcmp(cmd, "vit"))
         return cmd_vit(argc - 1, argv + 1);
     if (!strcmp(cmd, "nonlocal"))

@@ -109,6 +109,19 @@ static void png_write_cb(void *ctx, void *data, int size)
         s->failed = 1;
 }
 
+int map_write_rgb_png_to(pgd_outfile *f, const uint8_t *rgb, int w, int h, pgd_error **err)
+{
+    if (!f || !rgb || w < 1 || h < 1)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "map_write_rgb_png_to: no pixels");
+    png_sink sink = {f, 0};
+    if (!stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, rgb, w * 3))
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                             "'%s': stbi_write_png failed (out of memory?)", pgd_outfile_path(f));
+    if (sink.failed)
+        return pgd_outfile_write(f, NULL, 0, err); /* reports the remembered write error */
+    return PGD_OK;
+}
+
 int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
                   pgd_error **err)
 {

@@ -32,6 +32,9 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
  * count allows, row-major (the DINO figure: one tile per attention head). */
 int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
                                int count, int mw, int mh, const double rect[4], pgd_error **err);
+/* Writes w x h RGB pixels (3 bytes each, row-major) as a PNG into f (which the caller commits
+ * or aborts; kept by the caller, also on error). */
+int map_write_rgb_png_to(pgd_outfile *f, const uint8_t *rgb, int w, int h, pgd_error **err);
 /* DINO's attention thresholding: for each of `count` maps of n cells, the cells holding `mass`
  * (0..1) of its total, largest first (ties to the lower index), become 1 and the others 0 —
  * the fewest cells whose sum reaches mass × total. 0, or -1 when out of memory. */

@@ -94,7 +94,7 @@ static int next_block(const resnet_config *c, block_pos *p)
     p->cin = block_cin(c, L, B);
     p->width = c->width[L - 1];
     p->out = c->out[L - 1];
-    p->stride = (L > 1 && B == 0) ? 2 : 1;
+    p->stride = (L > 1 && B == 0 && !(L == 4 && c->dc5)) ? 2 : 1;
     p->needs_ds = p->stride != 1 || p->cin != p->out;
     return 1;
 }
@@ -103,7 +103,7 @@ static int next_block(const resnet_config *c, block_pos *p)
 typedef struct block_conv {
     char weight[64], bn[64]; /* "layerL.B.convK.weight" and "layerL.B.bnK", or the downsample's */
     int64_t cin, cout;
-    int k, stride;
+    int k, stride, dil;
     int last; /* the block's last convolution (conv3 of a Bottleneck, conv2 of a BasicBlock) */
 } block_conv;
 
@@ -122,6 +122,11 @@ static int block_convs(const resnet_config *c, const block_pos *p, int with_ds, 
         bc->k = c->bottleneck ? (k == 2 ? 3 : 1) : 3;
         /* torchvision v1.5: the stride sits on the 3x3 convolution */
         bc->stride = (c->bottleneck ? k == 2 : k == 1) ? p->stride : 1;
+        /* DC5: the 3x3 convolutions of layer4 dilated by 2, except where the first block
+         * enters the layer (its conv2, or a BasicBlock's conv1), which keeps the previous 1 */
+        bc->dil = 1;
+        if (c->dc5 && L == 4 && bc->k == 3)
+            bc->dil = (B == 0 && (c->bottleneck || k == 1)) ? 1 : 2;
         bc->last = k == nconv;
     }
     if (!with_ds)
@@ -133,6 +138,7 @@ static int block_convs(const resnet_config *c, const block_pos *p, int with_ds, 
     ds->cout = p->out;
     ds->k = 1;
     ds->stride = p->stride;
+    ds->dil = 1;
     ds->last = 0;
     return nconv + 1;
 }
@@ -180,7 +186,7 @@ static int check_backbone(const model_source *src, const resnet_config *c, pgd_e
                 rc = need_bn(src, bc[i].bn, bc[i].cout, err);
         }
     }
-    if (!rc) {
+    if (!rc && !c->headless) {
         int64_t fw[2] = {c->classes, c->out[3]};
         rc = model_need(src, "fc.weight", 2, fw, err);
         if (!rc)
@@ -442,8 +448,8 @@ static int detect_nonlocal(const model_source *src, const resnet_options *opt,
     return rc;
 }
 
-int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
-                  pgd_error **err)
+static int detect(const model_source *src, const resnet_options *opt, int headless, int dc5,
+                  resnet_config *cfg, pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
     int nd;
@@ -465,8 +471,10 @@ int resnet_detect(const model_source *src, const resnet_options *opt, resnet_con
     int rc = detect_layers(src, cfg, err);
     if (rc)
         return rc;
-    cfg->classes = dim0(src, "fc.weight");
-    if (cfg->classes < 1)
+    cfg->headless = headless;
+    cfg->dc5 = dc5;
+    cfg->classes = cfg->headless ? 0 : dim0(src, "fc.weight");
+    if (!cfg->headless && cfg->classes < 1)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
                               src->label);
     for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
@@ -476,6 +484,24 @@ int resnet_detect(const model_source *src, const resnet_options *opt, resnet_con
     rc = check_backbone(src, cfg, err);
     if (!rc)
         rc = detect_nonlocal(src, opt, cfg, err);
+    return rc;
+}
+
+int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
+                  pgd_error **err)
+{
+    return detect(src, opt, 0, 0, cfg, err);
+}
+
+int resnet_detect_backbone(const model_source *src, int dc5, resnet_config *cfg,
+                           pgd_error **err)
+{
+    resnet_options none = {NULL, NULL, 0};
+    int rc = detect(src, &none, 1, dc5, cfg, err);
+    if (!rc && cfg->n_nl)
+        rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s: a detector's backbone has no non-local "
+                           "blocks ('nonlocal.layer%d.%d.*')", src->label, cfg->nl[0].layer,
+                           cfg->nl[0].block);
     return rc;
 }
 
@@ -556,15 +582,16 @@ static int read_bn(const model_source *src, const char *prefix, int64_t c, float
 }
 
 static int make_conv(pgd_ctx *ctx, conv_layer *cl, int64_t cin, int64_t cout, int k, int stride,
-                     const float *w, const float *bias, const pgd_batchnorm *bn, pgd_error **err)
+                     int dil, const float *w, const float *bias, const pgd_batchnorm *bn,
+                     pgd_error **err)
 {
     memset(&cl->d, 0, sizeof cl->d);
     cl->d.cin = cin;
     cl->d.cout = cout;
     cl->d.kh = cl->d.kw = k;
     cl->d.stride_h = cl->d.stride_w = stride;
-    cl->d.pad_h = cl->d.pad_w = k / 2;
-    cl->d.dil_h = cl->d.dil_w = 1;
+    cl->d.pad_h = cl->d.pad_w = dil * (k / 2);
+    cl->d.dil_h = cl->d.dil_w = dil;
     cl->d.groups = 1;
     return pgd_conv2d_create(ctx, &cl->d, w, bias, bn, &cl->c, err);
 }
@@ -572,7 +599,7 @@ static int make_conv(pgd_ctx *ctx, conv_layer *cl, int64_t cin, int64_t cout, in
 /* A convolution `wname` [cout, cin, k, k] with batch norm `bnprefix` folded in. */
 static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname,
                         const char *bnprefix, int64_t cin, int64_t cout, int k, int stride,
-                        conv_layer *cl, pgd_error **err)
+                        int dil, conv_layer *cl, pgd_error **err)
 {
     if (need_conv(src, wname, cout, cin, k, err) || need_bn(src, bnprefix, cout, err))
         return pgd_error_code(*err);
@@ -582,7 +609,7 @@ static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname
     pgd_batchnorm bn;
     int rc = read_bn(src, bnprefix, cout, &bnarr, &bn, err);
     if (!rc)
-        rc = make_conv(ctx, cl, cin, cout, k, stride, w, NULL, &bn, err);
+        rc = make_conv(ctx, cl, cin, cout, k, stride, dil, w, NULL, &bn, err);
     free(w);
     free(bnarr);
     return rc;
@@ -829,7 +856,7 @@ static int load_blocks(resnet_model *m, const model_source *src, pgd_error **err
         for (int i = 0; i < n && !rc; i++) {
             conv_layer *cl = rb->has_ds && i == n - 1 ? &rb->ds : &rb->conv[i];
             rc = load_conv_bn(m->ctx, src, bc[i].weight, bc[i].bn, bc[i].cin, bc[i].cout, bc[i].k,
-                              bc[i].stride, cl, err);
+                              bc[i].stride, bc[i].dil, cl, err);
         }
     }
     return rc;
@@ -854,12 +881,12 @@ int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
     model_source ts = *src;
     int rc = model_track_begin(&ts, err);
     if (!rc)
-        rc = load_conv_bn(ctx, &ts, "conv1.weight", "bn1", 3, c->stem, 7, 2, &m->stem, err);
+        rc = load_conv_bn(ctx, &ts, "conv1.weight", "bn1", 3, c->stem, 7, 2, 1, &m->stem, err);
     if (!rc)
         rc = load_blocks(m, &ts, err);
     for (int i = 0; i < c->n_nl && !rc; i++)
         rc = load_nl(m, &ts, &c->nl[i], &m->nl[i], err);
-    if (!rc)
+    if (!rc && !c->headless)
         rc = load_fc(m, &ts, err);
     if (!rc)
         rc = model_check_consumed(&ts, ignore, sizeof ignore / sizeof *ignore, err);
@@ -1101,6 +1128,9 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
         return pgd_error_set(err, PGD_ERR_SHAPE,
                               "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
                               B, H, W);
+    if (m->cfg.headless)
+        return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
+                              "a headless ResNet backbone has no logits (resnet_features)");
     double t0 = model_now_ms();
     pgd_tensor *x = NULL;
     int rc = stem_forward(m, images, B, H, W, &x, err);
@@ -1125,6 +1155,27 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
         times[4] = model_now_ms() - t0;
     }
     return rc;
+}
+
+int resnet_features(resnet_model *m, const float *images, int B, int H, int W, pgd_tensor **c5,
+                    pgd_error **err)
+{
+    *c5 = NULL;
+    if (B < 1 || H < 32 || W < 32)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                              B, H, W);
+    pgd_tensor *x = NULL;
+    int rc = stem_forward(m, images, B, H, W, &x, err);
+    layer_times lt = {0, 0, 0};
+    if (!rc)
+        rc = layers_forward(m, &x, NULL, &lt, err);
+    if (rc) {
+        pgd_tensor_destroy(x);
+        return rc;
+    }
+    *c5 = x;
+    return PGD_OK;
 }
 
 int resnet_last_split(const resnet_model *m) { return m->batching.last_split; }
@@ -1351,9 +1402,9 @@ static int rs_backbone(rs_src *r, const resnet_config *c)
             rc = rs_conv_bn(r, bc[i].weight, bc[i].bn, bc[i].cout, bc[i].cin, bc[i].k,
                             bc[i].last);
     }
-    if (!rc)
+    if (!rc && c->classes > 0)
         rc = rs_add(r, "fc.weight", 2, c->classes, c->out[3], 0, 0, 0);
-    if (!rc)
+    if (!rc && c->classes > 0)
         rc = rs_add(r, "fc.bias", 1, c->classes, 0, 0, 0, 1);
     return rc;
 }

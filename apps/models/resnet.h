@@ -43,6 +43,8 @@ typedef struct resnet_config {
     int mode_forced;      /* 1: the mode came from resnet_options, not the file: the parts of the
                              file's blocks that mode does not use are left out, not refused */
     int subsample;
+    int headless;         /* 1: a backbone without fc (DETR's): classes is 0, no logits */
+    int dc5;              /* 1: layer4 dilated instead of strided (DETR-DC5; output stride 16) */
     int n_nl;
     resnet_nl_site nl[RESNET_MAX_NL];
 } resnet_config;
@@ -61,6 +63,13 @@ typedef struct resnet_options {
  * carry, so a block missing or held in part is reported, not dropped. */
 int resnet_detect(const model_source *src, const resnet_options *opt, resnet_config *cfg,
                   pgd_error **err);
+
+/* As resnet_detect for a detector's backbone to C5: no fc.weight/fc.bias (classes 0), no
+ * non-local blocks; dc5: layer4 with stride 1 and dilation 2 (its first block's entering 3x3
+ * keeps dilation 1), as torchvision's replace_stride_with_dilation and timm's output_stride=16
+ * build it. */
+int resnet_detect_backbone(const model_source *src, int dc5, resnet_config *cfg,
+                           pgd_error **err);
 
 typedef struct resnet_model resnet_model;
 
@@ -84,6 +93,11 @@ int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw);
  * aff NULL: no affinity. */
 int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, float *logits,
                    resnet_affinity *aff, double times[5], pgd_error **err);
+/* A headless backbone's features: images [B, 3, H, W] (host) through the stem and the four
+ * layers into *c5, a new NHWC device tensor [B, H/32, W/32, out[3]] (H/16 with dc5) for the
+ * caller to destroy. On error *c5 is NULL. */
+int resnet_features(resnet_model *m, const float *images, int B, int H, int W, pgd_tensor **c5,
+                    pgd_error **err);
 /* The images per pass of the last resnet_forward (see vit_last_split). */
 int resnet_last_split(const resnet_model *m);
 /* As vit_find_nonfinite: one image again with every stage checked; p->stage names the first
@@ -95,6 +109,7 @@ int resnet_find_nonfinite(resnet_model *m, const float *image, int H, int W, mod
  * `classes` outputs and non-local blocks at the sites of `spec` (e.g. "layer3.5", may be NULL)
  * in `mode` (their BN after W has γ = 1: the blocks do real work). */
 /* (Free the source with model_source_free.) */
+/* classes 0: a headless backbone (no fc). */
 int resnet_random_source(model_source *src, int depth, int64_t classes, const char *spec,
                          nl_mode mode, uint64_t seed, pgd_error **err);
 

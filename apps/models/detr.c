@@ -1,0 +1,1412 @@
+/* detr.c — DETR object detection on libpagoda's public API (see detr.h).
+ *
+ * Activations: the backbone is NHWC (resnet.c), so its C5 output [B, h, w, C] is already the
+ * token layout [B, h·w, C] the Transformer reads (token y·w + x, as flatten(2).transpose(1, 2)
+ * orders them): the 1x1 input projection is a linear layer on it. Every linear layer is a
+ * pgd_linear with its bias, ReLU and residual fused; attention is pgd_attention reading Q, K and V
+ * in place (self-attention's Q and K come from one fused projection of x + pos), with the key
+ * padding mask as an additive [B, 1, 1, T] view (zero strides) and, in the last decoder layer,
+ * the cross-attention probabilities for the attention maps.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include "detr.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- namings ------------------------------------------------------------------------------ */
+
+typedef struct naming {
+    const char *backbone;   /* prefix of the ResNet's torchvision/timm names */
+    const char *input_proj; /* + ".weight" [D, C, 1, 1], ".bias" */
+    const char *query;      /* [Q, D] */
+    const char *enc, *dec;  /* layer prefixes, the index and a '.' follow */
+    const char *sa, *ca;    /* the attentions within a decoder layer (sa also the encoder's) */
+    int packed;             /* 1: in_proj_weight [3D, D] / in_proj_bias; else q/k/v_proj */
+    const char *o;          /* output projection */
+    const char *fc1, *fc2;
+    const char *enc_ln[2];
+    const char *dec_ln[3];
+    const char *dec_norm, *cls, *box; /* box: ".N" follows */
+} naming;
+
+static const naming namings[3] = {
+    [DETR_HF4] = {"model.backbone.conv_encoder.model.", "model.input_projection",
+                  "model.query_position_embeddings.weight", "model.encoder.layers.",
+                  "model.decoder.layers.", "self_attn.", "encoder_attn.", 0, "out_proj",
+                  "fc1", "fc2", {"self_attn_layer_norm", "final_layer_norm"},
+                  {"self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"},
+                  "model.decoder.layernorm", "class_labels_classifier", "bbox_predictor.layers"},
+    [DETR_HF5] = {"model.backbone.model.", "model.input_projection",
+                  "model.query_position_embeddings.weight", "model.encoder.layers.",
+                  "model.decoder.layers.", "self_attn.", "encoder_attn.", 0, "o_proj",
+                  "mlp.fc1", "mlp.fc2", {"self_attn_layer_norm", "final_layer_norm"},
+                  {"self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"},
+                  "model.decoder.layernorm", "class_labels_classifier", "bbox_predictor.layers"},
+    [DETR_ORIGINAL] = {"backbone.0.body.", "input_proj", "query_embed.weight",
+                       "transformer.encoder.layers.", "transformer.decoder.layers.",
+                       "self_attn.", "multihead_attn.", 1, "out_proj", "linear1", "linear2",
+                       {"norm1", "norm2"}, {"norm1", "norm2", "norm3"},
+                       "transformer.decoder.norm", "class_embed", "bbox_embed.layers"},
+};
+
+const char *detr_naming_name(detr_naming n)
+{
+    static const char *const names[] = {"hf4", "hf5", "original"};
+    return (unsigned)n < 3 ? names[n] : "?";
+}
+
+static int has(const model_source *src, const char *name)
+{
+    int nd;
+    int64_t s[8];
+    return src->shape(src->u, name, &nd, s) == 0;
+}
+
+/* The name of a part of layer `i` of the encoder (dec 0) or decoder (dec 1). */
+static void layer_name(const naming *nm, int dec, int i, const char *part, char *buf, size_t size)
+{
+    snprintf(buf, size, "%.64s%d.%.64s", dec ? nm->dec : nm->enc, i, part);
+}
+
+/* ---- a view of the backbone's tensors under their own names ------------------------------- */
+
+typedef struct prefix_view {
+    model_source inner; /* not owned */
+    char prefix[64];
+    char label[512]; /* "<file>, under '<prefix>'": the backbone's messages name the prefix */
+    char **names;
+    size_t n;
+    int listed;
+} prefix_view;
+
+static int pv_shape(void *u, const char *name, int *ndim, int64_t shape[8])
+{
+    prefix_view *v = u;
+    char full[256];
+    snprintf(full, sizeof full, "%.120s%.120s", v->prefix, name);
+    return v->inner.shape(v->inner.u, full, ndim, shape);
+}
+
+static int pv_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    prefix_view *v = u;
+    char full[256];
+    snprintf(full, sizeof full, "%.120s%.120s", v->prefix, name);
+    return v->inner.read(v->inner.u, full, dst, err);
+}
+
+static const char *pv_meta(void *u, const char *key)
+{
+    prefix_view *v = u;
+    return v->inner.meta ? v->inner.meta(v->inner.u, key) : NULL;
+}
+
+static const char *pv_name_at(void *u, size_t i)
+{
+    prefix_view *v = u;
+    return i < v->n ? v->names[i] : NULL;
+}
+
+static void pv_release(void *u)
+{
+    prefix_view *v = u;
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++)
+        free(v->names[i]);
+    free(v->names);
+    free(v);
+}
+
+/* *out: the tensors of src under `prefix`, named without it (a listing when src has one). The
+ * view does not own src; free it with model_source_free before src. */
+static int prefix_view_make(const model_source *src, const char *prefix, model_source *out,
+                            pgd_error **err)
+{
+    prefix_view *v = calloc(1, sizeof *v);
+    if (!v)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: backbone view", src->label);
+    v->inner = *src;
+    v->inner.used = NULL;
+    snprintf(v->prefix, sizeof v->prefix, "%s", prefix);
+    size_t pl = strlen(prefix), count = 0;
+    const char *name;
+    if (src->name_at) {
+        v->listed = 1;
+        while (src->name_at(src->u, count))
+            count++;
+        v->names = calloc(count ? count : 1, sizeof *v->names);
+        if (!v->names) {
+            free(v);
+            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
+        }
+        for (size_t i = 0; i < count; i++) {
+            name = src->name_at(src->u, i);
+            if (strncmp(name, prefix, pl))
+                continue;
+            if (!(v->names[v->n] = strdup(name + pl))) {
+                pv_release(v);
+                return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
+            }
+            v->n++;
+        }
+    }
+    snprintf(v->label, sizeof v->label, "%.400s, under '%s'", src->label, prefix);
+    *out = (model_source){.u = v, .label = v->label, .shape = pv_shape, .read = pv_read,
+                          .meta = pv_meta, .name_at = v->listed ? pv_name_at : NULL,
+                          .release = pv_release};
+    return PGD_OK;
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+static int64_t dim_of(const model_source *src, const char *name, int i, int want_ndim)
+{
+    int nd;
+    int64_t s[8];
+    if (src->shape(src->u, name, &nd, s) != 0 || nd != want_ndim || i >= nd)
+        return -1;
+    return s[i];
+}
+
+static int meta_int(const model_source *src, const char *key, int64_t *v)
+{
+    const char *s = src->meta ? src->meta(src->u, key) : NULL;
+    return s && pgd_parse_int64(s, 1, 4096, v) == 0;
+}
+
+static int need2(const model_source *src, const char *name, int64_t a, int64_t b,
+                 pgd_error **err)
+{
+    int64_t s[2] = {a, b};
+    return model_need(src, name, 2, s, err);
+}
+
+static int need1(const model_source *src, const char *name, int64_t a, pgd_error **err)
+{
+    return model_need(src, name, 1, &a, err);
+}
+
+/* A linear layer's two tensors "<p>.weight" [out, in] and "<p>.bias" [out]. */
+static int need_linear(const model_source *src, const char *p, int64_t out, int64_t in,
+                       pgd_error **err)
+{
+    char w[256], b[256];
+    snprintf(w, sizeof w, "%.200s.weight", p);
+    snprintf(b, sizeof b, "%.200s.bias", p);
+    int rc = need2(src, w, out, in, err);
+    return rc ? rc : need1(src, b, out, err);
+}
+
+/* The attention at `p` (ends with '.'): packed or q/k/v projections, and the output one. */
+static int need_attention(const model_source *src, const naming *nm, const char *p, int64_t D,
+                          pgd_error **err)
+{
+    char name[256];
+    int rc;
+    if (nm->packed) {
+        snprintf(name, sizeof name, "%.200sin_proj_weight", p);
+        rc = need2(src, name, 3 * D, D, err);
+        snprintf(name, sizeof name, "%.200sin_proj_bias", p);
+        if (!rc)
+            rc = need1(src, name, 3 * D, err);
+    } else {
+        static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
+        rc = PGD_OK;
+        for (int i = 0; i < 3 && !rc; i++) {
+            snprintf(name, sizeof name, "%.120s%.120s", p, proj[i]);
+            rc = need_linear(src, name, D, D, err);
+        }
+    }
+    snprintf(name, sizeof name, "%.120s%.120s", p, nm->o);
+    return rc ? rc : need_linear(src, name, D, D, err);
+}
+
+static int need_ln(const model_source *src, const char *p, int64_t D, pgd_error **err)
+{
+    char w[256], b[256];
+    snprintf(w, sizeof w, "%.200s.weight", p);
+    snprintf(b, sizeof b, "%.200s.bias", p);
+    int rc = need1(src, w, D, err);
+    return rc ? rc : need1(src, b, D, err);
+}
+
+/* Every tensor outside the backbone, exactly. */
+static int check_transformer(const model_source *src, const detr_config *c, pgd_error **err)
+{
+    const naming *nm = &namings[c->naming];
+    int64_t D = c->dim;
+    char name[256], p[256];
+    int64_t ps[4] = {D, c->backbone.out[3], 1, 1};
+    snprintf(name, sizeof name, "%.200s.weight", nm->input_proj);
+    int rc = model_need(src, name, 4, ps, err);
+    snprintf(name, sizeof name, "%.200s.bias", nm->input_proj);
+    if (!rc)
+        rc = need1(src, name, D, err);
+    if (!rc)
+        rc = need2(src, nm->query, c->queries, D, err);
+    for (int dec = 0; dec < 2 && !rc; dec++) {
+        int n = dec ? c->dec_layers : c->enc_layers;
+        int64_t F = dec ? c->dec_ffn : c->enc_ffn;
+        for (int i = 0; i < n && !rc; i++) {
+            layer_name(nm, dec, i, nm->sa, p, sizeof p);
+            rc = need_attention(src, nm, p, D, err);
+            if (!rc && dec) {
+                layer_name(nm, dec, i, nm->ca, p, sizeof p);
+                rc = need_attention(src, nm, p, D, err);
+            }
+            layer_name(nm, dec, i, nm->fc1, name, sizeof name);
+            if (!rc)
+                rc = need_linear(src, name, F, D, err);
+            layer_name(nm, dec, i, nm->fc2, name, sizeof name);
+            if (!rc)
+                rc = need_linear(src, name, D, F, err);
+            for (int k = 0; k < (dec ? 3 : 2) && !rc; k++) {
+                layer_name(nm, dec, i, dec ? nm->dec_ln[k] : nm->enc_ln[k], name, sizeof name);
+                rc = need_ln(src, name, D, err);
+            }
+        }
+    }
+    if (!rc)
+        rc = need_ln(src, nm->dec_norm, D, err);
+    if (!rc)
+        rc = need_linear(src, nm->cls, c->classes, D, err);
+    for (int i = 0; i < 3 && !rc; i++) {
+        snprintf(name, sizeof name, "%s.%d", nm->box, i);
+        rc = need_linear(src, name, i == 2 ? 4 : D, D, err);
+    }
+    return rc;
+}
+
+static int detect_naming(const model_source *src, detr_naming *n)
+{
+    for (int i = 0; i < 3; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%.100sconv1.weight", namings[i].backbone);
+        if (has(src, name)) {
+            *n = (detr_naming)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Layers counted by name (one more than the highest index), or for a source without a listing
+ * by their first LayerNorm. */
+static int count_layers(const model_source *src, const naming *nm, int dec)
+{
+    char name[256];
+    int n = model_count_indexed(src, dec ? nm->dec : nm->enc, ".");
+    if (n >= 0)
+        return n;
+    for (n = 0; n < 1000; n++) {
+        layer_name(nm, dec, n, dec ? nm->dec_ln[2] : nm->enc_ln[1], name, sizeof name);
+        strcat(name, ".weight");
+        if (!has(src, name))
+            break;
+    }
+    return n;
+}
+
+static int heads_of(const model_source *src, int forced, const char *key, int64_t D,
+                    int64_t *heads, pgd_error **err)
+{
+    int64_t h = 8;
+    if (forced > 0)
+        h = forced;
+    else if (!meta_int(src, key, &h) && src->meta && src->meta(src->u, key))
+        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: __metadata__ '%s' is '%s', not a count",
+                             src->label, key, src->meta(src->u, key));
+    if (D % h)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: width %lld is not a multiple of %lld attention heads (%s)",
+                             src->label, (long long)D, (long long)h, key);
+    *heads = h;
+    return PGD_OK;
+}
+
+int detr_detect(const model_source *src, const detr_options *opt, detr_config *cfg,
+                pgd_error **err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (detect_naming(src, &cfg->naming))
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: not a DETR checkpoint: none of "
+                             "'model.backbone.conv_encoder.model.conv1.weight' (transformers "
+                             "4.x), 'model.backbone.model.conv1.weight' (5.x) or "
+                             "'backbone.0.body.conv1.weight' (the original repository) is there",
+                             src->label);
+    const naming *nm = &namings[cfg->naming];
+    int dc5 = opt && opt->dc5 > 0;
+    const char *dil = src->meta ? src->meta(src->u, "dilation") : NULL;
+    if (!dc5 && dil && strcmp(dil, "true") && strcmp(dil, "false"))
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: __metadata__ 'dilation' is '%s', expected true or false",
+                             src->label, dil);
+    dc5 = dc5 || (dil && !strcmp(dil, "true"));
+    model_source bb;
+    int rc = prefix_view_make(src, nm->backbone, &bb, err);
+    if (rc)
+        return rc;
+    rc = resnet_detect_backbone(&bb, dc5, &cfg->backbone, err);
+    model_source_free(&bb);
+    if (rc)
+        return rc;
+    char name[256];
+    snprintf(name, sizeof name, "%.200s.weight", nm->input_proj);
+    cfg->dim = dim_of(src, name, 0, 4);
+    if (cfg->dim < 1)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND,
+                             "%s: tensor '%s' is missing or not a [D, C, 1, 1] convolution",
+                             src->label, name);
+    cfg->queries = dim_of(src, nm->query, 0, 2);
+    if (cfg->queries < 1)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing or not [Q, D]",
+                             src->label, nm->query);
+    snprintf(name, sizeof name, "%.200s.weight", nm->cls);
+    cfg->classes = dim_of(src, name, 0, 2);
+    if (cfg->classes < 2)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND,
+                             "%s: tensor '%s' is missing or not [classes + 1, D]", src->label,
+                             name);
+    cfg->enc_layers = count_layers(src, nm, 0);
+    cfg->dec_layers = count_layers(src, nm, 1);
+    if (cfg->dec_layers < 1) {
+        layer_name(nm, 1, 0, nm->fc1, name, sizeof name);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND,
+                             "%s: tensor '%s.weight' is missing (DETR has decoder layers)",
+                             src->label, name);
+    }
+    layer_name(nm, 0, 0, nm->fc1, name, sizeof name);
+    strcat(name, ".weight");
+    cfg->enc_ffn = cfg->enc_layers ? dim_of(src, name, 0, 2) : 1;
+    layer_name(nm, 1, 0, nm->fc1, name, sizeof name);
+    strcat(name, ".weight");
+    cfg->dec_ffn = dim_of(src, name, 0, 2);
+    if (cfg->enc_ffn < 1 || cfg->dec_ffn < 1)
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing or not 2-D",
+                             src->label, name);
+    rc = heads_of(src, opt ? opt->enc_heads : 0, "encoder_attention_heads", cfg->dim,
+                  &cfg->enc_heads, err);
+    if (!rc)
+        rc = heads_of(src, opt ? opt->dec_heads : 0, "decoder_attention_heads", cfg->dim,
+                      &cfg->dec_heads, err);
+    if (!rc)
+        rc = check_transformer(src, cfg, err);
+    return rc;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+typedef struct ln_w {
+    pgd_tensor *w, *b;
+} ln_w;
+
+typedef struct attn_w {
+    pgd_linear *qk; /* self-attention: Q and K of x + pos in one [2D, D] projection */
+    pgd_linear *q, *k; /* cross-attention */
+    pgd_linear *v, *o;
+} attn_w;
+
+typedef struct layer_w {
+    attn_w sa, ca;
+    ln_w ln[3];
+    pgd_linear *fc1, *fc2;
+} layer_w;
+
+struct detr_model {
+    pgd_ctx *ctx;
+    detr_config cfg;
+    resnet_model *backbone;
+    pgd_linear *input_proj;
+    float *query_pos; /* host [Q, D] */
+    layer_w *enc, *dec;
+    ln_w dec_norm;
+    pgd_linear *cls, *box[3];
+    pgd_tensor *dim_t; /* [D/2]: the sine embedding's divisors */
+    pgd_kernel *pos_kernel;
+};
+
+static const char pos_source[] =
+    "/* DETR's sine position embedding of one feature cell: the real cells above it (and\n"
+    " * itself) in its column and left of it in its row, each count normalised by the column's\n"
+    " * or row's total, times scale; channels [0, npf) the y part, [npf, 2 npf) the x part, even\n"
+    " * channels sin(e / dim_t[i]), odd cos. */\n"
+    "__kernel void detr_pos(__global const float *mask, __global const float *dim_t,\n"
+    "                       __global float *pos, int H, int W, int npf, float scale)\n"
+    "{\n"
+    "    int x = get_global_id(0), y = get_global_id(1), b = get_global_id(2);\n"
+    "    __global const float *m = mask + (size_t)b * H * W;\n"
+    "    float ye = 0.0f, yt = 0.0f, xe = 0.0f, xt = 0.0f;\n"
+    "    for (int i = 0; i < H; i++) {\n"
+    "        float v = m[i * W + x];\n"
+    "        yt += v;\n"
+    "        if (i <= y) ye += v;\n"
+    "    }\n"
+    "    for (int j = 0; j < W; j++) {\n"
+    "        float v = m[y * W + j];\n"
+    "        xt += v;\n"
+    "        if (j <= x) xe += v;\n"
+    "    }\n"
+    "    ye = ye / (yt + 1e-6f) * scale;\n"
+    "    xe = xe / (xt + 1e-6f) * scale;\n"
+    "    __global float *p = pos + ((size_t)b * H * W + (size_t)y * W + x) * (size_t)(2 * npf);\n"
+    "    for (int i = 0; i < npf; i++) {\n"
+    "        float ay = ye / dim_t[i], ax = xe / dim_t[i];\n"
+    "        p[i] = (i & 1) ? cos(ay) : sin(ay);\n"
+    "        p[npf + i] = (i & 1) ? cos(ax) : sin(ax);\n"
+    "    }\n"
+    "}\n";
+
+static float *read_host(const model_source *src, const char *name, int64_t n, pgd_error **err)
+{
+    float *h = malloc((size_t)n * sizeof *h + 1);
+    if (!h) {
+        pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s'", src->label, name);
+        return NULL;
+    }
+    if (model_read(src, name, h, n, err)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* A linear layer from host arrays w [out, in] and b [out]. */
+static int linear_from(pgd_ctx *ctx, const float *w, const float *b, int64_t out, int64_t in,
+                       pgd_linear **l, pgd_error **err)
+{
+    int64_t ws[2] = {out, in};
+    pgd_tensor *tw = NULL, *tb = NULL;
+    int rc = model_upload(ctx, w, 2, ws, &tw, err);
+    if (!rc)
+        rc = model_upload(ctx, b, 1, &out, &tb, err);
+    if (!rc)
+        rc = pgd_linear_create(ctx, tw, tb, l, err);
+    pgd_tensor_destroy(tw);
+    pgd_tensor_destroy(tb);
+    return rc;
+}
+
+static int load_linear(pgd_ctx *ctx, const model_source *src, const char *p, int64_t out,
+                       int64_t in, pgd_linear **l, pgd_error **err)
+{
+    char wn[256], bn[256];
+    snprintf(wn, sizeof wn, "%.200s.weight", p);
+    snprintf(bn, sizeof bn, "%.200s.bias", p);
+    if (need_linear(src, p, out, in, err))
+        return pgd_error_code(*err);
+    float *w = read_host(src, wn, out * in, err);
+    float *b = w ? read_host(src, bn, out, err) : NULL;
+    int rc = b ? linear_from(ctx, w, b, out, in, l, err) : pgd_error_code(*err);
+    free(w);
+    free(b);
+    return rc;
+}
+
+static int load_ln(pgd_ctx *ctx, const model_source *src, const char *p, int64_t D, ln_w *ln,
+                   pgd_error **err)
+{
+    char wn[256], bn[256];
+    snprintf(wn, sizeof wn, "%.200s.weight", p);
+    snprintf(bn, sizeof bn, "%.200s.bias", p);
+    int rc = model_load_tensor(ctx, src, wn, 1, &D, &ln->w, err);
+    if (!rc)
+        rc = model_load_tensor(ctx, src, bn, 1, &D, &ln->b, err);
+    return rc;
+}
+
+/* The attention at p: q, k and v (packed or not) on the host, then the device layers: one
+ * fused Q|K projection for self-attention (`self`), three for cross-attention. */
+static int load_attention(pgd_ctx *ctx, const model_source *src, const naming *nm, const char *p,
+                          int64_t D, int self, attn_w *a, pgd_error **err)
+{
+    char name[256];
+    float *w = malloc((size_t)(3 * D * D + 3 * D) * sizeof *w);
+    if (!w)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: %s", src->label, p);
+    float *b = w + 3 * D * D;
+    int rc = need_attention(src, nm, p, D, err);
+    if (!rc && nm->packed) {
+        snprintf(name, sizeof name, "%.200sin_proj_weight", p);
+        rc = model_read(src, name, w, 3 * D * D, err);
+        snprintf(name, sizeof name, "%.200sin_proj_bias", p);
+        if (!rc)
+            rc = model_read(src, name, b, 3 * D, err);
+    } else if (!rc) {
+        static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
+        for (int i = 0; i < 3 && !rc; i++) {
+            snprintf(name, sizeof name, "%.120s%.60s.weight", p, proj[i]);
+            rc = model_read(src, name, w + i * D * D, D * D, err);
+            snprintf(name, sizeof name, "%.120s%.60s.bias", p, proj[i]);
+            if (!rc)
+                rc = model_read(src, name, b + i * D, D, err);
+        }
+    }
+    if (!rc && self) {
+        /* [q; k] rows are contiguous in w and b: one [2D, D] layer */
+        float *qkb = malloc((size_t)(2 * D) * sizeof *qkb);
+        if (!qkb)
+            rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: %s", src->label, p);
+        if (!rc) {
+            memcpy(qkb, b, (size_t)(2 * D) * sizeof *qkb);
+            rc = linear_from(ctx, w, qkb, 2 * D, D, &a->qk, err);
+        }
+        free(qkb);
+    } else if (!rc) {
+        rc = linear_from(ctx, w, b, D, D, &a->q, err);
+        if (!rc)
+            rc = linear_from(ctx, w + D * D, b + D, D, D, &a->k, err);
+    }
+    if (!rc)
+        rc = linear_from(ctx, w + 2 * D * D, b + 2 * D, D, D, &a->v, err);
+    free(w);
+    snprintf(name, sizeof name, "%.120s%.120s", p, nm->o);
+    if (!rc)
+        rc = load_linear(ctx, src, name, D, D, &a->o, err);
+    return rc;
+}
+
+static int load_layer(detr_model *m, const model_source *src, int dec, int i, pgd_error **err)
+{
+    const detr_config *c = &m->cfg;
+    const naming *nm = &namings[c->naming];
+    layer_w *l = dec ? &m->dec[i] : &m->enc[i];
+    int64_t D = c->dim, F = dec ? c->dec_ffn : c->enc_ffn;
+    char p[256];
+    layer_name(nm, dec, i, nm->sa, p, sizeof p);
+    int rc = load_attention(m->ctx, src, nm, p, D, 1, &l->sa, err);
+    if (!rc && dec) {
+        layer_name(nm, dec, i, nm->ca, p, sizeof p);
+        rc = load_attention(m->ctx, src, nm, p, D, 0, &l->ca, err);
+    }
+    layer_name(nm, dec, i, nm->fc1, p, sizeof p);
+    if (!rc)
+        rc = load_linear(m->ctx, src, p, F, D, &l->fc1, err);
+    layer_name(nm, dec, i, nm->fc2, p, sizeof p);
+    if (!rc)
+        rc = load_linear(m->ctx, src, p, D, F, &l->fc2, err);
+    for (int k = 0; k < (dec ? 3 : 2) && !rc; k++) {
+        layer_name(nm, dec, i, dec ? nm->dec_ln[k] : nm->enc_ln[k], p, sizeof p);
+        rc = load_ln(m->ctx, src, p, D, &l->ln[k], err);
+    }
+    return rc;
+}
+
+static void attn_free(attn_w *a)
+{
+    pgd_linear_destroy(a->qk);
+    pgd_linear_destroy(a->q);
+    pgd_linear_destroy(a->k);
+    pgd_linear_destroy(a->v);
+    pgd_linear_destroy(a->o);
+}
+
+static void layer_free(layer_w *l)
+{
+    attn_free(&l->sa);
+    attn_free(&l->ca);
+    for (int k = 0; k < 3; k++) {
+        pgd_tensor_destroy(l->ln[k].w);
+        pgd_tensor_destroy(l->ln[k].b);
+    }
+    pgd_linear_destroy(l->fc1);
+    pgd_linear_destroy(l->fc2);
+}
+
+void detr_free(detr_model *m)
+{
+    if (!m)
+        return;
+    resnet_free(m->backbone);
+    pgd_linear_destroy(m->input_proj);
+    free(m->query_pos);
+    for (int i = 0; m->enc && i < m->cfg.enc_layers; i++)
+        layer_free(&m->enc[i]);
+    for (int i = 0; m->dec && i < m->cfg.dec_layers; i++)
+        layer_free(&m->dec[i]);
+    free(m->enc);
+    free(m->dec);
+    pgd_tensor_destroy(m->dec_norm.w);
+    pgd_tensor_destroy(m->dec_norm.b);
+    pgd_linear_destroy(m->cls);
+    for (int i = 0; i < 3; i++)
+        pgd_linear_destroy(m->box[i]);
+    pgd_tensor_destroy(m->dim_t);
+    pgd_kernel_destroy(m->pos_kernel);
+    free(m);
+}
+
+const detr_config *detr_get_config(const detr_model *m) { return &m->cfg; }
+
+/* The backbone through a view of its own names (resnet_load's strict load covers them), then
+ * recorded as consumed in the DETR load. */
+static int load_backbone(detr_model *m, const model_source *src, pgd_error **err)
+{
+    const naming *nm = &namings[m->cfg.naming];
+    model_source bb;
+    int rc = prefix_view_make(src, nm->backbone, &bb, err);
+    if (rc)
+        return rc;
+    rc = resnet_load(m->ctx, &bb, &m->cfg.backbone, &m->backbone, err);
+    model_source_free(&bb);
+    if (!rc && src->name_at) {
+        size_t pl = strlen(nm->backbone);
+        const char *name;
+        for (size_t i = 0; (name = src->name_at(src->u, i)) != NULL; i++)
+            if (!strncmp(name, nm->backbone, pl))
+                model_mark(src, name);
+    }
+    return rc;
+}
+
+static int load_all(void *model, const model_source *src, pgd_error **err)
+{
+    detr_model *m = model;
+    const detr_config *c = &m->cfg;
+    const naming *nm = &namings[c->naming];
+    int64_t D = c->dim;
+    char name[256];
+    int rc = load_backbone(m, src, err);
+    if (!rc) {
+        /* the 1x1 projection as a linear layer over the NHWC features */
+        int64_t C = c->backbone.out[3], ps[4] = {D, C, 1, 1};
+        snprintf(name, sizeof name, "%.200s.weight", nm->input_proj);
+        float *w = NULL, *b = NULL;
+        rc = model_read_host(src, name, 4, ps, &w, err);
+        snprintf(name, sizeof name, "%.200s.bias", nm->input_proj);
+        if (!rc)
+            rc = model_read_host(src, name, 1, &D, &b, err);
+        if (!rc)
+            rc = linear_from(m->ctx, w, b, D, C, &m->input_proj, err);
+        free(w);
+        free(b);
+    }
+    if (!rc) {
+        int64_t qs[2] = {c->queries, D};
+        rc = model_read_host(src, nm->query, 2, qs, &m->query_pos, err);
+    }
+    for (int i = 0; i < c->enc_layers && !rc; i++)
+        rc = load_layer(m, src, 0, i, err);
+    for (int i = 0; i < c->dec_layers && !rc; i++)
+        rc = load_layer(m, src, 1, i, err);
+    if (!rc)
+        rc = load_ln(m->ctx, src, nm->dec_norm, D, &m->dec_norm, err);
+    if (!rc)
+        rc = load_linear(m->ctx, src, nm->cls, c->classes, D, &m->cls, err);
+    for (int i = 0; i < 3 && !rc; i++) {
+        snprintf(name, sizeof name, "%s.%d", nm->box, i);
+        rc = load_linear(m->ctx, src, name, i == 2 ? 4 : D, D, &m->box[i], err);
+    }
+    return rc;
+}
+
+/* The divisors temperature^(2 floor(i/2) / npf) of the sine embedding, as torch computes them
+ * in float32. */
+static int make_dim_t(detr_model *m, pgd_error **err)
+{
+    int64_t npf = m->cfg.dim / 2;
+    float *d = malloc((size_t)npf * sizeof *d);
+    if (!d)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "detr: position divisors");
+    for (int64_t i = 0; i < npf; i++)
+        d[i] = powf(10000.0f, (float)(2 * (i / 2)) / (float)npf);
+    int rc = model_upload(m->ctx, d, 1, &npf, &m->dim_t, err);
+    free(d);
+    if (!rc)
+        rc = pgd_kernel_create(m->ctx, "detr_pos", pos_source, NULL, "detr_pos", &m->pos_kernel,
+                               err);
+    return rc;
+}
+
+int detr_load(pgd_ctx *ctx, const model_source *src, const detr_config *cfg, detr_model **out,
+              pgd_error **err)
+{
+    *out = NULL;
+    if (cfg->dim % 2 || cfg->dim % cfg->enc_heads || cfg->dim % cfg->dec_heads)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: width %lld must be even and a multiple of the heads", src->label,
+                             (long long)cfg->dim);
+    if (model_check_fits(ctx, src, "DETR weights", err))
+        return PGD_ERR_TOO_LARGE;
+    detr_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "DETR model");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->enc = calloc((size_t)(cfg->enc_layers ? cfg->enc_layers : 1), sizeof *m->enc);
+    m->dec = calloc((size_t)cfg->dec_layers, sizeof *m->dec);
+    int rc = m->enc && m->dec ? PGD_OK
+                              : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "DETR layers");
+    if (!rc)
+        rc = model_load_strict(src, load_all, m, NULL, 0, err);
+    if (!rc)
+        rc = make_dim_t(m, err);
+    if (rc) {
+        detr_free(m);
+        return rc;
+    }
+    *out = m;
+    return PGD_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+void detr_feature_size(const detr_model *m, int H, int W, int *fh, int *fw)
+{
+    /* stem /2 (k7 p3), max-pool /2 (k3 p1), then /2 for layers 2, 3 and (not DC5) 4 */
+    int64_t h = H, w = W;
+    h = (h + 6 - 7) / 2 + 1, w = (w + 6 - 7) / 2 + 1;
+    h = (h + 2 - 3) / 2 + 1, w = (w + 2 - 3) / 2 + 1;
+    int strided = m->cfg.backbone.dc5 ? 2 : 3;
+    for (int i = 0; i < strided; i++)
+        h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
+    *fh = (int)h;
+    *fw = (int)w;
+}
+
+/* One pass's working tensors. */
+typedef struct pass {
+    detr_model *m;
+    int64_t B, T, Q, D;
+    pgd_tensor *x, *pos, *tmp, *qk, *v, *att, *ffn;      /* encoder [B, T, ...] */
+    pgd_tensor *mem_pos, *km, *vm;                       /* memory + pos, cross K and V */
+    pgd_tensor *tgt, *qpos, *tq, *qkq, *vq, *attq, *ffq; /* decoder [B, Q, ...] */
+    pgd_tensor *kmask, *probs;
+} pass;
+
+static void pass_free(pass *p)
+{
+    pgd_tensor **all[] = {&p->x,   &p->pos,  &p->tmp,  &p->qk,  &p->v,     &p->att,
+                          &p->ffn, &p->mem_pos, &p->km, &p->vm, &p->tgt,  &p->qpos,
+                          &p->tq,  &p->qkq,  &p->vq,   &p->attq, &p->ffq, &p->kmask, &p->probs};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        pgd_tensor_destroy(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+static int new3(pgd_ctx *ctx, int64_t a, int64_t b, int64_t c, pgd_tensor **t, pgd_error **err)
+{
+    int64_t s[3] = {a, b, c};
+    return pgd_tensor_create(ctx, 3, s, t, err);
+}
+
+/* Multi-head attention of `heads` over q/k/v rows of width ld (the head's d contiguous at
+ * offset + h·hd), into o [B, nq, D]; mask NULL or [B, nk] additive. */
+typedef struct mha_args {
+    int64_t B, heads, nq, nk, D;
+    const pgd_tensor *q, *k, *v;
+    int64_t q_off, q_ld, k_off, k_ld, v_ld;
+    const pgd_tensor *mask;
+    pgd_tensor *o, *probs;
+} mha_args;
+
+static int mha(pgd_ctx *ctx, const mha_args *a, pgd_error **err)
+{
+    int64_t hd = a->D / a->heads;
+    pgd_attention_args at;
+    memset(&at, 0, sizeof at);
+    at.batch = a->B, at.heads = a->heads, at.nq = a->nq, at.nk = a->nk, at.head_dim = hd;
+    at.q = (pgd_view){a->q, a->q_off, a->nq * a->q_ld, hd, a->q_ld};
+    at.k = (pgd_view){a->k, a->k_off, a->nk * a->k_ld, hd, a->k_ld};
+    at.v = (pgd_view){a->v, 0, a->nk * a->v_ld, hd, a->v_ld};
+    at.o = (pgd_view){a->o, 0, a->nq * a->D, hd, a->D};
+    if (a->mask)
+        at.mask = (pgd_view){a->mask, 0, a->nk, 0, 0};
+    if (a->probs) {
+        at.probs = a->probs;
+        at.probs_head = -1;
+        at.probs_q0 = 0;
+        at.probs_q1 = a->nq;
+    }
+    return pgd_attention(ctx, &at, err);
+}
+
+static int layernorm(pgd_ctx *ctx, pgd_tensor *x, const ln_w *ln, pgd_error **err)
+{
+    return pgd_layernorm(ctx, x, ln->w, ln->b, 1e-5f, x, err);
+}
+
+/* x = LN(x + FFN(x)) with the layer's fc1 (ReLU) and fc2 (residual fused). */
+static int ffn_block(pgd_ctx *ctx, const layer_w *l, pgd_tensor *x, pgd_tensor *h,
+                     const ln_w *ln, pgd_error **err)
+{
+    int rc = pgd_linear_forward(ctx, l->fc1, x, PGD_ACT_RELU, NULL, h, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->fc2, h, PGD_ACT_NONE, x, x, err);
+    if (!rc)
+        rc = layernorm(ctx, x, ln, err);
+    return rc;
+}
+
+static int encoder_layer(pass *p, const layer_w *l, pgd_error **err)
+{
+    pgd_ctx *ctx = p->m->ctx;
+    int rc = pgd_add(ctx, p->x, p->pos, p->tmp, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.qk, p->tmp, PGD_ACT_NONE, NULL, p->qk, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.v, p->x, PGD_ACT_NONE, NULL, p->v, err);
+    if (!rc) {
+        mha_args a = {p->B, p->m->cfg.enc_heads, p->T, p->T, p->D, p->qk, p->qk, p->v, 0,
+                      2 * p->D, p->D, 2 * p->D, p->D, p->kmask, p->att, NULL};
+        rc = mha(ctx, &a, err);
+    }
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.o, p->att, PGD_ACT_NONE, p->x, p->x, err);
+    if (!rc)
+        rc = layernorm(ctx, p->x, &l->ln[0], err);
+    if (!rc)
+        rc = ffn_block(ctx, l, p->x, p->ffn, &l->ln[1], err);
+    return rc;
+}
+
+static int decoder_layer(pass *p, const layer_w *l, int last, pgd_error **err)
+{
+    pgd_ctx *ctx = p->m->ctx;
+    int64_t heads = p->m->cfg.dec_heads;
+    /* self-attention over the queries, the query positions on Q and K */
+    int rc = pgd_add(ctx, p->tgt, p->qpos, p->tq, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.qk, p->tq, PGD_ACT_NONE, NULL, p->qkq, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.v, p->tgt, PGD_ACT_NONE, NULL, p->vq, err);
+    if (!rc) {
+        mha_args a = {p->B, heads, p->Q, p->Q, p->D, p->qkq, p->qkq, p->vq, 0, 2 * p->D,
+                      p->D, 2 * p->D, p->D, NULL, p->attq, NULL};
+        rc = mha(ctx, &a, err);
+    }
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->sa.o, p->attq, PGD_ACT_NONE, p->tgt, p->tgt, err);
+    if (!rc)
+        rc = layernorm(ctx, p->tgt, &l->ln[0], err);
+    /* cross-attention: queries + query positions against memory + positions (keys) and the
+     * memory (values), padding masked */
+    if (!rc)
+        rc = pgd_add(ctx, p->tgt, p->qpos, p->tq, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->ca.q, p->tq, PGD_ACT_NONE, NULL, p->vq, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->ca.k, p->mem_pos, PGD_ACT_NONE, NULL, p->km, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->ca.v, p->x, PGD_ACT_NONE, NULL, p->vm, err);
+    if (!rc) {
+        mha_args a = {p->B, heads, p->Q, p->T, p->D, p->vq, p->km, p->vm, 0, p->D, 0, p->D,
+                      p->D, p->kmask, p->attq, last ? p->probs : NULL};
+        rc = mha(ctx, &a, err);
+    }
+    if (!rc)
+        rc = pgd_linear_forward(ctx, l->ca.o, p->attq, PGD_ACT_NONE, p->tgt, p->tgt, err);
+    if (!rc)
+        rc = layernorm(ctx, p->tgt, &l->ln[1], err);
+    if (!rc)
+        rc = ffn_block(ctx, l, p->tgt, p->ffq, &l->ln[2], err);
+    return rc;
+}
+
+/* The feature-level mask (nearest, as F.interpolate(size=...) picks floor(dst · in/out) in
+ * float) on the host: fmask [B, fh, fw] of 0/1, and the additive key mask [B, fh·fw]. */
+static int feature_masks(const float *pixel_mask, int B, int H, int W, int fh, int fw,
+                         float **fmask, float **kmask, pgd_error **err)
+{
+    size_t n = (size_t)B * (size_t)fh * (size_t)fw;
+    *fmask = malloc(n * sizeof **fmask);
+    *kmask = malloc(n * sizeof **kmask);
+    if (!*fmask || !*kmask) {
+        free(*fmask);
+        free(*kmask);
+        *fmask = *kmask = NULL;
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "detr: masks");
+    }
+    float sy = (float)H / (float)fh, sx = (float)W / (float)fw;
+    for (int b = 0; b < B; b++)
+        for (int y = 0; y < fh; y++) {
+            int iy = (int)floorf((float)y * sy);
+            iy = iy > H - 1 ? H - 1 : iy;
+            for (int x = 0; x < fw; x++) {
+                int ix = (int)floorf((float)x * sx);
+                ix = ix > W - 1 ? W - 1 : ix;
+                float v = pixel_mask
+                              ? pixel_mask[((size_t)b * H + (size_t)iy) * (size_t)W + (size_t)ix]
+                              : 1.0f;
+                size_t i = ((size_t)b * fh + (size_t)y) * (size_t)fw + (size_t)x;
+                (*fmask)[i] = v != 0.0f ? 1.0f : 0.0f;
+                (*kmask)[i] = v != 0.0f ? 0.0f : -1e30f;
+            }
+        }
+    return PGD_OK;
+}
+
+static int position_embedding(pass *p, const float *fmask, int fh, int fw, pgd_error **err)
+{
+    detr_model *m = p->m;
+    pgd_tensor *mt = NULL;
+    int64_t ms[3] = {p->B, fh, fw};
+    int rc = model_upload(m->ctx, fmask, 3, ms, &mt, err);
+    int npf = (int)(p->D / 2);
+    float scale = (float)(2.0 * M_PI);
+    pgd_kernel *k = m->pos_kernel;
+    if (!rc)
+        rc = pgd_kernel_set_tensor(k, 0, mt, err);
+    if (!rc)
+        rc = pgd_kernel_set_tensor(k, 1, m->dim_t, err);
+    if (!rc)
+        rc = pgd_kernel_set_tensor(k, 2, p->pos, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(k, 3, sizeof(int), &fh, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(k, 4, sizeof(int), &fw, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(k, 5, sizeof(int), &npf, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(k, 6, sizeof(float), &scale, err);
+    size_t global[3] = {(size_t)fw, (size_t)fh, (size_t)p->B};
+    if (!rc)
+        rc = pgd_kernel_launch(k, 3, global, NULL, err);
+    if (!rc)
+        rc = pgd_ctx_finish(m->ctx, err); /* mt is released below */
+    pgd_tensor_destroy(mt);
+    return rc;
+}
+
+static int alloc_pass(pass *p, pgd_error **err)
+{
+    pgd_ctx *ctx = p->m->ctx;
+    int64_t B = p->B, T = p->T, Q = p->Q, D = p->D;
+    int64_t F = p->m->cfg.enc_ffn > p->m->cfg.dec_ffn ? p->m->cfg.enc_ffn : p->m->cfg.dec_ffn;
+    int rc = new3(ctx, B, T, D, &p->x, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->pos, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->tmp, err);
+    if (!rc)
+        rc = new3(ctx, B, T, 2 * D, &p->qk, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->v, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->att, err);
+    if (!rc)
+        rc = new3(ctx, B, T, p->m->cfg.enc_ffn, &p->ffn, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->km, err);
+    if (!rc)
+        rc = new3(ctx, B, T, D, &p->vm, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &p->tgt, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &p->tq, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, 2 * D, &p->qkq, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &p->vq, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &p->attq, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, p->m->cfg.dec_ffn, &p->ffq, err);
+    (void)F;
+    return rc;
+}
+
+/* The heads on the decoder's normed output tgt: logits and sigmoid boxes downloaded. */
+static int heads_forward(pass *p, const detr_output *out, pgd_error **err)
+{
+    detr_model *m = p->m;
+    pgd_ctx *ctx = m->ctx;
+    int64_t B = p->B, Q = p->Q, D = p->D, C = m->cfg.classes;
+    pgd_tensor *lg = NULL, *h1 = NULL, *h2 = NULL, *bx = NULL;
+    int rc = new3(ctx, B, Q, C, &lg, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &h1, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, D, &h2, err);
+    if (!rc)
+        rc = new3(ctx, B, Q, 4, &bx, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->cls, p->tgt, PGD_ACT_NONE, NULL, lg, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->box[0], p->tgt, PGD_ACT_RELU, NULL, h1, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->box[1], h1, PGD_ACT_RELU, NULL, h2, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->box[2], h2, PGD_ACT_NONE, NULL, bx, err);
+    if (!rc)
+        rc = pgd_tensor_download(lg, out->logits, err);
+    if (!rc)
+        rc = pgd_tensor_download(bx, out->boxes, err);
+    for (int64_t i = 0; !rc && i < B * Q * 4; i++)
+        out->boxes[i] = 1.0f / (1.0f + expf(-out->boxes[i]));
+    pgd_tensor_destroy(lg);
+    pgd_tensor_destroy(h1);
+    pgd_tensor_destroy(h2);
+    pgd_tensor_destroy(bx);
+    return rc;
+}
+
+/* The last layer's cross-attention [B, heads, Q, T] averaged over the heads. */
+static int cross_maps(pass *p, float *cross, pgd_error **err)
+{
+    int64_t heads = p->m->cfg.dec_heads, QT = p->Q * p->T;
+    size_t n = (size_t)(p->B * heads * QT);
+    float *all = malloc(n * sizeof *all);
+    if (!all)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "detr: attention maps");
+    int rc = pgd_tensor_download(p->probs, all, err);
+    for (int64_t b = 0; !rc && b < p->B; b++)
+        for (int64_t i = 0; i < QT; i++) {
+            double s = 0;
+            for (int64_t h = 0; h < heads; h++)
+                s += all[(b * heads + h) * QT + i];
+            cross[b * QT + i] = (float)(s / (double)heads);
+        }
+    free(all);
+    return rc;
+}
+
+static int decoder_forward(pass *p, const detr_output *out, pgd_error **err)
+{
+    detr_model *m = p->m;
+    pgd_ctx *ctx = m->ctx;
+    int64_t Q = p->Q, D = p->D;
+    float *qp = malloc((size_t)(p->B * Q * D) * sizeof *qp);
+    if (!qp)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "detr: query positions");
+    for (int64_t b = 0; b < p->B; b++)
+        memcpy(qp + b * Q * D, m->query_pos, (size_t)(Q * D) * sizeof *qp);
+    int64_t qs[3] = {p->B, Q, D};
+    int rc = model_upload(ctx, qp, 3, qs, &p->qpos, err);
+    free(qp);
+    if (!rc)
+        rc = pgd_tensor_fill(p->tgt, 0.0f, err);
+    if (!rc && out->cross) {
+        int64_t ps[4] = {p->B, m->cfg.dec_heads, Q, p->T};
+        rc = pgd_tensor_create(ctx, 4, ps, &p->probs, err);
+    }
+    for (int i = 0; i < m->cfg.dec_layers && !rc; i++)
+        rc = decoder_layer(p, &m->dec[i], i == m->cfg.dec_layers - 1, err);
+    if (!rc)
+        rc = layernorm(ctx, p->tgt, &m->dec_norm, err);
+    if (!rc)
+        rc = heads_forward(p, out, err);
+    if (!rc && out->cross)
+        rc = cross_maps(p, out->cross, err);
+    return rc;
+}
+
+static int encoder_forward(pass *p, pgd_tensor *c5, const float *fmask, const float *kmask,
+                           int fh, int fw, pgd_error **err)
+{
+    detr_model *m = p->m;
+    pgd_ctx *ctx = m->ctx;
+    int64_t cs[3] = {p->B, p->T, m->cfg.backbone.out[3]};
+    int rc = pgd_tensor_reshape(c5, 3, cs, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, m->input_proj, c5, PGD_ACT_NONE, NULL, p->x, err);
+    if (!rc)
+        rc = position_embedding(p, fmask, fh, fw, err);
+    if (!rc) {
+        int64_t ks[2] = {p->B, p->T};
+        rc = model_upload(ctx, kmask, 2, ks, &p->kmask, err);
+    }
+    for (int i = 0; i < m->cfg.enc_layers && !rc; i++)
+        rc = encoder_layer(p, &m->enc[i], err);
+    /* memory + pos, the keys' input of every cross-attention */
+    if (!rc)
+        rc = new3(ctx, p->B, p->T, p->D, &p->mem_pos, err);
+    if (!rc)
+        rc = pgd_add(ctx, p->x, p->pos, p->mem_pos, err);
+    return rc;
+}
+
+int detr_forward(detr_model *m, const float *images, const float *pixel_mask, int B, int H,
+                 int W, const detr_output *out, double times[4], pgd_error **err)
+{
+    if (B < 1 || H < 32 || W < 32)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "DETR input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                             B, H, W);
+    int fh, fw;
+    detr_feature_size(m, H, W, &fh, &fw);
+    pass p = {.m = m, .B = B, .T = (int64_t)fh * fw, .Q = m->cfg.queries, .D = m->cfg.dim};
+    float *fmask = NULL, *kmask = NULL;
+    double t0 = model_now_ms(), t1 = t0, t2 = t0;
+    pgd_tensor *c5 = NULL;
+    int rc = feature_masks(pixel_mask, B, H, W, fh, fw, &fmask, &kmask, err);
+    if (!rc)
+        rc = resnet_features(m->backbone, images, B, H, W, &c5, err);
+    if (!rc && (pgd_tensor_dim(c5, 1) != fh || pgd_tensor_dim(c5, 2) != fw))
+        rc = pgd_error_set(err, PGD_ERR_SHAPE, "detr: backbone output %lldx%lld, expected %dx%d",
+                           (long long)pgd_tensor_dim(c5, 1), (long long)pgd_tensor_dim(c5, 2),
+                           fh, fw);
+    if (!rc && times)
+        rc = pgd_ctx_finish(m->ctx, err);
+    t1 = model_now_ms();
+    if (!rc)
+        rc = alloc_pass(&p, err);
+    if (!rc)
+        rc = encoder_forward(&p, c5, fmask, kmask, fh, fw, err);
+    pgd_tensor_destroy(c5);
+    if (!rc && times)
+        rc = pgd_ctx_finish(m->ctx, err);
+    t2 = model_now_ms();
+    if (!rc)
+        rc = decoder_forward(&p, out, err);
+    pass_free(&p);
+    free(fmask);
+    free(kmask);
+    if (!rc && times) {
+        double t3 = model_now_ms();
+        times[0] = t1 - t0;
+        times[1] = t2 - t1;
+        times[2] = t3 - t2;
+        times[3] = t3 - t0;
+    }
+    return rc;
+}
+
+/* ---- post-processing and labels ----------------------------------------------------------- */
+
+int detr_postprocess(const float *logits, const float *boxes, int64_t queries, int64_t classes,
+                     float threshold, int img_w, int img_h, detr_detection *out)
+{
+    int n = 0;
+    for (int64_t q = 0; q < queries; q++) {
+        const float *l = logits + q * classes;
+        float mx = l[0];
+        for (int64_t c = 1; c < classes; c++)
+            mx = l[c] > mx ? l[c] : mx;
+        float sum = 0.0f;
+        for (int64_t c = 0; c < classes; c++)
+            sum += expf(l[c] - mx);
+        int best = 0;
+        for (int64_t c = 1; c < classes - 1; c++)
+            if (l[c] > l[best])
+                best = (int)c;
+        float score = expf(l[best] - mx) / sum;
+        if (!(score > threshold))
+            continue;
+        const float *b = boxes + q * 4;
+        detr_detection *d = &out[n++];
+        d->query = (int)q;
+        d->label = best;
+        d->score = score;
+        d->box[0] = (b[0] - 0.5f * b[2]) * (float)img_w;
+        d->box[1] = (b[1] - 0.5f * b[3]) * (float)img_h;
+        d->box[2] = (b[0] + 0.5f * b[2]) * (float)img_w;
+        d->box[3] = (b[1] + 0.5f * b[3]) * (float)img_h;
+    }
+    return n;
+}
+
+static const char *const coco[91] = {
+    "N/A",          "person",        "bicycle",      "car",           "motorcycle",
+    "airplane",     "bus",           "train",        "truck",         "boat",
+    "traffic light", "fire hydrant", "N/A",          "stop sign",     "parking meter",
+    "bench",        "bird",          "cat",          "dog",           "horse",
+    "sheep",        "cow",           "elephant",     "bear",          "zebra",
+    "giraffe",      "N/A",           "backpack",     "umbrella",      "N/A",
+    "N/A",          "handbag",       "tie",          "suitcase",      "frisbee",
+    "skis",         "snowboard",     "sports ball",  "kite",          "baseball bat",
+    "baseball glove", "skateboard",  "surfboard",    "tennis racket", "bottle",
+    "N/A",          "wine glass",    "cup",          "fork",          "knife",
+    "spoon",        "bowl",          "banana",       "apple",         "sandwich",
+    "orange",       "broccoli",      "carrot",       "hot dog",       "pizza",
+    "donut",        "cake",          "chair",        "couch",         "potted plant",
+    "bed",          "N/A",           "dining table", "N/A",           "N/A",
+    "toilet",       "N/A",           "tv",           "laptop",        "mouse",
+    "remote",       "keyboard",      "cell phone",   "microwave",     "oven",
+    "toaster",      "sink",          "refrigerator", "N/A",           "book",
+    "clock",        "vase",          "scissors",     "teddy bear",    "hair drier",
+    "toothbrush",
+};
+
+const char *detr_coco_label(int id)
+{
+    return id >= 0 && id < 91 ? coco[id] : NULL;
+}
+
+/* ---- random weights ----------------------------------------------------------------------- */
+
+/* The transformer's tensors in HF 4.x naming with their shapes, for model_random_source. */
+typedef struct rand_cfg {
+    detr_config c;
+} rand_cfg;
+
+static int rand_match(const char *name, const char *want, int nd, int64_t a, int64_t b,
+                      int *ndim, int64_t s[8])
+{
+    if (strcmp(name, want))
+        return 0;
+    *ndim = nd;
+    s[0] = a;
+    s[1] = b;
+    s[2] = s[3] = 1;
+    return 1;
+}
+
+static int rand_shape(const void *u, const char *name, int *ndim, int64_t s[8])
+{
+    const detr_config *c = &((const rand_cfg *)u)->c;
+    const naming *nm = &namings[DETR_HF4];
+    int64_t D = c->dim;
+    char w[256];
+    if (rand_match(name, "model.input_projection.weight", 4, D, c->backbone.out[3], ndim, s) ||
+        rand_match(name, "model.input_projection.bias", 1, D, 0, ndim, s) ||
+        rand_match(name, nm->query, 2, c->queries, D, ndim, s) ||
+        rand_match(name, "model.decoder.layernorm.weight", 1, D, 0, ndim, s) ||
+        rand_match(name, "model.decoder.layernorm.bias", 1, D, 0, ndim, s) ||
+        rand_match(name, "class_labels_classifier.weight", 2, c->classes, D, ndim, s) ||
+        rand_match(name, "class_labels_classifier.bias", 1, c->classes, 0, ndim, s))
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t o = i == 2 ? 4 : D;
+        snprintf(w, sizeof w, "bbox_predictor.layers.%d.weight", i);
+        if (rand_match(name, w, 2, o, D, ndim, s))
+            return 0;
+        snprintf(w, sizeof w, "bbox_predictor.layers.%d.bias", i);
+        if (rand_match(name, w, 1, o, 0, ndim, s))
+            return 0;
+    }
+    int idx, n = 0, dec = !strncmp(name, "model.decoder.layers.", 21);
+    if (!dec && strncmp(name, "model.encoder.layers.", 21))
+        return -1;
+    if (!(n = model_parse_index(name + 21, &idx)) || name[21 + n] != '.' ||
+        idx >= (dec ? c->dec_layers : c->enc_layers))
+        return -1;
+    const char *part = name + 21 + n + 1;
+    int64_t F = dec ? c->dec_ffn : c->enc_ffn;
+    const char *attn[2] = {"self_attn.", "encoder_attn."};
+    for (int a = 0; a < (dec ? 2 : 1); a++) {
+        size_t al = strlen(attn[a]);
+        if (strncmp(part, attn[a], al))
+            continue;
+        const char *proj = part + al;
+        static const char *const pj[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(w, sizeof w, "%.200s.weight", pj[k]);
+            if (rand_match(proj, w, 2, D, D, ndim, s))
+                return 0;
+            snprintf(w, sizeof w, "%.200s.bias", pj[k]);
+            if (rand_match(proj, w, 1, D, 0, ndim, s))
+                return 0;
+        }
+        return -1;
+    }
+    if (rand_match(part, "fc1.weight", 2, F, D, ndim, s) ||
+        rand_match(part, "fc1.bias", 1, F, 0, ndim, s) ||
+        rand_match(part, "fc2.weight", 2, D, F, ndim, s) ||
+        rand_match(part, "fc2.bias", 1, D, 0, ndim, s))
+        return 0;
+    const char *lns[3] = {"self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"};
+    for (int k = 0; k < 3; k++) {
+        if (!dec && k == 1)
+            continue;
+        snprintf(w, sizeof w, "%.200s.weight", lns[k]);
+        if (rand_match(part, w, 1, D, 0, ndim, s))
+            return 0;
+        snprintf(w, sizeof w, "%.200s.bias", lns[k]);
+        if (rand_match(part, w, 1, D, 0, ndim, s))
+            return 0;
+    }
+    return -1;
+}
+
+/* The random source: the backbone's (resnet_random_source) under the HF 4.x prefix, the rest
+ * from model_random_source. Neither is listed by name (random sources pass the consumed
+ * check), so detection is replaced by the known configuration (detr_random_config). */
+typedef struct rand_src {
+    model_source bb, rest;
+    detr_config cfg;
+} rand_src;
+
+static const char bb_prefix[] = "model.backbone.conv_encoder.model.";
+
+static int rs_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    rand_src *r = u;
+    size_t pl = sizeof bb_prefix - 1;
+    if (!strncmp(name, bb_prefix, pl))
+        return r->bb.shape(r->bb.u, name + pl, ndim, s);
+    return r->rest.shape(r->rest.u, name, ndim, s);
+}
+
+static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    rand_src *r = u;
+    size_t pl = sizeof bb_prefix - 1;
+    if (!strncmp(name, bb_prefix, pl))
+        return r->bb.read(r->bb.u, name + pl, dst, err);
+    int rc = r->rest.read(r->rest.u, name, dst, err);
+    /* the query embeddings at the scale of a trained model's (about 1, as transformers
+     * initialises them), so that random queries differ after the first LayerNorm */
+    int64_t n = r->cfg.queries * r->cfg.dim;
+    for (int64_t i = 0; !rc && !strcmp(name, namings[DETR_HF4].query) && i < n; i++)
+        dst[i] *= 30.0f;
+    /* and the cross-attention's Q and K projections large enough that each query's attention
+     * over the image is peaked, as a trained model's is (with every weight at the common
+     * scale it is nearly uniform, and every query gives the same box) */
+    int qk = strstr(name, "encoder_attn.q_proj.weight") || strstr(name, "encoder_attn.k_proj.weight");
+    /* the same for the box and class heads, so that the boxes and classes of different queries
+     * differ visibly (a demo's picture, not a model) */
+    int head = !strncmp(name, "bbox_predictor.", 15) || !strncmp(name, "class_labels", 12);
+    int nd = 0;
+    int64_t sh[8], numel = 1;
+    if (!rc && (qk || head) && r->rest.shape(r->rest.u, name, &nd, sh) == 0)
+        for (int i = 0; i < nd; i++)
+            numel *= sh[i];
+    for (int64_t i = 0; !rc && (qk || head) && nd == 2 && i < numel; i++)
+        dst[i] *= qk ? 6.0f : 4.0f;
+    return rc;
+}
+
+static const char *rs_meta(void *u, const char *key)
+{
+    (void)u;
+    (void)key;
+    return NULL;
+}
+
+static void rs_release(void *u)
+{
+    rand_src *r = u;
+    if (!r)
+        return;
+    model_source_free(&r->bb);
+    model_source_free(&r->rest);
+    free(r);
+}
+
+int detr_random_source(model_source *src, int depth, uint64_t seed, pgd_error **err)
+{
+    if (depth != 50 && depth != 101)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                             "random DETR: the backbone is ResNet-50 or ResNet-101, not %d",
+                             depth);
+    rand_src *r = calloc(1, sizeof *r);
+    if (!r)
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
+    int rc = resnet_random_source(&r->bb, depth, 0, NULL, NL_EMBEDDED_GAUSSIAN, seed, err);
+    if (!rc)
+        rc = resnet_detect_backbone(&r->bb, 0, &r->cfg.backbone, err);
+    detr_config *c = &r->cfg;
+    c->naming = DETR_HF4;
+    c->dim = 256;
+    c->enc_heads = c->dec_heads = 8;
+    c->enc_layers = c->dec_layers = 6;
+    c->enc_ffn = c->dec_ffn = 2048;
+    c->queries = 100;
+    c->classes = 92;
+    rand_cfg rcfg = {*c};
+    if (!rc)
+        rc = model_random_source(&r->rest, &rcfg, sizeof rcfg, rand_shape, NULL, seed + 17, err);
+    if (rc) {
+        rs_release(r);
+        return rc;
+    }
+    *src = (model_source){.u = r, .label = "random weights", .shape = rs_shape, .read = rs_read,
+                          .meta = rs_meta, .name_at = NULL, .release = rs_release};
+    return PGD_OK;
+}

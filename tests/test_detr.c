@@ -1,0 +1,340 @@
+/* test_detr.c — DETR against PyTorch (transformers' DetrForObjectDetection): one tiny
+ * random-weight model made by tools/make-detr-golden.py in transformers 4.x naming (what
+ * save_pretrained writes), 5.x naming (state_dict()) and the original repository's naming
+ * (packed in_proj_weight): configuration detection; on every device (the 4.x file; the other
+ * two on the first device: they differ in the load only), for a batch of two images
+ * of different sizes padded to 96 x 64 with their pixel mask, logits, boxes and the last
+ * decoder layer's cross-attention within 1e-4 relative and post_process_object_detection's
+ * detections identical; the DC5 variant (dilated layer4) likewise; missing, misshaped and
+ * extra tensors refused by name. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "craft.h"
+#include "detr.h"
+#include "harness.h"
+
+typedef struct golden {
+    int B, H, W, Q, C, T, sizes[2][2];
+    double threshold;
+    json_t *meta;
+} golden;
+
+static void golden_load(golden *g)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/detr.json", pgd_test_data_dir());
+    json_error_t je;
+    g->meta = json_load_file(path, 0, &je);
+    ck_assert_msg(g->meta, "%s: %s", path, je.text);
+    g->B = (int)json_integer_value(json_object_get(g->meta, "batch"));
+    g->H = (int)json_integer_value(json_object_get(g->meta, "height"));
+    g->W = (int)json_integer_value(json_object_get(g->meta, "width"));
+    g->Q = (int)json_integer_value(json_object_get(g->meta, "queries"));
+    g->C = (int)json_integer_value(json_object_get(g->meta, "classes"));
+    g->T = (int)json_integer_value(json_object_get(g->meta, "tokens"));
+    g->threshold = json_real_value(json_object_get(g->meta, "threshold"));
+    ck_assert_int_eq(g->B, 2);
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 2; k++)
+            g->sizes[b][k] = (int)json_integer_value(
+                json_array_get(json_array_get(json_object_get(g->meta, "sizes"), b), k));
+}
+
+/* The golden batch: the formula of tools/make-detr-golden.py over each image, 0 in the padding,
+ * and the pixel mask. */
+static void make_input(const golden *g, float *x, float *mask)
+{
+    for (int b = 0; b < g->B; b++)
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < g->H; y++)
+                for (int xx = 0; xx < g->W; xx++) {
+                    int in = y < g->sizes[b][0] && xx < g->sizes[b][1];
+                    size_t i = (((size_t)b * 3 + c) * g->H + y) * g->W + xx;
+                    x[i] = in ? (float)((y * 7 + xx * 13 + c * 29 + b * 31) % 17) / 8.0f - 1.0f
+                              : 0.0f;
+                    if (c == 0)
+                        mask[((size_t)b * g->H + y) * g->W + xx] = in ? 1.0f : 0.0f;
+                }
+}
+
+static void compare(const float *got, const double *want, size_t n, const char *what)
+{
+    ck_assert_msg(pgd_test_allclose(got, want, n, 1e-4, 1e-5, what), "%s", what);
+    double worst = 0;
+    for (size_t k = 0; k < n; k++)
+        worst = fmax(worst, fabs(got[k] - want[k]) / fmax(fabs(want[k]), 1e-6));
+    printf("%s: max relative error %.3g\n", what, worst);
+}
+
+/* The post-processed detections of image b equal PyTorch's (same queries' labels; scores and
+ * boxes within the tolerance of the logits). */
+static void check_detections(const golden *g, const float *logits, const float *boxes, int b,
+                             const char *what)
+{
+    detr_detection *d = malloc((size_t)g->Q * sizeof *d);
+    int h = g->sizes[b][0], w = g->sizes[b][1];
+    int n = detr_postprocess(logits + (size_t)b * g->Q * g->C, boxes + (size_t)b * g->Q * 4, g->Q,
+                             g->C, (float)g->threshold, w, h, d);
+    json_t *want = json_array_get(json_object_get(g->meta, "detections"), (size_t)b);
+    json_t *scores = json_object_get(want, "scores"), *labels = json_object_get(want, "labels");
+    json_t *wb = json_object_get(want, "boxes");
+    ck_assert_msg(n == (int)json_array_size(scores), "%s image %d: %d detections, PyTorch %zu",
+                  what, b, n, json_array_size(scores));
+    ck_assert_msg(n >= 1, "the golden threshold keeps a detection in every image");
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(d[i].label, (int)json_integer_value(json_array_get(labels, (size_t)i)));
+        double s = json_real_value(json_array_get(scores, (size_t)i));
+        ck_assert_msg(fabs(d[i].score - s) <= 1e-4 * fabs(s) + 1e-6, "%s: score %g vs %g", what,
+                      (double)d[i].score, s);
+        for (int k = 0; k < 4; k++) {
+            double v = json_real_value(json_array_get(json_array_get(wb, (size_t)i), (size_t)k));
+            ck_assert_msg(fabs(d[i].box[k] - v) <= 1e-4 * fabs(v) + 1e-3,
+                          "%s: detection %d box[%d] %g vs %g", what, i, k, (double)d[i].box[k],
+                          v);
+        }
+    }
+    free(d);
+}
+
+/* every_device 0: the first device only (the namings differ in the load, not the maths). */
+static void run_case(const char *file, detr_naming want, int every_device)
+{
+    golden g;
+    golden_load(&g);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", pgd_test_data_dir(), file);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, path);
+    detr_config cfg;
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.naming, want);
+    ck_assert_int_eq(cfg.dim, 16);
+    ck_assert_int_eq(cfg.enc_layers, 1);
+    ck_assert_int_eq(cfg.dec_layers, 2);
+    ck_assert_int_eq(cfg.enc_heads, 2);
+    ck_assert_int_eq(cfg.dec_heads, 4);
+    ck_assert_int_eq(cfg.enc_ffn, 32);
+    ck_assert_int_eq(cfg.queries, g.Q);
+    ck_assert_int_eq(cfg.classes, g.C);
+    ck_assert_int_eq(cfg.backbone.stem, 8);
+    ck_assert_int_eq(cfg.backbone.out[3], 32);
+    ck_assert_int_eq(cfg.backbone.dc5, 0);
+
+    size_t nx = (size_t)g.B * 3 * g.H * g.W, nl = (size_t)g.B * g.Q * g.C;
+    size_t nb = (size_t)g.B * g.Q * 4, nc = (size_t)g.B * g.Q * g.T;
+    float *x = malloc(nx * sizeof *x), *mask = malloc(nx / 3 * sizeof *mask);
+    make_input(&g, x, mask);
+    double *wl = pgd_test_read_doubles("detr-logits.bin", nl);
+    double *wb = pgd_test_read_doubles("detr-boxes.bin", nb);
+    double *wc = pgd_test_read_doubles("detr-cross.bin", nc);
+    float *logits = malloc(nl * sizeof *logits), *boxes = malloc(nb * sizeof *boxes);
+    float *cross = malloc(nc * sizeof *cross);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < (every_device ? n : 1); i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        detr_model *m = NULL;
+        PGD_CHECK_OK(detr_load(ctx, &src, &cfg, &m, &err), &err);
+        int fh, fw;
+        detr_feature_size(m, g.H, g.W, &fh, &fw);
+        ck_assert_int_eq(fh * fw, g.T);
+        detr_output out = {logits, boxes, cross};
+        double t[4];
+        PGD_CHECK_OK(detr_forward(m, x, mask, g.B, g.H, g.W, &out, t, &err), &err);
+        ck_assert(t[0] > 0 && t[1] > 0 && t[2] > 0 && t[3] >= t[0] + t[1] + t[2] - 1e-9);
+        char what[512];
+        snprintf(what, sizeof what, "detr %s logits on %s", file, d[i].name);
+        compare(logits, wl, nl, what);
+        snprintf(what, sizeof what, "detr %s boxes on %s", file, d[i].name);
+        compare(boxes, wb, nb, what);
+        snprintf(what, sizeof what, "detr %s cross-attention on %s", file, d[i].name);
+        compare(cross, wc, nc, what);
+        for (int b = 0; b < g.B; b++)
+            check_detections(&g, logits, boxes, b, what);
+        /* Without the pixel mask the padded cells are attended: the outputs move. */
+        PGD_CHECK_OK(detr_forward(m, x, NULL, g.B, g.H, g.W, &out, NULL, &err), &err);
+        double moved = 0;
+        for (size_t k = 0; k < nl; k++)
+            moved = fmax(moved, fabs(logits[k] - wl[k]));
+        ck_assert_msg(moved > 1e-3, "the pixel mask changed nothing (%g)", moved);
+        detr_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(mask);
+    free(wl);
+    free(wb);
+    free(wc);
+    free(logits);
+    free(boxes);
+    free(cross);
+    json_decref(g.meta);
+    pgd_weights_close(w);
+}
+
+START_TEST(hf4) { run_case("detr-hf4.safetensors", DETR_HF4, 1); }
+END_TEST
+START_TEST(hf5) { run_case("detr-hf5.safetensors", DETR_HF5, 0); }
+END_TEST
+START_TEST(original) { run_case("detr-original.safetensors", DETR_ORIGINAL, 0); }
+END_TEST
+
+/* DC5 (DetrConfig(dilation=True): timm's output_stride 16), said by the file's metadata: the
+ * same batch on a 6 x 4 feature grid, on every device. */
+START_TEST(dc5)
+{
+    golden g;
+    golden_load(&g);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/detr-dc5.safetensors", pgd_test_data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, path);
+    detr_config cfg;
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.backbone.dc5, 1);
+    ck_assert_int_eq(cfg.backbone.blocks[3], 2);
+    size_t nx = (size_t)g.B * 3 * g.H * g.W, nl = (size_t)g.B * g.Q * g.C;
+    size_t nb = (size_t)g.B * g.Q * 4;
+    float *x = malloc(nx * sizeof *x), *mask = malloc(nx / 3 * sizeof *mask);
+    make_input(&g, x, mask);
+    double *wl = pgd_test_read_doubles("detr-dc5-logits.bin", nl);
+    double *wb = pgd_test_read_doubles("detr-dc5-boxes.bin", nb);
+    float *logits = malloc(nl * sizeof *logits), *boxes = malloc(nb * sizeof *boxes);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        detr_model *m = NULL;
+        PGD_CHECK_OK(detr_load(ctx, &src, &cfg, &m, &err), &err);
+        int fh, fw;
+        detr_feature_size(m, g.H, g.W, &fh, &fw);
+        ck_assert_int_eq(fh, 6);
+        ck_assert_int_eq(fw, 4);
+        detr_output out = {logits, boxes, NULL};
+        PGD_CHECK_OK(detr_forward(m, x, mask, g.B, g.H, g.W, &out, NULL, &err), &err);
+        char what[512];
+        snprintf(what, sizeof what, "detr DC5 logits on %s", d[i].name);
+        compare(logits, wl, nl, what);
+        snprintf(what, sizeof what, "detr DC5 boxes on %s", d[i].name);
+        compare(boxes, wb, nb, what);
+        detr_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(mask);
+    free(wl);
+    free(wb);
+    free(logits);
+    free(boxes);
+    json_decref(g.meta);
+    pgd_weights_close(w);
+}
+END_TEST
+
+static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
+                   size_t n, const char *named)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-detr-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
+    craft_safetensors(in, out, e, n);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    detr_config cfg;
+    detr_model *m = NULL;
+    int rc = detr_detect(&src, NULL, &cfg, &err);
+    if (!rc)
+        rc = detr_load(ctx, &src, &cfg, &m, &err);
+    ck_assert_msg(rc != PGD_OK, "%s: the variant loaded", tag);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(pgd_error_message(err), named), "%s: '%s' not named in: %s", tag, named,
+                  pgd_error_message(err));
+    printf("%s: %s\n", tag, pgd_error_message(err));
+    pgd_error_free(err);
+    pgd_weights_close(w);
+    remove(out);
+}
+
+START_TEST(strict_loading)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    craft_edit e1 = {CRAFT_RESHAPE, "model.decoder.layers.1.encoder_attn.k_proj.weight", 2,
+                     {8, 32}, NULL, 0, 0};
+    refuse(ctx, "detr-hf4.safetensors", "kproj", &e1, 1,
+           "model.decoder.layers.1.encoder_attn.k_proj.weight");
+    craft_edit e2 = {CRAFT_DROP, "model.encoder.layers.0.mlp.fc2.bias", 0, {0}, NULL, 0, 0};
+    refuse(ctx, "detr-hf5.safetensors", "fc2", &e2, 1, "model.encoder.layers.0.mlp.fc2.bias");
+    craft_edit e3 = {CRAFT_RESHAPE, "transformer.decoder.layers.0.multihead_attn.in_proj_weight",
+                     2, {16, 48}, NULL, 0, 0};
+    refuse(ctx, "detr-original.safetensors", "inproj", &e3, 1,
+           "transformer.decoder.layers.0.multihead_attn.in_proj_weight");
+    craft_edit e4 = {CRAFT_DROP, "backbone.0.body.layer3.0.bn2.running_var", 0, {0}, NULL, 0, 0};
+    refuse(ctx, "detr-original.safetensors", "bn", &e4, 1,
+           "under 'backbone.0.body.': tensor 'layer3.0.bn2.running_var'");
+    craft_edit e5 = {CRAFT_COPY, "class_labels_classifier.bias", 0, {0}, "class_labels_extra", 0,
+                     0};
+    refuse(ctx, "detr-hf4.safetensors", "extra", &e5, 1, "class_labels_extra");
+    craft_edit e6 = {CRAFT_DROP, "bbox_predictor.layers.2.weight", 0, {0}, NULL, 0, 0};
+    refuse(ctx, "detr-hf4.safetensors", "box", &e6, 1, "bbox_predictor.layers.2.weight");
+    craft_edit e7 = {CRAFT_RESHAPE, "model.query_position_embeddings.weight", 2, {16, 6}, NULL, 0,
+                     0};
+    refuse(ctx, "detr-hf5.safetensors", "queries", &e7, 1,
+           "model.query_position_embeddings.weight");
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Post-processing by hand: softmax over all classes, "no object" never reported, strict
+ * threshold, corners scaled to the image. */
+START_TEST(postprocess)
+{
+    float logits[2 * 3] = {2.0f, 0.0f, 0.0f, 0.0f, 0.0f, 5.0f};
+    float boxes[2 * 4] = {0.5f, 0.5f, 0.2f, 0.4f, 0.1f, 0.1f, 0.1f, 0.1f};
+    detr_detection d[2];
+    int n = detr_postprocess(logits, boxes, 2, 3, 0.5f, 100, 50, d);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(d[0].query, 0);
+    ck_assert_int_eq(d[0].label, 0);
+    double p = exp(2.0) / (exp(2.0) + 2.0);
+    ck_assert(fabs(d[0].score - p) < 1e-6);
+    ck_assert(fabs(d[0].box[0] - 40.0) < 1e-4 && fabs(d[0].box[1] - 15.0) < 1e-4);
+    ck_assert(fabs(d[0].box[2] - 60.0) < 1e-4 && fabs(d[0].box[3] - 35.0) < 1e-4);
+    ck_assert_int_eq(detr_postprocess(logits, boxes, 2, 3, (float)p, 100, 50, d), 0);
+    ck_assert_str_eq(detr_coco_label(17), "cat");
+    ck_assert_str_eq(detr_coco_label(12), "N/A");
+    ck_assert_str_eq(detr_coco_label(90), "toothbrush");
+    ck_assert_ptr_null(detr_coco_label(91));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("detr");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, hf4);
+    tcase_add_test(tc, hf5);
+    tcase_add_test(tc, original);
+    tcase_add_test(tc, dc5);
+    tcase_add_test(tc, strict_loading);
+    tcase_add_test(tc, postprocess);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
