@@ -106,6 +106,7 @@ int cmd_tune(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
 int cmd_nonlocal(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "labels.h"
 #include "stream.h"
 #include "stream_mpi.h"
 
@@ -71,7 +72,8 @@ static void sb_printf(strbuf *b, const char *fmt, ...)
 
 typedef struct path_list {
     char **p;
-    int n, cap;
+    int *truth; /* pagoda eval: the class of each image (with_truth set) */
+    int n, cap, with_truth, next_truth;
 } path_list;
 
 static int list_add(path_list *l, const char *path)
@@ -83,8 +85,17 @@ static int list_add(path_list *l, const char *path)
         char **p = realloc(l->p, (size_t)cap * sizeof *p);
         if (!p)
             return -1;
-        l->p = p, l->cap = cap;
+        l->p = p;
+        if (l->with_truth) {
+            int *t = realloc(l->truth, (size_t)cap * sizeof *t);
+            if (!t)
+                return -1;
+            l->truth = t;
+        }
+        l->cap = cap;
     }
+    if (l->with_truth)
+        l->truth[l->n] = l->next_truth;
     if (!(l->p[l->n] = strdup(path)))
         return -1;
     l->n++;
@@ -96,6 +107,7 @@ static void list_free(path_list *l)
     for (int i = 0; i < l->n; i++)
         free(l->p[i]);
     free(l->p);
+    free(l->truth);
     memset(l, 0, sizeof *l);
 }
 
@@ -252,6 +264,199 @@ static int add_list_file(path_list *l, const char *path)
     return rc;
 }
 
+
+/* ---- pagoda eval: the true class of each image, from an ImageFolder layout or a list ---- */
+
+static struct {
+    int on;
+    const char *labels_map;
+} eval_mode;
+
+void classify_stream_eval(const char *labels_map)
+{
+    eval_mode.on = 1;
+    eval_mode.labels_map = labels_map;
+}
+
+/* The class names of an eval run: names.p[i] with class names.truth[i]. */
+typedef struct eval_names {
+    path_list map;   /* --labels-map: NAME INDEX lines */
+    path_list names; /* the folders (or list labels) seen, with their classes */
+} eval_names;
+
+/* A whole number from 0 to classes - 1, or -1. */
+static int class_number(const char *t, int classes)
+{
+    int64_t v;
+    return pgd_parse_int64(t, 0, classes - 1, &v) ? -1 : (int)v;
+}
+
+static int read_labels_map(const char *path, int classes, path_list *map)
+{
+    char shown[1024];
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "pagoda: error: %s: cannot open the labels map: %s\n",
+                app_term_text(path, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    map->with_truth = 1;
+    char *line = NULL;
+    size_t cap = 0;
+    long no = 0;
+    int rc = EXIT_OK;
+    while (!rc && getline(&line, &cap, f) >= 0) {
+        no++;
+        char *save = NULL, *name = strtok_r(line, " \t\r\n", &save);
+        char *num = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+        if (!name)
+            continue;
+        int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
+        if (c < 0) {
+            fprintf(stderr, "pagoda: error: %s: line %ld: want 'NAME INDEX' with INDEX from 0 "
+                            "to %d (the model's classes)\n",
+                    app_term_text(path, shown, sizeof shown), no, classes - 1);
+            rc = EXIT_RUNTIME;
+        } else {
+            map->next_truth = c;
+            if (list_add(map, name))
+                rc = oom();
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* The class of a folder name or list label: the labels map's, else (folders) `position`, else
+ * (list) a class number. -1 when there is none (an error is printed). */
+static int class_of(eval_names *en, const char *name, int position, int classes)
+{
+    char shown[1024];
+    if (en->map.n) {
+        for (int i = 0; i < en->map.n; i++)
+            if (!strcmp(en->map.p[i], name))
+                return en->map.truth[i];
+        int c = position < 0 ? class_number(name, classes) : -1;
+        if (c >= 0)
+            return c; /* a list's label may be a class number */
+        fprintf(stderr, "pagoda: error: class '%s' is not in the labels map %s\n",
+                app_term_text(name, shown, sizeof shown), eval_mode.labels_map);
+        return -1;
+    }
+    int c = position >= 0 ? position : class_number(name, classes);
+    if (c < 0 || c >= classes)
+        fprintf(stderr, "pagoda: error: class '%s' (%d): the model has %d classes (a labels map "
+                        "names the classes: --labels-map)\n",
+                app_term_text(name, shown, sizeof shown), c, classes);
+    return c >= 0 && c < classes ? c : -1;
+}
+
+/* One ImageFolder root: each sub-directory (sorted) is a class, its images (at any depth) that
+ * class's. */
+static int add_image_folder(path_list *l, eval_names *en, const char *root, int classes)
+{
+    char shown[1024];
+    DIR *d = opendir(root);
+    if (!d) {
+        fprintf(stderr, "pagoda: error: %s: not a readable directory (pagoda eval wants an "
+                        "ImageFolder layout: one sub-directory per class): %s\n",
+                app_term_text(root, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    path_list subs = {0};
+    int rc = EXIT_OK;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        char full[4096];
+        struct stat st;
+        snprintf(full, sizeof full, "%s/%s", root, e->d_name);
+        if (e->d_name[0] != '.' && stat(full, &st) == 0 && S_ISDIR(st.st_mode) &&
+            list_add(&subs, e->d_name))
+            rc = oom();
+    }
+    closedir(d);
+    if (!rc && !subs.n) {
+        fprintf(stderr, "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
+                        "ImageFolder layout)\n", app_term_text(root, shown, sizeof shown));
+        rc = EXIT_RUNTIME;
+    }
+    if (subs.n)
+        qsort(subs.p, (size_t)subs.n, sizeof *subs.p, cmp_str);
+    for (int i = 0; !rc && i < subs.n; i++) {
+        int c = class_of(en, subs.p[i], i, classes);
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", root, subs.p[i]);
+        if (c < 0)
+            rc = EXIT_RUNTIME;
+        en->names.next_truth = l->next_truth = c;
+        if (!rc && list_add(&en->names, subs.p[i]))
+            rc = oom();
+        if (!rc)
+            rc = add_dir(l, full, 1, 0);
+    }
+    list_free(&subs);
+    return rc;
+}
+
+/* --list for eval: "PATH LABEL" lines, LABEL the last word (a class number, or a name of the
+ * labels map). */
+static int add_labelled_list(path_list *l, eval_names *en, const char *path, int classes)
+{
+    path_list raw = {0};
+    int rc = add_list_file(&raw, path);
+    char shown[1024];
+    for (int i = 0; !rc && i < raw.n; i++) {
+        char *line = raw.p[i], *sp = line + strlen(line);
+        while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
+            sp--;
+        char *end = sp;
+        while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (sp == line || end == line) {
+            fprintf(stderr, "pagoda: error: %s: line '%s' has no label (pagoda eval --list wants "
+                            "'PATH LABEL' lines)\n",
+                    path, app_term_text(line, shown, sizeof shown));
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        *end = 0;
+        int c = class_of(en, sp, -1, classes);
+        if (c < 0) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        l->next_truth = c;
+        if (list_add(l, line))
+            rc = oom();
+        int known = 0;
+        for (int k = 0; k < en->names.n && !known; k++)
+            known = en->names.truth[k] == c;
+        en->names.next_truth = c;
+        if (!rc && !known && list_add(&en->names, sp))
+            rc = oom();
+    }
+    list_free(&raw);
+    return rc;
+}
+
+static int gather_eval(const classify_opts *o, path_list *l, eval_names *en, int classes)
+{
+    int rc = EXIT_OK;
+    l->with_truth = 1;
+    en->names.with_truth = 1;
+    if (eval_mode.labels_map)
+        rc = read_labels_map(eval_mode.labels_map, classes, &en->map);
+    for (int i = 0; !rc && i < o->nimages; i++)
+        rc = add_image_folder(l, en, o->images[i], classes);
+    if (!rc && o->list)
+        rc = add_labelled_list(l, en, o->list, classes);
+    if (!rc && !l->n) {
+        fprintf(stderr, "pagoda: error: no images to evaluate\n");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
 static int gather_inputs(const classify_opts *o, path_list *l)
 {
     int rc = EXIT_OK;
@@ -272,7 +477,7 @@ int classify_streaming(const classify_opts *o)
     if (o->output || o->list || o->batch || o->jobs || o->resume || o->recursive || o->strict ||
         o->device_per_rank || (o->device && (strchr(o->device, ',') || !strcmp(o->device, "all"))))
         return 1;
-    if (stream_mpi_launched())
+    if (stream_mpi_launched() || eval_mode.on)
         return 1;
     for (int i = 0; i < o->nimages; i++) {
         struct stat st;
@@ -486,7 +691,31 @@ typedef struct stream {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long written, errors; /* images written (this run), of which without a result */
+    /* pagoda eval */
+    const int *truth;  /* the class of each input */
+    eval_names en;
+    long *conf;        /* [true][predicted] counts (classes <= 2048) */
+    long *cls_n, *cls_top1, *cls_top5;
+    long top1, top5, evaluated;
 } stream;
+
+/* Counts one image's result against its true class t. */
+static void eval_count(stream *s, const float *l, int t)
+{
+    int rank = 0, pred = 0;
+    for (int k = 0; k < s->classes; k++) {
+        rank += l[k] > l[t] || (l[k] == l[t] && k < t);
+        pred = l[k] > l[pred] ? k : pred;
+    }
+    s->evaluated++;
+    s->cls_n[t]++;
+    if (rank == 0)
+        s->top1++, s->cls_top1[t]++;
+    if (rank < 5)
+        s->top5++, s->cls_top5[t]++;
+    if (s->conf)
+        s->conf[(size_t)t * (size_t)s->classes + (size_t)pred]++;
+}
 
 static volatile sig_atomic_t interrupted;
 
@@ -714,6 +943,10 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
             json_decref(all);
             if (line)
                 json_object_set_new(line, "image", json_integer(idx));
+            if (line && s->truth) {
+                json_object_set_new(line, "label", json_integer(s->truth[idx]));
+                eval_count(s, b->logits + (size_t)i * (size_t)s->classes, s->truth[idx]);
+            }
         }
         if (!line) {
             out->broken = 1;
@@ -915,7 +1148,7 @@ static int write_loop(stream *s, FILE *out, progress *pg)
         } else if (s->rank != 0) {
             if (stream_mpi_send_lines(text.s ? text.s : "", text.n, errors))
                 rc = EXIT_RUNTIME;
-        } else if (text.n && (fwrite(text.s, 1, text.n, out) != text.n || fflush(out))) {
+        } else if (text.n && out && (fwrite(text.s, 1, text.n, out) != text.n || fflush(out))) {
             fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
             rc = EXIT_RUNTIME;
         }
@@ -956,6 +1189,12 @@ static void stream_free(stream *s)
     }
     free(s->bufs);
     free(s->work);
+    free(s->conf);
+    free(s->cls_n);
+    free(s->cls_top1);
+    free(s->cls_top5);
+    list_free(&s->en.map);
+    list_free(&s->en.names);
     app_labels_free(&s->labels);
 }
 
@@ -968,7 +1207,8 @@ static int plan(stream *s, path_list *in, FILE **out)
     int ndone = 0;
     off_t keep = 0;
     if (s->rank == 0) {
-        rc = gather_inputs(o, in);
+        rc = eval_mode.on ? gather_eval(o, in, &s->en, s->classes) : gather_inputs(o, in);
+        s->truth = in->truth;
         if (!rc && !(done = calloc((size_t)in->n, 1)))
             rc = oom();
         if (!rc && o->resume)
@@ -1044,6 +1284,102 @@ static void summary(stream *s, double el)
                 s->dev[i].images, s->dev[i].busy_s > 0 ? s->dev[i].images / s->dev[i].busy_s : 0);
 }
 
+/* ---- the eval report ---- */
+
+/* The name of class c: the folder or list label that stands for it, else the model's label. */
+static const char *eval_class_name(const stream *s, int c, char *buf, size_t size)
+{
+    for (int i = 0; i < s->en.names.n; i++)
+        if (s->en.names.truth[i] == c)
+            return s->en.names.p[i];
+    if (s->labels.names)
+        return s->labels.names[c];
+    if (s->classes == 1000)
+        return pgd_imagenet_labels[c];
+    snprintf(buf, size, "class %d", c);
+    return buf;
+}
+
+typedef struct confusion {
+    long count;
+    int t, p;
+} confusion;
+
+static int by_count(const void *a, const void *b)
+{
+    const confusion *x = a, *y = b;
+    return x->count != y->count ? (x->count < y->count ? 1 : -1)
+           : x->t != y->t       ? x->t - y->t
+                                : x->p - y->p;
+}
+
+/* top-1 and top-5 accuracy, per-class accuracy, the 10 most frequent confusions: printed, or
+ * with --json one document on stdout. */
+static int eval_report(stream *s)
+{
+    enum { SHOWN = 10 };
+    confusion top[SHOWN];
+    int ntop = 0;
+    for (int t = 0; s->conf && t < s->classes; t++)
+        for (int p = 0; p < s->classes; p++) {
+            long c = s->conf[(size_t)t * (size_t)s->classes + (size_t)p];
+            if (p == t || !c)
+                continue;
+            confusion x = {c, t, p};
+            if (ntop < SHOWN)
+                top[ntop++] = x;
+            else if (by_count(&x, &top[SHOWN - 1]) < 0)
+                top[SHOWN - 1] = x;
+            else
+                continue;
+            qsort(top, (size_t)ntop, sizeof *top, by_count);
+        }
+    double n = s->evaluated ? (double)s->evaluated : 1;
+    char b1[64], b2[64], shown[2][1024];
+    if (s->o->json) {
+        json_t *per = json_array(), *conf = json_array();
+        for (int c = 0; c < s->classes; c++)
+            if (s->cls_n[c])
+                json_array_append_new(
+                    per, json_pack("{s:i, s:o, s:I, s:f, s:f}", "class", c, "name",
+                                   app_json_text(eval_class_name(s, c, b1, sizeof b1)), "images",
+                                   (json_int_t)s->cls_n[c], "top1",
+                                   (double)s->cls_top1[c] / (double)s->cls_n[c], "top5",
+                                   (double)s->cls_top5[c] / (double)s->cls_n[c]));
+        for (int i = 0; i < ntop; i++)
+            json_array_append_new(conf, json_pack("{s:i, s:i, s:I}", "true", top[i].t,
+                                                  "predicted", top[i].p, "count",
+                                                  (json_int_t)top[i].count));
+        return app_print_json(json_pack("{s:I, s:I, s:f, s:f, s:I, s:I, s:o, s:o}", "images",
+                                        (json_int_t)s->evaluated, "unreadable",
+                                        (json_int_t)s->errors, "top1", (double)s->top1 / n,
+                                        "top5", (double)s->top5 / n, "top1_correct",
+                                        (json_int_t)s->top1, "top5_correct",
+                                        (json_int_t)s->top5, "per_class", per, "confusions",
+                                        conf));
+    }
+    printf("%ld image(s) evaluated%s", s->evaluated, s->errors ? "" : "\n");
+    if (s->errors)
+        printf(" (%ld more unreadable or without a result: not counted)\n", s->errors);
+    printf("top-1 accuracy %.4f (%ld), top-5 accuracy %.4f (%ld)\n", (double)s->top1 / n,
+           s->top1, (double)s->top5 / n, s->top5);
+    printf("per class (images, top-1, top-5):\n");
+    for (int c = 0; c < s->classes; c++)
+        if (s->cls_n[c])
+            printf("  %4d %-24s %6ld  %.4f  %.4f\n", c,
+                   app_term_text(eval_class_name(s, c, b1, sizeof b1), shown[0], 64),
+                   s->cls_n[c], (double)s->cls_top1[c] / (double)s->cls_n[c],
+                   (double)s->cls_top5[c] / (double)s->cls_n[c]);
+    if (ntop)
+        printf("most frequent confusions (true -> predicted: images):\n");
+    for (int i = 0; i < ntop; i++)
+        printf("  %s -> %s: %ld\n",
+               app_term_text(eval_class_name(s, top[i].t, b1, sizeof b1), shown[0], 256),
+               app_term_text(eval_class_name(s, top[i].p, b2, sizeof b2), shown[1], 256),
+               top[i].count);
+    return EXIT_OK;
+}
+
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
                     const classify_model *model)
 {
@@ -1074,8 +1410,21 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     }
     if (!rc)
         rc = plan(&s, &in, &out);
-    if (!rc && !o->output && s.rank == 0)
+    if (!rc && !o->output && s.rank == 0 && !eval_mode.on)
         out = stdout;
+    if (!rc && eval_mode.on && s.ranks > 1) {
+        fprintf(stderr, "pagoda: error: pagoda eval runs in one process (not under mpirun)\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc && eval_mode.on) {
+        size_t C = (size_t)classes;
+        s.cls_n = calloc(C, sizeof *s.cls_n);
+        s.cls_top1 = calloc(C, sizeof *s.cls_top1);
+        s.cls_top5 = calloc(C, sizeof *s.cls_top5);
+        s.conf = classes <= 2048 ? calloc(C * C, sizeof *s.conf) : NULL;
+        if (!s.cls_n || !s.cls_top1 || !s.cls_top5 || (classes <= 2048 && !s.conf))
+            rc = oom();
+    }
     if (!rc)
         rc = open_devices(&s);
     if (!rc)
@@ -1135,6 +1484,8 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
         fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
     else if (!rc || interrupted)
         summary(&s, now_s() - t0);
+    if (!rc && eval_mode.on && !interrupted)
+        rc = eval_report(&s);
     if (!rc && interrupted) {
         fprintf(stderr, "pagoda: interrupted: the finished batches are written%s\n",
                 o->output ? " (--resume continues)" : "");

@@ -36,4 +36,10 @@ int classify_stream_check(const classify_opts *o, const char *map_flag);
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
                     const classify_model *model);
 
+/* pagoda eval: the next classify_stream takes each operand as an ImageFolder root (a class per
+ * sub-directory, numbered in sorted order or by `labels_map`: NAME INDEX lines, may be NULL)
+ * and --list lines as 'PATH LABEL', counts top-1/top-5 against those classes and reports the
+ * accuracy (per class too) and the most frequent confusions. */
+void classify_stream_eval(const char *labels_map);
+
 #endif
