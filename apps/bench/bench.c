@@ -78,6 +78,7 @@ static const bench_item *const items[] = {
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
     &bench_item_gat,
+    &bench_item_throughput,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif

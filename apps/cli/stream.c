@@ -718,6 +718,8 @@ static void eval_count(stream *s, const float *l, int t)
 }
 
 static volatile sig_atomic_t interrupted;
+/* classify_stream_timed: no output, the timing wanted here */
+static classify_stream_stats *timed;
 
 static void on_sigint(int sig)
 {
@@ -1410,7 +1412,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     }
     if (!rc)
         rc = plan(&s, &in, &out);
-    if (!rc && !o->output && s.rank == 0 && !eval_mode.on)
+    if (!rc && !o->output && s.rank == 0 && !eval_mode.on && !timed)
         out = stdout;
     if (!rc && eval_mode.on && s.ranks > 1) {
         fprintf(stderr, "pagoda: error: pagoda eval runs in one process (not under mpirun)\n");
@@ -1482,10 +1484,16 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     }
     if (!rc && s.nwork == 0 && s.rank == 0)
         fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
-    else if (!rc || interrupted)
+    else if ((!rc || interrupted) && !timed)
         summary(&s, now_s() - t0);
     if (!rc && eval_mode.on && !interrupted)
         rc = eval_report(&s);
+    if (timed) {
+        timed->images = s.written;
+        timed->seconds = now_s() - t0;
+        for (int i = 0; i < s.ndev; i++)
+            timed->busy_s += s.dev[i].busy_s;
+    }
     if (!rc && interrupted) {
         fprintf(stderr, "pagoda: interrupted: the finished batches are written%s\n",
                 o->output ? " (--resume continues)" : "");
@@ -1496,4 +1504,14 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
     return stream_mpi_end(rc);
+}
+
+int classify_stream_timed(const classify_opts *o, pgd_preprocess preset, int classes,
+                          const classify_model *model, classify_stream_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    timed = st;
+    int rc = classify_stream(o, preset, classes, model);
+    timed = NULL;
+    return rc;
 }

@@ -36,6 +36,17 @@ int classify_stream_check(const classify_opts *o, const char *map_flag);
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
                     const classify_model *model);
 
+/* What a stream measured, for `pagoda bench` (throughput items). */
+typedef struct classify_stream_stats {
+    long images;    /* images streamed */
+    double seconds; /* from the first decode to the last batch written (model loads excluded) */
+    double busy_s;  /* the devices' time in forward passes, summed */
+} classify_stream_stats;
+/* classify_stream with no output at all (the lines are made and dropped), and its timing in
+ * *st: `pagoda bench` measures images/s over a stream of real decodes with it. */
+int classify_stream_timed(const classify_opts *o, pgd_preprocess preset, int classes,
+                          const classify_model *model, classify_stream_stats *st);
+
 /* pagoda eval: the next classify_stream takes each operand as an ImageFolder root (a class per
  * sub-directory, numbered in sorted order or by `labels_map`: NAME INDEX lines, may be NULL)
  * and --list lines as 'PATH LABEL', counts top-1/top-5 against those classes and reports the
