@@ -13,7 +13,7 @@ generated images (a tenth in a sub-directory, plus an unreadable file and a text
     the implementations round differently) and reports each device's share;
   * CSV output from --list - (stdin), and the usage errors of options that do not stream;
   * with --mpirun (the MPI build): `mpirun --oversubscribe -n 3` writes the same file as one
-    process.
+    process, and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
 --quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from a seed printed first (PAGODA_TEST_SEED repeats it).
 Exit 77 (skipped) when PoCL is not there.
 """
@@ -222,6 +222,12 @@ def main():
             if f.read() != want:
                 fail("mpirun -n 3 wrote another file than one process")
         print("  mpirun -n 3: the same file")
+        r = run([mpirun, "--oversubscribe", "-n", "2", pagoda, "bench", "--mpi", "--device",
+                 pocl, "--repeat", "1", "--warmup", "0", "--json", "gemm:32,32,32"], env=env)
+        ranks = sorted(run["rank"] for run in json.loads(r.stdout)["runs"])
+        if ranks != [0, 1]:
+            fail("bench --mpi under mpirun -n 2: runs of ranks %s" % ranks)
+        print("  bench --mpi: one document, a run per rank")
     subprocess.run(["rm", "-rf", tmp])
     print("cli-stream: OK")
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "stream_mpi.h"
@@ -180,6 +181,47 @@ int stream_mpi_send_lines(const char *text, size_t n, long errors)
     int e = MPI_Send(buf, (int)(n + sizeof errs), MPI_CHAR, 0, TAG_LINES, MPI_COMM_WORLD);
     free(buf);
     return e == MPI_SUCCESS ? 0 : (mpi_fail("sending results", e), -1);
+}
+
+int stream_mpi_gather_runs(json_t *runs)
+{
+    int rank = 0, ranks = 1;
+    if (started) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    }
+    size_t i;
+    json_t *run;
+    json_array_foreach(runs, i, run)
+        json_object_set_new(run, "rank", json_integer(rank));
+    if (ranks == 1)
+        return 0;
+    if (rank != 0) {
+        char *text = json_dumps(runs, JSON_COMPACT);
+        int rc = text ? stream_mpi_send_lines(text, strlen(text), 0) : -1;
+        free(text);
+        return rc;
+    }
+    for (int r = 1; r < ranks; r++) {
+        char *text = NULL;
+        size_t n = 0;
+        long unused;
+        int got;
+        while ((got = stream_mpi_recv_lines(r, &text, &n, &unused)) == 0)
+            usleep(2000);
+        if (got < 0)
+            return -1;
+        json_t *theirs = json_loadb(text, n, 0, NULL);
+        free(text);
+        if (!json_is_array(theirs)) {
+            json_decref(theirs);
+            fprintf(stderr, "pagoda: error: MPI: rank %d sent no bench runs\n", r);
+            return -1;
+        }
+        json_array_extend(runs, theirs);
+        json_decref(theirs);
+    }
+    return 0;
 }
 
 int stream_mpi_end(int rc)

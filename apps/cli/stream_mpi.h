@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #ifdef PGD_HAVE_MPI
 /* 1 when the process was started by mpirun (Open MPI's or PMI's environment). */
 int stream_mpi_launched(void);
@@ -24,6 +26,9 @@ int stream_mpi_agree(int rc);
 int stream_mpi_recv_lines(int src, char **text, size_t *n, long *errors);
 /* Another rank: its next batch's lines to rank 0. Nonzero on failure (printed). */
 int stream_mpi_send_lines(const char *text, size_t n, long errors);
+/* pagoda bench --mpi: each rank's `runs` (a JSON array) tagged with "rank" and gathered into
+ * rank 0's, in rank order. Nonzero on failure (printed). */
+int stream_mpi_gather_runs(json_t *runs);
 /* Finalises MPI when it was initialised; returns the exit status to use (rc, made the worst of
  * all ranks' so that mpirun reports a failure of any). */
 int stream_mpi_end(int rc);
@@ -50,6 +55,11 @@ static inline int stream_mpi_send_lines(const char *text, size_t n, long errors)
 {
     (void)text, (void)n, (void)errors;
     return -1;
+}
+static inline int stream_mpi_gather_runs(json_t *runs)
+{
+    (void)runs;
+    return 0;
 }
 static inline int stream_mpi_end(int rc) { return rc; }
 #endif
