@@ -11,7 +11,8 @@ generated images (a tenth in a sub-directory, plus an unreadable file and a text
     byte for byte; so does a run interrupted with SIGINT (exit 130), then --resume;
   * --device POCL,OTHER (Intel's runtime, else rusticl) gives the one-device results (to 1e-5:
     the implementations round differently) and reports each device's share;
-  * CSV output from --list - (stdin), and the usage errors of options that do not stream;
+  * CSV output from --list - (stdin), the usage errors of options that do not stream, a FIFO
+    as --list refused at once;
   * with --mpirun (the MPI build): `mpirun --oversubscribe -n 3` writes the same file as one
     process, and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
 --quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from a seed printed first (PAGODA_TEST_SEED repeats it).
@@ -209,6 +210,11 @@ def main():
             not rows[1].startswith("0," + os.path.join(imgs, "001.png") + ",,"):
         fail("CSV: %r" % rows)
     run(base + ["--resume", imgs], ok=(2,))
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    r = run(base + ["--list", fifo], ok=(1,), timeout=20)  # refused at once, not a hang
+    if b"FIFO" not in r.stderr:
+        fail("a FIFO as --list: " + r.stderr.decode(errors="replace"))
     run(base + ["--save-logits", os.path.join(tmp, "l.npy"), imgs], ok=(2,))
 
     # 5. MPI: three ranks on this host write the file one process writes

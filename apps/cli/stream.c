@@ -223,23 +223,41 @@ static int add_operand(path_list *l, const char *arg, int recursive)
     return list_add(l, arg) ? oom() : EXIT_OK;
 }
 
+/* Opens a text input (a list, a labels map) for reading: a regular file only, checked without
+ * blocking (a FIFO with no writer would hang fopen), or stdin for "-". NULL after an error. */
+static FILE *open_text(const char *path, const char *what)
+{
+    char shown[1024];
+    if (!strcmp(path, "-"))
+        return stdin;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *kind = fd < 0              ? strerror(errno)
+                           : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
+                           : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
+                           : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
+                                                  : "not a regular file";
+        fprintf(stderr, "pagoda: error: %s %s: %s\n", what,
+                app_term_text(path, shown, sizeof shown), kind);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 /* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. */
 static int add_list_file(path_list *l, const char *path)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
     char shown[1024];
-    if (!f) {
-        fprintf(stderr, "pagoda: error: %s: cannot open the list: %s\n",
-                app_term_text(path, shown, sizeof shown), strerror(errno));
+    FILE *f = open_text(path, "--list");
+    if (!f)
         return EXIT_RUNTIME;
-    }
-    struct stat st;
-    if (f != stdin && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
-        fprintf(stderr, "pagoda: error: %s: the list is not a regular file\n",
-                app_term_text(path, shown, sizeof shown));
-        fclose(f);
-        return EXIT_RUNTIME;
-    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -294,12 +312,9 @@ static int class_number(const char *t, int classes)
 static int read_labels_map(const char *path, int classes, path_list *map)
 {
     char shown[1024];
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "pagoda: error: %s: cannot open the labels map: %s\n",
-                app_term_text(path, shown, sizeof shown), strerror(errno));
+    FILE *f = open_text(path, "--labels-map");
+    if (!f)
         return EXIT_RUNTIME;
-    }
     map->with_truth = 1;
     char *line = NULL;
     size_t cap = 0;
