@@ -220,8 +220,11 @@ def main():
     # 5. MPI: three ranks on this host write the file one process writes
     if mpirun:
         out = os.path.join(tmp, "mpi.jsonl")
+        # As root Open MPI wants these; in containers the shared-memory transport's
+        # single-copy mode (CMA, ptrace) is often denied: plain copies instead.
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_rmaps_base_oversubscribe="1")
+                   OMPI_MCA_rmaps_base_oversubscribe="1",
+                   OMPI_MCA_btl_vader_single_copy_mechanism="none")
         r = run([mpirun, "--oversubscribe", "-n", "3"] + base +
                 ["--device", pocl, "--output", out, "--quiet"] + stream + [imgs], env=env)
         with open(out, "rb") as f:
