@@ -15,7 +15,8 @@ generated images (a tenth in a sub-directory, plus an unreadable file and a text
     as --list refused at once;
   * with --mpirun (the MPI build): `mpirun --oversubscribe -n 3` writes the same file as one
     process, and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
---quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from a seed printed first (PAGODA_TEST_SEED repeats it).
+--quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from
+a seed printed first (PAGODA_TEST_SEED repeats it).
 Exit 77 (skipped) when PoCL is not there.
 """
 import json

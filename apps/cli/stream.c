@@ -1085,6 +1085,61 @@ static int open_devices(stream *s)
 
 /* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
  * interrupt or a fatal error. */
+/* Waits on the stream's condition at most `ms` milliseconds (the lock held), then updates the
+ * progress line. */
+static void wait_tick(stream *s, progress *pg, long done, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000;
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    pthread_mutex_unlock(&s->mu);
+    progress_show(s, pg, done, 0);
+    pthread_mutex_lock(&s->mu);
+}
+
+/* The lines of finished local batch b (the lock held; the buffer is free again after). */
+static void take_batch(stream *s, sbatch *b, strbuf *text, long *errors)
+{
+    pthread_mutex_unlock(&s->mu);
+    format_batch(s, b, text, errors);
+    pthread_mutex_lock(&s->mu);
+    b->state = B_FREE;
+    for (int i = 0; i < b->n; i++) {
+        free(b->err[i]);
+        b->err[i] = NULL;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* One batch's lines: written and flushed (rank 0), or sent to rank 0. */
+static int emit(stream *s, FILE *out, const strbuf *text, long errors)
+{
+    if (text->broken)
+        return oom();
+    if (s->rank != 0)
+        return stream_mpi_send_lines(text->s ? text->s : "", text->n, errors) ? EXIT_RUNTIME
+                                                                               : EXIT_OK;
+    if (text->n && out && (fwrite(text->s, 1, text->n, out) != text->n || fflush(out))) {
+        fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+/* 1 while local batch k still runs on a device (after SIGINT it finishes and is written). */
+static int running(const stream *s, long k)
+{
+    for (int i = 0; i < s->nbuf; i++)
+        if (s->bufs[i].state == B_RUNNING && s->bufs[i].k == k)
+            return 1;
+    return 0;
+}
+
+/* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
+ * interrupt or a fatal error. */
 static int write_loop(stream *s, FILE *out, progress *pg)
 {
     int rc = EXIT_OK;
@@ -1101,24 +1156,14 @@ static int write_loop(stream *s, FILE *out, progress *pg)
             continue;
         }
         sbatch *b = NULL;
-        if (mine)
-            for (int i = 0; i < s->nbuf; i++)
-                if (s->bufs[i].state == B_DONE && s->bufs[i].k == j / s->ranks)
-                    b = &s->bufs[i];
+        for (int i = 0; mine && i < s->nbuf; i++)
+            if (s->bufs[i].state == B_DONE && s->bufs[i].k == j / s->ranks)
+                b = &s->bufs[i];
         strbuf text = {0};
         long errors = 0;
         if (b) {
-            pthread_mutex_unlock(&s->mu);
-            format_batch(s, b, &text, &errors);
-            pthread_mutex_lock(&s->mu);
-            b->state = B_FREE;
-            for (int i = 0; i < b->n; i++) {
-                free(b->err[i]);
-                b->err[i] = NULL;
-            }
-            pthread_cond_broadcast(&s->cv);
-        } else if (!mine && !s->stop) {
-            /* rank 0: the next batch is another rank's */
+            take_batch(s, b, &text, &errors);
+        } else if (!mine && !s->stop) { /* rank 0: the next batch is another rank's */
             pthread_mutex_unlock(&s->mu);
             int got = stream_mpi_recv_lines(j % s->ranks, &text.s, &text.n, &errors);
             pthread_mutex_lock(&s->mu);
@@ -1127,48 +1172,17 @@ static int write_loop(stream *s, FILE *out, progress *pg)
                 break;
             }
             if (!got) {
-                if (interrupted)
-                    continue;
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 2000000;
-                if (ts.tv_nsec >= 1000000000)
-                    ts.tv_sec++, ts.tv_nsec -= 1000000000;
-                pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-                progress_show(s, pg, done, 0);
+                wait_tick(s, pg, done, 2);
                 continue;
             }
         } else {
-            if (s->stop) {
-                /* after SIGINT the running batches still finish and are written */
-                int running = 0;
-                for (int i = 0; i < s->nbuf; i++)
-                    running |= s->bufs[i].state == B_RUNNING &&
-                               s->bufs[i].k == j / s->ranks;
-                if (!running || s->fatal)
-                    break;
-            }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200000000;
-            if (ts.tv_nsec >= 1000000000)
-                ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-            pthread_mutex_unlock(&s->mu);
-            progress_show(s, pg, done, 0);
-            pthread_mutex_lock(&s->mu);
+            if (s->stop && (s->fatal || !mine || !running(s, j / s->ranks)))
+                break;
+            wait_tick(s, pg, done, 200);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        if (text.broken) {
-            rc = oom();
-        } else if (s->rank != 0) {
-            if (stream_mpi_send_lines(text.s ? text.s : "", text.n, errors))
-                rc = EXIT_RUNTIME;
-        } else if (text.n && out && (fwrite(text.s, 1, text.n, out) != text.n || fflush(out))) {
-            fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
-            rc = EXIT_RUNTIME;
-        }
+        rc = emit(s, out, &text, errors);
         free(text.s);
         long n = j * s->B + s->B > s->nwork ? s->nwork - j * s->B : s->B;
         done += n;
@@ -1397,6 +1411,104 @@ static int eval_report(stream *s)
     return EXIT_OK;
 }
 
+/* Everything before the threads start: labels, the work list and output, the eval counters,
+ * the devices with their models, the buffers. */
+static int prepare(stream *s, path_list *in, FILE **out)
+{
+    const classify_opts *o = s->o;
+    int rc = EXIT_OK;
+    if (o->labels_path && app_labels_load(o->labels_path, &s->labels))
+        rc = EXIT_RUNTIME;
+    if (!rc && s->labels.names && s->labels.count < s->classes) {
+        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
+                o->labels_path, s->labels.count, s->classes);
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc)
+        rc = plan(s, in, out);
+    if (!rc && !o->output && s->rank == 0 && !eval_mode.on && !timed)
+        *out = stdout;
+    if (!rc && eval_mode.on && s->ranks > 1) {
+        fprintf(stderr, "pagoda: error: pagoda eval runs in one process (not under mpirun)\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc && eval_mode.on) {
+        size_t C = (size_t)s->classes;
+        s->cls_n = calloc(C, sizeof *s->cls_n);
+        s->cls_top1 = calloc(C, sizeof *s->cls_top1);
+        s->cls_top5 = calloc(C, sizeof *s->cls_top5);
+        s->conf = C <= 2048 ? calloc(C * C, sizeof *s->conf) : NULL;
+        if (!s->cls_n || !s->cls_top1 || !s->cls_top5 || (C <= 2048 && !s->conf))
+            rc = oom();
+    }
+    if (!rc)
+        rc = open_devices(s);
+    if (!rc)
+        rc = start(s);
+    return s->ranks > 1 ? stream_mpi_agree(rc) : rc;
+}
+
+/* Starts the decoding and device threads, writes until the end, joins them. */
+static int run_threads(stream *s, FILE *out, progress *pg)
+{
+    int rc = EXIT_OK, nstarted = 0;
+    device_arg *args = calloc((size_t)s->ndev, sizeof *args);
+    if (!args)
+        return oom();
+    for (int i = 0; i < s->nworkers; i++)
+        if (pthread_create(&s->workers[i], NULL, worker_main, s) == 0)
+            nstarted++;
+    for (int i = 0; i < s->ndev; i++) {
+        args[i] = (device_arg){s, &s->dev[i]};
+        s->dev[i].started = pthread_create(&s->dev[i].thread, NULL, device_loop, &args[i]) == 0;
+    }
+    if (!nstarted) {
+        fprintf(stderr, "pagoda: error: cannot start a decoding thread\n");
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc)
+        rc = write_loop(s, out, pg);
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nstarted; i++)
+        pthread_join(s->workers[i], NULL);
+    for (int i = 0; i < s->ndev; i++)
+        if (s->dev[i].started)
+            pthread_join(s->dev[i].thread, NULL);
+    free(args);
+    return rc ? rc : s->fatal;
+}
+
+/* After the threads: the output closed, the summary, the eval report, the timing. */
+static int conclude(stream *s, FILE *out, int rc, double t0)
+{
+    const classify_opts *o = s->o;
+    if (out && out != stdout && fclose(out) && !rc) {
+        fprintf(stderr, "pagoda: error: closing %s: %s\n", o->output, strerror(errno));
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc && s->nwork == 0 && s->rank == 0)
+        fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
+    else if ((!rc || interrupted) && !timed)
+        summary(s, now_s() - t0);
+    if (!rc && eval_mode.on && !interrupted)
+        rc = eval_report(s);
+    if (timed) {
+        timed->images = s->written;
+        timed->seconds = now_s() - t0;
+        for (int i = 0; i < s->ndev; i++)
+            timed->busy_s += s->dev[i].busy_s;
+    }
+    if (!rc && interrupted) {
+        fprintf(stderr, "pagoda: interrupted: the finished batches are written%s\n",
+                o->output ? " (--resume continues)" : "");
+        rc = 130;
+    }
+    return rc;
+}
+
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
                     const classify_model *model)
 {
@@ -1418,36 +1530,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     pthread_cond_init(&s.cv, NULL);
     path_list in = {0};
     FILE *out = NULL;
-    if (o->labels_path && app_labels_load(o->labels_path, &s.labels))
-        rc = EXIT_RUNTIME;
-    if (!rc && s.labels.names && s.labels.count < classes) {
-        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
-                o->labels_path, s.labels.count, classes);
-        rc = EXIT_RUNTIME;
-    }
-    if (!rc)
-        rc = plan(&s, &in, &out);
-    if (!rc && !o->output && s.rank == 0 && !eval_mode.on && !timed)
-        out = stdout;
-    if (!rc && eval_mode.on && s.ranks > 1) {
-        fprintf(stderr, "pagoda: error: pagoda eval runs in one process (not under mpirun)\n");
-        rc = EXIT_USAGE;
-    }
-    if (!rc && eval_mode.on) {
-        size_t C = (size_t)classes;
-        s.cls_n = calloc(C, sizeof *s.cls_n);
-        s.cls_top1 = calloc(C, sizeof *s.cls_top1);
-        s.cls_top5 = calloc(C, sizeof *s.cls_top5);
-        s.conf = classes <= 2048 ? calloc(C * C, sizeof *s.conf) : NULL;
-        if (!s.cls_n || !s.cls_top1 || !s.cls_top5 || (classes <= 2048 && !s.conf))
-            rc = oom();
-    }
-    if (!rc)
-        rc = open_devices(&s);
-    if (!rc)
-        rc = start(&s);
-    if (s.ranks > 1)
-        rc = stream_mpi_agree(rc);
+    rc = prepare(&s, &in, &out);
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -1457,63 +1540,13 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     progress pg = {isatty(STDERR_FILENO) && !o->quiet && s.rank == 0 && s.nwork > 0, now_s(), 0,
                    s.npaths - s.nwork};
     double t0 = now_s();
-    device_arg *args = NULL;
-    if (!rc) {
-        args = calloc((size_t)s.ndev, sizeof *args);
-        if (!args)
-            rc = oom();
-    }
-    int nstarted = 0;
-    for (int i = 0; !rc && i < s.nworkers; i++)
-        if (pthread_create(&s.workers[i], NULL, worker_main, &s) == 0)
-            nstarted++;
-    for (int i = 0; !rc && i < s.ndev; i++) {
-        args[i] = (device_arg){&s, &s.dev[i]};
-        s.dev[i].started = pthread_create(&s.dev[i].thread, NULL, device_loop, &args[i]) == 0;
-    }
-    if (!rc && !nstarted) {
-        fprintf(stderr, "pagoda: error: cannot start a decoding thread\n");
-        rc = EXIT_RUNTIME;
-    }
     if (!rc)
-        rc = write_loop(&s, out, &pg);
-    pthread_mutex_lock(&s.mu);
-    s.stop = 1;
-    pthread_cond_broadcast(&s.cv);
-    pthread_mutex_unlock(&s.mu);
-    for (int i = 0; s.workers && i < nstarted; i++)
-        pthread_join(s.workers[i], NULL);
-    for (int i = 0; i < s.ndev; i++)
-        if (s.dev[i].started)
-            pthread_join(s.dev[i].thread, NULL);
-    free(args);
+        rc = run_threads(&s, out, &pg);
     free(s.workers);
     sigaction(SIGINT, &old, NULL);
-    if (!rc && s.fatal)
-        rc = s.fatal;
     if (pg.on)
         progress_show(&s, &pg, s.written, 1);
-    if (out && out != stdout && fclose(out) && !rc) {
-        fprintf(stderr, "pagoda: error: closing %s: %s\n", o->output, strerror(errno));
-        rc = EXIT_RUNTIME;
-    }
-    if (!rc && s.nwork == 0 && s.rank == 0)
-        fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
-    else if ((!rc || interrupted) && !timed)
-        summary(&s, now_s() - t0);
-    if (!rc && eval_mode.on && !interrupted)
-        rc = eval_report(&s);
-    if (timed) {
-        timed->images = s.written;
-        timed->seconds = now_s() - t0;
-        for (int i = 0; i < s.ndev; i++)
-            timed->busy_s += s.dev[i].busy_s;
-    }
-    if (!rc && interrupted) {
-        fprintf(stderr, "pagoda: interrupted: the finished batches are written%s\n",
-                o->output ? " (--resume continues)" : "");
-        rc = 130;
-    }
+    rc = conclude(&s, out, rc, t0);
     stream_free(&s);
     list_free(&in);
     pthread_cond_destroy(&s.cv);
