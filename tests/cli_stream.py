@@ -14,7 +14,7 @@ generated images (a tenth in a sub-directory, plus an unreadable file and a text
   * CSV output from --list - (stdin), the usage errors of options that do not stream, a FIFO
     as --list refused at once;
   * with --mpirun (the MPI build): `mpirun --oversubscribe -n 3` writes the same file as one
-    process, and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
+    process (static and dynamic schedules), and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
 --quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from
 a seed printed first (PAGODA_TEST_SEED repeats it).
 Exit 77 (skipped) when PoCL is not there.
@@ -220,18 +220,20 @@ def main():
 
     # 5. MPI: three ranks on this host write the file one process writes
     if mpirun:
-        out = os.path.join(tmp, "mpi.jsonl")
         # As root Open MPI wants these; in containers the shared-memory transport's
         # single-copy mode (CMA, ptrace) is often denied: plain copies instead.
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_rmaps_base_oversubscribe="1",
                    OMPI_MCA_btl_vader_single_copy_mechanism="none")
-        r = run([mpirun, "--oversubscribe", "-n", "3"] + base +
-                ["--device", pocl, "--output", out, "--quiet"] + stream + [imgs], env=env)
-        with open(out, "rb") as f:
-            if f.read() != want:
-                fail("mpirun -n 3 wrote another file than one process")
-        print("  mpirun -n 3: the same file")
+        for schedule in ("static", "dynamic"):
+            out = os.path.join(tmp, "mpi-%s.jsonl" % schedule)
+            run([mpirun, "--oversubscribe", "-n", "3"] + base +
+                ["--device", pocl, "--output", out, "--quiet", "--mpi-schedule", schedule] +
+                stream + [imgs], env=env)
+            with open(out, "rb") as f:
+                if f.read() != want:
+                    fail("mpirun -n 3 (%s) wrote another file than one process" % schedule)
+            print("  mpirun -n 3, --mpi-schedule %s: the same file" % schedule)
         r = run([mpirun, "--oversubscribe", "-n", "2", pagoda, "bench", "--mpi", "--device",
                  pocl, "--repeat", "1", "--warmup", "0", "--json", "gemm:32,32,32"], env=env)
         ranks = sorted(run["rank"] for run in json.loads(r.stdout)["runs"])

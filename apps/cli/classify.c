@@ -20,7 +20,7 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"resume", no_argument, 0, 0x102},          {"recursive", no_argument, 0, 0x103},
     {"jobs", required_argument, 0, 0x104},      {"batch", required_argument, 0, 0x105},
     {"strict", no_argument, 0, 0x106},          {"quiet", no_argument, 0, 0x107},
-    {"device-per-rank", no_argument, 0, 0x108},
+    {"device-per-rank", no_argument, 0, 0x108}, {"mpi-schedule", required_argument, 0, 0x109},
 };
 
 
@@ -83,6 +83,13 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 0x106: o->strict = 1; return 1;
     case 0x107: o->quiet = 1; return 1;
     case 0x108: o->device_per_rank = 1; return 1;
+    case 0x109:
+        if (strcmp(arg, "static") && strcmp(arg, "dynamic")) {
+            app_usage_error(o->cmd, "--mpi-schedule wants static or dynamic, got '%s'", arg);
+            return -1;
+        }
+        o->mpi_dynamic = !strcmp(arg, "dynamic");
+        return 1;
     case 0x104:
     case 0x105:
         if (pgd_parse_int64(arg, 1, c == 0x104 ? 256 : 4096, &v)) {

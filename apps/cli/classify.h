@@ -25,6 +25,7 @@ typedef struct classify_opts {
      * --quiet, --device-per-rank; jobs and batch 0 when not given */
     const char *output, *list;
     int resume, recursive, jobs, batch, strict, quiet, device_per_rank;
+    int mpi_dynamic; /* --mpi-schedule dynamic */
 } classify_opts;
 
 /* The end of every classification command's --help: the shared options' lines and the rule of
@@ -48,6 +49,8 @@ typedef struct classify_opts {
     "  --strict            an unreadable image stops the stream (default: an error line)\n"    \
     "  --quiet             no progress line\n"                                                    \
     "  --device-per-rank   under mpirun: device (local rank mod count) of the --device list\n"   \
+    "  --mpi-schedule S    under mpirun: static (batch j on rank j mod R, default) or dynamic\n" \
+    "                      (rank 0 hands out batches as ranks ask: unequal devices)\n"           \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
@@ -61,7 +64,7 @@ typedef struct classify_opts {
     "batch, memory bounded by the batch, whatever the number of images. SIGINT finishes the\n"  \
     "running batch, writes it and exits with 130; --resume continues.\n"
 
-#define CLASSIFY_OPTION_COUNT 20
+#define CLASSIFY_OPTION_COUNT 21
 
 /* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
  * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */

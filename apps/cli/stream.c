@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -693,7 +694,14 @@ typedef struct stream {
     int nwork;
     long nbatch;       /* global batches: ceil(nwork / B) */
     int rank, ranks;   /* MPI; 0 and 1 without */
-    long nlocal;       /* the batches of this rank */
+    long nlocal;       /* the batches of this rank (dynamic: LONG_MAX until all are handed out) */
+    long avail;        /* the local batches known so far (static: nlocal) */
+    /* --mpi-schedule dynamic: rank 0 hands out batches on request */
+    int dynamic, ended;   /* ended (rank 0): ranks told that the work is out */
+    long *assigned;       /* local batch k -> global batch */
+    long next_global;     /* rank 0: the next global batch to hand out */
+    int *owner;           /* rank 0: the rank of each handed-out global batch */
+    long *local_of;       /* rank 0: its local index of each of its own global batches */
     sbatch *bufs;
     int nbuf;
     long next_fill, next_write;
@@ -752,7 +760,7 @@ static double now_s(void)
 /* The global batch of local batch k, and its first image in work[]. */
 static long global_batch(const stream *s, long k)
 {
-    return k * s->ranks + s->rank;
+    return s->dynamic ? s->assigned[k] : k * s->ranks + s->rank;
 }
 
 /* Fails the whole stream with exit status rc (the message was printed). */
@@ -833,7 +841,7 @@ static void *worker_main(void *arg)
             }
             continue;
         }
-        sbatch *f = s->next_fill < s->nlocal ? lowest(s, B_FREE) : NULL;
+        sbatch *f = s->next_fill < s->avail ? lowest(s, B_FREE) : NULL;
         if (f) {
             long j = global_batch(s, s->next_fill);
             f->k = s->next_fill++;
@@ -915,7 +923,7 @@ static void *device_loop(void *arg)
             pthread_cond_broadcast(&s->cv);
             continue;
         }
-        int pending = s->next_fill < s->nlocal || lowest(s, B_FILLING);
+        int pending = s->next_fill < s->nlocal || lowest(s, B_FILLING) || lowest(s, B_READY);
         if (s->stop || !pending)
             break;
         pthread_cond_wait(&s->cv, &s->mu);
@@ -1083,6 +1091,99 @@ static int open_devices(stream *s)
 
 /* ---- the run ---- */
 
+/* ---- --mpi-schedule dynamic ---- */
+
+/* Records global batch j (or the end, j < 0) as this rank's next local batch (the lock held). */
+static void take_assignment(stream *s, long j)
+{
+    if (j < 0) {
+        s->nlocal = s->avail;
+    } else {
+        s->assigned[s->avail++] = j;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* Rank 0: the next global batch for `rank` (-1 when none is left). */
+static long hand_out(stream *s, int rank)
+{
+    if (s->next_global >= s->nbatch)
+        return -1;
+    long j = s->next_global++;
+    s->owner[j] = rank;
+    if (rank == 0)
+        s->local_of[j] = s->avail;
+    return j;
+}
+
+/* Keeps two batches assigned ahead of the decoders (the lock held): rank 0 takes its own and
+ * answers the other ranks' requests; another rank asks rank 0. Nonzero on an MPI failure. */
+static int schedule(stream *s)
+{
+    if (!s->dynamic)
+        return 0;
+    int want = s->nlocal == LONG_MAX && s->avail - s->next_fill < 2;
+    if (s->rank == 0) {
+        int src;
+        while ((src = stream_mpi_poll_request()) > 0) {
+            long j = hand_out(s, src);
+            s->ended += j < 0;
+            if (stream_mpi_assign(src, j))
+                return -1;
+        }
+        if (src < 0)
+            return -1;
+        if (want)
+            take_assignment(s, hand_out(s, 0));
+        return 0;
+    }
+    if (!want)
+        return 0;
+    long j;
+    pthread_mutex_unlock(&s->mu);
+    int rc = stream_mpi_request(&j);
+    pthread_mutex_lock(&s->mu);
+    if (!rc)
+        take_assignment(s, j);
+    return rc;
+}
+
+/* Rank 0 after its last batch: the remaining requests answered "none left". */
+static void schedule_end(stream *s)
+{
+    while (s->dynamic && s->rank == 0 && s->ended < s->ranks - 1) {
+        int src = stream_mpi_poll_request();
+        if (src < 0 || (src > 0 && stream_mpi_assign(src, -1)))
+            return;
+        s->ended += src > 0;
+        if (!src)
+            usleep(1000);
+    }
+}
+
+/* What the writer's position `pos` stands for: global batch *j (-1: not handed out yet), its
+ * local index *k on its rank *src. 0 when the writer is done. */
+static int where(const stream *s, long pos, long *j, long *k, int *src)
+{
+    if (s->rank == 0) {
+        if (pos >= s->nbatch)
+            return 0;
+        *j = pos;
+        if (s->dynamic && pos >= s->next_global) {
+            *j = -1;
+            return 1;
+        }
+        *src = s->dynamic ? s->owner[pos] : (int)(pos % s->ranks);
+        *k = s->dynamic ? s->local_of[pos] : pos / s->ranks;
+        return 1;
+    }
+    if (pos >= s->nlocal)
+        return 0;
+    *j = pos < s->avail ? global_batch(s, pos) : -1;
+    *k = pos, *src = s->rank;
+    return 1;
+}
+
 /* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
  * interrupt or a fatal error. */
 /* Waits on the stream's condition at most `ms` milliseconds (the lock held), then updates the
@@ -1145,19 +1246,28 @@ static int write_loop(stream *s, FILE *out, progress *pg)
     int rc = EXIT_OK;
     long done = 0;
     pthread_mutex_lock(&s->mu);
-    for (long j = 0; j < s->nbatch;) {
+    /* pos: the global batch on rank 0 (it writes them all), the local one elsewhere */
+    for (long pos = 0;;) {
         if (interrupted && !s->stop) {
             s->stop = 1;
             pthread_cond_broadcast(&s->cv);
         }
-        int mine = j % s->ranks == s->rank;
-        if (s->rank != 0 && !mine) {
-            j++;
+        if (schedule(s)) {
+            fail_locked(s, EXIT_RUNTIME);
+            break;
+        }
+        long j, k;
+        int src;
+        if (!where(s, pos, &j, &k, &src))
+            break;
+        if (j < 0) { /* not handed out yet */
+            wait_tick(s, pg, done, 2);
             continue;
         }
+        int mine = src == s->rank;
         sbatch *b = NULL;
         for (int i = 0; mine && i < s->nbuf; i++)
-            if (s->bufs[i].state == B_DONE && s->bufs[i].k == j / s->ranks)
+            if (s->bufs[i].state == B_DONE && s->bufs[i].k == k)
                 b = &s->bufs[i];
         strbuf text = {0};
         long errors = 0;
@@ -1165,7 +1275,7 @@ static int write_loop(stream *s, FILE *out, progress *pg)
             take_batch(s, b, &text, &errors);
         } else if (!mine && !s->stop) { /* rank 0: the next batch is another rank's */
             pthread_mutex_unlock(&s->mu);
-            int got = stream_mpi_recv_lines(j % s->ranks, &text.s, &text.n, &errors);
+            int got = stream_mpi_recv_lines(src, &text.s, &text.n, &errors);
             pthread_mutex_lock(&s->mu);
             if (got < 0) {
                 fail_locked(s, EXIT_RUNTIME);
@@ -1176,9 +1286,9 @@ static int write_loop(stream *s, FILE *out, progress *pg)
                 continue;
             }
         } else {
-            if (s->stop && (s->fatal || !mine || !running(s, j / s->ranks)))
+            if (s->stop && (s->fatal || !mine || !running(s, k)))
                 break;
-            wait_tick(s, pg, done, 200);
+            wait_tick(s, pg, done, s->dynamic ? 2 : 200);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
@@ -1195,8 +1305,10 @@ static int write_loop(stream *s, FILE *out, progress *pg)
             fail_locked(s, rc);
             break;
         }
-        j++;
+        pos++;
     }
+    if (!rc && !s->fatal)
+        schedule_end(s);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -1220,6 +1332,9 @@ static void stream_free(stream *s)
     }
     free(s->bufs);
     free(s->work);
+    free(s->assigned);
+    free(s->owner);
+    free(s->local_of);
     free(s->conf);
     free(s->cls_n);
     free(s->cls_top1);
@@ -1275,6 +1390,16 @@ static int start(stream *s)
     const classify_opts *o = s->o;
     s->nbatch = (s->nwork + s->B - 1) / s->B;
     s->nlocal = s->nbatch > s->rank ? (s->nbatch - s->rank + s->ranks - 1) / s->ranks : 0;
+    s->avail = s->nlocal;
+    s->dynamic = s->ranks > 1 && o->mpi_dynamic;
+    if (s->dynamic) {
+        s->nlocal = LONG_MAX, s->avail = 0;
+        s->assigned = malloc(((size_t)s->nbatch + 1) * sizeof *s->assigned);
+        s->owner = malloc(((size_t)s->nbatch + 1) * sizeof *s->owner);
+        s->local_of = malloc(((size_t)s->nbatch + 1) * sizeof *s->local_of);
+        if (!s->assigned || !s->owner || !s->local_of)
+            return oom();
+    }
     s->nbuf = 2 * s->ndev + 2;
     if (!(s->bufs = calloc((size_t)s->nbuf, sizeof *s->bufs)))
         return oom();

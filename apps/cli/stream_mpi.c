@@ -11,7 +11,7 @@
 #include "app.h"
 #include "stream_mpi.h"
 
-enum { TAG_LINES = 1 };
+enum { TAG_LINES = 1, TAG_REQUEST = 2, TAG_ASSIGN = 3 };
 
 static int started;
 
@@ -181,6 +181,39 @@ int stream_mpi_send_lines(const char *text, size_t n, long errors)
     int e = MPI_Send(buf, (int)(n + sizeof errs), MPI_CHAR, 0, TAG_LINES, MPI_COMM_WORLD);
     free(buf);
     return e == MPI_SUCCESS ? 0 : (mpi_fail("sending results", e), -1);
+}
+
+int stream_mpi_poll_request(void)
+{
+    int flag = 0, e, dummy;
+    MPI_Status st;
+    if ((e = MPI_Iprobe(MPI_ANY_SOURCE, TAG_REQUEST, MPI_COMM_WORLD, &flag, &st)) != MPI_SUCCESS)
+        return mpi_fail("waiting for requests", e), -1;
+    if (!flag)
+        return 0;
+    if ((e = MPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, TAG_REQUEST, MPI_COMM_WORLD,
+                      MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+        return mpi_fail("receiving a request", e), -1;
+    return st.MPI_SOURCE;
+}
+
+int stream_mpi_assign(int dest, long j)
+{
+    int64_t v = j;
+    int e = MPI_Send(&v, 1, MPI_INT64_T, dest, TAG_ASSIGN, MPI_COMM_WORLD);
+    return e == MPI_SUCCESS ? 0 : (mpi_fail("handing out work", e), -1);
+}
+
+int stream_mpi_request(long *j)
+{
+    int one = 1, e;
+    int64_t v = -1;
+    if ((e = MPI_Send(&one, 1, MPI_INT, 0, TAG_REQUEST, MPI_COMM_WORLD)) != MPI_SUCCESS ||
+        (e = MPI_Recv(&v, 1, MPI_INT64_T, 0, TAG_ASSIGN, MPI_COMM_WORLD, MPI_STATUS_IGNORE)) !=
+            MPI_SUCCESS)
+        return mpi_fail("asking for work", e), -1;
+    *j = (long)v;
+    return 0;
 }
 
 int stream_mpi_gather_runs(json_t *runs)

@@ -26,6 +26,12 @@ int stream_mpi_agree(int rc);
 int stream_mpi_recv_lines(int src, char **text, size_t *n, long *errors);
 /* Another rank: its next batch's lines to rank 0. Nonzero on failure (printed). */
 int stream_mpi_send_lines(const char *text, size_t n, long errors);
+/* --mpi-schedule dynamic. Rank 0: the rank of a pending request for work (consumed), 0 if
+ * none, -1 on failure; its answer, global batch j or -1 for "none left". Another rank: asks
+ * rank 0 and waits for the answer in *j. Nonzero on failure (printed). */
+int stream_mpi_poll_request(void);
+int stream_mpi_assign(int dest, long j);
+int stream_mpi_request(long *j);
 /* pagoda bench --mpi: each rank's `runs` (a JSON array) tagged with "rank" and gathered into
  * rank 0's, in rank order. Nonzero on failure (printed). */
 int stream_mpi_gather_runs(json_t *runs);
@@ -54,6 +60,17 @@ static inline int stream_mpi_recv_lines(int src, char **text, size_t *n, long *e
 static inline int stream_mpi_send_lines(const char *text, size_t n, long errors)
 {
     (void)text, (void)n, (void)errors;
+    return -1;
+}
+static inline int stream_mpi_poll_request(void) { return 0; }
+static inline int stream_mpi_assign(int dest, long j)
+{
+    (void)dest, (void)j;
+    return -1;
+}
+static inline int stream_mpi_request(long *j)
+{
+    *j = -1;
     return -1;
 }
 static inline int stream_mpi_gather_runs(json_t *runs)
