@@ -705,6 +705,7 @@ typedef struct stream {
     sbatch *bufs;
     int nbuf;
     long next_fill, next_write;
+    long taken;        /* local batches a device has taken */
     int stop;          /* SIGINT, a fatal error, or the end */
     int fatal;         /* the exit status of a fatal error (its message printed) */
     sdevice *dev;
@@ -903,6 +904,8 @@ static void *device_loop(void *arg)
         sbatch *b = s->stop ? NULL : lowest(s, B_READY);
         if (b) {
             b->state = B_RUNNING;
+            s->taken++;
+            pthread_cond_broadcast(&s->cv); /* a dynamic schedule asks for the next */
             pthread_mutex_unlock(&s->mu);
             pgd_error *err = NULL;
             double t0 = now_s();
@@ -1116,13 +1119,14 @@ static long hand_out(stream *s, int rank)
     return j;
 }
 
-/* Keeps two batches assigned ahead of the decoders (the lock held): rank 0 takes its own and
- * answers the other ranks' requests; another rank asks rank 0. Nonzero on an MPI failure. */
+/* Keeps two batches assigned beyond those the devices have taken (the lock held), so that a
+ * slow rank holds little: rank 0 takes its own and answers the other ranks' requests; another
+ * rank asks rank 0. Nonzero on an MPI failure. */
 static int schedule(stream *s)
 {
     if (!s->dynamic)
         return 0;
-    int want = s->nlocal == LONG_MAX && s->avail - s->next_fill < 2;
+    int want = s->nlocal == LONG_MAX && s->avail - s->taken < 2;
     if (s->rank == 0) {
         int src;
         while ((src = stream_mpi_poll_request()) > 0) {
