@@ -17,6 +17,7 @@
 
 #include "app.h"
 #include "bench.h"
+#include "stream_mpi.h"
 #include "pgd_version.h"
 
 static const char usage[] =
@@ -41,6 +42,9 @@ static const char usage[] =
     "  --budget-ms MS   time per item for warm-ups (up to a tenth) and timed runs (at least 3);\n"
     "                   default 1000\n"
     "  --repeat N       timed runs per item (overrides the budget)\n"
+    "  --mpi            under mpirun (MPI build): every rank runs the items (on device\n"
+    "                   local-rank mod n of a --device P:D,P:D list); one document with a\n"
+    "                   run per rank (\"rank\")\n"
     "  --warmup N       untimed runs before timing (overrides the budget; 3 with --repeat)\n"
     "  --json           print the results as JSON on stdout instead of the table\n"
     "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
@@ -80,6 +84,7 @@ static const bench_item *const items[] = {
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
     &bench_item_gat,
+    &bench_item_throughput,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif
@@ -810,7 +815,7 @@ static int parse_count(const char *arg, const char *name, long lo, long hi, long
 typedef struct bench_args {
     const char *device, *out_path;
     bench_opts o;
-    int do_compare, json;
+    int do_compare, json, mpi;
 } bench_args;
 
 /* Parses the options into *a. Returns -1 to go on, else the exit status (after --help or
@@ -822,7 +827,8 @@ static int parse_options(int argc, char **argv, bench_args *a)
         {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
         {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
         {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},         {"mpi", no_argument, 0, 'M'},
+        {0, 0, 0, 0}};
     static char suite_help[2048], item_help[4096];
     help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
@@ -857,6 +863,9 @@ static int parse_options(int argc, char **argv, bench_args *a)
             break;
         case 'c':
             a->do_compare = 1;
+            break;
+        case 'M':
+            a->mpi = 1;
             break;
         case 'l':
             printf("Suites:\n%s\nItems:\n%s", suite_help, item_help);
@@ -971,14 +980,33 @@ int cmd_bench(int argc, char **argv)
     rc = collect_specs(argc, argv, specs, &nspecs);
     if (rc)
         return rc;
+    /* --mpi (the MPI build, under mpirun): every rank runs the items, on its device of a
+     * --device list by local rank; rank 0 writes one document with every rank's runs. */
+    int rank = 0, ranks = 1;
+    if (a.mpi && !stream_mpi_launched())
+        return app_usage_error("bench ", "--mpi wants a launch by mpirun and the MPI build "
+                                         "(meson -Dmpi=enabled)");
+    if (a.mpi && (rc = stream_mpi_begin(&rank, &ranks)))
+        return rc;
+    char pick[64];
+    if (a.mpi && a.device && strchr(a.device, ',')) {
+        const char *p = a.device;
+        int count = 1;
+        for (const char *q = a.device; *q; q++)
+            count += *q == ',';
+        for (int k = stream_mpi_local_rank() % count; k > 0; k--)
+            p = strchr(p, ',') + 1;
+        snprintf(pick, sizeof pick, "%.*s", (int)strcspn(p, ","), p);
+        a.device = pick;
+    }
     /* The table goes to stdout unless JSON does; the progress line only to a terminal. */
-    int table = !(a.json && !a.out_path);
+    int table = !(a.json && !a.out_path) && rank == 0;
     progress.on = isatty(STDERR_FILENO) && !(a.json && !a.out_path && isatty(STDOUT_FILENO));
     /* --output is opened before the runs, so that a target that cannot be written (not a
      * regular file, a missing directory) fails at once rather than after minutes of runs;
      * the document appears only when complete, and a failed run leaves no file. */
     pgd_outfile *out = NULL;
-    if (a.out_path && strcmp(a.out_path, "-")) {
+    if (a.out_path && strcmp(a.out_path, "-") && rank == 0) {
         pgd_error *err = NULL;
         if (pgd_outfile_open(a.out_path, &out, &err))
             return app_fail(err);
@@ -986,6 +1014,12 @@ int cmd_bench(int argc, char **argv)
     json_t *runs = json_array();
     int failures = 0;
     rc = run_devices(a.device, specs, nspecs, &a.o, table, runs, &failures);
+    if (a.mpi && rc == EXIT_OK && stream_mpi_gather_runs(runs))
+        rc = EXIT_RUNTIME;
+    if (rank != 0) {
+        json_decref(runs);
+        return stream_mpi_end(rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK);
+    }
     if (rc == EXIT_OK && (a.json || a.out_path) && json_array_size(runs) > 0) {
         rc = write_bench_json(&a.o, runs, out);
         out = NULL;
@@ -993,5 +1027,6 @@ int cmd_bench(int argc, char **argv)
         json_decref(runs);
     }
     pgd_outfile_abort(out);
-    return rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK;
+    rc = rc ? rc : failures ? EXIT_RUNTIME : EXIT_OK;
+    return a.mpi ? stream_mpi_end(rc) : rc;
 }

@@ -94,5 +94,6 @@ extern const bench_item bench_item_resnet_nl;
 extern const bench_item bench_item_nonlocal_unfused;
 extern const bench_item bench_item_gat;
 extern const bench_item bench_item_detr;
+extern const bench_item bench_item_throughput;
 
 #endif

@@ -91,6 +91,11 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
 int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int exif_rotate,
                    float **x, pgd_image ***loaded, int64_t shape[4], pgd_error **err);
 
+/* One image as app_load_batch loads it, at full size: min_side > 0 decodes scaled
+ * (pgd_image_load_scaled), exif_rotate turns it upright. Safe to call from several threads. */
+int app_load_image(const char *path, int min_side, int exif_rotate, pgd_image **out,
+                   pgd_error **err);
+
 /* OUT.png → OUT<tag>.png, or OUT<tag>-<index+1>.png when count > 1 (malloc'd). */
 char *app_numbered_path(const char *path, const char *tag, int index, int count);
 
@@ -109,6 +114,7 @@ int cmd_tune(int argc, char **argv);
 int cmd_vit(int argc, char **argv);
 int cmd_nonlocal(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);

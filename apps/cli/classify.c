@@ -15,6 +15,12 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
     {"allow-nonfinite", no_argument, 0, 'N'},   {"fast-decode", no_argument, 0, 'F'},
     {"exif-rotate", no_argument, 0, 'E'},       {"weights-dtype", required_argument, 0, 'W' + 256},
+    /* streaming (stream.c): codes above the characters, clear of every command's own */
+    {"output", required_argument, 0, 0x100},    {"list", required_argument, 0, 0x101},
+    {"resume", no_argument, 0, 0x102},          {"recursive", no_argument, 0, 0x103},
+    {"jobs", required_argument, 0, 0x104},      {"batch", required_argument, 0, 0x105},
+    {"strict", no_argument, 0, 0x106},          {"quiet", no_argument, 0, 0x107},
+    {"device-per-rank", no_argument, 0, 0x108}, {"mpi-schedule", required_argument, 0, 0x109},
 };
 
 
@@ -71,6 +77,29 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'F': o->fast_decode = 1; return 1;
     case 'E': o->exif_rotate = 1; return 1;
     case 'W' + 256: return app_set_weights_dtype(o->cmd, arg) ? -1 : 1;
+    case 0x100: o->output = arg; return 1;
+    case 0x101: o->list = arg; return 1;
+    case 0x102: o->resume = 1; return 1;
+    case 0x103: o->recursive = 1; return 1;
+    case 0x106: o->strict = 1; return 1;
+    case 0x107: o->quiet = 1; return 1;
+    case 0x108: o->device_per_rank = 1; return 1;
+    case 0x109:
+        if (strcmp(arg, "static") && strcmp(arg, "dynamic")) {
+            app_usage_error(o->cmd, "--mpi-schedule wants static or dynamic, got '%s'", arg);
+            return -1;
+        }
+        o->mpi_dynamic = !strcmp(arg, "dynamic");
+        return 1;
+    case 0x104:
+    case 0x105:
+        if (pgd_parse_int64(arg, 1, c == 0x104 ? 256 : 4096, &v)) {
+            app_usage_error(o->cmd, "%s wants a whole number from 1 to %d, got '%s'",
+                            c == 0x104 ? "--jobs" : "--batch", c == 0x104 ? 256 : 4096, arg);
+            return -1;
+        }
+        *(c == 0x104 ? &o->jobs : &o->batch) = (int)v;
+        return 1;
     case 'k':
         if (pgd_parse_int64(arg, 1, 100000, &v)) {
             app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",

@@ -21,6 +21,11 @@ typedef struct classify_opts {
     int exif_rotate;     /* --exif-rotate: images turned upright by their EXIF orientation */
     char **images; /* the image arguments */
     int nimages;
+    /* streaming (stream.h): --output, --list, --resume, --recursive, --jobs, --batch, --strict,
+     * --quiet, --device-per-rank; jobs and batch 0 when not given */
+    const char *output, *list;
+    int resume, recursive, jobs, batch, strict, quiet, device_per_rank;
+    int mpi_dynamic; /* --mpi-schedule dynamic */
 } classify_opts;
 
 /* The end of every classification command's --help: the shared options' lines and the rule of
@@ -35,14 +40,32 @@ typedef struct classify_opts {
     "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
     "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
     APP_WEIGHTS_DTYPE_HELP                                                                     \
+    "  --output F          stream: one line per image, written as the batches finish, to F\n"     \
+    "                      (.jsonl: JSON lines; .csv: CSV); without it, JSON lines on stdout\n"  \
+    "  --list F            stream the paths listed in F, one per line ('-': stdin)\n"            \
+    "  --recursive         a directory stands for its images in sub-directories too\n"         \
+    "  --batch B           stream in batches of B images (default 8)\n"                          \
+    "  --jobs N            decoding threads (default: the number of cores)\n"                    \
+    "  --resume            skip the images already in --output (after a crash or Ctrl-C)\n"     \
+    "  --strict            an unreadable image stops the stream (default: an error line)\n"    \
+    "  --quiet             no progress line\n"                                                    \
+    "  --device-per-rank   under mpirun: device (local rank mod count) of the --device list\n"   \
+    "  --mpi-schedule S    under mpirun: static (batch j on rank j mod R, default) or dynamic\n" \
+    "                      (rank 0 hands out batches as ranks ask: unequal devices)\n"           \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
     "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"     \
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
-    "discard that output.\n"
+    "discard that output.\n"                                                                   \
+    "\n"                                                                                          \
+    "Streaming: a directory (its .jpg, .jpeg, .png, .bmp, .webp files, sorted), a glob pattern\n"  \
+    "('imgs/*.jpg', quoted), --list, --output, --batch or several devices (--device all, or\n"    \
+    "P:D,P:D) stream the images: decoded on --jobs threads while the device runs the previous\n"\
+    "batch, memory bounded by the batch, whatever the number of images. SIGINT finishes the\n"  \
+    "running batch, writes it and exits with 130; --resume continues.\n"
 
-#define CLASSIFY_OPTION_COUNT 12
+#define CLASSIFY_OPTION_COUNT 22
 
 /* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
  * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */

@@ -9,6 +9,7 @@
 
 #include "classify.h"
 #include "mixer.h"
+#include "stream.h"
 #include "swin.h"
 #include "vit.h"
 
@@ -229,6 +230,64 @@ static int run_family(family_cmd *v, const model_source *src, classify_run *r)
     return rc;
 }
 
+/* The family's model on each device of a stream. */
+typedef struct family_stream {
+    family_cmd *v;
+    const model_source *src;
+} family_stream;
+
+static int family_stream_load(void *cmd, pgd_ctx *ctx, void **model)
+{
+    family_stream *fs = cmd;
+    family_cmd *v = fs->v;
+    pgd_error *err = NULL;
+    if (v->fam == FAM_SWIN) {
+        if (swin_load(ctx, fs->src, &v->sw, (swin_model **)model, &err))
+            return app_fail(err);
+        swin_set_attention(*model, v->attention.mode, v->attention.topk, v->attention.seed);
+    } else if (mixer_load(ctx, fs->src, &v->mx, (mixer_model **)model, &err)) {
+        return app_fail(err);
+    }
+    return EXIT_OK;
+}
+
+static int swin_stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
+                               pgd_error **err)
+{
+    double t[5];
+    return swin_forward(model, x, B, H, W, logits, t, err);
+}
+
+static int mixer_stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
+                                pgd_error **err)
+{
+    double t[5];
+    return mixer_forward(model, x, B, H, W, logits, t, err);
+}
+
+static void swin_stream_release(void *model)
+{
+    swin_free(model);
+}
+
+static void mixer_stream_release(void *model)
+{
+    mixer_free(model);
+}
+
+static int family_stream_run(family_cmd *v, const model_source *src, int classes)
+{
+    int rc = classify_stream_check(&v->o, NULL);
+    if (rc)
+        return rc;
+    family_describe(v);
+    family_stream fs = {v, src};
+    classify_model m = {&fs, family_stream_load,
+                        v->fam == FAM_SWIN ? swin_stream_forward : mixer_stream_forward,
+                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release};
+    return classify_stream(&v->o, (pgd_preprocess)v->preset, classes, &m);
+}
+
 /* The weights (a file or seeded random ones of a named size) and the input side they want. */
 static int family_open(family_cmd *v, model_source *src, int *side_h, int *side_w,
                        int *classes)
@@ -294,6 +353,11 @@ static int cmd_family(family fam, int argc, char **argv)
     classify_run r = {0};
     int side_h = 0, side_w = 0, classes = 0;
     rc = family_open(&v, &src, &side_h, &side_w, &classes);
+    if (!rc && classify_streaming(&v.o)) {
+        rc = family_stream_run(&v, &src, classes);
+        model_source_free(&src);
+        return rc;
+    }
     if (!rc)
         rc = classify_begin(&v.o, (pgd_preprocess)v.preset, side_h, side_w, classes, &r);
     if (!rc)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "stream.h"
 #include "resnet.h"
 
 static const char usage[] =
@@ -343,6 +344,46 @@ static int run(nl_cmd *v, const model_source *src, const resnet_config *cfg, cla
     return rc;
 }
 
+/* The model on each device of a stream. */
+typedef struct nl_stream {
+    const model_source *src;
+    const resnet_config *cfg;
+} nl_stream;
+
+static int stream_load(void *cmd, pgd_ctx *ctx, void **model)
+{
+    nl_stream *ns = cmd;
+    pgd_error *err = NULL;
+    resnet_model *m = NULL;
+    if (resnet_load(ctx, ns->src, ns->cfg, &m, &err))
+        return app_fail(err);
+    *model = m;
+    return EXIT_OK;
+}
+
+static int stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
+                          pgd_error **err)
+{
+    double t[5];
+    return resnet_forward(model, x, B, H, W, logits, NULL, t, err);
+}
+
+static void stream_release(void *model)
+{
+    resnet_free(model);
+}
+
+static int run_stream(nl_cmd *v, const model_source *src, const resnet_config *cfg)
+{
+    int rc = classify_stream_check(&v->o, v->aff_png ? "--affinity-map" : NULL);
+    if (rc)
+        return rc;
+    describe(v, cfg);
+    nl_stream ns = {src, cfg};
+    classify_model m = {&ns, stream_load, stream_forward, stream_release};
+    return classify_stream(&v->o, PGD_PREPROCESS_TORCHVISION, (int)cfg->classes, &m);
+}
+
 int cmd_nonlocal(int argc, char **argv)
 {
     nl_cmd v;
@@ -353,6 +394,11 @@ int cmd_nonlocal(int argc, char **argv)
     resnet_config cfg;
     classify_run r = {0};
     rc = open_model(&v, &src, &cfg);
+    if (!rc && classify_streaming(&v.o)) {
+        rc = run_stream(&v, &src, &cfg);
+        model_source_free(&src);
+        return rc;
+    }
     if (!rc)
         rc = classify_begin(&v.o, PGD_PREPROCESS_TORCHVISION, v.size, v.size, (int)cfg.classes,
                             &r);

@@ -16,6 +16,7 @@ static const char usage[] =
     "  bench      time kernels and program builds; compare saved results\n"
     "  tune       search the device's kernel parameters and store them\n"
     "  classify   classify with any model family, detected from the checkpoint\n"
+    "  eval       the accuracy of a classifier over a labelled image folder or list\n"
     "  vit        classify with a Vision Transformer\n"
     "  nonlocal   classify with a ResNet carrying non-local blocks\n"
     "  embed      features of many images from a self-supervised ViT (DINO)\n"
@@ -84,6 +85,8 @@ int main(int argc, char **argv)
         return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "classify"))
         return cmd_classify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval"))
+        return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed"))
         return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "similar"))

@@ -481,9 +481,8 @@ int app_sample_image(char *buf, size_t size)
 /* The long side of what is kept of each image for drawing maps over. */
 #define APP_MAP_BASE_SIDE 1024
 
-/* One image as app_load_batch loads it. */
-static int load_one(const char *path, int min_side, int exif_rotate, pgd_image **out,
-                    pgd_error **err)
+int app_load_image(const char *path, int min_side, int exif_rotate, pgd_image **out,
+                   pgd_error **err)
 {
     if (!exif_rotate)
         return min_side > 0 ? pgd_image_load_scaled(path, min_side, out, err)
@@ -524,7 +523,7 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
      * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
         pgd_image *full = NULL;
-        rc = load_one(paths[i], min_side, exif_rotate, &full, err);
+        rc = app_load_image(paths[i], min_side, exif_rotate, &full, err);
         if (!rc)
             rc = pgd_image_preprocess(full, preset, *x + i * per, err);
         if (!rc)

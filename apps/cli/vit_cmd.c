@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "stream.h"
 #include "vit.h"
 
 static const char usage[] =
@@ -224,6 +225,48 @@ static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, class
     return rc;
 }
 
+/* The model on each device of a stream. */
+typedef struct vit_stream {
+    const vit_cmd *v;
+    const model_source *src;
+    const vit_config *cfg;
+} vit_stream;
+
+static int stream_load(void *cmd, pgd_ctx *ctx, void **model)
+{
+    vit_stream *vs = cmd;
+    pgd_error *err = NULL;
+    vit_model *m = NULL;
+    if (vit_load(ctx, vs->src, vs->cfg, &m, &err))
+        return app_fail(err);
+    vit_set_attention(m, vs->v->attention.mode, vs->v->attention.topk, vs->v->attention.seed);
+    *model = m;
+    return EXIT_OK;
+}
+
+static int stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
+                          pgd_error **err)
+{
+    double t[4];
+    return vit_forward(model, x, B, H, W, logits, NULL, NULL, t, err);
+}
+
+static void stream_release(void *model)
+{
+    vit_free(model);
+}
+
+static int run_stream(vit_cmd *v, const model_source *src, const vit_config *cfg)
+{
+    int rc = classify_stream_check(&v->o, v->attn_png ? "--attention-map" : NULL);
+    if (rc)
+        return rc;
+    describe(v, cfg);
+    vit_stream vs = {v, src, cfg};
+    classify_model m = {&vs, stream_load, stream_forward, stream_release};
+    return classify_stream(&v->o, (pgd_preprocess)v->preset, cfg->classes, &m);
+}
+
 int cmd_vit(int argc, char **argv)
 {
     vit_cmd v;
@@ -238,6 +281,11 @@ int cmd_vit(int argc, char **argv)
         v.preset = cfg.family == VIT_HF            ? PGD_PREPROCESS_HF
                    : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
                                                    : PGD_PREPROCESS_TIMM;
+    if (!rc && classify_streaming(&v.o)) {
+        rc = run_stream(&v, &src, &cfg);
+        model_source_free(&src);
+        return rc;
+    }
     if (!rc)
         rc = classify_begin(&v.o, (pgd_preprocess)v.preset, cfg.patch * cfg.grid_h,
                             cfg.patch * cfg.grid_w, cfg.classes, &r);

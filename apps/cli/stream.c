@@ -1,0 +1,1694 @@
+/* stream.c — the streaming classify path (see stream.h).
+ *
+ * The work list (every input image, less those --resume finds in the output) is cut into
+ * batches of B consecutive images. A fixed set of batch buffers (two per device and two more)
+ * circulates: a free buffer is given the next batch, the decoding threads fill its slots (each
+ * image decoded, preprocessed and checked on its own thread), a filled buffer goes to whichever
+ * device thread asks first (dynamic hand-out: a fast device takes more), and the main thread
+ * writes the finished batches strictly in input order, flushing the file after each, before the
+ * buffer is freed for the next batch. So at most nbuf * B preprocessed images exist at a time,
+ * whatever the number of images, and the devices never wait for the decoder while it keeps up.
+ * With MPI (stream_mpi.c), rank r takes the batches j with j % R == r and sends its lines to
+ * rank 0, which writes every batch in order. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "labels.h"
+#include "stream.h"
+#include "stream_mpi.h"
+
+/* ---- a growing text buffer ---- */
+
+typedef struct strbuf {
+    char *s;
+    size_t n, cap;
+    int broken; /* out of memory: the text is incomplete */
+} strbuf;
+
+static void sb_add(strbuf *b, const char *s, size_t n)
+{
+    if (b->broken)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->broken = 1;
+            return;
+        }
+        b->s = p, b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_printf(strbuf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sb_add(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* ---- the input list ---- */
+
+typedef struct path_list {
+    char **p;
+    int *truth; /* pagoda eval: the class of each image (with_truth set) */
+    int n, cap, with_truth, next_truth;
+} path_list;
+
+static int list_add(path_list *l, const char *path)
+{
+    if (l->n == INT32_MAX - 1)
+        return -1;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        char **p = realloc(l->p, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->p = p;
+        if (l->with_truth) {
+            int *t = realloc(l->truth, (size_t)cap * sizeof *t);
+            if (!t)
+                return -1;
+            l->truth = t;
+        }
+        l->cap = cap;
+    }
+    if (l->with_truth)
+        l->truth[l->n] = l->next_truth;
+    if (!(l->p[l->n] = strdup(path)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+static void list_free(path_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->p[i]);
+    free(l->p);
+    free(l->truth);
+    memset(l, 0, sizeof *l);
+}
+
+/* An image file by its name: what a directory stands for. */
+static int image_name(const char *n)
+{
+    static const char *const ext[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp"};
+    const char *dot = strrchr(n, '.');
+    for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot, ext[i]))
+            return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int oom(void)
+{
+    fprintf(stderr, "pagoda: error: out of host memory\n");
+    return EXIT_RUNTIME;
+}
+
+/* The image files of a directory, sorted by name; sub-directories too with --recursive (each
+ * at its place in the order of names). Hidden entries (".name") are skipped. */
+static int add_dir(path_list *l, const char *dir, int recursive, int depth)
+{
+    char shown[1024];
+    if (depth > 64) {
+        fprintf(stderr, "pagoda: error: %s: directories nested more than 64 deep\n",
+                app_term_text(dir, shown, sizeof shown));
+        return EXIT_RUNTIME;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "pagoda: error: %s: cannot read the directory: %s\n",
+                app_term_text(dir, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    path_list names = {0};
+    int rc = EXIT_OK;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.' && list_add(&names, e->d_name))
+            rc = oom();
+    closedir(d);
+    if (names.n)
+        qsort(names.p, (size_t)names.n, sizeof *names.p, cmp_str);
+    size_t dl = strlen(dir);
+    int slash = dl && dir[dl - 1] == '/';
+    for (int i = 0; !rc && i < names.n; i++) {
+        size_t len = dl + strlen(names.p[i]) + 2;
+        char *full = malloc(len);
+        if (!full) {
+            rc = oom();
+            break;
+        }
+        snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", names.p[i]);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (recursive)
+                rc = add_dir(l, full, recursive, depth + 1);
+        } else if (image_name(names.p[i]) && list_add(l, full)) {
+            rc = oom();
+        }
+        free(full);
+    }
+    list_free(&names);
+    return rc;
+}
+
+/* One operand: a directory, a glob pattern that names no file itself, or a file (taken as
+ * given: whether it is an image is found when it is decoded). */
+static int add_operand(path_list *l, const char *arg, int recursive)
+{
+    struct stat st;
+    char shown[1024];
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        int before = l->n, rc = add_dir(l, arg, recursive, 0);
+        if (!rc && l->n == before) {
+            fprintf(stderr, "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
+                            ".png, .bmp, .webp)%s\n",
+                    app_term_text(arg, shown, sizeof shown),
+                    recursive ? "" : " (--recursive looks into its sub-directories)");
+            return EXIT_RUNTIME;
+        }
+        return rc;
+    }
+    if (lstat(arg, &st) != 0 && strpbrk(arg, "*?[")) {
+        glob_t g;
+        int grc = glob(arg, 0, NULL, &g);
+        if (grc == GLOB_NOMATCH) {
+            fprintf(stderr, "pagoda: error: %s: the pattern matches no file\n",
+                    app_term_text(arg, shown, sizeof shown));
+            return EXIT_RUNTIME;
+        }
+        if (grc) {
+            globfree(&g);
+            return oom();
+        }
+        int rc = EXIT_OK;
+        for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+            const char *p = g.gl_pathv[i];
+            if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                rc = add_dir(l, p, recursive, 0);
+            else if (list_add(l, p))
+                rc = oom();
+        }
+        globfree(&g);
+        return rc;
+    }
+    return list_add(l, arg) ? oom() : EXIT_OK;
+}
+
+/* Opens a text input (a list, a labels map) for reading: a regular file only, checked without
+ * blocking (a FIFO with no writer would hang fopen), or stdin for "-". NULL after an error. */
+static FILE *open_text(const char *path, const char *what)
+{
+    char shown[1024];
+    if (!strcmp(path, "-"))
+        return stdin;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *kind = fd < 0              ? strerror(errno)
+                           : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
+                           : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
+                           : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
+                                                  : "not a regular file";
+        fprintf(stderr, "pagoda: error: %s %s: %s\n", what,
+                app_term_text(path, shown, sizeof shown), kind);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. */
+static int add_list_file(path_list *l, const char *path)
+{
+    char shown[1024];
+    FILE *f = open_text(path, "--list");
+    if (!f)
+        return EXIT_RUNTIME;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = EXIT_OK;
+    long lineno = 0;
+    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if ((size_t)n != strlen(line)) {
+            fprintf(stderr, "pagoda: error: %s: line %ld holds a NUL byte\n",
+                    app_term_text(path, shown, sizeof shown), lineno);
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (n && list_add(l, line))
+            rc = oom();
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+
+/* ---- pagoda eval: the true class of each image, from an ImageFolder layout or a list ---- */
+
+static struct {
+    int on;
+    const char *labels_map;
+} eval_mode;
+
+void classify_stream_eval(const char *labels_map)
+{
+    eval_mode.on = 1;
+    eval_mode.labels_map = labels_map;
+}
+
+/* The class names of an eval run: names.p[i] with class names.truth[i]. */
+typedef struct eval_names {
+    path_list map;   /* --labels-map: NAME INDEX lines */
+    path_list names; /* the folders (or list labels) seen, with their classes */
+} eval_names;
+
+/* A whole number from 0 to classes - 1, or -1. */
+static int class_number(const char *t, int classes)
+{
+    int64_t v;
+    return pgd_parse_int64(t, 0, classes - 1, &v) ? -1 : (int)v;
+}
+
+static int read_labels_map(const char *path, int classes, path_list *map)
+{
+    char shown[1024];
+    FILE *f = open_text(path, "--labels-map");
+    if (!f)
+        return EXIT_RUNTIME;
+    map->with_truth = 1;
+    char *line = NULL;
+    size_t cap = 0;
+    long no = 0;
+    int rc = EXIT_OK;
+    while (!rc && getline(&line, &cap, f) >= 0) {
+        no++;
+        char *save = NULL, *name = strtok_r(line, " \t\r\n", &save);
+        char *num = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+        if (!name)
+            continue;
+        int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
+        if (c < 0) {
+            fprintf(stderr, "pagoda: error: %s: line %ld: want 'NAME INDEX' with INDEX from 0 "
+                            "to %d (the model's classes)\n",
+                    app_term_text(path, shown, sizeof shown), no, classes - 1);
+            rc = EXIT_RUNTIME;
+        } else {
+            map->next_truth = c;
+            if (list_add(map, name))
+                rc = oom();
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* The class of a folder name or list label: the labels map's, else (folders) `position`, else
+ * (list) a class number. -1 when there is none (an error is printed). */
+static int class_of(eval_names *en, const char *name, int position, int classes)
+{
+    char shown[1024];
+    if (en->map.n) {
+        for (int i = 0; i < en->map.n; i++)
+            if (!strcmp(en->map.p[i], name))
+                return en->map.truth[i];
+        int c = position < 0 ? class_number(name, classes) : -1;
+        if (c >= 0)
+            return c; /* a list's label may be a class number */
+        fprintf(stderr, "pagoda: error: class '%s' is not in the labels map %s\n",
+                app_term_text(name, shown, sizeof shown), eval_mode.labels_map);
+        return -1;
+    }
+    int c = position >= 0 ? position : class_number(name, classes);
+    if (c < 0 || c >= classes)
+        fprintf(stderr, "pagoda: error: class '%s' (%d): the model has %d classes (a labels map "
+                        "names the classes: --labels-map)\n",
+                app_term_text(name, shown, sizeof shown), c, classes);
+    return c >= 0 && c < classes ? c : -1;
+}
+
+/* One ImageFolder root: each sub-directory (sorted) is a class, its images (at any depth) that
+ * class's. */
+static int add_image_folder(path_list *l, eval_names *en, const char *root, int classes)
+{
+    char shown[1024];
+    DIR *d = opendir(root);
+    if (!d) {
+        fprintf(stderr, "pagoda: error: %s: not a readable directory (pagoda eval wants an "
+                        "ImageFolder layout: one sub-directory per class): %s\n",
+                app_term_text(root, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    path_list subs = {0};
+    int rc = EXIT_OK;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        char full[4096];
+        struct stat st;
+        snprintf(full, sizeof full, "%s/%s", root, e->d_name);
+        if (e->d_name[0] != '.' && stat(full, &st) == 0 && S_ISDIR(st.st_mode) &&
+            list_add(&subs, e->d_name))
+            rc = oom();
+    }
+    closedir(d);
+    if (!rc && !subs.n) {
+        fprintf(stderr, "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
+                        "ImageFolder layout)\n", app_term_text(root, shown, sizeof shown));
+        rc = EXIT_RUNTIME;
+    }
+    if (subs.n)
+        qsort(subs.p, (size_t)subs.n, sizeof *subs.p, cmp_str);
+    for (int i = 0; !rc && i < subs.n; i++) {
+        int c = class_of(en, subs.p[i], i, classes);
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", root, subs.p[i]);
+        if (c < 0)
+            rc = EXIT_RUNTIME;
+        en->names.next_truth = l->next_truth = c;
+        if (!rc && list_add(&en->names, subs.p[i]))
+            rc = oom();
+        if (!rc)
+            rc = add_dir(l, full, 1, 0);
+    }
+    list_free(&subs);
+    return rc;
+}
+
+/* --list for eval: "PATH LABEL" lines, LABEL the last word (a class number, or a name of the
+ * labels map). */
+static int add_labelled_list(path_list *l, eval_names *en, const char *path, int classes)
+{
+    path_list raw = {0};
+    int rc = add_list_file(&raw, path);
+    char shown[1024];
+    for (int i = 0; !rc && i < raw.n; i++) {
+        char *line = raw.p[i], *sp = line + strlen(line);
+        while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
+            sp--;
+        char *end = sp;
+        while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (sp == line || end == line) {
+            fprintf(stderr, "pagoda: error: %s: line '%s' has no label (pagoda eval --list wants "
+                            "'PATH LABEL' lines)\n",
+                    path, app_term_text(line, shown, sizeof shown));
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        *end = 0;
+        int c = class_of(en, sp, -1, classes);
+        if (c < 0) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        l->next_truth = c;
+        if (list_add(l, line))
+            rc = oom();
+        int known = 0;
+        for (int k = 0; k < en->names.n && !known; k++)
+            known = en->names.truth[k] == c;
+        en->names.next_truth = c;
+        if (!rc && !known && list_add(&en->names, sp))
+            rc = oom();
+    }
+    list_free(&raw);
+    return rc;
+}
+
+static int gather_eval(const classify_opts *o, path_list *l, eval_names *en, int classes)
+{
+    int rc = EXIT_OK;
+    l->with_truth = 1;
+    en->names.with_truth = 1;
+    if (eval_mode.labels_map)
+        rc = read_labels_map(eval_mode.labels_map, classes, &en->map);
+    for (int i = 0; !rc && i < o->nimages; i++)
+        rc = add_image_folder(l, en, o->images[i], classes);
+    if (!rc && o->list)
+        rc = add_labelled_list(l, en, o->list, classes);
+    if (!rc && !l->n) {
+        fprintf(stderr, "pagoda: error: no images to evaluate\n");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
+static int gather_inputs(const classify_opts *o, path_list *l)
+{
+    int rc = EXIT_OK;
+    for (int i = 0; !rc && i < o->nimages; i++)
+        rc = add_operand(l, o->images[i], o->recursive);
+    if (!rc && o->list)
+        rc = add_list_file(l, o->list);
+    if (!rc && !l->n) {
+        fprintf(stderr, "pagoda: error: %s: no images to classify\n",
+                o->list ? o->list : "the operands");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
+int classify_streaming(const classify_opts *o)
+{
+    if (o->output || o->list || o->batch || o->jobs || o->resume || o->recursive || o->strict ||
+        o->device_per_rank || (o->device && (strchr(o->device, ',') || !strcmp(o->device, "all"))))
+        return 1;
+    if (stream_mpi_launched() || eval_mode.on)
+        return 1;
+    for (int i = 0; i < o->nimages; i++) {
+        struct stat st;
+        const char *a = o->images[i];
+        if (stat(a, &st) == 0 ? S_ISDIR(st.st_mode) : (lstat(a, &st) != 0 && strpbrk(a, "*?[")))
+            return 1;
+    }
+    return 0;
+}
+
+int classify_stream_check(const classify_opts *o, const char *map_flag)
+{
+    const char *bad = o->input         ? "--input"
+                      : o->save_input  ? "--save-input"
+                      : o->save_logits ? "--save-logits"
+                      : o->profile     ? "--profile"
+                                       : map_flag;
+    if (bad)
+        return app_usage_error(o->cmd, "%s goes with a single batch of images, not with "
+                                       "streaming (--output, --list, --batch, a directory, ...)",
+                               bad);
+    if (o->resume && !o->output)
+        return app_usage_error(o->cmd, "--resume needs --output FILE");
+    if (!o->nimages && !o->list)
+        return app_usage_error(o->cmd, "nothing to stream: give images, directories or --list");
+    return EXIT_OK;
+}
+
+/* ---- the output file ---- */
+
+static int is_csv(const char *path)
+{
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    return dot && !strcasecmp(dot, ".csv");
+}
+
+/* The "image" index and "source" of one finished line, JSON or CSV; -1 if it has none. */
+static long line_index(const char *line, int csv, char **source)
+{
+    *source = NULL;
+    if (csv) {
+        char *end;
+        long idx = strtol(line, &end, 10);
+        if (end == line || *end != ',')
+            return -1;
+        *source = strdup(end + 1); /* compared as a prefix of the rest */
+        return idx;
+    }
+    json_t *j = json_loads(line, 0, NULL);
+    json_t *ji = j ? json_object_get(j, "image") : NULL;
+    json_t *js = j ? json_object_get(j, "source") : NULL;
+    long idx = json_is_integer(ji) && json_is_string(js) ? (long)json_integer_value(ji) : -1;
+    if (idx >= 0)
+        *source = strdup(json_string_value(js));
+    json_decref(j);
+    return idx;
+}
+
+/* The CSV field of a text: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(strbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        sb_add(b, s, strlen(s));
+        return;
+    }
+    sb_add(b, "\"", 1);
+    for (const char *p = s; *p; p++)
+        sb_add(b, p, *p == '"' ? 2 : 1) /* a quote twice */;
+    sb_add(b, "\"", 1);
+}
+
+/* The source as the output writes it (JSON: the U+FFFD form of app_json_text; CSV: the same
+ * text, quoted as needed), for --resume to compare. */
+static char *source_text(const char *path, int csv)
+{
+    json_t *s = app_json_text(path);
+    if (!s)
+        return NULL;
+    char *out = NULL;
+    if (csv) {
+        strbuf b = {0};
+        csv_field(&b, json_string_value(s));
+        sb_add(&b, ",", 1);
+        out = b.broken ? (free(b.s), NULL) : b.s;
+    } else {
+        out = strdup(json_string_value(s));
+    }
+    json_decref(s);
+    return out;
+}
+
+/* --resume: reads the output, cuts an unfinished last line (a crash mid-write), and marks the
+ * images it holds in done[] (by index, checked against the source named there). */
+static int resume_read(const char *path, int csv, char **paths, int n, unsigned char *done,
+                       int *ndone, off_t *keep)
+{
+    char shown[1024];
+    void *buf = NULL;
+    size_t size = 0;
+    pgd_error *err = NULL;
+    *ndone = 0;
+    *keep = 0;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT)
+        return EXIT_OK; /* nothing to resume */
+    if (pgd_file_read(path, (uint64_t)1 << 34, &buf, &size, &err))
+        return app_fail(err);
+    char *text = buf;
+    size_t end = size;
+    while (end && text[end - 1] != '\n')
+        end--;
+    *keep = (off_t)end;
+    int rc = EXIT_OK;
+    for (size_t pos = 0; pos < end && !rc;) {
+        char *nl = memchr(text + pos, '\n', end - pos);
+        *nl = 0;
+        char *line = text + pos, *src = NULL;
+        size_t len = (size_t)(nl - line);
+        pos += len + 1;
+        if (csv && pos == len + 1 && !strncmp(line, "image,", 6))
+            continue; /* the header */
+        long idx = line_index(line, csv, &src);
+        char *want = idx >= 0 && idx < n ? source_text(paths[idx], csv) : NULL;
+        if (idx < 0 || idx >= n || !want || !src || strncmp(src, want, strlen(want))) {
+            fprintf(stderr, "pagoda: error: --resume: %s: line \"%.60s\" is not a result of "
+                            "this input list (image %ld of %d)\n",
+                    app_term_text(path, shown, sizeof shown), line, idx, n);
+            rc = EXIT_RUNTIME;
+        } else if (!done[idx]) {
+            done[idx] = 1;
+            (*ndone)++;
+        }
+        free(want);
+        free(src);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Opens the output for writing: absent or a regular file, never followed through a link;
+ * truncated (or, resuming, cut to `keep` and appended to). */
+static FILE *output_open(const char *path, int resume, off_t keep)
+{
+    char shown[1024];
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "pagoda: error: %s: the output must be absent or a regular file\n",
+                app_term_text(path, shown, sizeof shown));
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (resume ? 0 : O_TRUNC),
+                  0666);
+    if (fd < 0 || (resume && (ftruncate(fd, keep) != 0 || lseek(fd, 0, SEEK_END) < 0))) {
+        fprintf(stderr, "pagoda: error: %s: cannot write the output: %s\n",
+                app_term_text(path, shown, sizeof shown), strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "a");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* ---- the pipeline ---- */
+
+enum { B_FREE, B_FILLING, B_READY, B_RUNNING, B_DONE };
+
+typedef struct sbatch {
+    int state;
+    long k;         /* the local batch number */
+    int first, n;   /* its images: work[first .. first + n) */
+    int claimed, decoded;
+    float *x;       /* [B, 3, H, W] */
+    float *logits;  /* [B, classes] */
+    char **err;     /* per image: why it has no result, or NULL */
+} sbatch;
+
+typedef struct sdevice {
+    pgd_ctx *ctx;
+    void *model;
+    pthread_t thread;
+    int started;
+    long images;
+    double busy_s;
+} sdevice;
+
+typedef struct stream {
+    const classify_opts *o;
+    const classify_model *m;
+    pgd_preprocess preset;
+    int H, W, classes, B, min_side, csv;
+    app_labels labels;
+    char **paths;      /* every input */
+    int npaths;
+    int *work;         /* the inputs this run computes (indices into paths) */
+    int nwork;
+    long nbatch;       /* global batches: ceil(nwork / B) */
+    int rank, ranks;   /* MPI; 0 and 1 without */
+    long nlocal;       /* the batches of this rank (dynamic: LONG_MAX until all are handed out) */
+    long avail;        /* the local batches known so far (static: nlocal) */
+    /* --mpi-schedule dynamic: rank 0 hands out batches on request */
+    int dynamic, ended;   /* ended (rank 0): ranks told that the work is out */
+    long *assigned;       /* local batch k -> global batch */
+    long next_global;     /* rank 0: the next global batch to hand out */
+    int *owner;           /* rank 0: the rank of each handed-out global batch */
+    long *local_of;       /* rank 0: its local index of each of its own global batches */
+    sbatch *bufs;
+    int nbuf;
+    long next_fill, next_write;
+    long taken;        /* local batches a device has taken */
+    int stop;          /* SIGINT, a fatal error, or the end */
+    int fatal;         /* the exit status of a fatal error (its message printed) */
+    sdevice *dev;
+    int ndev;
+    pthread_t *workers;
+    int nworkers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long written, errors; /* images written (this run), of which without a result */
+    /* pagoda eval */
+    const int *truth;  /* the class of each input */
+    eval_names en;
+    long *conf;        /* [true][predicted] counts (classes <= 2048) */
+    long *cls_n, *cls_top1, *cls_top5;
+    long top1, top5, evaluated;
+} stream;
+
+/* Counts one image's result against its true class t. */
+static void eval_count(stream *s, const float *l, int t)
+{
+    int rank = 0, pred = 0;
+    for (int k = 0; k < s->classes; k++) {
+        rank += l[k] > l[t] || (l[k] == l[t] && k < t);
+        pred = l[k] > l[pred] ? k : pred;
+    }
+    s->evaluated++;
+    s->cls_n[t]++;
+    if (rank == 0)
+        s->top1++, s->cls_top1[t]++;
+    if (rank < 5)
+        s->top5++, s->cls_top5[t]++;
+    if (s->conf)
+        s->conf[(size_t)t * (size_t)s->classes + (size_t)pred]++;
+}
+
+static volatile sig_atomic_t interrupted;
+/* classify_stream_timed: no output, the timing wanted here */
+static classify_stream_stats *timed;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The global batch of local batch k, and its first image in work[]. */
+static long global_batch(const stream *s, long k)
+{
+    return s->dynamic ? s->assigned[k] : k * s->ranks + s->rank;
+}
+
+/* Fails the whole stream with exit status rc (the message was printed). */
+static void fail_locked(stream *s, int rc)
+{
+    if (!s->fatal)
+        s->fatal = rc;
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+}
+
+static char *errdup(pgd_error *err, const char *fallback)
+{
+    const char *m = err ? pgd_error_message(err) : NULL;
+    char *out = strdup(m && *m ? m : fallback);
+    pgd_error_free(err);
+    return out ? out : strdup("out of host memory");
+}
+
+/* One image into slot i of b: decoded, preprocessed, checked. */
+static void decode_one(stream *s, sbatch *b, int i)
+{
+    const classify_opts *o = s->o;
+    const char *path = s->paths[s->work[b->first + i]];
+    size_t per = (size_t)3 * (size_t)s->H * (size_t)s->W;
+    float *x = b->x + (size_t)i * per;
+    pgd_error *err = NULL;
+    pgd_image *img = NULL;
+    int rc = app_load_image(path, s->min_side, o->exif_rotate, &img, &err);
+    if (!rc)
+        rc = pgd_image_preprocess(img, s->preset, x, &err);
+    pgd_image_free(img);
+    if (rc) {
+        b->err[i] = errdup(err, "cannot read the image");
+        return;
+    }
+    if (!o->allow_nonfinite && model_first_nonfinite(x, (int64_t)per) >= 0)
+        b->err[i] = strdup("the input holds a non-finite value after preprocessing "
+                           "(--allow-nonfinite runs it anyway)");
+}
+
+/* The lowest-numbered buffer in `state`, or NULL. */
+static sbatch *lowest(stream *s, int state)
+{
+    sbatch *best = NULL;
+    for (int i = 0; i < s->nbuf; i++)
+        if (s->bufs[i].state == state && (!best || s->bufs[i].k < best->k))
+            best = &s->bufs[i];
+    return best;
+}
+
+static void *worker_main(void *arg)
+{
+    stream *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        /* the slot needed soonest: the lowest batch being filled with an unclaimed image */
+        sbatch *b = NULL;
+        for (int i = 0; i < s->nbuf; i++) {
+            sbatch *c = &s->bufs[i];
+            if (c->state == B_FILLING && c->claimed < c->n && (!b || c->k < b->k))
+                b = c;
+        }
+        if (b) {
+            int i = b->claimed++;
+            pthread_mutex_unlock(&s->mu);
+            decode_one(s, b, i);
+            pthread_mutex_lock(&s->mu);
+            if (b->err[i] && s->o->strict && !s->fatal) {
+                char shown[1024];
+                fprintf(stderr, "pagoda: error: %s (--strict)\n",
+                        app_term_text(b->err[i], shown, sizeof shown));
+                fail_locked(s, EXIT_RUNTIME);
+            }
+            if (++b->decoded == b->n) {
+                b->state = B_READY;
+                pthread_cond_broadcast(&s->cv);
+            }
+            continue;
+        }
+        sbatch *f = s->next_fill < s->avail ? lowest(s, B_FREE) : NULL;
+        if (f) {
+            long j = global_batch(s, s->next_fill);
+            f->k = s->next_fill++;
+            f->first = (int)(j * s->B);
+            f->n = s->nwork - f->first < s->B ? s->nwork - f->first : s->B;
+            f->claimed = f->decoded = 0;
+            memset(f->err, 0, (size_t)s->B * sizeof *f->err);
+            f->state = B_FILLING;
+            continue;
+        }
+        if (s->next_fill >= s->nlocal)
+            break; /* every batch is handed out */
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Runs the images of b that decoded (moved to the front of the buffer, then their logits back
+ * to their slots). */
+static int run_batch(stream *s, sdevice *d, sbatch *b, pgd_error **err)
+{
+    size_t per = (size_t)3 * (size_t)s->H * (size_t)s->W, C = (size_t)s->classes;
+    int ok[4096], nok = 0;
+    for (int i = 0; i < b->n; i++)
+        if (!b->err[i]) {
+            if (nok != i)
+                memcpy(b->x + (size_t)nok * per, b->x + (size_t)i * per, per * sizeof *b->x);
+            ok[nok++] = i;
+        }
+    if (!nok)
+        return PGD_OK;
+    int rc = s->m->forward(d->model, b->x, nok, s->H, s->W, b->logits, err);
+    if (rc)
+        return rc;
+    for (int t = nok - 1; t >= 0; t--) {
+        if (ok[t] != t)
+            memcpy(b->logits + (size_t)ok[t] * C, b->logits + (size_t)t * C, C * sizeof *b->logits);
+        if (!s->o->allow_nonfinite &&
+            model_first_nonfinite(b->logits + (size_t)ok[t] * C, (int64_t)C) >= 0)
+            b->err[ok[t]] = strdup("the logits are not finite (--allow-nonfinite prints them "
+                                   "anyway; the one-batch path names the stage)");
+    }
+    return PGD_OK;
+}
+
+typedef struct device_arg {
+    stream *s;
+    sdevice *d;
+} device_arg;
+
+static void *device_loop(void *arg)
+{
+    device_arg *a = arg;
+    stream *s = a->s;
+    sdevice *d = a->d;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        sbatch *b = s->stop ? NULL : lowest(s, B_READY);
+        if (b) {
+            b->state = B_RUNNING;
+            s->taken++;
+            pthread_cond_broadcast(&s->cv); /* a dynamic schedule asks for the next */
+            pthread_mutex_unlock(&s->mu);
+            pgd_error *err = NULL;
+            double t0 = now_s();
+            int rc = run_batch(s, d, b, &err);
+            double t1 = now_s();
+            pthread_mutex_lock(&s->mu);
+            d->busy_s += t1 - t0;
+            if (rc) {
+                char shown[1024];
+                fprintf(stderr, "pagoda: error: on %s: %s\n", pgd_ctx_device(d->ctx)->name,
+                        app_term_text(pgd_error_message(err), shown, sizeof shown));
+                pgd_error_free(err);
+                fail_locked(s, EXIT_RUNTIME);
+                break;
+            }
+            d->images += b->n;
+            b->state = B_DONE;
+            pthread_cond_broadcast(&s->cv);
+            continue;
+        }
+        int pending = s->next_fill < s->nlocal || lowest(s, B_FILLING) || lowest(s, B_READY);
+        if (s->stop || !pending)
+            break;
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the lines ---- */
+
+/* The lines of batch b into out. */
+static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
+{
+    for (int i = 0; i < b->n; i++) {
+        int idx = s->work[b->first + i];
+        const char *path = s->paths[idx];
+        if (b->err[i])
+            (*errors)++;
+        if (s->csv) {
+            sb_printf(out, "%d,", idx);
+            json_t *src = app_json_text(path);
+            csv_field(out, src ? json_string_value(src) : "");
+            json_decref(src);
+            sb_add(out, ",", 1);
+            if (b->err[i]) {
+                csv_field(out, b->err[i]);
+                for (int k = 0; k < s->o->topk && k < s->classes; k++)
+                    sb_add(out, ",,,", 3);
+                sb_add(out, "\n", 1);
+                continue;
+            }
+        }
+        json_t *line = NULL;
+        if (b->err[i]) {
+            line = json_pack("{s:i, s:o, s:o}", "image", idx, "source", app_json_text(path),
+                             "error", app_json_text(b->err[i]));
+        } else {
+            json_t *all = app_report_topk(b->logits + (size_t)i * (size_t)s->classes, 1,
+                                          s->classes, s->o->topk, &s->labels, (char **)&path,
+                                          NULL, 1);
+            line = all ? json_incref(json_array_get(all, 0)) : NULL;
+            json_decref(all);
+            if (line)
+                json_object_set_new(line, "image", json_integer(idx));
+            if (line && s->truth) {
+                json_object_set_new(line, "label", json_integer(s->truth[idx]));
+                eval_count(s, b->logits + (size_t)i * (size_t)s->classes, s->truth[idx]);
+            }
+        }
+        if (!line) {
+            out->broken = 1;
+            return;
+        }
+        if (s->csv) {
+            json_t *top = json_object_get(line, "top");
+            size_t k;
+            json_t *e;
+            json_array_foreach(top, k, e)
+            {
+                json_t *p = json_object_get(e, "probability");
+                sb_printf(out, ",%d,", (int)json_integer_value(json_object_get(e, "index")));
+                csv_field(out, json_string_value(json_object_get(e, "label")));
+                if (json_is_real(p))
+                    sb_printf(out, ",%.17g", json_real_value(p));
+                else
+                    sb_add(out, ",nan", 4);
+            }
+            sb_add(out, "\n", 1);
+        } else {
+            char *text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+            if (!text)
+                out->broken = 1;
+            else {
+                sb_add(out, text, strlen(text));
+                sb_add(out, "\n", 1);
+            }
+            free(text);
+        }
+        json_decref(line);
+    }
+}
+
+/* ---- progress ---- */
+
+typedef struct progress {
+    int on;
+    double t0, last;
+    long done0; /* images done before this run (--resume) */
+} progress;
+
+static void progress_show(stream *s, progress *p, long done, int final)
+{
+    double t = now_s();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double el = t - p->t0, rate = el > 0 ? (double)done / el : 0;
+    long total = s->nwork, left = total - done;
+    double busy = 0;
+    for (int i = 0; i < s->ndev; i++)
+        busy += s->dev[i].busy_s;
+    fprintf(stderr, "\r%ld/%ld images, %.1f img/s, ETA %.0f s, devices busy %.0f %%   ",
+            done + p->done0, total + p->done0, rate, rate > 0 ? (double)left / rate : 0.0,
+            el > 0 && s->ndev ? 100.0 * busy / (el * s->ndev) : 0.0);
+    if (final)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* ---- devices ---- */
+
+/* The selectors of --device: NULL (the default), one, a comma list, or "all". */
+static int open_devices(stream *s)
+{
+    const char *sel = s->o->device;
+    path_list sels = {0};
+    int rc = EXIT_OK;
+    if (sel && !strcmp(sel, "all")) {
+        pgd_device_info *list = NULL;
+        size_t count = 0;
+        pgd_error *err = NULL;
+        if (pgd_devices_list(&list, &count, &err))
+            return app_fail(err);
+        for (size_t i = 0; !rc && i < count; i++) {
+            char p[32];
+            snprintf(p, sizeof p, "%d:%d", list[i].platform_index, list[i].device_index);
+            if (list_add(&sels, p))
+                rc = oom();
+        }
+        pgd_devices_free(list);
+    } else if (sel && strchr(sel, ',')) {
+        char *copy = strdup(sel);
+        if (!copy)
+            return oom();
+        for (char *save = NULL, *t = strtok_r(copy, ",", &save); !rc && t;
+             t = strtok_r(NULL, ",", &save))
+            if (list_add(&sels, t))
+                rc = oom();
+        free(copy);
+    } else {
+        rc = list_add(&sels, sel ? sel : "") ? oom() : EXIT_OK;
+    }
+    /* --device-per-rank: this rank's one device of the list, by its local rank */
+    if (!rc && s->o->device_per_rank && sels.n > 1) {
+        int pick = stream_mpi_local_rank() % sels.n;
+        char *keep = sels.p[pick];
+        sels.p[pick] = sels.p[0];
+        sels.p[0] = keep;
+        for (int i = 1; i < sels.n; i++)
+            free(sels.p[i]);
+        sels.n = 1;
+    }
+    if (!rc && !(s->dev = calloc((size_t)sels.n, sizeof *s->dev)))
+        rc = oom();
+    for (int i = 0; !rc && i < sels.n; i++) {
+        rc = app_ctx_open(*sels.p[i] ? sels.p[i] : NULL, &s->dev[i].ctx);
+        if (!rc)
+            s->ndev++;
+        if (!rc)
+            rc = s->m->load(s->m->cmd, s->dev[i].ctx, &s->dev[i].model);
+    }
+    list_free(&sels);
+    return rc;
+}
+
+/* ---- the run ---- */
+
+/* ---- --mpi-schedule dynamic ---- */
+
+/* Records global batch j (or the end, j < 0) as this rank's next local batch (the lock held). */
+static void take_assignment(stream *s, long j)
+{
+    if (j < 0) {
+        s->nlocal = s->avail;
+    } else {
+        s->assigned[s->avail++] = j;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* Rank 0: the next global batch for `rank` (-1 when none is left). */
+static long hand_out(stream *s, int rank)
+{
+    if (s->next_global >= s->nbatch)
+        return -1;
+    long j = s->next_global++;
+    s->owner[j] = rank;
+    if (rank == 0)
+        s->local_of[j] = s->avail;
+    return j;
+}
+
+/* Keeps two batches assigned beyond those the devices have taken (the lock held), so that a
+ * slow rank holds little: rank 0 takes its own and answers the other ranks' requests; another
+ * rank asks rank 0. Nonzero on an MPI failure. */
+static int schedule(stream *s)
+{
+    if (!s->dynamic)
+        return 0;
+    int want = s->nlocal == LONG_MAX && s->avail - s->taken < 2;
+    if (s->rank == 0) {
+        int src;
+        while ((src = stream_mpi_poll_request()) > 0) {
+            long j = hand_out(s, src);
+            s->ended += j < 0;
+            if (stream_mpi_assign(src, j))
+                return -1;
+        }
+        if (src < 0)
+            return -1;
+        if (want)
+            take_assignment(s, hand_out(s, 0));
+        return 0;
+    }
+    if (!want)
+        return 0;
+    long j;
+    pthread_mutex_unlock(&s->mu);
+    int rc = stream_mpi_request(&j);
+    pthread_mutex_lock(&s->mu);
+    if (!rc)
+        take_assignment(s, j);
+    return rc;
+}
+
+/* Rank 0 after its last batch: the remaining requests answered "none left". */
+static void schedule_end(stream *s)
+{
+    while (s->dynamic && s->rank == 0 && s->ended < s->ranks - 1) {
+        int src = stream_mpi_poll_request();
+        if (src < 0 || (src > 0 && stream_mpi_assign(src, -1)))
+            return;
+        s->ended += src > 0;
+        if (!src)
+            usleep(1000);
+    }
+}
+
+/* What the writer's position `pos` stands for: global batch *j (-1: not handed out yet), its
+ * local index *k on its rank *src. 0 when the writer is done. */
+static int where(const stream *s, long pos, long *j, long *k, int *src)
+{
+    if (s->rank == 0) {
+        if (pos >= s->nbatch)
+            return 0;
+        *j = pos;
+        if (s->dynamic && pos >= s->next_global) {
+            *j = -1;
+            return 1;
+        }
+        *src = s->dynamic ? s->owner[pos] : (int)(pos % s->ranks);
+        *k = s->dynamic ? s->local_of[pos] : pos / s->ranks;
+        return 1;
+    }
+    if (pos >= s->nlocal)
+        return 0;
+    *j = pos < s->avail ? global_batch(s, pos) : -1;
+    *k = pos, *src = s->rank;
+    return 1;
+}
+
+/* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
+ * interrupt or a fatal error. */
+/* Waits on the stream's condition at most `ms` milliseconds (the lock held), then updates the
+ * progress line. */
+static void wait_tick(stream *s, progress *pg, long done, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000;
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    pthread_mutex_unlock(&s->mu);
+    progress_show(s, pg, done, 0);
+    pthread_mutex_lock(&s->mu);
+}
+
+/* The lines of finished local batch b (the lock held; the buffer is free again after). */
+static void take_batch(stream *s, sbatch *b, strbuf *text, long *errors)
+{
+    pthread_mutex_unlock(&s->mu);
+    format_batch(s, b, text, errors);
+    pthread_mutex_lock(&s->mu);
+    b->state = B_FREE;
+    for (int i = 0; i < b->n; i++) {
+        free(b->err[i]);
+        b->err[i] = NULL;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* One batch's lines: written and flushed (rank 0), or sent to rank 0. */
+static int emit(stream *s, FILE *out, const strbuf *text, long errors)
+{
+    if (text->broken)
+        return oom();
+    if (s->rank != 0)
+        return stream_mpi_send_lines(text->s ? text->s : "", text->n, errors) ? EXIT_RUNTIME
+                                                                               : EXIT_OK;
+    if (text->n && out && (fwrite(text->s, 1, text->n, out) != text->n || fflush(out))) {
+        fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+/* 1 while local batch k still runs on a device (after SIGINT it finishes and is written). */
+static int running(const stream *s, long k)
+{
+    for (int i = 0; i < s->nbuf; i++)
+        if (s->bufs[i].state == B_RUNNING && s->bufs[i].k == k)
+            return 1;
+    return 0;
+}
+
+/* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
+ * interrupt or a fatal error. */
+static int write_loop(stream *s, FILE *out, progress *pg)
+{
+    int rc = EXIT_OK;
+    long done = 0;
+    pthread_mutex_lock(&s->mu);
+    /* pos: the global batch on rank 0 (it writes them all), the local one elsewhere */
+    for (long pos = 0;;) {
+        if (interrupted && !s->stop) {
+            s->stop = 1;
+            pthread_cond_broadcast(&s->cv);
+        }
+        if (schedule(s)) {
+            fail_locked(s, EXIT_RUNTIME);
+            break;
+        }
+        long j, k;
+        int src;
+        if (!where(s, pos, &j, &k, &src))
+            break;
+        if (j < 0) { /* not handed out yet */
+            wait_tick(s, pg, done, 2);
+            continue;
+        }
+        int mine = src == s->rank;
+        sbatch *b = NULL;
+        for (int i = 0; mine && i < s->nbuf; i++)
+            if (s->bufs[i].state == B_DONE && s->bufs[i].k == k)
+                b = &s->bufs[i];
+        strbuf text = {0};
+        long errors = 0;
+        if (b) {
+            take_batch(s, b, &text, &errors);
+        } else if (!mine && !s->stop) { /* rank 0: the next batch is another rank's */
+            pthread_mutex_unlock(&s->mu);
+            int got = stream_mpi_recv_lines(src, &text.s, &text.n, &errors);
+            pthread_mutex_lock(&s->mu);
+            if (got < 0) {
+                fail_locked(s, EXIT_RUNTIME);
+                break;
+            }
+            if (!got) {
+                wait_tick(s, pg, done, 2);
+                continue;
+            }
+        } else {
+            if (s->stop && (s->fatal || !mine || !running(s, k)))
+                break;
+            wait_tick(s, pg, done, s->dynamic ? 2 : 200);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        rc = emit(s, out, &text, errors);
+        free(text.s);
+        long n = j * s->B + s->B > s->nwork ? s->nwork - j * s->B : s->B;
+        done += n;
+        s->written += n;
+        s->errors += errors;
+        if (s->rank == 0)
+            progress_show(s, pg, done, 0);
+        pthread_mutex_lock(&s->mu);
+        if (rc) {
+            fail_locked(s, rc);
+            break;
+        }
+        pos++;
+    }
+    if (!rc && !s->fatal)
+        schedule_end(s);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void stream_free(stream *s)
+{
+    for (int i = 0; s->dev && i < s->ndev; i++) {
+        if (s->dev[i].model)
+            s->m->release(s->dev[i].model);
+        pgd_ctx_destroy(s->dev[i].ctx);
+    }
+    free(s->dev);
+    for (int i = 0; s->bufs && i < s->nbuf; i++) {
+        for (int k = 0; s->bufs[i].err && k < s->B; k++)
+            free(s->bufs[i].err[k]);
+        free(s->bufs[i].err);
+        free(s->bufs[i].x);
+        free(s->bufs[i].logits);
+    }
+    free(s->bufs);
+    free(s->work);
+    free(s->assigned);
+    free(s->owner);
+    free(s->local_of);
+    free(s->conf);
+    free(s->cls_n);
+    free(s->cls_top1);
+    free(s->cls_top5);
+    list_free(&s->en.map);
+    list_free(&s->en.names);
+    app_labels_free(&s->labels);
+}
+
+/* The work list, broadcast from rank 0 under MPI: every path, and which are to be computed. */
+static int plan(stream *s, path_list *in, FILE **out)
+{
+    const classify_opts *o = s->o;
+    int rc = EXIT_OK;
+    unsigned char *done = NULL;
+    int ndone = 0;
+    off_t keep = 0;
+    if (s->rank == 0) {
+        rc = eval_mode.on ? gather_eval(o, in, &s->en, s->classes) : gather_inputs(o, in);
+        s->truth = in->truth;
+        if (!rc && !(done = calloc((size_t)in->n, 1)))
+            rc = oom();
+        if (!rc && o->resume)
+            rc = resume_read(o->output, s->csv, in->p, in->n, done, &ndone, &keep);
+        if (!rc && o->output && !(*out = output_open(o->output, o->resume, keep)))
+            rc = EXIT_RUNTIME;
+        if (!rc && s->csv && keep == 0) {
+            fputs("image,source,error", *out);
+            for (int k = 1; k <= o->topk && k <= s->classes; k++)
+                fprintf(*out, ",class_%d,label_%d,probability_%d", k, k, k);
+            fputc('\n', *out);
+            fflush(*out);
+        }
+        if (!rc && ndone)
+            fprintf(stderr, "pagoda: --resume: %d of %d images are in %s already\n", ndone, in->n,
+                    o->output);
+    }
+    if (s->ranks > 1 && stream_mpi_share_list(&rc, &in->p, &in->n, &done))
+        rc = rc ? rc : EXIT_RUNTIME;
+    if (!rc && !(s->work = malloc((size_t)in->n * sizeof *s->work)))
+        rc = oom();
+    for (int i = 0; !rc && i < in->n; i++)
+        if (!done[i])
+            s->work[s->nwork++] = i;
+    free(done);
+    s->paths = in->p;
+    s->npaths = in->n;
+    return rc;
+}
+
+static int start(stream *s)
+{
+    const classify_opts *o = s->o;
+    s->nbatch = (s->nwork + s->B - 1) / s->B;
+    s->nlocal = s->nbatch > s->rank ? (s->nbatch - s->rank + s->ranks - 1) / s->ranks : 0;
+    s->avail = s->nlocal;
+    s->dynamic = s->ranks > 1 && o->mpi_dynamic;
+    if (s->dynamic) {
+        s->nlocal = LONG_MAX, s->avail = 0;
+        s->assigned = malloc(((size_t)s->nbatch + 1) * sizeof *s->assigned);
+        s->owner = malloc(((size_t)s->nbatch + 1) * sizeof *s->owner);
+        s->local_of = malloc(((size_t)s->nbatch + 1) * sizeof *s->local_of);
+        if (!s->assigned || !s->owner || !s->local_of)
+            return oom();
+    }
+    s->nbuf = 2 * s->ndev + 2;
+    if (!(s->bufs = calloc((size_t)s->nbuf, sizeof *s->bufs)))
+        return oom();
+    size_t per = (size_t)3 * (size_t)s->H * (size_t)s->W;
+    for (int i = 0; i < s->nbuf; i++) {
+        sbatch *b = &s->bufs[i];
+        b->x = malloc((size_t)s->B * per * sizeof *b->x);
+        b->logits = malloc((size_t)s->B * (size_t)s->classes * sizeof *b->logits);
+        b->err = calloc((size_t)s->B, sizeof *b->err);
+        if (!b->x || !b->logits || !b->err) {
+            fprintf(stderr, "pagoda: error: out of host memory for %d batch buffers of %d "
+                            "images\n", s->nbuf, s->B);
+            return EXIT_RUNTIME;
+        }
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->nworkers = o->jobs ? o->jobs : cores > 0 ? (int)(cores < 64 ? cores : 64) : 1;
+    if (!(s->workers = calloc((size_t)s->nworkers, sizeof *s->workers)))
+        return oom();
+    return EXIT_OK;
+}
+
+/* The summary on stderr: images, errors, time, and each device's share. */
+static void summary(stream *s, double el)
+{
+    if (s->o->quiet && !s->errors)
+        return;
+    char shown[1024];
+    fprintf(stderr, "pagoda: %ld image(s) in %.2f s (%.1f img/s)", s->written, el,
+            el > 0 ? (double)s->written / el : 0.0);
+    if (s->errors)
+        fprintf(stderr, ", %ld of them unreadable or without a result (their lines say why)",
+                s->errors);
+    fputc('\n', stderr);
+    for (int i = 0; i < s->ndev && (s->ndev > 1 || s->ranks > 1); i++)
+        fprintf(stderr, "pagoda:   rank %d, %s: %ld images, %.1f img/s while busy\n", s->rank,
+                app_term_text(pgd_ctx_device(s->dev[i].ctx)->name, shown, sizeof shown),
+                s->dev[i].images, s->dev[i].busy_s > 0 ? s->dev[i].images / s->dev[i].busy_s : 0);
+}
+
+/* ---- the eval report ---- */
+
+/* The name of class c: the folder or list label that stands for it, else the model's label. */
+static const char *eval_class_name(const stream *s, int c, char *buf, size_t size)
+{
+    for (int i = 0; i < s->en.names.n; i++)
+        if (s->en.names.truth[i] == c)
+            return s->en.names.p[i];
+    if (s->labels.names)
+        return s->labels.names[c];
+    if (s->classes == 1000)
+        return pgd_imagenet_labels[c];
+    snprintf(buf, size, "class %d", c);
+    return buf;
+}
+
+typedef struct confusion {
+    long count;
+    int t, p;
+} confusion;
+
+static int by_count(const void *a, const void *b)
+{
+    const confusion *x = a, *y = b;
+    return x->count != y->count ? (x->count < y->count ? 1 : -1)
+           : x->t != y->t       ? x->t - y->t
+                                : x->p - y->p;
+}
+
+/* top-1 and top-5 accuracy, per-class accuracy, the 10 most frequent confusions: printed, or
+ * with --json one document on stdout. */
+static int eval_report(stream *s)
+{
+    enum { SHOWN = 10 };
+    confusion top[SHOWN];
+    int ntop = 0;
+    for (int t = 0; s->conf && t < s->classes; t++)
+        for (int p = 0; p < s->classes; p++) {
+            long c = s->conf[(size_t)t * (size_t)s->classes + (size_t)p];
+            if (p == t || !c)
+                continue;
+            confusion x = {c, t, p};
+            if (ntop < SHOWN)
+                top[ntop++] = x;
+            else if (by_count(&x, &top[SHOWN - 1]) < 0)
+                top[SHOWN - 1] = x;
+            else
+                continue;
+            qsort(top, (size_t)ntop, sizeof *top, by_count);
+        }
+    double n = s->evaluated ? (double)s->evaluated : 1;
+    char b1[64], b2[64], shown[2][1024];
+    if (s->o->json) {
+        json_t *per = json_array(), *conf = json_array();
+        for (int c = 0; c < s->classes; c++)
+            if (s->cls_n[c])
+                json_array_append_new(
+                    per, json_pack("{s:i, s:o, s:I, s:f, s:f}", "class", c, "name",
+                                   app_json_text(eval_class_name(s, c, b1, sizeof b1)), "images",
+                                   (json_int_t)s->cls_n[c], "top1",
+                                   (double)s->cls_top1[c] / (double)s->cls_n[c], "top5",
+                                   (double)s->cls_top5[c] / (double)s->cls_n[c]));
+        for (int i = 0; i < ntop; i++)
+            json_array_append_new(conf, json_pack("{s:i, s:i, s:I}", "true", top[i].t,
+                                                  "predicted", top[i].p, "count",
+                                                  (json_int_t)top[i].count));
+        return app_print_json(json_pack("{s:I, s:I, s:f, s:f, s:I, s:I, s:o, s:o}", "images",
+                                        (json_int_t)s->evaluated, "unreadable",
+                                        (json_int_t)s->errors, "top1", (double)s->top1 / n,
+                                        "top5", (double)s->top5 / n, "top1_correct",
+                                        (json_int_t)s->top1, "top5_correct",
+                                        (json_int_t)s->top5, "per_class", per, "confusions",
+                                        conf));
+    }
+    printf("%ld image(s) evaluated%s", s->evaluated, s->errors ? "" : "\n");
+    if (s->errors)
+        printf(" (%ld more unreadable or without a result: not counted)\n", s->errors);
+    printf("top-1 accuracy %.4f (%ld), top-5 accuracy %.4f (%ld)\n", (double)s->top1 / n,
+           s->top1, (double)s->top5 / n, s->top5);
+    printf("per class (images, top-1, top-5):\n");
+    for (int c = 0; c < s->classes; c++)
+        if (s->cls_n[c])
+            printf("  %4d %-24s %6ld  %.4f  %.4f\n", c,
+                   app_term_text(eval_class_name(s, c, b1, sizeof b1), shown[0], 64),
+                   s->cls_n[c], (double)s->cls_top1[c] / (double)s->cls_n[c],
+                   (double)s->cls_top5[c] / (double)s->cls_n[c]);
+    if (ntop)
+        printf("most frequent confusions (true -> predicted: images):\n");
+    for (int i = 0; i < ntop; i++)
+        printf("  %s -> %s: %ld\n",
+               app_term_text(eval_class_name(s, top[i].t, b1, sizeof b1), shown[0], 256),
+               app_term_text(eval_class_name(s, top[i].p, b2, sizeof b2), shown[1], 256),
+               top[i].count);
+    return EXIT_OK;
+}
+
+/* Everything before the threads start: labels, the work list and output, the eval counters,
+ * the devices with their models, the buffers. */
+static int prepare(stream *s, path_list *in, FILE **out)
+{
+    const classify_opts *o = s->o;
+    int rc = EXIT_OK;
+    if (o->labels_path && app_labels_load(o->labels_path, &s->labels))
+        rc = EXIT_RUNTIME;
+    if (!rc && s->labels.names && s->labels.count < s->classes) {
+        fprintf(stderr, "pagoda: error: %s has %d labels but the model has %d classes\n",
+                o->labels_path, s->labels.count, s->classes);
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc)
+        rc = plan(s, in, out);
+    if (!rc && !o->output && s->rank == 0 && !eval_mode.on && !timed)
+        *out = stdout;
+    if (!rc && eval_mode.on && s->ranks > 1) {
+        fprintf(stderr, "pagoda: error: pagoda eval runs in one process (not under mpirun)\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc && eval_mode.on) {
+        size_t C = (size_t)s->classes;
+        s->cls_n = calloc(C, sizeof *s->cls_n);
+        s->cls_top1 = calloc(C, sizeof *s->cls_top1);
+        s->cls_top5 = calloc(C, sizeof *s->cls_top5);
+        s->conf = C <= 2048 ? calloc(C * C, sizeof *s->conf) : NULL;
+        if (!s->cls_n || !s->cls_top1 || !s->cls_top5 || (C <= 2048 && !s->conf))
+            rc = oom();
+    }
+    if (!rc)
+        rc = open_devices(s);
+    if (!rc)
+        rc = start(s);
+    return s->ranks > 1 ? stream_mpi_agree(rc) : rc;
+}
+
+/* Starts the decoding and device threads, writes until the end, joins them. */
+static int run_threads(stream *s, FILE *out, progress *pg)
+{
+    int rc = EXIT_OK, nstarted = 0;
+    device_arg *args = calloc((size_t)s->ndev, sizeof *args);
+    if (!args)
+        return oom();
+    for (int i = 0; i < s->nworkers; i++)
+        if (pthread_create(&s->workers[i], NULL, worker_main, s) == 0)
+            nstarted++;
+    for (int i = 0; i < s->ndev; i++) {
+        args[i] = (device_arg){s, &s->dev[i]};
+        s->dev[i].started = pthread_create(&s->dev[i].thread, NULL, device_loop, &args[i]) == 0;
+    }
+    if (!nstarted) {
+        fprintf(stderr, "pagoda: error: cannot start a decoding thread\n");
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc)
+        rc = write_loop(s, out, pg);
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nstarted; i++)
+        pthread_join(s->workers[i], NULL);
+    for (int i = 0; i < s->ndev; i++)
+        if (s->dev[i].started)
+            pthread_join(s->dev[i].thread, NULL);
+    free(args);
+    return rc ? rc : s->fatal;
+}
+
+/* After the threads: the output closed, the summary, the eval report, the timing. */
+static int conclude(stream *s, FILE *out, int rc, double t0)
+{
+    const classify_opts *o = s->o;
+    if (out && out != stdout && fclose(out) && !rc) {
+        fprintf(stderr, "pagoda: error: closing %s: %s\n", o->output, strerror(errno));
+        rc = EXIT_RUNTIME;
+    }
+    if (!rc && s->nwork == 0 && s->rank == 0)
+        fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
+    else if ((!rc || interrupted) && !timed)
+        summary(s, now_s() - t0);
+    if (!rc && eval_mode.on && !interrupted)
+        rc = eval_report(s);
+    if (timed) {
+        timed->images = s->written;
+        timed->seconds = now_s() - t0;
+        for (int i = 0; i < s->ndev; i++)
+            timed->busy_s += s->dev[i].busy_s;
+    }
+    if (!rc && interrupted) {
+        fprintf(stderr, "pagoda: interrupted: the finished batches are written%s\n",
+                o->output ? " (--resume continues)" : "");
+        rc = 130;
+    }
+    return rc;
+}
+
+int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
+                    const classify_model *model)
+{
+    stream s;
+    memset(&s, 0, sizeof s);
+    s.o = o, s.m = model, s.preset = preset, s.classes = classes;
+    s.H = s.W = PGD_PREPROCESS_SIZE;
+    s.B = o->batch ? o->batch : 8;
+    s.csv = is_csv(o->output);
+    s.min_side = !o->fast_decode                        ? 0
+                 : preset == PGD_PREPROCESS_TORCHVISION ? 256
+                 : preset == PGD_PREPROCESS_TIMM        ? 248
+                                                        : PGD_PREPROCESS_SIZE;
+    s.ranks = 1;
+    int rc = stream_mpi_begin(&s.rank, &s.ranks);
+    if (rc)
+        return rc;
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    path_list in = {0};
+    FILE *out = NULL;
+    rc = prepare(&s, &in, &out);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+    progress pg = {isatty(STDERR_FILENO) && !o->quiet && s.rank == 0 && s.nwork > 0, now_s(), 0,
+                   s.npaths - s.nwork};
+    double t0 = now_s();
+    if (!rc)
+        rc = run_threads(&s, out, &pg);
+    free(s.workers);
+    sigaction(SIGINT, &old, NULL);
+    if (pg.on)
+        progress_show(&s, &pg, s.written, 1);
+    rc = conclude(&s, out, rc, t0);
+    stream_free(&s);
+    list_free(&in);
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+    return stream_mpi_end(rc);
+}
+
+int classify_stream_timed(const classify_opts *o, pgd_preprocess preset, int classes,
+                          const classify_model *model, classify_stream_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    timed = st;
+    int rc = classify_stream(o, preset, classes, model);
+    timed = NULL;
+    return rc;
+}
