@@ -137,3 +137,37 @@ void craft_safetensors(const char *in, const char *out, const craft_edit *e, siz
     free(p);
     free(data);
 }
+
+void craft_try_variant(pgd_ctx *ctx, const craft_loader *l, const char *base, const char *tag,
+                       const craft_edit *edits, size_t n, const char *named, const char *also)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/craft-%s-%s.safetensors", tmp && *tmp ? tmp : ".", l->family,
+             tag);
+    craft_safetensors(in, out, edits, n);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    void *m = NULL;
+    int rc = l->load(ctx, &src, l->user, &m, &err);
+    if (!named) {
+        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
+        ck_assert_ptr_nonnull(m);
+    } else {
+        ck_assert_msg(rc != PGD_OK, "%s: the variant loaded", tag);
+        ck_assert_ptr_null(m);
+        const char *msg = pgd_error_message(err);
+        ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
+                      "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
+                      also ? also : "", msg);
+        printf("%s: %s\n", tag, msg);
+    }
+    pgd_error_free(err);
+    l->unload(m);
+    pgd_weights_close(w);
+    remove(out);
+}

@@ -242,32 +242,27 @@ START_TEST(dc5)
 }
 END_TEST
 
+static int detr_variant_load(pgd_ctx *ctx, const model_source *src, void *user, void **model,
+                             pgd_error **err)
+{
+    (void)user;
+    detr_config cfg;
+    detr_model *m = NULL;
+    int rc = detr_detect(src, NULL, &cfg, err);
+    if (!rc)
+        rc = detr_load(ctx, src, &cfg, &m, err);
+    *model = m;
+    return rc;
+}
+
+static void detr_variant_free(void *m) { detr_free(m); }
+
+/* A variant of tests/data/<base> made with e[0..n) must fail naming `named`. */
 static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
                    size_t n, const char *named)
 {
-    char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
-    const char *tmp = getenv("PAGODA_TEST_TMP");
-    snprintf(out, sizeof out, "%s/craft-detr-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
-    craft_safetensors(in, out, e, n);
-    pgd_weights *w = NULL;
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
-    model_source src;
-    model_weights_source(&src, w, out);
-    detr_config cfg;
-    detr_model *m = NULL;
-    int rc = detr_detect(&src, NULL, &cfg, &err);
-    if (!rc)
-        rc = detr_load(ctx, &src, &cfg, &m, &err);
-    ck_assert_msg(rc != PGD_OK, "%s: the variant loaded", tag);
-    ck_assert_ptr_null(m);
-    ck_assert_msg(strstr(pgd_error_message(err), named), "%s: '%s' not named in: %s", tag, named,
-                  pgd_error_message(err));
-    printf("%s: %s\n", tag, pgd_error_message(err));
-    pgd_error_free(err);
-    pgd_weights_close(w);
-    remove(out);
+    const craft_loader l = {"detr", detr_variant_load, detr_variant_free, NULL};
+    craft_try_variant(ctx, &l, base, tag, e, n, named, NULL);
 }
 
 START_TEST(strict_loading)

@@ -372,42 +372,29 @@ START_TEST(malformed)
 }
 END_TEST
 
+/* A ResNet's detect + load for craft_try_variant; `user` is the forced mode or NULL. */
+static int resnet_variant_load(pgd_ctx *ctx, const model_source *src, void *user, void **model,
+                               pgd_error **err)
+{
+    resnet_config cfg;
+    resnet_options opt = {NULL, user, -1};
+    resnet_model *m = NULL;
+    int rc = resnet_detect(src, &opt, &cfg, err);
+    if (!rc)
+        rc = resnet_load(ctx, src, &cfg, &m, err);
+    *model = m;
+    return rc;
+}
+
+static void resnet_variant_free(void *m) { resnet_free(m); }
+
 /* Loads a variant of tests/data/<base> made with edits e[0..n) (with `mode` forced when not
  * NULL): with `named` NULL it must load, else fail naming `named` and (when given) `also`. */
 static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
                         size_t n, const char *mode, const char *named, const char *also)
 {
-    char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
-    const char *tmp = getenv("PAGODA_TEST_TMP");
-    snprintf(out, sizeof out, "%s/craft-nl-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
-    craft_safetensors(in, out, e, n);
-    pgd_weights *w = NULL;
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
-    model_source src;
-    model_weights_source(&src, w, out);
-    resnet_config cfg;
-    resnet_options opt = {NULL, mode, -1};
-    resnet_model *m = NULL;
-    int rc = resnet_detect(&src, &opt, &cfg, &err);
-    if (!rc)
-        rc = resnet_load(ctx, &src, &cfg, &m, &err);
-    if (!named) {
-        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
-    } else {
-        ck_assert_msg(rc != PGD_OK, "%s: the variant loaded (blocks %d-%d-%d-%d)", tag,
-                      cfg.blocks[0], cfg.blocks[1], cfg.blocks[2], cfg.blocks[3]);
-        ck_assert_ptr_null(m);
-        const char *msg = pgd_error_message(err);
-        ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
-                      "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
-                      also ? also : "", msg);
-        printf("%s: %s\n", tag, msg);
-    }
-    pgd_error_free(err);
-    resnet_free(m);
-    pgd_weights_close(w);
+    const craft_loader l = {"nl", resnet_variant_load, resnet_variant_free, (void *)mode};
+    craft_try_variant(ctx, &l, base, tag, e, n, named, also);
 }
 
 /* Hostile files, made at test time from the committed tiny ResNets: a conv weight in HWIO

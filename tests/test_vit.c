@@ -289,41 +289,31 @@ START_TEST(missing_and_misshaped)
 }
 END_TEST
 
+/* A ViT's detect + load for craft_try_variant; every committed variant base has depth 2. */
+static int vit_variant_load(pgd_ctx *ctx, const model_source *src, void *user, void **model,
+                            pgd_error **err)
+{
+    (void)user;
+    vit_config cfg;
+    vit_model *m = NULL;
+    int rc = vit_detect(src, 0, &cfg, err);
+    if (!rc)
+        rc = vit_load(ctx, src, &cfg, &m, err);
+    if (!rc)
+        ck_assert_int_eq(cfg.depth, 2);
+    *model = m;
+    return rc;
+}
+
+static void vit_variant_free(void *m) { vit_free(m); }
+
 /* Loads a variant of tests/data/<base> made with edits e[0..n): with `named` NULL it must load,
  * else fail with a message naming `named` and (when given) `also`. */
 static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
                         size_t n, const char *named, const char *also)
 {
-    char in[4096], out[4096];
-    snprintf(in, sizeof in, "%s/%s", pgd_test_data_dir(), base);
-    const char *tmp = getenv("PAGODA_TEST_TMP");
-    snprintf(out, sizeof out, "%s/craft-%s.safetensors", tmp && *tmp ? tmp : ".", tag);
-    craft_safetensors(in, out, e, n);
-    pgd_weights *w = NULL;
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
-    model_source src;
-    model_weights_source(&src, w, out);
-    vit_config cfg;
-    vit_model *m = NULL;
-    int rc = vit_detect(&src, 0, &cfg, &err);
-    if (!rc)
-        rc = vit_load(ctx, &src, &cfg, &m, &err);
-    if (!named) {
-        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
-        ck_assert_int_eq(cfg.depth, 2);
-    } else {
-        ck_assert_msg(rc != PGD_OK, "%s: the variant loaded (depth %d)", tag, cfg.depth);
-        ck_assert_ptr_null(m);
-        const char *msg = pgd_error_message(err);
-        ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
-                      "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
-                      also ? also : "", msg);
-        printf("%s: %s\n", tag, msg);
-    }
-    pgd_error_free(err);
-    vit_free(m);
-    pgd_weights_close(w);
+    const craft_loader l = {"vit", vit_variant_load, vit_variant_free, NULL};
+    craft_try_variant(ctx, &l, base, tag, e, n, named, also);
 }
 
 /* Hostile files, made at test time from the committed tiny models: transposed or reshaped
