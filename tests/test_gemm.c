@@ -354,6 +354,89 @@ END_TEST
 
 /* CLBlast forced: the same reference checks on fewer, smaller cases (CLBlast compiles for
  * seconds at its first call in each process). */
+/* The GELU epilogue's erf (cl/gemm.cl: polynomials, not the built-in) against double erf:
+ * inputs spread over [-12, 12] with the region edges (|x|/sqrt(2) at 1, 2.5, 4) and special
+ * values, through a K = 1 linear layer with weight 1 (so the GEMM part is exact), 48 columns so
+ * that both the vector and the scalar tail epilogue run (on every gemm_cpu tile of 32 or 16
+ * columns). Each output must be within 4 ulp of the double result, plus 2^-23 |x| where
+ * 1 + erf cancels (x < 0, as in any float GELU). NaN stays NaN, +inf gives +inf, -inf 0. */
+START_TEST(gelu_epilogue_accuracy)
+{
+    enum { COLS = 48 };
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    int64_t rows = 0;
+    float *x = malloc(24100 * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int i = 0; i <= 24000; i++)
+        x[rows++] = -12.0f + 24.0f * (float)i / 24000.0f;
+    const float edges[] = {1.0f, 2.5f, 4.0f};
+    for (int e = 0; e < 3; e++)
+        for (int sgn = -1; sgn <= 1; sgn += 2) {
+            float v = (float)sgn * edges[e] * 1.41421356f;
+            x[rows++] = nextafterf(v, 0.0f);
+            x[rows++] = v;
+            x[rows++] = nextafterf(v, (float)sgn * INFINITY);
+        }
+    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-10f, -1e-10f, 1e-3f, 30.0f, -30.0f,
+                             1e30f, -1e30f, NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        x[rows++] = special[i];
+    float w[COLS];
+    for (int c = 0; c < COLS; c++)
+        w[c] = 1.0f;
+    float *got = malloc((size_t)(rows * COLS) * sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    for (size_t i = 0; i < nd; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        int64_t sx[2] = {rows, 1}, sw[2] = {COLS, 1}, sy[2] = {rows, COLS};
+        pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, x), *tw = pgd_test_upload(ctx, 2, sw, w);
+        pgd_tensor *ty = NULL;
+        pgd_linear *lin = NULL;
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sy, &ty, &err), &err);
+        PGD_CHECK_OK(pgd_linear_create(ctx, tw, NULL, &lin, &err), &err);
+        PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, PGD_ACT_GELU, NULL, ty, &err), &err);
+        PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
+        double worst = 0;
+        for (int64_t m = 0; m < rows; m++) {
+            double v = x[m];
+            double want = isinf(v) ? (v > 0 ? v : 0.0) : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+            for (int c = 0; c < COLS; c++) {
+                float g = got[m * COLS + c];
+                if (isnan(v)) {
+                    ck_assert_msg(isnan(g), "%s: GELU(NaN) = %g, column %d", d[i].name, g, c);
+                    continue;
+                }
+                if (isinf(want) || want == 0.0) {
+                    ck_assert_msg((double)g == want, "%s: GELU(%g) = %g, want %g (column %d)",
+                                  d[i].name, v, g, want, c);
+                    continue;
+                }
+                double ulp = ldexp(1.0, ilogb(want) - 23);
+                double err_ulp = fabs((double)g - want) / ulp;
+                double allowed = 4.0 + (v < 0 ? ldexp(fabs(v), -23) / ulp : 0.0);
+                ck_assert_msg(err_ulp <= allowed,
+                              "%s: GELU(%.9g) = %.9g, want %.9g: %.1f ulp (allowed %.1f), "
+                              "column %d",
+                              d[i].name, v, g, want, err_ulp, allowed, c);
+                if (v >= 0 && err_ulp > worst)
+                    worst = err_ulp;
+            }
+        }
+        printf("%s: GELU epilogue, worst %.2f ulp for x >= 0 over %lld inputs\n", d[i].name, worst,
+               (long long)rows);
+        pgd_linear_destroy(lin);
+        pgd_tensor_destroy(tx);
+        pgd_tensor_destroy(tw);
+        pgd_tensor_destroy(ty);
+        pgd_ctx_destroy(ctx);
+    }
+    free(x);
+    free(got);
+}
+END_TEST
+
 START_TEST(clblast_backend)
 {
 #if PGD_HAVE_CLBLAST
@@ -551,6 +634,7 @@ int main(void)
     tcase_add_test(tc, random_shapes);
     tcase_add_test(tc, long_k);
     tcase_add_test(tc, linear_layers);
+    tcase_add_test(tc, gelu_epilogue_accuracy);
     tcase_add_test(tc, clblast_backend);
     tcase_add_test(tc, choice_is_measured_once);
     tcase_add_test(tc, forward_pass_does_not_tune);
