@@ -293,7 +293,8 @@ size_t pgd__round_up(size_t n, size_t m);
  * i915/amdgpu job timeouts) and starves the display, so big launches are split along their
  * rows into chunks of at most `cap` FLOPs, run one after another. Returns the rows per chunk:
  * a multiple of `unit` (so that chunks are made of whole work-groups or tiles), at least one
- * unit, at most `rows`. options.max_launch_rows forces N (rounded to the unit), for tests. */
+ * unit, at most `rows`. CPU devices (not software rasterisers) get one chunk: no watchdog
+ * there. options.max_launch_rows forces N (rounded to the unit), for tests. */
 int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_row, uint64_t cap,
                          int64_t unit);
 /* The cap for GEMM-like launches (GEMM, convolution): 2^30 FLOPs, ~100 ms at 10 GFLOP/s
