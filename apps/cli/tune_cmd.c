@@ -42,7 +42,13 @@ static void on_candidate(const pgd_tune_progress *p, void *user)
     if (pr->quiet)
         return;
     char why[256];
-    if (p->why)
+    if (p->index < 0 && p->why)
+        fprintf(stderr, "tune: runoff  %-38s %s\n", p->params,
+                app_term_text(p->why, why, sizeof why));
+    else if (p->index < 0)
+        fprintf(stderr, "tune: runoff  %-38s %8.2f ms   (median of 5 passes in turns)\n",
+                p->params, p->ms);
+    else if (p->why)
         fprintf(stderr, "tune: [%2d/%2d] %-38s rejected: %s\n", p->index + 1, p->count, p->params,
                 app_term_text(p->why, why, sizeof why));
     else
@@ -98,10 +104,10 @@ int cmd_tune(int argc, char **argv)
     const char *dir = pgd_ctx_cache_dir(ctx);
     if (json) {
         json_t *doc =
-            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
+            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
                       "device", app_json_text(d->name), "params", r.params, "defaults",
                       r.defaults, "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried",
-                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "search_s",
+                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "runoff", r.runoff, "search_s",
                       r.seconds, "stored", r.stored, "cache_dir",
                       dir ? app_json_text(dir) : json_null(), "attention", r.attention,
                       "attention_ms", r.attention_ms, "attention_default_ms",
@@ -116,9 +122,9 @@ int cmd_tune(int argc, char **argv)
             printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r.attention,
                    r.attention_ms, r.attention_default_ms,
                    r.attention_ms > 0 ? r.attention_default_ms / r.attention_ms : 0.0);
-        printf("searched    %d GEMM candidates (%d rejected, %d left by the budget) and the\n"
-               "            attention kernels in %.1f s\n",
-               r.tried, r.rejected, r.skipped, r.seconds);
+        printf("searched    %d GEMM candidates (%d rejected, %d left by the budget; the best %d\n"
+               "            measured again in turns) and the attention kernels in %.1f s\n",
+               r.tried, r.rejected, r.skipped, r.runoff, r.seconds);
         char where[512];
         if (r.stored)
             printf("stored in   %s/tuning.json\n", app_term_text(dir, where, sizeof where));

@@ -555,7 +555,8 @@ PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int
  * keep the parameters their weights were packed for. Untuned devices get defaults from their
  * reported limits (type, preferred vector width, work-group size, local memory). */
 typedef struct pgd_tune_progress {
-    int index, count;  /* this candidate (0-based) of `count` */
+    int index, count;  /* this candidate (0-based) of `count`; -1 in the runoff (of `count`
+                          finalists, `ms` their median of 5 passes, best_ms -1) */
     const char *params; /* its parameters, as pgd_ctx_kernel_params prints them */
     double ms;          /* its time for the workload; < 0 when rejected (see `why`) */
     const char *why;    /* NULL, or why it was rejected: build failure, wrong result, too slow */
@@ -572,6 +573,8 @@ typedef struct pgd_tune_result {
     int tried;          /* candidates measured */
     int rejected;       /* of which rejected */
     int skipped;        /* candidates left when the budget ran out */
+    int runoff;         /* the best this many measured again in turns (5 rounds); the lowest
+                           median won and is best_ms */
     double seconds;     /* the whole search, builds included */
     int stored;         /* 1: written to <cache dir>/tuning.json */
     /* The attention stage (CPU devices): the kernel chosen ("kt:kw=16", "rows"; "" when none

@@ -82,9 +82,11 @@ typedef struct work {
     pgd_tensor *a, *w, *c; /* A [m, k], W [n, k] (C = A·Wᵀ), C [m, n] */
 } work;
 
-/* ViT-B/16's linear layers (197 tokens) and ResNet-50's commonest GEMM shapes. */
+/* ViT-B/16's linear layers (197 tokens, and 1576: a batch of 8) and ResNet-50's commonest GEMM
+ * shapes. */
 static const int64_t work_shapes[][3] = {
-    {197, 768, 768}, {197, 3072, 768}, {197, 768, 3072}, {784, 128, 1152}, {3136, 256, 64},
+    {197, 768, 768},   {197, 3072, 768}, {197, 768, 3072},
+    {1576, 768, 768},  {784, 128, 1152}, {3136, 256, 64},
 };
 #define N_WORK (sizeof work_shapes / sizeof work_shapes[0])
 
@@ -404,6 +406,7 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
     if (rc)
         return rc;
     pgd__gemm_params list[TUNE_MAX_CANDIDATES];
+    double tried_ms[TUNE_MAX_CANDIDATES];
     int n = candidates(ctx, list), ku_added = 0;
     pgd__gemm_params best = list[0];
     double best_ms = -1;
@@ -425,6 +428,8 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
             best_ms = ms;
             best = list[i];
         }
+        if (i < TUNE_MAX_CANDIDATES)
+            tried_ms[i] = why ? -1 : ms;
         if (i == 0)
             r.default_ms = ms;
         report(fn, user, i, n, &list[i], ms, why, best_ms, t0);
@@ -438,6 +443,63 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
                 add(ctx, list, &n, q);
             }
         }
+    }
+    /* The runoff: one pass each over the workload differs by more than the candidates do on a
+     * shared machine (PoCL 3.1, 2-core Xeon: the first-pass winner rm=8,nv=2 was 3-6 % slower in
+     * ViT-B/16 and ResNet-50 than rm=4,nv=4 in paired runs). The best three are measured again
+     * in turns, RUNOFF_ROUNDS times, and the lowest median wins. */
+    if (best_ms >= 0 && r.tried > 1) {
+        enum { TOP = 3, RUNOFF_ROUNDS = 5 };
+        int top[TOP], ntop = 0;
+        double top_ms[TOP];
+        for (int i = 0; i < r.tried && i < n; i++) {
+            double ms = tried_ms[i];
+            if (ms < 0)
+                continue;
+            int at = ntop < TOP ? ntop++ : TOP;
+            while (at > 0 && top_ms[at - 1] > ms) {
+                if (at < TOP) {
+                    top[at] = top[at - 1];
+                    top_ms[at] = top_ms[at - 1];
+                }
+                at--;
+            }
+            if (at < TOP) {
+                top[at] = i;
+                top_ms[at] = ms;
+            }
+        }
+        double runs[TOP][RUNOFF_ROUNDS];
+        for (int round = 0; round < RUNOFF_ROUNDS; round++)
+            for (int c = 0; c < ntop; c++)
+                runs[c][round] = measure(&s, &list[top[c]], -1);
+        int win = -1;
+        double win_ms = -1;
+        for (int c = 0; c < ntop; c++) {
+            double *v = runs[c];
+            int bad = 0;
+            for (int a = 0; a < RUNOFF_ROUNDS; a++) /* insertion sort; a failed run disqualifies */
+                for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                    double t = v[b];
+                    v[b] = v[b - 1];
+                    v[b - 1] = t;
+                }
+            bad = v[0] < 0;
+            double med = v[RUNOFF_ROUNDS / 2];
+            if (!bad && top[c] == 0)
+                r.default_ms = med; /* the defaults made the runoff: the same measure */
+            if (!bad && (win < 0 || med < win_ms)) {
+                win = c;
+                win_ms = med;
+            }
+            report(fn, user, -1, ntop, &list[top[c]], bad ? -1 : med,
+                   bad ? "failed in the runoff" : NULL, -1, t0);
+        }
+        if (win >= 0) {
+            best = list[top[win]];
+            best_ms = win_ms;
+        }
+        r.runoff = ntop;
     }
     search_free(&s);
     if (best_ms < 0)
