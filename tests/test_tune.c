@@ -356,6 +356,82 @@ START_TEST(tune_stores_winner)
 }
 END_TEST
 
+/* A search that measures several candidates ends with the runoff: the best few measured again
+ * in turns, each reported (index -1) with its median; the winner is one of them, with its
+ * median as best_ms, and a stored winner is what the next context loads. */
+typedef struct runoff_seen {
+    int searched, finalists;
+    char params[3][128];
+    double ms[3];
+} runoff_seen;
+
+static void on_runoff(const pgd_tune_progress *p, void *user)
+{
+    runoff_seen *s = user;
+    if (p->index >= 0) {
+        ck_assert_int_eq(s->finalists, 0); /* the runoff comes last */
+        s->searched++;
+        return;
+    }
+    ck_assert_int_lt(s->finalists, 3);
+    ck_assert_msg(p->why == NULL && p->ms > 0, "%s: %s", p->params, p->why ? p->why : "");
+    snprintf(s->params[s->finalists], sizeof s->params[0], "%s", p->params);
+    s->ms[s->finalists++] = p->ms;
+}
+
+START_TEST(runoff)
+{
+    unsetenv("PAGODA_KERNEL_PARAMS");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    size_t di = 0;
+    while (di < n && (d[di].type != PGD_DEVICE_CPU || d[di].software_rasteriser))
+        di++;
+    if (di == n) {
+        printf("runoff: no CPU device (GPU and rasteriser searches are too slow for a test)\n");
+        return;
+    }
+    char *dir = pgd_test_tempdir("runoff");
+    const char *old = getenv("PAGODA_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("PAGODA_CACHE_DIR", dir, 1);
+    pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+    runoff_seen s;
+    memset(&s, 0, sizeof s);
+    pgd_tune_result res;
+    pgd_error *err = NULL;
+    /* a few seconds: two or more candidates (PoCL builds one in one or two seconds) */
+    PGD_CHECK_OK(pgd_tune(ctx, 6.0, on_runoff, &s, &res, &err), &err);
+    ck_assert_int_eq(s.searched, res.tried);
+    ck_assert_int_ge(res.tried - res.rejected, 2);
+    int want = res.tried - res.rejected < 3 ? res.tried - res.rejected : 3;
+    ck_assert_int_eq(res.runoff, want);
+    ck_assert_int_eq(s.finalists, want);
+    int won = -1;
+    for (int i = 0; i < s.finalists; i++)
+        if (!strcmp(s.params[i], res.params))
+            won = i;
+    ck_assert_msg(won >= 0, "the winner %s was not a finalist", res.params);
+    ck_assert(res.best_ms == s.ms[won]);
+    for (int i = 0; i < s.finalists; i++)
+        ck_assert_msg(s.ms[won] <= s.ms[i], "%s won with %g ms, %s had %g", res.params,
+                      s.ms[won], s.params[i], s.ms[i]);
+    pgd_ctx_destroy(ctx);
+    ctx = pgd_test_ctx(&d[di]);
+    char now[128];
+    ck_assert_str_eq(pgd_ctx_kernel_params(ctx, now, sizeof now), "tuned");
+    ck_assert_str_eq(now, res.params);
+    pgd_ctx_destroy(ctx);
+    if (saved)
+        setenv("PAGODA_CACHE_DIR", saved, 1);
+    else
+        unsetenv("PAGODA_CACHE_DIR");
+    free(saved);
+    pgd_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 /* Given parameters win over the store; bad ones stop context creation, naming the variable. */
 START_TEST(given_params)
 {
@@ -398,6 +474,7 @@ int main(void)
     TCase *tc = tcase_create("tune");
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, params_text);
+    tcase_add_test(tc, runoff);
     tcase_add_test(tc, params_rules);
     tcase_add_test(tc, forced_params);
     tcase_add_test(tc, tune_stores_winner);

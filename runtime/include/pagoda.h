@@ -573,8 +573,6 @@ typedef struct pgd_tune_result {
     int tried;          /* candidates measured */
     int rejected;       /* of which rejected */
     int skipped;        /* candidates left when the budget ran out */
-    int runoff;         /* the best this many measured again in turns (5 rounds); the lowest
-                           median won and is best_ms */
     double seconds;     /* the whole search, builds included */
     int stored;         /* 1: written to <cache dir>/tuning.json */
     /* The attention stage (CPU devices): the kernel chosen ("kt:kw=16", "rows"; "" when none
@@ -582,6 +580,9 @@ typedef struct pgd_tune_result {
      * attention of 12 heads) with it and with the untuned choice, ms (-1: not measured). */
     char attention[32];
     double attention_ms, attention_default_ms;
+    /* The runoff: the best this many GEMM candidates measured again in turns (5 rounds); the
+     * lowest median won and is best_ms (and default_ms, when the defaults were among them). */
+    int runoff;
 } pgd_tune_result;
 
 /* Searches the GEMM parameters of the context's device for at most about budget_s seconds
