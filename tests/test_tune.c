@@ -272,6 +272,33 @@ static const char *from_of(pgd_ctx *ctx, char *buf, size_t size)
     return pgd_ctx_kernel_params(ctx, buf, size);
 }
 
+/* A temporary PAGODA_CACHE_DIR for one test: cache_dir_begin makes it and remembers the old
+ * value, cache_dir_end restores that and removes the directory. */
+typedef struct cache_dir {
+    char *dir, *saved;
+} cache_dir;
+
+static cache_dir cache_dir_begin(const char *name)
+{
+    cache_dir c;
+    c.dir = pgd_test_tempdir(name);
+    const char *old = getenv("PAGODA_CACHE_DIR");
+    c.saved = old ? strdup(old) : NULL;
+    setenv("PAGODA_CACHE_DIR", c.dir, 1);
+    return c;
+}
+
+static void cache_dir_end(cache_dir *c)
+{
+    if (c->saved)
+        setenv("PAGODA_CACHE_DIR", c->saved, 1);
+    else
+        unsetenv("PAGODA_CACHE_DIR");
+    free(c->saved);
+    pgd_test_rmtree(c->dir);
+    free(c->dir);
+}
+
 /* pgd_tune (a budget that admits only the defaults) stores its winner,
  * the next context of the device loads it, a corrupt store means defaults again. */
 START_TEST(tune_stores_winner)
@@ -279,12 +306,9 @@ START_TEST(tune_stores_winner)
     unsetenv("PAGODA_KERNEL_PARAMS");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
-    char *dir = pgd_test_tempdir("tune");
-    const char *old = getenv("PAGODA_CACHE_DIR");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("PAGODA_CACHE_DIR", dir, 1);
+    cache_dir cd = cache_dir_begin("tune");
     char path[4200];
-    snprintf(path, sizeof path, "%s/tuning.json", dir);
+    snprintf(path, sizeof path, "%s/tuning.json", cd.dir);
     for (size_t di = 0; di < n; di++) {
         pgd_ctx *ctx = pgd_test_ctx(&d[di]);
         char before[128], after[128];
@@ -346,13 +370,7 @@ START_TEST(tune_stores_winner)
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "defaults");
         pgd_ctx_destroy(ctx);
     }
-    if (saved)
-        setenv("PAGODA_CACHE_DIR", saved, 1);
-    else
-        unsetenv("PAGODA_CACHE_DIR");
-    free(saved);
-    pgd_test_rmtree(dir);
-    free(dir);
+    cache_dir_end(&cd);
 }
 END_TEST
 
@@ -391,10 +409,7 @@ START_TEST(runoff)
         printf("runoff: no CPU device (GPU and rasteriser searches are too slow for a test)\n");
         return;
     }
-    char *dir = pgd_test_tempdir("runoff");
-    const char *old = getenv("PAGODA_CACHE_DIR");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("PAGODA_CACHE_DIR", dir, 1);
+    cache_dir cd = cache_dir_begin("runoff");
     pgd_ctx *ctx = pgd_test_ctx(&d[di]);
     runoff_seen s;
     memset(&s, 0, sizeof s);
@@ -422,13 +437,7 @@ START_TEST(runoff)
     ck_assert_str_eq(pgd_ctx_kernel_params(ctx, now, sizeof now), "tuned");
     ck_assert_str_eq(now, res.params);
     pgd_ctx_destroy(ctx);
-    if (saved)
-        setenv("PAGODA_CACHE_DIR", saved, 1);
-    else
-        unsetenv("PAGODA_CACHE_DIR");
-    free(saved);
-    pgd_test_rmtree(dir);
-    free(dir);
+    cache_dir_end(&cd);
 }
 END_TEST
 
