@@ -330,8 +330,8 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
     add(ctx, list, &n, def);
     /* (rows, vectors per row): accumulators + one panel row + a broadcast within 16 registers
      * (AVX2, NEON) or 32 (AVX-512). */
-    static const int tiles[][2] = {{6, 2},  {4, 3}, {8, 2}, {4, 2}, {6, 3},  {4, 4},
-                                   {12, 2}, {8, 3}, {3, 4}, {2, 4}, {14, 2}, {8, 1}};
+    static const int tiles[][2] = {{6, 2},  {4, 3}, {8, 2},  {4, 2}, {6, 3}, {4, 4}, {6, 4},
+                                   {5, 4},  {12, 2}, {8, 3}, {3, 4}, {2, 4}, {14, 2}, {8, 1}};
     static const int gpu[][5] = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {32, 32, 8, 8, 8},
                                  {64, 64, 8, 8, 8},  {32, 64, 16, 4, 8}, {16, 64, 16, 2, 8},
                                  {64, 32, 16, 8, 4}, {16, 16, 16, 2, 2}};
