@@ -478,6 +478,121 @@ START_TEST(given_params)
 }
 END_TEST
 
+/* The attention parameters' text form: what parses (rows absent = the rule) and what not. */
+START_TEST(attention_params_text)
+{
+    static const struct {
+        const char *text;
+        int variant, kw, rows;
+    } good[] = {{"rows", PGD_ATTENTION_ROWS, 0, 0},
+                {"kt:kw=16", PGD_ATTENTION_KT, 16, 0},
+                {"kt:kw=8,rows=6", PGD_ATTENTION_KT, 8, 6},
+                {"kt:kw=4,rows=1", PGD_ATTENTION_KT, 4, 1},
+                {"kt:kw=16,rows=8", PGD_ATTENTION_KT, 16, 8}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int v = -1, kw = -1, rows = -1;
+        ck_assert_int_eq(pgd__attention_params_parse(good[i].text, &v, &kw, &rows), 0);
+        ck_assert_msg(v == good[i].variant && kw == good[i].kw && rows == good[i].rows,
+                      "%s: variant %d kw %d rows %d", good[i].text, v, kw, rows);
+    }
+    static const char *const bad[] = {"",
+                                      "kt",
+                                      "kt:kw=12",
+                                      "kt:kw=16,",
+                                      "kt:kw=16,rows=",
+                                      "kt:kw=16,rows=0",
+                                      "kt:kw=16,rows=9",
+                                      "kt:kw=16,rows=-6",
+                                      "kt:kw=16,rows=6x",
+                                      "kt:kw=16,rows=6,rows=6",
+                                      "kt:kw=16x",
+                                      "KT:kw=16",
+                                      "rows=6"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int v = -1, kw = -1, rows = -1;
+        ck_assert_msg(pgd__attention_params_parse(bad[i], &v, &kw, &rows) != 0, "'%s' parsed",
+                      bad[i]);
+    }
+    ck_assert_int_ne(pgd__attention_params_parse(NULL, NULL, NULL, NULL), 0);
+}
+END_TEST
+
+/* Every query-row count and key width the tuner may store gives the right attention (against
+ * a double-precision reference) on token counts that are no multiple of the rows or the key
+ * tile; the context then reports the parameters it runs. */
+START_TEST(attention_rows)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = NULL;
+    for (size_t i = 0; i < n && !ctx; i++)
+        if (d[i].type == PGD_DEVICE_CPU)
+            ctx = pgd_test_ctx(&d[i]);
+    if (!ctx)
+        return; /* the Kᵀ kernel runs on CPU devices only */
+    pgd_rng r;
+    pgd_rng_seed(&r, 0x5eed0a77);
+    static const int64_t tokens[] = {1, 5, 37, 70};
+    const int64_t H = 2, D = 64;
+    int cases = 0;
+    for (int kwi = 0; kwi < 3; kwi++)
+        for (int rows = 1; rows <= KT_MAX_ROWS; rows++) {
+            const int kw = 16 >> kwi;
+            const int64_t N = tokens[(kwi * KT_MAX_ROWS + rows) % 4];
+            ctx->attn_variant = PGD_ATTENTION_KT;
+            ctx->attn_kw = kw;
+            ctx->attn_rows = rows;
+            char text[64], want_text[64];
+            ck_assert_str_eq(pgd_ctx_attention_params(ctx, text, sizeof text), "tuned");
+            snprintf(want_text, sizeof want_text, "kt:kw=%d,rows=%d", kw, rows);
+            ck_assert_str_eq(text, want_text);
+            const int64_t tok = 3 * H * D;
+            float *x = random_floats(&r, N * tok), *got = malloc((size_t)(N * H * D) * sizeof *got);
+            ck_assert_ptr_nonnull(got);
+            int64_t sq[3] = {1, N, tok}, so[3] = {1, N, H * D};
+            pgd_tensor *qkv = pgd_test_upload(ctx, 3, sq, x), *out = NULL;
+            pgd_error *err = NULL;
+            PGD_CHECK_OK(pgd_tensor_create(ctx, 3, so, &out, &err), &err);
+            PGD_CHECK_OK(pgd_attention_qkv(ctx, qkv, H, out, &err), &err);
+            PGD_CHECK_OK(pgd_tensor_download(out, got, &err), &err);
+            double *s = malloc((size_t)N * sizeof *s);
+            ck_assert_ptr_nonnull(s);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < N; i++) {
+                    double m = -INFINITY, l = 0;
+                    for (int64_t j = 0; j < N; j++) {
+                        double dot = 0;
+                        for (int64_t k = 0; k < D; k++)
+                            dot += (double)x[i * tok + h * D + k] * x[j * tok + (H + h) * D + k];
+                        s[j] = dot / 8.0;
+                        m = s[j] > m ? s[j] : m;
+                    }
+                    for (int64_t j = 0; j < N; j++)
+                        l += (s[j] = exp(s[j] - m));
+                    for (int64_t k = 0; k < D; k++) {
+                        double o = 0;
+                        for (int64_t j = 0; j < N; j++)
+                            o += s[j] * x[j * tok + (2 * H + h) * D + k];
+                        o /= l;
+                        float g = got[(i * H + h) * D + k];
+                        ck_assert_msg(fabs(g - o) <= 2e-6 + 2e-6 * fabs(o),
+                                      "%s, N=%lld: head %lld row %lld [%lld] %.9g, want %.9g",
+                                      text, (long long)N, (long long)h, (long long)i,
+                                      (long long)k, g, o);
+                    }
+                }
+            free(s);
+            free(x);
+            free(got);
+            pgd_tensor_destroy(qkv);
+            pgd_tensor_destroy(out);
+            cases++;
+        }
+    ck_assert_int_eq(cases, 3 * KT_MAX_ROWS);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tune");
@@ -489,6 +604,8 @@ int main(void)
     tcase_add_test(tc, forced_params);
     tcase_add_test(tc, tune_stores_winner);
     tcase_add_test(tc, given_params);
+    tcase_add_test(tc, attention_params_text);
+    tcase_add_test(tc, attention_rows);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

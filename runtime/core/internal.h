@@ -348,7 +348,7 @@ struct pgd_ctx {
     const char *gemm_from;       /* "defaults", "tuned" (stored by pgd_tune), "options" */
     /* attention kernel stored by pgd_tune: 0 untuned (the AUTO rule), else PGD_ATTENTION_ROWS
      * or PGD_ATTENTION_KT with attn_kw its key vector width */
-    int attn_variant, attn_kw;
+    int attn_variant, attn_kw, attn_rows; /* attn_rows: kt query rows a work-item (0: rule) */
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 
@@ -375,8 +375,10 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
 
 double pgd__now_ms(void);
 
-/* Attention tuning (attention.c). "rows" or "kt:kw=4|8|16" into *variant, *kw. */
-int pgd__attention_params_parse(const char *text, int *variant, int *kw);
+/* Attention tuning (attention.c). "rows", "kt:kw=4|8|16" or "kt:kw=K,rows=R" (R = 1 to
+ * KT_MAX_ROWS; 0 in *rows when absent: the rule) into *variant, *kw, *rows. */
+#define KT_MAX_ROWS 8
+int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *rows);
 /* Measures the attention kernels that apply to the device (each first checked against a
  * double-precision host reference) on ViT-B/16's and a 785-token attention, the untuned rule
  * first and the others while pgd__now_ms() < deadline_ms, and sets the context's choice to the

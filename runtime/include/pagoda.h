@@ -575,7 +575,7 @@ typedef struct pgd_tune_result {
     int skipped;        /* candidates left when the budget ran out */
     double seconds;     /* the whole search, builds included */
     int stored;         /* 1: written to <cache dir>/tuning.json */
-    /* The attention stage (CPU devices): the kernel chosen ("kt:kw=16", "rows"; "" when none
+    /* The attention stage (CPU devices): the kernel chosen ("kt:kw=16,rows=6", "rows"; "" when none
      * was measured) and the time of its workload (ViT-B/16's 197-token and a 785-token
      * attention of 12 heads) with it and with the untuned choice, ms (-1: not measured). */
     char attention[32];
@@ -590,7 +590,8 @@ typedef struct pgd_tune_result {
  * GEMM against a double-precision host reference and rejected if wrong. The workload is the
  * GEMMs of ViT-B/16 and ResNet-50's commonest layer shapes (a few hundred MFLOP each). `fn`
  * (may be NULL) is called after each candidate. Then, on CPU devices, the attention kernel
- * (rows, or Kᵀ at key vector widths 16, 8, 4; each checked against a double reference first)
+ * (rows, or Kᵀ at key vector widths 16, 8, 4 with 4, 6 or 8 query rows a work-item; each
+ * checked against a double reference first)
  * in the last fifth of the budget, its untuned choice always measured. `out` (may be NULL)
  * receives the result. The winners are stored when the context has a cache directory, and used
  * by this context from now. */
@@ -601,7 +602,7 @@ PGD_API int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, voi
  * "gpu:tsm=...") into buf, and where they came from: "defaults", "tuned" (stored by pgd_tune
  * for this device and driver) or "options" (options.kernel_params). */
 PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
-/* The attention kernel the context runs for a head dimension of 64 ("kt:kw=16", "rows",
+/* The attention kernel the context runs for a head dimension of 64 ("kt:kw=16,rows=6", "rows",
  * "tiled", "generic") into buf, and where the choice came from: "defaults", "tuned" (stored by
  * pgd_tune) or "options" (options.attention). */
 PGD_API const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size);

@@ -107,14 +107,24 @@ static int default_kw(const pgd_ctx *ctx)
     return ctx->dev.pref_vector_float == 8 ? 8 : 16;
 }
 
+/* Query rows a work-item of attn_fwd_kt owns: the tuned number, else 6 where the key vectors
+ * are 16 wide and the device asks for 16-wide vectors (AVX-512: 32 registers; on the 2-core Xeon
+ * 6 rows ran N = 197 / 785 / 3136 1.1-1.25x faster than 4), else 4. */
+static int kt_rows(const pgd_ctx *ctx, int kw)
+{
+    if (ctx->attn_rows)
+        return ctx->attn_rows;
+    return kw == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
+}
+
 static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk)
 {
     int kw = ctx->attn_kw ? ctx->attn_kw : default_kw(ctx);
     int vw = kw;
     while (D % vw)
         vw /= 2;
-    snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=4 -DTK=%d -DKW=%d -DVW_PV=%d%s", (long long)D,
-             4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "");
+    snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s", (long long)D,
+             kt_rows(ctx, kw), 4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "");
     if (tk)
         *tk = 4 * kw;
 }
@@ -127,7 +137,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
     int rc;
     *rows = 1;
     if (var == V_KT) {
-        *rows = 4;
+        *rows = kt_rows(ctx, ctx->attn_kw ? ctx->attn_kw : default_kw(ctx));
         kt_options(ctx, D, opts, sizeof opts, NULL);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_kt", k, err);
         if (!rc)
@@ -551,29 +561,37 @@ int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads, pgd_te
 
 /* ---- tuning (pgd_tune's attention stage) ---- */
 
-int pgd__attention_params_parse(const char *text, int *variant, int *kw)
+int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *rows)
 {
     if (!text)
         return -1;
     if (!strcmp(text, "rows")) {
         *variant = PGD_ATTENTION_ROWS;
         *kw = 0;
+        *rows = 0;
         return 0;
     }
-    int v = 0;
-    char tail;
-    if (sscanf(text, "kt:kw=%d%c", &v, &tail) == 1 && (v == 4 || v == 8 || v == 16)) {
-        *variant = PGD_ATTENTION_KT;
-        *kw = v;
-        return 0;
+    /* "kt:kw=K" (K = 4, 8 or 16), or "kt:kw=K,rows=R" (R = 1..8) */
+    int v = 0, r = 0, used = 0;
+    if (sscanf(text, "kt:kw=%d%n", &v, &used) != 1 || (v != 4 && v != 8 && v != 16))
+        return -1;
+    if (text[used]) {
+        int more = 0;
+        if (sscanf(text + used, ",rows=%d%n", &r, &more) != 1 || text[used + more] || r < 1 ||
+            r > KT_MAX_ROWS)
+            return -1;
     }
-    return -1;
+    *variant = PGD_ATTENTION_KT;
+    *kw = v;
+    *rows = r;
+    return 0;
 }
 
-static void attention_params_format(int variant, int kw, char *buf, size_t size)
+static void attention_params_format(const pgd_ctx *ctx, int variant, int kw, char *buf,
+                                    size_t size)
 {
     if (variant == PGD_ATTENTION_KT)
-        snprintf(buf, size, "kt:kw=%d", kw);
+        snprintf(buf, size, "kt:kw=%d,rows=%d", kw, kt_rows(ctx, kw));
     else
         snprintf(buf, size, "rows");
 }
@@ -680,14 +698,23 @@ static double attn_time(pgd_ctx *ctx, attn_work *w, int nw)
 int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t size,
                         double *best_ms, double *default_ms, pgd_error **err)
 {
-    /* candidates: the untuned rule first, then rows and the Kᵀ kernel at each key width */
-    int saved_v = ctx->attn_variant, saved_kw = ctx->attn_kw;
+    /* candidates {variant, key width, rows}: the untuned rule first, then rows and the Kᵀ
+     * kernel at each key width with 4, 6 and 8 query rows a work-item */
+    int saved_v = ctx->attn_variant, saved_kw = ctx->attn_kw, saved_rows = ctx->attn_rows;
     ctx->attn_variant = 0;
     ctx->attn_kw = 0;
+    ctx->attn_rows = 0;
     int def_v = pick_variant(ctx, 64) == V_KT ? PGD_ATTENTION_KT : PGD_ATTENTION_ROWS;
     int def_kw = def_v == PGD_ATTENTION_KT ? default_kw(ctx) : 0;
-    int cand[5][2] = {{def_v, def_kw}, {PGD_ATTENTION_ROWS, 0}, {PGD_ATTENTION_KT, 16},
-                      {PGD_ATTENTION_KT, 8}, {PGD_ATTENTION_KT, 4}};
+    int def_rows = def_v == PGD_ATTENTION_KT ? kt_rows(ctx, def_kw) : 0;
+    enum { NCAND = 11 };
+    int cand[NCAND][3] = {{def_v, def_kw, def_rows}, {PGD_ATTENTION_ROWS, 0, 0}};
+    const int widths[3] = {16, 8, 4}, rows[3] = {4, 6, 8};
+    for (int i = 0; i < 9; i++) {
+        cand[2 + i][0] = PGD_ATTENTION_KT;
+        cand[2 + i][1] = widths[i / 3];
+        cand[2 + i][2] = rows[i % 3];
+    }
     /* ViT-B/16's attention and a 785-token one (a sixteenth on software rasterisers) */
     int64_t big = ctx->dev.software_rasteriser ? 49 : 785, small = ctx->dev.software_rasteriser ? 13 : 197;
     attn_work probe = {0}, w[2] = {{0}, {0}};
@@ -700,15 +727,17 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     int best = -1;
     double best_t = -1;
     *default_ms = -1;
-    for (int c = 0; c < 5 && !rc; c++) {
+    for (int c = 0; c < NCAND && !rc; c++) {
         if (c > 0 && (pgd__now_ms() > deadline_ms ||
-                      (cand[c][0] == cand[0][0] && cand[c][1] == cand[0][1])))
+                      (cand[c][0] == cand[0][0] && cand[c][1] == cand[0][1] &&
+                       cand[c][2] == cand[0][2])))
             continue;
         /* the GPU path (tiled) is not a candidate: only CPU runtimes choose between these */
         if (ctx->dev.type != PGD_DEVICE_CPU)
             break;
         ctx->attn_variant = cand[c][0];
         ctx->attn_kw = cand[c][1];
+        ctx->attn_rows = cand[c][2];
         double t = attn_check(ctx, &probe, px) ? -1 : attn_time(ctx, w, 2);
         if (c == 0)
             *default_ms = t;
@@ -723,6 +752,7 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     free(px);
     ctx->attn_variant = saved_v;
     ctx->attn_kw = saved_kw;
+    ctx->attn_rows = saved_rows;
     if (rc)
         return rc;
     *best_ms = best_t;
@@ -732,19 +762,20 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     }
     ctx->attn_variant = cand[best][0];
     ctx->attn_kw = cand[best][1];
-    attention_params_format(cand[best][0], cand[best][1], winner, size);
+    ctx->attn_rows = cand[best][2];
+    attention_params_format(ctx, cand[best][0], cand[best][1], winner, size);
     return PGD_OK;
 }
 
 const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
 {
     if (ctx->attn_variant) {
-        attention_params_format(ctx->attn_variant, ctx->attn_kw, buf, size);
+        attention_params_format(ctx, ctx->attn_variant, ctx->attn_kw, buf, size);
         return "tuned";
     }
     int v = pick_variant(ctx, 64);
     if (v == V_KT)
-        attention_params_format(PGD_ATTENTION_KT, default_kw(ctx), buf, size);
+        attention_params_format(ctx, PGD_ATTENTION_KT, default_kw(ctx), buf, size);
     else
         snprintf(buf, size, "%s", v == V_ROWS ? "rows" : v == V_TILED ? "tiled" : "generic");
     return ctx->opt.attention != PGD_ATTENTION_AUTO ? "options" : "defaults";

@@ -52,10 +52,11 @@ int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
     device_id(ctx, id);
     const char *text = json_string_value(json_object_get(json_object_get(all, id), "gemm"));
     const char *attn = json_string_value(json_object_get(json_object_get(all, id), "attention"));
-    int av, akw;
-    if (attn && !pgd__attention_params_parse(attn, &av, &akw)) {
+    int av, akw, arows;
+    if (attn && !pgd__attention_params_parse(attn, &av, &akw, &arows)) {
         ctx->attn_variant = av;
         ctx->attn_kw = akw;
+        ctx->attn_rows = arows;
     }
     pgd__gemm_params p;
     /* A stored entry that no longer parses or fits (a driver that lowered its limits under the
