@@ -368,13 +368,14 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
  * conv_implicit_cpu: the gemm_cpu tile over a convolution seen as a GEMM without the im2col
  * matrix. Row m of A is output pixel m of the NHWC output (n, oy, ox); its K = KH·KW·CIN
  * elements are the taps in (ky, kx, ci) order, which is the order of the packed weights B.
- * X is already padded (the launcher copies it into a zero border when the convolution pads),
- * so every tap lies inside it and no load is checked. For one tap the CIN elements of a row
- * are contiguous in the NHWC input; with one group (ldx = CIN) and no horizontal dilation the
- * KW·CIN elements of a kernel row are too, and the inner loop, gemm_cpu's, runs over that
- * whole run. C is the NHWC output with ldc channels, group g's columns at g·N; B's groups are
- * strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so that
- * they share the panel while it is in cache.
+ * For one tap the CIN elements of a row are contiguous in the NHWC input; without padding,
+ * with one group (ldx = CIN) and no horizontal dilation the KW·CIN elements of a kernel row are
+ * too, and the inner loop, gemm_cpu's, runs over that whole run. With padding (PH, PW) a tap
+ * that falls outside the H x W input reads Z, CIN zeros, instead: no bordered copy of the input
+ * and no check in the inner loop (the launcher may still pass a bordered copy with PH = PW = 0,
+ * for few channels). C is the NHWC output with ldc channels, group g's columns at g·N; B's groups
+ * are strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so
+ * that they share the panel while it is in cache.
  * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1).
  */
 #define CONV_AEL(r, c) ar[r][c]
@@ -382,8 +383,8 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
                                 const int H, const int W, const int OH, const int OW,
                                 const int KH, const int KW, const int SH, const int SW,
-                                const int DH, const int DW,
-                                __global const float *X,
+                                const int DH, const int DW, const int PH, const int PW,
+                                __global const float *X, __global const float *Z,
                                 BPTR B, const long strideB,
                                 __global float *C, const int ldc,
                                 __global const float *bias, __global const float *R,
@@ -395,20 +396,22 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
     if (n0 >= N) return;
     const float alpha = 1.0f, beta = 0.0f;
     const int K = KH * KW * CIN, ldr = ldc;
-    const int whole_rows = DW == 1 && ldx == CIN;
+    const int whole_rows = DW == 1 && ldx == CIN && PH == 0 && PW == 0;
     const int RUN = whole_rows ? KW * CIN : CIN, NRUN = whole_rows ? KH : KH * KW;
     BPTR bpanel = B + (long)g * strideB + (long)pb * K * NB;
 
     for (int mt = 0; mt < MB; ++mt) {
         const int m0 = (get_global_id(0) * MB + mt) * RM;
         if (m0 >= M) return;
-        __global const float *xb[RM];
+        /* each row's image and the input position of its (0, 0) tap */
+        int nn[RM], iy0[RM], ix0[RM];
 #pragma unroll
         for (int r = 0; r < RM; ++r) {
             const int m = min(m0 + r, M - 1);
-            const int pix = m % (OH * OW), n = m / (OH * OW);
-            xb[r] = X + (((long)n * H + (pix / OW) * SH) * W + (pix % OW) * SW) * ldx +
-                    (long)g * CIN;
+            const int pix = m % (OH * OW);
+            nn[r] = m / (OH * OW);
+            iy0[r] = (pix / OW) * SH - PH;
+            ix0[r] = (pix % OW) * SW - PW;
         }
 
         VT acc[RM][NV];
@@ -419,10 +422,14 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
 
         for (int t = 0; t < NRUN; ++t) {
             const int ky = whole_rows ? t : t / KW, kx = whole_rows ? 0 : t % KW;
-            const long toff = ((long)ky * DH * W + (long)kx * DW) * ldx;
             __global const float *ar[RM];
 #pragma unroll
-            for (int r = 0; r < RM; ++r) ar[r] = xb[r] + toff;
+            for (int r = 0; r < RM; ++r) {
+                const int iy = iy0[r] + ky * DH, ix = ix0[r] + kx * DW;
+                ar[r] = ((uint)iy < (uint)H && (uint)ix < (uint)W)
+                            ? X + (((long)nn[r] * H + iy) * W + ix) * ldx + (long)g * CIN
+                            : Z;
+            }
             BPTR bp = bpanel + (long)t * RUN * NB;
             int k = 0;
             for (; k + KU <= RUN; k += KU) {

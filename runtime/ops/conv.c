@@ -38,8 +38,21 @@ struct pgd_conv2d {
     pgd_tensor *packed;  /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
     pgd_tensor *bias;    /* [cout] or NULL */
+    pgd_tensor *zeros;   /* CPU devices, padding, border_in_kernel: cing zeros (the taps
+                            outside the input read them) */
     pgd__gemm_params gp; /* the GEMM parameters of the context when it was created */
 };
+
+/* The implicit-GEMM kernel reads the padding's zeros from a small buffer when a tap's channel
+ * run is long enough to pay for restarting the inner loop at every tap (ResNet's 3x3 layers:
+ * 64-512 channels); with fewer channels (the 7x7 stem: 3) the input is copied into a zero
+ * border first, so that whole kernel rows stay one run. */
+#define BORDER_IN_KERNEL_MIN_CIN 16
+
+static int border_in_kernel(const pgd_conv2d *c)
+{
+    return (c->d.pad_h || c->d.pad_w) && c->cing >= BORDER_IN_KERNEL_MIN_CIN;
+}
 
 /* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
  * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
@@ -237,6 +250,12 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
         rc = upload_new(ctx, d.cout, hb, &c->bias, "conv2d bias", err);
+    if (!rc && cpu && border_in_kernel(c)) {
+        float *z = calloc((size_t)cing, sizeof *z);
+        rc = z ? upload_new(ctx, cing, z, &c->zeros, "conv2d padding zeros", err)
+               : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "conv2d: padding zeros");
+        free(z);
+    }
     if (!rc && cpu) {
         int64_t shape[1] = {per * d.groups};
         rc = pgd_tensor_create(ctx, 1, shape, &c->packed, err);
@@ -264,6 +283,7 @@ void pgd_conv2d_destroy(pgd_conv2d *c)
     pgd_tensor_destroy(c->w);
     pgd_tensor_destroy(c->packed);
     pgd_tensor_destroy(c->bias);
+    pgd_tensor_destroy(c->zeros);
     free(c);
 }
 
@@ -432,17 +452,20 @@ static int run_implicit(const fwd *f, pgd_error **err)
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
         return rc;
-    /* The kernel reads every tap unchecked: a padding convolution reads a bordered copy. */
+    /* Padding: the kernel reads c->zeros for taps outside the input, or (few channels) a
+     * bordered copy of the input with no padding left to apply. */
     pgd_tensor *padded = NULL;
-    if ((d->pad_h || d->pad_w) && (rc = pad_input(f, &padded, err)))
+    const int copy = (d->pad_h || d->pad_w) && !border_in_kernel(c);
+    if (copy && (rc = pad_input(f, &padded, err)))
         return rc;
     cl_mem x = padded ? padded->buf : f->x->buf;
-    cl_int a[14] = {(cl_int)f->m,
+    cl_int ph = copy ? 0 : d->pad_h, pw = copy ? 0 : d->pad_w;
+    cl_int a[16] = {(cl_int)f->m,
                     (cl_int)c->coutg,
                     (cl_int)c->cing,
                     (cl_int)d->cin,
-                    (cl_int)(f->h + 2 * d->pad_h),
-                    (cl_int)(f->w + 2 * d->pad_w),
+                    (cl_int)(f->h + 2 * (d->pad_h - ph)),
+                    (cl_int)(f->w + 2 * (d->pad_w - pw)),
                     (cl_int)f->oh,
                     (cl_int)f->ow,
                     d->kh,
@@ -450,16 +473,19 @@ static int run_implicit(const fwd *f, pgd_error **err)
                     d->stride_h,
                     d->stride_w,
                     d->dil_h,
-                    d->dil_w};
+                    d->dil_w,
+                    ph,
+                    pw};
     pgd__args args;
     pgd__args_begin(&args, ctx, k, "conv_implicit_cpu");
-    for (cl_uint i = 0; i < 14; i++)
+    for (cl_uint i = 0; i < 16; i++)
         pgd__arg_int(&args, a[i]);
     cl_long sb = c->packed_stride;
     cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
     /* Absent bias and residual are never read; their arguments still need a valid buffer. */
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
     pgd__arg_mem(&args, x);
+    pgd__arg_mem(&args, c->zeros ? c->zeros->buf : x); /* no zeros: never read */
     pgd__arg_mem(&args, c->packed->buf);
     pgd__arg(&args, sizeof sb, &sb);
     pgd__arg_mem(&args, f->y->buf);
