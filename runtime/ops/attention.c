@@ -587,8 +587,7 @@ int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *ro
     return 0;
 }
 
-static void attention_params_format(const pgd_ctx *ctx, int variant, int kw, char *buf,
-                                    size_t size)
+static void attention_params_format(const pgd_ctx *ctx, int variant, int kw, char *buf, size_t size)
 {
     if (variant == PGD_ATTENTION_KT)
         snprintf(buf, size, "kt:kw=%d,rows=%d", kw, kt_rows(ctx, kw));
@@ -716,7 +715,8 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
         cand[2 + i][2] = rows[i % 3];
     }
     /* ViT-B/16's attention and a 785-token one (a sixteenth on software rasterisers) */
-    int64_t big = ctx->dev.software_rasteriser ? 49 : 785, small = ctx->dev.software_rasteriser ? 13 : 197;
+    int64_t big = ctx->dev.software_rasteriser ? 49 : 785,
+            small = ctx->dev.software_rasteriser ? 13 : 197;
     attn_work probe = {0}, w[2] = {{0}, {0}};
     float *px = NULL;
     int rc = attn_work_make(ctx, 37, 2, &probe, &px, err);
@@ -728,9 +728,9 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     double best_t = -1;
     *default_ms = -1;
     for (int c = 0; c < NCAND && !rc; c++) {
-        if (c > 0 && (pgd__now_ms() > deadline_ms ||
-                      (cand[c][0] == cand[0][0] && cand[c][1] == cand[0][1] &&
-                       cand[c][2] == cand[0][2])))
+        if (c > 0 &&
+            (pgd__now_ms() > deadline_ms ||
+             (cand[c][0] == cand[0][0] && cand[c][1] == cand[0][1] && cand[c][2] == cand[0][2])))
             continue;
         /* the GPU path (tiled) is not a candidate: only CPU runtimes choose between these */
         if (ctx->dev.type != PGD_DEVICE_CPU)
