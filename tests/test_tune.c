@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: forces ctx->gemm */
+#include "reference.h"
 
 static void ref(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
                 const float *bias, pgd_act act, const float *R, double *out)
@@ -556,32 +557,28 @@ START_TEST(attention_rows)
         PGD_CHECK_OK(pgd_tensor_create(ctx, 3, so, &out, &err), &err);
         PGD_CHECK_OK(pgd_attention_qkv(ctx, qkv, H, out, &err), &err);
         PGD_CHECK_OK(pgd_tensor_download(out, got, &err), &err);
-        double *s = malloc((size_t)N * sizeof *s);
-        ck_assert_ptr_nonnull(s);
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < N; i++) {
-                double m = -INFINITY, l = 0;
-                for (int64_t j = 0; j < N; j++) {
-                    double dot = 0;
-                    for (int64_t k = 0; k < D; k++)
-                        dot += (double)x[i * tok + h * D + k] * x[j * tok + (H + h) * D + k];
-                    s[j] = dot / 8.0;
-                    m = s[j] > m ? s[j] : m;
-                }
-                for (int64_t j = 0; j < N; j++)
-                    l += (s[j] = exp(s[j] - m));
-                for (int64_t k = 0; k < D; k++) {
-                    double o = 0;
-                    for (int64_t j = 0; j < N; j++)
-                        o += s[j] * x[j * tok + (2 * H + h) * D + k];
-                    o /= l;
-                    float g = got[(i * H + h) * D + k];
-                    ck_assert_msg(fabs(g - o) <= 2e-6 + 2e-6 * fabs(o),
-                                  "%s, N=%lld: head %lld row %lld [%lld] %.9g, want %.9g", text,
-                                  (long long)N, (long long)h, (long long)i, (long long)k, g, o);
-                }
-            }
-        free(s);
+        pgd_attention_args a;
+        memset(&a, 0, sizeof a);
+        a.batch = 1;
+        a.heads = H;
+        a.nq = a.nk = N;
+        a.head_dim = D;
+        a.q = (pgd_view){qkv, 0, N * tok, D, tok};
+        a.k = (pgd_view){qkv, H * D, N * tok, D, tok};
+        a.v = (pgd_view){qkv, 2 * H * D, N * tok, D, tok};
+        a.o = (pgd_view){out, 0, N * H * D, D, H * D};
+        double *want = malloc((size_t)(N * H * D) * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        pgd_ref_attention(&a, x, x, x, NULL, want, NULL);
+        for (int64_t e = 0; e < N * H * D; e++) {
+            const double o = want[e];
+            const float g = got[e];
+            ck_assert_msg(fabs(g - o) <= 2e-6 + 2e-6 * fabs(o),
+                          "%s, N=%lld: head %lld row %lld [%lld] %.9g, want %.9g", text,
+                          (long long)N, (long long)(e / D % H), (long long)(e / (H * D)),
+                          (long long)(e % D), g, o);
+        }
+        free(want);
         free(x);
         free(got);
         pgd_tensor_destroy(qkv);

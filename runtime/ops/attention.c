@@ -98,8 +98,7 @@ static int check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
     return PGD_OK;
 }
 
-/* attn_fwd_kt's build options: key vectors of the tuned width, else default_kw's, TK = 4 of
- * them (*tk); the P·V vectors as wide along the head dimension as it divides. */
+/* attn_fwd_kt's untuned key vector width. */
 static int default_kw(const pgd_ctx *ctx)
 {
     /* 8 where the device asks for 8 (AVX2), else 16: AVX-512, and the implicit vectorisers
@@ -107,26 +106,37 @@ static int default_kw(const pgd_ctx *ctx)
     return ctx->dev.pref_vector_float == 8 ? 8 : 16;
 }
 
+/* The key vector width attn_fwd_kt runs: the tuned one, else default_kw's. */
+static int kt_kw(const pgd_ctx *ctx)
+{
+    return ctx->attn_kw ? ctx->attn_kw : default_kw(ctx);
+}
+
 /* Query rows a work-item of attn_fwd_kt owns: the tuned number, else 6 where the key vectors
  * are 16 wide and the device asks for 16-wide vectors (AVX-512: 32 registers; on the 2-core Xeon
  * 6 rows ran N = 197 / 785 / 3136 1.1-1.25x faster than 4), else 4. */
-static int kt_rows(const pgd_ctx *ctx, int kw)
+static int kt_rows(const pgd_ctx *ctx)
 {
     if (ctx->attn_rows)
         return ctx->attn_rows;
-    return kw == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
+    return kt_kw(ctx) == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
 }
 
-static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk)
+/* attn_fwd_kt's build options: key vectors of kt_kw's width, TK = 4 of them (*tk), kt_rows
+ * query rows a work-item (*rows; either pointer may be NULL), the P·V vectors as wide along the
+ * head dimension as it divides. */
+static void kt_options(const pgd_ctx *ctx, int64_t D, char *opts, size_t size, int *tk, int *rows)
 {
-    int kw = ctx->attn_kw ? ctx->attn_kw : default_kw(ctx);
+    int kw = kt_kw(ctx), r = kt_rows(ctx);
     int vw = kw;
     while (D % vw)
         vw /= 2;
-    snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s", (long long)D,
-             kt_rows(ctx, kw), 4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "");
+    snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s", (long long)D, r,
+             4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "");
     if (tk)
         *tk = 4 * kw;
+    if (rows)
+        *rows = r;
 }
 
 static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t *lx, int *rows,
@@ -137,8 +147,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t D, cl_kernel *k, size_t
     int rc;
     *rows = 1;
     if (var == V_KT) {
-        *rows = kt_rows(ctx, ctx->attn_kw ? ctx->attn_kw : default_kw(ctx));
-        kt_options(ctx, D, opts, sizeof opts, NULL);
+        kt_options(ctx, D, opts, sizeof opts, NULL, rows);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_kt", k, err);
         if (!rc)
             *lx = pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 16 ? pgd__kernel_wg(ctx, *k) : 16);
@@ -293,7 +302,7 @@ static int transpose_k(pgd_ctx *ctx, const pgd_attention_args *a, bound *b, pgd_
 {
     char opts[256];
     int tk;
-    kt_options(ctx, a->head_dim, opts, sizeof opts, &tk);
+    kt_options(ctx, a->head_dim, opts, sizeof opts, &tk, NULL);
     int64_t nkp = (a->nk + tk - 1) / tk * tk;
     int64_t shape[1] = {a->batch * a->heads * a->head_dim * nkp};
     if (nkp > INT32_MAX || shape[0] > INT32_MAX)
@@ -587,10 +596,12 @@ int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *ro
     return 0;
 }
 
-static void attention_params_format(const pgd_ctx *ctx, int variant, int kw, char *buf, size_t size)
+/* The context's attention parameters as text, for `variant` (the Kᵀ kernel: its key width and
+ * rows as the context runs them). */
+static void attention_params_format(const pgd_ctx *ctx, int variant, char *buf, size_t size)
 {
     if (variant == PGD_ATTENTION_KT)
-        snprintf(buf, size, "kt:kw=%d,rows=%d", kw, kt_rows(ctx, kw));
+        snprintf(buf, size, "kt:kw=%d,rows=%d", kt_kw(ctx), kt_rows(ctx));
     else
         snprintf(buf, size, "rows");
 }
@@ -704,8 +715,8 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     ctx->attn_kw = 0;
     ctx->attn_rows = 0;
     int def_v = pick_variant(ctx, 64) == V_KT ? PGD_ATTENTION_KT : PGD_ATTENTION_ROWS;
-    int def_kw = def_v == PGD_ATTENTION_KT ? default_kw(ctx) : 0;
-    int def_rows = def_v == PGD_ATTENTION_KT ? kt_rows(ctx, def_kw) : 0;
+    int def_kw = def_v == PGD_ATTENTION_KT ? kt_kw(ctx) : 0;
+    int def_rows = def_v == PGD_ATTENTION_KT ? kt_rows(ctx) : 0;
     enum { NCAND = 11 };
     int cand[NCAND][3] = {{def_v, def_kw, def_rows}, {PGD_ATTENTION_ROWS, 0, 0}};
     const int widths[3] = {16, 8, 4}, rows[3] = {4, 6, 8};
@@ -763,19 +774,19 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     ctx->attn_variant = cand[best][0];
     ctx->attn_kw = cand[best][1];
     ctx->attn_rows = cand[best][2];
-    attention_params_format(ctx, cand[best][0], cand[best][1], winner, size);
+    attention_params_format(ctx, cand[best][0], winner, size);
     return PGD_OK;
 }
 
 const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
 {
     if (ctx->attn_variant) {
-        attention_params_format(ctx, ctx->attn_variant, ctx->attn_kw, buf, size);
+        attention_params_format(ctx, ctx->attn_variant, buf, size);
         return "tuned";
     }
     int v = pick_variant(ctx, 64);
     if (v == V_KT)
-        attention_params_format(ctx, PGD_ATTENTION_KT, default_kw(ctx), buf, size);
+        attention_params_format(ctx, PGD_ATTENTION_KT, buf, size);
     else
         snprintf(buf, size, "%s", v == V_ROWS ? "rows" : v == V_TILED ? "tiled" : "generic");
     return ctx->opt.attention != PGD_ATTENTION_AUTO ? "options" : "defaults";

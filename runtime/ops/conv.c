@@ -262,8 +262,8 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         if (!rc) {
             /* Group g's B^T is rows [g·coutg, (g+1)·coutg) of w: [coutg, kg]. */
             pgd__mat src = {c->w->buf, 0, (int)kg, (long)(coutg * kg)};
-            rc =
-                pgd__gemm_pack(ctx, &c->gp, 1, coutg, kg, d.groups, &src, c->packed->buf, per, 0, err);
+            rc = pgd__gemm_pack(ctx, &c->gp, 1, coutg, kg, d.groups, &src, c->packed->buf, per, 0,
+                                err);
         }
     }
     free(hw);
@@ -459,13 +459,14 @@ static int run_implicit(const fwd *f, pgd_error **err)
     if (copy && (rc = pad_input(f, &padded, err)))
         return rc;
     cl_mem x = padded ? padded->buf : f->x->buf;
+    /* the bordered copy is (h + 2·pad_h) x (w + 2·pad_w) and leaves no padding to the kernel */
     cl_int ph = copy ? 0 : d->pad_h, pw = copy ? 0 : d->pad_w;
     cl_int a[16] = {(cl_int)f->m,
                     (cl_int)c->coutg,
                     (cl_int)c->cing,
                     (cl_int)d->cin,
-                    (cl_int)(f->h + 2 * (d->pad_h - ph)),
-                    (cl_int)(f->w + 2 * (d->pad_w - pw)),
+                    (cl_int)(copy ? f->h + 2 * d->pad_h : f->h),
+                    (cl_int)(copy ? f->w + 2 * d->pad_w : f->w),
                     (cl_int)f->oh,
                     (cl_int)f->ow,
                     d->kh,
