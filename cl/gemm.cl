@@ -240,6 +240,8 @@ __kernel void gemm_pack_b(const int N, const int K,
  * get_global_id(0) = row block (fastest -> neighbouring work-items share the
  * same B panel in cache), get_global_id(1) = column panel, get_global_id(2) = batch.
  * Global size: (ceil(M/RM), ceil(N/NB), batch), local size (1,1,1) (or NULL).
+ * PANELS_FIRST swaps the first two: neighbouring work-items share the row block of A (short
+ * rows, small K); global size (ceil(N/NB), ceil(M/RM), batch).
  */
 #if TRANS_A
 #define AELEM(r, k) Ab[(long)(k) * lda + mr[r]]
@@ -321,8 +323,13 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
                        __global const float *R, const int offR, const int ldr, const long strideR,
                        const int epi)
 {
+#ifdef PANELS_FIRST
+    const int mb = get_global_id(1);
+    const int pb = get_global_id(0);
+#else
     const int mb = get_global_id(0);
     const int pb = get_global_id(1);
+#endif
     const int bt = get_global_id(2);
     const int m0 = mb * RM;
     const int n0 = pb * NB;

@@ -504,11 +504,13 @@ static int run_implicit(const fwd *f, pgd_error **err)
     /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
     size_t items = (size_t)((tiles + mb - 1) / mb);
     uint64_t per_row = 2u * (uint64_t)d->cout * (uint64_t)c->kg;
+    /* pgd__launch_rows gives a multiple of the unit or every row: rounded up, "every row" is
+     * one launch (rounded down it left the last row tile to a launch of its own, which ran on
+     * one core: ResNet-50's 7x7 layers spent 0.3 ms each in it). */
+    int64_t unit = (int64_t)rm * mb;
     size_t chunk =
-        (size_t)(pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS, (int64_t)rm * mb) /
-                 ((int64_t)rm * mb));
-    if (chunk < 1)
-        chunk = 1;
+        (size_t)((pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS, unit) + unit - 1) /
+                 unit); /* ≥ 1 */
     for (size_t x0 = 0; x0 < items && !rc; x0 += chunk) {
         size_t offset[3] = {x0, 0, 0};
         size_t global[3] = {items - x0 < chunk ? items - x0 : chunk,
