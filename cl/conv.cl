@@ -37,37 +37,6 @@ __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int
     for (int c = 0; c < C; ++c) dst[c] = src[(long)c * H * W];
 }
 
-/* y [N, H + 2·PH, W + 2·PW, C] = x [N, H, W, C] inside a zero border. One work-item copies
- * the C contiguous channels of one pixel; total = N·(H + 2·PH)·(W + 2·PW). */
-__kernel void conv_pad(__global const float *X, __global float *Y, const int total,
-                       const int C, const int H, const int W, const int PH, const int PW)
-{
-    const int i = get_global_id(0);
-    if (i >= total) return;
-    const int WP = W + 2 * PW, HP = H + 2 * PH;
-    const int x = i % WP - PW, t = i / WP;
-    const int y = t % HP - PH, n = t / HP;
-    __global float *dst = Y + (long)i * C;
-    /* -DPADVW=16|8|4 (C a multiple of it): the channels moved as vectors */
-#ifdef PADVW
-#define PADV PCAT(float, PADVW)
-    const int nv = C / PADVW;
-    if (x >= 0 && x < W && y >= 0 && y < H) {
-        __global const float *src = X + (((long)n * H + y) * W + x) * C;
-        for (int v = 0; v < nv; ++v) PCAT(vstore, PADVW)(PCAT(vload, PADVW)(v, src), v, dst);
-    } else {
-        for (int v = 0; v < nv; ++v) PCAT(vstore, PADVW)((PADV)(0.0f), v, dst);
-    }
-#else
-    if (x >= 0 && x < W && y >= 0 && y < H) {
-        __global const float *src = X + (((long)n * H + y) * W + x) * C;
-        for (int c = 0; c < C; ++c) dst[c] = src[c];
-    } else {
-        for (int c = 0; c < C; ++c) dst[c] = 0.0f;
-    }
-#endif
-}
-
 /* The geometry of a convolution, passed as one int16:
  * 0 H, 1 W, 2 CIN (input channels, ldx), 3 OH, 4 OW, 5 COUT, 6 KH, 7 KW, 8 SH, 9 SW, 10 PH,
  * 11 PW, 12 DH, 13 DW, 14 CING (channels per group), 15 COUTG. */

@@ -375,17 +375,28 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
  * conv_implicit_cpu: the gemm_cpu tile over a convolution seen as a GEMM without the im2col
  * matrix. Row m of A is output pixel m of the NHWC output (n, oy, ox); its K = KH·KW·CIN
  * elements are the taps in (ky, kx, ci) order, which is the order of the packed weights B.
- * For one tap the CIN elements of a row are contiguous in the NHWC input; without padding,
- * with one group (ldx = CIN) and no horizontal dilation the KW·CIN elements of a kernel row are
- * too, and the inner loop, gemm_cpu's, runs over that whole run. With padding (PH, PW) a tap
- * that falls outside the H x W input reads Z, CIN zeros, instead: no bordered copy of the input
- * and no check in the inner loop (the launcher may still pass a bordered copy with PH = PW = 0,
- * for few channels). C is the NHWC output with ldc channels, group g's columns at g·N; B's groups
- * are strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so
+ * For one tap the CIN elements of a row are contiguous in the NHWC input; with one group
+ * (ldx = CIN) and no horizontal dilation the KW·CIN elements of a kernel row are too, and where
+ * that kernel row lies inside the input for every row of the tile the inner loop, gemm_cpu's,
+ * runs over the whole run. Otherwise it runs tap by tap, and a tap that falls outside the
+ * H x W input (padding PH, PW) reads Z, CIN zeros, instead: no bordered copy of the input and
+ * no check in the inner loop. C is the NHWC output with ldc channels, group g's columns at
+ * g·N; B's groups are strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so
  * that they share the panel while it is in cache.
  * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1).
  */
 #define CONV_AEL(r, c) ar[r][c]
+/* n_ consecutive k steps of the tile from the row pointers ar[] and the panel at bp */
+#define CONV_CPU_RUN(n_)                                                                        \
+    {                                                                                          \
+        const int nrun_ = (n_);                                                                \
+        int k = 0;                                                                             \
+        for (; k + KU <= nrun_; k += KU) {                                                     \
+            _Pragma("unroll") for (int kk = 0; kk < KU; ++kk) GEMM_CPU_STEP(k + kk, CONV_AEL)  \
+        }                                                                                      \
+        for (; k < nrun_; ++k)                                                                 \
+            GEMM_CPU_STEP(k, CONV_AEL)                                                         \
+    }
 
 __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
                                 const int H, const int W, const int OH, const int OW,
@@ -403,8 +414,8 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
     if (n0 >= N) return;
     const float alpha = 1.0f, beta = 0.0f;
     const int K = KH * KW * CIN, ldr = ldc;
-    const int whole_rows = DW == 1 && ldx == CIN && PH == 0 && PW == 0;
-    const int RUN = whole_rows ? KW * CIN : CIN, NRUN = whole_rows ? KH : KH * KW;
+    /* one group, no horizontal dilation: a kernel row's KW·CIN elements are contiguous */
+    const int row_runs = DW == 1 && ldx == CIN;
     BPTR bpanel = B + (long)g * strideB + (long)pb * K * NB;
 
     for (int mt = 0; mt < MB; ++mt) {
@@ -427,25 +438,36 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
 #pragma unroll
             for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
 
-        for (int t = 0; t < NRUN; ++t) {
-            const int ky = whole_rows ? t : t / KW, kx = whole_rows ? 0 : t % KW;
-            __global const float *ar[RM];
+        for (int ky = 0; ky < KH; ++ky) {
+            /* Kernel row ky lies inside the input for every row of the tile: one run of KW·CIN
+             * elements; else a run of CIN per tap, the taps outside reading Z. Same products in
+             * the same order either way. */
+            int whole = row_runs;
 #pragma unroll
-            for (int r = 0; r < RM; ++r) {
-                const int iy = iy0[r] + ky * DH, ix = ix0[r] + kx * DW;
-                ar[r] = ((uint)iy < (uint)H && (uint)ix < (uint)W)
-                            ? X + (((long)nn[r] * H + iy) * W + ix) * ldx + (long)g * CIN
-                            : Z;
-            }
-            BPTR bp = bpanel + (long)t * RUN * NB;
-            int k = 0;
-            for (; k + KU <= RUN; k += KU) {
+            for (int r = 0; r < RM; ++r)
+                whole = whole && (uint)(iy0[r] + ky * DH) < (uint)H && ix0[r] >= 0 &&
+                        ix0[r] + KW <= W;
+            if (whole) {
+                __global const float *ar[RM];
 #pragma unroll
-                for (int kk = 0; kk < KU; ++kk)
-                    GEMM_CPU_STEP(k + kk, CONV_AEL)
+                for (int r = 0; r < RM; ++r)
+                    ar[r] = X + (((long)nn[r] * H + iy0[r] + ky * DH) * W + ix0[r]) * ldx;
+                BPTR bp = bpanel + (long)ky * KW * CIN * NB;
+                CONV_CPU_RUN(KW * CIN)
+            } else {
+                for (int kx = 0; kx < KW; ++kx) {
+                    __global const float *ar[RM];
+#pragma unroll
+                    for (int r = 0; r < RM; ++r) {
+                        const int iy = iy0[r] + ky * DH, ix = ix0[r] + kx * DW;
+                        ar[r] = ((uint)iy < (uint)H && (uint)ix < (uint)W)
+                                    ? X + (((long)nn[r] * H + iy) * W + ix) * ldx + (long)g * CIN
+                                    : Z;
+                    }
+                    BPTR bp = bpanel + (long)(ky * KW + kx) * CIN * NB;
+                    CONV_CPU_RUN(CIN)
+                }
             }
-            for (; k < RUN; ++k)
-                GEMM_CPU_STEP(k, CONV_AEL)
         }
 
         __global float *Cb = C + (long)g * N;

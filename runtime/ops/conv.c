@@ -10,8 +10,8 @@
  * it applies):
  *   gemm      1x1, stride 1, no padding, one group: the input is the GEMM's A [N·H·W, cin].
  *   implicit  CPU devices: gemm_cpu's register tile with A addressed as im2col would lay it
- *             out, without the matrix (conv_implicit_cpu), any groups; a padding
- *             convolution first copies its input into a zero border.
+ *             out, without the matrix (conv_implicit_cpu), any groups; taps in the padding
+ *             read a small buffer of zeros.
  *   im2col    an explicit im2col matrix, in chunks of output rows of at most 64 MiB, then the
  *             shared GEMM; any device, any groups (one GEMM per group).
  *   direct    one work-item per output element; any device, any shape (depthwise).
@@ -38,21 +38,10 @@ struct pgd_conv2d {
     pgd_tensor *packed;  /* CPU devices: each group's panels, packed_stride apart; else NULL */
     int64_t packed_stride;
     pgd_tensor *bias;    /* [cout] or NULL */
-    pgd_tensor *zeros;   /* CPU devices, padding, border_in_kernel: cing zeros (the taps
+    pgd_tensor *zeros;   /* CPU devices, padding: cing zeros (the implicit GEMM's taps
                             outside the input read them) */
     pgd__gemm_params gp; /* the GEMM parameters of the context when it was created */
 };
-
-/* The implicit-GEMM kernel reads the padding's zeros from a small buffer when a tap's channel
- * run is long enough to pay for restarting the inner loop at every tap (ResNet's 3x3 layers:
- * 64-512 channels); with fewer channels (the 7x7 stem: 3) the input is copied into a zero
- * border first, so that whole kernel rows stay one run. */
-#define BORDER_IN_KERNEL_MIN_CIN 16
-
-static int border_in_kernel(const pgd_conv2d *c)
-{
-    return (c->d.pad_h || c->d.pad_w) && c->cing >= BORDER_IN_KERNEL_MIN_CIN;
-}
 
 /* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
  * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
@@ -250,7 +239,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
         rc = upload_new(ctx, d.cout, hb, &c->bias, "conv2d bias", err);
-    if (!rc && cpu && border_in_kernel(c)) {
+    if (!rc && cpu && (d.pad_h || d.pad_w)) {
         float *z = calloc((size_t)cing, sizeof *z);
         rc = z ? upload_new(ctx, cing, z, &c->zeros, "conv2d padding zeros", err)
                : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "conv2d: padding zeros");
@@ -401,45 +390,6 @@ static int run_gemm(const fwd *f, pgd_error **err)
     return pgd__gemm(f->ctx, &gc, err);
 }
 
-/* The input inside a zero border of the convolution's padding, in a pooled buffer. */
-static int pad_input(const fwd *f, pgd_tensor **out, pgd_error **err)
-{
-    pgd_ctx *ctx = f->ctx;
-    const pgd_conv2d_desc *d = &f->c->d;
-    int64_t hp = f->h + 2 * d->pad_h, wp = f->w + 2 * d->pad_w;
-    int64_t total = f->n * hp * wp * d->cin;
-    if (total > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "conv2d: the padded input has more than 2^31 elements");
-    int rc = pgd__check_alloc(ctx, (uint64_t)total * sizeof(float), "conv2d padded input", err);
-    if (rc)
-        return rc;
-    cl_kernel k;
-    pgd__args args;
-    /* channels a work-item moves as vectors when C allows (every ResNet layer) */
-    int pvw = d->cin % 16 == 0 ? 16 : d->cin % 8 == 0 ? 8 : d->cin % 4 == 0 ? 4 : 0;
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DPADVW=%d", pvw);
-    if ((rc = pgd__args_kernel(&args, ctx, "conv", pvw ? opts : NULL, "conv_pad", &k, err)))
-        return rc;
-    if ((rc = pgd_tensor_create(ctx, 1, &total, out, err)))
-        return rc;
-    cl_int a[6] = {
-        (cl_int)(f->n * hp * wp), (cl_int)d->cin, (cl_int)f->h, (cl_int)f->w, d->pad_h, d->pad_w};
-    pgd__arg_mem(&args, f->x->buf);
-    pgd__arg_mem(&args, (*out)->buf);
-    for (cl_uint i = 0; i < 6; i++)
-        pgd__arg_int(&args, a[i]);
-    rc = pgd__args_end(&args, err);
-    if (!rc)
-        rc = enqueue_flat(ctx, k, "conv_pad", f->n * hp * wp, 0, err);
-    if (rc) {
-        pgd_tensor_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 static int run_implicit(const fwd *f, pgd_error **err)
 {
     pgd_ctx *ctx = f->ctx;
@@ -452,21 +402,15 @@ static int run_implicit(const fwd *f, pgd_error **err)
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
         return rc;
-    /* Padding: the kernel reads c->zeros for taps outside the input, or (few channels) a
-     * bordered copy of the input with no padding left to apply. */
-    pgd_tensor *padded = NULL;
-    const int copy = (d->pad_h || d->pad_w) && !border_in_kernel(c);
-    if (copy && (rc = pad_input(f, &padded, err)))
-        return rc;
-    cl_mem x = padded ? padded->buf : f->x->buf;
-    /* the bordered copy is (h + 2·pad_h) x (w + 2·pad_w) and leaves no padding to the kernel */
-    cl_int ph = copy ? 0 : d->pad_h, pw = copy ? 0 : d->pad_w;
+    /* Padding: the kernel reads c->zeros for taps outside the input (no bordered copy: PoCL
+     * 3.1, Xeon, the 7x7 stem with its 3 channels 0.81 -> 0.68 ms at batch 1 against copying
+     * the input into a zero border first, since kernel rows inside the input still run whole). */
     cl_int a[16] = {(cl_int)f->m,
                     (cl_int)c->coutg,
                     (cl_int)c->cing,
                     (cl_int)d->cin,
-                    (cl_int)(copy ? f->h + 2 * d->pad_h : f->h),
-                    (cl_int)(copy ? f->w + 2 * d->pad_w : f->w),
+                    (cl_int)f->h,
+                    (cl_int)f->w,
                     (cl_int)f->oh,
                     (cl_int)f->ow,
                     d->kh,
@@ -475,8 +419,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
                     d->stride_w,
                     d->dil_h,
                     d->dil_w,
-                    ph,
-                    pw};
+                    d->pad_h,
+                    d->pad_w};
     pgd__args args;
     pgd__args_begin(&args, ctx, k, "conv_implicit_cpu");
     for (cl_uint i = 0; i < 16; i++)
@@ -485,8 +429,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
     cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
     /* Absent bias and residual are never read; their arguments still need a valid buffer. */
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    pgd__arg_mem(&args, x);
-    pgd__arg_mem(&args, c->zeros ? c->zeros->buf : x); /* no zeros: never read */
+    pgd__arg_mem(&args, f->x->buf);
+    pgd__arg_mem(&args, c->zeros ? c->zeros->buf : f->x->buf); /* no zeros: never read */
     pgd__arg_mem(&args, c->packed->buf);
     pgd__arg(&args, sizeof sb, &sb);
     pgd__arg_mem(&args, f->y->buf);
@@ -519,7 +463,6 @@ static int run_implicit(const fwd *f, pgd_error **err)
         rc =
             pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local, err);
     }
-    pgd_tensor_destroy(padded); /* the pool reuses it only after the queued work (in order) */
     return rc;
 }
 
