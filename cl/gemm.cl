@@ -263,6 +263,18 @@ __kernel void gemm_pack_b(const int N, const int K,
         }                                                                                      \
     }
 
+/* n_ consecutive k steps from 0, unrolled KU at a time, then the remainder. */
+#define GEMM_CPU_RUN(n_, AEL)                                                                  \
+    {                                                                                          \
+        const int nrun_ = (n_);                                                                \
+        int k = 0;                                                                             \
+        for (; k + KU <= nrun_; k += KU) {                                                     \
+            _Pragma("unroll") for (int kk = 0; kk < KU; ++kk) GEMM_CPU_STEP(k + kk, AEL)       \
+        }                                                                                      \
+        for (; k < nrun_; ++k)                                                                 \
+            GEMM_CPU_STEP(k, AEL)                                                              \
+    }
+
 /* The epilogue of an RM x NB register tile at (m0, n0): alpha, beta·C, bias, residual and
  * activation in the order `epi` says, into Cb (ldc), reading Rb (ldr) and bb. */
 #define GEMM_CPU_STORE()                                                                       \
@@ -355,14 +367,7 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
 
-    int k = 0;
-    for (; k + KU <= K; k += KU) {
-#pragma unroll
-        for (int kk = 0; kk < KU; ++kk)
-            GEMM_CPU_STEP(k + kk, AELEM)
-    }
-    for (; k < K; ++k)
-        GEMM_CPU_STEP(k, AELEM)
+    GEMM_CPU_RUN(K, AELEM)
 
     __global float *Cb = C + offC + (long)bt * strideC;
     __global const float *Rb = R + offR + (long)bt * strideR;
@@ -386,17 +391,6 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
  * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1).
  */
 #define CONV_AEL(r, c) ar[r][c]
-/* n_ consecutive k steps of the tile from the row pointers ar[] and the panel at bp */
-#define CONV_CPU_RUN(n_)                                                                        \
-    {                                                                                          \
-        const int nrun_ = (n_);                                                                \
-        int k = 0;                                                                             \
-        for (; k + KU <= nrun_; k += KU) {                                                     \
-            _Pragma("unroll") for (int kk = 0; kk < KU; ++kk) GEMM_CPU_STEP(k + kk, CONV_AEL)  \
-        }                                                                                      \
-        for (; k < nrun_; ++k)                                                                 \
-            GEMM_CPU_STEP(k, CONV_AEL)                                                         \
-    }
 
 __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
                                 const int H, const int W, const int OH, const int OW,
@@ -453,7 +447,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
                 for (int r = 0; r < RM; ++r)
                     ar[r] = X + (((long)nn[r] * H + iy0[r] + ky * DH) * W + ix0[r]) * ldx;
                 BPTR bp = bpanel + (long)ky * KW * CIN * NB;
-                CONV_CPU_RUN(KW * CIN)
+                GEMM_CPU_RUN(KW * CIN, CONV_AEL)
             } else {
                 for (int kx = 0; kx < KW; ++kx) {
                     __global const float *ar[RM];
@@ -465,7 +459,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
                                     : Z;
                     }
                     BPTR bp = bpanel + (long)(ky * KW + kx) * CIN * NB;
-                    CONV_CPU_RUN(CIN)
+                    GEMM_CPU_RUN(CIN, CONV_AEL)
                 }
             }
         }

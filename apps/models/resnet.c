@@ -984,7 +984,7 @@ static int nl_forward(resnet_model *m, const nl_block *nb, const pgd_tensor *x,
 /* Replaces *x by the block's output. The last convolution adds the identity in place — into
  * the downsampled copy, or into the block's input, which nothing reads afterwards — so it
  * writes no new tensor: the sum reads and writes the same lines instead of fetching a fresh
- * output's (PoCL 3.1, Xeon, batch 8: layer1's last convolutions 3.2-3.8 -> ~2.5 ms). */
+ * output's (PoCL 3.1, Xeon, batch 8: layer1's last convolutions 3.2-3.8 -> 2.9-3.3 ms). */
 static int block_forward(resnet_model *m, const res_block *rb, pgd_tensor **x, pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;

@@ -354,17 +354,12 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         size_t blocks = (size_t)((g->M + p->rm - 1) / p->rm);
         size_t chunk = (size_t)((launch_rows(ctx, g, p->rm) + p->rm - 1) / p->rm); /* ≥ 1 */
         for (size_t b0 = 0; b0 < blocks && !rc; b0 += chunk) {
-            size_t offset[3] = {b0, 0, 0};
-            size_t global[3] = {blocks - b0 < chunk ? blocks - b0 : chunk,
-                                (size_t)((g->N + nb - 1) / nb), (size_t)g->batch};
-            size_t local[3] = {1, 1, 1};
-            if (panels_first) {
-                size_t t = global[0];
-                global[0] = global[1];
-                global[1] = t;
-                offset[0] = 0;
-                offset[1] = b0;
-            }
+            const int rd = panels_first; /* the dimension of the row blocks */
+            size_t offset[3] = {0, 0, 0}, global[3], local[3] = {1, 1, 1};
+            offset[rd] = b0;
+            global[rd] = blocks - b0 < chunk ? blocks - b0 : chunk;
+            global[1 - rd] = (size_t)((g->N + nb - 1) / nb);
+            global[2] = (size_t)g->batch;
             rc = pgd__enqueue_at(ctx, k, "gemm_cpu", 3, b0 ? offset : NULL, global, local, err);
         }
     }
