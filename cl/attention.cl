@@ -322,6 +322,14 @@ __kernel void attn_k_transpose(__global const float *K, int4 ks, __global float 
     }
 }
 
+/* QT query tiles a work-item (1 unless built with -DQT): with more, the keys go in blocks of
+ * kb (a multiple of TK) and each block serves the QT tiles in turn, so that its K and V stay in
+ * the core's cache; each tile's state (q, acc, m, l) waits in private memory between blocks.
+ * Every row still takes its keys in the same tiles in the same order: the same result, bit for
+ * bit, for every QT and kb. */
+#ifndef QT
+#define QT 1
+#endif
 __kernel void attn_fwd_kt(
     __global const float *Q, int4 qs,
     __global const float *KT, int nkp,
@@ -329,129 +337,163 @@ __kernel void attn_fwd_kt(
     __global float *O, int4 os,
     __global const float *M, int4 ms,
     __global float *stats, int write_stats,
-    int H, int Nq, int Nk, float scale, int mask_mode)
+    int H, int Nq, int Nk, float scale, int mask_mode, int kb)
 {
     const int g = get_global_id(0);
     const int h = get_global_id(1);
     const int b = get_global_id(2);
-    const int i0 = g * ROWS;
-    if (i0 >= Nq || h >= H) return;
+    const int ntiles = (Nq + ROWS - 1) / ROWS;
+    const int t0 = g * QT;
+    if (t0 >= ntiles || h >= H) return;
+    const int nt = min(QT, ntiles - t0);
     const float qscale = scale * LOG2E_F;
     const int shift = Nk - Nq;
 
-    float q[ROWS][HEAD_DIM];
-    floatP acc[ROWS][NPV];
-    float m[ROWS], l[ROWS];
-    int ir[ROWS];
-    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
-        ir[r] = min(i0 + r, Nq - 1);
-        const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + ir[r] * qs.w;
-        for (int d = 0; d < HEAD_DIM; d++) q[r][d] = qp[d] * qscale;
-        for (int c = 0; c < NPV; c++) acc[r][c] = (floatP)(0.0f);
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
+    float qsv[QT][ROWS][HEAD_DIM];
+    floatP accsv[QT][ROWS][NPV];
+    float msv[QT][ROWS], lsv[QT][ROWS];
+    int jends[QT];
+    int jmax = 0;
+    for (int qt = 0; qt < nt; qt++) {
+        const int i0 = (t0 + qt) * ROWS;
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+            const int ir = min(i0 + r, Nq - 1);
+            const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + ir * qs.w;
+            for (int d = 0; d < HEAD_DIM; d++) qsv[qt][r][d] = qp[d] * qscale;
+            for (int c = 0; c < NPV; c++) accsv[qt][r][c] = (floatP)(0.0f);
+            msv[qt][r] = -INFINITY;
+            lsv[qt][r] = 0.0f;
+        }
+        int je = Nk;
+        if (mask_mode & 1) je = clamp(min(i0 + ROWS - 1, Nq - 1) + shift + 1, 0, Nk);
+        jends[qt] = je;
+        jmax = max(jmax, je);
     }
-    int jend = Nk;
-    if (mask_mode & 1) jend = clamp(ir[ROWS - 1] + shift + 1, 0, Nk);
-    const int jl = jend - 1;
 
     const __global float *kt = KT + (size_t)(b * H + h) * HEAD_DIM * nkp;
     const __global float *vp = V + vs.x + b * vs.y + h * vs.z;
     const __global float *mp = M + ms.x + b * ms.y + h * ms.z;
     float p[ROWS][TK];
 
-    for (int j0 = 0; j0 < jend; j0 += TK) {
-        const int n = min(TK, jend - j0);
-        floatK s[ROWS][NKV];
-        _Pragma("unroll") for (int r = 0; r < ROWS; r++)
-            _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = (floatK)(0.0f);
-        /* QKᵀ: one row of Kᵀ (TK keys of one head-dim element) a step */
-        if (n == TK) {
-            const __global float *kr = kt + j0;
-            for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
-                floatK kv[NKV];
-                _Pragma("unroll") for (int t = 0; t < NKV; t++) kv[t] = vloadK(t, kr);
-                _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
-                    const floatK qb = (floatK)(q[r][d]);
-                    _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = MAD(qb, kv[t], s[r][t]);
-                }
-            }
-        } else {
-            /* the last, partial tile: only the key vectors that hold keys (ViT-B/16's 197 keys
-             * fill 13 of the 16 vectors of four 64-key tiles), the same sums in the same order;
-             * the vectors left out stay 0 and are masked below */
-            for (int t = 0; t * KW < n; t++) {
-                floatK st[ROWS];
-                _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = (floatK)(0.0f);
-                const __global float *kr = kt + j0 + t * KW;
-                for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
-                    const floatK kv = vloadK(0, kr);
-                    _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = MAD((floatK)(q[r][d]), kv, st[r]);
-                }
-                _Pragma("unroll") for (int u = 0; u < NKV; u++) {
-                    if (u == t) {
-                        _Pragma("unroll") for (int r = 0; r < ROWS; r++) s[r][u] = st[r];
-                    }
-                }
-            }
-        }
-        float alpha[ROWS];
-        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
-            int lim = jl;
-            if (mask_mode & 1) lim = min(lim, ir[r] + shift);
-            const __global float *mr = mp + ir[r] * ms.w;
-            floatK vmax = (floatK)(-INFINITY);
-            _Pragma("unroll") for (int t = 0; t < NKV; t++) {
-                const int j = j0 + t * KW;
-                floatK v = s[r][t];
-                if (mask_mode & 2) {
-                    if (j + KW <= jend) {
-                        v += vloadK(0, mr + j) * LOG2E_F;
-                    } else {
-                        float mk[KW];
-                        for (int e = 0; e < KW; e++) mk[e] = mr[min(j + e, jl)];
-                        v += vloadK(0, mk) * LOG2E_F;
-                    }
-                }
-                v = select(v, (floatK)(-INFINITY), ((intK)(j) + KIOTA) > (intK)(lim));
-                s[r][t] = v;
-                vmax = fmax(vmax, v);
-            }
-            const float mn = fmax(m[r], KREDMAX(vmax));
-            const float mb = (mn == -INFINITY) ? 0.0f : mn; /* all masked so far */
-            alpha[r] = EXP2(m[r] - mb);                      /* m = -inf -> 0 */
-            m[r] = mn;
-            floatK ls = (floatK)(0.0f);
-            _Pragma("unroll") for (int t = 0; t < NKV; t++) {
-                const floatK pe = EXP2(s[r][t] - (floatK)(mb));
-                ls += pe;
-                vstoreK(pe, t, p[r]);
-            }
-            l[r] = l[r] * alpha[r] + KREDSUM(ls);
-        }
-        /* P·V: all of a row's accumulators in registers, one key a step */
-        _Pragma("unroll") for (int r = 0; r < ROWS; r++)
-            _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] *= alpha[r];
-        const __global float *vr = vp + j0 * vs.w;
-        for (int t = 0; t < n; t++, vr += vs.w) {
-            floatP vv[NPV];
-            _Pragma("unroll") for (int c = 0; c < NPV; c++) vv[c] = vloadP(c, vr);
+    for (int kb0 = 0; kb0 < jmax; kb0 += kb) {
+        for (int qt = 0; qt < nt; qt++) {
+            const int jend = jends[qt];
+            if (kb0 >= jend) continue;
+            const int jl = jend - 1, jstop = min(kb0 + kb, jend);
+            const int i0 = (t0 + qt) * ROWS;
+            int ir[ROWS];
+            float m[ROWS], l[ROWS];
+            floatP acc[ROWS][NPV];
+            float (*q)[HEAD_DIM] = qsv[qt];
             _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
-                const floatP pb = (floatP)(p[r][t]);
-                _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] = MAD(pb, vv[c], acc[r][c]);
+                ir[r] = min(i0 + r, Nq - 1);
+                m[r] = msv[qt][r];
+                l[r] = lsv[qt][r];
+                _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] = accsv[qt][r][c];
+            }
+            for (int j0 = kb0; j0 < jstop; j0 += TK) {
+                const int n = min(TK, jend - j0);
+                floatK s[ROWS][NKV];
+                _Pragma("unroll") for (int r = 0; r < ROWS; r++)
+                    _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = (floatK)(0.0f);
+                /* QKᵀ: one row of Kᵀ (TK keys of one head-dim element) a step */
+                if (n == TK) {
+                    const __global float *kr = kt + j0;
+                    for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
+                        floatK kv[NKV];
+                        _Pragma("unroll") for (int t = 0; t < NKV; t++) kv[t] = vloadK(t, kr);
+                        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                            const floatK qb = (floatK)(q[r][d]);
+                            _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = MAD(qb, kv[t], s[r][t]);
+                        }
+                    }
+                } else {
+                    /* the last, partial tile: only the key vectors that hold keys (ViT-B/16's 197 keys
+                     * fill 13 of the 16 vectors of four 64-key tiles), the same sums in the same order;
+                     * the vectors left out stay 0 and are masked below */
+                    for (int t = 0; t * KW < n; t++) {
+                        floatK st[ROWS];
+                        _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = (floatK)(0.0f);
+                        const __global float *kr = kt + j0 + t * KW;
+                        for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
+                            const floatK kv = vloadK(0, kr);
+                            _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = MAD((floatK)(q[r][d]), kv, st[r]);
+                        }
+                        _Pragma("unroll") for (int u = 0; u < NKV; u++) {
+                            if (u == t) {
+                                _Pragma("unroll") for (int r = 0; r < ROWS; r++) s[r][u] = st[r];
+                            }
+                        }
+                    }
+                }
+                float alpha[ROWS];
+                _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                    int lim = jl;
+                    if (mask_mode & 1) lim = min(lim, ir[r] + shift);
+                    const __global float *mr = mp + ir[r] * ms.w;
+                    floatK vmax = (floatK)(-INFINITY);
+                    _Pragma("unroll") for (int t = 0; t < NKV; t++) {
+                        const int j = j0 + t * KW;
+                        floatK v = s[r][t];
+                        if (mask_mode & 2) {
+                            if (j + KW <= jend) {
+                                v += vloadK(0, mr + j) * LOG2E_F;
+                            } else {
+                                float mk[KW];
+                                for (int e = 0; e < KW; e++) mk[e] = mr[min(j + e, jl)];
+                                v += vloadK(0, mk) * LOG2E_F;
+                            }
+                        }
+                        v = select(v, (floatK)(-INFINITY), ((intK)(j) + KIOTA) > (intK)(lim));
+                        s[r][t] = v;
+                        vmax = fmax(vmax, v);
+                    }
+                    const float mn = fmax(m[r], KREDMAX(vmax));
+                    const float mb = (mn == -INFINITY) ? 0.0f : mn; /* all masked so far */
+                    alpha[r] = EXP2(m[r] - mb);                      /* m = -inf -> 0 */
+                    m[r] = mn;
+                    floatK ls = (floatK)(0.0f);
+                    _Pragma("unroll") for (int t = 0; t < NKV; t++) {
+                        const floatK pe = EXP2(s[r][t] - (floatK)(mb));
+                        ls += pe;
+                        vstoreK(pe, t, p[r]);
+                    }
+                    l[r] = l[r] * alpha[r] + KREDSUM(ls);
+                }
+                /* P·V: all of a row's accumulators in registers, one key a step */
+                _Pragma("unroll") for (int r = 0; r < ROWS; r++)
+                    _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] *= alpha[r];
+                const __global float *vr = vp + j0 * vs.w;
+                for (int t = 0; t < n; t++, vr += vs.w) {
+                    floatP vv[NPV];
+                    _Pragma("unroll") for (int c = 0; c < NPV; c++) vv[c] = vloadP(c, vr);
+                    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                        const floatP pb = (floatP)(p[r][t]);
+                        _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] = MAD(pb, vv[c], acc[r][c]);
+                    }
+                }
+            }
+            _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+                msv[qt][r] = m[r];
+                lsv[qt][r] = l[r];
+                _Pragma("unroll") for (int c = 0; c < NPV; c++) accsv[qt][r][c] = acc[r][c];
             }
         }
     }
-    _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
-        const int i = i0 + r;
-        if (i >= Nq) break;
-        const float inv = (l[r] > 0.0f) ? 1.0f / l[r] : 0.0f;
-        __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
-        for (int c = 0; c < NPV; c++) vstoreP(acc[r][c] * inv, c, op);
-        if (write_stats) {
-            const int si = ((b * H + h) * Nq + i) * 2;
-            stats[si] = m[r];
-            stats[si + 1] = l[r];
+    for (int qt = 0; qt < nt; qt++) {
+        const int i0 = (t0 + qt) * ROWS;
+        _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
+            const int i = i0 + r;
+            if (i >= Nq) break;
+            const float lr = lsv[qt][r];
+            const float inv = (lr > 0.0f) ? 1.0f / lr : 0.0f;
+            __global float *op = O + os.x + b * os.y + h * os.z + i * os.w;
+            for (int c = 0; c < NPV; c++) vstoreP(accsv[qt][r][c] * inv, c, op);
+            if (write_stats) {
+                const int si = ((b * H + h) * Nq + i) * 2;
+                stats[si] = msv[qt][r];
+                stats[si + 1] = lr;
+            }
         }
     }
 }

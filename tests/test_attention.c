@@ -41,10 +41,12 @@ static int64_t extent(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_
 
 static const char *variants[] = {"rows", "tiled", "generic", "kt"};
 
-/* Runs the case again with the launch split into the smallest chunks (max_launch_rows = 1:
- * one work-group of query rows per launch); output and probabilities must be bitwise equal. */
-static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *ho, int64_t no,
-                             const float *hp, int64_t np, const char *what)
+/* Runs the case again with other launch options -- the launch split into chunks of
+ * launch_rows (1: one work-group of query rows per launch), the kt kernel's keys in blocks of
+ * key_block -- and the output and probabilities must be bitwise equal to the first run's. */
+static int same_again(pgd_ctx *ctx, pgd_attention_args *a, const float *ho, int64_t no,
+                      const float *hp, int64_t np, const char *what, int64_t launch_rows,
+                      int64_t key_block, const char *how)
 {
     pgd_error *err = NULL;
     float *o2 = malloc((size_t)no * sizeof *o2), *p2 = np ? malloc((size_t)np * sizeof *p2) : NULL;
@@ -55,16 +57,18 @@ static int same_when_chunked(pgd_ctx *ctx, pgd_attention_args *a, const float *h
         p2[i] = NAN;
     if (np)
         PGD_CHECK_OK(pgd_tensor_upload(a->probs, p2, &err), &err);
-    ctx->opt.max_launch_rows = 1;
+    ctx->opt.max_launch_rows = launch_rows;
+    ctx->opt.attn_key_block = key_block;
     PGD_CHECK_OK(pgd_attention(ctx, a, &err), &err);
     ctx->opt.max_launch_rows = 0;
+    ctx->opt.attn_key_block = 0;
     PGD_CHECK_OK(pgd_tensor_download(a->o.t, o2, &err), &err);
     if (np)
         PGD_CHECK_OK(pgd_tensor_download(a->probs, p2, &err), &err);
     int ok = memcmp(o2, ho, (size_t)no * sizeof *o2) == 0 &&
              (!np || memcmp(p2, hp, (size_t)np * sizeof *p2) == 0);
     if (!ok)
-        fprintf(stderr, "%s: chunked launches differ from one launch\n", what);
+        fprintf(stderr, "%s: %s differ from one launch\n", what, how);
     free(o2);
     free(p2);
     return ok;
@@ -191,7 +195,13 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
         ok &= pgd_test_allclose(hp, wp, (size_t)np, 1e-4, 1e-6, what);
     }
     if (chunked)
-        ok &= same_when_chunked(ctx, &a, ho, no, hp, np, what);
+        ok &= same_again(ctx, &a, ho, no, hp, np, what, 1, 0, "chunked launches");
+    /* kt's keys in blocks of 64 or 128 (whole key tiles), each block serving several query tiles
+     * of a work-item: the same sums in the same order as unblocked (these heads are small
+     * enough to run unblocked by default) */
+    if (trial % 4 == 3 && Nk > 0)
+        ok &= same_again(ctx, &a, ho, no, hp, np, what, chunked, pgd_rng_int(r, 1, 128),
+                         chunked ? "key blocks in chunked launches" : "key blocks");
     pgd_tensor_destroy(tqkv);
     pgd_tensor_destroy(to);
     pgd_tensor_destroy(tm);

@@ -127,6 +127,8 @@ class CtxOptions(Structure):
         ("max_batch", c_int),
         ("nl_key_chunk", c_int64),
         ("kernel_params", c_char_p),
+        ("weights_f16", c_int),
+        ("attn_key_block", c_int64),
     ]
 
 

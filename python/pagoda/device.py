@@ -74,12 +74,13 @@ _ENUMS = {
     "gemm_backend": {"auto": 0, "pagoda": 1, "clblast": 2},
     "gemm_tuning": {"create": 0, "request": 1},
     "conv_algo": {"auto": 0, "gemm": 1, "implicit": 2, "im2col": 3, "direct": 4},
-    "attention": {"auto": 0, "rows": 1, "tiled": 2, "generic": 3},
+    "attention": {"auto": 0, "rows": 1, "tiled": 2, "generic": 3, "kt": 4},
 }
 _STRINGS = ("device", "cache_dir", "kernel_dir", "kernel_params")
 _INTS = ("gemm_k_chunk", "conv_mb", "conv_chunk_bytes", "row_wg", "max_launch_rows",
-         "global_mem_limit", "max_alloc_limit", "max_batch", "nl_key_chunk")
-_BOOLS = ("profiling", "profile_print_at_destroy")
+         "global_mem_limit", "max_alloc_limit", "max_batch", "nl_key_chunk",
+         "attn_key_block")
+_BOOLS = ("profiling", "profile_print_at_destroy", "weights_f16")
 
 
 def _options(env: bool, kw: Dict[str, Any]) -> tuple:

@@ -32,6 +32,21 @@ def test_devices_fields_match_cli():
         assert mine == theirs, f"{mine['name']}: binding and CLI disagree"
 
 
+def test_options_structure_matches_the_header():
+    """CtxOptions mirrors pgd_ctx_options field for field: pgd_ctx_options_init writes every
+    field of the C structure, so a shorter mirror would be written past its end."""
+    import re
+    from pagoda._capi import CtxOptions
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "include", "pagoda.h")
+    with open(header, encoding="utf-8") as f:
+        text = f.read()
+    body = re.search(r"typedef struct pgd_ctx_options \{(.*?)\} pgd_ctx_options;", text, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    names = [re.search(r"(\w+)\s*;", d).group(1) for d in body.split(";")[:-1]
+             if re.search(r"\w", d) for d in [d + ";"]]
+    assert names == [f[0] for f in CtxOptions._fields_]
+
+
 def test_context_options_and_manager():
     with pagoda.Context(DEVICES[0]["selector"], env=False, cache_dir="off", profiling=True,
                         gemm_backend="pagoda", conv_algo="im2col", attention="generic",

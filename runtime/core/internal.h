@@ -193,9 +193,12 @@ int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 /* 1 when a and b have the same rank and sizes (never compares element counts only). */
 int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b);
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
-/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and its register
- * tile: rows per work-item and panel width. */
-void pgd__gemm_cpu_tile(const pgd__gemm_params *p, char *opts, size_t size, int *rm, int *nb);
+/* gemm_cpu's register tile height for an M-row product: p->rm or a lower one that pads fewer. */
+int pgd__gemm_cpu_rows(const pgd__gemm_params *p, int64_t M);
+/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and M output rows,
+ * and its register tile: rows per work-item and panel width. */
+void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, char *opts, size_t size, int *rm,
+                        int *nb);
 /* Packs op(B) into gemm_cpu's panels; half: the panels hold halves (packed_stride and the
  * buffer's size then count halves: pgd__gemm_packed_floats). */
 int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,

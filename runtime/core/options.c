@@ -115,6 +115,9 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
     if (!rc && (s = env("PAGODA_WEIGHTS_DTYPE")) &&
         !(rc = parse_enum("PAGODA_WEIGHTS_DTYPE", s, dtypes, &e, err)))
         o.weights_f16 = e;
+    if (!rc && (s = env("PAGODA_ATTN_KEY_BLOCK")) &&
+        !(rc = parse_positive("PAGODA_ATTN_KEY_BLOCK", s, INT32_MAX, &v, err)))
+        o.attn_key_block = v;
     if (!rc && (s = env("PAGODA_ROW_WG")) &&
         !(rc = parse_positive("PAGODA_ROW_WG", s, 1 << 20, &v, err)))
         o.row_wg = (int)v;

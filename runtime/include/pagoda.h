@@ -342,6 +342,10 @@ typedef struct pgd_ctx_options {
      * (vstore_half_rte, core OpenCL) once and widened back as the GEMM loads it; inputs,
      * accumulation and outputs stay fp32. Those layers then always run Pagoda's kernels. */
     int weights_f16;
+    /* $PAGODA_ATTN_KEY_BLOCK (> 0): keys per block of the CPU attention kernel (kt), every
+     * head then taken in blocks (tests). 0: blocks of ~128 KiB of K and V where a head's K and
+     * V exceed 512 KiB. Blocking never changes a result. */
+    int64_t attn_key_block;
 } pgd_ctx_options;
 
 /* Fills *opt with the defaults (all zero / NULL). */

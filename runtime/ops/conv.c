@@ -397,7 +397,7 @@ static int run_implicit(const fwd *f, pgd_error **err)
     const pgd_conv2d_desc *d = &c->d;
     char opts[256];
     int rm, nb;
-    pgd__gemm_cpu_tile(&c->gp, opts, sizeof opts, &rm, &nb);
+    pgd__gemm_cpu_tile(&c->gp, f->m, opts, sizeof opts, &rm, &nb);
     cl_kernel k;
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
