@@ -122,22 +122,31 @@ static int kt_rows(const pgd_ctx *ctx)
     return kt_kw(ctx) == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
 }
 
-/* attn_fwd_kt's key blocks: where a head's K and V take more than KT_BLOCK_ABOVE bytes, a
+/* attn_fwd_kt's key blocks: where a head's K and V take more than block_above() bytes, a
  * work-item owns KT_QT query tiles and takes the keys in blocks of about KT_BLOCK_BYTES of K and
  * V, each serving its tiles in turn while it is in the core's cache. PoCL 3.1, Xeon (2 MiB L2),
- * one head of 64: N = 3136 (1.6 MB of K and V) 15.2 -> 11.9-12.4 ms (35 -> 43-44 % of peak),
- * N = 1568 3.3 -> 3.2 ms, N = 785 with 12 heads (0.4 MB a head) unchanged either way; blocks
- * of 32-512 KiB and 4-16 tiles all within 4 % of these. */
-#define KT_BLOCK_ABOVE (512u << 10)
+ * one head of 64: N = 3136 (1.6 MB of K and V) 18.4 -> 11.4 ms (28 -> 45 % of peak), N = 1568
+ * 3.3 -> 3.2 ms, one head of 128 at N = 3136 45.7 -> 28.8 ms, N = 785 with 12 heads (0.4 MB a
+ * head) unchanged either way; blocks of 32-512 KiB and 4-16 tiles all within 4 % of these. */
 #define KT_BLOCK_BYTES (128u << 10)
 #define KT_QT 8
+
+/* The size of a head's K and V above which attn_fwd_kt blocks its keys: 512 KiB where the
+ * device asks for explicit vectors (PoCL), 2 MiB where it vectorises across work-items. Intel's
+ * CPU runtime, same Xeon: blocked ran slower for heads of 0.8 and 1.6 MB (N = 785 of 128: 1.52
+ * -> 1.94 ms; N = 1568 / 3136 of 64: 2.6 -> 4.4 / 14.7 -> 17.6 ms) and faster at 3.2 MB
+ * (N = 3136 of 128: 43.5 -> 32.1 ms; the non-local block 48-51 -> 34 ms). */
+static uint64_t block_above(const pgd_ctx *ctx)
+{
+    return ctx->dev.pref_vector_float > 1 ? 512u << 10 : 2u << 20;
+}
 
 /* The query tiles a work-item of attn_fwd_kt takes (1 or KT_QT) and its keys a block (*kb) for
  * Nk keys of D, TK keys a tile. */
 static int kt_blocking(const pgd_ctx *ctx, int64_t Nk, int64_t D, int tk, cl_int *kb)
 {
     int64_t forced = ctx->opt.attn_key_block;
-    if (forced <= 0 && (uint64_t)Nk * (uint64_t)D * 8u <= KT_BLOCK_ABOVE) {
+    if (forced <= 0 && (uint64_t)Nk * (uint64_t)D * 8u <= block_above(ctx)) {
         *kb = (cl_int)(Nk + tk < INT32_MAX ? Nk + tk : INT32_MAX); /* one block */
         return 1;
     }
@@ -157,7 +166,7 @@ static void kt_options(const pgd_ctx *ctx, int64_t D, int qt, char *opts, size_t
     int vw = kw;
     while (D % vw)
         vw /= 2;
-    char qts[16] = "";
+    char qts[24] = "";
     if (qt > 1)
         snprintf(qts, sizeof qts, " -DQT=%d", qt);
     snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s%s", (long long)D,
