@@ -386,9 +386,10 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
  * runs over the whole run. Otherwise it runs tap by tap, and a tap that falls outside the
  * H x W input (padding PH, PW) reads Z, CIN zeros, instead: no bordered copy of the input and
  * no check in the inner loop. C is the NHWC output with ldc channels, group g's columns at
- * g·N; B's groups are strideB apart. Each work-item computes MB row tiles of RM rows, one after the other, so
- * that they share the panel while it is in cache.
- * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1).
+ * g·N; B's groups are strideB apart. Each work-item computes MB row tiles of RM rows, one after
+ * the other, so that they share the panel while it is in cache.
+ * Global size: (ceil(M/(RM·MB)), ceil(N/NB), groups), local size (1,1,1); with PANELS_FIRST
+ * (gemm_cpu's order for short rows) the first two dimensions swap.
  */
 #define CONV_AEL(r, c) ar[r][c]
 
@@ -402,7 +403,11 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
                                 __global const float *bias, __global const float *R,
                                 const int epi, const int MB)
 {
-    const int pb = get_global_id(1);
+#ifdef PANELS_FIRST
+    const int rb = get_global_id(1), pb = get_global_id(0);
+#else
+    const int rb = get_global_id(0), pb = get_global_id(1);
+#endif
     const int g = get_global_id(2);
     const int n0 = pb * NB;
     if (n0 >= N) return;
@@ -413,7 +418,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
     BPTR bpanel = B + (long)g * strideB + (long)pb * K * NB;
 
     for (int mt = 0; mt < MB; ++mt) {
-        const int m0 = (get_global_id(0) * MB + mt) * RM;
+        const int m0 = (rb * MB + mt) * RM;
         if (m0 >= M) return;
         /* each row's image and the input position of its (0, 0) tap */
         int nn[RM], iy0[RM], ix0[RM];

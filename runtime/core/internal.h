@@ -193,6 +193,8 @@ int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 /* 1 when a and b have the same rank and sizes (never compares element counts only). */
 int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b);
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
+/* Whether gemm_cpu (and conv_implicit_cpu) run column panels first (rows of K elements). */
+int pgd__gemm_cpu_panels_first(int64_t K);
 /* gemm_cpu's register tile height for an M-row product: p->rm or a lower one that pads fewer. */
 int pgd__gemm_cpu_rows(const pgd__gemm_params *p, int64_t M);
 /* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and M output rows,

@@ -329,6 +329,11 @@ void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, char *opts, size_t
 /* gemm_cpu's work order for short rows of A; see run_cpu. */
 #define PANELS_FIRST_K 256
 
+int pgd__gemm_cpu_panels_first(int64_t K)
+{
+    return K <= PANELS_FIRST_K;
+}
+
 static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
 {
     const pgd__gemm_params *p = params_of(ctx, g);
@@ -363,7 +368,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
      * panel. PoCL 3.1, Xeon (AVX-512): ResNet-50's 56x56 1x1 convolution 64 -> 256 0.42 -> 0.36
      * ms; the model 3-5 % faster at batch 1 and 8 (K <= 512 or 1024: less; K = 2048 alone:
      * 1.7x slower, its 512 KB panels read again for every row block). */
-    const int panels_first = g->K <= PANELS_FIRST_K;
+    const int panels_first = pgd__gemm_cpu_panels_first(g->K);
     const int rm = pgd__gemm_cpu_rows(p, g->M);
     snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s", epi, rm, p->vw, p->nv,
              p->ku, g->b_half ? " -DB_HALF" : "", panels_first ? " -DPANELS_FIRST" : "");
