@@ -404,20 +404,22 @@ __kernel void attn_fwd_kt(
                         _Pragma("unroll") for (int t = 0; t < NKV; t++) kv[t] = vloadK(t, kr);
                         _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
                             const floatK qb = (floatK)(q[r][d]);
-                            _Pragma("unroll") for (int t = 0; t < NKV; t++) s[r][t] = MAD(qb, kv[t], s[r][t]);
+                            _Pragma("unroll") for (int t = 0; t < NKV; t++)
+                                s[r][t] = MAD(qb, kv[t], s[r][t]);
                         }
                     }
                 } else {
-                    /* the last, partial tile: only the key vectors that hold keys (ViT-B/16's 197 keys
-                     * fill 13 of the 16 vectors of four 64-key tiles), the same sums in the same order;
-                     * the vectors left out stay 0 and are masked below */
+                    /* the last, partial tile: only the key vectors that hold keys (ViT-B/16's
+                     * 197 keys fill 13 of the 16 vectors of four 64-key tiles), the same sums in
+                     * the same order; the vectors left out stay 0 and are masked below */
                     for (int t = 0; t * KW < n; t++) {
                         floatK st[ROWS];
                         _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = (floatK)(0.0f);
                         const __global float *kr = kt + j0 + t * KW;
                         for (int d = 0; d < HEAD_DIM; d++, kr += nkp) {
                             const floatK kv = vloadK(0, kr);
-                            _Pragma("unroll") for (int r = 0; r < ROWS; r++) st[r] = MAD((floatK)(q[r][d]), kv, st[r]);
+                            _Pragma("unroll") for (int r = 0; r < ROWS; r++)
+                                st[r] = MAD((floatK)(q[r][d]), kv, st[r]);
                         }
                         _Pragma("unroll") for (int u = 0; u < NKV; u++) {
                             if (u == t) {
@@ -469,7 +471,8 @@ __kernel void attn_fwd_kt(
                     _Pragma("unroll") for (int c = 0; c < NPV; c++) vv[c] = vloadP(c, vr);
                     _Pragma("unroll") for (int r = 0; r < ROWS; r++) {
                         const floatP pb = (floatP)(p[r][t]);
-                        _Pragma("unroll") for (int c = 0; c < NPV; c++) acc[r][c] = MAD(pb, vv[c], acc[r][c]);
+                        _Pragma("unroll") for (int c = 0; c < NPV; c++)
+                            acc[r][c] = MAD(pb, vv[c], acc[r][c]);
                     }
                 }
             }
