@@ -193,14 +193,15 @@ int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 /* 1 when a and b have the same rank and sizes (never compares element counts only). */
 int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b);
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
-/* Whether gemm_cpu (and conv_implicit_cpu) run column panels first (rows of K elements). */
-int pgd__gemm_cpu_panels_first(int64_t K);
-/* gemm_cpu's register tile height for an M-row product: p->rm or a lower one that pads fewer. */
-int pgd__gemm_cpu_rows(const pgd__gemm_params *p, int64_t M);
-/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p and M output rows,
- * and its register tile: rows per work-item and panel width. */
-void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, char *opts, size_t size, int *rm,
-                        int *nb);
+/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p, M output rows and
+ * K-element rows of A, its register tile (rows per work-item, panel width) and its work order
+ * (*panels_first: column panels first, for short rows). */
+void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, int64_t K, char *opts, size_t size,
+                        int *rm, int *nb, int *panels_first);
+/* gemm_cpu's (and conv_implicit_cpu's) launch: `count` row blocks from block `first`, `panels`
+ * column panels, `depth` along dimension 2; the row blocks in dimension 1 when panels_first. */
+void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
+                        size_t depth, size_t offset[3], size_t global[3]);
 /* Packs op(B) into gemm_cpu's panels; half: the panels hold halves (packed_stride and the
  * buffer's size then count halves: pgd__gemm_packed_floats). */
 int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,

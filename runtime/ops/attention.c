@@ -122,6 +122,12 @@ static int kt_rows(const pgd_ctx *ctx)
     return kt_kw(ctx) == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
 }
 
+/* attn_fwd_kt's key tile: 4 key vectors of kt_kw's width. */
+static int kt_tile(const pgd_ctx *ctx)
+{
+    return 4 * kt_kw(ctx);
+}
+
 /* attn_fwd_kt's key blocks: where a head's K and V take more than block_above() bytes, a
  * work-item owns KT_QT query tiles and takes the keys in blocks of about KT_BLOCK_BYTES of K and
  * V, each serving its tiles in turn while it is in the core's cache. PoCL 3.1, Xeon (2 MiB L2),
@@ -141,10 +147,11 @@ static uint64_t block_above(const pgd_ctx *ctx)
     return ctx->dev.pref_vector_float > 1 ? 512u << 10 : 2u << 20;
 }
 
-/* The query tiles a work-item of attn_fwd_kt takes (1 or KT_QT) and its keys a block (*kb) for
- * Nk keys of D, TK keys a tile. */
-static int kt_blocking(const pgd_ctx *ctx, int64_t Nk, int64_t D, int tk, cl_int *kb)
+/* The query tiles a work-item of attn_fwd_kt takes (1 or KT_QT) and its keys a block (*kb, a
+ * multiple of the key tile) for Nk keys of D. */
+static int kt_blocking(const pgd_ctx *ctx, int64_t Nk, int64_t D, cl_int *kb)
 {
+    const int tk = kt_tile(ctx);
     int64_t forced = ctx->opt.attn_key_block;
     if (forced <= 0 && (uint64_t)Nk * (uint64_t)D * 8u <= block_above(ctx)) {
         *kb = (cl_int)(Nk + tk < INT32_MAX ? Nk + tk : INT32_MAX); /* one block */
@@ -156,11 +163,10 @@ static int kt_blocking(const pgd_ctx *ctx, int64_t Nk, int64_t D, int tk, cl_int
     return KT_QT;
 }
 
-/* attn_fwd_kt's build options: key vectors of kt_kw's width, TK = 4 of them (*tk), kt_rows
- * query rows a tile (*rows; either pointer may be NULL), qt tiles a work-item, the P·V vectors
- * as wide along the head dimension as it divides. */
-static void kt_options(const pgd_ctx *ctx, int64_t D, int qt, char *opts, size_t size, int *tk,
-                       int *rows)
+/* attn_fwd_kt's build options: key vectors of kt_kw's width, TK = kt_tile keys, kt_rows query
+ * rows a tile (*rows; may be NULL), qt tiles a work-item, the P·V vectors as wide along the head
+ * dimension as it divides. */
+static void kt_options(const pgd_ctx *ctx, int64_t D, int qt, char *opts, size_t size, int *rows)
 {
     int kw = kt_kw(ctx), r = kt_rows(ctx);
     int vw = kw;
@@ -170,9 +176,7 @@ static void kt_options(const pgd_ctx *ctx, int64_t D, int qt, char *opts, size_t
     if (qt > 1)
         snprintf(qts, sizeof qts, " -DQT=%d", qt);
     snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s%s", (long long)D,
-             r, 4 * kw, kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "", qts);
-    if (tk)
-        *tk = 4 * kw;
+             r, kt_tile(ctx), kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "", qts);
     if (rows)
         *rows = r;
 }
@@ -187,10 +191,8 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t Nk, int64_t D, cl_kerne
     int rc;
     *rows = 1;
     if (var == V_KT) {
-        int tk;
-        kt_options(ctx, D, 1, opts, sizeof opts, &tk, NULL);
-        int qt = kt_blocking(ctx, Nk, D, tk, kb);
-        kt_options(ctx, D, qt, opts, sizeof opts, NULL, rows);
+        int qt = kt_blocking(ctx, Nk, D, kb);
+        kt_options(ctx, D, qt, opts, sizeof opts, rows);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_kt", k, err);
         /* blocked: one work-item a group, so that the few long work-items spread over cores */
         if (!rc)
@@ -348,8 +350,8 @@ static int transpose_k(pgd_ctx *ctx, const pgd_attention_args *a, bound *b, pgd_
                        pgd_error **err)
 {
     char opts[256];
-    int tk;
-    kt_options(ctx, a->head_dim, 1, opts, sizeof opts, &tk, NULL);
+    const int tk = kt_tile(ctx);
+    kt_options(ctx, a->head_dim, 1, opts, sizeof opts, NULL);
     int64_t nkp = (a->nk + tk - 1) / tk * tk;
     int64_t shape[1] = {a->batch * a->heads * a->head_dim * nkp};
     if (nkp > INT32_MAX || shape[0] > INT32_MAX)

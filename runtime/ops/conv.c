@@ -396,13 +396,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
     const pgd_conv2d *c = f->c;
     const pgd_conv2d_desc *d = &c->d;
     char opts[256];
-    int rm, nb;
-    pgd__gemm_cpu_tile(&c->gp, f->m, opts, sizeof opts, &rm, &nb);
-    /* gemm_cpu's work order for short rows (K <= 256): ResNet-50's strided 1x1 downsample
-     * 256 -> 512 at batch 8 4.7-5.1 -> 4.05-4.16 ms; K = 512, 1024: 1.1-2.5x slower, as in gemm */
-    const int panels_first = pgd__gemm_cpu_panels_first(c->kg);
-    if (panels_first)
-        strncat(opts, " -DPANELS_FIRST", sizeof opts - strlen(opts) - 1);
+    int rm, nb, panels_first;
+    pgd__gemm_cpu_tile(&c->gp, f->m, c->kg, opts, sizeof opts, &rm, &nb, &panels_first);
     cl_kernel k;
     int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
@@ -461,13 +456,9 @@ static int run_implicit(const fwd *f, pgd_error **err)
         (size_t)((pgd__launch_rows(ctx, f->m, per_row, PGD_LAUNCH_GEMM_FLOPS, unit) + unit - 1) /
                  unit); /* ≥ 1 */
     for (size_t x0 = 0; x0 < items && !rc; x0 += chunk) {
-        const int rd = panels_first; /* the dimension of the row tiles */
-        size_t offset[3] = {0, 0, 0}, global[3];
-        offset[rd] = x0;
-        global[rd] = items - x0 < chunk ? items - x0 : chunk;
-        global[1 - rd] = (size_t)((c->coutg + nb - 1) / nb);
-        global[2] = (size_t)d->groups;
-        size_t local[3] = {1, 1, 1};
+        size_t offset[3], global[3], local[3] = {1, 1, 1};
+        pgd__gemm_cpu_grid(panels_first, x0, items - x0 < chunk ? items - x0 : chunk,
+                           (size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups, offset, global);
         rc =
             pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local, err);
     }

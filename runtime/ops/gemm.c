@@ -296,7 +296,8 @@ int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K)
     return (N + nb - 1) / nb * nb * K;
 }
 
-int pgd__gemm_cpu_rows(const pgd__gemm_params *p, int64_t M)
+/* gemm_cpu's register tile height for an M-row product: p->rm or a lower one that pads fewer. */
+static int cpu_rows(const pgd__gemm_params *p, int64_t M)
 {
     /* Rows past M are computed (clamped to row M - 1) and thrown away, so a tile height that
      * divides M better can win: the cost counted is the padded rows plus one row's worth per
@@ -316,22 +317,41 @@ int pgd__gemm_cpu_rows(const pgd__gemm_params *p, int64_t M)
     return best;
 }
 
-void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, char *opts, size_t size, int *rm,
-                        int *nb)
-{
-    *rm = pgd__gemm_cpu_rows(p, M);
-    *nb = p->vw * p->nv;
-    /* TRANS_B=1 as linear layers build it: gemm_cpu reads packed panels either way. */
-    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d", *rm, p->vw,
-             p->nv, p->ku);
-}
-
-/* gemm_cpu's work order for short rows of A; see run_cpu. */
+/* gemm_cpu's work order for short rows of A (K <= PANELS_FIRST_K): neighbouring work-items
+ * take the column panels of one row block, whose few cache lines of A stay in L1, instead of the
+ * row blocks of one panel. PoCL 3.1, Xeon (AVX-512): ResNet-50's 56x56 1x1 convolution 64 -> 256
+ * 0.42 -> 0.36 ms, the model 3-5 % faster at batch 1 and 8 (K <= 512 or 1024: less; K = 2048
+ * alone: 1.7x slower, its 512 KB panels read again for every row block); the implicit
+ * convolution's strided 1x1 downsample 256 -> 512 at batch 8 4.7-5.1 -> 4.05-4.16 ms (K = 512,
+ * 1024: 1.1-2.5x slower). */
 #define PANELS_FIRST_K 256
 
-int pgd__gemm_cpu_panels_first(int64_t K)
+static int panels_first_for(int64_t K)
 {
     return K <= PANELS_FIRST_K;
+}
+
+void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, int64_t K, char *opts, size_t size,
+                        int *rm, int *nb, int *panels_first)
+{
+    *rm = cpu_rows(p, M);
+    *nb = p->vw * p->nv;
+    *panels_first = panels_first_for(K);
+    /* TRANS_B=1 as linear layers build it: gemm_cpu reads packed panels either way. */
+    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s", *rm, p->vw,
+             p->nv, p->ku, *panels_first ? " -DPANELS_FIRST" : "");
+}
+
+void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
+                        size_t depth, size_t offset[3], size_t global[3])
+{
+    const int rd = panels_first; /* the dimension of the row blocks */
+    offset[rd] = first;
+    offset[1 - rd] = 0;
+    offset[2] = 0;
+    global[rd] = count;
+    global[1 - rd] = panels;
+    global[2] = depth;
 }
 
 static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
@@ -363,13 +383,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     }
     char epi[160], opts[320];
     trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    /* Short rows of A (K <= PANELS_FIRST_K): neighbouring work-items take the column panels of
-     * one row block, whose few cache lines of A stay in L1, instead of the row blocks of one
-     * panel. PoCL 3.1, Xeon (AVX-512): ResNet-50's 56x56 1x1 convolution 64 -> 256 0.42 -> 0.36
-     * ms; the model 3-5 % faster at batch 1 and 8 (K <= 512 or 1024: less; K = 2048 alone:
-     * 1.7x slower, its 512 KB panels read again for every row block). */
-    const int panels_first = pgd__gemm_cpu_panels_first(g->K);
-    const int rm = pgd__gemm_cpu_rows(p, g->M);
+    const int rm = cpu_rows(p, g->M), panels_first = panels_first_for(g->K);
     snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s", epi, rm, p->vw, p->nv,
              p->ku, g->b_half ? " -DB_HALF" : "", panels_first ? " -DPANELS_FIRST" : "");
     cl_kernel k;
@@ -381,12 +395,9 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         size_t blocks = (size_t)((g->M + rm - 1) / rm);
         size_t chunk = (size_t)((launch_rows(ctx, g, rm) + rm - 1) / rm); /* ≥ 1 */
         for (size_t b0 = 0; b0 < blocks && !rc; b0 += chunk) {
-            const int rd = panels_first; /* the dimension of the row blocks */
-            size_t offset[3] = {0, 0, 0}, global[3], local[3] = {1, 1, 1};
-            offset[rd] = b0;
-            global[rd] = blocks - b0 < chunk ? blocks - b0 : chunk;
-            global[1 - rd] = (size_t)((g->N + nb - 1) / nb);
-            global[2] = (size_t)g->batch;
+            size_t offset[3], global[3], local[3] = {1, 1, 1};
+            pgd__gemm_cpu_grid(panels_first, b0, blocks - b0 < chunk ? blocks - b0 : chunk,
+                               (size_t)((g->N + nb - 1) / nb), (size_t)g->batch, offset, global);
             rc = pgd__enqueue_at(ctx, k, "gemm_cpu", 3, b0 ? offset : NULL, global, local, err);
         }
     }
