@@ -224,6 +224,23 @@ __kernel void avgpool2d(__global const float *X, __global float *Y, const int to
 }
 
 /* y [N, C] = mean over the HW pixels of x [N, HW, C]; total = N·C. */
+#ifdef PVW
+/* global_avgpool with PVW contiguous channels a work-item (total counts floats): the same sums
+ * in the same order, lane by lane, as vector loads. */
+__kernel void global_avgpool_vec(__global const float *X, __global float *Y, const int total,
+                                 const int C, const int HW)
+{
+    const int i = get_global_id(0) * PVW;
+    if (i >= total) return;
+    const int c = i % C, n = i / C;
+    __global const float *xp = X + (long)n * HW * C + c;
+    PV s = (PV)(0.0f);
+    for (int p = 0; p < HW; ++p)
+        s += PVLOAD(0, xp + (long)p * C);
+    PVSTORE(s / (float)HW, 0, Y + i);
+}
+#endif
+
 __kernel void global_avgpool(__global const float *X, __global float *Y, const int total,
                              const int C, const int HW)
 {

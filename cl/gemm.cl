@@ -275,6 +275,28 @@ __kernel void gemm_pack_b(const int N, const int K,
             GEMM_CPU_STEP(k, AEL)                                                              \
     }
 
+/* Software prefetch of the tile's C rows (and the residual's, where it is another buffer) before
+ * its k loop, so that the epilogue finds them in cache: the lines come in while the tile
+ * computes instead of stalling its stores and loads at the end (PREFETCH, set by the host for
+ * CPU devices whose compiler has __builtin_prefetch). */
+#ifdef PREFETCH
+#define GEMM_CPU_PREFETCH()                                                                    \
+    {                                                                                          \
+        const int pr_ = EPI_RES(epi) && Rb != Cb;                                              \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+        {                                                                                      \
+            const int m = min(m0 + r, M - 1);                                                  \
+            _Pragma("unroll") for (int j = 0; j < NB; j += 16)                                 \
+            {                                                                                  \
+                __builtin_prefetch(Cb + (long)m * ldc + n0 + j, 1, 3);                         \
+                if (pr_) __builtin_prefetch(Rb + (long)m * ldr + n0 + j, 0, 3);                \
+            }                                                                                  \
+        }                                                                                      \
+    }
+#else
+#define GEMM_CPU_PREFETCH()
+#endif
+
 /* The epilogue of an RM x NB register tile at (m0, n0): alpha, beta·C, bias, residual and
  * activation in the order `epi` says, into Cb (ldc), reading Rb (ldr) and bb. */
 #define GEMM_CPU_STORE()                                                                       \
@@ -367,11 +389,11 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
 
-    GEMM_CPU_RUN(K, AELEM)
-
     __global float *Cb = C + offC + (long)bt * strideC;
     __global const float *Rb = R + offR + (long)bt * strideR;
     __global const float *bb = bias + offBias;
+    GEMM_CPU_PREFETCH()
+    GEMM_CPU_RUN(K, AELEM)
     GEMM_CPU_STORE()
 }
 
@@ -431,6 +453,11 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
             ix0[r] = (pix % OW) * SW - PW;
         }
 
+        __global float *Cb = C + (long)g * N;
+        __global const float *Rb = R + (long)g * N;
+        __global const float *bb = bias + (long)g * N;
+        GEMM_CPU_PREFETCH()
+
         VT acc[RM][NV];
 #pragma unroll
         for (int r = 0; r < RM; ++r)
@@ -469,9 +496,6 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
             }
         }
 
-        __global float *Cb = C + (long)g * N;
-        __global const float *Rb = R + (long)g * N;
-        __global const float *bb = bias + (long)g * N;
         GEMM_CPU_STORE()
     }
 }

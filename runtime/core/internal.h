@@ -193,11 +193,11 @@ int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 /* 1 when a and b have the same rank and sizes (never compares element counts only). */
 int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b);
 int64_t pgd__gemm_packed_size(const pgd__gemm_params *p, int64_t N, int64_t K);
-/* The build options of gemm_cpu (and conv_implicit_cpu, same program) for p, M output rows and
- * K-element rows of A, its register tile (rows per work-item, panel width) and its work order
- * (*panels_first: column panels first, for short rows). */
-void pgd__gemm_cpu_tile(const pgd__gemm_params *p, int64_t M, int64_t K, char *opts, size_t size,
-                        int *rm, int *nb, int *panels_first);
+/* The build options of gemm_cpu (and conv_implicit_cpu, same program) on ctx's device for p, M
+ * output rows and K-element rows of A, its register tile (rows per work-item, panel width) and
+ * its work order (*panels_first: column panels first, for short rows). */
+void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
+                        char *opts, size_t size, int *rm, int *nb, int *panels_first);
 /* gemm_cpu's (and conv_implicit_cpu's) launch: `count` row blocks from block `first`, `panels`
  * column panels, `depth` along dimension 2; the row blocks in dimension 1 when panels_first. */
 void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
