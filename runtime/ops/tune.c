@@ -321,8 +321,13 @@ static void add(const pgd_ctx *ctx, pgd__gemm_params *list, int *n, pgd__gemm_pa
 }
 
 /* The candidates, most plausible first: the defaults, gemm_cpu tiles at the device's vector
- * width, gemm_gpu tiles, then gemm_cpu at other widths. K unroll is varied afterwards around the
- * winner (see pgd_tune). GPUs and software rasterisers get gemm_gpu tiles only. */
+ * width, gemm_gpu tiles, then gemm_cpu at other widths. A CPU runtime that prefers scalar code
+ * (preferred float vector width 1: it vectorises across work-items, as Intel's does) still ran
+ * gemm_cpu's 16-wide vectors fastest (Xeon: rm=12,vw=16,nv=2; AMD EPYC: rm=5,vw=16,nv=4, 1.9x
+ * the best 4-wide tile), so there the 16-wide tiles come first: Intel's runtime compiles a
+ * candidate in 5-10 s, and a budget of 120 s used to end among the 4-wide ones. K unroll is
+ * varied afterwards around the winner (see pgd_tune). GPUs and software rasterisers get
+ * gemm_gpu tiles only. */
 static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
 {
     int n = 0;
@@ -337,7 +342,7 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
                                  {64, 64, 8, 8, 8},  {32, 64, 16, 4, 8}, {16, 64, 16, 2, 8},
                                  {64, 32, 16, 8, 4}, {16, 16, 16, 2, 2}};
     int cpu_device = ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser;
-    int vws[4] = {def.cpu ? def.vw : 8, 16, 8, 4};
+    int vws[4] = {def.cpu ? (ctx->dev.pref_vector_float == 1 ? 16 : def.vw) : 8, 16, 8, 4};
     for (int v = 0; v < 4 && cpu_device; v++) {
         if (v > 0 && vws[v] == vws[0])
             continue;
