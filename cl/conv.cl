@@ -223,7 +223,6 @@ __kernel void avgpool2d(__global const float *X, __global float *Y, const int to
     Y[i] = s / (float)count;
 }
 
-/* y [N, C] = mean over the HW pixels of x [N, HW, C]; total = N·C. */
 #ifdef PVW
 /* global_avgpool with PVW contiguous channels a work-item (total counts floats): the same sums
  * in the same order, lane by lane, as vector loads. */
@@ -241,6 +240,7 @@ __kernel void global_avgpool_vec(__global const float *X, __global float *Y, con
 }
 #endif
 
+/* y [N, C] = mean over the HW pixels of x [N, HW, C]; total = N·C. */
 __kernel void global_avgpool(__global const float *X, __global float *Y, const int total,
                              const int C, const int HW)
 {

@@ -277,8 +277,8 @@ __kernel void gemm_pack_b(const int N, const int K,
 
 /* Software prefetch of the tile's C rows (and the residual's, where it is another buffer) before
  * its k loop, so that the epilogue finds them in cache: the lines come in while the tile
- * computes instead of stalling its stores and loads at the end (PREFETCH, set by the host for
- * CPU devices whose compiler has __builtin_prefetch). */
+ * computes instead of stalling its stores and loads at the end (PREFETCH: the host sets it on
+ * PoCL, whose clang lowers __builtin_prefetch to the CPU's prefetch instructions). */
 #ifdef PREFETCH
 #define GEMM_CPU_PREFETCH()                                                                    \
     {                                                                                          \

@@ -342,15 +342,27 @@ static const char *prefetch_opt(const pgd_ctx *ctx)
     return strstr(ctx->dev.platform_version, "PoCL") ? " -DPREFETCH" : "";
 }
 
+/* gemm_cpu's build options for op(A) (trans_a), B's transpose flag and storage (b_half), its
+ * tile height *rm and work order *panels_first, for M rows of K elements. */
+static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
+                        int trans_a, int trans_b, int b_half, char *opts, size_t size, int *rm,
+                        int *panels_first)
+{
+    char trans[64];
+    trans_opts(trans, sizeof trans, trans_a, trans_b);
+    *rm = cpu_rows(p, M);
+    *panels_first = panels_first_for(K);
+    snprintf(opts, size, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s", trans, *rm, p->vw, p->nv,
+             p->ku, b_half ? " -DB_HALF" : "", *panels_first ? " -DPANELS_FIRST" : "",
+             prefetch_opt(ctx));
+}
+
 void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
                         char *opts, size_t size, int *rm, int *nb, int *panels_first)
 {
-    *rm = cpu_rows(p, M);
     *nb = p->vw * p->nv;
-    *panels_first = panels_first_for(K);
     /* TRANS_B=1 as linear layers build it: gemm_cpu reads packed panels either way. */
-    snprintf(opts, size, "-DTRANS_A=0 -DTRANS_B=1 -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s", *rm, p->vw,
-             p->nv, p->ku, *panels_first ? " -DPANELS_FIRST" : "", prefetch_opt(ctx));
+    cpu_options(ctx, p, M, K, 0, 1, 0, opts, size, rm, panels_first);
 }
 
 void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
@@ -392,12 +404,10 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
         b.ld = 0;
         b.stride = g->b.stride ? per : 0;
     }
-    char epi[160], opts[320];
-    trans_opts(epi, sizeof epi, g->trans_a, g->trans_b);
-    const int rm = cpu_rows(p, g->M), panels_first = panels_first_for(g->K);
-    snprintf(opts, sizeof opts, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s", epi, rm, p->vw, p->nv,
-             p->ku, g->b_half ? " -DB_HALF" : "", panels_first ? " -DPANELS_FIRST" : "",
-             prefetch_opt(ctx));
+    char opts[320];
+    int rm, panels_first;
+    cpu_options(ctx, p, g->M, g->K, g->trans_a, g->trans_b, g->b_half, opts, sizeof opts, &rm,
+                &panels_first);
     cl_kernel k;
     rc = pgd__kernel_get(ctx, "gemm", opts, "gemm_cpu", &k, err);
     if (!rc) {
