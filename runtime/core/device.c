@@ -402,6 +402,7 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
     if (ctx->dev.max_alloc > ctx->dev.global_mem)
         ctx->dev.max_alloc = ctx->dev.global_mem;
+    ctx->gemm_prefetch = strstr(ctx->dev.platform_version, "PoCL") != NULL;
 
     /* Look the handles up again by index: the info list holds no OpenCL handles. */
     cl_uint np = 0;

@@ -356,6 +356,7 @@ struct pgd_ctx {
      * or PGD_ATTENTION_KT with attn_kw its key vector width */
     int attn_variant, attn_kw, attn_rows; /* attn_rows: kt query rows a work-item (0: rule) */
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
+    int gemm_prefetch;           /* gemm_cpu prefetches its tiles' rows of C (PoCL: see gemm.c) */
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 
     int profiling;

@@ -603,11 +603,17 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
 
 /* ---- pooling ---- */
 
-/* Channels a pooling work-item takes: C % 4 == 0 (every ResNet pool) gives 16, 8 or 4 contiguous
- * channels (the _vec kernels), else 1. */
-static int pool_width(int64_t C)
+/* Starts the arguments of pooling kernel `kernel` over C channels: where C % 4 == 0 (every
+ * ResNet pool) its _vec form, a work-item taking *pvw = 16, 8 or 4 contiguous channels, else the
+ * scalar one (*pvw = 1). The kernel's name goes to name (for the launch). */
+static int pool_kernel(pgd_ctx *ctx, const char *kernel, int64_t C, pgd__args *args, cl_kernel *k,
+                       int *pvw, char *name, size_t size, pgd_error **err)
 {
-    return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : 1;
+    *pvw = C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : 1;
+    char opts[32];
+    snprintf(name, size, "%s%s", kernel, *pvw > 1 ? "_vec" : "");
+    snprintf(opts, sizeof opts, "-DPVW=%d", *pvw);
+    return pgd__args_kernel(args, ctx, "conv", *pvw > 1 ? opts : NULL, name, k, err);
 }
 
 static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tensor *x, int k,
@@ -644,14 +650,11 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int64_t total = pgd_tensor_numel(y);
     if (total == 0)
         return PGD_OK;
-    int pvw = pool_width(C);
-    char name[32], opts[32];
-    snprintf(name, sizeof name, "%s%s", kernel, pvw > 1 ? "_vec" : "");
-    snprintf(opts, sizeof opts, "-DPVW=%d", pvw);
-    kernel = name;
+    int pvw;
+    char name[32];
     cl_kernel kk;
     pgd__args args;
-    int rc = pgd__args_kernel(&args, ctx, "conv", pvw > 1 ? opts : NULL, kernel, &kk, err);
+    int rc = pool_kernel(ctx, kernel, C, &args, &kk, &pvw, name, sizeof name, err);
     if (rc)
         return rc;
     cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
@@ -662,7 +665,7 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return enqueue_flat(ctx, kk, kernel, total / pvw, (uint64_t)k * (uint64_t)k * (uint64_t)pvw,
+    return enqueue_flat(ctx, kk, name, total / pvw, (uint64_t)k * (uint64_t)k * (uint64_t)pvw,
                         err);
 }
 
@@ -700,13 +703,11 @@ int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
     /* As the pools: PVW contiguous channels a work-item where C allows. PoCL 3.1, AMD EPYC,
      * inside ResNet-50 (7x7x2048): batch 8 1.07 -> 0.12-0.30 ms, batch 1 0.16 -> 0.011-0.02 ms
      * (one channel a work-item, its 49 loads 8 KB apart, did not vectorise across items). */
-    int pvw = pool_width(C);
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DPVW=%d", pvw);
-    const char *name = pvw > 1 ? "global_avgpool_vec" : "global_avgpool";
+    int pvw;
+    char name[32];
     cl_kernel k;
     pgd__args args;
-    int rc = pgd__args_kernel(&args, ctx, "conv", pvw > 1 ? opts : NULL, name, &k, err);
+    int rc = pool_kernel(ctx, "global_avgpool", C, &args, &k, &pvw, name, sizeof name, err);
     if (rc)
         return rc;
     cl_int a[3] = {(cl_int)total, (cl_int)C, (cl_int)(H * W)};

@@ -331,17 +331,6 @@ static int panels_first_for(int64_t K)
     return K <= PANELS_FIRST_K;
 }
 
-/* gemm_cpu's software prefetch of each tile's rows of C and of the residual before its k loop
- * (PREFETCH in gemm.cl), so that the epilogue's stores and loads find their lines in cache
- * instead of stalling on memory after the tile's FMAs. Measured on PoCL 3.1 only (its clang
- * lowers __builtin_prefetch to the CPU's prefetch instructions), so only PoCL gets it. AMD EPYC
- * (AVX-512), 2026-12-06: ResNet-50's 56x56 1x1 convolution 64 -> 256 with its residual, buffers
- * cold as inside the model, 0.84 -> 0.71 ms; resnet50:8 325-327 -> 318-320 ms (3 pairs). */
-static const char *prefetch_opt(const pgd_ctx *ctx)
-{
-    return strstr(ctx->dev.platform_version, "PoCL") ? " -DPREFETCH" : "";
-}
-
 /* gemm_cpu's build options for op(A) (trans_a), B's transpose flag and storage (b_half), its
  * tile height *rm and work order *panels_first, for M rows of K elements. */
 static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
@@ -352,9 +341,15 @@ static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M
     trans_opts(trans, sizeof trans, trans_a, trans_b);
     *rm = cpu_rows(p, M);
     *panels_first = panels_first_for(K);
+    /* PREFETCH: each tile prefetches its rows of C and of the residual before its k loop, so
+     * that the epilogue's stores and loads find their lines in cache instead of stalling on
+     * memory after the FMAs. Measured on PoCL 3.1 only (its clang lowers __builtin_prefetch to
+     * the CPU's prefetch instructions), so only PoCL gets it (ctx->gemm_prefetch). AMD EPYC
+     * (AVX-512), 2026-12-06: ResNet-50's 56x56 1x1 convolution 64 -> 256 with its residual,
+     * buffers cold as inside the model, 0.84 -> 0.71 ms; resnet50:8 325-327 -> 318-320 ms. */
     snprintf(opts, size, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s", trans, *rm, p->vw, p->nv,
              p->ku, b_half ? " -DB_HALF" : "", *panels_first ? " -DPANELS_FIRST" : "",
-             prefetch_opt(ctx));
+             ctx->gemm_prefetch ? " -DPREFETCH" : "");
 }
 
 void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,

@@ -342,7 +342,8 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
                                  {64, 64, 8, 8, 8},  {32, 64, 16, 4, 8}, {16, 64, 16, 2, 8},
                                  {64, 32, 16, 8, 4}, {16, 16, 16, 2, 2}};
     int cpu_device = ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser;
-    int vws[4] = {def.cpu ? (ctx->dev.pref_vector_float == 1 ? 16 : def.vw) : 8, 16, 8, 4};
+    int first = !def.cpu ? 8 : ctx->dev.pref_vector_float == 1 ? 16 : def.vw;
+    int vws[4] = {first, 16, 8, 4};
     for (int v = 0; v < 4 && cpu_device; v++) {
         if (v > 0 && vws[v] == vws[0])
             continue;
