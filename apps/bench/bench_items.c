@@ -904,7 +904,7 @@ static int model_once(void *p, pgd_error **err)
 static int run_model(pgd_ctx *ctx, const model_family *f, const char *spec, const bench_opts *o,
                      bench_result *res, int *nres, pgd_error **err)
 {
-    model_state s = {f, NULL, NULL, NULL, 1, 0, 0};
+    model_state s = {.f = f, .batch = 1};
     int rc = f->load(ctx, spec, &s, err);
     size_t nx = (size_t)s.batch * 3 * 224 * 224;
     if (!rc) {
