@@ -1141,17 +1141,13 @@ int detr_forward(detr_model *m, const float *images, const float *pixel_mask, in
         rc = pgd_error_set(err, PGD_ERR_SHAPE, "detr: backbone output %lldx%lld, expected %dx%d",
                            (long long)pgd_tensor_dim(c5, 1), (long long)pgd_tensor_dim(c5, 2),
                            fh, fw);
-    if (!rc && times)
-        rc = pgd_ctx_finish(m->ctx, err);
-    t1 = model_now_ms();
+    t1 = model_stage_end(m->ctx, times != NULL, &rc, err);
     if (!rc)
         rc = alloc_pass(&p, err);
     if (!rc)
         rc = encoder_forward(&p, c5, fmask, kmask, fh, fw, err);
     pgd_tensor_destroy(c5);
-    if (!rc && times)
-        rc = pgd_ctx_finish(m->ctx, err);
-    t2 = model_now_ms();
+    t2 = model_stage_end(m->ctx, times != NULL, &rc, err);
     if (!rc)
         rc = decoder_forward(&p, out, err);
     pass_free(&p);

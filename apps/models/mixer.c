@@ -366,14 +366,10 @@ int mixer_forward(mixer_model *m, const float *images, int B, int H, int W, floa
         rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, NULL, NULL, NULL, ps.x, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.x, err, "stem.proj (patch embedding)");
-    if (!rc && times) /* drained only to time the stages */
-        rc = pgd_ctx_finish(ctx, err);
-    double t1 = model_now_ms();
+    double t1 = model_stage_end(ctx, times != NULL, &rc, err);
     for (int i = 0; i < c->depth && !rc; i++)
         rc = block_forward(&ps, i, err);
-    if (!rc && times)
-        rc = pgd_ctx_finish(ctx, err);
-    double t2 = model_now_ms();
+    double t2 = model_stage_end(ctx, times != NULL, &rc, err);
     if (!rc)
         rc = head_forward(&ps, logits, err);
     double t3 = model_now_ms();

@@ -160,6 +160,10 @@ void model_source_free(model_source *src);
 
 /* Monotonic wall-clock time in milliseconds (stage times). */
 double model_now_ms(void);
+/* The clock (model_now_ms) at the end of a forward's stage. With `timed` the queue is drained
+ * first, so that the stage's kernels fall before it; untimed, nothing waits (a drain costs the
+ * launches queued behind it). The drain's status goes to *rc, which must be PGD_OK to drain. */
+double model_stage_end(pgd_ctx *ctx, int timed, int *rc, pgd_error **err);
 
 /* The one generator of seeded weights and inputs (xorshift64* from `state`, which must not
  * be 0): n values uniform in [-amp, amp], the same on every machine. */

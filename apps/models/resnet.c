@@ -1055,15 +1055,13 @@ static int nl_step(resnet_model *m, const nl_block *nb, pgd_tensor **x, resnet_a
                    layer_times *lt, pgd_error **err)
 {
     double a = model_now_ms();
-    int rc = lt->timed ? pgd_ctx_finish(m->ctx, err) : PGD_OK;
-    double a2 = model_now_ms();
+    int rc = PGD_OK;
+    double a2 = model_stage_end(m->ctx, lt->timed, &rc, err);
     lt->layers += a2 - a;
     pgd_tensor *z = NULL;
     if (!rc)
         rc = nl_forward(m, nb, *x, aff, &z, err);
-    if (!rc && lt->timed)
-        rc = pgd_ctx_finish(m->ctx, err);
-    lt->nonlocal += model_now_ms() - a2;
+    lt->nonlocal += model_stage_end(m->ctx, lt->timed, &rc, err) - a2;
     pgd_tensor_destroy(*x);
     *x = z;
     return rc;
@@ -1094,9 +1092,7 @@ static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
             rc = model_probe_tensor(m->probe, *x, err, "layer%d.%d", p.layer, p.block);
     }
     double a = model_now_ms();
-    if (!rc && lt->timed)
-        rc = pgd_ctx_finish(m->ctx, err);
-    lt->layers += model_now_ms() - a;
+    lt->layers += model_stage_end(m->ctx, lt->timed, &rc, err) - a;
     return rc;
 }
 
@@ -1142,9 +1138,7 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
     int rc = stem_forward(m, images, B, H, W, &x, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, x, err, "conv1, bn1, maxpool (stem)");
-    if (!rc && times)
-        rc = pgd_ctx_finish(m->ctx, err);
-    double ts = model_now_ms() - t0;
+    double ts = model_stage_end(m->ctx, times != NULL, &rc, err) - t0;
     layer_times lt = {times != NULL, 0, 0};
     if (!rc)
         rc = layers_forward(m, &x, aff, &lt, err);

@@ -755,9 +755,7 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
     pgd_tensor_destroy(tokens);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.x, err, "patch embedding");
-    if (!rc && times) /* drained only to time the stages */
-        rc = pgd_ctx_finish(ctx, err);
-    double t1 = model_now_ms();
+    double t1 = model_stage_end(ctx, times != NULL, &rc, err);
     for (int s = 0; s < c->stages && !rc; s++) {
         rc = stage_alloc(&ps, s, err);
         for (int b = 0; b < c->depth[s] && !rc; b++)
@@ -765,9 +763,7 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
         if (!rc && s + 1 < c->stages)
             rc = merge_forward(&ps, s, err);
     }
-    if (!rc && times)
-        rc = pgd_ctx_finish(ctx, err);
-    double t2 = model_now_ms();
+    double t2 = model_stage_end(ctx, times != NULL, &rc, err);
     if (!rc)
         rc = head_forward(&ps, logits, err);
     double t3 = model_now_ms();

@@ -1003,16 +1003,12 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         rc = model_probe_tensor(m->probe, ps.img, err, "the input");
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.x, err, "%s (patch and position embedding)", stage);
-    if (!rc && times) /* drained only to time the stages */
-        rc = pgd_ctx_finish(ctx, err);
-    double t1 = model_now_ms();
+    double t1 = model_stage_end(ctx, times != NULL, &rc, err);
     for (int i = 0; i < c->depth && !rc; i++)
         rc = block_forward(&ps, i,
                            rollout || ((attn_map || m->head_maps) && i == c->depth - 1),
                            rollout != NULL, err);
-    if (!rc && times)
-        rc = pgd_ctx_finish(ctx, err);
-    double t2 = model_now_ms();
+    double t2 = model_stage_end(ctx, times != NULL, &rc, err);
     if (!rc)
         rc = head_forward(&ps, logits, err);
     if (!rc && attn_map)

@@ -488,6 +488,13 @@ double model_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+double model_stage_end(pgd_ctx *ctx, int timed, int *rc, pgd_error **err)
+{
+    if (!*rc && timed)
+        *rc = pgd_ctx_finish(ctx, err);
+    return model_now_ms();
+}
+
 void model_fill_seeded(float *dst, int64_t n, uint64_t state, float amp)
 {
     uint64_t h = state;
