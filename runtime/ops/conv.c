@@ -46,16 +46,16 @@ struct pgd_conv2d {
 /* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
  * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
  * kernels index by the global id and test it against the total). */
-static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, uint64_t flops,
-                        pgd_error **err)
+static int enqueue_flat_cap(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
+                            uint64_t flops, size_t cpu_wg, pgd_error **err)
 {
     size_t wg = pgd__flat_wg(ctx, k);
     /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
      * hundred items make that call's cost small (PoCL 3.1: the stem's im2col took 31 ms in
-     * groups of 32). */
+     * groups of 32); cpu_wg items where each item is bigger. */
     if (pgd__gemm_uses_cpu_kernel(ctx)) {
         size_t limit = pgd__kernel_wg(ctx, k);
-        wg = limit < 256 ? limit : 256;
+        wg = limit < cpu_wg ? limit : cpu_wg;
     }
     size_t global = pgd__round_up((size_t)total, wg);
     size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops,
@@ -67,6 +67,12 @@ static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t tot
         rc = pgd__enqueue_at(ctx, k, name, 1, x0 ? &x0 : NULL, &n, &wg, err);
     }
     return rc;
+}
+
+static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, uint64_t flops,
+                        pgd_error **err)
+{
+    return enqueue_flat_cap(ctx, k, name, total, flops, 256, err);
 }
 
 static int same_shape4(const pgd_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
@@ -657,7 +663,10 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int rc = pool_kernel(ctx, kernel, C, &args, &kk, &pvw, name, sizeof name, err);
     if (rc)
         return rc;
-    cl_int a[9] = {(cl_int)total, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
+    /* The _vec kernels take an output pixel a work-item (all its C channels), the scalar ones
+     * an output element. */
+    int64_t items = pvw > 1 ? N * OH * OW : total;
+    cl_int a[9] = {(cl_int)items, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
                    (cl_int)OW,    k,         stride,    pad};
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
@@ -665,8 +674,12 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return enqueue_flat(ctx, kk, name, total / pvw, (uint64_t)k * (uint64_t)k * (uint64_t)pvw,
-                        err);
+    /* On a CPU, work-groups of about 256 channel vectors (at least 16 pixels), as the other
+     * flat kernels' 256 items: 64 pixels of ResNet's 64 channels. */
+    int64_t vectors = C / pvw;
+    size_t cpu_wg = pvw == 1 ? 256 : vectors >= 16 ? 16 : (size_t)(256 / vectors);
+    uint64_t flops = (uint64_t)k * (uint64_t)k * (uint64_t)(pvw > 1 ? C : 1);
+    return enqueue_flat_cap(ctx, kk, name, items, flops, cpu_wg, err);
 }
 
 int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad, pgd_tensor *y,
