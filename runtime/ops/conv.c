@@ -663,9 +663,10 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     int rc = pool_kernel(ctx, kernel, C, &args, &kk, &pvw, name, sizeof name, err);
     if (rc)
         return rc;
-    /* The _vec kernels take an output pixel a work-item (all its C channels), the scalar ones
-     * an output element. */
-    int64_t items = pvw > 1 ? N * OH * OW : total;
+    /* The _vec kernels take an output pixel a work-item (all its C channels, PVW at a time), the
+     * scalar ones an output element. */
+    int64_t per_item = pvw > 1 ? C : 1;
+    int64_t items = total / per_item;
     cl_int a[9] = {(cl_int)items, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
                    (cl_int)OW,    k,         stride,    pad};
     pgd__arg_mem(&args, x->buf);
@@ -674,12 +675,11 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    /* On a CPU, work-groups of about 256 channel vectors (at least 16 pixels), as the other
-     * flat kernels' 256 items: 64 pixels of ResNet's 64 channels. */
-    int64_t vectors = C / pvw;
-    size_t cpu_wg = pvw == 1 ? 256 : vectors >= 16 ? 16 : (size_t)(256 / vectors);
-    uint64_t flops = (uint64_t)k * (uint64_t)k * (uint64_t)(pvw > 1 ? C : 1);
-    return enqueue_flat_cap(ctx, kk, name, items, flops, cpu_wg, err);
+    /* On a CPU, work-groups of about 256 vectors (at least 16 work-items), as the other flat
+     * kernels' 256 items: 64 pixels of ResNet's 64 channels. */
+    int64_t vectors = per_item / pvw, wg = 256 / vectors;
+    return enqueue_flat_cap(ctx, kk, name, items, (uint64_t)k * (uint64_t)k * (uint64_t)per_item,
+                            (size_t)(wg > 16 ? wg : 16), err);
 }
 
 int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad, pgd_tensor *y,
