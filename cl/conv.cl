@@ -23,18 +23,44 @@ inline float conv_act(float x, int act)
 #define PCAT_(a, b) a##b
 #define PCAT(a, b) PCAT_(a, b)
 
-/* One work-item a pixel (total = N·H·W pixels): its C channels read H·W apart — neighbouring
- * work-items read neighbouring addresses, which runtimes that vectorise across work-items
- * turn into vector loads — and written contiguously. */
+/* One work-item a run of 16 neighbouring pixels of one image (total = N·ceil(H·W/16) runs):
+ * each channel's 16 values are one vector load from its plane, and the run's 16·C outputs are
+ * one contiguous block (PoCL 3.1, Xeon: ResNet-50's 224x224x3 input 0.176 ms with a pixel a
+ * work-item, whose C = 3 strided loads and stores went one element at a time). A run that
+ * would cross the plane's end (H·W not a multiple of 16) goes pixel by pixel. */
+#define NHWC_RUN 16
 __kernel void nchw_to_nhwc(__global const float *X, __global float *Y, const int total,
                            const int C, const int H, const int W)
 {
     const int p = get_global_id(0);
     if (p >= total) return;
-    const int hw = p % (H * W), n = p / (H * W);
-    __global const float *src = X + (long)n * C * H * W + hw;
-    __global float *dst = Y + (long)p * C;
-    for (int c = 0; c < C; ++c) dst[c] = src[(long)c * H * W];
+    const int hw = H * W, runs = (hw + NHWC_RUN - 1) / NHWC_RUN;
+    const int n = p / runs, hw0 = (p % runs) * NHWC_RUN;
+    __global const float *src = X + (long)n * C * hw + hw0;
+    __global float *dst = Y + ((long)n * hw + hw0) * C;
+    if (hw0 + NHWC_RUN <= hw && C == 3) {
+        /* an RGB image: three plane vectors interleaved into three output vectors */
+        const float16 r = vload16(0, src), g = vload16(0, src + hw), b = vload16(0, src + 2 * hw);
+        vstore16((float16)(r.s0, g.s0, b.s0, r.s1, g.s1, b.s1, r.s2, g.s2, b.s2, r.s3, g.s3,
+                           b.s3, r.s4, g.s4, b.s4, r.s5),
+                 0, dst);
+        vstore16((float16)(g.s5, b.s5, r.s6, g.s6, b.s6, r.s7, g.s7, b.s7, r.s8, g.s8, b.s8,
+                           r.s9, g.s9, b.s9, r.sa, g.sa),
+                 1, dst);
+        vstore16((float16)(b.sa, r.sb, g.sb, b.sb, r.sc, g.sc, b.sc, r.sd, g.sd, b.sd, r.se,
+                           g.se, b.se, r.sf, g.sf, b.sf),
+                 2, dst);
+    } else if (hw0 + NHWC_RUN <= hw) {
+        for (int c = 0; c < C; ++c) {
+            float t[NHWC_RUN];
+            vstore16(vload16(0, src + (long)c * hw), 0, t);
+#pragma unroll
+            for (int i = 0; i < NHWC_RUN; ++i) dst[i * C + c] = t[i];
+        }
+    } else {
+        for (int i = 0; hw0 + i < hw; ++i)
+            for (int c = 0; c < C; ++c) dst[(long)i * C + c] = src[(long)c * hw + i];
+    }
 }
 
 /* The geometry of a convolution, passed as one int16:

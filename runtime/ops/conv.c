@@ -105,14 +105,16 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
     int rc = pgd__args_kernel(&args, ctx, "conv", NULL, "nchw_to_nhwc", &k, err);
     if (rc)
         return rc;
-    cl_int a[4] = {(cl_int)(total / C), (cl_int)C, (cl_int)H, (cl_int)W};
+    /* One work-item a run of 16 pixels of one image (nchw_to_nhwc in cl/conv.cl). */
+    int64_t runs = N * ((H * W + 15) / 16);
+    cl_int a[4] = {(cl_int)runs, (cl_int)C, (cl_int)H, (cl_int)W};
     pgd__arg_mem(&args, x->buf);
     pgd__arg_mem(&args, y->buf);
     for (cl_uint i = 0; i < 4; i++)
         pgd__arg_int(&args, a[i]);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return enqueue_flat(ctx, k, "nchw_to_nhwc", total / C, 0, err);
+    return enqueue_flat(ctx, k, "nchw_to_nhwc", runs, 0, err);
 }
 
 /* ---- convolution: preparation ---- */
