@@ -263,6 +263,28 @@ __kernel void gemm_pack_b(const int N, const int K,
         }                                                                                      \
     }
 
+#ifdef PREFETCH
+#define PF_L2(p) __builtin_prefetch((p), 0, 2)
+#else
+#define PF_L2(p)
+#endif
+/* GEMM_CPU_RUN that also prefetches two lines into L2 each KU steps, pf_off bytes on from pf_p
+ * and on, never past pf_lim (conv_few_rows_cpu: its share of the next block of the panel).
+ * min, not a branch: a branch here made LLVM spill the accumulators. */
+#define GEMM_CPU_RUN_PF(n_, AEL)                                                               \
+    {                                                                                          \
+        const int nrun_ = (n_);                                                                \
+        int k = 0;                                                                             \
+        for (; k + KU <= nrun_; k += KU) {                                                     \
+            _Pragma("unroll") for (int kk = 0; kk < KU; ++kk) GEMM_CPU_STEP(k + kk, AEL)       \
+            PF_L2(pf_p + min(pf_off, pf_lim));                                                 \
+            PF_L2(pf_p + min(pf_off + 64, pf_lim));                                            \
+            pf_off += 128;                                                                     \
+        }                                                                                      \
+        for (; k < nrun_; ++k)                                                                 \
+            GEMM_CPU_STEP(k, AEL)                                                              \
+    }
+
 /* n_ consecutive k steps from 0, unrolled KU at a time, then the remainder. */
 #define GEMM_CPU_RUN(n_, AEL)                                                                  \
     {                                                                                          \
@@ -497,6 +519,103 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
         }
 
         GEMM_CPU_STORE()
+    }
+}
+
+/* ------------------------------------------- CPU implicit convolution, few output rows */
+/*
+ * conv_few_rows_cpu: conv_implicit_cpu's product for convolutions with few output rows
+ * (M <= RM·TILES: ResNet-50's layer4 at batch 1, M = 49), whose weights are read once and are
+ * too big for the cache (a 3x3 512 -> 512 layer: 9.4 MB, panels of 1.2 MB). A work-item takes
+ * one NB-column panel and every row tile, and walks K in blocks of at most KBLK rows of the
+ * panel (never across a tap): each block is read from memory once, by the first row tile, and
+ * from L1 by the others, while each tile prefetches its share of the next block, so that the
+ * weights stream in while the FMAs run instead of only while a tile waits for them (the
+ * row-tile order read each panel from memory at the first tile and left memory idle for the
+ * others). The tiles' accumulators wait in private memory between blocks. Same products in
+ * the same order as conv_implicit_cpu (tap by tap here), so the same sums.
+ * Global size: (ceil(N/NB), groups), local size (1, 1).
+ */
+#ifndef TILES
+#define TILES 16
+#endif
+#ifndef KBLK
+#define KBLK 128
+#endif
+__kernel void conv_few_rows_cpu(const int M, const int N, const int CIN, const int ldx,
+                                const int H, const int W, const int OH, const int OW,
+                                const int KH, const int KW, const int SH, const int SW,
+                                const int DH, const int DW, const int PH, const int PW,
+                                __global const float *X, __global const float *Z,
+                                BPTR B, const long strideB,
+                                __global float *C, const int ldc,
+                                __global const float *bias, __global const float *R,
+                                const int epi)
+{
+    const int pb = get_global_id(0), g = get_global_id(1);
+    const int n0 = pb * NB;
+    if (n0 >= N) return;
+    const float alpha = 1.0f, beta = 0.0f;
+    const int K = KH * KW * CIN, ldr = ldc;
+    const int T = min((M + RM - 1) / RM, TILES);
+    BPTR bpanel = B + (long)g * strideB + (long)pb * K * NB;
+    __global float *Cb = C + (long)g * N;
+    __global const float *Rb = R + (long)g * N;
+    __global const float *bb = bias + (long)g * N;
+
+    /* each row's image and the input position of its (0, 0) tap */
+    int nn[TILES * RM], iy0[TILES * RM], ix0[TILES * RM];
+    for (int i = 0; i < T * RM; ++i) {
+        const int m = min(i, M - 1);
+        const int pix = m % (OH * OW);
+        nn[i] = m / (OH * OW);
+        iy0[i] = (pix / OW) * SH - PH;
+        ix0[i] = (pix % OW) * SW - PW;
+    }
+    VT part[TILES][RM][NV];
+
+    for (int tap = 0; tap < KH * KW; ++tap) {
+        const int ky = tap / KW, kx = tap % KW;
+        for (int c0 = 0; c0 < CIN; c0 += KBLK) {
+            const int kn = min(KBLK, CIN - c0);
+            const int k0 = tap * CIN + c0;
+            const int first = k0 == 0, last = k0 + kn == K;
+            /* the next block's lines, shared out among the tiles */
+            const int nk = last ? kn : min(KBLK, K - (k0 + kn));
+            const long lines = ((long)nk * NB * sizeof(*bpanel) + 63) / 64;
+            BPTR bp = bpanel + (long)k0 * NB;
+            for (int t = 0; t < T; ++t) {
+                const int m0 = t * RM;
+                __global const float *ar[RM];
+#pragma unroll
+                for (int r = 0; r < RM; ++r) {
+                    const int i = m0 + r;
+                    const int iy = iy0[i] + ky * DH, ix = ix0[i] + kx * DW;
+                    ar[r] = ((uint)iy < (uint)H && (uint)ix < (uint)W)
+                                ? X + (((long)nn[i] * H + iy) * W + ix) * ldx + (long)g * CIN + c0
+                                : Z;
+                }
+                VT acc[RM][NV];
+#pragma unroll
+                for (int r = 0; r < RM; ++r)
+#pragma unroll
+                    for (int v = 0; v < NV; ++v) acc[r][v] = first ? (VT)(0.0f) : part[t][r][v];
+                /* tile t's share of the next block's lines (the last block: of itself again,
+                 * nothing past the panel) */
+                __global const char *pf_p = (__global const char *)(bp + (last ? 0 : (long)kn * NB));
+                int pf_off = (int)(lines * t / T * 64);
+                const int pf_lim = (int)(lines - 1) * 64;
+                GEMM_CPU_RUN_PF(kn, CONV_AEL)
+                if (last) {
+                    GEMM_CPU_STORE()
+                } else {
+#pragma unroll
+                    for (int r = 0; r < RM; ++r)
+#pragma unroll
+                        for (int v = 0; v < NV; ++v) part[t][r][v] = acc[r][v];
+                }
+            }
+        }
     }
 }
 

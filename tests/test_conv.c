@@ -283,7 +283,34 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     return ok;
 }
 
+/* Launches of kernel `name` recorded by ctx's profile. */
+static long launches_of(pgd_ctx *ctx, const char *name)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    ck_assert_ptr_nonnull(f);
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_profile_print(ctx, f, &err), &err);
+    fclose(f);
+    long n = 0;
+    const char *at = strstr(text, name);
+    if (at)
+        n = strtol(at + strlen(name), NULL, 10);
+    free(text);
+    return n;
+}
+
+static void conv_shapes_few(const char *alg, uint64_t seed, int few);
+
 static void conv_shapes(const char *alg, uint64_t seed)
+{
+    conv_shapes_few(alg, seed, 0);
+}
+
+/* few: conv_few_rows_cpu wherever it can run (ctx->conv_few_rows = 1), and it must have run on
+ * the devices with CPU kernels. */
+static void conv_shapes_few(const char *alg, uint64_t seed, int few)
 {
     if (*alg)
         setenv("PAGODA_CONV", alg, 1);
@@ -294,6 +321,9 @@ static void conv_shapes(const char *alg, uint64_t seed)
     for (size_t di = 0; di < ndev; di++) {
         const pgd_device_info *dev = &devs[di];
         pgd_ctx *ctx = pgd_test_ctx(dev);
+        ctx->conv_few_rows = few;
+        if (few)
+            pgd_ctx_set_profiling(ctx, 1);
         pgd_rng r;
         pgd_rng_seed(&r, seed);
         /* Multiply-adds per case: the reference is plain C and llvmpipe is slow. */
@@ -313,6 +343,11 @@ static void conv_shapes(const char *alg, uint64_t seed)
         ctx->opt.conv_chunk_bytes = 0;
         ck_assert_msg(failed == 0, "%s: %d of %d convolutions failed (algorithm '%s')", dev->name,
                       failed, CONV_TRIALS, alg);
+        if (few && pgd__gemm_uses_cpu_kernel(ctx)) {
+            long n = launches_of(ctx, "conv_few_rows_cpu");
+            ck_assert_msg(n >= CONV_TRIALS / 4, "%s: conv_few_rows_cpu ran %ld times in %d cases",
+                          dev->name, n, CONV_TRIALS);
+        }
         pgd_ctx_destroy(ctx);
     }
     unsetenv("PAGODA_CONV");
@@ -343,6 +378,13 @@ START_TEST(conv_auto)
     conv_shapes("", 15);
 }
 END_TEST
+/* The few-rows form of the implicit convolution (a work-item a weight panel, K in blocks) on
+ * every shape it can take (at most 16 row tiles), 1x1 ones included. */
+START_TEST(conv_few_rows)
+{
+    conv_shapes_few("", 16, 1);
+}
+END_TEST
 
 /* ResNet-50's own layers at a reduced image size, automatic choice: the stem, a bottleneck's
  * three convolutions with the residual, a strided downsample. */
@@ -353,6 +395,8 @@ START_TEST(conv_resnet_layers)
         {3, 64, 7, 2, 3, 33},    {64, 64, 1, 1, 0, 14},  {64, 64, 3, 1, 1, 14},
         {64, 256, 1, 1, 0, 14},  {256, 64, 1, 1, 0, 14}, {128, 128, 3, 2, 1, 14},
         {256, 512, 1, 2, 0, 14}, {256, 256, 3, 1, 1, 7},
+        /* layer4-like: 49 rows, K = 2304, five panels: the few-rows form on CPU devices */
+        {256, 320, 3, 1, 1, 7},  {512, 320, 1, 1, 0, 7},
     };
     unsetenv("PAGODA_CONV");
     size_t ndev;
@@ -675,6 +719,7 @@ int main(void)
     tcase_add_test(tc, conv_im2col);
     tcase_add_test(tc, conv_direct);
     tcase_add_test(tc, conv_auto);
+    tcase_add_test(tc, conv_few_rows);
     tcase_add_test(tc, conv_resnet_layers);
     tcase_add_test(tc, maxpool_shapes);
     tcase_add_test(tc, avgpool_shapes);

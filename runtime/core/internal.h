@@ -357,6 +357,9 @@ struct pgd_ctx {
     int attn_variant, attn_kw, attn_rows; /* attn_rows: kt query rows a work-item (0: rule) */
     struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
     int gemm_prefetch;           /* gemm_cpu prefetches its tiles' rows of C (PoCL: see gemm.c) */
+    /* conv_few_rows_cpu (conv.c): 0 where its rule says, 1 wherever it can run (tests), -1
+     * never (tests) */
+    int conv_few_rows;
     unsigned gemm_measurements;  /* back-end measurements made by this context */
 
     int profiling;
