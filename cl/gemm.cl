@@ -525,8 +525,9 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
 /* ------------------------------------------- CPU implicit convolution, few output rows */
 /*
  * conv_few_rows_cpu: conv_implicit_cpu's product for convolutions with few output rows
- * (M <= RM·TILES: ResNet-50's layer4 at batch 1, M = 49), whose weights are read once and are
- * too big for the cache (a 3x3 512 -> 512 layer: 9.4 MB, panels of 1.2 MB). A work-item takes
+ * (M <= RM·TILES: ResNet-50's layer4 and layer3 at batch 1, M = 49 and 196), whose weights
+ * are read once and are too big for the cache (a 3x3 512 -> 512 layer: 9.4 MB, panels of
+ * 1.2 MB). A work-item takes
  * one NB-column panel and every row tile, and walks K in blocks of at most KBLK rows of the
  * panel (never across a tap): each block is read from memory once, by the first row tile, and
  * from L1 by the others, while each tile prefetches its share of the next block, so that the
@@ -537,7 +538,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
  * Global size: (ceil(N/NB), groups), local size (1, 1).
  */
 #ifndef TILES
-#define TILES 16
+#define TILES 40
 #endif
 #ifndef KBLK
 #define KBLK 128
@@ -602,7 +603,8 @@ __kernel void conv_few_rows_cpu(const int M, const int N, const int CIN, const i
                     for (int v = 0; v < NV; ++v) acc[r][v] = first ? (VT)(0.0f) : part[t][r][v];
                 /* tile t's share of the next block's lines (the last block: of itself again,
                  * nothing past the panel) */
-                __global const char *pf_p = (__global const char *)(bp + (last ? 0 : (long)kn * NB));
+                __global const char *pf_p =
+                    (__global const char *)(bp + (last ? 0 : (long)kn * NB));
                 int pf_off = (int)(lines * t / T * 64);
                 const int pf_lim = (int)(lines - 1) * 64;
                 GEMM_CPU_RUN_PF(kn, CONV_AEL)

@@ -379,7 +379,7 @@ START_TEST(conv_auto)
 }
 END_TEST
 /* The few-rows form of the implicit convolution (a work-item a weight panel, K in blocks) on
- * every shape it can take (at most 16 row tiles), 1x1 ones included. */
+ * every shape it can take (at most 40 row tiles), 1x1 ones included. */
 START_TEST(conv_few_rows)
 {
     conv_shapes_few("", 16, 1);

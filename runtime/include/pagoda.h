@@ -1094,7 +1094,7 @@ PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_t
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);
 /* The algorithm pgd_conv2d_forward would use for an input of h x w ("gemm", "implicit", ...).
- * On CPU devices a "gemm" (1x1) convolution with few output rows (batch · h · w, at most 16
+ * On CPU devices a "gemm" (1x1) convolution with few output rows (batch · h · w, at most 40
  * row tiles) runs as "implicit" in its few-rows form, which does not depend on h x w alone. */
 PGD_API const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h,
                                          int64_t w);

@@ -414,9 +414,10 @@ static int run_gemm(const fwd *f, pgd_error **err)
  * FEW_ROWS_TILES row tiles (its TILES) and is chosen where the weights are read from memory, not
  * from cache: K >= FEW_ROWS_MIN_K, and where there are panels enough to keep every core busy (one
  * work-item a panel). PoCL 3.1, Xeon, ResNet-50 at batch 1, whose layer4 (M = 49, K up to 4608,
- * 62 MB of weights) it runs: layer4 took 0.67 of layer3's time, 0.48 with it; Intel's CPU runtime
- * (no prefetch) 0.66 -> 0.62. */
-#define FEW_ROWS_TILES 16
+ * 62 MB of weights) and layer3 (M = 196, 33 row tiles) it runs: layer4 took 0.67 of layer3's
+ * time, 0.48 with it; layer3 0.88-0.91 of layer1 and layer2's time, 0.82-0.84 with it (up to 16
+ * row tiles only: layer4 alone). Intel's CPU runtime (no prefetch): layer4 0.66 -> 0.62. */
+#define FEW_ROWS_TILES 40
 #define FEW_ROWS_MIN_K 256
 
 static int few_rows(const fwd *f, int rm)
@@ -483,7 +484,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
     pgd__arg(&args, sizeof epi, &epi);
     if (few) {
         rc = pgd__args_end(&args, err);
-        size_t global[2] = {(size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups}, local[2] = {1, 1};
+        size_t global[2] = {(size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups};
+        size_t local[2] = {1, 1};
         return rc ? rc : pgd__enqueue(ctx, k, kname, 2, global, local, err);
     }
     /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
