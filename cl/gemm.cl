@@ -437,15 +437,15 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
  */
 #define CONV_AEL(r, c) ar[r][c]
 
-__kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const int ldx,
-                                const int H, const int W, const int OH, const int OW,
-                                const int KH, const int KW, const int SH, const int SW,
-                                const int DH, const int DW, const int PH, const int PW,
-                                __global const float *X, __global const float *Z,
-                                BPTR B, const long strideB,
-                                __global float *C, const int ldc,
-                                __global const float *bias, __global const float *R,
-                                const int epi, const int MB)
+/* The arguments of the implicit convolutions (conv_implicit_cpu, conv_few_rows_cpu). */
+#define CONV_CPU_PARAMS                                                                        \
+    const int M, const int N, const int CIN, const int ldx, const int H, const int W,          \
+        const int OH, const int OW, const int KH, const int KW, const int SH, const int SW,    \
+        const int DH, const int DW, const int PH, const int PW, __global const float *X,       \
+        __global const float *Z, BPTR B, const long strideB, __global float *C, const int ldc, \
+        __global const float *bias, __global const float *R, const int epi
+
+__kernel void conv_implicit_cpu(CONV_CPU_PARAMS, const int MB)
 {
 #ifdef PANELS_FIRST
     const int rb = get_global_id(1), pb = get_global_id(0);
@@ -543,15 +543,7 @@ __kernel void conv_implicit_cpu(const int M, const int N, const int CIN, const i
 #ifndef KBLK
 #define KBLK 128
 #endif
-__kernel void conv_few_rows_cpu(const int M, const int N, const int CIN, const int ldx,
-                                const int H, const int W, const int OH, const int OW,
-                                const int KH, const int KW, const int SH, const int SW,
-                                const int DH, const int DW, const int PH, const int PW,
-                                __global const float *X, __global const float *Z,
-                                BPTR B, const long strideB,
-                                __global float *C, const int ldc,
-                                __global const float *bias, __global const float *R,
-                                const int epi)
+__kernel void conv_few_rows_cpu(CONV_CPU_PARAMS)
 {
     const int pb = get_global_id(0), g = get_global_id(1);
     const int n0 = pb * NB;

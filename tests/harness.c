@@ -45,6 +45,26 @@ pgd_ctx *pgd_test_ctx(const pgd_device_info *d)
     return ctx;
 }
 
+long pgd_test_launches(pgd_ctx *ctx, const char *name)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    ck_assert_ptr_nonnull(f);
+    pgd_error *err = NULL;
+    int rc = pgd_profile_print(ctx, f, &err);
+    fclose(f);
+    ck_assert_msg(rc == PGD_OK, "profile: %s", pgd_error_message(err));
+    long n = 0;
+    size_t len = strlen(name);
+    /* the table's rows begin with the kernel's name, then its launches */
+    for (const char *at = text; (at = strstr(at, name)) != NULL; at += len)
+        if ((at == text || at[-1] == '\n') && at[len] == ' ')
+            n = strtol(at + len, NULL, 10);
+    free(text);
+    return n;
+}
+
 int pgd_test_allclose(const float *got, const double *want, size_t n, double rtol, double atol,
                       const char *what)
 {

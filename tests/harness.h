@@ -17,6 +17,9 @@ const char *pgd_test_selector(const pgd_device_info *d);
 /* A context on device d; fails the test with the error message otherwise. */
 pgd_ctx *pgd_test_ctx(const pgd_device_info *d);
 
+/* Launches of kernel `name` in ctx's profile (pgd_ctx_set_profiling(ctx, 1) first). */
+long pgd_test_launches(pgd_ctx *ctx, const char *name);
+
 /* A float32 tensor of the given shape holding data (numel floats); fails the test on error. */
 pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data);
 

@@ -283,24 +283,6 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     return ok;
 }
 
-/* Launches of kernel `name` recorded by ctx's profile. */
-static long launches_of(pgd_ctx *ctx, const char *name)
-{
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    ck_assert_ptr_nonnull(f);
-    pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_profile_print(ctx, f, &err), &err);
-    fclose(f);
-    long n = 0;
-    const char *at = strstr(text, name);
-    if (at)
-        n = strtol(at + strlen(name), NULL, 10);
-    free(text);
-    return n;
-}
-
 static void conv_shapes_few(const char *alg, uint64_t seed, int few);
 
 static void conv_shapes(const char *alg, uint64_t seed)
@@ -344,7 +326,7 @@ static void conv_shapes_few(const char *alg, uint64_t seed, int few)
         ck_assert_msg(failed == 0, "%s: %d of %d convolutions failed (algorithm '%s')", dev->name,
                       failed, CONV_TRIALS, alg);
         if (few && pgd__gemm_uses_cpu_kernel(ctx)) {
-            long n = launches_of(ctx, "conv_few_rows_cpu");
+            long n = pgd_test_launches(ctx, "conv_few_rows_cpu");
             ck_assert_msg(n >= CONV_TRIALS / 4, "%s: conv_few_rows_cpu ran %ld times in %d cases",
                           dev->name, n, CONV_TRIALS);
         }

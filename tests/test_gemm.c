@@ -203,11 +203,15 @@ START_TEST(linear_layers)
         pgd_rng r;
         pgd_rng_seed(&r, 99);
         int small = d[di].software_rasteriser;
+        pgd_ctx_set_profiling(ctx, 1);
         /* 100 layers with fp32 weights, then 100 with weights stored as halves (the reference
-         * takes the same weights rounded to half: only the storage may differ) */
+         * takes the same weights rounded to half: only the storage may differ); every other
+         * layer on the few-rows kernel wherever it fits (at most 40 row tiles), the others
+         * never on it */
         for (int trial = 0; trial < 200; trial++) {
             int half = trial >= 100;
             ctx->opt.weights_f16 = half;
+            ctx->conv_few_rows = trial % 2 ? 1 : -1;
             int64_t rows = pick_dim(&r, small), in = pick_dim(&r, small), out = pick_dim(&r, small);
             int use_bias = trial % 3 != 0, use_res = trial % 4 == 1;
             pgd_act act = (pgd_act)(trial % 3);
@@ -251,6 +255,11 @@ START_TEST(linear_layers)
             free(R);
             free(want);
             free(got);
+        }
+        if (pgd__gemm_uses_cpu_kernel(ctx)) {
+            long few = pgd_test_launches(ctx, "conv_few_rows_cpu");
+            ck_assert_msg(few >= 25, "%s: the few-rows kernel ran %ld times in 100 layers",
+                          d[di].name, few);
         }
         pgd_ctx_destroy(ctx);
     }

@@ -230,6 +230,9 @@ int pgd__store_put(const pgd_ctx *ctx, const char *file, const char *id, struct 
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 /* The run-time epilogue code of the gemm kernels (bias, residual, activation bits). */
 int pgd__gemm_epi_code(const pgd__gemm_call *g);
+/* Whether conv_few_rows_cpu (cl/gemm.cl) takes a product of M rows (row tiles of rm) over K with
+ * `items` work-items (weight panels · groups), on a device with the CPU kernels: see gemm.c. */
+int pgd__gemm_few_rows(const pgd_ctx *ctx, int64_t M, int rm, int64_t K, int64_t items);
 /* Applies bias / activation / residual to C in place (used after CLBlast). */
 int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 

@@ -409,27 +409,14 @@ static int run_gemm(const fwd *f, pgd_error **err)
     return pgd__gemm(f->ctx, &gc, err);
 }
 
-/* conv_few_rows_cpu (cl/gemm.cl): a work-item takes one weight panel and every row tile, K in
- * blocks, prefetching the next block while it computes (PoCL). It runs for at most
- * FEW_ROWS_TILES row tiles (its TILES) and is chosen where the weights are read from memory, not
- * from cache: K >= FEW_ROWS_MIN_K, and where there are panels enough to keep every core busy (one
- * work-item a panel). PoCL 3.1, Xeon, ResNet-50 at batch 1, whose layer4 (M = 49, K up to 4608,
- * 62 MB of weights) and layer3 (M = 196, 33 row tiles) it runs: layer4 took 0.67 of layer3's
- * time, 0.48 with it; layer3 0.88-0.91 of layer1 and layer2's time, 0.82-0.84 with it (up to 16
- * row tiles only: layer4 alone). Intel's CPU runtime (no prefetch): layer4 0.66 -> 0.62. */
-#define FEW_ROWS_TILES 40
-#define FEW_ROWS_MIN_K 256
-
+/* Whether the few-rows form (conv_few_rows_cpu) runs this convolution: pgd__gemm_few_rows's rule
+ * (gemm.c), one work-item a weight panel of a group. */
 static int few_rows(const fwd *f, int rm)
 {
     const pgd_conv2d *c = f->c;
-    int force = f->ctx->conv_few_rows;
-    if (!c->gp.cpu || force < 0 || (f->m + rm - 1) / rm > FEW_ROWS_TILES)
-        return 0;
-    if (force > 0)
-        return 1;
-    int64_t items = (c->coutg + c->gp.vw * c->gp.nv - 1) / (c->gp.vw * c->gp.nv) * c->d.groups;
-    return c->kg >= FEW_ROWS_MIN_K && items >= 2 * (int64_t)f->ctx->dev.compute_units;
+    int64_t nb = c->gp.vw * c->gp.nv;
+    return c->gp.cpu &&
+           pgd__gemm_few_rows(f->ctx, f->m, rm, c->kg, (c->coutg + nb - 1) / nb * c->d.groups);
 }
 
 static int run_implicit(const fwd *f, pgd_error **err)
