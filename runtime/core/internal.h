@@ -233,6 +233,23 @@ int pgd__gemm_epi_code(const pgd__gemm_call *g);
 /* Whether conv_few_rows_cpu (cl/gemm.cl) takes a product of M rows (row tiles of rm) over K with
  * `items` work-items (weight panels · groups), on a device with the CPU kernels: see gemm.c. */
 int pgd__gemm_few_rows(const pgd_ctx *ctx, int64_t M, int rm, int64_t K, int64_t items);
+/* The arguments the implicit convolutions of cl/gemm.cl share (its CONV_CPU_PARAMS): geo is M, N,
+ * CIN, ldx, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW. */
+typedef struct pgd__conv_cpu_args {
+    cl_int geo[16];
+    cl_mem x, zeros, b;
+    cl_long stride_b;
+    cl_mem c;
+    cl_int ldc;
+    cl_mem bias, res;
+    cl_int epi;
+} pgd__conv_cpu_args;
+struct pgd__args;
+void pgd__conv_cpu_set_args(struct pgd__args *args, const pgd__conv_cpu_args *a);
+/* conv_few_rows_cpu (gemm program built with opts) over `panels` weight panels of `groups`
+ * groups. */
+int pgd__few_rows_run(pgd_ctx *ctx, const char *opts, const pgd__conv_cpu_args *a, size_t panels,
+                      size_t groups, pgd_error **err);
 /* Applies bias / activation / residual to C in place (used after CLBlast). */
 int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 

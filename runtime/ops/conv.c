@@ -427,54 +427,33 @@ static int run_implicit(const fwd *f, pgd_error **err)
     char opts[256];
     int rm, nb, panels_first;
     pgd__gemm_cpu_tile(ctx, &c->gp, f->m, c->kg, opts, sizeof opts, &rm, &nb, &panels_first);
-    const int few = few_rows(f, rm);
-    const char *kname = few ? "conv_few_rows_cpu" : "conv_implicit_cpu";
-    cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "gemm", opts, kname, &k, err);
-    if (rc)
-        return rc;
     /* Padding: the kernel reads c->zeros for taps outside the input (no bordered copy: PoCL
      * 3.1, Xeon, the 7x7 stem with its 3 channels 0.81 -> 0.68 ms at batch 1 against copying
-     * the input into a zero border first, since kernel rows inside the input still run whole). */
-    cl_int a[16] = {(cl_int)f->m,
-                    (cl_int)c->coutg,
-                    (cl_int)c->cing,
-                    (cl_int)d->cin,
-                    (cl_int)f->h,
-                    (cl_int)f->w,
-                    (cl_int)f->oh,
-                    (cl_int)f->ow,
-                    d->kh,
-                    d->kw,
-                    d->stride_h,
-                    d->stride_w,
-                    d->dil_h,
-                    d->dil_w,
-                    d->pad_h,
-                    d->pad_w};
+     * the input into a zero border first, since kernel rows inside the input still run whole).
+     * Absent bias and residual are never read; their arguments still need a valid buffer. */
+    pgd__conv_cpu_args ca = {{(cl_int)f->m, (cl_int)c->coutg, (cl_int)c->cing, (cl_int)d->cin,
+                              (cl_int)f->h, (cl_int)f->w, (cl_int)f->oh, (cl_int)f->ow, d->kh,
+                              d->kw, d->stride_h, d->stride_w, d->dil_h, d->dil_w, d->pad_h,
+                              d->pad_w},
+                             f->x->buf,
+                             c->zeros ? c->zeros->buf : f->x->buf, /* no zeros: never read */
+                             c->packed->buf,
+                             c->packed_stride,
+                             f->y->buf,
+                             (cl_int)d->cout,
+                             c->bias ? c->bias->buf : f->y->buf,
+                             f->res ? f->res->buf : f->y->buf,
+                             epi_code(f)};
+    size_t panels = (size_t)((c->coutg + nb - 1) / nb);
+    if (few_rows(f, rm))
+        return pgd__few_rows_run(ctx, opts, &ca, panels, (size_t)d->groups, err);
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
+    if (rc)
+        return rc;
     pgd__args args;
-    pgd__args_begin(&args, ctx, k, kname);
-    for (cl_uint i = 0; i < 16; i++)
-        pgd__arg_int(&args, a[i]);
-    cl_long sb = c->packed_stride;
-    cl_int ldc = (cl_int)d->cout, epi = epi_code(f);
-    /* Absent bias and residual are never read; their arguments still need a valid buffer. */
-    cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
-    pgd__arg_mem(&args, f->x->buf);
-    pgd__arg_mem(&args, c->zeros ? c->zeros->buf : f->x->buf); /* no zeros: never read */
-    pgd__arg_mem(&args, c->packed->buf);
-    pgd__arg(&args, sizeof sb, &sb);
-    pgd__arg_mem(&args, f->y->buf);
-    pgd__arg(&args, sizeof ldc, &ldc);
-    pgd__arg_mem(&args, bias);
-    pgd__arg_mem(&args, res);
-    pgd__arg(&args, sizeof epi, &epi);
-    if (few) {
-        rc = pgd__args_end(&args, err);
-        size_t global[2] = {(size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups};
-        size_t local[2] = {1, 1};
-        return rc ? rc : pgd__enqueue(ctx, k, kname, 2, global, local, err);
-    }
+    pgd__args_begin(&args, ctx, k, "conv_implicit_cpu");
+    pgd__conv_cpu_set_args(&args, &ca);
     /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
      * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
      * 8). PAGODA_CONV_MB is a tuning knob. */
@@ -494,8 +473,8 @@ static int run_implicit(const fwd *f, pgd_error **err)
                  unit); /* ≥ 1 */
     for (size_t x0 = 0; x0 < items && !rc; x0 += chunk) {
         size_t offset[3], global[3], local[3] = {1, 1, 1};
-        pgd__gemm_cpu_grid(panels_first, x0, items - x0 < chunk ? items - x0 : chunk,
-                           (size_t)((c->coutg + nb - 1) / nb), (size_t)d->groups, offset, global);
+        pgd__gemm_cpu_grid(panels_first, x0, items - x0 < chunk ? items - x0 : chunk, panels,
+                           (size_t)d->groups, offset, global);
         rc =
             pgd__enqueue_at(ctx, k, "conv_implicit_cpu", 3, x0 ? offset : NULL, global, local, err);
     }

@@ -395,6 +395,37 @@ int pgd__gemm_few_rows(const pgd_ctx *ctx, int64_t M, int rm, int64_t K, int64_t
     return K >= FEW_ROWS_MIN_K && items >= 2 * (int64_t)ctx->dev.compute_units;
 }
 
+void pgd__conv_cpu_set_args(pgd__args *args, const pgd__conv_cpu_args *a)
+{
+    for (int i = 0; i < 16; i++)
+        pgd__arg_int(args, a->geo[i]);
+    pgd__arg_mem(args, a->x);
+    pgd__arg_mem(args, a->zeros);
+    pgd__arg_mem(args, a->b);
+    pgd__arg(args, sizeof a->stride_b, &a->stride_b);
+    pgd__arg_mem(args, a->c);
+    pgd__arg(args, sizeof a->ldc, &a->ldc);
+    pgd__arg_mem(args, a->bias);
+    pgd__arg_mem(args, a->res);
+    pgd__arg(args, sizeof a->epi, &a->epi);
+}
+
+int pgd__few_rows_run(pgd_ctx *ctx, const char *opts, const pgd__conv_cpu_args *a, size_t panels,
+                      size_t groups, pgd_error **err)
+{
+    cl_kernel k;
+    int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_few_rows_cpu", &k, err);
+    if (rc)
+        return rc;
+    pgd__args args;
+    pgd__args_begin(&args, ctx, k, "conv_few_rows_cpu");
+    pgd__conv_cpu_set_args(&args, a);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t global[2] = {panels, groups}, local[2] = {1, 1};
+    return pgd__enqueue(ctx, k, "conv_few_rows_cpu", 2, global, local, err);
+}
+
 /* A linear layer's product (packed weights, one batch, C = A·Bᵀ + epilogue, nothing offset) on
  * conv_few_rows_cpu, as a 1 x M image of K channels through a 1 x 1 convolution; 1 if it ran
  * there (rc in *rc), 0 if it does not apply. */
@@ -409,31 +440,19 @@ static int run_cpu_few_rows(pgd_ctx *ctx, const pgd__gemm_call *g, const char *o
         (r && (r->off || r->ld != g->c.ld)) || g->M > INT32_MAX || g->N > INT32_MAX ||
         g->K > INT32_MAX || !pgd__gemm_few_rows(ctx, g->M, rm, g->K, (g->N + nb - 1) / nb))
         return 0;
-    cl_kernel k;
-    if ((*rc = pgd__kernel_get(ctx, "gemm", opts, "conv_few_rows_cpu", &k, err)))
-        return 1;
-    /* M, N, CIN, ldx, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW */
-    cl_int a[16] = {(cl_int)g->M, (cl_int)g->N, (cl_int)g->K, (cl_int)g->a.ld, 1, (cl_int)g->M,
-                    1, (cl_int)g->M, 1, 1, 1, 1, 1, 1, 0, 0};
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "conv_few_rows_cpu");
-    for (int i = 0; i < 16; i++)
-        pgd__arg_int(&args, a[i]);
-    cl_long sb = 0;
-    cl_int ldc = (cl_int)g->c.ld, epi = pgd__gemm_epi_code(g);
-    pgd__arg_mem(&args, g->a.buf);
-    pgd__arg_mem(&args, g->a.buf); /* the zeros of padding: none here, never read */
-    pgd__arg_mem(&args, g->b.buf);
-    pgd__arg(&args, sizeof sb, &sb);
-    pgd__arg_mem(&args, g->c.buf);
-    pgd__arg(&args, sizeof ldc, &ldc);
-    pgd__arg_mem(&args, g->bias ? g->bias->buf : g->c.buf);
-    pgd__arg_mem(&args, r ? r->buf : g->c.buf);
-    pgd__arg(&args, sizeof epi, &epi);
-    if (!(*rc = pgd__args_end(&args, err))) {
-        size_t global[2] = {(size_t)((g->N + nb - 1) / nb), 1}, local[2] = {1, 1};
-        *rc = pgd__enqueue(ctx, k, "conv_few_rows_cpu", 2, global, local, err);
-    }
+    /* Unused bias and residual, and the zeros of padding (none here), are never read. */
+    pgd__conv_cpu_args a = {{(cl_int)g->M, (cl_int)g->N, (cl_int)g->K, (cl_int)g->a.ld, 1,
+                             (cl_int)g->M, 1, (cl_int)g->M, 1, 1, 1, 1, 1, 1, 0, 0},
+                            g->a.buf,
+                            g->a.buf,
+                            g->b.buf,
+                            0,
+                            g->c.buf,
+                            (cl_int)g->c.ld,
+                            g->bias ? g->bias->buf : g->c.buf,
+                            r ? r->buf : g->c.buf,
+                            pgd__gemm_epi_code(g)};
+    *rc = pgd__few_rows_run(ctx, opts, &a, (size_t)((g->N + nb - 1) / nb), 1, err);
     return 1;
 }
 
