@@ -93,6 +93,7 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     memset(&c, 0, sizeof c);
     pgd_ref_conv *g = &c.g;
     int gemm = !strcmp(alg, "gemm") && trial % 8 != 7; /* 1 in 8: a shape gemm does not fit */
+    int wino = !strcmp(alg, "winograd") && trial % 8 != 7; /* likewise for winograd */
     g->kh = (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->kw = pgd_rng_int(r, 0, 3) ? g->kh : (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->sh = (size_t)pgd_rng_int(r, 1, 3);
@@ -111,6 +112,17 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
         g->groups = 1;
         if (trial % 3 == 0) /* ResNet-like widths */
             cing = (size_t)pgd_rng_int(r, 32, 96), coutg = (size_t)pgd_rng_int(r, 16, 80);
+    }
+    if (wino) { /* 3x3, stride 1, one group; any padding (0 to 2), odd and even sizes */
+        g->kh = g->kw = 3;
+        g->sh = g->sw = g->dh = g->dw = 1;
+        g->groups = 1;
+        g->ph = (size_t)pgd_rng_int(r, 0, 4) / 2; /* 0, 0, 1, 1, 2 */
+        g->pw = pgd_rng_int(r, 0, 3) ? g->ph : (size_t)pgd_rng_int(r, 0, 2);
+        if (trial % 3 == 0) /* ResNet-like widths */
+            cing = (size_t)pgd_rng_int(r, 48, 160), coutg = (size_t)pgd_rng_int(r, 16, 144);
+        else if (trial % 7 == 3) /* K >= 256: the products as a grouped 1x1 convolution */
+            cing = (size_t)pgd_rng_int(r, 256, 320), coutg = (size_t)pgd_rng_int(r, 8, 24);
     }
     if (g->groups == 0) { /* depthwise: groups = channels */
         g->groups = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
@@ -253,13 +265,25 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
                     g->pw == 0 && g->groups == 1;
     int applies = !strcmp(alg, "im2col") || !strcmp(alg, "direct") ||
                   (!strcmp(alg, "gemm") && gemm_fits) ||
-                  (!strcmp(alg, "implicit") && pgd__gemm_uses_cpu_kernel(ctx));
+                  (!strcmp(alg, "implicit") && pgd__gemm_uses_cpu_kernel(ctx)) ||
+                  (!strcmp(alg, "winograd") && pgd__gemm_uses_cpu_kernel(ctx) && g->kh == 3 &&
+                   g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+                   g->groups == 1);
     if (*alg && applies && strcmp(used, alg)) {
         fprintf(stderr, "%s: algorithm %s, not the forced one\n", what, used);
         ok = 0;
     }
     if (!*alg && gemm_fits && strcmp(used, "gemm")) {
         fprintf(stderr, "%s: a 1x1 convolution should use gemm\n", what);
+        ok = 0;
+    }
+    /* The automatic choice takes winograd for wide 3x3 layers of at least 32 tiles an image on
+     * CPU devices (conv.c's rule). */
+    int wide3 = g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+                g->dw == 1 && g->groups == 1 && g->cin >= 64 && g->cout >= 64 &&
+                ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
+    if (!*alg && pgd__gemm_uses_cpu_kernel(ctx) && wide3 && strcmp(used, "winograd")) {
+        fprintf(stderr, "%s: a wide 3x3 convolution should use winograd, not %s\n", what, used);
         ok = 0;
     }
     float *got = download_checked(ybuf, ny, what, &ok);
@@ -355,6 +379,13 @@ START_TEST(conv_direct)
     conv_shapes("direct", 14);
 }
 END_TEST
+/* Winograd F(2x2, 3x3) forced: every 3x3 stride-1 shape takes it on CPU devices (7 in 8 cases
+ * here), against the double reference with the same tolerance as the direct sums. */
+START_TEST(conv_winograd)
+{
+    conv_shapes("winograd", 17);
+}
+END_TEST
 START_TEST(conv_auto)
 {
     conv_shapes("", 15);
@@ -379,6 +410,9 @@ START_TEST(conv_resnet_layers)
         {256, 512, 1, 2, 0, 14}, {256, 256, 3, 1, 1, 7},
         /* layer4-like: 49 rows, K = 2304, five panels: the few-rows form on CPU devices */
         {256, 320, 3, 1, 1, 7},  {512, 320, 1, 1, 0, 7},
+        /* layer2- and layer3-like: winograd on CPU devices, its products as 16 GEMMs (K = 128)
+         * and as the grouped 1x1 convolution's few-rows form (K = 256, 49 tiles) */
+        {128, 128, 3, 1, 1, 16}, {256, 256, 3, 1, 1, 14},
     };
     unsetenv("PAGODA_CONV");
     size_t ndev;
@@ -700,6 +734,7 @@ int main(void)
     tcase_add_test(tc, conv_implicit);
     tcase_add_test(tc, conv_im2col);
     tcase_add_test(tc, conv_direct);
+    tcase_add_test(tc, conv_winograd);
     tcase_add_test(tc, conv_auto);
     tcase_add_test(tc, conv_few_rows);
     tcase_add_test(tc, conv_resnet_layers);

@@ -76,7 +76,7 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
 {
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
-    static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", NULL};
+    static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", "winograd", NULL};
     static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
     static const char *const dtypes[] = {"f32", "f16", NULL};
     pgd_ctx_options o = *opt; /* committed only when every variable parsed */

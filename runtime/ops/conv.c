@@ -15,6 +15,10 @@
  *   im2col    an explicit im2col matrix, in chunks of output rows of at most 64 MiB, then the
  *             shared GEMM; any device, any groups (one GEMM per group).
  *   direct    one work-item per output element; any device, any shape (depthwise).
+ *   winograd  CPU devices, 3x3, stride 1, no dilation, one group: F(2x2, 3x3) (cl/winograd.cl),
+ *             the input transformed into 16 [tiles, cin] matrices, 16 GEMMs against the
+ *             weights transformed at create, the output transformed back with the epilogue;
+ *             16 multiply-adds per 2x2 outputs and channel pair instead of 36.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,8 +27,9 @@
 
 #include "internal.h"
 
-enum { ALG_GEMM, ALG_IMPLICIT, ALG_IM2COL, ALG_DIRECT, ALG_COUNT };
-static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "direct"};
+enum { ALG_GEMM, ALG_IMPLICIT, ALG_IM2COL, ALG_DIRECT, ALG_WINOGRAD, ALG_COUNT };
+static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "direct",
+                                                 "winograd"};
 
 /* The im2col matrix is built in chunks of output rows of at most this many bytes. */
 #define IM2COL_CHUNK_BYTES ((uint64_t)64 << 20)
@@ -40,6 +45,9 @@ struct pgd_conv2d {
     pgd_tensor *bias;    /* [cout] or NULL */
     pgd_tensor *zeros;   /* CPU devices, padding: cing zeros (the implicit GEMM's taps
                             outside the input read them) */
+    pgd_conv2d *wino;    /* CPU devices, 3x3 stride 1 where winograd may run: the 16 GEMMs as
+                            a 1x1 convolution of 16 groups, cin·16 -> cout·16, its weights the
+                            matrices G g Gᵀ [cout, cin]; else NULL */
     pgd__gemm_params gp; /* the GEMM parameters of the context when it was created */
 };
 
@@ -187,6 +195,65 @@ static int upload_new(pgd_ctx *ctx, int64_t n, const float *host, pgd_tensor **o
     return rc;
 }
 
+/* F(2x2, 3x3) fits: 3x3, stride 1, no dilation, one group (any padding). */
+static int wino_shape(const pgd_conv2d_desc *d)
+{
+    return d->kh == 3 && d->kw == 3 && d->stride_h == 1 && d->stride_w == 1 && d->dil_h == 1 &&
+           d->dil_w == 1 && d->groups == 1;
+}
+
+/* Whether a layer keeps Winograd weights: on CPU devices where the shape fits and either
+ * winograd is forced or both widths are at least WINO_MIN_CHANNELS (choose's rule; narrower
+ * layers are memory-bound, and their transforms cost more than the products saved). */
+#define WINO_MIN_CHANNELS 64
+static int wino_wanted(const pgd_ctx *ctx, const pgd_conv2d_desc *d, int cpu)
+{
+    if (!cpu || !wino_shape(d))
+        return 0;
+    if (ctx->opt.conv_algo == PGD_CONV_ALGO_WINOGRAD)
+        return 1;
+    return ctx->opt.conv_algo == PGD_CONV_ALGO_AUTO && d->cin >= WINO_MIN_CHANNELS &&
+           d->cout >= WINO_MIN_CHANNELS;
+}
+
+/* c->wino: U_ξ = G g Gᵀ of every (cout, cin) pair, batch norm scale folded in, in double, rounded
+ * once, as the weights [16·cout, cin, 1, 1] of a 1x1 convolution of 16 groups (group ξ: U_ξ),
+ * which packs them into the GEMM's panels and runs them on [tiles, 16·cin] (implicit or
+ * few-rows form).   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] */
+static int wino_weights(pgd_ctx *ctx, pgd_conv2d *c, const float *weight, const pgd_batchnorm *bn,
+                        pgd_error **err)
+{
+    const int64_t cout = c->d.cout, cin = c->d.cin, n = 16 * cout * cin;
+    int rc = pgd__check_alloc(ctx, (uint64_t)n * sizeof(float), "conv2d Winograd weights", err);
+    if (rc)
+        return rc;
+    float *hu = malloc((size_t)n * sizeof(float));
+    if (!hu)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "conv2d: host staging of %lld Winograd weights", (long long)n);
+    static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    for (int64_t co = 0; co < cout; co++) {
+        double s = 1.0;
+        if (bn)
+            s = (double)bn->weight[co] / sqrt((double)bn->var[co] + (double)bn->eps);
+        for (int64_t ci = 0; ci < cin; ci++) {
+            const float *g = weight + (co * cin + ci) * 9;
+            double gt[4][3]; /* G g */
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 3; j++)
+                    gt[i][j] = (G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j]) * s;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    hu[((int64_t)(4 * i + j) * cout + co) * cin + ci] =
+                        (float)(gt[i][0] * G[j][0] + gt[i][1] * G[j][1] + gt[i][2] * G[j][2]);
+        }
+    }
+    pgd_conv2d_desc g16 = {16 * cin, 16 * cout, 1, 1, 1, 1, 0, 0, 1, 1, 16};
+    rc = pgd_conv2d_create(ctx, &g16, hu, NULL, NULL, &c->wino, err);
+    free(hu);
+    return rc;
+}
+
 int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
                       const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out, pgd_error **err)
 {
@@ -263,6 +330,8 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
                                 err);
         }
     }
+    if (!rc && wino_wanted(ctx, &d, cpu))
+        rc = wino_weights(ctx, c, weight, bn, err);
     free(hw);
     free(hb);
     if (rc) {
@@ -281,6 +350,7 @@ void pgd_conv2d_destroy(pgd_conv2d *c)
     pgd_tensor_destroy(c->packed);
     pgd_tensor_destroy(c->bias);
     pgd_tensor_destroy(c->zeros);
+    pgd_conv2d_destroy(c->wino);
     free(c);
 }
 
@@ -295,21 +365,35 @@ static int applies(const pgd_conv2d *c, int alg)
                d->pad_w == 0 && d->groups == 1;
     case ALG_IMPLICIT:
         return c->gp.cpu;
+    case ALG_WINOGRAD:
+        return c->wino != NULL;
     default:
         return 1;
     }
 }
 
+/* The automatic choice of winograd for a layer that holds its weights (wino_wanted): at least
+ * WINO_MIN_TILES 2x2 output tiles an image. Fewer tiles leave GEMMs of a few rows against 16
+ * weight matrices, 1.8 times the 3x3 weights to read (PoCL 3.1, Xeon, 7x7x512 at batch 1:
+ * 0.61-0.66 ms against 0.60-0.65 implicit; at 14x14x256 0.46-0.57 against 0.55-0.68; at
+ * 28x28x128 0.41-0.59 against 0.55-1.1; batch 8 at 14x14x256 2.5-3.3 against 4.3). */
+#define WINO_MIN_TILES 32
+static int wino_auto(const pgd_conv2d *c, int64_t h, int64_t w)
+{
+    int64_t oh = h + 2 * c->d.pad_h - 2, ow = w + 2 * c->d.pad_w - 2;
+    return ((oh + 1) / 2) * ((ow + 1) / 2) >= WINO_MIN_TILES;
+}
+
 static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
 {
-    (void)h;
-    (void)w;
     /* PGD_CONV_ALGO_<X> is ALG_<X> + 1 */
     int forced = (int)ctx->opt.conv_algo - 1;
     if (forced >= 0 && forced < ALG_COUNT && applies(c, forced))
         return forced;
     if (applies(c, ALG_GEMM))
         return ALG_GEMM;
+    if (forced < 0 && applies(c, ALG_WINOGRAD) && wino_auto(c, h, w))
+        return ALG_WINOGRAD;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
      * waste most of it, and the direct kernel reads each weight once per output anyway. */
     if (c->coutg < 8)
@@ -563,6 +647,131 @@ static int run_direct(const fwd *f, pgd_error **err)
                         2u * (uint64_t)c->d.kh * (uint64_t)c->d.kw * (uint64_t)c->cing, err);
 }
 
+/* The two Winograd temporaries ([tiles, 16·cin] and [tiles, 16·cout]) of a launch take at most
+ * this many bytes together: longer inputs run in chunks of tiles. */
+#define WINO_CHUNK_BYTES ((uint64_t)32 << 20)
+
+/* The widest of 16, 8, 4 floats that divides n, else 1: a Winograd work-item's channels. */
+static int wino_cv(int64_t n)
+{
+    return n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : 1;
+}
+
+/* A 4-D tensor [1, 1, rows, cols] for a Winograd temporary. */
+static int wino_temp(pgd_ctx *ctx, int64_t rows, int64_t cols, const char *what, pgd_tensor **t,
+                     pgd_error **err)
+{
+    int64_t shape[4] = {1, 1, rows, cols};
+    int rc = pgd__check_alloc(ctx, (uint64_t)(rows * cols) * sizeof(float), what, err);
+    return rc ? rc : pgd_tensor_create(ctx, 4, shape, t, err);
+}
+
+/* Whether the 16 products of nt tiles run as the 1x1 convolution of 16 groups w, in its
+ * few-rows form, which streams the 16 weight matrices once (its temporaries [nt, 16·c]); else
+ * as one batch of 16 GEMMs of gemm_cpu on w's panels (temporaries [16, nt, c]: rows 16·c apart
+ * put gemm_cpu's tile rows 4 KiB apart at 64 channels, into the same cache sets). PoCL 3.1,
+ * Xeon: the implicit kernel ran the grouped form at 56x56x64 0.46-0.49 ms against 0.35 for the
+ * batch, the few-rows form at 14x14x256 0.39 against 0.47-0.50. */
+static int wino_grouped(pgd_ctx *ctx, const pgd_conv2d *w, int64_t nt)
+{
+    char o[256];
+    int rm, nb, pf;
+    pgd__gemm_cpu_tile(ctx, &w->gp, nt, w->cing, o, sizeof o, &rm, &nb, &pf);
+    return pgd__gemm_few_rows(ctx, nt, rm, w->cing, (w->coutg + nb - 1) / nb * 16);
+}
+
+/* M_ξ = V_ξ · U_ξᵀ for the 16 positions ξ of nt tiles (wino_grouped's choice of form). */
+static int wino_products(pgd_ctx *ctx, const pgd_conv2d *w, int64_t nt, int grouped,
+                         const pgd_tensor *v, pgd_tensor *m, pgd_error **err)
+{
+    if (grouped)
+        return pgd_conv2d_forward(ctx, w, v, PGD_ACT_NONE, NULL, m, err);
+    const int64_t cin = w->cing, cout = w->coutg;
+    pgd__gemm_call gc;
+    memset(&gc, 0, sizeof gc);
+    gc.params = &w->gp;
+    gc.trans_b = 1;
+    gc.M = nt;
+    gc.N = cout;
+    gc.K = cin;
+    gc.batch = 16;
+    gc.alpha = 1.0f;
+    gc.a = (pgd__mat){v->buf, 0, (int)cin, (long)(nt * cin)};
+    gc.b = (pgd__mat){w->packed->buf, 0, 0, (long)w->packed_stride};
+    gc.b_packed = 1;
+    gc.c = (pgd__mat){m->buf, 0, (int)cout, (long)(nt * cout)};
+    return pgd__gemm(ctx, &gc, err);
+}
+
+static int run_winograd(const fwd *f, pgd_error **err)
+{
+    pgd_ctx *ctx = f->ctx;
+    const pgd_conv2d *c = f->c;
+    const pgd_conv2d_desc *d = &c->d;
+    const int64_t cin = d->cin, cout = d->cout;
+    const int64_t th = (f->oh + 1) / 2, tw = (f->ow + 1) / 2, tiles = f->n * th * tw;
+    uint64_t cap = WINO_CHUNK_BYTES < ctx->dev.max_alloc ? WINO_CHUNK_BYTES : ctx->dev.max_alloc;
+    int64_t tc = (int64_t)(cap / (16u * sizeof(float) * (uint64_t)(cin + cout)));
+    tc = tc < 1 ? 1 : tc > tiles ? tiles : tc;
+    const int cvi = wino_cv(cin), cvo = wino_cv(cout);
+    char oi[32], oo[32];
+    snprintf(oi, sizeof oi, "-DCV=%d", cvi);
+    snprintf(oo, sizeof oo, "-DCV=%d", cvo);
+    cl_kernel kin, kout;
+    int rc = pgd__kernel_get(ctx, "winograd", oi, "wino_input", &kin, err);
+    if (!rc)
+        rc = pgd__kernel_get(ctx, "winograd", oo, "wino_output", &kout, err);
+    for (int64_t t0 = 0; t0 < tiles && !rc; t0 += tc) {
+        const int64_t nt = tiles - t0 < tc ? tiles - t0 : tc;
+        pgd_tensor *v = NULL, *m = NULL;
+        const int grouped = wino_grouped(ctx, c->wino, nt);
+        rc = wino_temp(ctx, nt, 16 * cin, "conv2d Winograd input transform", &v, err);
+        if (!rc)
+            rc = wino_temp(ctx, nt, 16 * cout, "conv2d Winograd products", &m, err);
+        /* element strides of a tile and of a position in the temporaries */
+        const cl_int sti = (cl_int)(grouped ? 16 * cin : cin), sxi = (cl_int)(grouped ? cin : nt * cin);
+        const cl_int sto = (cl_int)(grouped ? 16 * cout : cout),
+                     sxo = (cl_int)(grouped ? cout : nt * cout);
+        pgd__args args;
+        cl_int total = (cl_int)(nt * (cin / cvi));
+        if (!rc) {
+            cl_int gi[9] = {total,    (cl_int)cin, (cl_int)f->h, (cl_int)f->w, d->pad_h,
+                            d->pad_w, (cl_int)th,  (cl_int)tw,   (cl_int)t0};
+            pgd__args_begin(&args, ctx, kin, "wino_input");
+            for (int i = 0; i < 9; i++)
+                pgd__arg_int(&args, gi[i]);
+            pgd__arg_int(&args, sti);
+            pgd__arg_int(&args, sxi);
+            pgd__arg_mem(&args, f->x->buf);
+            pgd__arg_mem(&args, v->buf);
+            if (!(rc = pgd__args_end(&args, err)))
+                rc = enqueue_flat_cap(ctx, kin, "wino_input", total, 0, 64, err);
+        }
+        if (!rc)
+            rc = wino_products(ctx, c->wino, nt, grouped, v, m, err);
+        if (!rc) {
+            total = (cl_int)(nt * (cout / cvo));
+            cl_int go[7] = {total,      (cl_int)cout, (cl_int)f->oh, (cl_int)f->ow,
+                            (cl_int)th, (cl_int)tw,   (cl_int)t0};
+            pgd__args_begin(&args, ctx, kout, "wino_output");
+            for (int i = 0; i < 7; i++)
+                pgd__arg_int(&args, go[i]);
+            pgd__arg_int(&args, sto);
+            pgd__arg_int(&args, sxo);
+            pgd__arg_mem(&args, m->buf);
+            pgd__arg_mem(&args, f->y->buf);
+            pgd__arg_mem(&args, c->bias ? c->bias->buf : f->y->buf); /* absent: never read */
+            pgd__arg_mem(&args, f->res ? f->res->buf : f->y->buf);
+            pgd__arg_int(&args, epi_code(f));
+            if (!(rc = pgd__args_end(&args, err)))
+                rc = enqueue_flat_cap(ctx, kout, "wino_output", total, 0, 64, err);
+        }
+        pgd_tensor_destroy(v); /* the pool keeps the buffers; the in-order queue orders reuse */
+        pgd_tensor_destroy(m);
+    }
+    return rc;
+}
+
 int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x, pgd_act act,
                        const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
 {
@@ -612,6 +821,8 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
         return run_implicit(&f, err);
     case ALG_IM2COL:
         return run_im2col(&f, err);
+    case ALG_WINOGRAD:
+        return run_winograd(&f, err);
     default:
         return run_direct(&f, err);
     }
