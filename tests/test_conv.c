@@ -247,7 +247,8 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     int64_t sy[4] = {(int64_t)g->n, (int64_t)oh, (int64_t)ow, (int64_t)g->cout};
     pgd_tensor *vx = pgd_test_prefix(xbuf, 4, sx), *vy = pgd_test_prefix(ybuf, 4, sy);
     pgd_tensor *vr = rbuf ? pgd_test_prefix(rbuf, 4, sy) : NULL;
-    const char *used = pgd_conv2d_algorithm(ctx, conv, (int64_t)g->h, (int64_t)g->w);
+    const char *used =
+        pgd_conv2d_algorithm_batch(ctx, conv, (int64_t)g->n, (int64_t)g->h, (int64_t)g->w);
     PGD_CHECK_OK(
         pgd_conv2d_forward(ctx, conv, vx, (pgd_act)cc->act, cc->res_in_y ? vy : vr, vy, &err),
         &err);
@@ -277,11 +278,16 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
         fprintf(stderr, "%s: a 1x1 convolution should use gemm\n", what);
         ok = 0;
     }
-    /* The automatic choice takes winograd for wide 3x3 layers of at least 32 tiles an image on
-     * CPU devices (conv.c's rule). */
+    /* The automatic choice takes winograd for wide 3x3 layers of at least 32 tiles in the batch
+     * on CPU devices (conv.c's rule); for one image, pgd_conv2d_algorithm says the same as the
+     * batch form. */
     int wide3 = g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
                 g->dw == 1 && g->groups == 1 && g->cin >= 64 && g->cout >= 64 &&
-                ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
+                g->n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
+    if (g->n == 1 && strcmp(used, pgd_conv2d_algorithm(ctx, conv, (int64_t)g->h, (int64_t)g->w))) {
+        fprintf(stderr, "%s: pgd_conv2d_algorithm disagrees with its batch form\n", what);
+        ok = 0;
+    }
     if (!*alg && pgd__gemm_uses_cpu_kernel(ctx) && wide3 && strcmp(used, "winograd")) {
         fprintf(stderr, "%s: a wide 3x3 convolution should use winograd, not %s\n", what, used);
         ok = 0;

@@ -788,7 +788,8 @@ static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c,
         else
             snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
                      c->w, c->cin, c->cout, c->k, c->stride);
-        snprintf(b->note, sizeof b->note, "%s", pgd_conv2d_algorithm(ctx, s.conv, c->h, c->w));
+        snprintf(b->note, sizeof b->note, "%s",
+                 pgd_conv2d_algorithm_batch(ctx, s.conv, c->n, c->h, c->w));
         b->flops = 2.0 * (double)c->n * (double)oh * (double)ow * (double)c->cout *
                    (double)(c->cin / c->groups) * (double)c->k * (double)c->k;
         b->bytes = 4.0 * ((double)nx + (double)nw + (double)ny64);

@@ -350,6 +350,7 @@ _DECLS = [
     ("pgd_conv2d_out_size", None, POINTER(Conv2dDesc), c_int64, c_int64, I64P, I64P),
     ("pgd_conv2d_forward", c_int, V, V, V, c_int, V, V, ErrP),
     ("pgd_conv2d_algorithm", c_char_p, V, V, c_int64, c_int64),
+    ("pgd_conv2d_algorithm_batch", c_char_p, V, V, c_int64, c_int64, c_int64),
     ("pgd_maxpool2d", c_int, V, V, c_int, c_int, c_int, V, ErrP),
     ("pgd_avgpool2d", c_int, V, V, c_int, c_int, c_int, V, ErrP),
     ("pgd_global_avgpool", c_int, V, V, V, ErrP),

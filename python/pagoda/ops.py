@@ -444,11 +444,13 @@ class Conv2d(Handle):
         api.pgd_conv2d_out_size(byref(self.desc), h, w, byref(oh), byref(ow))
         return oh.value, ow.value
 
-    def algorithm(self, h: int, w: int) -> str:
-        """The algorithm a forward on an h x w input uses ("gemm", "implicit", ...)."""
+    def algorithm(self, h: int, w: int, n: int = 1) -> str:
+        """The algorithm a forward on n images of h x w uses ("gemm", "implicit", ...)."""
+        if n < 1:
+            raise ValueError(f"algorithm: n must be at least 1, got {n}")
         self._ctx._enter()
         try:
-            r = api.pgd_conv2d_algorithm(self._ctx._h, self._handle(), h, w)
+            r = api.pgd_conv2d_algorithm_batch(self._ctx._h, self._handle(), n, h, w)
             return r.decode() if r else "?"
         finally:
             self._ctx._exit()

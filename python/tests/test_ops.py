@@ -213,6 +213,23 @@ def test_conv2d_batchnorm(ctx, rng):
         bn["weight"] + bn["bias"]
     allclose(got, want, 1e-4, 1e-5, "conv + folded batch norm")
     assert conv.algorithm(6, 6) in ("gemm", "implicit", "im2col", "direct")
+    assert conv.algorithm(6, 6, n=3) == conv.algorithm(6, 6)  # 3 -> 5 channels: no Winograd
+    with pytest.raises(ValueError):
+        conv.algorithm(6, 6, n=0)
+
+
+def test_conv2d_winograd(ctx, rng):
+    """A wide 3x3 layer: Winograd F(2x2, 3x3) on CPU devices once the batch has 32 tiles of 2x2
+    outputs (7x7: 16 an image), against the float64 reference."""
+    wt, b = f32(rng, 64, 64, 3, 3, amp=0.1), f32(rng, 64)
+    conv = pagoda.Conv2d(ctx, wt, b, padding=1)
+    one, two = conv.algorithm(7, 7), conv.algorithm(7, 7, n=2)
+    assert one != "winograd"
+    assert two == conv.algorithm(16, 16) and two in ("winograd", "im2col")
+    x = f32(rng, 2, 7, 7, 64)
+    got = conv(ctx.tensor(x)).numpy()
+    want = ref_conv_nhwc(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+    allclose(got, want, 1e-4, 1e-5 + 2e-6 * 64 * 9, f"wide 3x3 conv ({two})")
 
 
 @pytest.mark.parametrize("k,s,p", [(1, 1, 0), (2, 2, 0), (3, 2, 1), (3, 1, 1)])

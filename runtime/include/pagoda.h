@@ -1096,11 +1096,15 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
 PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);
-/* The algorithm pgd_conv2d_forward would use for an input of h x w ("gemm", "implicit", ...).
+/* The algorithm pgd_conv2d_forward would use for one image of h x w ("gemm", "implicit", ...).
  * On CPU devices a "gemm" (1x1) convolution with few output rows (batch · h · w, at most 40
  * row tiles) runs as "implicit" in its few-rows form, which does not depend on h x w alone. */
 PGD_API const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h,
                                          int64_t w);
+/* The same for a batch of n images (n >= 1, else NULL): "winograd" needs at least 32 tiles of
+ * 2x2 outputs in the batch, so a small image may take it at a larger batch. */
+PGD_API const char *pgd_conv2d_algorithm_batch(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t n,
+                                               int64_t h, int64_t w);
 
 /* Max pooling over k x k windows (padding counts as -inf; PyTorch's floor rule), NHWC. Pools need
  * k >= 1, stride >= 1 and 0 <= pad <= k/2 (PyTorch's rule) and a y that does not alias x, else

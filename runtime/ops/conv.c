@@ -373,18 +373,18 @@ static int applies(const pgd_conv2d *c, int alg)
 }
 
 /* The automatic choice of winograd for a layer that holds its weights (wino_wanted): at least
- * WINO_MIN_TILES 2x2 output tiles an image. Fewer tiles leave GEMMs of a few rows against 16
+ * WINO_MIN_TILES 2x2 output tiles in the batch. Fewer tiles leave GEMMs of a few rows against 16
  * weight matrices, 1.8 times the 3x3 weights to read (PoCL 3.1, Xeon, 7x7x512 at batch 1:
  * 0.61-0.66 ms against 0.60-0.65 implicit; at 14x14x256 0.46-0.57 against 0.55-0.68; at
  * 28x28x128 0.41-0.59 against 0.55-1.1; batch 8 at 14x14x256 2.5-3.3 against 4.3). */
 #define WINO_MIN_TILES 32
-static int wino_auto(const pgd_conv2d *c, int64_t h, int64_t w)
+static int wino_auto(const pgd_conv2d *c, int64_t n, int64_t h, int64_t w)
 {
     int64_t oh = h + 2 * c->d.pad_h - 2, ow = w + 2 * c->d.pad_w - 2;
-    return ((oh + 1) / 2) * ((ow + 1) / 2) >= WINO_MIN_TILES;
+    return n * ((oh + 1) / 2) * ((ow + 1) / 2) >= WINO_MIN_TILES;
 }
 
-static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
+static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t n, int64_t h, int64_t w)
 {
     /* PGD_CONV_ALGO_<X> is ALG_<X> + 1 */
     int forced = (int)ctx->opt.conv_algo - 1;
@@ -392,7 +392,7 @@ static int choose(const pgd_ctx *ctx, const pgd_conv2d *c, int64_t h, int64_t w)
         return forced;
     if (applies(c, ALG_GEMM))
         return ALG_GEMM;
-    if (forced < 0 && applies(c, ALG_WINOGRAD) && wino_auto(c, h, w))
+    if (forced < 0 && applies(c, ALG_WINOGRAD) && wino_auto(c, n, h, w))
         return ALG_WINOGRAD;
     /* A GEMM tile is NB output channels wide: groups of a few channels (depthwise) would
      * waste most of it, and the direct kernel reads each weight once per output anyway. */
@@ -405,7 +405,15 @@ const char *pgd_conv2d_algorithm(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t h
 {
     if (!ctx || !conv)
         return NULL;
-    return alg_names[choose(ctx, conv, h, w)];
+    return alg_names[choose(ctx, conv, 1, h, w)];
+}
+
+const char *pgd_conv2d_algorithm_batch(pgd_ctx *ctx, const pgd_conv2d *conv, int64_t n, int64_t h,
+                                       int64_t w)
+{
+    if (!ctx || !conv || n < 1)
+        return NULL;
+    return alg_names[choose(ctx, conv, n, h, w)];
 }
 
 /* ---- convolution: forward ---- */
@@ -816,7 +824,7 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
     f.m = f.n * f.oh * f.ow;
     if (f.m == 0)
         return PGD_OK;
-    switch (choose(ctx, conv, f.h, f.w)) {
+    switch (choose(ctx, conv, f.n, f.h, f.w)) {
     case ALG_GEMM:
         return run_gemm(&f, err);
     case ALG_IMPLICIT:
