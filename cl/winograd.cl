@@ -43,6 +43,27 @@
 #define WEPI_ACT(e) (((e) >> 2) & 3)
 #define WEPI_RES_FIRST(e) (((e) >> 4) & 1)
 
+/* Work-item idx of a launch over channels in vectors of CV: its first channel *c, its tile's
+ * index in the launch *tl, and that tile's image *n and row and column of tiles *ty, *tx. */
+typedef struct wino_item {
+    int c, tl, n, ty, tx;
+} wino_item;
+
+static inline wino_item wino_locate(const int idx, const int channels, const int t0, const int TH,
+                                    const int TW)
+{
+    const int cbn = channels / CV;
+    wino_item w;
+    w.c = (idx % cbn) * CV;
+    w.tl = idx / cbn;
+    const int t = t0 + w.tl;
+    w.tx = t % TW;
+    const int r = t / TW;
+    w.ty = r % TH;
+    w.n = r / TH;
+    return w;
+}
+
 /* V at (t - t0, ξ, c) = (Bᵀ d B)[ξ] for the 4x4 patch at (2ty - PH, 2tx - PW), zeros outside. */
 __kernel void wino_input(const int total, const int C, const int H, const int W, const int PH,
                          const int PW, const int TH, const int TW, const int t0,
@@ -51,13 +72,9 @@ __kernel void wino_input(const int total, const int C, const int H, const int W,
     const int idx = get_global_id(0);
     if (idx >= total)
         return;
-    const int cbn = C / CV;
-    const int c = (idx % cbn) * CV;
-    const int tl = idx / cbn;
-    const int t = t0 + tl;
-    const int tx = t % TW, r = t / TW;
-    const int ty = r % TH, n = r / TH;
-    const int y0 = 2 * ty - PH, x0 = 2 * tx - PW;
+    const wino_item w = wino_locate(idx, C, t0, TH, TW);
+    const int c = w.c, tl = w.tl, n = w.n;
+    const int y0 = 2 * w.ty - PH, x0 = 2 * w.tx - PW;
     WT d[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -110,12 +127,8 @@ __kernel void wino_output(const int total, const int K, const int OH, const int 
     const int idx = get_global_id(0);
     if (idx >= total)
         return;
-    const int kbn = K / CV;
-    const int k = (idx % kbn) * CV;
-    const int tl = idx / kbn;
-    const int t = t0 + tl;
-    const int tx = t % TW, r = t / TW;
-    const int ty = r % TH, n = r / TH;
+    const wino_item w = wino_locate(idx, K, t0, TH, TW);
+    const int k = w.c, tl = w.tl, n = w.n, ty = w.ty, tx = w.tx;
     const long plane = SX;
     __global const float *mp = M + (long)tl * ST + k;
     WT q[2][4];

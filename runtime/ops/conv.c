@@ -697,19 +697,17 @@ static int wino_products(pgd_ctx *ctx, const pgd_conv2d *w, int64_t nt, int grou
     if (grouped)
         return pgd_conv2d_forward(ctx, w, v, PGD_ACT_NONE, NULL, m, err);
     const int64_t cin = w->cing, cout = w->coutg;
-    pgd__gemm_call gc;
-    memset(&gc, 0, sizeof gc);
-    gc.params = &w->gp;
-    gc.trans_b = 1;
-    gc.M = nt;
-    gc.N = cout;
-    gc.K = cin;
-    gc.batch = 16;
-    gc.alpha = 1.0f;
-    gc.a = (pgd__mat){v->buf, 0, (int)cin, (long)(nt * cin)};
-    gc.b = (pgd__mat){w->packed->buf, 0, 0, (long)w->packed_stride};
-    gc.b_packed = 1;
-    gc.c = (pgd__mat){m->buf, 0, (int)cout, (long)(nt * cout)};
+    const pgd__gemm_call gc = {.params = &w->gp,
+                               .trans_b = 1,
+                               .M = nt,
+                               .N = cout,
+                               .K = cin,
+                               .batch = 16,
+                               .alpha = 1.0f,
+                               .a = {v->buf, 0, (int)cin, (long)(nt * cin)},
+                               .b = {w->packed->buf, 0, 0, (long)w->packed_stride},
+                               .b_packed = 1,
+                               .c = {m->buf, 0, (int)cout, (long)(nt * cout)}};
     return pgd__gemm(ctx, &gc, err);
 }
 
