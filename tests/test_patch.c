@@ -128,6 +128,34 @@ START_TEST(patch_embed_shapes)
                      (long long)P, (long long)D, extra, has_pos, has_bias, trial);
             /* K-term float sums: the absolute slack grows with K. */
             check_output(out, nout, want, 1e-4, 1e-5 + 2e-6 * (double)K, what);
+            /* The prepared projection: the same result bit for bit, and on CPU devices its
+             * weights are not packed again in the call. */
+            {
+                float *first = malloc((size_t)nout * sizeof(float));
+                float *again = malloc((size_t)nout * sizeof(float));
+                ck_assert_ptr_nonnull(first);
+                ck_assert_ptr_nonnull(again);
+                PGD_CHECK_OK(pgd_tensor_download(vout, first, &err), &err);
+                pgd_patch_proj *proj = NULL;
+                PGD_CHECK_OK(pgd_patch_proj_create(ctx, vw, &proj, &err), &err);
+                pgd_ctx_set_profiling(ctx, 1);
+                long packs = pgd_test_launches(ctx, "gemm_pack_b");
+                PGD_CHECK_OK(pgd_patch_embed_proj(ctx, vimg, proj, has_bias ? bias : NULL,
+                                                  extra >= 1 ? cls : NULL,
+                                                  extra >= 2 ? dist : NULL,
+                                                  has_pos ? vpos : NULL, vout, &err),
+                             &err);
+                long packed_now = pgd_test_launches(ctx, "gemm_pack_b") - packs;
+                pgd_ctx_set_profiling(ctx, 0);
+                PGD_CHECK_OK(pgd_tensor_download(vout, again, &err), &err);
+                ck_assert_msg(!memcmp(first, again, (size_t)nout * sizeof(float)),
+                              "%s: the prepared projection gave another result", what);
+                ck_assert_msg(packed_now == 0, "%s: the prepared projection packed %ld times",
+                              what, packed_now);
+                pgd_patch_proj_destroy(proj);
+                free(first);
+                free(again);
+            }
             free(vimg);
             free(vw);
             free(vout);

@@ -29,6 +29,7 @@ struct mixer_model {
     pgd_ctx *ctx;
     mixer_config cfg;
     pgd_tensor *pe_w, *pe_b, *norm_w, *norm_b, *mean_row; /* mean_row [1, S] of 1/S */
+    pgd_patch_proj *pe_proj; /* pe_w prepared once (packed on CPU devices) */
     pgd_linear *head;
     mixer_block *blocks;
     model_probe *probe;
@@ -180,6 +181,8 @@ static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
     int64_t spe[4] = {D, 3, c->patch, c->patch}, sd[1] = {D};
     int rc = model_load_tensor(ctx, src, "stem.proj.weight", 4, spe, &m->pe_w, err);
     if (!rc)
+        rc = pgd_patch_proj_create(ctx, m->pe_w, &m->pe_proj, err);
+    if (!rc)
         rc = model_load_tensor(ctx, src, "stem.proj.bias", 1, sd, &m->pe_b, err);
     if (!rc)
         rc = model_load_tensor(ctx, src, "norm.weight", 1, sd, &m->norm_w, err);
@@ -227,6 +230,7 @@ void mixer_free(mixer_model *m)
 {
     if (!m)
         return;
+    pgd_patch_proj_destroy(m->pe_proj);
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->norm_w, m->norm_b, m->mean_row};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         pgd_tensor_destroy(ts[i]);
@@ -363,7 +367,7 @@ int mixer_forward(mixer_model *m, const float *images, int B, int H, int W, floa
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.img, err, "the input");
     if (!rc)
-        rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, NULL, NULL, NULL, ps.x, err);
+        rc = pgd_patch_embed_proj(ctx, ps.img, m->pe_proj, m->pe_b, NULL, NULL, NULL, ps.x, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.x, err, "stem.proj (patch embedding)");
     double t1 = model_stage_end(ctx, times != NULL, &rc, err);

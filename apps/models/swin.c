@@ -260,6 +260,7 @@ struct swin_model {
     pgd_ctx *ctx;
     swin_config cfg;
     pgd_tensor *pe_w, *pe_b, *pn_w, *pn_b, *norm_w, *norm_b;
+    pgd_patch_proj *pe_proj; /* pe_w prepared once (packed on CPU devices) */
     pgd_tensor *mean_row; /* [1, tokens] of 1/tokens for the head's mean (model_mean_row) */
     pgd_linear *head;
     swin_block *blocks[SWIN_MAX_STAGES];
@@ -406,6 +407,8 @@ static int load_outer(swin_model *m, const model_source *src, pgd_error **err)
     int64_t spe[4] = {C, 3, c->patch, c->patch}, sd[1] = {C}, sl[1] = {Cl};
     int rc = model_load_tensor(m->ctx, src, on[O_PE_W], 4, spe, &m->pe_w, err);
     if (!rc)
+        rc = pgd_patch_proj_create(m->ctx, m->pe_w, &m->pe_proj, err);
+    if (!rc)
         rc = model_load_tensor(m->ctx, src, on[O_PE_B], 1, sd, &m->pe_b, err);
     if (!rc)
         rc = model_load_tensor(m->ctx, src, on[O_PN_W], 1, sd, &m->pn_w, err);
@@ -466,6 +469,7 @@ void swin_free(swin_model *m)
 {
     if (!m)
         return;
+    pgd_patch_proj_destroy(m->pe_proj);
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->pn_w, m->pn_b, m->norm_w, m->norm_b, m->mean_row};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         pgd_tensor_destroy(ts[i]);
@@ -744,7 +748,7 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
     if (!rc)
         rc = pgd_tensor_create(ctx, 3, st, &tokens, err);
     if (!rc)
-        rc = pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b, NULL, NULL, NULL, tokens, err);
+        rc = pgd_patch_embed_proj(ctx, ps.img, m->pe_proj, m->pe_b, NULL, NULL, NULL, tokens, err);
     int64_t sx[4] = {B, ps.H, ps.W, c->dim};
     if (!rc)
         rc = pgd_tensor_reshape(tokens, 4, sx, err);

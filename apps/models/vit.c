@@ -300,6 +300,7 @@ struct vit_model {
     pgd_ctx *ctx;
     vit_config cfg;
     pgd_tensor *pe_w, *pe_b, *cls, *dist, *reg, *pos, *norm_w, *norm_b;
+    pgd_patch_proj *pe_proj; /* pe_w prepared once (packed on CPU devices) */
     pgd_tensor *pos_resized;
     pgd_tensor *mean_row; /* [1, patches] of 1/patches for mean pooling (model_mean_row) */
     int pos_h, pos_w;
@@ -533,6 +534,8 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     int64_t D = cfg->dim, P = cfg->patch, T = cfg->pos_prefix + (int64_t)cfg->grid_h * cfg->grid_w;
     int64_t pe[4] = {D, 3, P, P}, d1[1] = {D};
     int rc = model_load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
+    if (!rc)
+        rc = pgd_patch_proj_create(ctx, m->pe_w, &m->pe_proj, err);
     if (!rc && has(src, names[f][W_PE_B]))
         rc = model_load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
     if (!rc)
@@ -600,6 +603,7 @@ void vit_free(vit_model *m)
         return;
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->reg, m->pos, m->norm_w, m->norm_b,
                         m->pos_resized, m->mean_row};
+    pgd_patch_proj_destroy(m->pe_proj);
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         pgd_tensor_destroy(ts[i]);
     pgd_linear_destroy(m->head);
@@ -940,8 +944,8 @@ static int assemble_tokens(pass_state *ps, const pgd_tensor *pos, pgd_error **er
     pgd_tensor *t = NULL;
     int rc = pgd_tensor_create(m->ctx, 3, st, &t, err);
     if (!rc)
-        rc = pgd_patch_embed(m->ctx, ps->img, m->pe_w, m->pe_b, pre ? m->cls : NULL, NULL, pos, t,
-                             err);
+        rc = pgd_patch_embed_proj(m->ctx, ps->img, m->pe_proj, m->pe_b, pre ? m->cls : NULL, NULL,
+                                  pos, t, err);
     for (int64_t b = 0; !rc && b < ps->B; b++) {
         int64_t row = b * ps->T * D, trow = b * (pre + P) * D;
         rc = pre ? pgd_tensor_copy(t, trow, ps->x, row, D, err)
@@ -994,9 +998,10 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     rc = pass_alloc(&ps, images, H, W, err);
     if (!rc)
         rc = c->registers || c->pos_prefix != c->extra ? assemble_tokens(&ps, pos, err)
-                                                       : pgd_patch_embed(ctx, ps.img, m->pe_w, m->pe_b,
-                                                                         m->cls, m->dist, pos, ps.x,
-                                                                         err);
+                                                       : pgd_patch_embed_proj(ctx, ps.img, m->pe_proj,
+                                                                              m->pe_b, m->cls,
+                                                                              m->dist, pos, ps.x,
+                                                                              err);
     char stage[128];
     stage_name(c->family, W_PE_W, 0, stage, sizeof stage);
     if (!rc)

@@ -1020,6 +1020,21 @@ PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bi
 PGD_API int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
                             const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
                             const pgd_tensor *pos, pgd_tensor *out, pgd_error **err);
+/* A patch embedding's projection weight [D, C, P, P] prepared once, for a model's forward passes:
+ * on CPU devices packed into the GEMM kernel's panels, which pgd_patch_embed does again on every
+ * call. The weight tensor is referenced, not copied, and must outlive the object; its values
+ * are read at creation (upload them first) and the panels follow ctx's GEMM parameters of that
+ * moment. A weight that is not 4-D is PGD_ERR_SHAPE. */
+typedef struct pgd_patch_proj pgd_patch_proj;
+PGD_API int pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight, pgd_patch_proj **out,
+                                  pgd_error **err);
+PGD_API void pgd_patch_proj_destroy(pgd_patch_proj *proj);
+/* pgd_patch_embed with the prepared projection proj (created on the same ctx): the same checks
+ * and the same result, bit for bit. */
+PGD_API int pgd_patch_embed_proj(pgd_ctx *ctx, const pgd_tensor *image, const pgd_patch_proj *proj,
+                                 const pgd_tensor *bias, const pgd_tensor *cls,
+                                 const pgd_tensor *dist, const pgd_tensor *pos, pgd_tensor *out,
+                                 pgd_error **err);
 /* How pgd_pos_embed_resize resamples the position grid: the rule of each weight family when a
  * ViT runs at an image size other than the trained one. All are bicubic; they differ in how
  * output coordinates map to the source grid, in the cubic's A, and at the border. With in and

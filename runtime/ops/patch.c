@@ -1,6 +1,7 @@
 /* patch.c — launchers for cl/patch_embed.cl: ViT patch embedding and bicubic resizing of
  * position-embedding grids (PyTorch's plain, align_corners, antialiased and scale-factor rules). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -78,9 +79,16 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
  * shared GEMM kernels: batch b's rows land at token `extra` of out[b]; bias and the patches' rows
  * of pos (shared by every batch: stride 0) are the GEMM's epilogue. bb and pb stand for absent
  * bias and pos (never read). */
+struct pgd_patch_proj {
+    pgd_ctx *ctx;
+    const pgd_tensor *weight; /* [D, C, P, P], the caller's */
+    pgd_tensor *packed;       /* CPU devices: its panels (pgd__gemm_pack, as Bᵀ [D, K]); else NULL */
+    pgd__gemm_params gp;      /* the GEMM parameters it was packed with */
+};
+
 static int embed_patches(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *image,
-                         const pgd_tensor *weight, int has_bias, cl_mem bb, int has_pos, cl_mem pb,
-                         pgd_tensor *out, pgd_error **err)
+                         const pgd_tensor *weight, const pgd_patch_proj *proj, int has_bias,
+                         cl_mem bb, int has_pos, cl_mem pb, pgd_tensor *out, pgd_error **err)
 {
     int64_t B = g->B, C = g->C, P = g->P, np = g->np, D = g->D;
     int64_t K = C * P * P;
@@ -119,6 +127,11 @@ static int embed_patches(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *im
     gc.alpha = 1.0f;
     gc.a = (pgd__mat){A->buf, 0, (int)K, (long)(np * K)};
     gc.b = (pgd__mat){weight->buf, 0, (int)K, 0};
+    if (proj && proj->packed) { /* the panels made once, shared by every image (stride 0) */
+        gc.params = &proj->gp;
+        gc.b = (pgd__mat){proj->packed->buf, 0, 0, 0};
+        gc.b_packed = 1;
+    }
     gc.c = (pgd__mat){out->buf, (size_t)(g->extra * D), (int)D, (long)(g->T * D)};
     pgd__mat mb = {bb, 0, 0, 0}, mp = {pb, (size_t)(g->extra * D), (int)D, 0};
     gc.bias = has_bias ? &mb : NULL;
@@ -155,9 +168,10 @@ static int write_tokens(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *cls
     return pgd__enqueue(ctx, k, "patch_tokens", 1, &global, &wg, err);
 }
 
-int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
-                    const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
-                    const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+static int patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                       const pgd_patch_proj *proj, const pgd_tensor *bias, const pgd_tensor *cls,
+                       const pgd_tensor *dist, const pgd_tensor *pos, pgd_tensor *out,
+                       pgd_error **err)
 {
     patch_dims g = {0};
     int rc = check_patch_args(image, weight, bias, cls, dist, pos, out, &g, err);
@@ -167,8 +181,8 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
     /* Absent optional tensors are never read; their arguments still need a valid buffer. */
     cl_mem bb = bias ? bias->buf : weight->buf, pb = pos ? pos->buf : weight->buf;
     if (g.np > 0 && g.C > 0) {
-        if ((rc = embed_patches(ctx, &g, image, weight, bias != NULL, bb, pos != NULL, pb, out,
-                                err)))
+        if ((rc = embed_patches(ctx, &g, image, weight, proj, bias != NULL, bb, pos != NULL, pb,
+                                out, err)))
             return rc;
     } else if (g.np > 0) {
         return pgd__error_set(err, PGD_ERR_SHAPE, "patch_embed: image has no channels");
@@ -176,6 +190,77 @@ int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *wei
     if (g.extra == 0 || g.B == 0)
         return PGD_OK;
     return write_tokens(ctx, &g, cls, dist, pb, flags, out, err);
+}
+
+int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                    const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                    const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+{
+    return patch_embed(ctx, image, weight, NULL, bias, cls, dist, pos, out, err);
+}
+
+int pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight, pgd_patch_proj **out,
+                          pgd_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !weight || !out)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "patch_proj_create: ctx, weight and out are required");
+    if (weight->ndim != 4) {
+        char sw[128];
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "patch_proj_create: weight must be [D, C, P, P], not %s",
+                              pgd_tensor_shape_str(weight, sw, sizeof sw));
+    }
+    int64_t D = weight->shape[0], K = weight->shape[1] * weight->shape[2] * weight->shape[3];
+    if (D > INT32_MAX || K > INT32_MAX)
+        return pgd__error_set(err, PGD_ERR_TOO_LARGE,
+                              "patch_proj_create: weight [%lld, %lld] is too large",
+                              (long long)D, (long long)K);
+    pgd_patch_proj *p = calloc(1, sizeof *p);
+    if (!p)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "patch_proj_create");
+    p->ctx = ctx;
+    p->weight = weight;
+    p->gp = ctx->gemm;
+    int rc = PGD_OK;
+    if (p->gp.cpu && D > 0 && K > 0) {
+        int64_t per = pgd__gemm_packed_size(&p->gp, D, K), shape[1] = {per};
+        rc = pgd__check_alloc(ctx, (uint64_t)per * sizeof(float), "patch projection panels", err);
+        if (!rc)
+            rc = pgd_tensor_create(ctx, 1, shape, &p->packed, err);
+        if (!rc) {
+            pgd__mat src = {weight->buf, 0, (int)K, 0};
+            rc = pgd__gemm_pack(ctx, &p->gp, 1, D, K, 1, &src, p->packed->buf, per, 0, err);
+        }
+    }
+    if (rc) {
+        pgd_patch_proj_destroy(p);
+        return rc;
+    }
+    *out = p;
+    return PGD_OK;
+}
+
+void pgd_patch_proj_destroy(pgd_patch_proj *proj)
+{
+    if (!proj)
+        return;
+    pgd_tensor_destroy(proj->packed);
+    free(proj);
+}
+
+int pgd_patch_embed_proj(pgd_ctx *ctx, const pgd_tensor *image, const pgd_patch_proj *proj,
+                         const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
+                         const pgd_tensor *pos, pgd_tensor *out, pgd_error **err)
+{
+    if (!proj)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "patch_embed: proj is required");
+    if (ctx != proj->ctx)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "patch_embed: proj was created on another context");
+    return patch_embed(ctx, image, proj->weight, proj, bias, cls, dist, pos, out, err);
 }
 
 int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw, int gh2,
