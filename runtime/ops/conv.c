@@ -546,11 +546,10 @@ static int run_implicit(const fwd *f, pgd_error **err)
     if (few_rows(f, rm))
         return pgd__few_rows_run(ctx, opts, &ca, panels, (size_t)d->groups, err);
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "gemm", opts, "conv_implicit_cpu", &k, err);
     if (rc)
         return rc;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "conv_implicit_cpu");
     pgd__conv_cpu_set_args(&args, &ca);
     /* Row tiles per work-item. One measured best on PoCL 3.1 (2 cores): more gave no gain on
      * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with

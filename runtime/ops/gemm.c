@@ -414,11 +414,10 @@ int pgd__few_rows_run(pgd_ctx *ctx, const char *opts, const pgd__conv_cpu_args *
                       size_t groups, pgd_error **err)
 {
     cl_kernel k;
-    int rc = pgd__kernel_get(ctx, "gemm", opts, "conv_few_rows_cpu", &k, err);
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "gemm", opts, "conv_few_rows_cpu", &k, err);
     if (rc)
         return rc;
-    pgd__args args;
-    pgd__args_begin(&args, ctx, k, "conv_few_rows_cpu");
     pgd__conv_cpu_set_args(&args, a);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
