@@ -13,8 +13,9 @@
  * (layernorm_vec: devices without dedicated local memory; gemm_epilogue: after CLBlast) are
  * launched directly with their launchers' geometry.
  *
- * Usage: test_oclgrind CL_DIR [--any-device]. Without --any-device the device must be Oclgrind's
- * (so that the suite cannot pass by running somewhere else). */
+ * Usage: test_oclgrind CL_DIR [--any-device | --racy]. Without --any-device the device must be
+ * Oclgrind's (so that the suite cannot pass by running somewhere else; with it, $PAGODA_DEVICE
+ * picks one); --racy runs only the kernels that oclgrind-detects expects Oclgrind to report. */
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>
@@ -169,8 +170,7 @@ static pgd_tensor *upload_rand(pgd_ctx *ctx, pgd_rng *r, int ndim, const int64_t
     return t;
 }
 
-/* An output tensor poisoned with NaN, so that an element left unwritten fails the comparison
- * and Oclgrind sees initialised memory wherever a kernel reads what it wrote. */
+/* An output tensor poisoned with NaN, so that an element left unwritten fails the comparison. */
 static pgd_tensor *poisoned(pgd_ctx *ctx, int ndim, const int64_t *shape)
 {
     pgd_tensor *t = NULL;
