@@ -1,0 +1,423 @@
+/* stream_input.c — the input side of the stream (stream.c): the list of images from operands
+ * (files, directories, --recursive trees, glob patterns) and --list files, and for `pagoda
+ * eval` the true class of each image (ImageFolder layouts, labelled lists, --labels-map). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stream_input.h"
+
+/* ---- the input list ---- */
+
+int list_add(path_list *l, const char *path)
+{
+    if (l->n == INT32_MAX - 1)
+        return -1;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        char **p = realloc(l->p, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->p = p;
+        if (l->with_truth) {
+            int *t = realloc(l->truth, (size_t)cap * sizeof *t);
+            if (!t)
+                return -1;
+            l->truth = t;
+        }
+        l->cap = cap;
+    }
+    if (l->with_truth)
+        l->truth[l->n] = l->next_truth;
+    if (!(l->p[l->n] = strdup(path)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+void list_free(path_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->p[i]);
+    free(l->p);
+    free(l->truth);
+    memset(l, 0, sizeof *l);
+}
+
+/* An image file by its name: what a directory stands for. */
+static int image_name(const char *n)
+{
+    static const char *const ext[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp"};
+    const char *dot = strrchr(n, '.');
+    for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot, ext[i]))
+            return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int oom(void)
+{
+    fprintf(stderr, "pagoda: error: out of host memory\n");
+    return EXIT_RUNTIME;
+}
+
+/* The image files of a directory, sorted by name; sub-directories too with --recursive (each
+ * at its place in the order of names). Hidden entries (".name") are skipped. */
+static int add_dir(path_list *l, const char *dir, int recursive, int depth)
+{
+    char shown[1024];
+    if (depth > 64) {
+        fprintf(stderr, "pagoda: error: %s: directories nested more than 64 deep\n",
+                app_term_text(dir, shown, sizeof shown));
+        return EXIT_RUNTIME;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "pagoda: error: %s: cannot read the directory: %s\n",
+                app_term_text(dir, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    path_list names = {0};
+    int rc = EXIT_OK;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.' && list_add(&names, e->d_name))
+            rc = oom();
+    closedir(d);
+    if (names.n)
+        qsort(names.p, (size_t)names.n, sizeof *names.p, cmp_str);
+    size_t dl = strlen(dir);
+    int slash = dl && dir[dl - 1] == '/';
+    for (int i = 0; !rc && i < names.n; i++) {
+        size_t len = dl + strlen(names.p[i]) + 2;
+        char *full = malloc(len);
+        if (!full) {
+            rc = oom();
+            break;
+        }
+        snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", names.p[i]);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (recursive)
+                rc = add_dir(l, full, recursive, depth + 1);
+        } else if (image_name(names.p[i]) && list_add(l, full)) {
+            rc = oom();
+        }
+        free(full);
+    }
+    list_free(&names);
+    return rc;
+}
+
+/* One operand: a directory, a glob pattern that names no file itself, or a file (taken as
+ * given: whether it is an image is found when it is decoded). */
+static int add_operand(path_list *l, const char *arg, int recursive)
+{
+    struct stat st;
+    char shown[1024];
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        int before = l->n, rc = add_dir(l, arg, recursive, 0);
+        if (!rc && l->n == before) {
+            fprintf(stderr, "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
+                            ".png, .bmp, .webp)%s\n",
+                    app_term_text(arg, shown, sizeof shown),
+                    recursive ? "" : " (--recursive looks into its sub-directories)");
+            return EXIT_RUNTIME;
+        }
+        return rc;
+    }
+    if (lstat(arg, &st) != 0 && strpbrk(arg, "*?[")) {
+        glob_t g;
+        int grc = glob(arg, 0, NULL, &g);
+        if (grc == GLOB_NOMATCH) {
+            fprintf(stderr, "pagoda: error: %s: the pattern matches no file\n",
+                    app_term_text(arg, shown, sizeof shown));
+            return EXIT_RUNTIME;
+        }
+        if (grc) {
+            globfree(&g);
+            return oom();
+        }
+        int rc = EXIT_OK;
+        for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+            const char *p = g.gl_pathv[i];
+            if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                rc = add_dir(l, p, recursive, 0);
+            else if (list_add(l, p))
+                rc = oom();
+        }
+        globfree(&g);
+        return rc;
+    }
+    return list_add(l, arg) ? oom() : EXIT_OK;
+}
+
+/* Opens a text input (a list, a labels map) for reading: a regular file only, checked without
+ * blocking (a FIFO with no writer would hang fopen), or stdin for "-". NULL after an error. */
+static FILE *open_text(const char *path, const char *what)
+{
+    char shown[1024];
+    if (!strcmp(path, "-"))
+        return stdin;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *kind = fd < 0              ? strerror(errno)
+                           : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
+                           : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
+                           : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
+                                                  : "not a regular file";
+        fprintf(stderr, "pagoda: error: %s %s: %s\n", what,
+                app_term_text(path, shown, sizeof shown), kind);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. */
+static int add_list_file(path_list *l, const char *path)
+{
+    char shown[1024];
+    FILE *f = open_text(path, "--list");
+    if (!f)
+        return EXIT_RUNTIME;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = EXIT_OK;
+    long lineno = 0;
+    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if ((size_t)n != strlen(line)) {
+            fprintf(stderr, "pagoda: error: %s: line %ld holds a NUL byte\n",
+                    app_term_text(path, shown, sizeof shown), lineno);
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (n && list_add(l, line))
+            rc = oom();
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+
+/* ---- pagoda eval: the true class of each image, from an ImageFolder layout or a list ---- */
+
+struct stream_eval_mode eval_mode;
+
+void classify_stream_eval(const char *labels_map)
+{
+    eval_mode.on = 1;
+    eval_mode.labels_map = labels_map;
+}
+
+
+/* A whole number from 0 to classes - 1, or -1. */
+static int class_number(const char *t, int classes)
+{
+    int64_t v;
+    return pgd_parse_int64(t, 0, classes - 1, &v) ? -1 : (int)v;
+}
+
+static int read_labels_map(const char *path, int classes, path_list *map)
+{
+    char shown[1024];
+    FILE *f = open_text(path, "--labels-map");
+    if (!f)
+        return EXIT_RUNTIME;
+    map->with_truth = 1;
+    char *line = NULL;
+    size_t cap = 0;
+    long no = 0;
+    int rc = EXIT_OK;
+    while (!rc && getline(&line, &cap, f) >= 0) {
+        no++;
+        char *save = NULL, *name = strtok_r(line, " \t\r\n", &save);
+        char *num = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+        if (!name)
+            continue;
+        int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
+        if (c < 0) {
+            fprintf(stderr, "pagoda: error: %s: line %ld: want 'NAME INDEX' with INDEX from 0 "
+                            "to %d (the model's classes)\n",
+                    app_term_text(path, shown, sizeof shown), no, classes - 1);
+            rc = EXIT_RUNTIME;
+        } else {
+            map->next_truth = c;
+            if (list_add(map, name))
+                rc = oom();
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* The class of a folder name or list label: the labels map's, else (folders) `position`, else
+ * (list) a class number. -1 when there is none (an error is printed). */
+static int class_of(eval_names *en, const char *name, int position, int classes)
+{
+    char shown[1024];
+    if (en->map.n) {
+        for (int i = 0; i < en->map.n; i++)
+            if (!strcmp(en->map.p[i], name))
+                return en->map.truth[i];
+        int c = position < 0 ? class_number(name, classes) : -1;
+        if (c >= 0)
+            return c; /* a list's label may be a class number */
+        fprintf(stderr, "pagoda: error: class '%s' is not in the labels map %s\n",
+                app_term_text(name, shown, sizeof shown), eval_mode.labels_map);
+        return -1;
+    }
+    int c = position >= 0 ? position : class_number(name, classes);
+    if (c < 0 || c >= classes)
+        fprintf(stderr, "pagoda: error: class '%s' (%d): the model has %d classes (a labels map "
+                        "names the classes: --labels-map)\n",
+                app_term_text(name, shown, sizeof shown), c, classes);
+    return c >= 0 && c < classes ? c : -1;
+}
+
+/* One ImageFolder root: each sub-directory (sorted) is a class, its images (at any depth) that
+ * class's. */
+static int add_image_folder(path_list *l, eval_names *en, const char *root, int classes)
+{
+    char shown[1024];
+    DIR *d = opendir(root);
+    if (!d) {
+        fprintf(stderr, "pagoda: error: %s: not a readable directory (pagoda eval wants an "
+                        "ImageFolder layout: one sub-directory per class): %s\n",
+                app_term_text(root, shown, sizeof shown), strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    path_list subs = {0};
+    int rc = EXIT_OK;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        char full[4096];
+        struct stat st;
+        snprintf(full, sizeof full, "%s/%s", root, e->d_name);
+        if (e->d_name[0] != '.' && stat(full, &st) == 0 && S_ISDIR(st.st_mode) &&
+            list_add(&subs, e->d_name))
+            rc = oom();
+    }
+    closedir(d);
+    if (!rc && !subs.n) {
+        fprintf(stderr, "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
+                        "ImageFolder layout)\n", app_term_text(root, shown, sizeof shown));
+        rc = EXIT_RUNTIME;
+    }
+    if (subs.n)
+        qsort(subs.p, (size_t)subs.n, sizeof *subs.p, cmp_str);
+    for (int i = 0; !rc && i < subs.n; i++) {
+        int c = class_of(en, subs.p[i], i, classes);
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", root, subs.p[i]);
+        if (c < 0)
+            rc = EXIT_RUNTIME;
+        en->names.next_truth = l->next_truth = c;
+        if (!rc && list_add(&en->names, subs.p[i]))
+            rc = oom();
+        if (!rc)
+            rc = add_dir(l, full, 1, 0);
+    }
+    list_free(&subs);
+    return rc;
+}
+
+/* --list for eval: "PATH LABEL" lines, LABEL the last word (a class number, or a name of the
+ * labels map). */
+static int add_labelled_list(path_list *l, eval_names *en, const char *path, int classes)
+{
+    path_list raw = {0};
+    int rc = add_list_file(&raw, path);
+    char shown[1024];
+    for (int i = 0; !rc && i < raw.n; i++) {
+        char *line = raw.p[i], *sp = line + strlen(line);
+        while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
+            sp--;
+        char *end = sp;
+        while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (sp == line || end == line) {
+            fprintf(stderr, "pagoda: error: %s: line '%s' has no label (pagoda eval --list wants "
+                            "'PATH LABEL' lines)\n",
+                    path, app_term_text(line, shown, sizeof shown));
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        *end = 0;
+        int c = class_of(en, sp, -1, classes);
+        if (c < 0) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        l->next_truth = c;
+        if (list_add(l, line))
+            rc = oom();
+        int known = 0;
+        for (int k = 0; k < en->names.n && !known; k++)
+            known = en->names.truth[k] == c;
+        en->names.next_truth = c;
+        if (!rc && !known && list_add(&en->names, sp))
+            rc = oom();
+    }
+    list_free(&raw);
+    return rc;
+}
+
+int gather_eval(const classify_opts *o, path_list *l, eval_names *en, int classes)
+{
+    int rc = EXIT_OK;
+    l->with_truth = 1;
+    en->names.with_truth = 1;
+    if (eval_mode.labels_map)
+        rc = read_labels_map(eval_mode.labels_map, classes, &en->map);
+    for (int i = 0; !rc && i < o->nimages; i++)
+        rc = add_image_folder(l, en, o->images[i], classes);
+    if (!rc && o->list)
+        rc = add_labelled_list(l, en, o->list, classes);
+    if (!rc && !l->n) {
+        fprintf(stderr, "pagoda: error: no images to evaluate\n");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
+int gather_inputs(const classify_opts *o, path_list *l)
+{
+    int rc = EXIT_OK;
+    for (int i = 0; !rc && i < o->nimages; i++)
+        rc = add_operand(l, o->images[i], o->recursive);
+    if (!rc && o->list)
+        rc = add_list_file(l, o->list);
+    if (!rc && !l->n) {
+        fprintf(stderr, "pagoda: error: %s: no images to classify\n",
+                o->list ? o->list : "the operands");
+        rc = EXIT_RUNTIME;
+    }
+    return rc;
+}
+
