@@ -193,7 +193,8 @@ static FILE *open_text(const char *path, const char *what)
     return f;
 }
 
-/* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. */
+/* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. With
+ * l->with_truth, l->truth gets each kept line's number (for messages naming it). */
 static int add_list_file(path_list *l, const char *path)
 {
     char shown[1024];
@@ -215,6 +216,7 @@ static int add_list_file(path_list *l, const char *path)
         }
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = 0;
+        l->next_truth = lineno < INT_MAX ? (int)lineno : INT_MAX;
         if (n && list_add(l, line))
             rc = oom();
     }
@@ -243,6 +245,51 @@ static int class_number(const char *t, int classes)
     return pgd_parse_int64(t, 0, classes - 1, &v) ? -1 : (int)v;
 }
 
+/* A labels map entry and the line it came from, to find names listed twice. */
+typedef struct map_entry {
+    const char *name;
+    long line;
+} map_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const map_entry *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* A labels map must name each folder once (a second line for a name would be ignored) and
+ * name at least one (an empty map would leave the folders numbered by position, silently).
+ * `lines` [map->n]: the line of each entry. */
+static int check_labels_map(const char *path, const path_list *map, const long *lines)
+{
+    char shown[1024], name[1024];
+    app_term_text(path, shown, sizeof shown);
+    if (!map->n) {
+        fprintf(stderr, "pagoda: error: %s: no 'NAME INDEX' lines (an empty labels map would "
+                        "leave the classes numbered by the folders' order)\n", shown);
+        return EXIT_RUNTIME;
+    }
+    map_entry *e = malloc((size_t)map->n * sizeof *e);
+    if (!e)
+        return oom();
+    for (int i = 0; i < map->n; i++)
+        e[i].name = map->p[i], e[i].line = lines[i];
+    qsort(e, (size_t)map->n, sizeof *e, cmp_entry);
+    int rc = EXIT_OK;
+    for (int i = 1; i < map->n && !rc; i++)
+        if (!strcmp(e[i].name, e[i - 1].name)) {
+            fprintf(stderr, "pagoda: error: %s:%ld: '%s' is listed already on line %ld (a labels "
+                            "map names each folder once)\n",
+                    shown, e[i].line, app_term_text(e[i].name, name, sizeof name), e[i - 1].line);
+            rc = EXIT_RUNTIME;
+        }
+    free(e);
+    return rc;
+}
+
+/* --labels-map: 'NAME INDEX' lines; blank lines skipped, spaces and tabs around the words
+ * ignored. */
 static int read_labels_map(const char *path, int classes, path_list *map)
 {
     char shown[1024];
@@ -252,7 +299,7 @@ static int read_labels_map(const char *path, int classes, path_list *map)
     map->with_truth = 1;
     char *line = NULL;
     size_t cap = 0;
-    long no = 0;
+    long no = 0, *lines = NULL;
     int rc = EXIT_OK;
     while (!rc && getline(&line, &cap, f) >= 0) {
         no++;
@@ -262,24 +309,32 @@ static int read_labels_map(const char *path, int classes, path_list *map)
             continue;
         int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
         if (c < 0) {
-            fprintf(stderr, "pagoda: error: %s: line %ld: want 'NAME INDEX' with INDEX from 0 "
+            fprintf(stderr, "pagoda: error: %s:%ld: want 'NAME INDEX' with INDEX from 0 "
                             "to %d (the model's classes)\n",
                     app_term_text(path, shown, sizeof shown), no, classes - 1);
             rc = EXIT_RUNTIME;
         } else {
             map->next_truth = c;
-            if (list_add(map, name))
+            long *more = realloc(lines, ((size_t)map->n + 1) * sizeof *lines);
+            if (more)
+                lines = more, lines[map->n] = no;
+            if (!more || list_add(map, name))
                 rc = oom();
         }
     }
     free(line);
-    fclose(f);
+    if (f != stdin)
+        fclose(f);
+    if (!rc)
+        rc = check_labels_map(path, map, lines);
+    free(lines);
     return rc;
 }
 
 /* The class of a folder name or list label: the labels map's, else (folders) `position`, else
- * (list) a class number. -1 when there is none (an error is printed). */
-static int class_of(eval_names *en, const char *name, int position, int classes)
+ * (list) a class number. -1 when there is none (an error naming `where` is printed). */
+static int class_of(eval_names *en, const char *name, int position, int classes,
+                    const char *where)
 {
     char shown[1024];
     if (en->map.n) {
@@ -289,15 +344,19 @@ static int class_of(eval_names *en, const char *name, int position, int classes)
         int c = position < 0 ? class_number(name, classes) : -1;
         if (c >= 0)
             return c; /* a list's label may be a class number */
-        fprintf(stderr, "pagoda: error: class '%s' is not in the labels map %s\n",
+        fprintf(stderr, "pagoda: error: %s: class '%s' is not in the labels map %s\n", where,
                 app_term_text(name, shown, sizeof shown), eval_mode.labels_map);
         return -1;
     }
+    if (position >= 0 && position >= classes)
+        fprintf(stderr, "pagoda: error: %s: the folder '%s' is class %d by its place, and the "
+                        "model has %d classes (a labels map names the classes: --labels-map)\n",
+                where, app_term_text(name, shown, sizeof shown), position, classes);
     int c = position >= 0 ? position : class_number(name, classes);
-    if (c < 0 || c >= classes)
-        fprintf(stderr, "pagoda: error: class '%s' (%d): the model has %d classes (a labels map "
-                        "names the classes: --labels-map)\n",
-                app_term_text(name, shown, sizeof shown), c, classes);
+    if (position < 0 && c < 0)
+        fprintf(stderr, "pagoda: error: %s: the label '%s' is not a class number from 0 to %d "
+                        "(labels by name need a labels map: --labels-map)\n",
+                where, app_term_text(name, shown, sizeof shown), classes - 1);
     return c >= 0 && c < classes ? c : -1;
 }
 
@@ -332,7 +391,7 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
     if (subs.n)
         qsort(subs.p, (size_t)subs.n, sizeof *subs.p, cmp_str);
     for (int i = 0; !rc && i < subs.n; i++) {
-        int c = class_of(en, subs.p[i], i, classes);
+        int c = class_of(en, subs.p[i], i, classes, app_term_text(root, shown, sizeof shown));
         char full[4096];
         snprintf(full, sizeof full, "%s/%s", root, subs.p[i]);
         if (c < 0)
@@ -348,28 +407,37 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
 }
 
 /* --list for eval: "PATH LABEL" lines, LABEL the last word (a class number, or a name of the
- * labels map). */
+ * labels map). Spaces and tabs at either end of a line are ignored (a line "PATH LABEL " is
+ * "PATH LABEL"); a path may hold spaces inside. */
 static int add_labelled_list(path_list *l, eval_names *en, const char *path, int classes)
 {
-    path_list raw = {0};
+    path_list raw = {.with_truth = 1}; /* truth: the line number (add_list_file) */
     int rc = add_list_file(&raw, path);
-    char shown[1024];
+    char shown[1024], where[1200];
     for (int i = 0; !rc && i < raw.n; i++) {
         char *line = raw.p[i], *sp = line + strlen(line);
+        while (sp > line && (sp[-1] == ' ' || sp[-1] == '\t'))
+            *--sp = 0;
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (!*line)
+            continue; /* a blank line, as an empty one */
         while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
             sp--;
         char *end = sp;
         while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
+        snprintf(where, sizeof where, "%s:%d", app_term_text(path, shown, sizeof shown),
+                 raw.truth[i]);
         if (sp == line || end == line) {
-            fprintf(stderr, "pagoda: error: %s: line '%s' has no label (pagoda eval --list wants "
+            fprintf(stderr, "pagoda: error: %s: '%s' has no label (pagoda eval --list wants "
                             "'PATH LABEL' lines)\n",
-                    path, app_term_text(line, shown, sizeof shown));
+                    where, app_term_text(line, shown, sizeof shown));
             rc = EXIT_RUNTIME;
             break;
         }
         *end = 0;
-        int c = class_of(en, sp, -1, classes);
+        int c = class_of(en, sp, -1, classes, where);
         if (c < 0) {
             rc = EXIT_RUNTIME;
             break;
