@@ -3,11 +3,14 @@
 top-1 and top-5 counts, overall and per class, are those PyTorch computed (expected.json), from
 the ImageFolder layout with --labels-map and from a labelled --list on stdin (spaces at the
 line ends ignored); bad labels maps (a bad line, empty, a name twice) and list lines (no label, a
-label that is no class) are refused naming FILE:LINE and the rule. Standard library only."""
+label that is no class) are refused naming FILE:LINE and the rule; symbolic link loops in the
+folders are skipped with a warning (eval, classify --recursive). Standard library only."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def fail(msg):
@@ -77,7 +80,46 @@ def main():
         if p.returncode != 1 or where not in err or rule not in err:
             fail("a bad %s %r: exit %d, want 1 naming %s and %r: %s"
                  % (kind, text, p.returncode, where, rule, err))
+    symlink_loops(pagoda, base, ev, want, tmp)
     print("cli-eval: OK")
+
+
+def symlink_loops(pagoda, base, ev, want, tmp):
+    """A symbolic link back up the tree (a loop) is skipped with a warning, by the folder
+    listing of `classify --recursive` and of eval's ImageFolder classes, and the rest runs."""
+    root = tempfile.mkdtemp(prefix="eval-loop-", dir=tmp)
+    try:
+        # eval: the layout rebuilt with links to the images, and c0/back -> the root.
+        for d, _, files in os.walk(ev):
+            rel = os.path.relpath(d, ev)
+            os.makedirs(os.path.join(root, "ev", rel), exist_ok=True)
+            for f in files:
+                os.symlink(os.path.join(d, f), os.path.join(root, "ev", rel, f))
+        os.symlink("..", os.path.join(root, "ev", "c0", "back"))
+        p = subprocess.run(base + ["--labels-map", os.path.join(ev, "labels-map.txt"),
+                                   os.path.join(root, "ev")], capture_output=True)
+        if p.returncode or b"symbolic link loop" not in p.stderr:
+            fail("eval over a link loop: exit %d: %s" % (p.returncode, p.stderr.decode()))
+        check(json.loads(p.stdout), want, "ImageFolder with a link loop")
+        # classify --recursive: imgs/a.png, imgs/sub/up -> .. and imgs/sub/self -> .
+        imgs = os.path.join(root, "imgs")
+        os.makedirs(os.path.join(imgs, "sub"))
+        os.symlink(os.path.join(ev, want["rows"][0]["path"]), os.path.join(imgs, "a.png"))
+        os.symlink("..", os.path.join(imgs, "sub", "up"))
+        os.symlink(".", os.path.join(imgs, "sub", "self"))
+        out = os.path.join(root, "out.jsonl")
+        p = subprocess.run([pagoda, "classify", "--weights", base[3], "--quiet", "--recursive",
+                            "--output", out, imgs], capture_output=True)
+        err = p.stderr.decode()
+        if p.returncode or err.count("symbolic link loop") != 2:
+            fail("classify --recursive over link loops: exit %d: %s" % (p.returncode, err))
+        with open(out) as f:
+            lines = [r for r in (json.loads(x) for x in f if x.strip()) if "source" in r]
+        if len(lines) != 1 or not lines[0]["source"].endswith("a.png"):
+            fail("classify --recursive over link loops: %r" % lines)
+        print("symbolic link loops: skipped with a warning, the run goes on")
+    finally:
+        shutil.rmtree(root)
 
 
 if __name__ == "__main__":

@@ -75,12 +75,37 @@ int oom(void)
     return EXIT_RUNTIME;
 }
 
+/* The directories from an operand down to the one being listed, by identity: a symbolic link
+ * that leads back to one of them is a loop, skipped (with a warning) instead of followed until
+ * the path is 64 levels deep. */
+typedef struct dir_chain {
+    dev_t dev;
+    ino_t ino;
+    int depth;
+    const char *path;
+    const struct dir_chain *up;
+} dir_chain;
+
 /* The image files of a directory, sorted by name; sub-directories too with --recursive (each
- * at its place in the order of names). Hidden entries (".name") are skipped. */
-static int add_dir(path_list *l, const char *dir, int recursive, int depth)
+ * at its place in the order of names). Hidden entries (".name") are skipped. `up`: the
+ * directories above (NULL for an operand). */
+static int add_dir(path_list *l, const char *dir, int recursive, const dir_chain *up)
 {
-    char shown[1024];
-    if (depth > 64) {
+    char shown[1024], again[1024];
+    dir_chain here = {0, 0, up ? up->depth + 1 : 0, dir, up};
+    struct stat st;
+    if (stat(dir, &st) == 0) { /* else opendir says why */
+        here.dev = st.st_dev, here.ino = st.st_ino;
+        for (const dir_chain *a = up; a; a = a->up)
+            if (a->dev == st.st_dev && a->ino == st.st_ino) {
+                fprintf(stderr, "pagoda: warning: %s: skipped: a symbolic link loop (the "
+                                "directory %s again)\n",
+                        app_term_text(dir, shown, sizeof shown),
+                        app_term_text(a->path, again, sizeof again));
+                return EXIT_OK;
+            }
+    }
+    if (here.depth > 64) {
         fprintf(stderr, "pagoda: error: %s: directories nested more than 64 deep\n",
                 app_term_text(dir, shown, sizeof shown));
         return EXIT_RUNTIME;
@@ -109,10 +134,9 @@ static int add_dir(path_list *l, const char *dir, int recursive, int depth)
             break;
         }
         snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", names.p[i]);
-        struct stat st;
         if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
             if (recursive)
-                rc = add_dir(l, full, recursive, depth + 1);
+                rc = add_dir(l, full, recursive, &here);
         } else if (image_name(names.p[i]) && list_add(l, full)) {
             rc = oom();
         }
@@ -129,7 +153,7 @@ static int add_operand(path_list *l, const char *arg, int recursive)
     struct stat st;
     char shown[1024];
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
-        int before = l->n, rc = add_dir(l, arg, recursive, 0);
+        int before = l->n, rc = add_dir(l, arg, recursive, NULL);
         if (!rc && l->n == before) {
             fprintf(stderr, "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
                             ".png, .bmp, .webp)%s\n",
@@ -155,7 +179,7 @@ static int add_operand(path_list *l, const char *arg, int recursive)
         for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
             const char *p = g.gl_pathv[i];
             if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-                rc = add_dir(l, p, recursive, 0);
+                rc = add_dir(l, p, recursive, NULL);
             else if (list_add(l, p))
                 rc = oom();
         }
@@ -372,6 +396,12 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
                 app_term_text(root, shown, sizeof shown), strerror(errno));
         return EXIT_RUNTIME;
     }
+    /* The root heads the chain of each class's tree: a link in a class folder back to the
+     * root would otherwise count the other classes' images as this one's. */
+    struct stat rst;
+    dir_chain top = {0, 0, 0, root, NULL};
+    if (fstat(dirfd(d), &rst) == 0)
+        top.dev = rst.st_dev, top.ino = rst.st_ino;
     path_list subs = {0};
     int rc = EXIT_OK;
     for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
@@ -400,7 +430,7 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
         if (!rc && list_add(&en->names, subs.p[i]))
             rc = oom();
         if (!rc)
-            rc = add_dir(l, full, 1, 0);
+            rc = add_dir(l, full, 1, &top);
     }
     list_free(&subs);
     return rc;
