@@ -8,7 +8,7 @@ Activations of the CNN ops (conv2d, pools, nonlocal) are NHWC, as in the C API.
 
 from __future__ import annotations
 
-from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast, pointer
+from ctypes import POINTER, byref, c_float, c_int, c_int64, c_uint64, c_void_p, cast, pointer
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -22,6 +22,7 @@ from ._capi import (
     NonlocalParams,
     View,
     api,
+    c_integer,
 )
 from .device import Context
 from .errors import InvalidArgumentError, ShapeError, raise_from
@@ -201,10 +202,10 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
     if mode not in _ATT_MODES:
         raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
                                    f"{mode!r}")
-    if mode == "topk" and int(topk) < 1:
+    topk = c_integer(topk, c_int64, "attention: topk", 0)
+    if mode == "topk" and topk < 1:
         raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
-    if not 0 <= int(seed) < 2**64:
-        raise InvalidArgumentError(f"pagoda: attention: seed {seed} is not a 64-bit unsigned")
+    seed = c_integer(seed, c_uint64, "attention: seed")
     with _call(ctx, q, k, v, mask, out) as c:
         tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
         assert tq is not None and tk is not None and tv is not None
@@ -224,7 +225,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         if scale is not None and float(scale) == 0.0:
             raise InvalidArgumentError("pagoda: attention: scale 0 (None means 1/sqrt(D))")
         args.causal = int(bool(causal))
-        args.mode, args.topk, args.seed = _ATT_MODES[mode], int(topk), int(seed)
+        args.mode, args.topk, args.seed = _ATT_MODES[mode], topk, seed
         args.q, args.k, args.v, args.o = (_view(tq, sq), _view(tk, sk), _view(tv, sv),
                                           _view(o, sq))
         tm = c.t(mask, "mask")
@@ -239,10 +240,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
                              0 if ms[1] == 1 else Nq * Nk, Nk)
         p = None
         if probs is not False and probs is not None:
-            head = -1 if probs is True else int(probs)
+            head = -1 if probs is True else c_integer(probs, c_int, "attention: probs (head)")
             if head != -1 and not 0 <= head < H:
                 raise InvalidArgumentError(f"pagoda: attention: probs head {head} of {H}")
-            q0, q1 = probs_rows if probs_rows is not None else (0, Nq)
+            q0, q1 = (c_integer(r, c_int64, "attention: probs_rows") for r in
+                      (probs_rows if probs_rows is not None else (0, Nq)))
             if not 0 <= q0 < q1 <= Nq:
                 raise InvalidArgumentError(f"pagoda: attention: probs_rows ({q0}, {q1}) of {Nq}")
             p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
@@ -255,13 +257,17 @@ def attention_uniform(seed: int, b: int, h: int, i: int, heads: int, nq: int) ->
     """The uniform number in [0, 1) that mode="sample" draws for row i of head h of batch
     entry b: key j is picked when it is the first whose cumulative softmax weight exceeds u
     times the row's total."""
-    return float(api.pgd_attention_uniform(seed, b, h, i, heads, nq))
+    args = [c_integer(seed, c_uint64, "attention_uniform: seed")] + [
+        c_integer(v, c_int64, "attention_uniform: " + n)
+        for v, n in ((b, "b"), (h, "h"), (i, "i"), (heads, "heads"), (nq, "nq"))]
+    return float(api.pgd_attention_uniform(*args))
 
 
 def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,
                   ctx: Optional[Context] = None) -> Tensor:
     """Multi-head self-attention on a fused projection qkv [B, N, 3·H·D] (q|k|v, head, d as
     timm and torchvision lay it out) to [B, N, H·D]."""
+    heads = c_integer(heads, c_int64, "attention_qkv: heads")
     with _call(ctx, qkv, out) as c:
         t = c.t(qkv, "qkv")
         assert t is not None
@@ -269,7 +275,7 @@ def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,
         if len(s) != 3 or heads < 1 or s[2] % (3 * heads):
             raise ShapeError(f"pagoda: attention_qkv: qkv {list(s)} is not [B, N, 3·{heads}·D]")
         o = c.out(out, (s[0], s[1], s[2] // 3))
-        _run(api.pgd_attention_qkv, c.ctx._h, t._handle(), int(heads), o._handle())
+        _run(api.pgd_attention_qkv, c.ctx._h, t._handle(), heads, o._handle())
         return o
 
 
@@ -376,12 +382,14 @@ def patch_embed(image: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] =
 
 
 def _pair(v: Union[int, Sequence[int]], what: str) -> Tuple[int, int]:
-    if isinstance(v, (int, np.integer)):
-        return int(v), int(v)
-    t = tuple(int(x) for x in v)
+    """An int or a pair of ints, each for a C int."""
+    if not hasattr(v, "__iter__"):
+        x = c_integer(v, c_int, what)
+        return x, x
+    t = tuple(v)
     if len(t) != 2:
         raise InvalidArgumentError(f"pagoda: {what} wants an int or a pair, not {v!r}")
-    return t  # type: ignore[return-value]
+    return c_integer(t[0], c_int, what), c_integer(t[1], c_int, what)
 
 
 def _host(a: Optional[ArrayLike], what: str, n: Optional[int] = None) -> Optional[np.ndarray]:
@@ -413,14 +421,15 @@ class Conv2d(Handle):
         if w.ndim != 4:
             raise ShapeError(f"pagoda: Conv2d: weight is {list(w.shape)}, not [cout, cin/groups,"
                              f" kh, kw]")
-        if groups < 1:
-            raise InvalidArgumentError(f"pagoda: Conv2d: groups {groups} < 1")
-        cout, cin_g, kh, kw = w.shape
+        groups = c_integer(groups, c_int, "Conv2d: groups", 1)
+        cout, cin_g, kh, kw = (c_integer(d, c_int64 if i < 2 else c_int, "Conv2d: weight size")
+                               for i, d in enumerate(w.shape))
         b = _host(bias, "bias", cout)
-        sh, sw = _pair(stride, "stride")
-        ph, pw = _pair(padding, "padding")
-        dh, dw = _pair(dilation, "dilation")
-        self.desc = Conv2dDesc(cin_g * groups, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups)
+        sh, sw = _pair(stride, "Conv2d: stride")
+        ph, pw = _pair(padding, "Conv2d: padding")
+        dh, dw = _pair(dilation, "Conv2d: dilation")
+        cin = c_integer(cin_g * groups, c_int64, "Conv2d: cin")
+        self.desc = Conv2dDesc(cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups)
         self.out_channels = cout
         bnd = None
         keep = []
@@ -441,13 +450,15 @@ class Conv2d(Handle):
 
     def out_size(self, h: int, w: int) -> Tuple[int, int]:
         oh, ow = c_int64(), c_int64()
-        api.pgd_conv2d_out_size(byref(self.desc), h, w, byref(oh), byref(ow))
+        api.pgd_conv2d_out_size(byref(self.desc), c_integer(h, c_int64, "Conv2d.out_size: h"),
+                                c_integer(w, c_int64, "Conv2d.out_size: w"), byref(oh), byref(ow))
         return oh.value, ow.value
 
     def algorithm(self, h: int, w: int, n: int = 1) -> str:
         """The algorithm a forward on n images of h x w uses ("gemm", "implicit", ...)."""
-        if n < 1:
-            raise ValueError(f"algorithm: n must be at least 1, got {n}")
+        n = c_integer(n, c_int64, "Conv2d.algorithm: n", 1)
+        h = c_integer(h, c_int64, "Conv2d.algorithm: h")
+        w = c_integer(w, c_int64, "Conv2d.algorithm: w")
         self._ctx._enter()
         try:
             r = api.pgd_conv2d_algorithm_batch(self._ctx._h, self._handle(), n, h, w)
@@ -488,7 +499,9 @@ def conv2d(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
 
 def _pool(fn: Any, x: ArrayLike, k: int, stride: Optional[int], padding: int,
           out: Optional[Tensor], ctx: Optional[Context], what: str) -> Tensor:
-    stride = k if stride is None else stride
+    k = c_integer(k, c_int, f"{what}: kernel_size")
+    stride = k if stride is None else c_integer(stride, c_int, f"{what}: stride")
+    padding = c_integer(padding, c_int, f"{what}: padding")
     with _call(ctx, x, out) as c:
         t = c.t(x, "x")
         assert t is not None
@@ -503,7 +516,7 @@ def _pool(fn: Any, x: ArrayLike, k: int, stride: Optional[int], padding: int,
         if oh < 1 or ow < 1:
             raise ShapeError(f"pagoda: {what}: a {k}x{k} window does not fit {list(s)}")
         y = c.out(out, (s[0], oh, ow, s[3]))
-        _run(fn, c.ctx._h, t._handle(), int(k), int(stride), int(padding), y._handle())
+        _run(fn, c.ctx._h, t._handle(), k, stride, padding, y._handle())
         return y
 
 
@@ -565,7 +578,8 @@ class NonLocal(Handle):
         if mode not in _NL_MODES:
             raise InvalidArgumentError(f"pagoda: NonLocal: mode is one of {', '.join(_NL_MODES)}"
                                        f", not {mode!r}")
-        inner = channels // 2 if inner is None else inner
+        channels = c_integer(channels, c_int64, "NonLocal: channels")
+        inner = channels // 2 if inner is None else c_integer(inner, c_int64, "NonLocal: inner")
         known = ("theta_weight", "theta_bias", "phi_weight", "phi_bias", "g_weight", "g_bias",
                  "w_weight", "w_bias", "bn", "concat_weight")
         for k in weights:
@@ -577,7 +591,7 @@ class NonLocal(Handle):
                  "g_bias": inner, "w_weight": channels * inner, "w_bias": channels,
                  "concat_weight": 2 * inner}
         host = {k: _host(weights.get(k), k, n) for k, n in sizes.items()}
-        self.desc = NonlocalDesc(int(channels), int(inner), _NL_MODES[mode], int(bool(subsample)),
+        self.desc = NonlocalDesc(channels, inner, _NL_MODES[mode], int(bool(subsample)),
                                  int(bool(unfused)))
         self.mode = mode
         bnd = None
@@ -604,7 +618,8 @@ class NonLocal(Handle):
 
     def key_grid(self, h: int, w: int) -> Tuple[int, int]:
         gh, gw = c_int64(), c_int64()
-        api.pgd_nonlocal_key_grid(byref(self.desc), h, w, byref(gh), byref(gw))
+        api.pgd_nonlocal_key_grid(byref(self.desc), c_integer(h, c_int64, "NonLocal: h"),
+                                  c_integer(w, c_int64, "NonLocal: w"), byref(gh), byref(gw))
         return gh.value, gw.value
 
     def __call__(self, x: ArrayLike, *, out: Optional[Tensor] = None) -> Tensor:
@@ -627,8 +642,10 @@ class NonLocal(Handle):
             gh, gw = self.key_grid(s[1], s[2])
             row = np.zeros((s[0], max(gh, 1), max(gw, 1)), dtype=np.float32)
             ogh, ogw = c_int64(), c_int64()
-            _run(api.pgd_nonlocal_affinity, c.ctx._h, self._handle(), t._handle(), int(qi),
-                 int(qj), row.ctypes.data_as(POINTER(c_float)), byref(ogh), byref(ogw))
+            _run(api.pgd_nonlocal_affinity, c.ctx._h, self._handle(), t._handle(),
+                 c_integer(qi, c_int64, "NonLocal.affinity: qi"),
+                 c_integer(qj, c_int64, "NonLocal.affinity: qj"),
+                 row.ctypes.data_as(POINTER(c_float)), byref(ogh), byref(ogw))
             return row
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._capi import MAX_DIMS, api
+from ._capi import MAX_DIMS, api, c_integer
 from .errors import ClosedError, InvalidArgumentError, ShapeError, raise_from
 
 if TYPE_CHECKING:
@@ -79,11 +79,12 @@ def as_float32(array: Any, what: str = "array") -> np.ndarray:
 
 def _shape_arg(shape: Any, what: str) -> Tuple[int, ...]:
     try:
-        s = tuple(int(d) for d in shape)
+        dims = list(shape)
     except TypeError:
-        s = (int(shape),)
-    if not 1 <= len(s) <= MAX_DIMS:
-        raise ShapeError(f"pagoda: {what}: {len(s)} dims; tensors have 1 to {MAX_DIMS}")
+        dims = [shape]
+    if not 1 <= len(dims) <= MAX_DIMS:
+        raise ShapeError(f"pagoda: {what}: {len(dims)} dims; tensors have 1 to {MAX_DIMS}")
+    s = tuple(c_integer(d, c_int64, f"{what}: size {i} of {dims}") for i, d in enumerate(dims))
     if any(d < 0 for d in s):
         raise ShapeError(f"pagoda: {what}: negative size in {list(s)}")
     return s

@@ -256,3 +256,20 @@ def test_python_m_pagoda(any_ctx, capsys):
     assert r["name"] == "vit_tiny:2" and r["median_ms"] > 0
     assert main(["classify", "--device", sel, "--weights", os.path.join(DATA, "vit-hf.json"),
                  img]) == 1  # a pagoda.Error: reported, exit status 1
+
+
+def test_classify_nothing_and_bad_bench_spec(any_ctx, capsys):
+    m = pagoda.random_model("vit_tiny", any_ctx)
+    for empty in ([], ()):
+        with pytest.raises(pagoda.InvalidArgumentError, match="no images"):
+            m.classify(empty)
+        with pytest.raises(pagoda.InvalidArgumentError, match="no images"):
+            m.preprocess(empty)
+    from pagoda.__main__ import main
+
+    sel = any_ctx.device["selector"]
+    for spec, says in (("gemm:197,768,768", "gemm:197,768,768"), ("vit_tiny:x", "vit_tiny:x"),
+                       ("vit_tiny:0", "vit_tiny:0"), ("vit_tiny:2:3", "vit_tiny:2:3")):
+        assert main(["bench", "--device", sel, "--repeat", "1", "--warmup", "0", spec]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err
