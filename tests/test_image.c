@@ -522,8 +522,9 @@ START_TEST(bmp_top_down)
         const uint8_t *a = pgd_image_data(img[0]), *b = pgd_image_data(img[1]);
         for (int i = 0; i < w * h * 3; i++) {
             int want = bpp == 8 ? rgb[i / 3 * 3] : rgb[i];
-            ck_assert_msg(a[i] == want && b[i] == want, "%d-bit pixel %d channel %d: %d, %d, not %d",
-                          bpp, i / 3, i % 3, a[i], b[i], want);
+            ck_assert_msg(a[i] == want && b[i] == want,
+                          "%d-bit pixel %d channel %d: %d, %d, not %d", bpp, i / 3, i % 3, a[i],
+                          b[i], want);
         }
         pgd_image_free(img[0]);
         pgd_image_free(img[1]);
