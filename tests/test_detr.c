@@ -6,7 +6,8 @@
  * of different sizes padded to 96 x 64 with their pixel mask, logits, boxes and the last
  * decoder layer's cross-attention within 1e-4 relative and post_process_object_detection's
  * detections identical; the DC5 variant (dilated layer4) likewise; missing, misshaped and
- * extra tensors refused by name. */
+ * extra tensors refused by name; what the file does not say (heads, dilation) recorded as
+ * assumed; boxes clipped for showing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,71 @@ START_TEST(postprocess)
     ck_assert_str_eq(detr_coco_label(12), "N/A");
     ck_assert_str_eq(detr_coco_label(90), "toothbrush");
     ck_assert_ptr_null(detr_coco_label(91));
+    /* clipped to the image for showing (post_process_object_detection does not clip) */
+    float raw[4] = {-8.5f, 3.0f, 120.0f, NAN}, clip[4];
+    detr_clip_box(raw, 100, 50, clip);
+    ck_assert(clip[0] == 0.0f && clip[1] == 3.0f && clip[2] == 100.0f && clip[3] == 0.0f);
+}
+END_TEST
+
+/* The file's source with no __metadata__ at all: what a checkpoint without config.json says. */
+static const char *no_meta(void *u, const char *key)
+{
+    (void)u;
+    (void)key;
+    return NULL;
+}
+
+static const model_assumed *assumed(const detr_config *c, const char *key)
+{
+    for (int i = 0; i < c->assumed.n; i++)
+        if (!strcmp(c->assumed.a[i].key, key))
+            return &c->assumed.a[i];
+    return NULL;
+}
+
+/* What neither the file nor the options say is recorded as assumed (8 heads, no dilation), for
+ * the caller to say; what they do say is not; heads that do not divide the width name where
+ * they came from. */
+START_TEST(assumptions)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/detr-hf4.safetensors", pgd_test_data_dir());
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, path);
+    detr_config cfg;
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.assumed.n, 1); /* the file's metadata has the heads, not dilation */
+    ck_assert_str_eq(assumed(&cfg, "dilation")->value, "false");
+    src.meta = no_meta;
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.enc_heads, 8);
+    ck_assert_int_eq(cfg.assumed.n, 3);
+    ck_assert_str_eq(assumed(&cfg, "encoder_heads")->value, "8");
+    ck_assert_str_eq(assumed(&cfg, "decoder_heads")->value, "8");
+    ck_assert_ptr_nonnull(strstr(assumed(&cfg, "encoder_heads")->how, "--heads"));
+    detr_options opt = {2, 4, -1, {NULL, NULL}};
+    PGD_CHECK_OK(detr_detect(&src, &opt, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.assumed.n, 0);
+    ck_assert_int_eq(cfg.enc_heads, 2);
+    ck_assert_int_eq(cfg.dec_heads, 4);
+    ck_assert_int_eq(cfg.backbone.dc5, 0);
+    opt.enc_heads = 3;
+    opt.origin[0] = "dir/config.json";
+    ck_assert_int_eq(detr_detect(&src, &opt, &cfg, &err), PGD_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "encoder_attention_heads from "
+                                                         "dir/config.json"));
+    pgd_error_free(err);
+    err = NULL;
+    pgd_weights_close(w);
+    /* the random model's configuration is its own, not assumed */
+    PGD_CHECK_OK(detr_random_source(&src, 50, 1, &err), &err);
+    PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.assumed.n, 0);
+    model_source_free(&src);
 }
 END_TEST
 
@@ -330,6 +396,7 @@ int main(void)
     tcase_add_test(tc, dc5);
     tcase_add_test(tc, strict_loading);
     tcase_add_test(tc, postprocess);
+    tcase_add_test(tc, assumptions);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -206,8 +206,9 @@ static const char *meta_heads(void *u, const char *key)
     return strcmp(key, "num_heads") ? NULL : heads_meta;
 }
 
-/* num_heads is parsed strictly (a "16abc" was read as 16, a "99999999999" as none), and an
- * explicit head count that disagrees with it is an error naming both, not overruled. */
+/* num_heads is parsed strictly (a "16abc" was read as 16, a "99999999999" as none), an
+ * explicit head count that disagrees with it is an error naming both, not overruled, and a
+ * count neither gives is recorded as assumed. */
 START_TEST(num_heads_metadata)
 {
     char path[4096];
@@ -239,9 +240,17 @@ START_TEST(num_heads_metadata)
     ck_assert_msg(strstr(m, "4 heads") && strstr(m, "num_heads 2"), "%s", m);
     pgd_error_free(err);
     err = NULL;
+    ck_assert_int_eq(cfg.assumed.n, 0);
     heads_meta = NULL; /* no metadata: the explicit count */
     PGD_CHECK_OK(vit_detect(&src, 4, &cfg, &err), &err);
     ck_assert_int_eq(cfg.heads, 4);
+    ck_assert_int_eq(cfg.assumed.n, 0);
+    /* neither: the table's guess (width 32: 1 head), recorded as assumed for the caller to say */
+    PGD_CHECK_OK(vit_detect(&src, 0, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.assumed.n, 1);
+    ck_assert_str_eq(cfg.assumed.a[0].key, "heads");
+    ck_assert_str_eq(cfg.assumed.a[0].value, "1");
+    ck_assert_ptr_nonnull(strstr(cfg.assumed.a[0].how, "--heads"));
     pgd_weights_close(w);
 }
 END_TEST

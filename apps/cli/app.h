@@ -76,6 +76,20 @@ void app_labels_free(app_labels *l);
  * replaced by random weights. */
 int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size);
 
+/* Values a load assumed rather than read (model.h's model_assumptions): one stderr line each,
+ * "pagoda: note: LABEL: KEY not given: assumed VALUE (HOW)", and as a JSON object
+ * {"KEY": VALUE, ...} (NULL only out of memory). */
+struct model_assumptions;
+void app_note_assumed(const char *label, const struct model_assumptions *as);
+json_t *app_assumed_json(const struct model_assumptions *as);
+
+/* A JSON side file `name` (a Hugging Face config.json) in the directory of `weights`: its path
+ * to path[size]; *out NULL when there is none. One that is there goes through pgd_file_read
+ * (a FIFO or a device is refused, at most 1 MiB) and must be a JSON object, else the error
+ * names the file. EXIT_OK, or EXIT_RUNTIME with the error printed (EXIT_USAGE for a path
+ * too long). */
+int app_side_json(const char *weights, const char *name, char *path, size_t size, json_t **out);
+
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the
  * file's, else ImageNet-1k's for 1000 classes, else "class N". */

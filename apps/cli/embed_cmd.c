@@ -51,12 +51,15 @@ static const char embed_usage[] =
     "All output files appear together when the whole run has succeeded, or none does.\n";
 
 static const char similar_usage[] =
-    "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json] QUERY_IMAGE...\n"
+    "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json]\n"
+    "                      [--allow-nonfinite] QUERY_IMAGE...\n"
     "\n"
     "Embeds each query image with the model and settings recorded in FEATS.npy.json (written by\n"
     "'pagoda embed') and prints the K (default 5) images of the index most similar to it by\n"
     "cosine similarity (the similarity matrix is one GEMM on the device). A query that is in\n"
-    "the index finds itself first, with similarity 1.\n";
+    "the index finds itself first, with similarity 1. A NaN or an infinity in the index's or a\n"
+    "query's features is refused (no similarity can be ranked with it), as 'pagoda classify'\n"
+    "refuses non-finite logits; --allow-nonfinite ranks them anyway (null in the JSON).\n";
 
 typedef struct embed_model {
     pgd_ctx *ctx;
@@ -202,6 +205,7 @@ static int model_open(embed_model *e, const char *device, const char *weights, c
         if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err) ||
             vit_detect(&e->src, heads, &e->cfg, &err))
             return app_fail(err);
+        app_note_assumed(weights, &e->cfg.assumed);
         if (!e->cfg.headless) {
             fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
                             "without one (a self-supervised ViT such as DINO)\n",
@@ -596,11 +600,14 @@ static void report_nearest(const embed_index *ix, char **queries, int nq, const 
                     best = j;
             taken[best] = 1;
             const char *path = json_string_value(json_array_get(ix->imgs, (size_t)best));
+            json_t *sv = isfinite(row[best]) ? json_real(row[best]) : json_null();
             if (results)
-                json_array_append_new(hits, json_pack("{s:i, s:f, s:o}", "rank", (int)r + 1,
-                                                      "similarity", (double)row[best], "image",
+                json_array_append_new(hits, json_pack("{s:i, s:o, s:o}", "rank", (int)r + 1,
+                                                      "similarity", sv, "image",
                                                       app_json_text(path ? path : "?")));
             else
+                json_decref(sv);
+            if (!results)
                 printf("  %2lld  %.4f  %s\n", (long long)r + 1, row[best],
                        app_term_text(path ? path : "?", shown, sizeof shown));
         }
@@ -609,6 +616,26 @@ static void report_nearest(const embed_index *ix, char **queries, int nq, const 
             json_array_append_new(results, json_pack("{s:o, s:o}", "query",
                                                      app_json_text(queries[q]), "nearest", hits));
     }
+}
+
+/* The first non-finite feature of x [n, d] (the index's, or the queries' from the model) is
+ * refused as classify refuses non-finite logits: EXIT_RUNTIME naming the row's image. */
+static int refuse_nonfinite(const float *x, int64_t n, int64_t d, const char *what,
+                            const embed_index *ix, char **queries)
+{
+    int64_t bad = model_first_nonfinite(x, n * d);
+    if (bad < 0)
+        return EXIT_OK;
+    const char *img = queries ? queries[bad / d]
+                              : json_string_value(json_array_get(ix->imgs, (size_t)(bad / d)));
+    char shown[1024], ishown[1024];
+    fprintf(stderr, "pagoda: error: %s: the features of %s (row %lld) are not finite (%g at "
+                    "column %lld) (--allow-nonfinite ranks them anyway)\n",
+            app_term_text(what, shown, sizeof shown), app_term_text(img ? img : "?", ishown,
+                                                                   sizeof ishown),
+            (long long)(bad / d), isnan(x[bad]) ? (double)NAN : (double)x[bad],
+            (long long)(bad % d));
+    return EXIT_RUNTIME;
 }
 
 /* sim [nq, N] = queries [nq, D] · indexᵀ, one GEMM on the context's device. */
@@ -638,16 +665,17 @@ int cmd_similar(int argc, char **argv)
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"index", required_argument, 0, 'x'},
         {"topk", required_argument, 0, 'k'}, {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"allow-nonfinite", no_argument, 0, 'N'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *device = NULL, *index = NULL;
     int64_t topk = 5;
-    int json = 0, c;
+    int json = 0, allow = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'x': index = optarg; break;
         case 'j': json = 1; break;
+        case 'N': allow = 1; break;
         case 'k':
             if (pgd_parse_int64(optarg, 1, 100000, &topk))
                 return app_usage_error("similar ", "--topk wants a whole number from 1 to "
@@ -665,6 +693,8 @@ int cmd_similar(int argc, char **argv)
     embed_model e = {0};
     pgd_error *err = NULL;
     int rc = index_open(index, &ix), nq = argc - optind;
+    if (!rc && !allow)
+        rc = refuse_nonfinite(ix.feats, ix.n, ix.d, index, &ix, NULL);
     e.pool = ix.pool;
     e.preset = (pgd_preprocess)(ix.preset < 0 ? 0 : ix.preset);
     if (!rc)
@@ -681,8 +711,12 @@ int cmd_similar(int argc, char **argv)
         fprintf(stderr, "pagoda: error: out of host memory\n");
         rc = EXIT_RUNTIME;
     }
-    if (!rc && (embed_files(&e, argv + optind, nq, 8, 1, qf, &err) ||
-                similarities(e.ctx, &ix, qf, nq, sim, &err)))
+    if (!rc && embed_files(&e, argv + optind, nq, 8, 1, qf, &err))
+        rc = app_fail(err);
+    if (!rc && !allow)
+        rc = refuse_nonfinite(qf, nq, width, ix.weights ? ix.weights : "random weights", &ix,
+                              argv + optind);
+    if (!rc && similarities(e.ctx, &ix, qf, nq, sim, &err))
         rc = app_fail(err);
     json_t *results = json && !rc ? json_array() : NULL;
     if (!rc)

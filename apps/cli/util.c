@@ -10,6 +10,7 @@
 
 #include "app.h"
 #include "labels.h"
+#include "model.h"
 
 int app_max_batch(const pgd_ctx *ctx) { return pgd_ctx_get_options(ctx)->max_batch > 0; }
 
@@ -541,4 +542,62 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
     }
     shape[0] = n, shape[1] = 3, shape[2] = shape[3] = S;
     return PGD_OK;
+}
+
+void app_note_assumed(const char *label, const model_assumptions *as)
+{
+    char shown[1024];
+    for (int i = 0; as && i < as->n; i++)
+        fprintf(stderr, "pagoda: note: %s: %s not given: assumed %s (%s)\n",
+                app_term_text(label, shown, sizeof shown), as->a[i].key, as->a[i].value,
+                as->a[i].how);
+}
+
+json_t *app_assumed_json(const model_assumptions *as)
+{
+    json_t *o = json_object();
+    for (int i = 0; o && as && i < as->n; i++) {
+        json_t *v = json_loads(as->a[i].value, JSON_DECODE_ANY, NULL);
+        if (json_object_set_new(o, as->a[i].key, v ? v : json_string(as->a[i].value))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int app_side_json(const char *weights, const char *name, char *path, size_t size, json_t **out)
+{
+    *out = NULL;
+    const char *slash = strrchr(weights, '/');
+    int dir = slash ? (int)(slash - weights) : 0;
+    if (snprintf(path, size, "%.*s%s%s", dir, weights, slash ? "/" : "", name) >= (int)size) {
+        fprintf(stderr, "pagoda: error: the path of %s beside %s is too long\n", name, weights);
+        return EXIT_USAGE;
+    }
+    void *text = NULL;
+    size_t n = 0;
+    pgd_error *err = NULL;
+    if (pgd_file_read(path, UINT64_C(1) << 20, &text, &n, &err)) {
+        if (pgd_error_code(err) == PGD_ERR_NOT_FOUND) {
+            pgd_error_free(err);
+            return EXIT_OK;
+        }
+        return app_fail(err);
+    }
+    json_error_t je;
+    *out = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    char shown[1024];
+    if (!*out)
+        fprintf(stderr, "pagoda: error: %s: not valid JSON (line %d: %s)\n",
+                app_term_text(path, shown, sizeof shown), je.line, je.text);
+    else if (!json_is_object(*out))
+        fprintf(stderr, "pagoda: error: %s: not a JSON object\n",
+                app_term_text(path, shown, sizeof shown));
+    else
+        return EXIT_OK;
+    json_decref(*out);
+    *out = NULL;
+    return EXIT_RUNTIME;
 }

@@ -121,6 +121,7 @@ static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
             return app_fail(err);
         if (vit_detect(src, v->heads, cfg, &err))
             return app_fail(err);
+        app_note_assumed(v->weights, &cfg->assumed);
         if (cfg->headless) {
             char shown[1024];
             fprintf(stderr, "pagoda: error: %s has no classifier ('head.weight' or the naming's "
@@ -181,6 +182,8 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
                                           cfg->patch, "attention",
                                           classify_attention_str(&v->attention, a, sizeof a))
                               : NULL;
+    if (model)
+        json_object_set_new(model, "assumed", app_assumed_json(&cfg->assumed));
     return classify_emit(&v->o, r, v->weights, model, stages, t, 4);
 }
 

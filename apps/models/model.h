@@ -173,6 +173,25 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
 /* The flat index of the first non-finite value of x[0..n), or -1. */
 int64_t model_first_nonfinite(const float *x, int64_t n);
 
+/* ---- values a load assumes rather than reads ----
+ * What a file's names, shapes and metadata cannot say (a DETR's attention heads, whether its
+ * backbone is dilated, ...) takes a default. Every default a load takes is recorded here, so
+ * that the caller says so (one stderr line each, and "assumed" in JSON) instead of running a
+ * possibly different model without a word. */
+#define MODEL_MAX_ASSUMED 8
+typedef struct model_assumed {
+    char key[32];   /* the value's name in JSON: "encoder_heads", "dilation", ... */
+    char value[32]; /* the default taken, as JSON text: "8", "false", "1e-05", "\"coco\"" */
+    char how[160];  /* how to give it instead: "--heads N, or ... in config.json" */
+} model_assumed;
+typedef struct model_assumptions {
+    int n;
+    model_assumed a[MODEL_MAX_ASSUMED];
+} model_assumptions;
+/* Records one assumption (a key already recorded is replaced; past MODEL_MAX_ASSUMED the rest
+ * are dropped: no model takes that many). */
+void model_assume(model_assumptions *as, const char *key, const char *value, const char *how);
+
 /* Opens the safetensors file at `path` as a source that owns it (model_source_free closes it);
  * `path` names it in messages and must outlive the source. On error *src is zeroed. */
 int model_source_open(model_source *src, const char *path, pgd_error **err);

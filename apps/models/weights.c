@@ -150,6 +150,20 @@ int model_need(const model_source *src, const char *name, int want_ndim, const i
     return model_need_shapes(src, name, &one, 1, err);
 }
 
+void model_assume(model_assumptions *as, const char *key, const char *value, const char *how)
+{
+    int i = 0;
+    while (i < as->n && strcmp(as->a[i].key, key))
+        i++;
+    if (i == MODEL_MAX_ASSUMED)
+        return;
+    model_assumed *a = &as->a[i];
+    snprintf(a->key, sizeof a->key, "%s", key);
+    snprintf(a->value, sizeof a->value, "%s", value);
+    snprintf(a->how, sizeof a->how, "%s", how);
+    as->n += i == as->n;
+}
+
 int64_t model_first_nonfinite(const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
