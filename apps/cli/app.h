@@ -39,6 +39,9 @@ int app_ctx_open(const char *device, pgd_ctx **ctx);
  * weights (pgd_ctx_options.weights_f16; overrides $PAGODA_WEIGHTS_DTYPE). A bad value prints
  * a usage error for `cmd` and returns EXIT_USAGE. */
 int app_set_weights_dtype(const char *cmd, const char *arg);
+/* 1 when contexts app_ctx_open makes store weights as f16 (--weights-dtype, else
+ * $PAGODA_WEIGHTS_DTYPE), else 0: results files record it (results.h). */
+int app_weights_f16(void);
 #define APP_WEIGHTS_DTYPE_HELP                                                                     \
     "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \

@@ -284,7 +284,12 @@ static int family_stream_run(family_cmd *v, const model_source *src, int classes
     family_stream fs = {v, src};
     classify_model m = {&fs, family_stream_load,
                         v->fam == FAM_SWIN ? swin_stream_forward : mixer_stream_forward,
-                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release};
+                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release,
+                        v->weights, v->random, ""};
+    char a[64];
+    snprintf(m.family, sizeof m.family, "%s (%s), attention %s", family_label(v->fam),
+             v->fam == FAM_SWIN ? swin_family_name(v->sw.family) : "mixer",
+             classify_attention_str(&v->attention, a, sizeof a));
     return classify_stream(&v->o, (pgd_preprocess)v->preset, classes, &m);
 }
 

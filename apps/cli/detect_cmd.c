@@ -24,6 +24,7 @@
 #include "app.h"
 #include "detr.h"
 #include "maps.h"
+#include "outset.h"
 
 static const char usage[] =
     "usage: pagoda detect [--device SEL] [--weights FILE] [--heads N[,M]] [--dilation true|false]\n"
@@ -103,8 +104,7 @@ typedef struct run {
     item *items;
     int B, H, W;
     float *x, *mask;
-    pgd_outfile **staged;
-    int nstaged;
+    outset out; /* every output file (outset.h): checked first, committed together */
 } run;
 
 /* "N" (both) or "N,M" (encoder, decoder), each 1..4096. */
@@ -649,15 +649,34 @@ static void draw_text(uint8_t *px, int w, int h, int x, int y, int s, const char
 static const uint8_t palette[6][3] = {{230, 25, 75}, {60, 180, 75},  {255, 225, 25},
                                       {0, 130, 200}, {245, 130, 48}, {145, 30, 180}};
 
-static int stage(run *r, const char *path, pgd_outfile **f, pgd_error **err)
+static int stage(run *r, const char *option, const char *path, pgd_outfile **f, pgd_error **err)
 {
-    pgd_outfile **grown = realloc(r->staged, (size_t)(r->nstaged + 1) * sizeof *grown);
-    if (!grown)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "outputs");
-    r->staged = grown;
-    int rc = pgd_outfile_open(path, f, err);
+    return outset_stage(&r->out, option, path, NULL, f, err);
+}
+
+/* Every output named on the command line, checked and claimed before any work (outset.h): a
+ * directory or a device as --draw, two options naming one file, are refused up front. The
+ * attention maps' names hold the detected labels: their prefix is checked now, each name when
+ * it is staged. */
+static int claim_outputs(run *r)
+{
+    const opts *o = &r->o;
+    int rc = EXIT_OK;
+    if (o->save_logits)
+        rc = outset_claim(&r->out, "--save-logits", o->save_logits);
+    if (!rc && o->save_boxes)
+        rc = outset_claim(&r->out, "--save-boxes", o->save_boxes);
     if (!rc)
-        r->staged[r->nstaged++] = *f;
+        rc = outset_check_given("--draw", o->draw);
+    if (!rc)
+        rc = outset_check_given("--attention-maps", o->maps);
+    for (int b = 0; !rc && o->draw && b < o->nimages; b++) {
+        char *path = app_numbered_path(o->draw, "", b, o->nimages);
+        rc = path ? outset_claim(&r->out, "--draw", path) : EXIT_RUNTIME;
+        if (!path)
+            fprintf(stderr, "pagoda: error: out of host memory\n");
+        free(path);
+    }
     return rc;
 }
 
@@ -693,7 +712,7 @@ static int draw_boxes(run *r, const item *it, const detr_detection *d, int n, co
         draw_text(px, w, h, tx + s, ty + 2 * s, s, text, white);
     }
     pgd_outfile *f = NULL;
-    int rc = stage(r, path, &f, err);
+    int rc = stage(r, "--draw", path, &f, err);
     if (!rc)
         rc = map_write_rgb_png_to(f, px, w, h, err);
     if (!rc)
@@ -735,7 +754,7 @@ static int draw_maps(run *r, int b, const detr_detection *d, int n, const float 
             snprintf(path, sizeof path, "%s-%d-%s.png", r->o.maps, k + 1, label);
         pgd_outfile *f = NULL;
         double full[4] = {0, 0, it->w, it->h};
-        rc = stage(r, path, &f, err);
+        rc = stage(r, "--attention-maps", path, &f, err);
         if (!rc)
             rc = map_write_png_view_to(f, it->img, map, vw, vh, full, err);
         if (!rc)
@@ -833,12 +852,13 @@ static int report(run *r, const float *logits, const float *boxes, const float *
     return r->o.json ? app_print_json(doc) : EXIT_OK;
 }
 
-static int save_npy(run *r, const char *path, const float *data, int64_t last)
+static int save_npy(run *r, const char *option, const char *path, const float *data,
+                    int64_t last)
 {
     pgd_error *err = NULL;
     pgd_outfile *f = NULL;
     int64_t s[3] = {r->B, r->cfg.queries, last};
-    if (stage(r, path, &f, &err) || pgd_npy_write_to(f, data, 3, s, &err) ||
+    if (stage(r, option, path, &f, &err) || pgd_npy_write_to(f, data, 3, s, &err) ||
         pgd_outfile_close(f, &err))
         return app_fail(err);
     return EXIT_OK;
@@ -887,9 +907,9 @@ static int detect(run *r)
     if (!rc)
         rc = refuse_nonfinite(r, boxes, (int64_t)nb, 4, "boxes");
     if (!rc && r->o.save_logits)
-        rc = save_npy(r, r->o.save_logits, logits, c->classes);
+        rc = save_npy(r, "--save-logits", r->o.save_logits, logits, c->classes);
     if (!rc && r->o.save_boxes)
-        rc = save_npy(r, r->o.save_boxes, boxes, 4);
+        rc = save_npy(r, "--save-boxes", r->o.save_boxes, boxes, 4);
     if (!rc)
         rc = report(r, logits, boxes, cross, t);
     free(logits);
@@ -905,9 +925,7 @@ static void run_free(run *r)
     free(r->items);
     free(r->x);
     free(r->mask);
-    for (int i = 0; i < r->nstaged; i++)
-        pgd_outfile_abort(r->staged[i]);
-    free(r->staged);
+    outset_free(&r->out); /* a run that did not commit leaves no output */
     detr_free(r->m);
     model_source_free(&r->src);
     pgd_weights_close(r->wf);
@@ -923,19 +941,17 @@ int cmd_detect(int argc, char **argv)
     int rc = parse(argc, argv, &r.o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
-    rc = r.o.input ? load_input(&r) : load_images(&r);
+    rc = claim_outputs(&r);
+    if (!rc)
+        rc = r.o.input ? load_input(&r) : load_images(&r);
     if (!rc)
         rc = app_ctx_open(r.o.device, &r.ctx);
     if (!rc)
         rc = open_model(&r);
     if (!rc)
         rc = detect(&r);
-    for (int i = 0; !rc && i < r.nstaged; i++) {
-        pgd_error *err = NULL;
-        if (pgd_outfile_commit(r.staged[i], &err))
-            rc = app_fail(err);
-        r.staged[i] = NULL;
-    }
+    if (!rc)
+        rc = outset_commit(&r.out, 1);
     run_free(&r);
     return rc;
 }

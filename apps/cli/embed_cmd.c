@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "maps.h"
+#include "outset.h"
 #include "vit.h"
 
 static const char embed_usage[] =
@@ -69,9 +70,10 @@ typedef struct embed_model {
     int pool; /* 0 cls, 1 mean, 2 both */
     pgd_preprocess preset;
     const char *heads_png, *mask_png; /* per-head maps, or NULL */
-    pgd_outfile **staged;             /* the maps written, committed at the end */
-    int nstaged;
+    outset out;                       /* every output (outset.h), committed at the end */
 } embed_model;
+
+static const char *const map_options[2] = {"--attention-heads", "--attention-mask"};
 
 /* Stages the per-head picture(s) of image `index` of n. */
 static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh,
@@ -85,22 +87,15 @@ static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64
         if (k == 1 && map_mass_mask(maps, (int)heads, (int)cells, 0.6))
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention mask");
         char *path = app_numbered_path(pngs[k], "", index, n);
-        pgd_outfile **grown = realloc(e->staged, (size_t)(e->nstaged + 1) * sizeof *grown);
-        if (!path || !grown) {
-            free(path);
-            if (grown)
-                e->staged = grown;
+        if (!path)
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention maps");
-        }
-        e->staged = grown;
         pgd_outfile *f = NULL;
         double view[4];
         pgd_image_preprocess_view(thumb, e->preset, view);
-        int rc = pgd_outfile_open(path, &f, err);
+        int rc = outset_stage(&e->out, map_options[k], path, NULL, &f, err);
         free(path);
         if (rc)
             return rc;
-        e->staged[e->nstaged++] = f;
         rc = map_write_grid_png_view_to(f, thumb, maps, (int)heads, (int)mw, (int)mh, view, err);
         if (!rc)
             rc = pgd_outfile_close(f, err);
@@ -428,20 +423,28 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
     return rc;
 }
 
-/* Commits the features, the list and the staged maps, in that order. */
-static int commit_all(embed_model *e, pgd_outfile **fo, pgd_outfile **fj, pgd_error **err)
+/* Every output checked and claimed before the work (outset.h): the features, their list
+ * (FEATS.npy.json) and, once the images are known (n of them), the per-image maps. */
+static int claim_outputs(embed_model *e, const embed_args *a, const char *jpath, int n)
 {
-    int rc = pgd_outfile_close(*fo, err);
-    if (!rc)
-        rc = pgd_outfile_close(*fj, err);
-    if (!rc && !(rc = pgd_outfile_commit(*fo, err)))
-        *fo = NULL;
-    if (!rc && !(rc = pgd_outfile_commit(*fj, err)))
-        *fj = NULL;
-    for (int i = 0; !rc && i < e->nstaged; i++) {
-        rc = pgd_outfile_commit(e->staged[i], err);
-        e->staged[i] = NULL;
+    const char *pngs[2] = {a->heads_png, a->mask_png};
+    int rc = EXIT_OK;
+    if (n < 0) {
+        rc = outset_claim(&e->out, "--output", a->output);
+        if (!rc)
+            rc = outset_claim(&e->out, "--output (its image list)", jpath);
+        for (int k = 0; !rc && k < 2; k++)
+            rc = outset_check_given(map_options[k], pngs[k]);
+        return rc;
     }
+    for (int k = 0; !rc && k < 2; k++)
+        for (int i = 0; !rc && pngs[k] && i < n; i++) {
+            char *path = app_numbered_path(pngs[k], "", i, n);
+            rc = path ? outset_claim(&e->out, map_options[k], path) : EXIT_RUNTIME;
+            if (!path)
+                fprintf(stderr, "pagoda: error: out of host memory\n");
+            free(path);
+        }
     return rc;
 }
 
@@ -486,7 +489,13 @@ int cmd_embed(int argc, char **argv)
     e.heads_png = a.heads_png;
     e.mask_png = a.mask_png;
     pgd_outfile *fo = NULL, *fj = NULL;
-    rc = embed_inputs(&a, argc, argv, &x, shape, &paths, &n);
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s.json", a.output);
+    rc = claim_outputs(&e, &a, jpath, -1);
+    if (!rc)
+        rc = embed_inputs(&a, argc, argv, &x, shape, &paths, &n);
+    if (!rc && !a.input)
+        rc = claim_outputs(&e, &a, jpath, n);
     if (!rc)
         rc = model_open(&e, a.device, a.weights, a.random, 0);
     int64_t width = a.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
@@ -494,27 +503,24 @@ int cmd_embed(int argc, char **argv)
         fprintf(stderr, "pagoda: error: out of host memory for %d features\n", n);
         rc = EXIT_RUNTIME;
     }
-    /* Outputs are opened (checked) before the work and committed after it. */
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s.json", a.output);
-    if (!rc && (pgd_outfile_open(a.output, &fo, &err) || pgd_outfile_open(jpath, &fj, &err)))
+    /* Outputs are staged (their temporary files made) before the work, committed after it. */
+    if (!rc && (outset_stage(&e.out, "--output", a.output, NULL, &fo, &err) ||
+                outset_stage(&e.out, "--output (its image list)", jpath, NULL, &fj, &err)))
         rc = app_fail(err);
     if (!rc && (a.input ? features(&e, x, n, (int)shape[2], (int)shape[3], feats, &err)
                         : embed_files(&e, paths, n, (int)a.batch, a.quiet, feats, &err)))
         rc = app_fail(err);
     int64_t fs[2] = {n, width};
     if (!rc && (pgd_npy_write_to(fo, feats, 2, fs, &err) ||
-                write_list(&a, &e, paths, n, width, fj, &err) || commit_all(&e, &fo, &fj, &err)))
+                write_list(&a, &e, paths, n, width, fj, &err)))
         rc = app_fail(err);
+    if (!rc)
+        rc = outset_commit(&e.out, 1);
     if (!rc && !a.quiet)
         fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
                         "image list to %s\n",
                 n, (long long)width, pool_name(a.pool), a.output, jpath);
-    pgd_outfile_abort(fo);
-    pgd_outfile_abort(fj);
-    for (int i = 0; i < e.nstaged; i++)
-        pgd_outfile_abort(e.staged[i]);
-    free(e.staged);
+    outset_free(&e.out); /* a run that did not commit leaves no output */
     model_close(&e);
     free(feats);
     free(x);

@@ -380,7 +380,13 @@ static int run_stream(nl_cmd *v, const model_source *src, const resnet_config *c
         return rc;
     describe(v, cfg);
     nl_stream ns = {src, cfg};
-    classify_model m = {&ns, stream_load, stream_forward, stream_release};
+    classify_model m = {&ns, stream_load, stream_forward, stream_release, v->weights, NULL, ""};
+    char depth[48];
+    snprintf(depth, sizeof depth, "ResNet-%d", v->depth);
+    m.random = v->weights ? NULL : depth;
+    snprintf(m.family, sizeof m.family, "ResNet%s, %d non-local block(s) %s%s",
+             cfg->bottleneck ? " (bottleneck)" : "", cfg->n_nl,
+             cfg->n_nl ? nl_mode_name(cfg->mode) : "", cfg->subsample ? " subsampled" : "");
     return classify_stream(&v->o, PGD_PREPROCESS_TORCHVISION, (int)cfg->classes, &m);
 }
 
@@ -399,6 +405,7 @@ int cmd_nonlocal(int argc, char **argv)
         model_source_free(&src);
         return rc;
     }
+    v.o.map_option = "--affinity-map", v.o.map_png = v.aff_png, v.o.map_tags[0] = "";
     if (!rc)
         rc = classify_begin(&v.o, PGD_PREPROCESS_TORCHVISION, v.size, v.size, (int)cfg.classes,
                             &r);

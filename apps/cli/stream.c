@@ -27,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csv.h"
 #include "labels.h"
+#include "results.h"
 #include "stream.h"
 #include "stream_input.h"
 #include "stream_mpi.h"
@@ -112,135 +114,6 @@ static int is_csv(const char *path)
     return dot && !strcasecmp(dot, ".csv");
 }
 
-/* The "image" index and "source" of one finished line, JSON or CSV; -1 if it has none. */
-static long line_index(const char *line, int csv, char **source)
-{
-    *source = NULL;
-    if (csv) {
-        char *end;
-        long idx = strtol(line, &end, 10);
-        if (end == line || *end != ',')
-            return -1;
-        *source = strdup(end + 1); /* compared as a prefix of the rest */
-        return idx;
-    }
-    json_t *j = json_loads(line, 0, NULL);
-    json_t *ji = j ? json_object_get(j, "image") : NULL;
-    json_t *js = j ? json_object_get(j, "source") : NULL;
-    long idx = json_is_integer(ji) && json_is_string(js) ? (long)json_integer_value(ji) : -1;
-    if (idx >= 0)
-        *source = strdup(json_string_value(js));
-    json_decref(j);
-    return idx;
-}
-
-/* The CSV field of a text: quoted when it holds a comma, a quote or a line break. */
-static void csv_field(strbuf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        sb_add(b, s, strlen(s));
-        return;
-    }
-    sb_add(b, "\"", 1);
-    for (const char *p = s; *p; p++)
-        sb_add(b, p, *p == '"' ? 2 : 1) /* a quote twice */;
-    sb_add(b, "\"", 1);
-}
-
-/* The source as the output writes it (JSON: the U+FFFD form of app_json_text; CSV: the same
- * text, quoted as needed), for --resume to compare. */
-static char *source_text(const char *path, int csv)
-{
-    json_t *s = app_json_text(path);
-    if (!s)
-        return NULL;
-    char *out = NULL;
-    if (csv) {
-        strbuf b = {0};
-        csv_field(&b, json_string_value(s));
-        sb_add(&b, ",", 1);
-        out = b.broken ? (free(b.s), NULL) : b.s;
-    } else {
-        out = strdup(json_string_value(s));
-    }
-    json_decref(s);
-    return out;
-}
-
-/* --resume: reads the output, cuts an unfinished last line (a crash mid-write), and marks the
- * images it holds in done[] (by index, checked against the source named there). */
-static int resume_read(const char *path, int csv, char **paths, int n, unsigned char *done,
-                       int *ndone, off_t *keep)
-{
-    char shown[1024];
-    void *buf = NULL;
-    size_t size = 0;
-    pgd_error *err = NULL;
-    *ndone = 0;
-    *keep = 0;
-    struct stat st;
-    if (lstat(path, &st) != 0 && errno == ENOENT)
-        return EXIT_OK; /* nothing to resume */
-    if (pgd_file_read(path, (uint64_t)1 << 34, &buf, &size, &err))
-        return app_fail(err);
-    char *text = buf;
-    size_t end = size;
-    while (end && text[end - 1] != '\n')
-        end--;
-    *keep = (off_t)end;
-    int rc = EXIT_OK;
-    for (size_t pos = 0; pos < end && !rc;) {
-        char *nl = memchr(text + pos, '\n', end - pos);
-        *nl = 0;
-        char *line = text + pos, *src = NULL;
-        size_t len = (size_t)(nl - line);
-        pos += len + 1;
-        if (csv && pos == len + 1 && !strncmp(line, "image,", 6))
-            continue; /* the header */
-        long idx = line_index(line, csv, &src);
-        char *want = idx >= 0 && idx < n ? source_text(paths[idx], csv) : NULL;
-        if (idx < 0 || idx >= n || !want || !src || strncmp(src, want, strlen(want))) {
-            fprintf(stderr, "pagoda: error: --resume: %s: line \"%.60s\" is not a result of "
-                            "this input list (image %ld of %d)\n",
-                    app_term_text(path, shown, sizeof shown), line, idx, n);
-            rc = EXIT_RUNTIME;
-        } else if (!done[idx]) {
-            done[idx] = 1;
-            (*ndone)++;
-        }
-        free(want);
-        free(src);
-    }
-    free(buf);
-    return rc;
-}
-
-/* Opens the output for writing: absent or a regular file, never followed through a link;
- * truncated (or, resuming, cut to `keep` and appended to). */
-static FILE *output_open(const char *path, int resume, off_t keep)
-{
-    char shown[1024];
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "pagoda: error: %s: the output must be absent or a regular file\n",
-                app_term_text(path, shown, sizeof shown));
-        return NULL;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (resume ? 0 : O_TRUNC),
-                  0666);
-    if (fd < 0 || (resume && (ftruncate(fd, keep) != 0 || lseek(fd, 0, SEEK_END) < 0))) {
-        fprintf(stderr, "pagoda: error: %s: cannot write the output: %s\n",
-                app_term_text(path, shown, sizeof shown), strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "a");
-    if (!f)
-        close(fd);
-    return f;
-}
-
 /* ---- the pipeline ---- */
 
 enum { B_FREE, B_FILLING, B_READY, B_RUNNING, B_DONE };
@@ -269,6 +142,7 @@ typedef struct stream {
     const classify_model *m;
     pgd_preprocess preset;
     int H, W, classes, B, min_side, csv;
+    results_file rf; /* --output (rank 0); fd -1 without */
     app_labels labels;
     char **paths;      /* every input */
     int npaths;
@@ -519,6 +393,17 @@ static void *device_loop(void *arg)
 
 /* ---- the lines ---- */
 
+/* Appends text s as one CSV field (csv.h: quoted as RFC 4180 wants). */
+static void sb_field(strbuf *b, const char *s)
+{
+    char *f = csv_field(s ? s : "");
+    if (!f)
+        b->broken = 1;
+    else
+        sb_add(b, f, strlen(f));
+    free(f);
+}
+
 /* The lines of batch b into out. */
 static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
 {
@@ -530,11 +415,11 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
         if (s->csv) {
             sb_printf(out, "%d,", idx);
             json_t *src = app_json_text(path);
-            csv_field(out, src ? json_string_value(src) : "");
+            sb_field(out, src ? json_string_value(src) : "");
             json_decref(src);
             sb_add(out, ",", 1);
             if (b->err[i]) {
-                csv_field(out, b->err[i]);
+                sb_field(out, b->err[i]);
                 for (int k = 0; k < s->o->topk && k < s->classes; k++)
                     sb_add(out, ",,,", 3);
                 sb_add(out, "\n", 1);
@@ -570,7 +455,7 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
             {
                 json_t *p = json_object_get(e, "probability");
                 sb_printf(out, ",%d,", (int)json_integer_value(json_object_get(e, "index")));
-                csv_field(out, json_string_value(json_object_get(e, "label")));
+                sb_field(out, json_string_value(json_object_get(e, "label")));
                 if (json_is_real(p))
                     sb_printf(out, ",%.17g", json_real_value(p));
                 else
@@ -809,6 +694,8 @@ static int emit(stream *s, FILE *out, const strbuf *text, long errors)
     if (s->rank != 0)
         return stream_mpi_send_lines(text->s ? text->s : "", text->n, errors) ? EXIT_RUNTIME
                                                                                : EXIT_OK;
+    if (text->n && s->rf.fd >= 0)
+        return results_write(&s->rf, text->s, text->n);
     if (text->n && out && (fwrite(text->s, 1, text->n, out) != text->n || fflush(out))) {
         fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
         return EXIT_RUNTIME;
@@ -931,29 +818,25 @@ static void stream_free(stream *s)
 }
 
 /* The work list, broadcast from rank 0 under MPI: every path, and which are to be computed. */
-static int plan(stream *s, path_list *in, FILE **out)
+static int plan(stream *s, path_list *in)
 {
     const classify_opts *o = s->o;
     int rc = EXIT_OK;
     unsigned char *done = NULL;
     int ndone = 0;
-    off_t keep = 0;
     if (s->rank == 0) {
         rc = eval_mode.on ? gather_eval(o, in, &s->en, s->classes) : gather_inputs(o, in);
         s->truth = in->truth;
         if (!rc && !(done = calloc((size_t)in->n, 1)))
             rc = oom();
-        if (!rc && o->resume)
-            rc = resume_read(o->output, s->csv, in->p, in->n, done, &ndone, &keep);
-        if (!rc && o->output && !(*out = output_open(o->output, o->resume, keep)))
-            rc = EXIT_RUNTIME;
-        if (!rc && s->csv && keep == 0) {
-            fputs("image,source,error", *out);
-            for (int k = 1; k <= o->topk && k <= s->classes; k++)
-                fprintf(*out, ",class_%d,label_%d,probability_%d", k, k, k);
-            fputc('\n', *out);
-            fflush(*out);
-        }
+        /* opened and locked now, before any model loads; written from the first lines on */
+        json_t *id = !rc && o->output ? results_identity(o, s->m, s->preset, s->classes) : NULL;
+        if (!rc && o->output)
+            rc = id ? results_open(&s->rf, o->output, s->csv, o->resume, id,
+                                   o->topk < s->classes ? o->topk : s->classes, in->p, in->n,
+                                   done, &ndone)
+                    : EXIT_RUNTIME;
+        json_decref(id);
         if (!rc && ndone)
             fprintf(stderr, "pagoda: --resume: %d of %d images are in %s already\n", ndone, in->n,
                     o->output);
@@ -1136,7 +1019,7 @@ static int prepare(stream *s, path_list *in, FILE **out)
         rc = EXIT_RUNTIME;
     }
     if (!rc)
-        rc = plan(s, in, out);
+        rc = plan(s, in);
     if (!rc && !o->output && s->rank == 0 && !eval_mode.on && !timed)
         *out = stdout;
     if (!rc && eval_mode.on && s->ranks > 1) {
@@ -1192,14 +1075,12 @@ static int run_threads(stream *s, FILE *out, progress *pg)
     return rc ? rc : s->fatal;
 }
 
-/* After the threads: the output closed, the summary, the eval report, the timing. */
-static int conclude(stream *s, FILE *out, int rc, double t0)
+/* After the threads: the results file closed (stdout was flushed after each batch), the
+ * summary, the eval report, the timing. */
+static int conclude(stream *s, int rc, double t0)
 {
     const classify_opts *o = s->o;
-    if (out && out != stdout && fclose(out) && !rc) {
-        fprintf(stderr, "pagoda: error: closing %s: %s\n", o->output, strerror(errno));
-        rc = EXIT_RUNTIME;
-    }
+    rc = results_close(&s->rf, !rc && !interrupted, rc);
     if (!rc && s->nwork == 0 && s->rank == 0)
         fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
     else if ((!rc || interrupted) && !timed)
@@ -1225,6 +1106,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
 {
     stream s;
     memset(&s, 0, sizeof s);
+    s.rf.fd = -1;
     s.o = o, s.m = model, s.preset = preset, s.classes = classes;
     s.H = s.W = PGD_PREPROCESS_SIZE;
     s.B = o->batch ? o->batch : 8;
@@ -1257,7 +1139,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     sigaction(SIGINT, &old, NULL);
     if (pg.on)
         progress_show(&s, &pg, s.written, 1);
-    rc = conclude(&s, out, rc, t0);
+    rc = conclude(&s, rc, t0);
     stream_free(&s);
     list_free(&in);
     pthread_cond_destroy(&s.cv);

@@ -154,6 +154,20 @@ int app_set_weights_dtype(const char *cmd, const char *arg)
     return app_usage_error(cmd, "--weights-dtype wants f32 or f16, got '%s'", arg);
 }
 
+int app_weights_f16(void)
+{
+    if (weights_f16 >= 0)
+        return weights_f16;
+    pgd_ctx_options opt;
+    pgd_error *err = NULL;
+    pgd_ctx_options_init(&opt);
+    if (pgd_ctx_options_from_env(&opt, &err)) {
+        pgd_error_free(err); /* app_ctx_open reports it */
+        return 0;
+    }
+    return opt.weights_f16 != 0;
+}
+
 int app_ctx_open(const char *device, pgd_ctx **ctx)
 {
     pgd_ctx_options opt;

@@ -726,6 +726,11 @@ typedef struct pgd_outfile pgd_outfile;
 /* Checks `path` (see above) and creates its temporary file. On error *out is NULL and nothing
  * is left on disk. The caller keeps `path` (the handle holds a copy). */
 PGD_API int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err);
+/* Checks `path` as pgd_outfile_open would, creating nothing: for a command that checks every
+ * output before its work starts. The target must be absent or a regular file (else PGD_ERR_IO
+ * naming what it is), its name must not be a directory's ("out/", ".", "..") and, when it is
+ * absent, its directory must exist. */
+PGD_API int pgd_outfile_check(const char *path, pgd_error **err);
 /* The temporary file as a stdio stream, for streaming writers (json_dumpf, an encoder's
  * callback); NULL after pgd_outfile_close. Write errors on it are found by pgd_outfile_close
  * (ferror). Owned by the handle: never fclose it. */
@@ -762,6 +767,12 @@ PGD_API int pgd_file_write_atomic(const char *path, const void *data, size_t siz
  * *data is NULL, *size 0 and nothing is allocated. */
 PGD_API int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
                           pgd_error **err);
+
+/* The SHA-256 of the regular file at `path` (pgd_file_read's rules: a FIFO or a device is
+ * refused before a byte is read) as 64 lowercase hex digits and a NUL into hex, read in pieces
+ * of 1 MiB whatever its size; *size (may be NULL) gets its length. For recording which weights
+ * made a results file. */
+PGD_API int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err);
 
 /* ---- .npy files ---------------------------------------------------------------------------- */
 
