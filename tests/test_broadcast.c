@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* a handle claiming a shape beyond its buffer (too_large_broadcast) */
 #include "reference.h"
 
 #define CANARY 16
@@ -525,6 +526,29 @@ START_TEST(shape_and_argument_errors)
 }
 END_TEST
 
+/* Operands within the 2^32-element limit that broadcast beyond it are refused before a launch
+ * (the count would wrap). y is a handle over a 65,536-float buffer claiming [65536, 65537]. */
+START_TEST(too_large_broadcast)
+{
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    int64_t sa[2] = {65536, 1}, sb[2] = {1, 65537};
+    pgd_tensor *a = blank(ctx, 2, sa), *b = blank(ctx, 2, sb), *y = blank(ctx, 2, sa);
+    pgd_tensor big = *y;
+    big.shape[1] = 65537;
+    big.stride[0] = 65537;
+    pgd_error *err = NULL;
+    int rc = pgd_binary(ctx, PGD_BINARY_ADD, a, b, &big, &err);
+    expect_error(rc, err, PGD_ERR_TOO_LARGE,
+                 (const char *[]){"add: y [65536, 65537] has more than 2^32 elements", NULL});
+    pgd_tensor_destroy(a);
+    pgd_tensor_destroy(b);
+    pgd_tensor_destroy(y);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("broadcast");
@@ -536,6 +560,7 @@ int main(void)
     tcase_add_test(tc, reduce_long_ranges);
     tcase_add_test(tc, nan_and_inf);
     tcase_add_test(tc, shape_and_argument_errors);
+    tcase_add_test(tc, too_large_broadcast);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

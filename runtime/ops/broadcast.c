@@ -156,6 +156,8 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
     int rc = broadcast_shape(op_name, n, t, names, &ndim, shape, err);
     if (!rc)
         rc = check_out(op_name, y, ndim, shape, "the operands broadcast to", err);
+    if (!rc) /* operands within the limit may broadcast beyond it */
+        rc = too_large(y, op_name, "y", err);
     if (rc)
         return rc;
     cl_uint count = (cl_uint)pgd_tensor_numel(y);
@@ -352,7 +354,7 @@ static int reduce_setup(const char *op, int opc, const pgd_tensor *x, const int 
                               "%s: %lld elements to reduce; the float index holds at most 2^24", op,
                               (long long)nred);
     int identity = opc == PGD_REDUCE_SUM || opc == PGD_REDUCE_MEAN || opc == PGD_REDUCE_PROD;
-    if (nred == 0 && nout > 0 && !identity) {
+    if (nred == 0 && !identity) { /* even with nothing to write into, as NumPy */
         char sx[128];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "%s: x %s has no elements along the reduced axes, and %s of "
