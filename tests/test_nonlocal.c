@@ -401,6 +401,41 @@ static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const c
  * order, a BN vector as [2, 2], a block after a missing one, aliased or unknown names, NaN
  * weights and negative running variances. Each is refused naming the tensor; the unedited copy
  * loads, and a mode forced by the options may leave out the parts it does not use. */
+/* A file's non-local blocks run in a mode and subsampling that their tensors cannot tell apart
+ * (embedded Gaussian and dot product have the same ones): when neither __metadata__ nor the
+ * options give them, the defaults taken are recorded as assumed, for the caller to say. */
+START_TEST(assumed_settings)
+{
+    char path[4096];
+    model_source file;
+    pgd_weights *w = open_case("basic-dot-product", &file, path, sizeof path);
+    static const char *const keys[2] = {"nonlocal.mode", "nonlocal.subsample"};
+    static const char *const said[2] = {"nonlocal_mode", "nonlocal_subsample"};
+    for (int k = 0; k < 2; k++) {
+        faulty f = {w, NULL, NULL, NULL, keys[k], NULL}; /* that key absent */
+        model_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL,
+                            NULL};
+        resnet_config cfg;
+        resnet_options opt = {NULL, NULL, -1};
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(resnet_detect(&src, &opt, &cfg, &err), &err);
+        ck_assert_int_eq(cfg.assumed.n, 1);
+        ck_assert_str_eq(cfg.assumed.a[0].key, said[k]);
+        ck_assert_str_eq(cfg.assumed.a[0].value, k ? "false" : "\"embedded_gaussian\"");
+        /* given by the options: nothing assumed */
+        resnet_options given = {NULL, "dot_product", 0};
+        PGD_CHECK_OK(resnet_detect(&src, &given, &cfg, &err), &err);
+        ck_assert_int_eq(cfg.assumed.n, 0);
+    }
+    resnet_config cfg; /* the file's own metadata: nothing assumed */
+    resnet_options opt = {NULL, NULL, -1};
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(resnet_detect(&file, &opt, &cfg, &err), &err);
+    ck_assert_int_eq(cfg.assumed.n, 0);
+    pgd_weights_close(w);
+}
+END_TEST
+
 START_TEST(strict_variants)
 {
     size_t nd;
@@ -563,6 +598,7 @@ int main(void)
     tcase_add_test(tc, bottleneck);
     tcase_add_test(tc, identity_init);
     tcase_add_test(tc, malformed);
+    tcase_add_test(tc, assumed_settings);
     tcase_add_test(tc, strict_variants);
     tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, random_models);

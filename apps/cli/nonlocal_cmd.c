@@ -189,6 +189,7 @@ static int open_model(nl_cmd *v, model_source *src, resnet_config *cfg)
         if (resnet_detect(src, &use, cfg, &err))
             return app_fail(err);
     }
+    app_note_assumed(v->weights ? v->weights : "random weights", &cfg->assumed);
     if (v->aff_png && cfg->n_nl == 0) {
         fprintf(stderr, "pagoda: error: --affinity-map: the model has no non-local block (add "
                         "one with --nonlocal layerL.B)\n");
@@ -295,11 +296,11 @@ static json_t *model_json(const resnet_config *cfg)
                                                (json_int_t)cfg->nl[i].inner, "identity_init",
                                                cfg->nl[i].identity));
     }
-    return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}", "depth", cfg->depth,
+    return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b, s:o}", "depth", cfg->depth,
                      "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks", cfg->blocks[0],
                      cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
                      (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode),
-                     "subsample", cfg->subsample);
+                     "subsample", cfg->subsample, "assumed", app_assumed_json(&cfg->assumed));
 }
 
 static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, const double t[5])
