@@ -35,6 +35,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 PAGODA, DATA = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 WEIGHTS = os.path.join(DATA, "vit-timm.safetensors")
@@ -167,6 +168,13 @@ def read(path):
         return f.read()
 
 
+def read_or_empty(path):
+    try:
+        return read(path)
+    except FileNotFoundError:
+        return b""
+
+
 def csv_rows(path):
     """The records of a results CSV after its first line (the model's record)."""
     text = read(path).decode()
@@ -281,8 +289,37 @@ def results_files(base):
           "lock: a second run writing one output is refused, naming it", err)
     check(read(full) == was, "lock: the held file is left as it was")
 
+    # Two real runs on one output: the second, started while the first writes, is refused.
+    many = os.path.join(d, "many")
+    os.mkdir(many)
+    for i in range(60):
+        shutil.copy(IMAGE, os.path.join(many, "%02d.png" % i))
+    two = os.path.join(d, "two.jsonl")
+    first = subprocess.Popen([PAGODA] + vit + ["--batch", "1", "--jobs", "1", "--output", two,
+                                               many], stderr=subprocess.PIPE)
+    while first.poll() is None and read_or_empty(two).count(b"\n") < 2:
+        time.sleep(0.01)
+    rc, err = run(vit + ["--output", two, many])
+    first_err = first.communicate()[1].decode(errors="replace")
+    rows = read(two).splitlines()
+    check(first.returncode == 0 and rc == 1 and "another pagoda run" in err and
+          len(rows) == 61 and len(set(rows)) == 61,
+          "lock: of two runs writing one output the second is refused, no line twice",
+          "first: %d %s; second: %d %s; %d lines, %d distinct" %
+          (first.returncode, first_err, rc, err, len(rows), len(set(rows))))
+
+
+def null_png():
+    """/dev/null.png as lstat sees it (None when absent): a run before this fix made it."""
+    try:
+        st = os.lstat("/dev/null.png")
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        return None
+
 
 def outputs_checked_first(base):
+    null_before = null_png()
     d = os.path.join(base, "checked")
     os.makedirs(os.path.join(d, "adir"))
     graph = os.path.join(DATA, "gat-graph.safetensors")
@@ -310,7 +347,7 @@ def outputs_checked_first(base):
         check(p.returncode == want and word in err, "%s is refused (%s)" % (what, word), err)
         check(listing(d) == before and listing(os.path.join(d, "adir")) == [],
               "%s: nothing is written" % what, "left: %s" % listing(d))
-    check(not os.path.exists("/dev/null.png"), "--draw /dev/null: no /dev/null.png")
+    check(null_png() == null_before, "--draw /dev/null: no /dev/null.png made or changed")
 
 
 if __name__ == "__main__":

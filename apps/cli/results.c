@@ -100,7 +100,7 @@ static int open_locked(results_file *rf, const char *path)
         return app_fail(err);
     int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
     rf->fd = open(path, flags | O_CREAT | O_EXCL, 0666);
-    rf->created = rf->fd >= 0;
+    int made = rf->fd >= 0; /* removable on failure only once locked (rf->created) */
     if (rf->fd < 0 && errno == EEXIST)
         rf->fd = open(path, flags);
     struct stat st;
@@ -116,6 +116,13 @@ static int open_locked(results_file *rf, const char *path)
     }
     if (flock(rf->fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
+        if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS) {
+            /* A file system without locks (some network ones): run, but say what is lost. */
+            fprintf(stderr, "pagoda: note: %s: the file system cannot lock it (%s): a second run "
+                            "writing it at the same time would not be stopped\n",
+                    app_term_text(path, shown, sizeof shown), strerror(e));
+            return EXIT_OK; /* and never removed: another run may have opened it meanwhile */
+        }
         if (e == EWOULDBLOCK)
             fprintf(stderr, "pagoda: error: %s: another pagoda run is writing this output (it "
                             "holds its lock); wait for it to end or give another --output\n",
@@ -125,6 +132,7 @@ static int open_locked(results_file *rf, const char *path)
                     app_term_text(path, shown, sizeof shown), strerror(e));
         return EXIT_RUNTIME;
     }
+    rf->created = made;
     return EXIT_OK;
 }
 

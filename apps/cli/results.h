@@ -23,7 +23,7 @@ typedef struct results_file {
     const char *path;
     int fd;      /* open and locked; -1 when there is no file */
     int csv;
-    int created; /* absent before this run: removed if the run writes nothing */
+    int created; /* made and locked by this run: removed if the run writes nothing */
     int started; /* cut to `keep` and given its head: the file is this run's now */
     off_t keep;  /* --resume: the bytes of the complete lines kept (0: written anew) */
     char *head;  /* the identity line (and the CSV column names) for a file written anew */
