@@ -657,7 +657,7 @@ START_TEST(reject_other_formats)
         {"img.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 16, "PNG"},
         {"model.pth", "PK\x03\x04\x14\x00\x00\x00\x08\x00", 10, "ZIP"},
         {"old.pt", "\x80\x02\x8a\x0alZ\xfc\x9c" "F\xf9", 10, "pickle"},
-        {"model.onnx", "\x08\x07\x12\x07pytorch\x1a\x03" "2.1", 18, "ONNX"},
+        {"model.onnx", "\x08\x07\x12\x07pytorch\x1a\x03" "2.1", 16, "ONNX"},
         {"arr.npy", "\x93NUMPY\x01\x00v\x00{'descr'", 19, "NumPy"},
         {"w.h5", "\x89HDF\r\n\x1a\n\x00\x00", 10, "HDF5"},
         {"m.gguf", "GGUF\x03\x00\x00\x00\x00\x00", 10, "GGUF"},
