@@ -624,8 +624,8 @@ int app_vit_side_config(const char *weights, int *heads, float *eps, char *path,
     if (!bad)
         return EXIT_OK;
     char shown[1024];
-    fprintf(stderr, "pagoda: error: %s: '%s' must be %s\n", app_term_text(path, shown, sizeof shown),
-            bad, rule);
+    fprintf(stderr, "pagoda: error: %s: '%s' must be %s\n",
+            app_term_text(path, shown, sizeof shown), bad, rule);
     return EXIT_RUNTIME;
 }
 
