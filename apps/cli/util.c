@@ -603,7 +603,7 @@ int app_side_json(const char *weights, const char *name, char *path, size_t size
     return EXIT_RUNTIME;
 }
 
-int app_vit_side_config(const char *weights, int *heads, float *eps, char *path, size_t size)
+int app_hf_side_config(const char *weights, int *heads, float *eps, char *path, size_t size)
 {
     json_t *cfg = NULL;
     int rc = app_side_json(weights, "config.json", path, size, &cfg);
@@ -612,11 +612,12 @@ int app_vit_side_config(const char *weights, int *heads, float *eps, char *path,
     json_t *h = json_object_get(cfg, "num_attention_heads");
     json_t *e = json_object_get(cfg, "layer_norm_eps");
     const char *bad = NULL, *rule = NULL;
-    if (h && (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 4096))
+    if (heads && h &&
+        (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 4096))
         bad = "num_attention_heads", rule = "a whole number from 1 to 4096";
     else if (e && (!json_is_number(e) || !(json_number_value(e) > 0 && json_number_value(e) < 1)))
         bad = "layer_norm_eps", rule = "a number between 0 and 1";
-    if (!bad && h && !*heads)
+    if (!bad && heads && h && !*heads)
         *heads = (int)json_integer_value(h);
     if (!bad && e)
         *eps = (float)json_number_value(e);
@@ -633,7 +634,7 @@ int app_vit_detect(model_source *src, const char *weights, int heads, vit_config
 {
     char path[4096];
     float eps = 0.0f;
-    int rc = app_vit_side_config(weights, &heads, &eps, path, sizeof path);
+    int rc = app_hf_side_config(weights, &heads, &eps, path, sizeof path);
     pgd_error *err = NULL;
     if (rc)
         return rc;

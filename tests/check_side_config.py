@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""tests/check_vit_config.py PAGODA DATA_DIR OUT_DIR — what a ViT load assumes rather than reads,
-and the Hugging Face config.json beside the weights that gives it (plain Python, no NumPy).
+"""tests/check_side_config.py PAGODA DATA_DIR OUT_DIR — what a ViT or Swin load assumes rather
+than reads, and the Hugging Face config.json beside the weights that gives it (plain Python, no
+NumPy).
 
   - tests/data/vit-hf.safetensors without num_heads in its __metadata__ and no config.json: the
     heads of the standard table and Hugging Face's layer_norm_eps are said on stderr (the value,
@@ -8,7 +9,9 @@ and the Hugging Face config.json beside the weights that gives it (plain Python,
   - a config.json beside it (num_attention_heads, layer_norm_eps): nothing assumed, the golden
     file's own result again; --heads goes over it;
   - a bad config.json (a FIFO, invalid JSON, heads 0 or "2", eps -1): an error naming the file
-    and the key, no hang.
+    and the key, no hang;
+  - tests/data/swin-hf4.safetensors (Hugging Face's Swin): its layer_norm_eps assumed and said
+    without config.json, given by one (the same result), refused when bad.
 Exit 0 when all hold, 1 otherwise; 77 (skipped) without an OpenCL device.
 """
 import json
@@ -28,8 +31,8 @@ def check(cond, what):
         failures.append(what)
 
 
-def run(weights, extra=()):
-    p = subprocess.run([PAGODA, "vit", "--weights", weights, "--json"] + list(extra) + [IMAGE],
+def run(weights, extra=(), cmd="vit"):
+    p = subprocess.run([PAGODA, cmd, "--weights", weights, "--json"] + list(extra) + [IMAGE],
                        capture_output=True, timeout=120)
     if p.returncode == 1 and b"no OpenCL" in p.stderr:
         sys.exit(77)
@@ -37,9 +40,9 @@ def run(weights, extra=()):
     return p, doc, p.stderr.decode(errors="replace")
 
 
-def without_heads(path):
-    """vit-hf.safetensors with no num_heads in its __metadata__."""
-    with open(os.path.join(DATA, "vit-hf.safetensors"), "rb") as f:
+def without_heads(path, src="vit-hf.safetensors"):
+    """src with no num_heads in its __metadata__."""
+    with open(os.path.join(DATA, src), "rb") as f:
         data = f.read()
     hl = struct.unpack("<Q", data[:8])[0]
     head = json.loads(data[8:8 + hl])
@@ -99,4 +102,31 @@ for text, want in cases:
     except subprocess.TimeoutExpired:
         check(False, f"config.json {text!r}: hangs")
     os.remove(cfg)
+
+def swin_runs():
+    sd = os.path.join(OUT, "swin-config")
+    os.makedirs(sd, exist_ok=True)
+    for f in os.listdir(sd):
+        os.remove(os.path.join(sd, f))
+    sw, scfg = os.path.join(sd, "swin.safetensors"), os.path.join(sd, "config.json")
+    without_heads(sw, "swin-hf4.safetensors")
+    _, golden, _ = run(os.path.join(DATA, "swin-hf4.safetensors"), cmd="classify")
+    p, doc, err = run(sw, cmd="classify")
+    a = doc["model"].get("assumed") if doc else None
+    check(a == {"eps": 1e-05} and "eps not given: assumed 1e-05 (layer_norm_eps in config.json)"
+          in err, f"Swin (Hugging Face) without config.json: assumed {a}, {err.strip()}")
+    with open(scfg, "w") as f:
+        json.dump({"layer_norm_eps": 1e-05, "num_heads": [1, 2]}, f)
+    p, doc, err = run(sw, cmd="classify")
+    check(doc is not None and doc["model"].get("assumed") == {} and "not given" not in err
+          and top(doc) == top(golden), f"Swin config.json gives eps: {err.strip()}")
+    with open(scfg, "w") as f:
+        f.write("{\"layer_norm_eps\": \"small\"}")
+    p, doc, err = run(sw, cmd="classify")
+    check(p.returncode == 1 and "'layer_norm_eps' must be" in err and "config.json" in err,
+          f"Swin config.json with a bad eps: exit {p.returncode}, {err.strip()}")
+    os.remove(scfg)
+
+
+swin_runs()
 sys.exit(1 if failures else 0)
