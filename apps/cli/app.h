@@ -92,6 +92,20 @@ json_t *app_assumed_json(const struct model_assumptions *as);
  * names the file. EXIT_OK, or EXIT_RUNTIME with the error printed (EXIT_USAGE for a path
  * too long). */
 int app_side_json(const char *weights, const char *name, char *path, size_t size, json_t **out);
+/* Hugging Face's config.json beside `weights` (a ViT's, a Swin's): num_attention_heads into
+ * *heads unless *heads is already set (--heads goes over it; heads NULL: not read),
+ * layer_norm_eps into *eps (left as is when absent); path[size] gets its path. A key of the
+ * wrong type or range is an error naming the file and the key (EXIT_RUNTIME, printed); no file
+ * is EXIT_OK with nothing set. */
+int app_hf_side_config(const char *weights, int *heads, float *eps, char *path, size_t size);
+/* vit_detect over src (the file `weights`) with its config.json (app_hf_side_config; `heads`
+ * > 0: --heads), then each value assumed said on stderr (app_note_assumed): the heads of the
+ * standard table, and Hugging Face's layer_norm_eps when config.json does not give it. Prints
+ * any error; EXIT_OK or the exit status. */
+struct vit_config;
+struct model_source;
+int app_vit_detect(struct model_source *src, const char *weights, int heads,
+                   struct vit_config *cfg);
 
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the

@@ -197,10 +197,11 @@ static int model_open(embed_model *e, const char *device, const char *weights, c
     pgd_error *err = NULL;
     char shown[1024];
     if (weights) {
-        if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err) ||
-            vit_detect(&e->src, heads, &e->cfg, &err))
+        if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err))
             return app_fail(err);
-        app_note_assumed(weights, &e->cfg.assumed);
+        int rc = app_vit_detect(&e->src, weights, heads, &e->cfg);
+        if (rc)
+            return rc;
         if (!e->cfg.headless) {
             fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
                             "without one (a self-supervised ViT such as DINO)\n",

@@ -11,6 +11,7 @@
 #include "app.h"
 #include "labels.h"
 #include "model.h"
+#include "vit.h"
 
 int app_max_batch(const pgd_ctx *ctx) { return pgd_ctx_get_options(ctx)->max_batch > 0; }
 
@@ -614,4 +615,49 @@ int app_side_json(const char *weights, const char *name, char *path, size_t size
     json_decref(*out);
     *out = NULL;
     return EXIT_RUNTIME;
+}
+
+int app_hf_side_config(const char *weights, int *heads, float *eps, char *path, size_t size)
+{
+    json_t *cfg = NULL;
+    int rc = app_side_json(weights, "config.json", path, size, &cfg);
+    if (rc || !cfg)
+        return rc;
+    json_t *h = json_object_get(cfg, "num_attention_heads");
+    json_t *e = json_object_get(cfg, "layer_norm_eps");
+    const char *bad = NULL, *rule = NULL;
+    if (heads && h &&
+        (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 4096))
+        bad = "num_attention_heads", rule = "a whole number from 1 to 4096";
+    else if (e && (!json_is_number(e) || !(json_number_value(e) > 0 && json_number_value(e) < 1)))
+        bad = "layer_norm_eps", rule = "a number between 0 and 1";
+    if (!bad && heads && h && !*heads)
+        *heads = (int)json_integer_value(h);
+    if (!bad && e)
+        *eps = (float)json_number_value(e);
+    json_decref(cfg);
+    if (!bad)
+        return EXIT_OK;
+    char shown[1024];
+    fprintf(stderr, "pagoda: error: %s: '%s' must be %s\n",
+            app_term_text(path, shown, sizeof shown), bad, rule);
+    return EXIT_RUNTIME;
+}
+
+int app_vit_detect(model_source *src, const char *weights, int heads, vit_config *cfg)
+{
+    char path[4096];
+    float eps = 0.0f;
+    int rc = app_hf_side_config(weights, &heads, &eps, path, sizeof path);
+    pgd_error *err = NULL;
+    if (rc)
+        return rc;
+    if (vit_detect(src, heads, cfg, &err))
+        return app_fail(err);
+    if (eps > 0.0f)
+        cfg->eps = eps;
+    else if (cfg->family == VIT_HF) /* HF's ViTConfig default; its checkpoints may say another */
+        model_assume(&cfg->assumed, "eps", "1e-12", "layer_norm_eps in config.json");
+    app_note_assumed(weights, &cfg->assumed);
+    return EXIT_OK;
 }

@@ -119,9 +119,9 @@ static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
     if (v->weights) {
         if (model_source_open(src, v->weights, &err))
             return app_fail(err);
-        if (vit_detect(src, v->heads, cfg, &err))
-            return app_fail(err);
-        app_note_assumed(v->weights, &cfg->assumed);
+        int rc = app_vit_detect(src, v->weights, v->heads, cfg);
+        if (rc)
+            return rc;
         if (cfg->headless) {
             char shown[1024];
             fprintf(stderr, "pagoda: error: %s has no classifier ('head.weight' or the naming's "
