@@ -408,7 +408,7 @@ static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error 
         cfg->out[L - 1] = cfg->width[L - 1] >= 1 ? dim0(src, name) : -1;
         if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1) /* -1: missing; 0: no channels */
             return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s", src->label, name,
-                                  has(src, name) ? "has a zero dimension" : "is missing");
+                                  has(src, name) ? "has a zero dimension: 0 rows" : "is missing");
     }
     return PGD_OK;
 }
