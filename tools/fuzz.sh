@@ -2,10 +2,11 @@
 # tools/fuzz.sh TARGET SECONDS [libFuzzer options…] — build and run one libFuzzer target.
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
-#           options | jpeg | png | webp | gat_graph | memnet_story | detr_config
+#           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
-#           detr_config: the config.json beside DETR weights)
+#           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
+#           writer, in a round trip)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -20,10 +21,10 @@ cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
-targets="$targets|gat_graph|memnet_story|detr_config"
+targets="$targets|gat_graph|memnet_story|detr_config|csv"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
-  gat_graph|memnet_story|detr_config) ;;
+  gat_graph|memnet_story|detr_config|csv) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#

@@ -475,6 +475,19 @@ def detr_config_seeds():
     return s
 
 
+def csv_seeds():
+    """Results CSVs as `--output F.csv` writes them (the model record, the header, quoted
+    fields) and records RFC 4180 refuses, for fuzz_csv's read / write-back round trip."""
+    head = b'# pagoda_results {"family": "vit", "topk": 5}\r\nimage,source,rank,class,label,prob\r\n'
+    return {"valid-results": head + b'0,a.png,1,281,tabby,0.5\r\n0,a.png,2,282,"tiger, cat",0.25\r\n',
+            "valid-quotes": b'1,"say ""hi""",x\r\n2,"line\r\nend",y\r\n',
+            "valid-empty-fields": b',,\r\n"",a,\n',
+            "err-quote-inside": b'1,ab"c,2\r\n',
+            "err-unclosed": b'1,"abc\r\n',
+            "err-after-quote": b'1,"a"b,2\r\n',
+            "unfinished": b'1,2,3'}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -483,7 +496,7 @@ def main():
             "npy": npy_seeds(), "image": image_seeds(), "resnet_config": resnet_seeds(),
             "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds(),
             "gat_graph": gat_graph_seeds(), "memnet_story": memnet_story_seeds(),
-            "detr_config": detr_config_seeds()}
+            "detr_config": detr_config_seeds(), "csv": csv_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():

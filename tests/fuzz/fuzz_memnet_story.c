@@ -15,6 +15,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char *words[] = {"<nil>", "mary", "john", "went", "to", "the", "kitchen", "garden",
                         "where", "is", "moved", "back", "a", "yes", "no"};
 
+#define N_WORDS ((int)(sizeof words / sizeof words[0]))
+
+/* The lookup table memnet_model_load builds (memnet_model.sorted): the words sorted by strcmp. */
+static memnet_word sorted[N_WORDS];
+
+static int by_word(const void *a, const void *b)
+{
+    return strcmp(((const memnet_word *)a)->word, ((const memnet_word *)b)->word);
+}
+
 static int in_text(const memnet_story *s, const char *p, size_t size)
 {
     return p >= s->text && p <= s->text + size;
@@ -54,8 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memnet_model m;
     memset(&m, 0, sizeof m);
     m.hops = 1, m.memory = 3, m.sent = 4, m.dim = 2;
-    m.vocab = (int)(sizeof words / sizeof words[0]);
+    m.vocab = N_WORDS;
     m.words = words;
+    for (int i = 0; i < N_WORDS; i++)
+        sorted[i] = (memnet_word){words[i], i};
+    qsort(sorted, N_WORDS, sizeof sorted[0], by_word);
+    m.sorted = sorted;
     memnet_story s;
     pgd_error *err = NULL;
     if (memnet_story_load(&m, path, &s, &err) != PGD_OK) {
