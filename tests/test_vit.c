@@ -681,6 +681,45 @@ START_TEST(layer_scale_features)
 }
 END_TEST
 
+/* Hostile sizes (the sweep of issue 43): a tensor with a zero dimension holds no bytes and may
+ * claim any other size. Every size vit_detect reads is bounded before it is used, and the
+ * error names the tensor; none reaches arithmetic (this runs clean under UBSan). */
+START_TEST(hostile_sizes)
+{
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const int64_t huge = INT64_C(1) << 40;
+    const struct {
+        const char *tensor, *bias;
+        int ndim;
+        int64_t shape[4];
+        const char *also;
+    } cases[] = {
+        {"patch_embed.proj.weight", NULL, 4, {32, 3, 0, 0}, "P 1..4096"},
+        {"patch_embed.proj.weight", NULL, 4, {0, 3, huge, huge}, "P 1..4096"},
+        {"patch_embed.proj.weight", NULL, 4, {0, 3, 8, 8}, "dim >= 1"},
+        {"head.weight", "head.bias", 2, {0, 32}, "0 classes"},
+        {"head.weight", NULL, 2, {huge, 0}, "[classes, 32]"},
+        {"blocks.0.mlp.fc1.weight", "blocks.0.mlp.fc1.bias", 2, {0, 32}, "0 rows"},
+        {"blocks.0.mlp.fc1.weight", NULL, 2, {huge, 0}, "[mlp, 32]"},
+        {"pos_embed", NULL, 3, {1, 0, 32}, "[1, tokens, 32]"},
+        {"pos_embed", NULL, 3, {1, huge, 0}, "[1, tokens, 32]"},
+        {"cls_token", NULL, 3, {1, huge, 0}, "cls_token"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        craft_edit e[2] = {{CRAFT_RESIZE, cases[i].tensor, cases[i].ndim, {0}, NULL, 0, 0},
+                           {CRAFT_RESIZE, cases[i].bias, 1, {cases[i].shape[0]}, NULL, 0, 0}};
+        memcpy(e[0].shape, cases[i].shape, sizeof cases[i].shape);
+        char tag[32];
+        snprintf(tag, sizeof tag, "size%zu", i);
+        try_variant(ctx, "vit-timm.safetensors", tag, e, cases[i].bias ? 2 : 1, cases[i].tensor,
+                    cases[i].also);
+    }
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vit");
@@ -706,5 +745,10 @@ int main(void)
     tcase_add_test(tc, layer_scale_strict);
     tcase_add_test(tc, register_features);
     suite_add_tcase(s, tc);
+    /* Hostile inputs alone: CK_RUN_CASE=hostile runs them without the goldens. */
+    TCase *th = tcase_create("hostile");
+    tcase_set_timeout(th, 600);
+    tcase_add_test(th, hostile_sizes);
+    suite_add_tcase(s, th);
     return pgd_test_run(s);
 }
