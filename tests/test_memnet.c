@@ -289,6 +289,17 @@ START_TEST(large_vocabulary)
     ck_assert_msg(strstr(pgd_error_message(err), "lists 'ljwg' twice"), "%s",
                   pgd_error_message(err));
     pgd_error_free(err);
+    err = NULL;
+    free(b.vocab);
+    /* The empty word is a word too: listed again, it is a duplicate. */
+    b.vocab = strdup("<nil> aaaa <nil>");
+    b.words = 2;
+    m = (memnet_model *)&err;
+    ck_assert_int_eq(memnet_load(ctx, &src, &m, &err), PGD_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(pgd_error_message(err), "lists '<nil>' twice"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
     free(b.vocab);
     pgd_test_rmtree(dir);
     free(dir);

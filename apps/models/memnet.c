@@ -51,12 +51,12 @@ static int split_vocab(const model_source *src, memnet_model *m, pgd_error **err
                              src->label);
     /* Sorted once: duplicates are neighbours, and every lookup is a binary search (a quadratic
      * check took 100 s over 200,000 words). */
-    if (!(m->sorted = malloc((n - 1) * sizeof *m->sorted)))
+    if (!(m->sorted = malloc(n * sizeof *m->sorted)))
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: vocabulary", src->label);
+    for (size_t i = 0; i < n; i++)
+        m->sorted[i] = (memnet_word){m->words[i], (int)i};
+    qsort(m->sorted, n, sizeof *m->sorted, by_word);
     for (size_t i = 1; i < n; i++)
-        m->sorted[i - 1] = (memnet_word){m->words[i], (int)i};
-    qsort(m->sorted, n - 1, sizeof *m->sorted, by_word);
-    for (size_t i = 1; i + 1 < n; i++)
         if (!strcmp(m->sorted[i].word, m->sorted[i - 1].word))
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                  "%s: __metadata__ vocab lists '%.40s' twice", src->label,
@@ -179,14 +179,12 @@ void memnet_story_free(memnet_story *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The index of word w[0..len) (NUL-terminated there) in the vocabulary, or -1. */
-static int word_index(const memnet_model *m, const char *w, size_t len)
+/* The index of word w in the vocabulary, or -1 (also for the empty word, <nil>). */
+static int word_index(const memnet_model *m, const char *w)
 {
-    (void)len;
     memnet_word key = {w, 0};
-    const memnet_word *hit =
-        bsearch(&key, m->sorted, (size_t)m->vocab - 1, sizeof *m->sorted, by_word);
-    return hit ? hit->index : -1;
+    const memnet_word *hit = bsearch(&key, m->sorted, (size_t)m->vocab, sizeof *m->sorted, by_word);
+    return hit && hit->index > 0 ? hit->index : -1;
 }
 
 /* The word indices of `text` (lower-cased runs of letters, as the trainer splits) into idx
@@ -211,7 +209,7 @@ static int encode(const memnet_model *m, const char *path, int line, const char 
             p++;
         }
         w[len] = '\0';
-        int k = word_index(m, w, len);
+        int k = word_index(m, w);
         if (k < 0)
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                  "%s:%d: the word '%s' is not in the model's vocabulary", path,
@@ -238,7 +236,7 @@ static int add_question(const memnet_model *m, const char *path, int i, char *bo
         if (t2)
             *t2 = '\0';
         q->answer = *a ? a : NULL;
-        if (q->answer && word_index(m, q->answer, strlen(q->answer)) < 0)
+        if (q->answer && word_index(m, q->answer) < 0)
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                  "%s:%d: the answer '%.40s' is not in the model's vocabulary", path,
                                  i + 1, q->answer);

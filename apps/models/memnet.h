@@ -20,7 +20,7 @@ typedef struct memnet_word {
 typedef struct memnet_model {
     int hops, memory, sent, dim, vocab;
     char **words;       /* [vocab]; words[0] is the empty word */
-    memnet_word *sorted; /* [vocab - 1]: words 1.. sorted by strcmp, for lookups in log time */
+    memnet_word *sorted; /* [vocab]: the words sorted by strcmp, for lookups in log time */
     char *word_text;    /* what words point into */
     float *embed;       /* [hops + 1, vocab, dim] */
     float *temporal;    /* [hops + 1, memory, dim] */
