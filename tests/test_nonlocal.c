@@ -467,6 +467,32 @@ START_TEST(strict_variants)
 }
 END_TEST
 
+/* Zero dimensions (issue 43): a tensor with a zero dimension holds no bytes and may claim any
+ * other size. A 0-class head or a 0-channel block used to be reported as a missing tensor; the
+ * error now says which tensor has the zero dimension, and huge sizes beside it stay shapes. */
+START_TEST(zero_dimensions)
+{
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const int64_t huge = INT64_C(1) << 40;
+    craft_edit fc[2] = {{CRAFT_RESIZE, "fc.weight", 2, {0, 64}, NULL, 0, 0},
+                        {CRAFT_RESIZE, "fc.bias", 1, {0}, NULL, 0, 0}};
+    try_variant(ctx, "nl-bottleneck.safetensors", "fc0", fc, 2, NULL, "fc.weight",
+                "zero dimension: 0 classes");
+    craft_edit c1 = {CRAFT_RESIZE, "layer1.0.conv1.weight", 4, {0, 8, 1, 1}, NULL, 0, 0};
+    try_variant(ctx, "nl-bottleneck.safetensors", "width0", &c1, 1, NULL,
+                "layer1.0.conv1.weight", "zero dimension");
+    craft_edit c3 = {CRAFT_RESIZE, "layer2.0.conv3.weight", 4, {0, huge, 1, 1}, NULL, 0, 0};
+    try_variant(ctx, "nl-bottleneck.safetensors", "out0", &c3, 1, NULL, "layer2.0.conv3.weight",
+                "zero dimension");
+    craft_edit c2 = {CRAFT_RESIZE, "layer1.0.conv1.weight", 4, {huge, 0, 1, 1}, NULL, 0, 0};
+    try_variant(ctx, "nl-bottleneck.safetensors", "width-huge", &c2, 1, NULL,
+                "layer1.0.conv1.weight", "[1099511627776, 0, 1, 1]");
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Finite weights whose sums overflow: the non-local block before layer3.1 leaves 3e38 in a
  * channel (finite), layer3.1's last BN adds another 3e38 there; resnet_find_nonfinite names
  * layer3.1. */
@@ -567,5 +593,9 @@ int main(void)
     tcase_add_test(tc, nonfinite_stage);
     tcase_add_test(tc, random_models);
     suite_add_tcase(s, tc);
+    /* Hostile inputs alone: CK_RUN_CASE=hostile runs them without the goldens. */
+    TCase *th = tcase_create("hostile");
+    tcase_add_test(th, zero_dimensions);
+    suite_add_tcase(s, th);
     return pgd_test_run(s);
 }

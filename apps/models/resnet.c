@@ -406,9 +406,9 @@ static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error 
         if (cfg->width[L - 1] >= 1)
             snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
         cfg->out[L - 1] = cfg->width[L - 1] >= 1 ? dim0(src, name) : -1;
-        if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1)
-            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
-                                  src->label, name);
+        if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1) /* -1: missing; 0: no channels */
+            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s", src->label, name,
+                                  has(src, name) ? "has a zero dimension: 0 rows" : "is missing");
     }
     return PGD_OK;
 }
@@ -475,8 +475,8 @@ static int detect(const model_source *src, const resnet_options *opt, int headle
     cfg->dc5 = dc5;
     cfg->classes = cfg->headless ? 0 : dim0(src, "fc.weight");
     if (!cfg->headless && cfg->classes < 1)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
-                              src->label);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' %s", src->label,
+                              cfg->classes ? "is missing" : "has a zero dimension: 0 classes");
     for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
         if (standard[i].bottleneck == cfg->bottleneck &&
             !memcmp(standard[i].blocks, cfg->blocks, sizeof cfg->blocks))
