@@ -395,6 +395,12 @@ _DECLS = [
     ("pgd_image_width", c_int, V),
     ("pgd_image_height", c_int, V),
     ("pgd_image_preprocess", c_int, V, c_int, FloatP, ErrP),
+    # broadcasting elementwise ops and reductions
+    ("pgd_binary", c_int, V, c_int, V, V, V, ErrP),
+    ("pgd_where", c_int, V, V, V, V, V, ErrP),
+    ("pgd_unary", c_int, V, c_int, V, V, ErrP),
+    ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
+    ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
 ]
 
 _MODEL_DECLS = [

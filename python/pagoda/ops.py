@@ -333,16 +333,6 @@ def scale(x: ArrayLike, alpha: float, *, out: Optional[Tensor] = None,
     return _unary(lambda h, xh, yh: _run(api.pgd_scale, h, xh, float(alpha), yh), x, out, ctx)
 
 
-def add(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
-        ctx: Optional[Context] = None) -> Tensor:
-    with _call(ctx, a, b, out) as c:
-        ta, tb = c.t(a, "a"), c.t(b, "b")
-        assert ta is not None and tb is not None
-        y = c.out(out, ta.shape)
-        _run(api.pgd_add, c.ctx._h, ta._handle(), tb._handle(), y._handle())
-        return y
-
-
 def bias_add(x: ArrayLike, bias: ArrayLike, *, out: Optional[Tensor] = None,
              ctx: Optional[Context] = None) -> Tensor:
     with _call(ctx, x, bias, out) as c:
@@ -663,5 +653,238 @@ def nonlocal_(x: ArrayLike, channels: Optional[int] = None, inner: Optional[int]
     finally:
         block.close()
 
+
+# ---- broadcasting elementwise ops and reductions (cl/broadcast.cl) ----------------------------
+#
+# NumPy's semantics: the binary ops and where broadcast their operands (Python numbers and
+# 0-d arrays included), reductions take axis= (None: all, an int, or a tuple; () reduces
+# nothing) and keepdims=. Everything is float32; argmax and argmin return the indices as a
+# float32 Tensor (exact up to 2^24). NaN propagates as in NumPy (maximum, minimum, clip, max,
+# argmax included). Shape errors come from the C library and name the operand. The reductions
+# that share a builtin's name are amax, amin, absolute and power here (pagoda.max, .min, .abs
+# and .pow in the package); `sum` is defined below, so this module must not use the builtin.
+
+_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "max": 5, "min": 6}
+_UNARY = {"exp": 0, "log": 1, "sqrt": 2, "rsqrt": 3, "erf": 4, "tanh": 5, "sigmoid": 6,
+          "abs": 7, "neg": 8, "relu": 9, "gelu": 10, "gelu_tanh": 11, "silu": 12}
+_REDUCE = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "argmax": 5, "argmin": 6}
+
+
+def _operand(c: _Call, x: ArrayLike, what: str) -> Tensor:
+    t = c.t(x, what)  # a Python number or 0-d array becomes a rank-0 tensor
+    assert t is not None
+    return t
+
+
+def _broadcast_out(c: _Call, out: Optional[Tensor], ts: Sequence[Tensor]) -> Tensor:
+    try:
+        shape = np.broadcast_shapes(*(t.shape for t in ts))
+    except ValueError:
+        # No broadcast shape: the C call reports it (naming the operand) before it looks at y.
+        return ts[0]
+    return c.out(out, shape)
+
+
+def _binary(name: str, a: ArrayLike, b: ArrayLike, out: Optional[Tensor],
+            ctx: Optional[Context]) -> Tensor:
+    with _call(ctx, a, b, out) as c:
+        ta, tb = _operand(c, a, "a"), _operand(c, b, "b")
+        y = _broadcast_out(c, out, (ta, tb))
+        _run(api.pgd_binary, c.ctx._h, _BINARY[name], ta._handle(), tb._handle(), y._handle())
+        return y
+
+
+def add(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a + b with NumPy broadcasting."""
+    return _binary("add", a, b, out, ctx)
+
+
+def sub(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a - b with NumPy broadcasting (numpy.subtract)."""
+    return _binary("sub", a, b, out, ctx)
+
+
+def mul(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a * b with NumPy broadcasting (numpy.multiply)."""
+    return _binary("mul", a, b, out, ctx)
+
+
+def div(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a / b with NumPy broadcasting (numpy.divide; x/0 is ±inf, 0/0 NaN)."""
+    return _binary("div", a, b, out, ctx)
+
+
+def power(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """a ** b with NumPy broadcasting (C's pow: a negative base to a non-integer is NaN)."""
+    return _binary("pow", a, b, out, ctx)
+
+
+def maximum(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """Elementwise max with NumPy broadcasting; NaN when either is NaN (numpy.maximum)."""
+    return _binary("max", a, b, out, ctx)
+
+
+def minimum(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """Elementwise min with NumPy broadcasting; NaN when either is NaN (numpy.minimum)."""
+    return _binary("min", a, b, out, ctx)
+
+
+def where(cond: ArrayLike, a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """cond != 0 ? a : b, the three broadcast together (numpy.where; cond is float: NaN is
+    true)."""
+    with _call(ctx, cond, a, b, out) as c:
+        if not isinstance(cond, Tensor) and np.asarray(cond).dtype == np.bool_:
+            cond = np.asarray(cond, dtype=np.float32)  # as_float32 refuses bool
+        tc, ta, tb = _operand(c, cond, "cond"), _operand(c, a, "a"), _operand(c, b, "b")
+        y = _broadcast_out(c, out, (tc, ta, tb))
+        _run(api.pgd_where, c.ctx._h, tc._handle(), ta._handle(), tb._handle(), y._handle())
+        return y
+
+
+def _elementwise(name: str, x: ArrayLike, out: Optional[Tensor],
+                 ctx: Optional[Context]) -> Tensor:
+    return _unary(lambda h, xh, yh: _run(api.pgd_unary, h, _UNARY[name], xh, yh), x, out, ctx)
+
+
+def exp(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("exp", x, out, ctx)
+
+
+def log(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("log", x, out, ctx)
+
+
+def sqrt(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("sqrt", x, out, ctx)
+
+
+def rsqrt(x: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """1 / sqrt(x)."""
+    return _elementwise("rsqrt", x, out, ctx)
+
+
+def erf(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("erf", x, out, ctx)
+
+
+def tanh(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("tanh", x, out, ctx)
+
+
+def sigmoid(x: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return _elementwise("sigmoid", x, out, ctx)
+
+
+def silu(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """x * sigmoid(x) in one pass (swish); -inf gives 0."""
+    return _elementwise("silu", x, out, ctx)
+
+
+def absolute(x: ArrayLike, *, out: Optional[Tensor] = None,
+             ctx: Optional[Context] = None) -> Tensor:
+    """|x| (numpy.absolute; pagoda.abs)."""
+    return _elementwise("abs", x, out, ctx)
+
+
+def neg(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """-x (numpy.negative)."""
+    return _elementwise("neg", x, out, ctx)
+
+
+def clip(x: ArrayLike, a_min: Optional[float] = None, a_max: Optional[float] = None, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """min(max(x, a_min), a_max) (numpy.clip with scalar bounds; None: no bound; a_max wins
+    when a_min > a_max; NaN stays NaN)."""
+    lo = -np.inf if a_min is None else float(a_min)
+    hi = np.inf if a_max is None else float(a_max)
+    return _unary(lambda h, xh, yh: _run(api.pgd_clip, h, xh, lo, hi, yh), x, out, ctx)
+
+
+def _axes(axis: Union[None, int, Sequence[int]]) -> Any:
+    if axis is None:
+        return None, 0
+    axes = [int(axis)] if isinstance(axis, (int, np.integer)) else [int(a) for a in axis]
+    return (c_int * max(len(axes), 1))(*axes), len(axes)
+
+
+def _reduced_shape(shape: Sequence[int], axes: Any, n: int, keepdims: bool) -> Tuple[int, ...]:
+    nd = len(shape)
+    red = set(range(nd)) if axes is None else {a + nd if a < 0 else a for a in axes[:n]}
+    return tuple(1 if d in red else s for d, s in enumerate(shape) if keepdims or d not in red)
+
+
+def _reduce(name: str, x: ArrayLike, axis: Union[None, int, Sequence[int]], keepdims: bool,
+            out: Optional[Tensor], ctx: Optional[Context]) -> Tensor:
+    axes, n = _axes(axis)
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        nd = len(t.shape)
+        bad = axes is not None and (any(not -nd <= a < nd for a in axes[:n])
+                                    or len({a % nd for a in axes[:n]}) < n)
+        # A bad axis: the C call names it before it looks at y.
+        y = c.out(None, ()) if bad else c.out(out, _reduced_shape(t.shape, axes, n, keepdims))
+        _run(api.pgd_reduce, c.ctx._h, _REDUCE[name], t._handle(), axes, n, int(bool(keepdims)),
+             y._handle())
+        return y
+
+
+def sum(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+        out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Sum over axis (numpy.sum; of nothing: 0)."""
+    return _reduce("sum", x, axis, keepdims, out, ctx)
+
+
+def mean(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Mean over axis (numpy.mean; of nothing: NaN)."""
+    return _reduce("mean", x, axis, keepdims, out, ctx)
+
+
+def prod(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Product over axis (numpy.prod; of nothing: 1)."""
+    return _reduce("prod", x, axis, keepdims, out, ctx)
+
+
+def amax(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Maximum over axis (numpy.max; pagoda.max); NaN when any is NaN; an empty axis is a
+    ShapeError."""
+    return _reduce("max", x, axis, keepdims, out, ctx)
+
+
+def amin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Minimum over axis (numpy.min; pagoda.min)."""
+    return _reduce("min", x, axis, keepdims, out, ctx)
+
+
+def argmax(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Index of the first maximum (the first NaN if any) over axis, as float32: along one axis
+    its index there, over several the row-major index over them, over all (None) NumPy's flat
+    index."""
+    return _reduce("argmax", x, axis, keepdims, out, ctx)
+
+
+def argmin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Index of the first minimum over axis, as argmax."""
+    return _reduce("argmin", x, axis, keepdims, out, ctx)
+
+
+
+subtract, multiply, divide, negative = sub, mul, div, neg  # NumPy's long names
 
 _ = cast  # re-exported helpers stay referenced
