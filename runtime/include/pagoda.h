@@ -611,6 +611,17 @@ PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t 
  * "tiled", "generic") into buf, and where the choice came from: "defaults", "tuned" (stored by
  * pgd_tune) or "options" (options.attention). */
 PGD_API const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
+/* Which entry of the parameters the context runs, into buf (returned): "db:<name>" (the shipped
+ * parameter database's entry for this device: a known device such as "db:pocl-avx512", else its
+ * class such as "db:cpu", else "db:generic", the rules from the device's limits),
+ * "tuned:<store key>" (pgd_tune's result in the cache directory's tuning.json, under that key)
+ * or "options" (options.kernel_params). */
+PGD_API const char *pgd_ctx_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
+/* The context's parameters (its GEMM parameters and attention kernel, as pgd_tune left or the
+ * store gave them) as a line to add to the parameter database (runtime/tune/db.c), matching
+ * this device: the known device's line with new values, or a new line under its class.
+ * PGD_ERR_INVALID_ARGUMENT when buf is too small (2048 bytes is enough). */
+PGD_API int pgd_tune_export(const pgd_ctx *ctx, char *buf, size_t size, pgd_error **err);
 
 /* ---- attention --------------------------------------------------------------------------- */
 

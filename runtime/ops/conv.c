@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 enum { ALG_GEMM, ALG_IMPLICIT, ALG_IM2COL, ALG_DIRECT, ALG_WINOGRAD, ALG_COUNT };
 static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "direct",
@@ -277,7 +277,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         return rc;
     int64_t cing = d.cin / d.groups, coutg = d.cout / d.groups, taps = (int64_t)d.kh * d.kw;
     int64_t kg = taps * cing, nw = d.cout * kg;
-    const pgd__gemm_params gp = ctx->gemm; /* kept by the layer: its packing */
+    const pgd__gemm_params gp = pgd__params_of(ctx)->gemm; /* kept by the layer: its packing */
     int cpu = gp.cpu;
     int64_t per = cpu ? pgd__gemm_packed_size(&gp, coutg, kg) : 0;
     if ((rc = pgd__check_alloc(ctx, (uint64_t)nw * sizeof(float), "conv2d weights", err)) ||
