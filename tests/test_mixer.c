@@ -52,6 +52,9 @@ START_TEST(golden_logits)
         char what[160];
         snprintf(what, sizeof what, "mixer-tiny logits on %s", d[i].name);
         ck_assert_msg(pgd_test_allclose(got, want, B * CLASSES, 1e-4, 1e-5, what), "%s", what);
+        /* The image-dependent part (image 1 - image 0) on its own: 30 % of the logits, where
+         * the patches taken in column order move it by 0.44 (tools/make-mixer-golden.py). */
+        ck_assert_msg(pgd_test_diffclose(got, want, B, CLASSES, CLASSES, 1e-3, what), "%s", what);
         double worst = 0;
         for (int k = 0; k < B * CLASSES; k++)
             worst = fmax(worst, fabs(got[k] - want[k]) / fmax(fabs(want[k]), 1e-6));
