@@ -272,7 +272,8 @@ START_TEST(wrong_heads_seen)
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
-    static const detr_options wrong[] = {{8, 8, -1}, {1, 4, -1}, {2, 2, -1}};
+    static const detr_options wrong[] = {
+        {8, 8, -1, {NULL, NULL}}, {1, 4, -1, {NULL, NULL}}, {2, 2, -1, {NULL, NULL}}};
     for (size_t k = 0; k < sizeof wrong / sizeof *wrong; k++) {
         detr_config cfg;
         PGD_CHECK_OK(detr_detect(&src, &wrong[k], &cfg, &err), &err);
