@@ -106,6 +106,19 @@ __kernel void broadcast_binary(__global const float *a, __global const float *b,
     y[i] = binary(op, a[oa], b[ob]);
 }
 
+/* broadcast_binary for at most two dims after merging (same shapes, a scalar, a bias over the
+ * last dims: the usual cases): no division, no branch on the rank, so that CPU runtimes
+ * vectorise it across work-items. */
+__kernel void broadcast_binary2(__global const float *a, __global const float *b,
+                                __global float *y, uint8 shape, uint8 sa, uint8 sb, uint rank,
+                                uint n, int op)
+{
+    uint i0 = (uint)get_global_id(0), i1 = (uint)get_global_id(1), i = i1 * shape.s0 + i0;
+    if (i0 >= shape.s0 || i >= n)
+        return;
+    y[i] = binary(op, a[i0 * sa.s0 + i1 * sa.s1], b[i0 * sb.s0 + i1 * sb.s1]);
+}
+
 /* y = cond != 0 ? a : b (NaN counts as true, as bool(nan) in NumPy). */
 __kernel void broadcast_where(__global const float *cond, __global const float *a,
                               __global const float *b, __global float *y, uint8 shape, uint8 sa,

@@ -165,6 +165,8 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
         return PGD_OK;
     geo g;
     broadcast_geo(n, t, y, &g);
+    if (g.rank <= 2 && strcmp(kernel, "broadcast_binary") == 0)
+        kernel = "broadcast_binary2";
     cl_kernel k;
     pgd__args args;
     if ((rc = pgd__args_kernel(&args, ctx, "broadcast", NULL, kernel, &k, err)))
