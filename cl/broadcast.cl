@@ -38,23 +38,41 @@
 #define R_ARGMAX 5
 #define R_ARGMIN 6
 
-/* One dim of the flat output index: its coordinate along dim k, added to each offset. Only dims
- * below `rank` are looked at (the launcher fills the rest with size 1). */
-#define STEP2(k)                                                                                   \
+/* The launch is 2-D: dimension 0 runs along the innermost dim (component 0: no division, and
+ * neighbouring work-items touch neighbouring elements), dimension 1 over the rest, whose
+ * coordinates come from dividing by the outer dims; only dims below `rank` are looked at (the
+ * launcher fills the rest with size 1). Each macro sets i (the flat output index) and the
+ * operands' offsets, or returns for a work-item past the end. */
+#define STEP(k, ...)                                                                               \
     if (rank > k) {                                                                                \
         uint c = r % shape.s##k;                                                                   \
         r /= shape.s##k;                                                                           \
-        oa += c * sa.s##k;                                                                         \
-        ob += c * sb.s##k;                                                                         \
+        __VA_ARGS__                                                                                \
     }
-#define STEP3(k)                                                                                   \
-    if (rank > k) {                                                                                \
-        uint c = r % shape.s##k;                                                                   \
-        r /= shape.s##k;                                                                           \
-        oa += c * sa.s##k;                                                                         \
-        ob += c * sb.s##k;                                                                         \
-        oc += c * sc.s##k;                                                                         \
-    }
+#define INDEX2                                                                                     \
+    uint i0 = (uint)get_global_id(0), r = (uint)get_global_id(1), i = r * shape.s0 + i0;           \
+    if (i0 >= shape.s0 || i >= n)                                                                  \
+        return;                                                                                    \
+    uint oa = i0 * sa.s0, ob = i0 * sb.s0;                                                         \
+    STEP(1, oa += c * sa.s1; ob += c * sb.s1;)                                                     \
+    STEP(2, oa += c * sa.s2; ob += c * sb.s2;)                                                     \
+    STEP(3, oa += c * sa.s3; ob += c * sb.s3;)                                                     \
+    STEP(4, oa += c * sa.s4; ob += c * sb.s4;)                                                     \
+    STEP(5, oa += c * sa.s5; ob += c * sb.s5;)                                                     \
+    STEP(6, oa += c * sa.s6; ob += c * sb.s6;)                                                     \
+    STEP(7, oa += c * sa.s7; ob += c * sb.s7;)
+#define INDEX3                                                                                     \
+    uint i0 = (uint)get_global_id(0), r = (uint)get_global_id(1), i = r * shape.s0 + i0;           \
+    if (i0 >= shape.s0 || i >= n)                                                                  \
+        return;                                                                                    \
+    uint oa = i0 * sa.s0, ob = i0 * sb.s0, oc = i0 * sc.s0;                                        \
+    STEP(1, oa += c * sa.s1; ob += c * sb.s1; oc += c * sc.s1;)                                    \
+    STEP(2, oa += c * sa.s2; ob += c * sb.s2; oc += c * sc.s2;)                                    \
+    STEP(3, oa += c * sa.s3; ob += c * sb.s3; oc += c * sc.s3;)                                    \
+    STEP(4, oa += c * sa.s4; ob += c * sb.s4; oc += c * sc.s4;)                                    \
+    STEP(5, oa += c * sa.s5; ob += c * sb.s5; oc += c * sc.s5;)                                    \
+    STEP(6, oa += c * sa.s6; ob += c * sb.s6; oc += c * sc.s6;)                                    \
+    STEP(7, oa += c * sa.s7; ob += c * sb.s7; oc += c * sc.s7;)
 
 /* max/min that return NaN when either side is NaN (NumPy's maximum/minimum; OpenCL's fmax
  * would drop the NaN). a + b carries the NaN's payload. */
@@ -84,12 +102,21 @@ __kernel void broadcast_binary(__global const float *a, __global const float *b,
                                __global float *y, uint8 shape, uint8 sa, uint8 sb, uint rank,
                                uint n, int op)
 {
-    uint i = (uint)get_global_id(0);
-    if (i >= n)
-        return;
-    uint r = i, oa = 0, ob = 0;
-    STEP2(0) STEP2(1) STEP2(2) STEP2(3) STEP2(4) STEP2(5) STEP2(6) STEP2(7)
+    INDEX2
     y[i] = binary(op, a[oa], b[ob]);
+}
+
+/* broadcast_binary for at most two dims after merging (same shapes, a scalar, a bias over the
+ * last dims: the usual cases): no division, no branch on the rank, so that CPU runtimes
+ * vectorise it across work-items. */
+__kernel void broadcast_binary2(__global const float *a, __global const float *b,
+                                __global float *y, uint8 shape, uint8 sa, uint8 sb, uint rank,
+                                uint n, int op)
+{
+    uint i0 = (uint)get_global_id(0), i1 = (uint)get_global_id(1), i = i1 * shape.s0 + i0;
+    if (i0 >= shape.s0 || i >= n)
+        return;
+    y[i] = binary(op, a[i0 * sa.s0 + i1 * sa.s1], b[i0 * sb.s0 + i1 * sb.s1]);
 }
 
 /* y = cond != 0 ? a : b (NaN counts as true, as bool(nan) in NumPy). */
@@ -97,11 +124,7 @@ __kernel void broadcast_where(__global const float *cond, __global const float *
                               __global const float *b, __global float *y, uint8 shape, uint8 sa,
                               uint8 sb, uint8 sc, uint rank, uint n)
 {
-    uint i = (uint)get_global_id(0);
-    if (i >= n)
-        return;
-    uint r = i, oa = 0, ob = 0, oc = 0;
-    STEP3(0) STEP3(1) STEP3(2) STEP3(3) STEP3(4) STEP3(5) STEP3(6) STEP3(7)
+    INDEX3
     y[i] = cond[oc] != 0.0f ? a[oa] : b[ob];
 }
 

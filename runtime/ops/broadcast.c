@@ -165,6 +165,8 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
         return PGD_OK;
     geo g;
     broadcast_geo(n, t, y, &g);
+    if (g.rank <= 2 && strcmp(kernel, "broadcast_binary") == 0)
+        kernel = "broadcast_binary2";
     cl_kernel k;
     pgd__args args;
     if ((rc = pgd__args_kernel(&args, ctx, "broadcast", NULL, kernel, &k, err)))
@@ -184,8 +186,14 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
         pgd__arg_int(&args, op);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(count, wg);
-    return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
+    /* 2-D: the innermost dim along dimension 0, in work-groups of up to wg of its elements, the
+     * rest of wg along dimension 1 (a short innermost dim leaves few items idle). */
+    size_t wg = pgd__flat_wg(ctx, k), inner = g.shape[0], l0 = pgd__pow2_floor(inner);
+    l0 = l0 < inner ? l0 * 2 : l0;
+    l0 = l0 < wg ? l0 : wg;
+    size_t local[2] = {l0, wg / l0};
+    size_t global[2] = {pgd__round_up(inner, local[0]), pgd__round_up(count / inner, local[1])};
+    return pgd__enqueue(ctx, k, kernel, 2, global, local, err);
 }
 
 int pgd_binary(pgd_ctx *ctx, pgd_binary_op op, const pgd_tensor *a, const pgd_tensor *b,
