@@ -42,6 +42,11 @@ static int check_doc(const json_t *doc, int want_peak)
             return fail("runs[].device.name");
         if (!json_is_string(json_object_get(run, "driver")))
             return fail("runs[].driver");
+        /* which parameter entry ran: the database's, the tuner's store's or the options' */
+        const char *params = json_string_value(json_object_get(run, "params"));
+        if (!params || (strncmp(params, "db:", 3) && strncmp(params, "tuned:", 6) &&
+                        strcmp(params, "options")))
+            return fail("runs[].params (db:<entry>, tuned:<store key> or options)");
         json_t *pk = json_object_get(run, "peak");
         if (want_peak && (!json_is_number(json_object_get(pk, "gflops")) ||
                           !json_is_number(json_object_get(pk, "gbs")) ||

@@ -2,8 +2,8 @@
 # cli-embed.sh PAGODA DATA — `pagoda embed` over a directory of images with the tiny headless ViT
 # (tests/data/dino-tiny.safetensors), then `pagoda similar`: each query in the index finds
 # itself first with similarity 1.0000; the features file is [N, D] with the image list beside
-# it; a model with a classifier and an index without its list are refused with exit 1, and a
-# failed embed leaves neither file.
+# it; a model with a classifier, an index without its list and an index holding a NaN feature
+# are refused with exit 1, and a failed embed leaves neither file.
 set -u
 pagoda=$1 data=$2
 tmp=$(mktemp -d "${PAGODA_TEST_TMP:-/tmp}/embed-XXXXXX") || exit 99
@@ -53,4 +53,16 @@ cp "$tmp/f-cls.npy" "$tmp/lonely.npy"
 "$pagoda" similar --index "$tmp/lonely.npy" "$tmp/imgs/grad_300x200.png" 2> "$tmp/err" \
     && fail "an index without its list was accepted"
 grep -q "lonely.npy.json" "$tmp/err" || fail "unclear error: $(cat "$tmp/err")"
+# A NaN in the index's features: refused (as classify refuses non-finite logits), naming the
+# index and the row, instead of printing nan similarities; --allow-nonfinite ranks it anyway.
+cp "$tmp/f-cls.npy" "$tmp/nan.npy" && cp "$tmp/f-cls.npy.json" "$tmp/nan.npy.json" || exit 99
+hl=$(od -An -tu2 -j8 -N2 "$tmp/nan.npy" | tr -d ' ')
+printf '\000\000\300\177' | dd of="$tmp/nan.npy" bs=1 seek=$((10 + hl)) conv=notrunc 2>/dev/null
+"$pagoda" similar --index "$tmp/nan.npy" "$tmp/imgs/grad_300x200.png" > "$tmp/out" 2> "$tmp/err" \
+    && fail "an index with a NaN feature was accepted: $(cat "$tmp/out")"
+grep -q "nan.npy: the features of .* (row 0) are not finite" "$tmp/err" \
+    || fail "unclear error: $(cat "$tmp/err")"
+grep -q nan "$tmp/out" && fail "nan similarities printed"
+"$pagoda" similar --index "$tmp/nan.npy" --allow-nonfinite --json "$tmp/imgs/grad_300x200.png" \
+    > "$tmp/out" || fail "--allow-nonfinite refused"
 exit 0

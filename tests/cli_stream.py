@@ -60,8 +60,12 @@ def run(args, ok=(0,), **kw):
 
 
 def lines(path):
+    """The result lines of a JSON lines file, after its first line: the record of the model."""
     with open(path) as f:
-        return [json.loads(l) for l in f]
+        rows = [json.loads(l) for l in f]
+    if not rows or set(rows[0]) != {"pagoda_results"}:
+        fail("%s does not begin with the model's record: %r" % (path, rows[:1]))
+    return rows[1:]
 
 
 def same_results(got, want, tol, what):
@@ -206,9 +210,10 @@ def main():
     run(base + ["--device", pocl, "--list", "-", "--topk", "2", "--output", csv],
         input=listed.encode())
     rows = open(csv).read().splitlines()
-    if len(rows) != 4 or rows[0] != ("image,source,error,class_1,label_1,probability_1,"
-                                     "class_2,label_2,probability_2") or \
-            not rows[1].startswith("0," + os.path.join(imgs, "001.png") + ",,"):
+    if len(rows) != 5 or not rows[0].startswith("# pagoda_results {") or \
+            rows[1] != ("image,source,error,class_1,label_1,probability_1,"
+                        "class_2,label_2,probability_2") or \
+            not rows[2].startswith("0," + os.path.join(imgs, "001.png") + ",,"):
         fail("CSV: %r" % rows)
     run(base + ["--resume", imgs], ok=(2,))
     fifo = os.path.join(tmp, "fifo")

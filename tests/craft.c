@@ -15,6 +15,7 @@ typedef struct piece {
     json_t *entry;
     const unsigned char *bytes;
     size_t size;
+    unsigned char *owned; /* bytes made here (CRAFT_RESIZE), freed after writing */
 } piece;
 
 static const craft_edit *find_edit(const craft_edit *e, size_t n, craft_op op, const char *name)
@@ -32,6 +33,8 @@ static json_t *edited_entry(const char *name, json_t *v, const craft_edit *e, si
         return NULL;
     json_t *entry = json_deep_copy(v);
     const craft_edit *r = find_edit(e, n, CRAFT_RESHAPE, name);
+    if (!r)
+        r = find_edit(e, n, CRAFT_RESIZE, name);
     if (r) {
         json_t *shape = json_array();
         for (int d = 0; d < r->ndim; d++)
@@ -48,6 +51,28 @@ static void poke(const char *name, unsigned char *bytes, size_t size, const craf
             ck_assert_msg((size_t)(e[i].index + 1) * 4 <= size, "poke past the end of %s", name);
             memcpy(bytes + e[i].index * 4, &e[i].value, 4);
         }
+}
+
+/* The bytes of `name` resized by a CRAFT_RESIZE edit: numel x the element size of `dtype`, the
+ * old bytes repeated (a new malloc'd buffer, *size set), or NULL when there is no such edit. */
+static unsigned char *resized(const char *name, const char *dtype, const unsigned char *old,
+                              size_t old_size, const craft_edit *e, size_t n, size_t *size)
+{
+    const craft_edit *r = find_edit(e, n, CRAFT_RESIZE, name);
+    if (!r)
+        return NULL;
+    size_t elt = !strcmp(dtype, "F64") || !strcmp(dtype, "I64") ? 8
+                 : !strcmp(dtype, "F32") || !strcmp(dtype, "I32") ? 4
+                                                                  : 2;
+    size_t numel = 1;
+    for (int d = 0; d < r->ndim; d++)
+        numel *= (size_t)r->shape[d];
+    *size = numel * elt;
+    unsigned char *b = malloc(*size + 1);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < *size; i++)
+        b[i] = old_size ? old[i % old_size] : 0;
+    return b;
 }
 
 /* Writes header `hdr` (padded to 8 bytes) and the pieces' bytes to `out`. */
@@ -88,7 +113,7 @@ static void add_piece(json_t *hdr, piece *p, size_t *np, size_t *offset, const c
     json_object_set_new(entry, "data_offsets", offs);
     json_object_set(hdr, name, entry);
     json_object_set_new(entry, "name", json_string(name)); /* for poke; removed before writing */
-    p[(*np)++] = (piece){entry, bytes, size};
+    p[(*np)++] = (piece){entry, bytes, size, NULL};
     *offset += size;
 }
 
@@ -118,8 +143,17 @@ void craft_safetensors(const char *in, const char *out, const craft_edit *e, siz
         size_t a = (size_t)json_integer_value(json_array_get(offs, 0));
         size_t b = (size_t)json_integer_value(json_array_get(offs, 1));
         json_t *entry = edited_entry(name, v, e, n);
-        if (entry)
+        size_t rs = 0;
+        unsigned char *rb = resized(name, json_string_value(json_object_get(v, "dtype")),
+                                    base + a, b - a, e, n, &rs);
+        if (entry && rb) {
+            add_piece(hdr, p, &np, &offset, name, entry, rb, rs);
+            p[np - 1].owned = rb;
+        } else if (entry) {
             add_piece(hdr, p, &np, &offset, name, entry, base + a, b - a);
+        } else {
+            free(rb);
+        }
         for (size_t k = 0; k < n; k++)
             if (e[k].op == CRAFT_COPY && !strcmp(e[k].name, name))
                 add_piece(hdr, p, &np, &offset, e[k].to, json_deep_copy(v), base + a, b - a);
@@ -129,8 +163,10 @@ void craft_safetensors(const char *in, const char *out, const craft_edit *e, siz
     json_object_foreach(clean, name, v)
         json_object_del(v, "name");
     write_out(out, clean, p, np, e, n);
-    for (size_t i = 0; i < np; i++)
+    for (size_t i = 0; i < np; i++) {
         json_decref(p[i].entry);
+        free(p[i].owned);
+    }
     json_decref(clean);
     json_decref(hdr);
     json_decref(src);

@@ -13,7 +13,9 @@ typedef enum craft_op {
     CRAFT_RESHAPE, /* `name` reports shape[0..ndim) (same element count) */
     CRAFT_DROP,    /* `name` is left out */
     CRAFT_COPY,    /* a new tensor `to`, a copy of `name` */
-    CRAFT_POKE     /* element `index` of `name` (F32) becomes `value` */
+    CRAFT_POKE,    /* element `index` of `name` (F32) becomes `value` */
+    CRAFT_RESIZE   /* `name` gets shape[0..ndim) of any element count (a zero dimension, a
+                      larger table): its bytes are the old ones repeated, or none */
 } craft_op;
 
 typedef struct craft_edit {

@@ -29,6 +29,20 @@ pgd_tensor *pgd_test_upload(pgd_ctx *ctx, int ndim, const int64_t *shape, const 
 int pgd_test_allclose(const float *got, const double *want, size_t n, double rtol, double atol,
                       const char *what);
 
+/* The input-dependent part of a batch's outputs, on its own. A random model answers mostly from
+ * its biases and its near-uniform attention, so outputs can match within rtol while what the
+ * input changes is wrong (a wrong head count moved DETR's logits by 1.5e-4 relative and their
+ * image-0-minus-image-1 part by 13 %). Row r minus row 0 (r = 1 .. rows-1, rows `width` wide,
+ * `stride` apart) of got against the same of want: returns the largest error of those
+ * differences over the largest |difference| of want (inf if got is not finite, or want's rows
+ * are all equal: such a golden checks nothing). *share, if non-NULL, receives the largest
+ * |difference| of want over the largest |want|: how much of the output the input decides. */
+double pgd_test_diff_error(const float *got, const double *want, size_t rows, size_t width,
+                           size_t stride, double *share);
+/* pgd_test_diff_error <= rtol; prints the error (and on failure says so), returns 1 if within. */
+int pgd_test_diffclose(const float *got, const double *want, size_t rows, size_t width,
+                       size_t stride, double rtol, const char *what);
+
 /* The canary and poison value: a NaN with its own payload, so that a stray write of any other
  * value, another NaN included, is caught; pgd_test_is_canary compares bits. */
 float pgd_test_canary(void);

@@ -691,3 +691,111 @@ float pgd_ref_round_half(float x)
     double y = r * ulp;
     return (float)(x < 0 ? -y : y);
 }
+
+size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd,
+                           const int64_t *shape)
+{
+    size_t at = 0, stride = 1;
+    for (int e = 0; e < ny; e++) { /* e: dim counted from the end */
+        size_t n = (size_t)yshape[ny - 1 - e], c = i % n;
+        i /= n;
+        if (e < nd) {
+            size_t s = (size_t)shape[nd - 1 - e];
+            at += (s == 1 ? 0 : c) * stride;
+            stride *= s;
+        }
+    }
+    return at;
+}
+
+double pgd_ref_binary(int op, double a, double b)
+{
+    switch (op) {
+    case PGD_BINARY_ADD: return a + b;
+    case PGD_BINARY_SUB: return a - b;
+    case PGD_BINARY_MUL: return a * b;
+    case PGD_BINARY_DIV: return a / b;
+    case PGD_BINARY_POW: return pow(a, b);
+    case PGD_BINARY_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    default: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    }
+}
+
+double pgd_ref_unary(int op, double x)
+{
+    const double k = sqrt(2.0 / 3.14159265358979323846);
+    switch (op) {
+    case PGD_UNARY_EXP: return exp(x);
+    case PGD_UNARY_LOG: return log(x);
+    case PGD_UNARY_SQRT: return sqrt(x);
+    case PGD_UNARY_RSQRT: return 1.0 / sqrt(x);
+    case PGD_UNARY_ERF: return erf(x);
+    case PGD_UNARY_TANH: return tanh(x);
+    case PGD_UNARY_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case PGD_UNARY_ABS: return fabs(x);
+    case PGD_UNARY_NEG: return -x;
+    case PGD_UNARY_RELU: return x < 0 ? 0.0 : x;
+    case PGD_UNARY_GELU: return x == -INFINITY ? 0.0 : 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case PGD_UNARY_GELU_TANH:
+        return x == -INFINITY ? 0.0 : 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+    default: return x == -INFINITY ? 0.0 : x / (1.0 + exp(-x)); /* PGD_UNARY_SILU */
+    }
+}
+
+/* Whether v replaces the best b of a max (sign 1) or min (sign -1) so far: larger / smaller, or
+ * the first NaN. */
+static int ref_better(double v, double b, double sign)
+{
+    return sign * v > sign * b || (isnan(v) && !isnan(b));
+}
+
+void pgd_ref_reduce(int op, const float *x, int nd, const int64_t *shape, const int *mask,
+                    double *y, double *mag)
+{
+    size_t n = 1, nout = 1, nred = 1;
+    for (int d = 0; d < nd; d++) {
+        n *= (size_t)shape[d];
+        *(mask[d] ? &nred : &nout) *= (size_t)shape[d];
+    }
+    double *best = calloc(nout ? nout : 1, sizeof *best);
+    size_t *seen = calloc(nout ? nout : 1, sizeof *seen);
+    double sign = op == PGD_REDUCE_MAX || op == PGD_REDUCE_ARGMAX ? 1.0 : -1.0;
+    for (size_t o = 0; o < nout; o++) {
+        y[o] = op == PGD_REDUCE_PROD ? 1.0 : 0.0;
+        if (mag)
+            mag[o] = 0.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* The output index over the kept dims and the index over the reduced ones. */
+        size_t rest = i, o = 0, j = 0, ko = 1, kj = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            size_t s = (size_t)shape[d], c = rest % s;
+            rest /= s;
+            if (mask[d]) {
+                j += c * kj;
+                kj *= s;
+            } else {
+                o += c * ko;
+                ko *= s;
+            }
+        }
+        double v = x[i];
+        if (mag)
+            mag[o] += fabs(v);
+        if (op == PGD_REDUCE_SUM || op == PGD_REDUCE_MEAN) {
+            y[o] += v;
+        } else if (op == PGD_REDUCE_PROD) {
+            y[o] *= v;
+        } else if (!seen[o]++ || ref_better(v, best[o], sign)) {
+            best[o] = v;
+            y[o] = op == PGD_REDUCE_ARGMAX || op == PGD_REDUCE_ARGMIN ? (double)j : v;
+        }
+    }
+    for (size_t o = 0; o < nout && op == PGD_REDUCE_MEAN; o++) {
+        y[o] /= (double)nred;
+        if (mag)
+            mag[o] /= (double)nred;
+    }
+    free(best);
+    free(seen);
+}

@@ -127,4 +127,21 @@ typedef struct pgd_ref_gat {
 size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index,
                          size_t e, double *y, double *alpha, double *mag);
 
+/* ---- broadcasting elementwise ops and reductions (pgd_binary, pgd_unary, pgd_reduce) ---- */
+
+/* The flat index, in a tensor of rank nd and shape `shape`, of the element that NumPy's
+ * broadcasting reads for flat index i of an output of rank ny and shape yshape. */
+size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd,
+                           const int64_t *shape);
+/* a op b in double for a pgd_binary_op (max and min NaN when either is NaN). */
+double pgd_ref_binary(int op, double a, double b);
+/* op(x) in double for a pgd_unary_op (GELU and SiLU of -inf: 0). */
+double pgd_ref_unary(int op, double x);
+/* op (a pgd_reduce_op) of x [shape] over the dims with mask[d] set, into y in row-major order of
+ * the kept dims (argmax / argmin: the first best index over the reduced dims in row-major
+ * order, NaN counting as the best). mag (may be NULL) receives per output the sum of |x|
+ * (over the count for mean), the scale of a float sum's rounding. */
+void pgd_ref_reduce(int op, const float *x, int nd, const int64_t *shape, const int *mask,
+                    double *y, double *mag);
+
 #endif

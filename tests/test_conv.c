@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
+#include "tune.h"     /* white-box: the context's parameters */
 #include "reference.h"
 
 #define CANARY 19
@@ -320,7 +321,7 @@ static void conv_shapes(const char *alg, uint64_t seed)
     conv_shapes_few(alg, seed, 0);
 }
 
-/* few: conv_few_rows_cpu wherever it can run (ctx->conv_few_rows = 1), and it must have run on
+/* few: conv_few_rows_cpu wherever it can run (pgd__params_of(ctx)->conv_few_rows = 1), and it must have run on
  * the devices with CPU kernels. */
 static void conv_shapes_few(const char *alg, uint64_t seed, int few)
 {
@@ -333,7 +334,7 @@ static void conv_shapes_few(const char *alg, uint64_t seed, int few)
     for (size_t di = 0; di < ndev; di++) {
         const pgd_device_info *dev = &devs[di];
         pgd_ctx *ctx = pgd_test_ctx(dev);
-        ctx->conv_few_rows = few;
+        pgd__params_of(ctx)->conv_few_rows = few;
         if (few)
             pgd_ctx_set_profiling(ctx, 1);
         pgd_rng r;

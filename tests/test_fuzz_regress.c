@@ -2,7 +2,8 @@
  * or tripped a sanitizer in) a fuzz target, run again through the same target code
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
  * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
- * bench_spec-, options-, jpeg-, png-, webp-. A regression crashes
+ * bench_spec-, options-, jpeg-, png-, webp-, gat_graph-, memnet_story-, detr_config-, csv-.
+ * A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
 #include <stdlib.h>
@@ -17,11 +18,15 @@ int pgd_fuzz_npy(const uint8_t *data, size_t size);
 int pgd_fuzz_model_config(const uint8_t *data, size_t size);
 int pgd_fuzz_resnet_config(const uint8_t *data, size_t size);
 int pgd_fuzz_labels(const uint8_t *data, size_t size);
+int pgd_fuzz_csv(const uint8_t *data, size_t size);
 int pgd_fuzz_bench_spec(const uint8_t *data, size_t size);
 int pgd_fuzz_options(const uint8_t *data, size_t size);
 int pgd_fuzz_jpeg(const uint8_t *data, size_t size);
 int pgd_fuzz_png(const uint8_t *data, size_t size);
 int pgd_fuzz_webp(const uint8_t *data, size_t size);
+int pgd_fuzz_gat_graph(const uint8_t *data, size_t size);
+int pgd_fuzz_memnet_story(const uint8_t *data, size_t size);
+int pgd_fuzz_detr_config(const uint8_t *data, size_t size);
 
 static const struct {
     const char *prefix;
@@ -33,11 +38,15 @@ static const struct {
     {"model_config-", pgd_fuzz_model_config},
     {"resnet_config-", pgd_fuzz_resnet_config},
     {"labels-", pgd_fuzz_labels},
+    {"csv-", pgd_fuzz_csv},
     {"bench_spec-", pgd_fuzz_bench_spec},
     {"options-", pgd_fuzz_options},
     {"jpeg-", pgd_fuzz_jpeg},
     {"png-", pgd_fuzz_png},
     {"webp-", pgd_fuzz_webp},
+    {"gat_graph-", pgd_fuzz_gat_graph},
+    {"memnet_story-", pgd_fuzz_memnet_story},
+    {"detr_config-", pgd_fuzz_detr_config},
 };
 
 START_TEST(regressions)

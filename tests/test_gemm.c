@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "reference.h"
 #include "internal.h" /* white-box: reaches library internals */
+#include "tune.h"     /* white-box: the context's parameters */
 #include "pgd_config.h"
 
 /* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */
@@ -211,7 +212,7 @@ START_TEST(linear_layers)
         for (int trial = 0; trial < 200; trial++) {
             int half = trial >= 100;
             ctx->opt.weights_f16 = half;
-            ctx->conv_few_rows = trial % 2 ? 1 : -1;
+            pgd__params_of(ctx)->conv_few_rows = trial % 2 ? 1 : -1;
             int64_t rows = pick_dim(&r, small), in = pick_dim(&r, small), out = pick_dim(&r, small);
             int use_bias = trial % 3 != 0, use_res = trial % 4 == 1;
             pgd_act act = (pgd_act)(trial % 3);
@@ -508,11 +509,11 @@ START_TEST(choice_is_measured_once)
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("choice");
     setenv("PAGODA_CACHE_DIR", dir, 1);
-    /* A symbolic link planted at the store's old temporary name (gemm-choices.json.tmp.<pid>)
+    /* A symbolic link planted at the store's old temporary name (tuning.json.tmp.<pid>)
      * must not be followed: the file it points to keeps its contents. */
     char victim[4200], planted[4300];
     snprintf(victim, sizeof victim, "%s/victim", dir);
-    snprintf(planted, sizeof planted, "%s/gemm-choices.json.tmp.%ld", dir, (long)getpid());
+    snprintf(planted, sizeof planted, "%s/tuning.json.tmp.%ld", dir, (long)getpid());
     FILE *vf = fopen(victim, "wb");
     ck_assert_ptr_nonnull(vf);
     fputs("victim", vf);
@@ -524,15 +525,15 @@ START_TEST(choice_is_measured_once)
         pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
         PGD_CHECK_OK(pgd_gemm_tune(ctx, 0, 0, 40, 24, 33, 1, &chosen, &err), &err);
         ck_assert(chosen == PGD_GEMM_BACKEND_PAGODA || chosen == PGD_GEMM_BACKEND_CLBLAST);
-        ck_assert_uint_eq(ctx->gemm_measurements, round == 0 ? 1 : 0);
+        ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, round == 0 ? 1 : 0);
         pgd_rng r;
         pgd_rng_seed(&r, 5);
         ck_assert(one_case(ctx, &r, 0, 1));
-        ck_assert_uint_eq(ctx->gemm_measurements, round == 0 ? 1 : 0);
+        ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, round == 0 ? 1 : 0);
         pgd_ctx_destroy(ctx);
     }
     char path[4200];
-    snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
+    snprintf(path, sizeof path, "%s/tuning.json", dir);
     unsigned char *text = NULL;
     size_t size = 0;
     ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
@@ -569,7 +570,7 @@ START_TEST(forward_pass_does_not_tune)
     char *dir = pgd_test_tempdir("notune");
     setenv("PAGODA_CACHE_DIR", dir, 1);
     char path[4200];
-    snprintf(path, sizeof path, "%s/gemm-choices.json", dir);
+    snprintf(path, sizeof path, "%s/tuning.json", dir);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_tuning, PGD_GEMM_TUNE_AT_CREATE);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_backend, PGD_GEMM_BACKEND_AUTO);
@@ -577,7 +578,7 @@ START_TEST(forward_pass_does_not_tune)
     pgd_rng_seed(&r, 77);
     for (int trial = 0; trial < 6; trial++)
         ck_assert(one_case(ctx, &r, trial, 1));
-    ck_assert_uint_eq(ctx->gemm_measurements, 0);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 0);
     ck_assert_msg(!file_exists(path), "a forward pass wrote %s", path);
 
     /* a linear layer's creation measures its class once; its forward pass does not */
@@ -589,18 +590,18 @@ START_TEST(forward_pass_does_not_tune)
     PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sy, &ty, &err), &err);
     pgd_linear *lin = NULL;
     PGD_CHECK_OK(pgd_linear_create(ctx, tw, NULL, &lin, &err), &err);
-    ck_assert_uint_eq(ctx->gemm_measurements, 1);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 1);
     ck_assert_msg(file_exists(path), "layer creation did not save the choice");
     PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, PGD_ACT_NONE, NULL, ty, &err), &err);
     PGD_CHECK_OK(pgd_ctx_finish(ctx, &err), &err);
-    ck_assert_uint_eq(ctx->gemm_measurements, 1);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 1);
     pgd_linear_destroy(lin);
 
     /* an explicit request measures a new class, and only once */
     PGD_CHECK_OK(pgd_gemm_tune(ctx, 1, 0, 64, 48, 40, 2, NULL, &err), &err);
-    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 2);
     PGD_CHECK_OK(pgd_gemm_tune(ctx, 1, 0, 64, 48, 40, 2, NULL, &err), &err);
-    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 2);
     unsigned char *text = NULL;
     size_t size = 0;
     ck_assert_int_eq(pgd_test_read_file(path, &text, &size), 0);
@@ -617,7 +618,7 @@ START_TEST(forward_pass_does_not_tune)
     float *W2 = filled((size_t)(100 * in), &r, 0);
     pgd_tensor *tw2 = pgd_test_upload(ctx, 2, sw2, W2);
     PGD_CHECK_OK(pgd_linear_create(ctx, tw2, NULL, &lin, &err), &err);
-    ck_assert_uint_eq(ctx->gemm_measurements, 2);
+    ck_assert_uint_eq(pgd__params_of(ctx)->gemm_measurements, 2);
     pgd_linear_destroy(lin);
     pgd_tensor_destroy(tw2);
     pgd_tensor_destroy(tx);

@@ -468,6 +468,80 @@ START_TEST(preprocess_odd_sizes)
 }
 END_TEST
 
+/* A top-down BMP (negative height: the first row in the file is the top row, as Windows
+ * writes them and Pillow reads them) decodes to the same pixels as the bottom-up file of the
+ * same image, in 24-bit, 32-bit and 8-bit palette forms; only INT32_MIN stays refused. */
+static size_t bmp_file(unsigned char *f, const unsigned char *rgb, int w, int h, int bpp,
+                       int top_down)
+{
+    int pal = bpp == 8 ? 256 : 0;
+    size_t row = ((size_t)w * bpp / 8 + 3) & ~(size_t)3, off = 54 + 4 * (size_t)pal;
+    size_t n = off + row * (size_t)h;
+    memset(f, 0, n);
+    f[0] = 'B', f[1] = 'M';
+    unsigned char *q = f + 2;
+    uint32_t fields[] = {(uint32_t)n, 0, (uint32_t)off, 40, (uint32_t)w,
+                         (uint32_t)(top_down ? -h : h)};
+    for (size_t i = 0; i < 6; i++, q += 4)
+        for (int b = 0; b < 4; b++)
+            q[b] = (unsigned char)(fields[i] >> (8 * b));
+    f[26] = 1, f[28] = (unsigned char)bpp;
+    for (int i = 0; i < pal; i++) /* a grey ramp */
+        f[54 + 4 * i] = f[55 + 4 * i] = f[56 + 4 * i] = (unsigned char)i;
+    for (int y = 0; y < h; y++) {
+        unsigned char *r = f + off + row * (size_t)(top_down ? y : h - 1 - y);
+        for (int x = 0; x < w; x++) {
+            const unsigned char *px = rgb + ((size_t)y * w + x) * 3;
+            if (bpp == 8)
+                r[x] = px[0];
+            else
+                for (int c = 0; c < 3; c++)
+                    r[x * bpp / 8 + c] = px[2 - c];
+        }
+    }
+    return n;
+}
+
+START_TEST(bmp_top_down)
+{
+    const int w = 7, h = 5;
+    unsigned char *rgb = pattern(w, h, 3), file[54 + 1024 + 32 * 5 + 64];
+    for (int bpp = 8; bpp <= 32; bpp += 8) {
+        if (bpp == 16)
+            continue;
+        pgd_image *img[2] = {NULL, NULL};
+        pgd_error *err = NULL;
+        for (int td = 0; td < 2; td++) {
+            size_t n = bmp_file(file, rgb, w, h, bpp, td);
+            PGD_CHECK_OK(pgd_image_load_memory(file, n, td ? "top-down.bmp" : "bottom-up.bmp",
+                                               &img[td], &err),
+                         &err);
+            ck_assert_int_eq(pgd_image_width(img[td]), w);
+            ck_assert_int_eq(pgd_image_height(img[td]), h);
+        }
+        const uint8_t *a = pgd_image_data(img[0]), *b = pgd_image_data(img[1]);
+        for (int i = 0; i < w * h * 3; i++) {
+            int want = bpp == 8 ? rgb[i / 3 * 3] : rgb[i];
+            ck_assert_msg(a[i] == want && b[i] == want,
+                          "%d-bit pixel %d channel %d: %d, %d, not %d", bpp, i / 3, i % 3, a[i],
+                          b[i], want);
+        }
+        pgd_image_free(img[0]);
+        pgd_image_free(img[1]);
+    }
+    /* -INT32_MIN has no int32: refused with a message, not decoded. */
+    size_t n = bmp_file(file, rgb, w, h, 24, 1);
+    file[22] = file[23] = file[24] = 0, file[25] = 0x80;
+    pgd_image *bad = NULL;
+    pgd_error *err = NULL;
+    ck_assert_int_ne(pgd_image_load_memory(file, n, "min.bmp", &bad, &err), PGD_OK);
+    ck_assert_ptr_null(bad);
+    ck_assert(pgd_error_message(err)[0] != '\0');
+    pgd_error_free(err);
+    free(rgb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("image");
@@ -475,6 +549,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, roundtrip_png_bmp);
     tcase_add_test(tc, refuse_invented_pixels);
+    tcase_add_test(tc, bmp_top_down);
     tcase_add_test(tc, thumbnail_view);
     tcase_add_test(tc, roundtrip_grey_alpha);
     tcase_add_test(tc, roundtrip_jpeg);

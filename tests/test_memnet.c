@@ -189,6 +189,158 @@ START_TEST(strict_files)
 }
 END_TEST
 
+/* A source of a memory network with a vocabulary of `words` four-letter words (aaaa, aaab, …;
+ * the last one repeated when `dup`), 1 hop, embeddings of width 4, all zero: made by hand,
+ * so that a vocabulary of any size costs no file. */
+typedef struct big_vocab {
+    char *vocab;
+    int words;
+} big_vocab;
+
+static int bv_shape(void *u, const char *name, int *ndim, int64_t s[8])
+{
+    const big_vocab *b = u;
+    *ndim = 2;
+    s[1] = 4;
+    if (!strcmp(name, "embed.0.weight") || !strcmp(name, "embed.1.weight"))
+        s[0] = b->words + 1;
+    else if (!strcmp(name, "temporal.0.weight") || !strcmp(name, "temporal.1.weight"))
+        s[0] = 10;
+    else
+        return -1;
+    return 0;
+}
+
+static int bv_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    int nd;
+    int64_t s[8] = {0};
+    if (bv_shape(u, name, &nd, s))
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "no tensor '%s'", name);
+    memset(dst, 0, (size_t)(s[0] * s[1]) * sizeof *dst);
+    return PGD_OK;
+}
+
+static const char *bv_meta(void *u, const char *key)
+{
+    const big_vocab *b = u;
+    return !strcmp(key, "format")          ? "pagoda-memn2n"
+           : !strcmp(key, "hops")          ? "1"
+           : !strcmp(key, "memory_size")   ? "10"
+           : !strcmp(key, "sentence_size") ? "6"
+           : !strcmp(key, "vocab")         ? b->vocab
+                                           : NULL;
+}
+
+static const char *bv_name_at(void *u, size_t i)
+{
+    (void)u;
+    static const char *const names[] = {"embed.0.weight", "embed.1.weight", "temporal.0.weight",
+                                        "temporal.1.weight"};
+    return i < 4 ? names[i] : NULL;
+}
+
+static void big_vocab_make(big_vocab *b, int words, int dup)
+{
+    b->words = words;
+    b->vocab = malloc((size_t)words * 5 + 16);
+    char *p = b->vocab + sprintf(b->vocab, "<nil>");
+    for (int i = 0; i < words; i++) {
+        int v = dup && i == words - 1 ? i - 1 : i;
+        *p++ = ' ';
+        for (int k = 3; k >= 0; k--, v /= 26)
+            p[k] = (char)('a' + v % 26);
+        p += 4;
+    }
+    *p = '\0';
+}
+
+/* 200,000 words: the duplicate check and the lookups took 100 s (quadratic); sorted, well under
+ * a second. A duplicate at the very end is still found, and the last word is still known. */
+START_TEST(large_vocabulary)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_error *err = NULL;
+    big_vocab b;
+    big_vocab_make(&b, 200000, 0);
+    model_source src = {.u = &b, .label = "big-vocab", .shape = bv_shape, .read = bv_read,
+                        .meta = bv_meta, .name_at = bv_name_at};
+    double t0 = model_now_ms();
+    memnet_model *m = NULL;
+    PGD_CHECK_OK(memnet_load(ctx, &src, &m, &err), &err);
+    char *dir = pgd_test_tempdir("memnet-vocab");
+    /* The last word, 199999 in base 26: ljwh. */
+    const char *p = write_story(dir, "story.txt", "1 aaab ljwh.\n2 aaaa ljwh?\tljwh\t1\n");
+    memnet_story s;
+    PGD_CHECK_OK(memnet_story_load(m, p, &s, &err), &err);
+    ck_assert_int_eq(s.n_questions, 1);
+    double ms = model_now_ms() - t0;
+    printf("200,000-word vocabulary: loaded and a story read in %.0f ms\n", ms);
+    ck_assert_msg(ms < 10000, "a 200,000-word vocabulary took %.0f ms", ms);
+    memnet_story_free(&s);
+    memnet_free(m);
+    free(b.vocab);
+    big_vocab_make(&b, 200000, 1);
+    m = (memnet_model *)&err;
+    ck_assert_int_eq(memnet_load(ctx, &src, &m, &err), PGD_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(pgd_error_message(err), "lists 'ljwg' twice"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
+    err = NULL;
+    free(b.vocab);
+    /* The empty word is a word too: listed again, it is a duplicate. */
+    b.vocab = strdup("<nil> aaaa <nil>");
+    b.words = 2;
+    m = (memnet_model *)&err;
+    ck_assert_int_eq(memnet_load(ctx, &src, &m, &err), PGD_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(pgd_error_message(err), "lists '<nil>' twice"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
+    free(b.vocab);
+    pgd_test_rmtree(dir);
+    free(dir);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A NUL byte in a story ended its line early and silently dropped everything after it. */
+START_TEST(nul_byte)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    char mp[4096], path[4200];
+    data_path(mp, sizeof mp, "memnet.safetensors");
+    pgd_error *err = NULL;
+    memnet_model *m = NULL;
+    PGD_CHECK_OK(load(ctx, mp, &m, &err), &err);
+    char *dir = pgd_test_tempdir("memnet-nul");
+    static const char head[] = "1 Mary went to the kitchen.\n2 Where is Mary?\tkitchen\t1\n";
+    static const char tail[] = "3 John went to the garden.\n4 Where is John?\tgarden\t3\n";
+    snprintf(path, sizeof path, "%s/nul.txt", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(head, 1, strlen(head), f);
+    fputc('\0', f);
+    fwrite(tail, 1, strlen(tail), f);
+    ck_assert_int_eq(fclose(f), 0);
+    memnet_story s;
+    ck_assert_int_eq(memnet_story_load(m, path, &s, &err), PGD_ERR_FORMAT);
+    char want[64];
+    snprintf(want, sizeof want, ":3: a NUL byte at byte offset %zu", strlen(head));
+    ck_assert_msg(strstr(pgd_error_message(err), want), "%s", pgd_error_message(err));
+    pgd_error_free(err);
+    memnet_free(m);
+    pgd_test_rmtree(dir);
+    free(dir);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memnet");
@@ -197,5 +349,11 @@ int main(void)
     tcase_add_test(tc, strict_files);
     tcase_add_test(tc, golden_pytorch);
     suite_add_tcase(s, tc);
+    /* Hostile inputs alone: CK_RUN_CASE=hostile runs them without the goldens. */
+    TCase *th = tcase_create("hostile");
+    tcase_set_timeout(th, 600);
+    tcase_add_test(th, large_vocabulary);
+    tcase_add_test(th, nul_byte);
+    suite_add_tcase(s, th);
     return pgd_test_run(s);
 }

@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
+#include "tune.h"     /* white-box: the context's parameters */
 
 static const char *const vars[] = {
     "PAGODA_DEVICE",      "PAGODA_CACHE_DIR",  "PAGODA_CL_DIR",       "PAGODA_PROFILE",
@@ -273,7 +274,7 @@ START_TEST(contexts_apart)
     pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
     PGD_CHECK_OK(pgd_gemm_tune(b, 0, 0, 32, 32, 32, 1, &chosen, &err), &err);
     ck_assert_int_eq(chosen, PGD_GEMM_BACKEND_CLBLAST);
-    ck_assert_uint_eq(a->gemm_measurements + b->gemm_measurements, 0);
+    ck_assert_uint_eq(pgd__params_of(a)->gemm_measurements + pgd__params_of(b)->gemm_measurements, 0);
 
     pgd_ctx_destroy(a);
     pgd_ctx_destroy(b);

@@ -5,7 +5,12 @@
  *    device) is refused, naming it, and left exactly as it was;
  *  - a symbolic link planted where a temporary file would go (the old predictable names
  *    "<path>.tmp.<pid>" and the cache's "<path>.tmp.<pid>.<counter>") is never followed;
- *  - writers racing on one target, threads or processes, always leave a complete file.
+ *  - writers racing on one target, threads or processes, always leave a complete file;
+ *  - pgd_outfile_check refuses what pgd_outfile_open would, and a directory's name or a
+ *    missing directory, before anything is created; pgd_file_sha256 hashes what it should;
+ *  - the CLI's one CSV writer and reader (apps/cli/csv.c) round-trip any text per RFC 4180:
+ *    commas, double quotes (a trailing one too), CR and LF; unfinished and malformed records
+ *    are told apart.
  * White-box: links the static library for pgd__cache_store. */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +26,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "csv.h"
 #include "maps.h"
 
 static char *dir;
@@ -419,6 +425,136 @@ START_TEST(concurrent_processes_leave_complete_files)
 }
 END_TEST
 
+START_TEST(check_refuses_before_creating)
+{
+    char *d = subdir("check");
+    char path[4200];
+    pgd_error *err = NULL;
+    snprintf(path, sizeof path, "%s/absent.npy", d);
+    PGD_CHECK_OK(pgd_outfile_check(path, &err), &err);
+    put_file(path, "x");
+    PGD_CHECK_OK(pgd_outfile_check(path, &err), &err);
+    const char *bad[] = {"/", "/.", "/..", "/nodir/out.npy", "/absent.npy/out.npy"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(path, sizeof path, "%s%s", d, bad[i]);
+        ck_assert_msg(pgd_outfile_check(path, &err) == PGD_ERR_IO, "%s passed", path);
+        ck_assert_msg(strstr(pgd_error_message(err), path), "%s", pgd_error_message(err));
+        pgd_error_free(err);
+        err = NULL;
+    }
+    snprintf(path, sizeof path, "%s/fifo", d);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(pgd_outfile_check(path, &err), PGD_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "a FIFO"));
+    pgd_error_free(err);
+    err = NULL;
+    ck_assert_int_eq(count_entries(d), 2); /* absent.npy and the FIFO: nothing created */
+    free(d);
+}
+END_TEST
+
+START_TEST(sha256_of_a_file)
+{
+    char *d = subdir("sha");
+    char path[4200], hex[65];
+    uint64_t size = 0;
+    pgd_error *err = NULL;
+    snprintf(path, sizeof path, "%s/abc", d);
+    put_file(path, "abc");
+    PGD_CHECK_OK(pgd_file_sha256(path, hex, &size, &err), &err);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert_int_eq(size, 3);
+    /* More than one 1 MiB piece: 1,000,000 'a's and then some, against one pass in memory. */
+    size_t n = (1u << 20) + 12345;
+    char *big = malloc(n + 1);
+    ck_assert_ptr_nonnull(big);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)('a' + i % 26);
+    big[n] = 0;
+    snprintf(path, sizeof path, "%s/big", d);
+    put_file(path, big);
+    pgd__sha256 s;
+    unsigned char dg[32];
+    char want[65];
+    pgd__sha256_init(&s);
+    pgd__sha256_update(&s, big, n);
+    pgd__sha256_final(&s, dg);
+    pgd__sha256_hex(dg, want);
+    PGD_CHECK_OK(pgd_file_sha256(path, hex, NULL, &err), &err);
+    ck_assert_str_eq(hex, want);
+    free(big);
+    snprintf(path, sizeof path, "%s/fifo", d);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(pgd_file_sha256(path, hex, NULL, &err), PGD_ERR_IO); /* not a hang */
+    pgd_error_free(err);
+    free(d);
+}
+END_TEST
+
+/* Reads every record of text; returns the number, the fields joined with '|' per record and
+ * '\n' between records into out, and the reader's last result in *last. */
+static int read_records(const char *text, char *out, size_t size, int *last)
+{
+    size_t pos = 0, len = strlen(text);
+    int records = 0;
+    out[0] = 0;
+    for (;;) {
+        char **f = NULL;
+        int n = 0;
+        *last = csv_record(text, len, &pos, &f, &n);
+        if (*last != 1)
+            return records;
+        for (int i = 0; i < n; i++)
+            snprintf(out + strlen(out), size - strlen(out), "%s%s", i ? "|" : "", f[i]);
+        snprintf(out + strlen(out), size - strlen(out), "\n");
+        csv_record_free(f, n);
+        records++;
+    }
+}
+
+START_TEST(csv_round_trip)
+{
+    /* Each text written as a field and read back whole, alone and between two others. */
+    const char *texts[] = {"plain", "", "a,b", "say \"hi\"", "end\"", "\"", "\"\"",
+                           "line\nend", "cr\rlf\r\n", ",\",\n"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        char *f = csv_field(texts[i]);
+        ck_assert_ptr_nonnull(f);
+        char line[256];
+        snprintf(line, sizeof line, "0,%s,x\n", f);
+        free(f);
+        size_t pos = 0;
+        char **got = NULL;
+        int n = 0;
+        ck_assert_int_eq(csv_record(line, strlen(line), &pos, &got, &n), 1);
+        ck_assert_int_eq(n, 3);
+        ck_assert_str_eq(got[1], texts[i]);
+        ck_assert_str_eq(got[2], "x");
+        ck_assert_int_eq(pos, strlen(line));
+        csv_record_free(got, n);
+    }
+    char *q = csv_field("end\"");
+    ck_assert_str_eq(q, "\"end\"\"\""); /* the trailing quote doubled, nothing past it */
+    free(q);
+
+    char out[512];
+    int last;
+    ck_assert_int_eq(read_records("a,b\r\n\"c\nd\",e\n", out, sizeof out, &last), 2);
+    ck_assert_str_eq(out, "a|b\nc\nd|e\n");
+    ck_assert_int_eq(last, 0);
+    /* Unfinished: no line end yet, or inside quotes. */
+    ck_assert_int_eq(read_records("a,b\nc,d", out, sizeof out, &last), 1);
+    ck_assert_int_eq(last, 0);
+    ck_assert_int_eq(read_records("a,\"b\nc", out, sizeof out, &last), 0);
+    ck_assert_int_eq(last, 0);
+    /* Not RFC 4180: a quote inside an unquoted field, text after a closing quote. */
+    ck_assert_int_eq(read_records("a\"b,c\n", out, sizeof out, &last), 0);
+    ck_assert_int_eq(last, -1);
+    ck_assert_int_eq(read_records("\"a\"b,c\n", out, sizeof out, &last), 0);
+    ck_assert_int_eq(last, -1);
+}
+END_TEST
+
 int main(void)
 {
     umask(022);
@@ -437,6 +573,9 @@ int main(void)
     tcase_add_test(tc, planted_links_are_not_followed);
     tcase_add_test(tc, concurrent_threads_leave_complete_files);
     tcase_add_test(tc, concurrent_processes_leave_complete_files);
+    tcase_add_test(tc, check_refuses_before_creating);
+    tcase_add_test(tc, sha256_of_a_file);
+    tcase_add_test(tc, csv_round_trip);
     suite_add_tcase(s, tc);
     int rc = pgd_test_run(s);
     pgd_test_rmtree(dir);

@@ -643,6 +643,40 @@ START_TEST(reject_header_length)
 }
 END_TEST
 
+/* Other formats given as weights: the error says the file is not a safetensors file and what it
+ * looks like, not that the header length read from its magic number is absurd. */
+START_TEST(reject_other_formats)
+{
+    static const struct {
+        const char *name;
+        const char *magic;
+        size_t len;
+        const char *says;
+    } cases[] = {
+        {"photo.jpg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00", 11, "JPEG"},
+        {"img.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 16, "PNG"},
+        {"model.pth", "PK\x03\x04\x14\x00\x00\x00\x08\x00", 10, "ZIP"},
+        {"old.pt", "\x80\x02\x8a\x0alZ\xfc\x9c" "F\xf9", 10, "pickle"},
+        {"model.onnx", "\x08\x07\x12\x07pytorch\x1a\x03" "2.1", 16, "ONNX"},
+        {"arr.npy", "\x93NUMPY\x01\x00v\x00{'descr'", 19, "NumPy"},
+        {"w.h5", "\x89HDF\r\n\x1a\n\x00\x00", 10, "HDF5"},
+        {"m.gguf", "GGUF\x03\x00\x00\x00\x00\x00", 10, "GGUF"},
+        {"w.gz", "\x1f\x8b\x08\x00\x00\x00\x00\x00", 8, "gzip"},
+        {"cfg.json", "{\"architectures\": [\"ViT\"]}", 27, "JSON"},
+        {"short.jpg", "\xff\xd8\xff\xe0", 4, "JPEG"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char raw[256] = {0};
+        memcpy(raw, cases[i].magic, cases[i].len);
+        size_t n = cases[i].len < 8 ? cases[i].len : sizeof raw;
+        char *path = write_raw(cases[i].name, raw, n);
+        expect_fail_path(path, cases[i].name, PGD_ERR_FORMAT, "not a safetensors file");
+        expect_fail_path(path, cases[i].name, PGD_ERR_FORMAT, cases[i].says);
+        free(path);
+    }
+}
+END_TEST
+
 START_TEST(reject_io)
 {
     char *path = join("does-not-exist.safetensors");
@@ -804,6 +838,7 @@ int main(void)
     tcase_add_test(tc, many_and_empty);
     tcase_add_test(tc, truncated_every_length);
     tcase_add_test(tc, reject_header_length);
+    tcase_add_test(tc, reject_other_formats);
     tcase_add_test(tc, reject_io);
     tcase_add_test(tc, reject_json);
     tcase_add_test(tc, reject_fields);

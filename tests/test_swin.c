@@ -79,6 +79,12 @@ static void run_case(const char *name, swin_family want_family)
         snprintf(what, sizeof what, "swin-%s logits on %s", name, d[i].name);
         ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 1e-4, 1e-5, what),
                       "%s", what);
+        /* Batches of two: the image-dependent part (image 1 - image 0) on its own, where a slip
+         * the biases would hide shows (no window shift moves it by 0.38 of its size,
+         * tools/make-swin-golden.py). */
+        ck_assert_msg(B < 2 || pgd_test_diffclose(got, want, (size_t)B, (size_t)classes,
+                                                  (size_t)classes, 1e-3, what),
+                      "%s", what);
         double worst = 0;
         for (int k = 0; k < B * classes; k++)
             worst = fmax(worst, fabs(got[k] - want[k]) / fmax(fabs(want[k]), 1e-6));
@@ -171,6 +177,104 @@ START_TEST(strict_loading)
 }
 END_TEST
 
+/* Hostile sizes: a tensor with a zero dimension holds no bytes and may claim any other size, so
+ * each size swin_detect reads is checked before any arithmetic on it (a patch of 0 divided by
+ * zero, a 0-class head failed as an empty device copy, huge rows overflowed the window). */
+START_TEST(hostile_sizes)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    const int64_t huge = INT64_C(1) << 62;
+    static const char *const tv = "swin-torchvision.safetensors", *tm = "swin-timm.safetensors";
+    const struct {
+        const char *base, *tensor;
+        int ndim;
+        int64_t shape[4];
+        const char *also;
+    } cases[] = {
+        {tv, "features.0.0.weight", 4, {16, 3, 0, 0}, "zero dimension: 0 patch size"},
+        {tv, "features.0.0.weight", 4, {0, 3, 4, 4}, "zero dimension: 0 channels"},
+        {tv, "features.0.0.weight", 4, {INT64_C(1) << 40, 3, 0, 0}, "channels: it must be"},
+        {tv, "features.1.0.attn.relative_position_bias_table", 2, {0, 1}, "0 rows"},
+        {tv, "features.1.0.attn.relative_position_bias_table", 2, {huge, 0}, "rows: it must be"},
+        {tv, "features.1.0.attn.relative_position_bias_table", 2, {25, 0}, "0 heads"},
+        {tv, "features.1.0.mlp.0.weight", 2, {0, 16}, "zero dimension: 0 MLP hidden width"},
+        {tv, "features.1.0.mlp.0.weight", 2, {huge, 0}, "columns, not the width 16"},
+        {tv, "head.weight", 2, {0, 32}, "zero dimension: 0 classes"},
+        {tv, "head.weight", 2, {huge, 0}, "classes: it must be"},
+        {tm, "head.fc.weight", 2, {0, 32}, "zero dimension: 0 classes"},
+    };
+    const craft_loader l = {"swin", swin_variant_load, swin_variant_free, NULL};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        craft_edit e = {CRAFT_RESIZE, cases[i].tensor, cases[i].ndim, {0}, NULL, 0, 0};
+        memcpy(e.shape, cases[i].shape, sizeof cases[i].shape);
+        char tag[32];
+        snprintf(tag, sizeof tag, "size%zu", i);
+        craft_try_variant(ctx, &l, cases[i].base, tag, &e, 1, cases[i].tensor, cases[i].also);
+    }
+    /* Tables implying a window of 200 (1.3 MB): a 6 GiB mask per block, refused at once. */
+    craft_edit w200[2];
+    for (int b = 0; b < 2; b++) {
+        static const char *const t[2] = {"layers.0.blocks.0.attn.relative_position_bias_table",
+                                          "layers.0.blocks.1.attn.relative_position_bias_table"};
+        w200[b] = (craft_edit){CRAFT_RESIZE, t[b], 2, {399 * 399, 1}, NULL, 0, 0};
+    }
+    craft_try_variant(ctx, &l, tm, "window200", w200, 2,
+                      "layers.0.blocks.0.attn.relative_position_bias_table", "window of 200");
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A window within the limit whose masks for a large input cannot be made: refused by the plan
+ * before any mask is built (it used to build the first blocks and then fail, or fill the host). */
+START_TEST(mask_limits)
+{
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/swin-timm.safetensors", pgd_test_data_dir());
+    const char *tmp = getenv("PAGODA_TEST_TMP");
+    snprintf(out, sizeof out, "%s/swin-window64.safetensors", tmp && *tmp ? tmp : ".");
+    craft_edit e[2] = {
+        {CRAFT_RESIZE, "layers.0.blocks.0.attn.relative_position_bias_table", 2, {127 * 127, 16},
+         NULL, 0, 0},
+        {CRAFT_RESIZE, "layers.0.blocks.1.attn.relative_position_bias_table", 2, {127 * 127, 16},
+         NULL, 0, 0}};
+    craft_safetensors(in, out, e, 2);
+    pgd_weights *w = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_weights_open(out, &w, &err), &err);
+    model_source src;
+    model_weights_source(&src, w, out);
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        void *m = NULL;
+        PGD_CHECK_OK(swin_variant_load(ctx, &src, NULL, &m, &err), &err);
+        /* Eight 800 x 800 images: a 200 x 200 grid, 16 windows of 64 x 64; a shifted block's
+         * mask is 8 x 16 x 16 heads x 4096² floats, 128 GiB. */
+        int B = 8, H = 800, W = 800;
+        float *x = calloc((size_t)B * 3 * H * W, sizeof *x), logits[8 * 7];
+        pgd_memory_stats before, after;
+        pgd_ctx_memory_stats(ctx, &before);
+        int rc = swin_forward(m, x, B, H, W, logits, NULL, &err);
+        ck_assert_int_eq(rc, PGD_ERR_TOO_LARGE);
+        const char *msg = pgd_error_message(err);
+        ck_assert_msg(strstr(msg, "window 64") && strstr(msg, "block 1"), "%s", msg);
+        printf("%s: %s\n", d[i].name, msg);
+        pgd_ctx_memory_stats(ctx, &after);
+        ck_assert_msg(after.peak_bytes == before.peak_bytes, "memory was allocated first");
+        pgd_error_free(err);
+        err = NULL;
+        free(x);
+        swin_free(m);
+        pgd_ctx_destroy(ctx);
+    }
+    pgd_weights_close(w);
+    remove(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("swin");
@@ -186,5 +290,11 @@ int main(void)
     tcase_add_test(tc, hf4);
     tcase_add_test(tc, strict_loading);
     suite_add_tcase(s, tc);
+    /* Hostile inputs alone: CK_RUN_CASE=hostile runs them without the goldens. */
+    TCase *th = tcase_create("hostile");
+    tcase_set_timeout(th, 600);
+    tcase_add_test(th, hostile_sizes);
+    tcase_add_test(th, mask_limits);
+    suite_add_tcase(s, th);
     return pgd_test_run(s);
 }

@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 #include "internal.h" /* white-box: forces ctx->gemm */
+#include "tune.h"     /* white-box: the context's parameters */
 #include "reference.h"
 
 static void ref(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
@@ -87,7 +90,7 @@ static void force(pgd_ctx *ctx, const char *text)
     pgd_error *err = NULL;
     pgd__gemm_params p;
     PGD_CHECK_OK(pgd__gemm_params_parse(text, &p, &err), &err);
-    ctx->gemm = p;
+    pgd__params_of(ctx)->gemm = p;
 }
 
 static int fits(pgd_ctx *ctx, const char *text)
@@ -541,9 +544,10 @@ START_TEST(attention_rows)
     for (int rows = 1; rows <= KT_MAX_ROWS; rows++) {
         const int kw = 16 >> (rows % 3);
         const int64_t N = tokens[rows % 4];
-        ctx->attn_variant = PGD_ATTENTION_KT;
-        ctx->attn_kw = kw;
-        ctx->attn_rows = rows;
+        pgd__params_of(ctx)->attn_variant = PGD_ATTENTION_KT;
+        pgd__params_of(ctx)->attn_kw = kw;
+        pgd__params_of(ctx)->attn_rows = rows;
+        pgd__params_of(ctx)->attn_tuned = 1;
         char text[64], want_text[64];
         ck_assert_str_eq(pgd_ctx_attention_params(ctx, text, sizeof text), "tuned");
         snprintf(want_text, sizeof want_text, "kt:kw=%d,rows=%d", kw, rows);
@@ -590,12 +594,271 @@ START_TEST(attention_rows)
 }
 END_TEST
 
+/* ---- the parameter database and the store (runtime/tune) ---- */
+
+static pgd_device_info fake(const char *name, const char *vendor, const char *platform,
+                            const char *pversion, const char *version, pgd_device_type type,
+                            unsigned width, int rasteriser)
+{
+    pgd_device_info i;
+    memset(&i, 0, sizeof i);
+    snprintf(i.name, sizeof i.name, "%s", name);
+    snprintf(i.vendor, sizeof i.vendor, "%s", vendor);
+    snprintf(i.platform, sizeof i.platform, "%s", platform);
+    snprintf(i.platform_version, sizeof i.platform_version, "%s", pversion);
+    snprintf(i.version, sizeof i.version, "%s", version);
+    snprintf(i.driver_version, sizeof i.driver_version, "1.0");
+    i.type = type;
+    i.pref_vector_float = width;
+    i.software_rasteriser = rasteriser;
+    return i;
+}
+
+/* The shipped database: each kind of device finds its known entry, else its class, else the
+ * generic entry; the values fall back along the chain (a PoCL device's prefetch fact comes
+ * from the "pocl" class, a GPU's attention from the rule). */
+START_TEST(db_lookup)
+{
+    static const char *const pocl = "OpenCL 3.0 PoCL 3.1+debian Linux";
+    const struct {
+        pgd_device_info d;
+        const char *want;
+        int prefetch;
+    } cases[] = {
+        {fake("pthread-skylake-avx512-Intel(R) Xeon(R)", "GenuineIntel",
+              "Portable Computing Language", pocl,
+              "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512", PGD_DEVICE_CPU,
+              16, 0),
+         "pocl-avx512", 1},
+        {fake("pthread-haswell", "GenuineIntel", "Portable Computing Language", pocl,
+              "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-haswell", PGD_DEVICE_CPU, 8, 0),
+         "pocl-avx2", 1},
+        {fake("pthread-cortex-a72", "ARM", "Portable Computing Language", pocl,
+              "OpenCL 3.0 PoCL HSTR: pthread-aarch64-unknown-linux-gnu-cortex-a72",
+              PGD_DEVICE_CPU, 4, 0),
+         "pocl-neon", 1},
+        /* x86 with SSE only: no known entry, the PoCL class (prefetch) */
+        {fake("pthread-nehalem", "GenuineIntel", "Portable Computing Language", pocl,
+              "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-nehalem", PGD_DEVICE_CPU, 4, 0),
+         "pocl", 1},
+        {fake("Intel(R) Xeon(R) Processor", "Intel(R) Corporation", "Intel(R) OpenCL",
+              "OpenCL 3.1 LINUX", "OpenCL 3.1 (Build 0)", PGD_DEVICE_CPU, 1, 0),
+         "intel-cpu", 0},
+        {fake("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa/X.org", "rusticl", "OpenCL 3.0 ",
+              "OpenCL 3.0 ", PGD_DEVICE_CPU, 4, 1),
+         "llvmpipe", 0},
+        {fake("softpipe", "Mesa", "Clover", "OpenCL 1.1 Mesa", "OpenCL 1.1", PGD_DEVICE_CPU, 4,
+              1),
+         "software-rasteriser", 0},
+        {fake("Some CPU", "Someone", "Some OpenCL", "OpenCL 3.0", "OpenCL 3.0", PGD_DEVICE_CPU,
+              8, 0),
+         "cpu", 0},
+        {fake("NVIDIA H100", "NVIDIA Corporation", "NVIDIA CUDA", "OpenCL 3.0 CUDA 12",
+              "OpenCL 3.0 CUDA", PGD_DEVICE_GPU, 1, 0),
+         "nvidia-gpu", 0},
+        {fake("gfx1100", "Advanced Micro Devices, Inc.", "AMD Accelerated Parallel Processing",
+              "OpenCL 2.1 AMD-APP", "OpenCL 2.0", PGD_DEVICE_GPU, 1, 0),
+         "amd-gpu", 0},
+        {fake("Intel(R) Arc(TM) A770", "Intel(R) Corporation", "Intel(R) OpenCL Graphics",
+              "OpenCL 3.0", "OpenCL 3.0 NEO", PGD_DEVICE_GPU, 1, 0),
+         "intel-gpu", 0},
+        {fake("Mali-G78", "ARM", "ARM Platform", "OpenCL 3.0 v1.r40", "OpenCL 3.0",
+              PGD_DEVICE_GPU, 4, 0),
+         "arm-gpu", 0},
+        {fake("Adreno 740", "QUALCOMM", "QUALCOMM Snapdragon", "OpenCL 3.0", "OpenCL 3.0 Adreno",
+              PGD_DEVICE_GPU, 1, 0),
+         "gpu", 0},
+        {fake("An FPGA", "Someone", "FPGA SDK", "OpenCL 1.2", "OpenCL 1.2",
+              PGD_DEVICE_ACCELERATOR, 1, 0),
+         "generic", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const pgd__db_entry *e = pgd__db_lookup_in(pgd__db, pgd__db_count, &cases[i].d);
+        ck_assert_msg(e && !strcmp(e->name, cases[i].want), "%s: entry %s, want %s",
+                      cases[i].d.name, e ? e->name : "(none)", cases[i].want);
+        const char *gemm, *attn;
+        int prefetch;
+        pgd__db_resolve(pgd__db, pgd__db_count, e, &gemm, &attn, &prefetch);
+        ck_assert_msg(prefetch == cases[i].prefetch, "%s: prefetch %d", e->name, prefetch);
+        /* every value the database gives is well formed */
+        pgd__gemm_params p;
+        int v, kw, rows;
+        ck_assert_msg(!gemm || !pgd__gemm_params_parse(gemm, &p, NULL), "%s: gemm '%s'",
+                      e->name, gemm);
+        ck_assert_msg(!attn || !pgd__attention_params_parse(attn, &v, &kw, &rows),
+                      "%s: attention '%s'", e->name, attn);
+        if (cases[i].d.type == PGD_DEVICE_GPU)
+            ck_assert_msg(!attn, "%s: a GPU gets the tiled attention rule, not %s", e->name, attn);
+    }
+    /* every parent named exists, and every chain ends at the generic entry */
+    for (size_t i = 0; i < pgd__db_count; i++) {
+        const pgd__db_entry *e = &pgd__db[i];
+        size_t steps = 0;
+        while (e->kind != PGD__DB_GENERIC && steps++ < pgd__db_count) {
+            const pgd__db_entry *up = pgd__db_find(pgd__db, pgd__db_count, e->parent);
+            ck_assert_msg(up && up->kind <= e->kind, "%s: parent '%s'", e->name, e->parent);
+            e = up;
+        }
+        ck_assert_str_eq(e->name, "generic");
+    }
+}
+END_TEST
+
+/* The fallback chain on a table of our own: a known device's NULL values are its class's, the
+ * class's NULLs the generic entry's; the most specific match wins whatever the table order; a
+ * parent loop ends. */
+START_TEST(db_fallback_chain)
+{
+    static const pgd__db_entry db[] = {
+        {"class-a", PGD__DB_CLASS, "base", PGD_DEVICE_CPU, -1, NULL, NULL, NULL, NULL, 0,
+         "cpu:rm=4,vw=8,nv=2,ku=4", NULL, 1, NULL},
+        {"base", PGD__DB_GENERIC, NULL, 0, -1, NULL, NULL, NULL, NULL, 0,
+         "gpu:tsm=32,tsn=32,tsk=8,wptm=8,wptn=8", "rows", 0, NULL},
+        {"dev-x", PGD__DB_DEVICE, "class-a", PGD_DEVICE_CPU, -1, "Plat", "Vend", "devx", "2.", 8,
+         NULL, "kt:kw=8,rows=4", -1, NULL},
+        {"loop-1", PGD__DB_DEVICE, "loop-2", PGD_DEVICE_GPU, -1, NULL, NULL, NULL, NULL, 0, NULL,
+         NULL, -1, NULL},
+        {"loop-2", PGD__DB_CLASS, "loop-1", PGD_DEVICE_GPU, -1, NULL, NULL, NULL, NULL, 0, NULL,
+         NULL, -1, NULL},
+    };
+    const size_t n = sizeof db / sizeof db[0];
+    pgd_device_info d = fake("the devx one", "Vend Inc", "Plat", "OpenCL 3.0", "OpenCL 3.0",
+                             PGD_DEVICE_CPU, 8, 0);
+    snprintf(d.driver_version, sizeof d.driver_version, "2.5");
+    const char *gemm, *attn;
+    int prefetch;
+    const pgd__db_entry *e = pgd__db_lookup_in(db, n, &d);
+    ck_assert_str_eq(e->name, "dev-x");
+    pgd__db_resolve(db, n, e, &gemm, &attn, &prefetch);
+    ck_assert_str_eq(gemm, "cpu:rm=4,vw=8,nv=2,ku=4"); /* the class's */
+    ck_assert_str_eq(attn, "kt:kw=8,rows=4");          /* its own */
+    ck_assert_int_eq(prefetch, 1);                      /* the class's */
+    /* each match field on its own keeps the device out */
+    pgd_device_info other[5] = {d, d, d, d, d};
+    snprintf(other[0].driver_version, sizeof other[0].driver_version, "3.0");
+    snprintf(other[1].vendor, sizeof other[1].vendor, "Else");
+    snprintf(other[2].name, sizeof other[2].name, "another");
+    snprintf(other[3].platform, sizeof other[3].platform, "Other");
+    other[4].pref_vector_float = 16;
+    for (int i = 0; i < 5; i++) {
+        e = pgd__db_lookup_in(db, n, &other[i]);
+        ck_assert_msg(!strcmp(e->name, "class-a"), "case %d: %s", i, e->name);
+        pgd__db_resolve(db, n, e, &gemm, &attn, &prefetch);
+        ck_assert_str_eq(gemm, "cpu:rm=4,vw=8,nv=2,ku=4");
+        ck_assert_str_eq(attn, "rows"); /* the generic entry's */
+    }
+    d.type = PGD_DEVICE_ACCELERATOR;
+    e = pgd__db_lookup_in(db, n, &d);
+    ck_assert_str_eq(e->name, "base");
+    pgd__db_resolve(db, n, e, &gemm, &attn, &prefetch);
+    ck_assert_str_eq(gemm, "gpu:tsm=32,tsn=32,tsk=8,wptm=8,wptn=8");
+    ck_assert_int_eq(prefetch, 0);
+    d.type = PGD_DEVICE_GPU;
+    e = pgd__db_lookup_in(db, n, &d);
+    ck_assert_str_eq(e->name, "loop-1");
+    pgd__db_resolve(db, n, e, &gemm, &attn, &prefetch); /* ends: no generic on the way */
+    ck_assert_ptr_null(gemm);
+    ck_assert_ptr_null(attn);
+    ck_assert_int_eq(prefetch, 0);
+    ck_assert_ptr_null(pgd__db_lookup_in(db + 3, 2, &other[0])); /* no CPU entry there */
+}
+END_TEST
+
+static void write_store(const char *dir, const char *file, const char *key, const char *body)
+{
+    char path[4200], text[1000];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(text, sizeof text, "{\"%s\": %s}", key, body);
+    write_text(path, text);
+}
+
+/* A context runs its database entry untuned ("db:<name>", its values as "defaults"); the store
+ * overrides it ("tuned:<key>"); the old gemm-choices.json is read where the store has no
+ * choices and moves into tuning.json at the next write; the export names the entry. */
+START_TEST(store_overrides_db)
+{
+    unsetenv("PAGODA_KERNEL_PARAMS");
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    cache_dir cd = cache_dir_begin("dbstore");
+    for (size_t di = 0; di < n; di++) {
+        const pgd__db_entry *e = pgd__db_lookup_in(pgd__db, pgd__db_count, &d[di]);
+        const char *gemm, *attn;
+        int prefetch;
+        pgd__db_resolve(pgd__db, pgd__db_count, e, &gemm, &attn, &prefetch);
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        char entry[96], want[96], now[128], line[2048];
+        snprintf(want, sizeof want, "db:%s", e->name);
+        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
+        ck_assert_str_eq(from_of(ctx, now, sizeof now), "defaults");
+        if (gemm && fits(ctx, gemm))
+            ck_assert_str_eq(now, gemm);
+        ck_assert_int_eq(pgd__params_of(ctx)->prefetch, prefetch);
+        pgd_error *err = NULL;
+        PGD_CHECK_OK(pgd_tune_export(ctx, line, sizeof line, &err), &err);
+        ck_assert_msg(strstr(line, now) && strstr(line, "PGD__DB_DEVICE"), "%s", line);
+        ck_assert_int_eq(pgd_tune_export(ctx, line, 20, &err), PGD_ERR_INVALID_ARGUMENT);
+        pgd_error_free(err);
+        char key[65], old_key[65];
+        snprintf(key, sizeof key, "%s", pgd__params_of(ctx)->id);
+        pgd__cache_key(&d[di], "gemm-choices", "", old_key);
+        const char *given = gemm && fits(ctx, gemm) ? gemm : NULL;
+        pgd_ctx_destroy(ctx);
+
+        /* the store's values win; the old file's choices are read */
+        const char *mine = d[di].type == PGD_DEVICE_CPU && !d[di].software_rasteriser
+                               ? "cpu:rm=3,vw=4,nv=2,ku=2"
+                               : "gpu:tsm=16,tsn=16,tsk=8,wptm=2,wptn=2";
+        char body[300];
+        snprintf(body, sizeof body, "{\"gemm\": \"%s\", \"attention\": \"rows\"}", mine);
+        write_store(cd.dir, "tuning.json", key, body);
+        write_store(cd.dir, "gemm-choices.json", old_key,
+                    "{\"choices\": {\"gemm:00:1:64,64,64\": \"clblast\"}}");
+        ctx = pgd_test_ctx(&d[di]);
+        snprintf(want, sizeof want, "tuned:%s", key);
+        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
+        ck_assert_str_eq(from_of(ctx, now, sizeof now), "tuned");
+        ck_assert_str_eq(now, mine);
+        char at[64];
+        ck_assert_str_eq(pgd_ctx_attention_params(ctx, at, sizeof at), "tuned");
+        ck_assert_str_eq(at, "rows");
+        json_t *ch = pgd__params_of(ctx)->choices;
+        ck_assert_str_eq(json_string_value(json_object_get(ch, "gemm:00:1:64,64,64")), "clblast");
+        PGD_CHECK_OK(pgd_tune_export(ctx, line, sizeof line, &err), &err);
+        ck_assert_msg(strstr(line, mine) && strstr(line, "\"rows\""), "%s", line);
+        /* the next write moves them into tuning.json, which is read from then on */
+        ck_assert_int_eq(pgd__params_save(ctx, NULL), 1);
+        pgd_ctx_destroy(ctx);
+        write_store(cd.dir, "gemm-choices.json", old_key, "{\"choices\": {}}");
+        ctx = pgd_test_ctx(&d[di]);
+        ch = pgd__params_of(ctx)->choices;
+        ck_assert_str_eq(json_string_value(json_object_get(ch, "gemm:00:1:64,64,64")), "clblast");
+        ck_assert_str_eq(from_of(ctx, now, sizeof now), "tuned"); /* kept by the write */
+        pgd_ctx_destroy(ctx);
+
+        /* given parameters win over both */
+        setenv("PAGODA_KERNEL_PARAMS", given ? given : mine, 1);
+        ctx = pgd_test_ctx(&d[di]);
+        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), "options");
+        pgd_ctx_destroy(ctx);
+        unsetenv("PAGODA_KERNEL_PARAMS");
+        char path[4200];
+        snprintf(path, sizeof path, "%s/tuning.json", cd.dir);
+        remove(path);
+    }
+    cache_dir_end(&cd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tune");
     TCase *tc = tcase_create("tune");
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, params_text);
+    tcase_add_test(tc, db_lookup);
+    tcase_add_test(tc, db_fallback_chain);
+    tcase_add_test(tc, store_overrides_db);
     tcase_add_test(tc, runoff);
     tcase_add_test(tc, params_rules);
     tcase_add_test(tc, forced_params);

@@ -2,8 +2,11 @@
 # tools/fuzz.sh TARGET SECONDS [libFuzzer options…] — build and run one libFuzzer target.
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
-#           options | jpeg | png | webp   (tests/fuzz/fuzz_TARGET.c; the last three: one image
-#           decoder each, libjpeg-turbo, libpng, libwebp)
+#           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv
+#           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
+#           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
+#           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
+#           writer, in a round trip)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -18,8 +21,10 @@ cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
+targets="$targets|gat_graph|memnet_story|detr_config|csv"
 case "$target" in
-  safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp) ;;
+  safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
+  gat_graph|memnet_story|detr_config|csv) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#
@@ -39,7 +44,10 @@ if /usr/bin/python3 -c 'import PIL' 2>/dev/null; then py=/usr/bin/python3; fi  #
 "$py" tools/make-fuzz-corpus.py build-fuzz/corpus-seed >/dev/null
 mkdir -p "build-fuzz/corpus/$target" "build-fuzz/artifacts/$target"
 dict=()
-case "$target" in safetensors|model_config) dict=(-dict=tests/fuzz/safetensors.dict) ;; esac
+case "$target" in
+  safetensors|model_config|gat_graph) dict=(-dict=tests/fuzz/safetensors.dict) ;;
+  detr_config) dict=(-dict=tests/fuzz/detr_config.dict) ;;
+esac
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

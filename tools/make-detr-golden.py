@@ -31,8 +31,15 @@ Files (raw little-endian float32 .bin unless said):
   image 48 x 40), detr-cli-logits.npy / detr-cli-boxes.npy (float32): for `pagoda detect
   --input ... --pixel-mask ...`
 
-Needs PyTorch, timm, transformers 5.x and safetensors from pip, e.g. the venv tools/bench-peers
-makes:  .deps/peers-venv/bin/python tools/make-detr-golden.py
+Sensitive (tools/goldenlib.py): the query and key projections are doubled (the softmax peaks as
+a trained model's does) and so are the cross-attention's value and output projections (more of
+the logits depends on the image); the script checks that the same weights run with other head
+counts (8/8, as Pagoda once assumed, 1/4, 2/2) move the logits' image-dependent part (image 1 -
+image 0) by far more than tests/test_detr.c allows.
+
+Needs PyTorch, timm, transformers 5.x and safetensors from pip (the files were made with torch
+2.15, timm 1.0.31, transformers 5.25), e.g. the venv of tools/make-vit-golden.py:
+    .deps-torch/bin/python tools/make-detr-golden.py
 """
 import json
 import os
@@ -44,6 +51,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import DetrConfig, DetrForObjectDetection
 from transformers.models.detr.modeling_detr import replace_batch_norm
+
+import goldenlib
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
 D, FFN, ENC, DEC, ENC_HEADS, DEC_HEADS, QUERIES, LABELS = 16, 32, 1, 2, 2, 4, 6, 4
@@ -103,8 +112,30 @@ def build(dc5=False):
             else:
                 fan_in = t[0].numel()
                 v = torch.randn(t.shape, generator=g) * (1.5 / fan_in ** 0.5)
+            # Sensitive (tools/goldenlib.py): query and key projections doubled, so that every
+            # softmax peaks as a trained model's does (largest probability 0.8 to 0.9 where
+            # random weights give 0.6), and the cross-attention's value and output projections
+            # doubled, so that more of the logits depends on the image; 2 keeps F16 exact.
+            if ("q_proj" in name or "k_proj" in name or "encoder_attn.v_proj" in name
+                    or "encoder_attn.o_proj" in name):
+                v = 2 * v
             t.copy_(v.half().float())
     return model
+
+
+def check_heads(model, x, m, want, dc5=False):
+    """The same weights run with other head counts (the C side assumed 8 for every layer before
+    it read the metadata) move the logits' image-dependent part (image 1 - image 0) far beyond
+    tests/test_detr.c's tolerance."""
+    global ENC_HEADS, DEC_HEADS
+    right = ENC_HEADS, DEC_HEADS
+    for enc, dec in ((8, 8), (1, 4), (2, 2)):
+        ENC_HEADS, DEC_HEADS = enc, dec
+        other = build(dc5)
+        other.load_state_dict(model.state_dict())
+        goldenlib.check_slip("detr" + ("-dc5" if dc5 else ""), want, run(other, x, m).logits,
+                             f"{enc}/{dec} heads for {right[0]}/{right[1]}", 0.1)
+    ENC_HEADS, DEC_HEADS = right
 
 
 def run(model, x, m):
@@ -161,10 +192,16 @@ def main():
     save_file(f16(sd5), os.path.join(OUT, "detr-hf5.safetensors"), metadata=meta)
     save_file(f16(original_names(sd5)), os.path.join(OUT, "detr-original.safetensors"),
               metadata=meta)
+    for f in ("hf4", "hf5", "original"):
+        goldenlib.sort_metadata(os.path.join(OUT, f"detr-{f}.safetensors"))
 
     x, m = batch(SIZES, H, W)
     out = run(model, x, m)
     logits, boxes = out.logits, out.pred_boxes
+    check_heads(model, x, m, logits)
+    print("attention peaks: encoder %.2f, decoder %.2f, cross %.2f" % tuple(
+        goldenlib.attention_peak(a[-1]) for a in (out.encoder_attentions,
+                                                   out.decoder_attentions, out.cross_attentions)))
     cross = out.cross_attentions[-1].mean(1)  # [B, Q, T]
     for name, t in (("logits", logits), ("boxes", boxes), ("cross", cross)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"detr-{name}.bin"))
@@ -195,7 +232,9 @@ def main():
         sdd = load_file(os.path.join(tmp, "model.safetensors"))
     save_file(f16(sdd), os.path.join(OUT, "detr-dc5.safetensors"),
               metadata=dict(meta, dilation="true"))
+    goldenlib.sort_metadata(os.path.join(OUT, "detr-dc5.safetensors"))
     od = run(dmodel, x, m)
+    check_heads(dmodel, x, m, od.logits, dc5=True)
     od.logits.numpy().astype("<f4").tofile(os.path.join(OUT, "detr-dc5-logits.bin"))
     od.pred_boxes.numpy().astype("<f4").tofile(os.path.join(OUT, "detr-dc5-boxes.bin"))
 

@@ -4,8 +4,14 @@ classifier (num_classes=0, as timm builds vit_*_patch16_224.dino), random weight
 of two 32 x 32 images and PyTorch's features: the class token after the final norm (what the
 model returns) and the mean of the patch tokens of forward_features.
 
-Needs PyTorch, timm and safetensors from pip, e.g. the venv tools/bench-peers makes:
-    .deps/peers-venv/bin/python tools/make-dino-golden.py
+Every model's query and key projections are scaled by QK_SHARPEN (tools/goldenlib.py), so that
+the softmax peaks as a trained model's does, and each is checked to see a wrong head count: the
+same weights with 1 or 4 heads move the image-dependent part of the class-token features (image
+1 - image 0) by far more than tests/test_vit.c allows.
+
+Needs PyTorch, timm, transformers 5.x and safetensors from pip (the files were made with torch
+2.15, timm 1.0.31, transformers 5.25), e.g. the venv of tools/make-vit-golden.py:
+    .deps-torch/bin/python tools/make-dino-golden.py
 
 Writes dino-tiny.safetensors (__metadata__ num_heads), dino-tiny-input.bin, dino-tiny-cls.bin,
 dino-tiny-mean.bin and dino-tiny-heads.bin (raw little-endian float32 [2, 3, 32, 32], [2, 32],
@@ -25,7 +31,29 @@ import torch
 from safetensors.torch import save_file
 from timm.models.vision_transformer import VisionTransformer
 
+import goldenlib
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+QK_SHARPEN = 1.5
+# timm's fused qkv; transformers 5.x's q_proj/k_proj (ViTModel and Dinov2Model alike)
+QK = (goldenlib.fused_qk("attn.qkv.weight", "attn.qkv.bias"),
+      goldenlib.named_qk("attention.q_proj.", "attention.k_proj."))
+
+
+def sharpen(model):
+    for pick in QK:
+        goldenlib.sharpen(model, QK_SHARPEN, pick)
+
+
+def check_heads(name, make, model, x, features):
+    """The same weights with 1 and 4 heads (the files have 2) move the class-token features'
+    image-dependent part (image 1 - image 0) far beyond tests/test_vit.c's tolerance."""
+    want = features(model, x)
+    for h in (1, 4):
+        other = make(h).eval()
+        other.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            goldenlib.check_slip(name, want, features(other, x), f"{h} heads for 2", 0.1)
 
 
 def main():
@@ -39,6 +67,7 @@ def main():
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        sharpen(m)
         x = torch.randn(2, 3, 32, 32, generator=g)
         cls = m(x)
         mean = m.forward_features(x)[:, 1:].mean(1)
@@ -66,6 +95,9 @@ def main():
     for name, t in (("input", x), ("cls", cls), ("mean", mean), ("heads", heads)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-tiny-{name}.bin"))
     print("dino-tiny", tuple(cls.shape), tuple(mean.shape))
+    check_heads("dino-tiny", lambda h: VisionTransformer(img_size=32, patch_size=8, embed_dim=32,
+                                                         depth=2, num_heads=h, num_classes=0),
+                m, x, lambda mm, xx: mm(xx))
 
     torch.manual_seed(6)
     kw = dict(patch_size=14, embed_dim=32, depth=2, num_heads=2, num_classes=0, init_values=1e-5)
@@ -79,6 +111,7 @@ def main():
                 p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        sharpen(m2)
         x = torch.randn(2, 3, 28, 28, generator=g)
         cls, mean = m2(x), m2.forward_features(x)[:, 1:].mean(1)
         m3 = VisionTransformer(img_size=28, dynamic_img_size=True, **kw).eval()
@@ -92,6 +125,8 @@ def main():
                     ("56x42-cls", cls2), ("56x42-mean", mean2)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-tiny-{name}.bin"))
     print("dinov2-tiny", tuple(cls.shape), tuple(cls2.shape))
+    check_heads("dinov2-tiny", lambda h: VisionTransformer(img_size=28, **dict(kw, num_heads=h)),
+                m2, x, lambda mm, xx: mm(xx))
 
     # DINOv2 with registers (timm's vit_small_patch14_reg4_dinov2 layout: 4 register tokens
     # after the class token, the position table over the patches only, no_embed_class), at the
@@ -109,6 +144,7 @@ def main():
                 p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        sharpen(r2)
         x = torch.randn(2, 3, 28, 28, generator=g)
         f = r2.forward_features(x)
         cls, mean = r2(x), f[:, 5:].mean(1)
@@ -125,6 +161,9 @@ def main():
                     ("56x42-cls", cls2), ("56x42-mean", mean2)):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2reg-tiny-{name}.bin"))
     print("dinov2reg-tiny", tuple(cls.shape), tuple(cls2.shape))
+    check_heads("dinov2reg-tiny",
+                lambda h: VisionTransformer(img_size=28, **dict(kw, num_heads=h)), r2, x,
+                lambda mm, xx: mm(xx))
 
     # Hugging Face's DINOv2 (Dinov2Model), saved in the hub's transformers 4.x names
     # (attention.attention.query/key/value, attention.output.dense), at 28 x 28 and 56 x 42
@@ -143,6 +182,7 @@ def main():
                 p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        sharpen(d2)
         x = torch.randn(2, 3, 28, 28, generator=g)
         last = d2(pixel_values=x).last_hidden_state
         x2 = torch.randn(1, 3, 56, 42, generator=g)
@@ -163,6 +203,11 @@ def main():
                     ("56x42-mean", last2[:, 1:].mean(1))):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dinov2-hf-tiny-{name}.bin"))
     print("dinov2-hf-tiny", tuple(last.shape), tuple(last2.shape))
+    check_heads("dinov2-hf-tiny",
+                lambda h: Dinov2Model(Dinov2Config(image_size=28, patch_size=14, hidden_size=32,
+                                                   num_hidden_layers=2, num_attention_heads=h,
+                                                   intermediate_size=128)),
+                d2, x, lambda mm, xx: mm(pixel_values=xx).last_hidden_state[:, 0])
 
     # Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, a
     # pooler the features do not use): last_hidden_state[:, 0] and the patch mean.
@@ -177,6 +222,7 @@ def main():
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        sharpen(hf)
         x = torch.randn(2, 3, 32, 32, generator=g)
         last = hf(pixel_values=x).last_hidden_state
         xr = torch.randn(1, 3, 48, 40, generator=g)
@@ -203,6 +249,11 @@ def main():
     for name, t in (("input", x), ("cls", last[:, 0]), ("mean", last[:, 1:].mean(1))):
         t.numpy().astype("<f4").tofile(os.path.join(OUT, f"dino-hf-tiny-{name}.bin"))
     print("dino-hf-tiny", tuple(last.shape))
+    check_heads("dino-hf-tiny",
+                lambda h: ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=32,
+                                             num_hidden_layers=2, num_attention_heads=h,
+                                             intermediate_size=64)),
+                hf, x, lambda mm, xx: mm(pixel_values=xx).last_hidden_state[:, 0])
 
 
 if __name__ == "__main__":

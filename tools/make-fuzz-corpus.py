@@ -2,7 +2,7 @@
 """tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
 
 Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options,
-jpeg,png,webp}/: for each reader a few valid tiny files and
+jpeg,png,webp,gat_graph,memnet_story,detr_config}/: for each reader a few valid tiny files and
 one file per rejection rule (so the fuzzer starts with every error path reached), all small.
 Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
 importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
@@ -394,13 +394,109 @@ def options_seeds():
     return s
 
 
+def i64(*vals):
+    return struct.pack("<%dq" % len(vals), *vals)
+
+
+def gat_graph_seeds():
+    """Graph files of `pagoda gat`: x [N, F], edge_index [2, E], optional y, masks."""
+    x = ("x", "F32", [3, 2], f32(*range(6)))
+    ei = ("edge_index", "I64", [2, 3], i64(0, 1, 2, 1, 2, 0))
+    s = {"valid-minimal": st_file([x, ei]),
+         "valid-full": st_file([x, ei, ("y", "I64", [3], i64(0, 1, 0)),
+                                ("test_mask", "BOOL", [3], b"\x01\x00\x01"),
+                                ("train_mask", "U8", [3], b"\x00\x01\x00"),
+                                ("val_mask", "BOOL", [3], b"\x00\x00\x00")]),
+         "valid-i32-labels": st_file([x, ("edge_index", "I32", [2, 1], struct.pack("<2i", 0, 1)),
+                                      ("y", "I32", [3], struct.pack("<3i", 2, 1, 0))]),
+         "valid-f16-no-edges": st_file([("x", "F16", [1, 1], struct.pack("<H", 0x3C00)),
+                                        ("edge_index", "I64", [2, 0], b"")]),
+         "err-no-x": st_file([ei]),
+         "err-no-edges": st_file([x]),
+         "err-x-1d": st_file([("x", "F32", [2], f32(1, 2)), ei]),
+         "err-edges-3-rows": st_file([x, ("edge_index", "I64", [3, 1], i64(0, 1, 2))]),
+         "err-edges-float": st_file([x, ("edge_index", "F32", [2, 1], f32(0, 1))]),
+         "err-x-nan": st_file([("x", "F32", [1, 1], f32(float("nan"))), ei]),
+         "err-y-negative": st_file([x, ei, ("y", "I64", [3], i64(0, -1, 0))]),
+         "err-y-huge": st_file([x, ei, ("y", "I64", [3], i64(0, 2**40, 0))]),
+         "err-y-shape": st_file([x, ei, ("y", "I64", [2], i64(0, 1))]),
+         "err-mask-value": st_file([x, ei, ("test_mask", "U8", [3], b"\x00\x02\x01")]),
+         "err-mask-dtype": st_file([x, ei, ("test_mask", "F32", [3], f32(0, 1, 0))]),
+         "err-unknown": st_file([x, ei, ("edge_attr", "F32", [3], f32(0, 1, 0))])}
+    return s
+
+
+def memnet_story_seeds():
+    """bAbI stories over fuzz_memnet_story's vocabulary (mary john went to the kitchen garden
+    where is moved back a yes no; 4 words a sentence, memory 3)."""
+    return {"valid-one": b"1 Mary went to the kitchen.\n2 Where is Mary?\tkitchen\t1\n",
+            "valid-two-stories": b"1 John moved to the garden.\n2 Mary went back.\n"
+                                 b"3 Where is John?\tgarden\t1\n1 Mary went a kitchen.\n"
+                                 b"2 Where is Mary?\n",
+            "valid-memory": b"".join(b"%d John went.\n" % i for i in range(1, 6))
+                            + b"6 Where is John?\tno\n",
+            "valid-crlf": b"1 Mary went.\r\n2 Where is Mary?\tyes\r\n",
+            "err-no-question": b"1 Mary went to the kitchen.\n",
+            "err-question-first": b"1 Where is Mary?\tkitchen\n",
+            "err-unknown-word": b"1 Mary flew.\n2 Where is Mary?\n",
+            "err-unknown-answer": b"1 Mary went.\n2 Where is Mary?\tparis\n",
+            "err-long-sentence": b"1 Mary went to the kitchen back.\n2 Where is Mary?\n",
+            "err-no-number": b"Mary went.\n",
+            "err-no-space": b"1\tMary went.\n",
+            "nul": b"1 Mary went.\x00x\n2 Where is Mary?\n",
+            "empty": b""}
+
+
+def detr_config_seeds():
+    """config.json files as Hugging Face's save_pretrained writes them beside DETR weights,
+    and the broken ones the reader must refuse or survive."""
+    hf = {"architectures": ["DetrForObjectDetection"], "d_model": 256,
+          "encoder_attention_heads": 8, "decoder_attention_heads": 8, "dilation": False,
+          "id2label": {"0": "N/A", "1": "person", "2": "bicycle"},
+          "label2id": {"N/A": 0, "person": 1, "bicycle": 2}, "num_queries": 100}
+    s = {"valid-hf": json.dumps(hf, indent=2).encode(),
+         "valid-dc5-4-heads": json.dumps(dict(hf, encoder_attention_heads=4,
+                                              decoder_attention_heads=4, dilation=True)).encode(),
+         "valid-empty-object": b"{}",
+         "valid-unicode-labels": json.dumps({"id2label": {"0": "\u732b", "91": "caf\u00e9"}},
+                                            ensure_ascii=False).encode(),
+         "err-heads-zero": b'{"encoder_attention_heads": 0}',
+         "err-heads-negative": b'{"decoder_attention_heads": -8}',
+         "err-heads-huge": b'{"encoder_attention_heads": 4294967304}',
+         "err-heads-string": b'{"encoder_attention_heads": "8"}',
+         "err-dilation-string": b'{"dilation": "yes"}',
+         "err-id2label-array": b'{"id2label": ["a", "b"]}',
+         "err-id2label-values": b'{"id2label": {"0": 1, "x": "y", "-1": null}}',
+         "err-array": b"[1, 2, 3]",
+         "err-truncated": json.dumps(hf).encode()[:60],
+         "err-duplicate-key": b'{"dilation": true, "dilation": false}',
+         "err-nul": b'{"id2label": {"0": "a\u0000b"}}',
+         "empty": b""}
+    return s
+
+
+def csv_seeds():
+    """Results CSVs as `--output F.csv` writes them (the model record, the header, quoted
+    fields) and records RFC 4180 refuses, for fuzz_csv's read / write-back round trip."""
+    head = b'# pagoda_results {"family": "vit", "topk": 5}\r\nimage,source,rank,class,label,prob\r\n'
+    return {"valid-results": head + b'0,a.png,1,281,tabby,0.5\r\n0,a.png,2,282,"tiger, cat",0.25\r\n',
+            "valid-quotes": b'1,"say ""hi""",x\r\n2,"line\r\nend",y\r\n',
+            "valid-empty-fields": b',,\r\n"",a,\n',
+            "err-quote-inside": b'1,ab"c,2\r\n',
+            "err-unclosed": b'1,"abc\r\n',
+            "err-after-quote": b'1,"a"b,2\r\n',
+            "unfinished": b'1,2,3'}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
     out = sys.argv[1]
     sets = {"safetensors": safetensors_seeds(), "model_config": model_seeds(),
             "npy": npy_seeds(), "image": image_seeds(), "resnet_config": resnet_seeds(),
-            "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds()}
+            "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds(),
+            "gat_graph": gat_graph_seeds(), "memnet_story": memnet_story_seeds(),
+            "detr_config": detr_config_seeds(), "csv": csv_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():

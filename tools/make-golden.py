@@ -1,8 +1,16 @@
 #!/usr/bin/python3
 """Makes the PyTorch golden files for attention and patch embedding in tests/data/.
 
-Run with Debian's Python, which has python3-torch (1.13, CPU) and numpy:
-    /usr/bin/python3 tools/make-golden.py
+Run with a Python that has PyTorch and numpy (the files were made with torch 2.15 from pip, the
+venv of tools/make-vit-golden.py; Debian's python3-torch 1.13 works too):
+    .deps-torch/bin/python tools/make-golden.py
+
+The attention cases are sensitive: q and k are drawn with amplitude QK_AMP (the causal and
+self-attention cases) or 2 (the cross case, whose scale is 0.1), so that each softmax row peaks
+(largest probability 0.5 to 0.8, where unit inputs give 0.3) as a trained model's does; the
+script checks that the output's query-dependent part (each query row minus the first), which
+near-uniform attention would leave at nothing, is a large share of the output, and that heads
+split the wrong way move it far (tests/test_golden.c checks that part on its own).
 
 Seeded and deterministic: running it again writes the same bytes.
 
@@ -52,6 +60,17 @@ import torch
 import torch.nn.functional as F
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+QK_AMP = 1.5
+
+
+def query_part(o, p, name):
+    """Says how peaked the softmax is and how much of o ([..., N, D]) depends on the query (rows
+    minus the first, over the largest |o|); refuses a case where that part is small."""
+    o = o.reshape(-1, o.shape[-2], o.shape[-1])
+    share = float((o[:, 1:] - o[:, :1]).abs().max() / o.abs().max())
+    peak = float(p.max(-1).values.mean())
+    print(f"{name}: softmax rows peak at {peak:.2f}, query-dependent share {share:.2f}")
+    assert share > 0.5 and peak > 0.4, name
 
 
 def f32(x):
@@ -105,10 +124,21 @@ def attention_cases():
     g = torch.Generator().manual_seed(1001)
     B, N, H, D = 2, 17, 3, 16
     qkv = randn(g, B, N, 3 * H * D)
+    qkv[..., : 2 * H * D] *= QK_AMP  # q and k: a peaked softmax
     q, k, v = qkv.double().reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)  # each [B, H, N, D]
     scale = D ** -0.5
     o, p = sdpa(q, k, v, scale)
     out = o.transpose(1, 2).reshape(B, N, H * D)  # timm: (attn @ v).transpose(1, 2).reshape
+    query_part(out, p, "attn-qkv")
+    # heads split the wrong way (1 head of 48, or 6 of 8) move the query-dependent part far
+    for h in (1, 6):
+        q2, k2, v2 = qkv.double().reshape(B, N, 3, h, H * D // h).permute(2, 0, 3, 1, 4)
+        o2, _ = sdpa(q2, k2, v2, scale)
+        o2 = o2.transpose(1, 2).reshape(B, N, H * D)
+        d, dw = (o2[:, 1:] - o2[:, :1]) - (out[:, 1:] - out[:, :1]), out[:, 1:] - out[:, :1]
+        print(f"  attn-qkv: {h} heads for {H} move rows minus row 0 by "
+              f"{float(d.abs().max() / dw.abs().max()):.3g}")
+        assert float(d.abs().max() / dw.abs().max()) > 0.1
     save("attn-qkv", "pgd_attention_qkv",
          {"batch": B, "tokens": N, "heads": H, "head_dim": D, "scale": scale,
           "probs_head": 1, "probs_q0": 2, "probs_q1": 7, "mask": "none", "causal": 0},
@@ -117,9 +147,11 @@ def attention_cases():
     # (b) causal, BHND.
     g = torch.Generator().manual_seed(1002)
     B, H, N, D = 2, 2, 13, 32
-    q, k, v = randn(g, B, H, N, D), randn(g, B, H, N, D), randn(g, B, H, N, D)
+    q, k = randn(g, B, H, N, D, amp=QK_AMP), randn(g, B, H, N, D, amp=QK_AMP)
+    v = randn(g, B, H, N, D)
     scale = D ** -0.5
-    o, _ = sdpa(q, k, v, scale, causal=True)
+    o, p = sdpa(q, k, v, scale, causal=True)
+    query_part(o, p, "attn-causal")
     save("attn-causal", "pgd_attention",
          {"batch": B, "heads": H, "nq": N, "nk": N, "head_dim": D, "scale": scale,
           "layout": "BHND", "mask": "none", "causal": 1},
@@ -128,14 +160,16 @@ def attention_cases():
     # (c) cross attention with an additive [Nq, Nk] mask broadcast over batch and head.
     g = torch.Generator().manual_seed(1003)
     B, H, Nq, Nk, D = 2, 2, 5, 19, 64
-    q, k, v = randn(g, B, H, Nq, D), randn(g, B, H, Nk, D), randn(g, B, H, Nk, D)
+    q, k = randn(g, B, H, Nq, D, amp=2.0), randn(g, B, H, Nk, D, amp=2.0)
+    v = randn(g, B, H, Nk, D)
     scale = 0.1
     mask = randn(g, Nq, Nk)
     blocked = torch.rand(Nq, Nk, generator=g) < 0.3
     blocked[:, 0] = False  # every row keeps a visible key
     blocked[2, 1:] = True  # one row sees only key 0
     mask = mask.masked_fill(blocked, float("-inf"))
-    o, _ = sdpa(q, k, v, scale, mask=mask)
+    o, p = sdpa(q, k, v, scale, mask=mask)
+    query_part(o, p, "attn-cross")
     save("attn-cross", "pgd_attention",
          {"batch": B, "heads": H, "nq": Nq, "nk": Nk, "head_dim": D, "scale": scale,
           "layout": "BHND", "mask": "additive [nq, nk] broadcast over batch and head",

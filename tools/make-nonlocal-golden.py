@@ -1,8 +1,16 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Makes the PyTorch golden files for the non-local ResNet pipeline in tests/data/.
 
-Run with Debian's Python, which has python3-torch (1.13, CPU) and numpy:
-    /usr/bin/python3 tools/make-nonlocal-golden.py
+Run with a Python that has PyTorch and numpy (the files were made with torch 2.15 from pip, the
+venv of tools/make-vit-golden.py; Debian's python3-torch 1.13 works too):
+    .deps-torch/bin/python tools/make-nonlocal-golden.py
+
+Sensitive (tools/goldenlib.py): theta and phi are scaled per case so that the first block's
+softmax rows peak as a trained model's do (largest probability about 0.6, neither uniform nor
+one-hot), and the script checks that the non-local blocks left out move the logits' image-
+dependent part (image 1 - image 0, image 2 - image 0) by far more than tests/test_nonlocal.c
+allows: average pooling over random images leaves little of the logits to the image (2 to 20 %),
+so the tests check that part on its own.
 
 Seeded and deterministic. The networks are small ResNets named exactly as torchvision names
 its ResNets (conv1, bn1, layerL.B.{conv1,bn1,conv2,bn2[,conv3,bn3],downsample.0/1}, fc), with
@@ -28,6 +36,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import goldenlib
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
 MODES = ("embedded_gaussian", "gaussian", "dot_product", "concatenation")
@@ -168,7 +178,7 @@ class ResNet(nn.Module):
         return out
 
 
-def randomise(model, g):
+def randomise(model, g, qk=0.25):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() > 1:
@@ -185,11 +195,12 @@ def randomise(model, g):
                 b.copy_(0.5 + torch.rand(b.shape, generator=g))
             elif name.endswith("num_batches_tracked"):
                 b.fill_(7)
-        # Tame the pairwise terms so the softmax rows stay spread out (a near one-hot row
-        # would test little) and the concatenation's ReLU is active for part of each row.
+        # Scale the pairwise terms (qk) so the softmax rows peak as a trained model's do without
+        # going one-hot (a near one-hot row would test little) and the concatenation's ReLU is
+        # active for part of each row.
         for name, p in model.named_parameters():
             if name.startswith("nl.") and (".theta." in name or ".phi." in name):
-                p.mul_(0.25)
+                p.mul_(qk)
 
 
 DTYPES = {torch.float32: "F32", torch.int64: "I64"}
@@ -213,11 +224,27 @@ def save_safetensors(tensors, path, metadata):
             f.write(b)
 
 
+class Identity(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def check_blocks(name, model64, x, logits):
+    """The non-local blocks left out: a slip the golden must see in rows minus row 0."""
+    blocks = dict(model64.nl)
+    for k in blocks:
+        model64.nl[k] = Identity()
+    with torch.no_grad():
+        goldenlib.check_slip(name, logits, model64(x.double()), "no non-local block", 0.1)
+    for k, b in blocks.items():
+        model64.nl[k] = b
+
+
 def make_case(name, block, layers, widths, stem, classes, nonlocal_at, mode, subsample, shape,
-              seed, query):
+              seed, query, qk=0.25):
     g = torch.Generator().manual_seed(seed)
     model = ResNet(block, layers, widths, stem, classes, nonlocal_at, mode, subsample)
-    randomise(model, g)
+    randomise(model, g, qk)
     model.eval()
     x = torch.randn(shape, generator=g)
     state = {k: v.detach().clone() for k, v in model.pagoda_state().items()}
@@ -238,6 +265,9 @@ def make_case(name, block, layers, widths, stem, classes, nonlocal_at, mode, sub
     nlb.query = query
     with torch.no_grad():
         logits = model64(x.double())
+    if mode in ("embedded_gaussian", "gaussian"):
+        print(f"nl-{name}: softmax rows peak at %.2f" % goldenlib.attention_peak(nlb.last_affinity))
+    check_blocks(f"nl-{name}", model64, x, logits)
     np.save(os.path.join(OUT, f"nl-{name}-input.npy"), x.numpy().astype("<f4"))
     np.save(os.path.join(OUT, f"nl-{name}-logits.npy"), logits.float().numpy().astype("<f4"))
     np.save(os.path.join(OUT, f"nl-{name}-affinity.npy"),
@@ -256,7 +286,7 @@ def main():
             seed += 1
     # Bottleneck blocks, odd sizes, two blocks (before layer2.0 and layer3.1), batch 3.
     make_case("bottleneck", Bottleneck, [1, 1, 2, 1], [4, 8, 12, 16], 8, 7, {(2, 0), (3, 1)},
-              "embedded_gaussian", True, (3, 3, 72, 56), seed, (2, 1))
+              "embedded_gaussian", True, (3, 3, 72, 56), seed, (2, 1), qk=0.5)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,15 @@ window, so windows pad) and PyTorch's logits; then the same weights on one 48 x 
   hf4          the same weights renamed to transformers 4.x names (attention.self.query, ...,
                intermediate.dense, output.dense), with 4.x's relative_position_index buffers
 
-Needs PyTorch, torchvision, timm, transformers (5.x) and safetensors from pip, e.g. the venv
-tools/bench-peers makes:  .deps/peers-venv/bin/python tools/make-swin-golden.py
+Sensitive (tools/goldenlib.py): every model's query and key projections are scaled by
+QK_SHARPEN, so that the window softmax peaks as a trained model's does, and the script checks
+that a slip moves the logits' image-dependent part (image 1 - image 0) by far more than
+tests/test_swin.c allows: torchvision's model run without its window shift. (A wrong head
+count cannot be loaded: the relative position tables have one column per head.)
+
+Needs PyTorch, torchvision, timm, transformers (5.x) and safetensors from pip (the files were
+made with torch 2.15, torchvision 0.29, timm 1.0.31, transformers 5.25), e.g. the venv of
+tools/make-vit-golden.py:  .deps-torch/bin/python tools/make-swin-golden.py
 
 Per case <name>: swin-<name>.safetensors, swin-<name>.json ({"input": [B, 3, H, W], "classes":
 C, "family": ...}), swin-<name>-input.bin and swin-<name>-logits.bin (raw little-endian float32);
@@ -27,9 +34,15 @@ import os
 import torch
 from safetensors.torch import save_file
 
+import goldenlib
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
 IMG, PATCH, DIM, DEPTHS, HEADS, WINDOW, CLASSES, BATCH = 40, 4, 16, [2, 2], [1, 2], 3, 7, 2
 H2, W2 = 48, 44
+QK_SHARPEN = 1.5
+# timm's and torchvision's fused qkv; transformers 5.x's q_proj/k_proj
+QK = (goldenlib.fused_qk("attn.qkv.weight", "attn.qkv.bias"),
+      goldenlib.named_qk("attention.q_proj.", "attention.k_proj."))
 
 
 def randomise(model, seed):
@@ -41,6 +54,19 @@ def randomise(model, seed):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=g))
+    for pick in QK:
+        goldenlib.sharpen(model, QK_SHARPEN, pick)
+
+
+def check_shift(model, x, want):
+    """torchvision's model with every block's shift turned off: a slip the golden must see."""
+    import copy
+    from torchvision.models.swin_transformer import ShiftedWindowAttention
+    other = copy.deepcopy(model)
+    for mod in other.modules():
+        if isinstance(mod, ShiftedWindowAttention):
+            mod.shift_size = [0, 0]
+    goldenlib.check_slip("torchvision", want, logits(other, x), "no window shift", 0.1)
 
 
 def logits(model, x):
@@ -65,7 +91,8 @@ def write(name, family, tensors, x, out, weights=None):
         meta["weights"] = weights
     with open(os.path.join(OUT, f"swin-{name}.json"), "w") as f:
         json.dump(meta, f)
-    print(name, tuple(out.shape), "max |logit|", float(out.abs().max()))
+    print(name, tuple(out.shape), "max |logit|", float(out.abs().max()),
+          "input share %.2f" % goldenlib.input_share(out) if out.shape[0] > 1 else "")
 
 
 def state(model, keep_int=False):
@@ -84,6 +111,7 @@ def main():
                 window_size=[WINDOW, WINDOW], num_classes=CLASSES).eval()
     randomise(tv, 11)
     write("torchvision", "torchvision", state(tv, keep_int=True), x, logits(tv, x))
+    check_shift(tv, x, logits(tv, x))
     write("torchvision-48x44", "torchvision", None, x2, logits(tv, x2),
           "swin-torchvision.safetensors")
 

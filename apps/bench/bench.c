@@ -450,7 +450,9 @@ static void print_table_header(pgd_ctx *ctx)
     char kp[128], ap[64];
     const char *from = pgd_ctx_kernel_params(ctx, kp, sizeof kp);
     const char *afrom = pgd_ctx_attention_params(ctx, ap, sizeof ap);
-    printf("kernels gemm %s (%s), attention %s (%s)\n", kp, from, ap, afrom);
+    char entry[96];
+    printf("kernels gemm %s (%s), attention %s (%s), params %s\n", kp, from, ap, afrom,
+           pgd_ctx_params_entry(ctx, entry, sizeof entry));
     printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms", "min ms",
            "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
 }
@@ -601,6 +603,10 @@ static json_t *device_run_json(device_run *dr)
     json_object_set_new(run, "kernel_params",
                         json_pack("{s:s, s:s, s:s, s:s}", "gemm", kp, "from", from, "attention", ap,
                                   "attention_from", afrom));
+    /* which entry ran: "db:<name>" (the shipped database), "tuned:<store key>" or "options" */
+    char entry[96];
+    json_object_set_new(run, "params",
+                        json_string(pgd_ctx_params_entry(dr->ctx, entry, sizeof entry)));
     json_object_set_new(run, "results", dr->results);
     json_object_set_new(run, "skipped", dr->skipped);
     return run;

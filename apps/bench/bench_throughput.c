@@ -119,7 +119,7 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
     classify_opts_init(&co, "bench ");
     co.device = sel, co.images = paths, co.nimages = n, co.batch = batch, co.quiet = 1;
     classify_model m = {&t, tp_load, models[row].vit ? vit_fwd : resnet_fwd,
-                        models[row].vit ? vit_release : resnet_release};
+                        models[row].vit ? vit_release : resnet_release, NULL, NULL, ""};
     pgd_preprocess preset = models[row].vit ? PGD_PREPROCESS_TIMM : PGD_PREPROCESS_TORCHVISION;
     int reps = o->repeat < 0 ? 3 : o->repeat < 1 ? 1 : o->repeat;
     int warm = o->warmup < 0 ? 1 : o->warmup;

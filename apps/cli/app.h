@@ -39,6 +39,9 @@ int app_ctx_open(const char *device, pgd_ctx **ctx);
  * weights (pgd_ctx_options.weights_f16; overrides $PAGODA_WEIGHTS_DTYPE). A bad value prints
  * a usage error for `cmd` and returns EXIT_USAGE. */
 int app_set_weights_dtype(const char *cmd, const char *arg);
+/* 1 when contexts app_ctx_open makes store weights as f16 (--weights-dtype, else
+ * $PAGODA_WEIGHTS_DTYPE), else 0: results files record it (results.h). */
+int app_weights_f16(void);
 #define APP_WEIGHTS_DTYPE_HELP                                                                     \
     "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \
@@ -75,6 +78,34 @@ void app_labels_free(app_labels *l);
  * $PAGODA_WEIGHTS_DIR is set but is not a directory: a mistyped variable is not quietly
  * replaced by random weights. */
 int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size);
+
+/* Values a load assumed rather than read (model.h's model_assumptions): one stderr line each,
+ * "pagoda: note: LABEL: KEY not given: assumed VALUE (HOW)", and as a JSON object
+ * {"KEY": VALUE, ...} (NULL only out of memory). */
+struct model_assumptions;
+void app_note_assumed(const char *label, const struct model_assumptions *as);
+json_t *app_assumed_json(const struct model_assumptions *as);
+
+/* A JSON side file `name` (a Hugging Face config.json) in the directory of `weights`: its path
+ * to path[size]; *out NULL when there is none. One that is there goes through pgd_file_read
+ * (a FIFO or a device is refused, at most 1 MiB) and must be a JSON object, else the error
+ * names the file. EXIT_OK, or EXIT_RUNTIME with the error printed (EXIT_USAGE for a path
+ * too long). */
+int app_side_json(const char *weights, const char *name, char *path, size_t size, json_t **out);
+/* Hugging Face's config.json beside `weights` (a ViT's, a Swin's): num_attention_heads into
+ * *heads unless *heads is already set (--heads goes over it; heads NULL: not read),
+ * layer_norm_eps into *eps (left as is when absent); path[size] gets its path. A key of the
+ * wrong type or range is an error naming the file and the key (EXIT_RUNTIME, printed); no file
+ * is EXIT_OK with nothing set. */
+int app_hf_side_config(const char *weights, int *heads, float *eps, char *path, size_t size);
+/* vit_detect over src (the file `weights`) with its config.json (app_hf_side_config; `heads`
+ * > 0: --heads), then each value assumed said on stderr (app_note_assumed): the heads of the
+ * standard table, and Hugging Face's layer_norm_eps when config.json does not give it. Prints
+ * any error; EXIT_OK or the exit status. */
+struct vit_config;
+struct model_source;
+int app_vit_detect(struct model_source *src, const char *weights, int heads,
+                   struct vit_config *cfg);
 
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the

@@ -211,12 +211,36 @@ static int check_input(const classify_opts *o, const classify_run *r, pgd_error 
                          (long long)y, (long long)x, o->nimages ? " after preprocessing" : "");
 }
 
+/* The outputs of classify_begin's run, claimed (checked, clashes refused) before any work. */
+static int claim_outputs(const classify_opts *o, classify_run *r)
+{
+    int rc = EXIT_OK;
+    if (o->save_input)
+        rc = outset_claim(&r->outputs, "--save-input", o->save_input);
+    if (!rc && o->save_logits)
+        rc = outset_claim(&r->outputs, "--save-logits", o->save_logits);
+    if (!rc && o->map_png)
+        rc = outset_check_given(o->map_option, o->map_png);
+    for (int t = 0; !rc && o->map_png && t < 2 && o->map_tags[t]; t++)
+        for (int b = 0; !rc && b < o->nimages; b++) {
+            char *path = app_numbered_path(o->map_png, o->map_tags[t], b, o->nimages);
+            rc = path ? outset_claim(&r->outputs, o->map_option, path) : EXIT_RUNTIME;
+            if (!path)
+                fprintf(stderr, "pagoda: error: out of host memory\n");
+            free(path);
+        }
+    return rc;
+}
+
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r)
 {
     memset(r, 0, sizeof *r);
     r->classes = classes;
     pgd_error *err = NULL;
+    int rc = claim_outputs(o, r);
+    if (rc)
+        return rc;
     if (o->labels_path && app_labels_load(o->labels_path, &r->labels))
         return EXIT_RUNTIME;
     if (r->labels.names && r->labels.count < classes) {
@@ -227,7 +251,7 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
     }
     if (read_input(o, preset, side_h, side_w, r, &err) || check_input(o, r, &err))
         return app_fail(err);
-    int rc = app_ctx_open(o->device, &r->ctx);
+    rc = app_ctx_open(o->device, &r->ctx);
     if (rc)
         return rc;
     if (o->profile)
@@ -237,94 +261,17 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
 
 /* ---- the output set: every file of a run appears at its end, together, or none does ---- */
 
-int classify_output_open(classify_run *r, const char *path, const char *note, pgd_outfile **f)
+int classify_output_open(classify_run *r, const char *option, const char *path, const char *note,
+                         pgd_outfile **f)
 {
-    *f = NULL;
-    classify_outputs *s = &r->outputs;
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(pgd_outfile_path(s->items[i].file), path)) {
-            fprintf(stderr, "pagoda: error: %s: named for two outputs of one run\n", path);
-            return EXIT_RUNTIME;
-        }
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 8;
-        classify_output *items = realloc(s->items, (size_t)cap * sizeof *items);
-        if (!items) {
-            fprintf(stderr, "pagoda: error: out of host memory\n");
-            return EXIT_RUNTIME;
-        }
-        s->items = items, s->cap = cap;
-    }
-    char *copy = NULL;
-    if (note && !(copy = strdup(note))) {
-        fprintf(stderr, "pagoda: error: out of host memory\n");
-        return EXIT_RUNTIME;
-    }
-    pgd_error *err = NULL;
-    if (pgd_outfile_open(path, f, &err)) {
-        free(copy);
-        return app_fail(err);
-    }
-    s->items[s->n].file = *f;
-    s->items[s->n].note = copy;
-    s->n++;
-    return EXIT_OK;
+    return outset_open(&r->outputs, option, path, note, f);
 }
 
 /* Finishes the file the last classify_output_open gave (its descriptor is released; the
  * temporary file waits for classify_finish), or reports `err` from writing it. */
-static int output_staged(classify_run *r, int write_rc, pgd_error *err)
+static int output_staged(classify_run *r, pgd_outfile *f, int write_rc, pgd_error *err)
 {
-    pgd_outfile *f = r->outputs.items[r->outputs.n - 1].file;
-    if (!write_rc)
-        write_rc = pgd_outfile_close(f, &err);
-    return write_rc ? app_fail(err) : EXIT_OK;
-}
-
-/* Commits every staged output. All are finished (flushed, synced) before the first is renamed,
- * so that a late write error, say a full disk, leaves none of them; a rename that still fails
- * (the target became a directory or a device meanwhile) is reported and the rest aborted. */
-static int outputs_commit(const classify_opts *o, classify_run *r)
-{
-    classify_outputs *s = &r->outputs;
-    pgd_error *err = NULL;
-    for (int i = 0; i < s->n; i++)
-        if (pgd_outfile_close(s->items[i].file, &err))
-            return app_fail(err);
-    int rc = EXIT_OK;
-    for (int i = 0; i < s->n; i++) {
-        pgd_outfile *f = s->items[i].file;
-        s->items[i].file = NULL;
-        if (rc) {
-            pgd_outfile_abort(f);
-            continue;
-        }
-        char *path = strdup(pgd_outfile_path(f));
-        if (pgd_outfile_commit(f, &err)) {
-            rc = app_fail(err);
-            if (i)
-                fprintf(stderr, "pagoda: note: %d output(s) had been written before it\n", i);
-        } else if (s->items[i].note && !o->json) {
-            char shown[2][1024];
-            fprintf(stderr, "pagoda: %s written to %s\n",
-                    app_term_text(s->items[i].note, shown[0], sizeof shown[0]),
-                    app_term_text(path ? path : "", shown[1], sizeof shown[1]));
-        }
-        free(path);
-    }
-    classify_outputs_abort(r);
-    return rc;
-}
-
-void classify_outputs_abort(classify_run *r)
-{
-    classify_outputs *s = &r->outputs;
-    for (int i = 0; i < s->n; i++) {
-        pgd_outfile_abort(s->items[i].file);
-        free(s->items[i].note);
-    }
-    free(s->items);
-    memset(s, 0, sizeof *s);
+    return outset_staged(&r->outputs, f, write_rc, err);
 }
 
 int classify_prepare(const classify_opts *o, classify_run *r)
@@ -332,10 +279,10 @@ int classify_prepare(const classify_opts *o, classify_run *r)
     pgd_error *err = NULL;
     pgd_outfile *f = NULL;
     if (o->save_input) {
-        int rc = classify_output_open(r, o->save_input, NULL, &f);
+        int rc = classify_output_open(r, "--save-input", o->save_input, NULL, &f);
         if (rc)
             return rc;
-        rc = output_staged(r, pgd_npy_write_to(f, r->x, 4, r->shape, &err), err);
+        rc = output_staged(r, f, pgd_npy_write_to(f, r->x, 4, r->shape, &err), err);
         if (rc)
             return rc;
     }
@@ -380,9 +327,9 @@ int classify_after_forward(const classify_opts *o, classify_run *r, int split)
         pgd_error *err = NULL;
         pgd_outfile *f = NULL;
         int64_t ls[2] = {r->B, r->classes};
-        int rc = classify_output_open(r, o->save_logits, NULL, &f);
+        int rc = classify_output_open(r, "--save-logits", o->save_logits, NULL, &f);
         if (!rc)
-            rc = output_staged(r, pgd_npy_write_to(f, r->logits, 2, ls, &err), err);
+            rc = output_staged(r, f, pgd_npy_write_to(f, r->logits, 2, ls, &err), err);
         if (rc)
             return rc;
     }
@@ -409,12 +356,12 @@ int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
         int rc = EXIT_RUNTIME;
         if (note) {
             snprintf(note, nlen, "%s of %s", what, o->images[b]);
-            rc = classify_output_open(r, path, note, &f);
+            rc = classify_output_open(r, o->map_option ? o->map_option : "map", path, note, &f);
         } else {
             fprintf(stderr, "pagoda: error: out of host memory\n");
         }
         if (!rc)
-            rc = output_staged(r,
+            rc = output_staged(r, f,
                                map_write_png_view_to(f, r->loaded[b], maps + (size_t)b * mw * mh,
                                                      mw, mh, view, &err),
                                err);
@@ -462,12 +409,12 @@ int classify_finish(const classify_opts *o, classify_run *r)
     pgd_error *err = NULL;
     if (o->profile && pgd_profile_print(r->ctx, stdout, &err))
         return app_fail(err);
-    return outputs_commit(o, r);
+    return outset_commit(&r->outputs, o->json);
 }
 
 void classify_free(classify_run *r)
 {
-    classify_outputs_abort(r); /* a run that did not reach classify_finish leaves no output */
+    outset_free(&r->outputs); /* a run that did not reach classify_finish leaves no output */
     for (int i = 0; r->loaded && i < r->B; i++)
         pgd_image_free(r->loaded[i]);
     free(r->loaded);

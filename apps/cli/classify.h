@@ -10,6 +10,7 @@
 
 #include "app.h"
 #include "model.h" /* model_probe */
+#include "outset.h"
 
 /* The options every classification command accepts, parsed by classify_option. */
 typedef struct classify_opts {
@@ -26,6 +27,10 @@ typedef struct classify_opts {
     const char *output, *list;
     int resume, recursive, jobs, batch, strict, quiet, device_per_rank;
     int mpi_dynamic; /* --mpi-schedule dynamic */
+    /* The command's heat maps, set by it before classify_begin so that their files are checked
+     * with the other outputs before any work: the option (e.g. "--attention-map"), its value
+     * (NULL: none) and the tags of the maps drawn per image (classify_draw_maps). */
+    const char *map_option, *map_png, *map_tags[2];
 } classify_opts;
 
 /* The end of every classification command's --help: the shared options' lines and the rule of
@@ -46,7 +51,8 @@ typedef struct classify_opts {
     "  --recursive         a directory stands for its images in sub-directories too\n"         \
     "  --batch B           stream in batches of B images (default 8)\n"                          \
     "  --jobs N            decoding threads (default: the number of cores)\n"                    \
-    "  --resume            skip the images already in --output (after a crash or Ctrl-C)\n"     \
+    "  --resume            skip the images already in --output (after a crash or Ctrl-C);\n"    \
+    "                      the file's first line must name the same model and options\n"       \
     "  --strict            an unreadable image stops the stream (default: an error line)\n"    \
     "  --quiet             no progress line\n"                                                    \
     "  --device-per-rank   under mpirun: device (local rank mod count) of the --device list\n"   \
@@ -57,13 +63,15 @@ typedef struct classify_opts {
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
     "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"     \
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
-    "discard that output.\n"                                                                   \
+    "discard that output. No two may be one file; all are checked before the run starts.\n"     \
     "\n"                                                                                          \
     "Streaming: a directory (its .jpg, .jpeg, .png, .bmp, .webp files, sorted), a glob pattern\n"  \
     "('imgs/*.jpg', quoted), --list, --output, --batch or several devices (--device all, or\n"    \
     "P:D,P:D) stream the images: decoded on --jobs threads while the device runs the previous\n"\
     "batch, memory bounded by the batch, whatever the number of images. SIGINT finishes the\n"  \
-    "running batch, writes it and exits with 130; --resume continues.\n"
+    "running batch, writes it and exits with 130; --resume continues. --output is locked while\n" \
+    "a run writes it (a second run is refused) and left as it was by a run that fails before\n"   \
+    "its first results.\n"
 
 #define CLASSIFY_OPTION_COUNT 22
 
@@ -96,19 +104,6 @@ int classify_parse(classify_opts *o, int argc, char **argv, const struct option 
  * command, maps need images. Prints a usage error and returns EXIT_USAGE when inconsistent. */
 int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag);
 
-/* The output set of a run: every file a command writes (--save-input, --save-logits, heat
- * maps, and a later command's own) is staged as a temporary file beside its target and
- * renamed into place by classify_finish, after the whole run succeeded; a run that fails, at
- * any step, removes them all (classify_free), so its outputs appear together or not at all. */
-typedef struct classify_output {
-    pgd_outfile *file;
-    char *note; /* "attention rollout of a.jpg": printed as "<note> written to <path>" */
-} classify_output;
-typedef struct classify_outputs {
-    classify_output *items;
-    int n, cap;
-} classify_outputs;
-
 /* What a run holds: the input batch, the decoded images, the context, labels and logits. */
 typedef struct classify_run {
     float *x;                /* [B, 3, H, W] */
@@ -119,24 +114,24 @@ typedef struct classify_run {
     app_labels labels;
     float *logits;           /* [B, classes] after classify_forward_ready */
     int classes;
-    classify_outputs outputs; /* staged, committed by classify_finish */
+    outset outputs;          /* claimed by classify_begin, committed by classify_finish */
 } classify_run;
 
-/* Reads the input: --input F.npy ([B, 3, H, W]), else the images preprocessed with `preset`,
- * else one synthetic image of side_h x side_w. A NaN or infinite value in it is refused (naming
- * the input and the first bad element [b, c, y, x]) unless --allow-nonfinite. Then opens the context (device, options from
+/* Claims every output of the run first (--save-input, --save-logits, the maps: outset.h), so
+ * that a bad or clashing output fails before any work. Then reads the input: --input F.npy
+ * ([B, 3, H, W]), else the images preprocessed with `preset`, else one synthetic image of
+ * side_h x side_w. A NaN or infinite value in it is refused (naming the input and the first bad
+ * element [b, c, y, x]) unless --allow-nonfinite. Then opens the context (device, options from
  * the environment, profiling) and loads the labels, checked against `classes`. Returns EXIT_OK
  * or the exit status after printing the error; classify_free releases what was made either way. */
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r);
-/* Opens `path` as an output of the run (checked and given a temporary file now, see
- * pgd_outfile_open; renamed into place by classify_finish). `note` (may be NULL; copied) is
- * printed at commit as "<note> written to <path>" unless --json. A path named twice in one run
- * is refused. The run owns *f: write into it, never commit or abort it. Prints the error and
- * returns EXIT_RUNTIME on failure. */
-int classify_output_open(classify_run *r, const char *path, const char *note, pgd_outfile **f);
-/* Removes every staged output (classify_free does it). */
-void classify_outputs_abort(classify_run *r);
+/* Stages `path`, an output of `option` (claimed by classify_begin, or now), in the run's
+ * output set (outset.h), renamed into place by classify_finish. `note` (may be NULL) is printed
+ * at commit as "<note> written to <path>" unless --json. The run owns *f: write into it, never
+ * commit or abort it. Prints the error and returns EXIT_RUNTIME on failure. */
+int classify_output_open(classify_run *r, const char *option, const char *path, const char *note,
+                         pgd_outfile **f);
 /* Stages --save-input (after the model loaded) and allocates the logits. */
 int classify_prepare(const classify_opts *o, classify_run *r);
 /* The model's hook for non-finite logits: runs one image [1, 3, H, W] again with every stage

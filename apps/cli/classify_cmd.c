@@ -105,6 +105,7 @@ typedef struct family_cmd {
     classify_attention attention; /* Swin */
     mixer_config mx;
     swin_config sw;
+    model_assumptions assumed; /* Hugging Face's Swin: layer_norm_eps when config.json lacks it */
     void *model;
 } family_cmd;
 
@@ -188,10 +189,11 @@ static json_t *family_json(const family_cmd *v)
     json_t *depths = json_array();
     for (int s = 0; s < v->sw.stages; s++)
         json_array_append_new(depths, json_integer(v->sw.depth[s]));
-    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:i, s:s}", "family", "swin", "naming",
+    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:i, s:s, s:o}", "family", "swin", "naming",
                      swin_family_name(v->sw.family), "width", v->sw.dim, "depths", depths,
                      "window", v->sw.window[0], "patch", v->sw.patch, "attention",
-                     classify_attention_str(&v->attention, a, sizeof a));
+                     classify_attention_str(&v->attention, a, sizeof a), "assumed",
+                     app_assumed_json(&v->assumed));
 }
 
 static int run_family(family_cmd *v, const model_source *src, classify_run *r)
@@ -284,8 +286,30 @@ static int family_stream_run(family_cmd *v, const model_source *src, int classes
     family_stream fs = {v, src};
     classify_model m = {&fs, family_stream_load,
                         v->fam == FAM_SWIN ? swin_stream_forward : mixer_stream_forward,
-                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release};
+                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release,
+                        v->weights, v->random, ""};
+    char a[64];
+    snprintf(m.family, sizeof m.family, "%s (%s), attention %s", family_label(v->fam),
+             v->fam == FAM_SWIN ? swin_family_name(v->sw.family) : "mixer",
+             classify_attention_str(&v->attention, a, sizeof a));
     return classify_stream(&v->o, (pgd_preprocess)v->preset, classes, &m);
+}
+
+/* Hugging Face's Swin takes its LayerNorm epsilon from config.json (layer_norm_eps, 1e-5 by
+ * default); timm's and torchvision's fix it in their code. */
+static int swin_side_config(family_cmd *v)
+{
+    char path[4096];
+    float eps = 0.0f;
+    if (v->sw.family != SWIN_HF4 && v->sw.family != SWIN_HF5)
+        return EXIT_OK;
+    int rc = app_hf_side_config(v->weights, NULL, &eps, path, sizeof path);
+    if (!rc && eps > 0.0f)
+        v->sw.eps = eps;
+    else if (!rc)
+        model_assume(&v->assumed, "eps", "1e-05", "layer_norm_eps in config.json");
+    app_note_assumed(v->weights, &v->assumed);
+    return rc;
 }
 
 /* The weights (a file or seeded random ones of a named size) and the input side they want. */
@@ -298,6 +322,9 @@ static int family_open(family_cmd *v, model_source *src, int *side_h, int *side_
             (v->fam == FAM_SWIN ? swin_detect(src, &v->sw, &err)
                                 : mixer_detect(src, &v->mx, &err)))
             return app_fail(err);
+        int rc = v->fam == FAM_SWIN ? swin_side_config(v) : EXIT_OK;
+        if (rc)
+            return rc;
     } else if (v->fam == FAM_SWIN) {
         if (!v->random)
             v->random = "t";

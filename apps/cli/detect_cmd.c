@@ -24,28 +24,37 @@
 #include "app.h"
 #include "detr.h"
 #include "maps.h"
+#include "outset.h"
 
 static const char usage[] =
-    "usage: pagoda detect [--device SEL] [--weights FILE] [--threshold T] [--json]\n"
-    "                     [--draw OUT.png] [--attention-maps PREFIX] [--save-logits F.npy]\n"
-    "                     [--save-boxes F.npy] [--input F.npy [--pixel-mask M.npy]] IMAGE...\n"
+    "usage: pagoda detect [--device SEL] [--weights FILE] [--heads N[,M]] [--dilation true|false]\n"
+    "                     [--labels FILE] [--threshold T] [--json] [--draw OUT.png]\n"
+    "                     [--attention-maps PREFIX] [--save-logits F.npy] [--save-boxes F.npy]\n"
+    "                     [--allow-nonfinite] [--input F.npy [--pixel-mask M.npy]] IMAGE...\n"
     "\n"
     "Detects objects with DETR (Carion et al. 2020): a ResNet backbone, a Transformer encoder\n"
     "over its feature map and a decoder whose object queries each give a class and a box. The\n"
     "images are resized as DetrImageProcessor does (shorter side 800, longer at most 1333,\n"
     "bilinear, ImageNet mean/std), padded to a common size with a pixel mask and run as one\n"
     "batch; every query whose most likely class (not \"no object\") has a probability above T is\n"
-    "reported with its box in pixels of the original image.\n"
+    "reported with its box in pixels of the original image, clipped to the image (the model's\n"
+    "boxes, and post_process_object_detection's, may reach past it: --save-boxes keeps them).\n"
     "\n"
     "Weights: safetensors in Hugging Face naming (facebook/detr-resnet-50 and -101: transformers\n"
     "4.x names, or 5.x's state_dict() names) or the original repository's (tools/convert-pth\n"
     "turns its .pth into safetensors). A config.json beside the file (as save_pretrained writes\n"
-    "it) gives the heads, DC5 and the label names; else 8 heads and COCO's 91 ids. Without a\n"
-    "file, detr-resnet-50.safetensors in the weights directory, else seeded random weights\n"
-    "(said so: the detections then mean nothing).\n"
+    "it) gives the heads, DC5 and the label names (a bad one is an error naming the key); the\n"
+    "options below override it. What neither gives is assumed (8 heads, no dilation, COCO's 91\n"
+    "ids) and said so, on stderr and under \"assumed\" in the JSON. Without a file,\n"
+    "detr-resnet-50.safetensors in the weights directory, else seeded random weights (said so:\n"
+    "the detections then mean nothing).\n"
     "\n"
     "Options:\n"
     "  --weights FILE          the checkpoint\n"
+    "  --heads N[,M]           attention heads of the encoder (N) and the decoder (M, default N)\n"
+    "  --dilation true|false   whether the backbone's last stage is dilated (DETR-DC5)\n"
+    "  --labels FILE           class names, one per line, line i naming class id i\n"
+    "  --allow-nonfinite       run an input holding NaN or infinity, report non-finite outputs\n"
     "  --threshold T           the probability a detection must exceed (0..1, default 0.7)\n"
     "  --json                  print the detections as JSON\n"
     "  --draw OUT.png          the image with labelled boxes (OUT-1.png, ... for several)\n"
@@ -64,8 +73,11 @@ static const char usage[] =
 
 typedef struct opts {
     const char *device, *weights, *draw, *maps, *save_logits, *save_boxes, *input, *mask;
+    const char *labels;
     double threshold;
-    int json;
+    int json, allow_nonfinite;
+    int heads[2]; /* encoder, decoder; 0: not given */
+    int dilation; /* 0: not given, 1 true, -1 false */
     char **images;
     int nimages;
 } opts;
@@ -87,12 +99,29 @@ typedef struct run {
     detr_config cfg;
     detr_model *m;
     json_t *id2label; /* from config.json, or NULL */
+    app_labels labels; /* --labels, or none */
+    char config[4096]; /* config.json's path, "" when there is none */
     item *items;
     int B, H, W;
     float *x, *mask;
-    pgd_outfile **staged;
-    int nstaged;
+    outset out; /* every output file (outset.h): checked first, committed together */
 } run;
+
+/* "N" (both) or "N,M" (encoder, decoder), each 1..4096. */
+static int parse_heads(const char *arg, int heads[2])
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *comma = strchr(buf, ',');
+    if (comma)
+        *comma = 0;
+    int64_t v[2];
+    if (strlen(arg) >= sizeof buf || pgd_parse_int64(buf, 1, 4096, &v[0]) ||
+        pgd_parse_int64(comma ? comma + 1 : buf, 1, 4096, &v[1]))
+        return -1;
+    heads[0] = (int)v[0], heads[1] = (int)v[1];
+    return 0;
+}
 
 static int parse(int argc, char **argv, opts *o)
 {
@@ -102,6 +131,8 @@ static int parse(int argc, char **argv, opts *o)
         {"draw", required_argument, 0, 'D'},      {"attention-maps", required_argument, 0, 'a'},
         {"save-logits", required_argument, 0, 'l'}, {"save-boxes", required_argument, 0, 'b'},
         {"input", required_argument, 0, 'i'},     {"pixel-mask", required_argument, 0, 'm'},
+        {"heads", required_argument, 0, 'H'},     {"dilation", required_argument, 0, 'L'},
+        {"labels", required_argument, 0, 'B'},    {"allow-nonfinite", no_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->threshold = 0.7;
@@ -124,6 +155,19 @@ static int parse(int argc, char **argv, opts *o)
         case 'b': o->save_boxes = optarg; break;
         case 'i': o->input = optarg; break;
         case 'm': o->mask = optarg; break;
+        case 'B': o->labels = optarg; break;
+        case 'N': o->allow_nonfinite = 1; break;
+        case 'H':
+            if (parse_heads(optarg, o->heads))
+                return app_usage_error("detect ", "--heads '%s': expected N or N,M (whole numbers "
+                                       "from 1 to 4096)", optarg);
+            break;
+        case 'L':
+            o->dilation = !strcmp(optarg, "true") ? 1 : !strcmp(optarg, "false") ? -1 : 0;
+            if (!o->dilation)
+                return app_usage_error("detect ", "--dilation '%s': expected true or false",
+                                       optarg);
+            break;
         case 'h': fputs(usage, stdout); return -1;
         default:
             return app_usage_error("detect ", "unknown or incomplete option '%s'",
@@ -147,26 +191,69 @@ static int parse(int argc, char **argv, opts *o)
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
-/* config.json beside the weights (Hugging Face's save_pretrained): heads, dilation, id2label. */
-static void read_config(run *r, detr_options *dopt)
+/* An id2label as save_pretrained writes it: {"0": "N/A", "1": "person", ...}. */
+static int id2label_ok(json_t *v)
 {
-    char path[4096];
-    const char *slash = strrchr(r->o.weights, '/');
-    int dir = slash ? (int)(slash - r->o.weights) : 0;
-    snprintf(path, sizeof path, "%.*s%sconfig.json", dir, r->o.weights, slash ? "/" : "");
-    json_t *cfg = json_load_file(path, 0, NULL);
-    if (!cfg)
-        return;
-    json_t *v;
-    if ((v = json_object_get(cfg, "encoder_attention_heads")) && json_is_integer(v))
-        dopt->enc_heads = (int)json_integer_value(v);
-    if ((v = json_object_get(cfg, "decoder_attention_heads")) && json_is_integer(v))
-        dopt->dec_heads = (int)json_integer_value(v);
-    if ((v = json_object_get(cfg, "dilation")) && json_is_true(v))
-        dopt->dc5 = 1;
-    if ((v = json_object_get(cfg, "id2label")) && json_is_object(v))
+    const char *key;
+    json_t *name;
+    int64_t id;
+    if (!json_is_object(v))
+        return 0;
+    json_object_foreach(v, key, name)
+        if (pgd_parse_int64(key, 0, INT32_MAX, &id) || !json_is_string(name))
+            return 0;
+    return 1;
+}
+
+/* config.json beside the weights (Hugging Face's save_pretrained): heads, dilation, id2label.
+ * Read through pgd_file_read (a FIFO there cannot hang the run); a key that is there with a
+ * wrong type or value is an error naming the file and the key, never a default taken silently.
+ * The command line's values go over it. */
+static int read_config(run *r, detr_options *dopt)
+{
+    json_t *cfg = NULL;
+    int rc = app_side_json(r->o.weights, "config.json", r->config, sizeof r->config, &cfg);
+    if (rc || !cfg) {
+        r->config[0] = 0;
+        return rc;
+    }
+    static const char *const keys[2] = {"encoder_attention_heads", "decoder_attention_heads"};
+    int *heads[2] = {&dopt->enc_heads, &dopt->dec_heads};
+    const char *bad = NULL, *rule = NULL;
+    for (int i = 0; i < 2 && !bad; i++) {
+        json_t *v = json_object_get(cfg, keys[i]);
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                  json_integer_value(v) > 4096))
+            bad = keys[i], rule = "a whole number from 1 to 4096";
+        else if (v)
+            *heads[i] = (int)json_integer_value(v);
+    }
+    json_t *v = json_object_get(cfg, "dilation");
+    if (!bad && v && !json_is_boolean(v))
+        bad = "dilation", rule = "true or false";
+    else if (v)
+        dopt->dc5 = json_is_true(v) ? 1 : -1;
+    v = json_object_get(cfg, "id2label");
+    if (!bad && v && !id2label_ok(v))
+        bad = "id2label", rule = "an object of class ids (\"0\", \"1\", ...) to names";
+    else if (v && !bad)
         r->id2label = json_incref(v);
     json_decref(cfg);
+    if (!bad)
+        return EXIT_OK;
+    char shown[1024];
+    fprintf(stderr, "pagoda: error: %s: '%s' must be %s\n",
+            app_term_text(r->config, shown, sizeof shown), bad, rule);
+    return EXIT_RUNTIME;
+}
+
+/* What the checkpoint, config.json and the options leave open, said on stderr. */
+static void note_assumed(run *r)
+{
+    if (!r->random && !r->labels.count && !r->id2label && r->cfg.classes == 92)
+        model_assume(&r->cfg.assumed, "labels", "\"coco\"",
+                     "--labels FILE, or id2label in config.json");
+    app_note_assumed(r->o.weights ? r->o.weights : "random weights", &r->cfg.assumed);
 }
 
 static int open_model(run *r)
@@ -176,12 +263,13 @@ static int open_model(run *r)
     int rc = app_weights_or_default(&r->o.weights, "detr-resnet-50.safetensors", buf, sizeof buf);
     if (rc)
         return rc;
-    detr_options dopt = {0, 0, 0};
+    detr_options dopt = {0, 0, 0, {NULL, NULL}};
     if (r->o.weights) {
         if (pgd_weights_open(r->o.weights, &r->wf, &err))
             return app_fail(err);
         model_weights_source(&r->src, r->wf, r->o.weights);
-        read_config(r, &dopt);
+        if ((rc = read_config(r, &dopt)))
+            return rc;
     } else {
         if (detr_random_source(&r->src, 50, 1, &err))
             return app_fail(err);
@@ -190,9 +278,20 @@ static int open_model(run *r)
                         "in the weights directory): seeded random weights (DETR-R50), the "
                         "detections mean nothing\n");
     }
+    dopt.origin[0] = dopt.enc_heads ? r->config : NULL;
+    dopt.origin[1] = dopt.dec_heads ? r->config : NULL;
+    for (int i = 0; i < 2; i++)
+        if (r->o.heads[i]) {
+            *(i ? &dopt.dec_heads : &dopt.enc_heads) = r->o.heads[i];
+            dopt.origin[i] = "--heads";
+        }
+    dopt.dc5 = r->o.dilation ? r->o.dilation : dopt.dc5;
+    if (r->o.labels && app_labels_load(r->o.labels, &r->labels))
+        return EXIT_RUNTIME;
     if (detr_detect(&r->src, &dopt, &r->cfg, &err) ||
         detr_load(r->ctx, &r->src, &r->cfg, &r->m, &err))
         return app_fail(err);
+    note_assumed(r);
     return EXIT_OK;
 }
 
@@ -200,6 +299,8 @@ static const char *label_of(const run *r, int id, char *buf, size_t size)
 {
     char key[32];
     snprintf(key, sizeof key, "%d", id);
+    if (id >= 0 && id < r->labels.count)
+        return r->labels.names[id];
     json_t *v = r->id2label ? json_object_get(r->id2label, key) : NULL;
     if (v && json_is_string(v))
         return json_string_value(v);
@@ -212,8 +313,9 @@ static const char *label_of(const run *r, int id, char *buf, size_t size)
 /* ---- preprocessing ------------------------------------------------------------------------ */
 
 /* DetrImageProcessor's size: shorter side 800 unless the longer would pass 1333
- * (get_size_with_aspect_ratio of transformers). */
-static void target_size(int h, int w, int *oh, int *ow)
+ * (get_size_with_aspect_ratio of transformers). -1 when the shorter side would be under one
+ * pixel (an aspect ratio past 2666:1), which transformers cannot resize either. */
+static int target_size(int h, int w, int *oh, int *ow)
 {
     double size = 800, max_size = 1333, raw = -1;
     double mn = h < w ? h : w, mx = h < w ? w : h;
@@ -222,6 +324,8 @@ static void target_size(int h, int w, int *oh, int *ow)
         size = (double)(int)lround(raw);
     }
     int s = (int)size;
+    if (s < 1)
+        return -1;
     if ((h <= w && h == s) || (w <= h && w == s)) {
         *oh = h, *ow = w;
     } else if (w < h) {
@@ -231,6 +335,7 @@ static void target_size(int h, int w, int *oh, int *ow)
         *oh = s;
         *ow = (int)((raw >= 0 ? raw : size) * w / h);
     }
+    return 0;
 }
 
 /* Triangle-filter weights (bilinear, widened when shrinking: antialiased, as PIL resizes) from
@@ -330,7 +435,13 @@ static int load_images(run *r)
         if (pgd_image_load(it->name, &it->img, &err))
             return app_fail(err);
         it->w = pgd_image_width(it->img), it->h = pgd_image_height(it->img);
-        target_size(it->h, it->w, &it->rh, &it->rw);
+        if (target_size(it->h, it->w, &it->rh, &it->rw)) {
+            char shown[1024];
+            fprintf(stderr, "pagoda: error: %s: %d x %d is too narrow: resized to a longer side "
+                            "of at most 1333, its shorter side would be under one pixel\n",
+                    app_term_text(it->name, shown, sizeof shown), it->w, it->h);
+            return EXIT_USAGE;
+        }
         r->H = it->rh > r->H ? it->rh : r->H;
         r->W = it->rw > r->W ? it->rw : r->W;
     }
@@ -437,6 +548,24 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
     return PGD_OK;
 }
 
+/* A NaN or an infinity in --input is refused as classify refuses it (DETR would report "0
+ * objects" for it), unless --allow-nonfinite. */
+static int check_input(const run *r)
+{
+    int64_t plane = (int64_t)r->H * r->W;
+    int64_t bad = r->o.allow_nonfinite ? -1 : model_first_nonfinite(r->x, r->B * 3 * plane);
+    if (bad < 0)
+        return 0;
+    char shown[1024];
+    fprintf(stderr, "pagoda: error: %s: the input holds a non-finite value (%g) at [%lld, %lld, "
+                    "%lld, %lld] (--allow-nonfinite runs it anyway)\n",
+            app_term_text(r->o.input, shown, sizeof shown),
+            isnan(r->x[bad]) ? (double)NAN : (double)r->x[bad], (long long)(bad / (3 * plane)),
+            (long long)(bad / plane % 3), (long long)(bad % plane / r->W),
+            (long long)(bad % r->W));
+    return -1;
+}
+
 static int load_input(run *r)
 {
     pgd_error *err = NULL;
@@ -452,6 +581,8 @@ static int load_input(run *r)
     }
     r->B = (int)s[0], r->H = (int)s[2], r->W = (int)s[3];
     size_t plane = (size_t)r->H * r->W;
+    if (check_input(r))
+        return EXIT_RUNTIME;
     if (r->o.mask) {
         int64_t ms[PGD_MAX_DIMS];
         if (read_mask(r->o.mask, &r->mask, &nd, ms, &err))
@@ -518,15 +649,34 @@ static void draw_text(uint8_t *px, int w, int h, int x, int y, int s, const char
 static const uint8_t palette[6][3] = {{230, 25, 75}, {60, 180, 75},  {255, 225, 25},
                                       {0, 130, 200}, {245, 130, 48}, {145, 30, 180}};
 
-static int stage(run *r, const char *path, pgd_outfile **f, pgd_error **err)
+static int stage(run *r, const char *option, const char *path, pgd_outfile **f, pgd_error **err)
 {
-    pgd_outfile **grown = realloc(r->staged, (size_t)(r->nstaged + 1) * sizeof *grown);
-    if (!grown)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "outputs");
-    r->staged = grown;
-    int rc = pgd_outfile_open(path, f, err);
+    return outset_stage(&r->out, option, path, NULL, f, err);
+}
+
+/* Every output named on the command line, checked and claimed before any work (outset.h): a
+ * directory or a device as --draw, two options naming one file, are refused up front. The
+ * attention maps' names hold the detected labels: their prefix is checked now, each name when
+ * it is staged. */
+static int claim_outputs(run *r)
+{
+    const opts *o = &r->o;
+    int rc = EXIT_OK;
+    if (o->save_logits)
+        rc = outset_claim(&r->out, "--save-logits", o->save_logits);
+    if (!rc && o->save_boxes)
+        rc = outset_claim(&r->out, "--save-boxes", o->save_boxes);
     if (!rc)
-        r->staged[r->nstaged++] = *f;
+        rc = outset_check_given("--draw", o->draw);
+    if (!rc)
+        rc = outset_check_given("--attention-maps", o->maps);
+    for (int b = 0; !rc && o->draw && b < o->nimages; b++) {
+        char *path = app_numbered_path(o->draw, "", b, o->nimages);
+        rc = path ? outset_claim(&r->out, "--draw", path) : EXIT_RUNTIME;
+        if (!path)
+            fprintf(stderr, "pagoda: error: out of host memory\n");
+        free(path);
+    }
     return rc;
 }
 
@@ -562,7 +712,7 @@ static int draw_boxes(run *r, const item *it, const detr_detection *d, int n, co
         draw_text(px, w, h, tx + s, ty + 2 * s, s, text, white);
     }
     pgd_outfile *f = NULL;
-    int rc = stage(r, path, &f, err);
+    int rc = stage(r, "--draw", path, &f, err);
     if (!rc)
         rc = map_write_rgb_png_to(f, px, w, h, err);
     if (!rc)
@@ -604,7 +754,7 @@ static int draw_maps(run *r, int b, const detr_detection *d, int n, const float 
             snprintf(path, sizeof path, "%s-%d-%s.png", r->o.maps, k + 1, label);
         pgd_outfile *f = NULL;
         double full[4] = {0, 0, it->w, it->h};
-        rc = stage(r, path, &f, err);
+        rc = stage(r, "--attention-maps", path, &f, err);
         if (!rc)
             rc = map_write_png_view_to(f, it->img, map, vw, vh, full, err);
         if (!rc)
@@ -625,6 +775,16 @@ static json_t *detection_json(const run *r, const detr_detection *d)
                      (double)d->box[2], (double)d->box[3], "query", d->query);
 }
 
+static json_t *model_json(const run *r)
+{
+    const detr_config *c = &r->cfg;
+    return json_pack("{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "naming",
+                     detr_naming_name(c->naming), "random", r->random, "queries", (int)c->queries,
+                     "classes", (int)c->classes, "encoder_layers", c->enc_layers,
+                     "decoder_layers", c->dec_layers, "encoder_heads", (int)c->enc_heads,
+                     "decoder_heads", (int)c->dec_heads, "dilation", c->backbone.dc5);
+}
+
 static int report(run *r, const float *logits, const float *boxes, const float *cross,
                   const double *t)
 {
@@ -640,6 +800,8 @@ static int report(run *r, const float *logits, const float *boxes, const float *
         int n = detr_postprocess(logits + (size_t)b * c->queries * c->classes,
                                  boxes + (size_t)b * c->queries * 4, c->queries, c->classes,
                                  (float)r->o.threshold, it->w, it->h, d);
+        for (int k = 0; k < n; k++) /* shown clipped; --save-boxes has them raw */
+            detr_clip_box(d[k].box, it->w, it->h, d[k].box);
         char shown[1024], lb[32], lshown[256];
         if (r->o.json) {
             json_t *dets = json_array();
@@ -671,12 +833,8 @@ static int report(run *r, const float *logits, const float *boxes, const float *
     }
     free(d);
     if (r->o.json) {
-        json_object_set_new(doc, "model", json_pack("{s:s, s:b, s:i, s:i, s:i, s:i}", "naming",
-                                                    detr_naming_name(c->naming), "random",
-                                                    r->random, "queries", (int)c->queries,
-                                                    "classes", (int)c->classes, "encoder_layers",
-                                                    c->enc_layers, "decoder_layers",
-                                                    c->dec_layers));
+        json_object_set_new(doc, "model", model_json(r));
+        json_object_set_new(doc, "assumed", app_assumed_json(&c->assumed));
         json_object_set_new(doc, "threshold", json_real(r->o.threshold));
         json_object_set_new(doc, "input", json_pack("[i, i, i, i]", r->B, 3, r->H, r->W));
         json_object_set_new(doc, "times_ms",
@@ -694,15 +852,35 @@ static int report(run *r, const float *logits, const float *boxes, const float *
     return r->o.json ? app_print_json(doc) : EXIT_OK;
 }
 
-static int save_npy(run *r, const char *path, const float *data, int64_t last)
+static int save_npy(run *r, const char *option, const char *path, const float *data,
+                    int64_t last)
 {
     pgd_error *err = NULL;
     pgd_outfile *f = NULL;
     int64_t s[3] = {r->B, r->cfg.queries, last};
-    if (stage(r, path, &f, &err) || pgd_npy_write_to(f, data, 3, s, &err) ||
+    if (stage(r, option, path, &f, &err) || pgd_npy_write_to(f, data, 3, s, &err) ||
         pgd_outfile_close(f, &err))
         return app_fail(err);
     return EXIT_OK;
+}
+
+/* A NaN or an infinity in the outputs (x: [B, queries, last]) is refused as classify refuses
+ * it, unless --allow-nonfinite: no detection can be read from them (a NaN score passes no
+ * threshold, and the run would say "0 objects"). */
+static int refuse_nonfinite(const run *r, const float *x, int64_t n, int64_t last,
+                            const char *what)
+{
+    int64_t bad = r->o.allow_nonfinite ? -1 : model_first_nonfinite(x, n);
+    if (bad < 0)
+        return EXIT_OK;
+    int64_t per = r->cfg.queries * last;
+    char shown[1024];
+    fprintf(stderr, "pagoda: error: %s: the %s are not finite (%g at query %lld, index %lld of "
+                    "image %lld) (--allow-nonfinite reports them anyway)\n",
+            app_term_text(r->items[bad / per].name, shown, sizeof shown), what,
+            isnan(x[bad]) ? (double)NAN : (double)x[bad], (long long)(bad % per / last),
+            (long long)(bad % last), (long long)(bad / per));
+    return EXIT_RUNTIME;
 }
 
 static int detect(run *r)
@@ -724,10 +902,14 @@ static int detect(run *r)
     detr_output out = {logits, boxes, cross};
     if (!rc && detr_forward(r->m, r->x, r->mask, r->B, r->H, r->W, &out, t, &err))
         rc = app_fail(err);
+    if (!rc)
+        rc = refuse_nonfinite(r, logits, (int64_t)nl, c->classes, "logits");
+    if (!rc)
+        rc = refuse_nonfinite(r, boxes, (int64_t)nb, 4, "boxes");
     if (!rc && r->o.save_logits)
-        rc = save_npy(r, r->o.save_logits, logits, c->classes);
+        rc = save_npy(r, "--save-logits", r->o.save_logits, logits, c->classes);
     if (!rc && r->o.save_boxes)
-        rc = save_npy(r, r->o.save_boxes, boxes, 4);
+        rc = save_npy(r, "--save-boxes", r->o.save_boxes, boxes, 4);
     if (!rc)
         rc = report(r, logits, boxes, cross, t);
     free(logits);
@@ -743,13 +925,12 @@ static void run_free(run *r)
     free(r->items);
     free(r->x);
     free(r->mask);
-    for (int i = 0; i < r->nstaged; i++)
-        pgd_outfile_abort(r->staged[i]);
-    free(r->staged);
+    outset_free(&r->out); /* a run that did not commit leaves no output */
     detr_free(r->m);
     model_source_free(&r->src);
     pgd_weights_close(r->wf);
     json_decref(r->id2label);
+    app_labels_free(&r->labels);
     pgd_ctx_destroy(r->ctx);
 }
 
@@ -760,19 +941,17 @@ int cmd_detect(int argc, char **argv)
     int rc = parse(argc, argv, &r.o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
-    rc = r.o.input ? load_input(&r) : load_images(&r);
+    rc = claim_outputs(&r);
+    if (!rc)
+        rc = r.o.input ? load_input(&r) : load_images(&r);
     if (!rc)
         rc = app_ctx_open(r.o.device, &r.ctx);
     if (!rc)
         rc = open_model(&r);
     if (!rc)
         rc = detect(&r);
-    for (int i = 0; !rc && i < r.nstaged; i++) {
-        pgd_error *err = NULL;
-        if (pgd_outfile_commit(r.staged[i], &err))
-            rc = app_fail(err);
-        r.staged[i] = NULL;
-    }
+    if (!rc)
+        rc = outset_commit(&r.out, 1);
     run_free(&r);
     return rc;
 }

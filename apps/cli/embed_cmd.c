@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "maps.h"
+#include "outset.h"
 #include "vit.h"
 
 static const char embed_usage[] =
@@ -51,12 +52,15 @@ static const char embed_usage[] =
     "All output files appear together when the whole run has succeeded, or none does.\n";
 
 static const char similar_usage[] =
-    "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json] QUERY_IMAGE...\n"
+    "usage: pagoda similar --index FEATS.npy [--device SEL] [--topk K] [--json]\n"
+    "                      [--allow-nonfinite] QUERY_IMAGE...\n"
     "\n"
     "Embeds each query image with the model and settings recorded in FEATS.npy.json (written by\n"
     "'pagoda embed') and prints the K (default 5) images of the index most similar to it by\n"
     "cosine similarity (the similarity matrix is one GEMM on the device). A query that is in\n"
-    "the index finds itself first, with similarity 1.\n";
+    "the index finds itself first, with similarity 1. A NaN or an infinity in the index's or a\n"
+    "query's features is refused (no similarity can be ranked with it), as 'pagoda classify'\n"
+    "refuses non-finite logits; --allow-nonfinite ranks them anyway (null in the JSON).\n";
 
 typedef struct embed_model {
     pgd_ctx *ctx;
@@ -66,9 +70,10 @@ typedef struct embed_model {
     int pool; /* 0 cls, 1 mean, 2 both */
     pgd_preprocess preset;
     const char *heads_png, *mask_png; /* per-head maps, or NULL */
-    pgd_outfile **staged;             /* the maps written, committed at the end */
-    int nstaged;
+    outset out;                       /* every output (outset.h), committed at the end */
 } embed_model;
+
+static const char *const map_options[2] = {"--attention-heads", "--attention-mask"};
 
 /* Stages the per-head picture(s) of image `index` of n. */
 static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh,
@@ -82,22 +87,15 @@ static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64
         if (k == 1 && map_mass_mask(maps, (int)heads, (int)cells, 0.6))
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention mask");
         char *path = app_numbered_path(pngs[k], "", index, n);
-        pgd_outfile **grown = realloc(e->staged, (size_t)(e->nstaged + 1) * sizeof *grown);
-        if (!path || !grown) {
-            free(path);
-            if (grown)
-                e->staged = grown;
+        if (!path)
             return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention maps");
-        }
-        e->staged = grown;
         pgd_outfile *f = NULL;
         double view[4];
         pgd_image_preprocess_view(thumb, e->preset, view);
-        int rc = pgd_outfile_open(path, &f, err);
+        int rc = outset_stage(&e->out, map_options[k], path, NULL, &f, err);
         free(path);
         if (rc)
             return rc;
-        e->staged[e->nstaged++] = f;
         rc = map_write_grid_png_view_to(f, thumb, maps, (int)heads, (int)mw, (int)mh, view, err);
         if (!rc)
             rc = pgd_outfile_close(f, err);
@@ -199,9 +197,11 @@ static int model_open(embed_model *e, const char *device, const char *weights, c
     pgd_error *err = NULL;
     char shown[1024];
     if (weights) {
-        if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err) ||
-            vit_detect(&e->src, heads, &e->cfg, &err))
+        if (model_source_open(&e->src, weights, &err) || vit_source_adapt(&e->src, &err))
             return app_fail(err);
+        int rc = app_vit_detect(&e->src, weights, heads, &e->cfg);
+        if (rc)
+            return rc;
         if (!e->cfg.headless) {
             fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
                             "without one (a self-supervised ViT such as DINO)\n",
@@ -424,20 +424,28 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
     return rc;
 }
 
-/* Commits the features, the list and the staged maps, in that order. */
-static int commit_all(embed_model *e, pgd_outfile **fo, pgd_outfile **fj, pgd_error **err)
+/* Every output checked and claimed before the work (outset.h): the features, their list
+ * (FEATS.npy.json) and, once the images are known (n of them), the per-image maps. */
+static int claim_outputs(embed_model *e, const embed_args *a, const char *jpath, int n)
 {
-    int rc = pgd_outfile_close(*fo, err);
-    if (!rc)
-        rc = pgd_outfile_close(*fj, err);
-    if (!rc && !(rc = pgd_outfile_commit(*fo, err)))
-        *fo = NULL;
-    if (!rc && !(rc = pgd_outfile_commit(*fj, err)))
-        *fj = NULL;
-    for (int i = 0; !rc && i < e->nstaged; i++) {
-        rc = pgd_outfile_commit(e->staged[i], err);
-        e->staged[i] = NULL;
+    const char *pngs[2] = {a->heads_png, a->mask_png};
+    int rc = EXIT_OK;
+    if (n < 0) {
+        rc = outset_claim(&e->out, "--output", a->output);
+        if (!rc)
+            rc = outset_claim(&e->out, "--output (its image list)", jpath);
+        for (int k = 0; !rc && k < 2; k++)
+            rc = outset_check_given(map_options[k], pngs[k]);
+        return rc;
     }
+    for (int k = 0; !rc && k < 2; k++)
+        for (int i = 0; !rc && pngs[k] && i < n; i++) {
+            char *path = app_numbered_path(pngs[k], "", i, n);
+            rc = path ? outset_claim(&e->out, map_options[k], path) : EXIT_RUNTIME;
+            if (!path)
+                fprintf(stderr, "pagoda: error: out of host memory\n");
+            free(path);
+        }
     return rc;
 }
 
@@ -482,7 +490,13 @@ int cmd_embed(int argc, char **argv)
     e.heads_png = a.heads_png;
     e.mask_png = a.mask_png;
     pgd_outfile *fo = NULL, *fj = NULL;
-    rc = embed_inputs(&a, argc, argv, &x, shape, &paths, &n);
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s.json", a.output);
+    rc = claim_outputs(&e, &a, jpath, -1);
+    if (!rc)
+        rc = embed_inputs(&a, argc, argv, &x, shape, &paths, &n);
+    if (!rc && !a.input)
+        rc = claim_outputs(&e, &a, jpath, n);
     if (!rc)
         rc = model_open(&e, a.device, a.weights, a.random, 0);
     int64_t width = a.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
@@ -490,27 +504,24 @@ int cmd_embed(int argc, char **argv)
         fprintf(stderr, "pagoda: error: out of host memory for %d features\n", n);
         rc = EXIT_RUNTIME;
     }
-    /* Outputs are opened (checked) before the work and committed after it. */
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s.json", a.output);
-    if (!rc && (pgd_outfile_open(a.output, &fo, &err) || pgd_outfile_open(jpath, &fj, &err)))
+    /* Outputs are staged (their temporary files made) before the work, committed after it. */
+    if (!rc && (outset_stage(&e.out, "--output", a.output, NULL, &fo, &err) ||
+                outset_stage(&e.out, "--output (its image list)", jpath, NULL, &fj, &err)))
         rc = app_fail(err);
     if (!rc && (a.input ? features(&e, x, n, (int)shape[2], (int)shape[3], feats, &err)
                         : embed_files(&e, paths, n, (int)a.batch, a.quiet, feats, &err)))
         rc = app_fail(err);
     int64_t fs[2] = {n, width};
     if (!rc && (pgd_npy_write_to(fo, feats, 2, fs, &err) ||
-                write_list(&a, &e, paths, n, width, fj, &err) || commit_all(&e, &fo, &fj, &err)))
+                write_list(&a, &e, paths, n, width, fj, &err)))
         rc = app_fail(err);
+    if (!rc)
+        rc = outset_commit(&e.out, 1);
     if (!rc && !a.quiet)
         fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
                         "image list to %s\n",
                 n, (long long)width, pool_name(a.pool), a.output, jpath);
-    pgd_outfile_abort(fo);
-    pgd_outfile_abort(fj);
-    for (int i = 0; i < e.nstaged; i++)
-        pgd_outfile_abort(e.staged[i]);
-    free(e.staged);
+    outset_free(&e.out); /* a run that did not commit leaves no output */
     model_close(&e);
     free(feats);
     free(x);
@@ -596,11 +607,14 @@ static void report_nearest(const embed_index *ix, char **queries, int nq, const 
                     best = j;
             taken[best] = 1;
             const char *path = json_string_value(json_array_get(ix->imgs, (size_t)best));
+            json_t *sv = isfinite(row[best]) ? json_real(row[best]) : json_null();
             if (results)
-                json_array_append_new(hits, json_pack("{s:i, s:f, s:o}", "rank", (int)r + 1,
-                                                      "similarity", (double)row[best], "image",
+                json_array_append_new(hits, json_pack("{s:i, s:o, s:o}", "rank", (int)r + 1,
+                                                      "similarity", sv, "image",
                                                       app_json_text(path ? path : "?")));
             else
+                json_decref(sv);
+            if (!results)
                 printf("  %2lld  %.4f  %s\n", (long long)r + 1, row[best],
                        app_term_text(path ? path : "?", shown, sizeof shown));
         }
@@ -609,6 +623,26 @@ static void report_nearest(const embed_index *ix, char **queries, int nq, const 
             json_array_append_new(results, json_pack("{s:o, s:o}", "query",
                                                      app_json_text(queries[q]), "nearest", hits));
     }
+}
+
+/* The first non-finite feature of x [n, d] (the index's, or the queries' from the model) is
+ * refused as classify refuses non-finite logits: EXIT_RUNTIME naming the row's image. */
+static int refuse_nonfinite(const float *x, int64_t n, int64_t d, const char *what,
+                            const embed_index *ix, char **queries)
+{
+    int64_t bad = model_first_nonfinite(x, n * d);
+    if (bad < 0)
+        return EXIT_OK;
+    const char *img = queries ? queries[bad / d]
+                              : json_string_value(json_array_get(ix->imgs, (size_t)(bad / d)));
+    char shown[1024], ishown[1024];
+    fprintf(stderr, "pagoda: error: %s: the features of %s (row %lld) are not finite (%g at "
+                    "column %lld) (--allow-nonfinite ranks them anyway)\n",
+            app_term_text(what, shown, sizeof shown), app_term_text(img ? img : "?", ishown,
+                                                                   sizeof ishown),
+            (long long)(bad / d), isnan(x[bad]) ? (double)NAN : (double)x[bad],
+            (long long)(bad % d));
+    return EXIT_RUNTIME;
 }
 
 /* sim [nq, N] = queries [nq, D] · indexᵀ, one GEMM on the context's device. */
@@ -638,16 +672,17 @@ int cmd_similar(int argc, char **argv)
     static const struct option opts[] = {
         {"device", required_argument, 0, 'd'}, {"index", required_argument, 0, 'x'},
         {"topk", required_argument, 0, 'k'}, {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"allow-nonfinite", no_argument, 0, 'N'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *device = NULL, *index = NULL;
     int64_t topk = 5;
-    int json = 0, c;
+    int json = 0, allow = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'x': index = optarg; break;
         case 'j': json = 1; break;
+        case 'N': allow = 1; break;
         case 'k':
             if (pgd_parse_int64(optarg, 1, 100000, &topk))
                 return app_usage_error("similar ", "--topk wants a whole number from 1 to "
@@ -665,6 +700,8 @@ int cmd_similar(int argc, char **argv)
     embed_model e = {0};
     pgd_error *err = NULL;
     int rc = index_open(index, &ix), nq = argc - optind;
+    if (!rc && !allow)
+        rc = refuse_nonfinite(ix.feats, ix.n, ix.d, index, &ix, NULL);
     e.pool = ix.pool;
     e.preset = (pgd_preprocess)(ix.preset < 0 ? 0 : ix.preset);
     if (!rc)
@@ -681,8 +718,12 @@ int cmd_similar(int argc, char **argv)
         fprintf(stderr, "pagoda: error: out of host memory\n");
         rc = EXIT_RUNTIME;
     }
-    if (!rc && (embed_files(&e, argv + optind, nq, 8, 1, qf, &err) ||
-                similarities(e.ctx, &ix, qf, nq, sim, &err)))
+    if (!rc && embed_files(&e, argv + optind, nq, 8, 1, qf, &err))
+        rc = app_fail(err);
+    if (!rc && !allow)
+        rc = refuse_nonfinite(qf, nq, width, ix.weights ? ix.weights : "random weights", &ix,
+                              argv + optind);
+    if (!rc && similarities(e.ctx, &ix, qf, nq, sim, &err))
         rc = app_fail(err);
     json_t *results = json && !rc ? json_array() : NULL;
     if (!rc)

@@ -21,12 +21,14 @@ static const char usage[] =
     "                      its images at any depth below; classes numbered in the sorted order\n"
     "                      of the sub-directories, unless --labels-map\n"
     "  --labels-map FILE   'NAME INDEX' lines: the model's class INDEX of each sub-directory\n"
-    "                      NAME (e.g. 'n01440764 0' for ImageNet folders)\n"
+    "                      NAME (e.g. 'n01440764 0' for ImageNet folders); each NAME once, at\n"
+    "                      least one line\n"
     "  --list FILE         'PATH LABEL' lines ('-': stdin), LABEL a class index or a NAME of\n"
-    "                      the labels map\n"
+    "                      the labels map; spaces and tabs at either end of a line are ignored\n"
     "  --json              the report as one JSON document on stdout\n"
     "\n"
-    "Images that cannot be read are counted apart, not as errors of the model.\n";
+    "Images that cannot be read are counted apart, not as errors of the model. A symbolic\n"
+    "link back up a folder tree (a loop) is skipped with a warning.\n";
 
 int cmd_eval(int argc, char **argv)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "outset.h"
 #include "gat.h"
 
 static const char usage[] =
@@ -90,8 +91,6 @@ static int parse(int argc, char **argv, gat_opts *o)
         return app_usage_error("gat ", "unexpected argument '%s'", argv[optind]);
     if (!o->weights || !o->graph)
         return app_usage_error("gat ", "--weights and --graph are required");
-    if (o->save_logits && o->save_attention && !strcmp(o->save_logits, o->save_attention))
-        return app_usage_error("gat ", "--save-logits and --save-attention name the same file");
     return EXIT_OK;
 }
 
@@ -157,16 +156,16 @@ static void print_text(const gat_opts *o, pgd_ctx *ctx, const gat_model *m, cons
 
 /* Opens the outputs (checked before the run), runs, writes; the files appear only when all went
  * well. */
-static int run(const gat_opts *o, pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g)
+static int run(const gat_opts *o, outset *out, pgd_ctx *ctx, const gat_model *m,
+               const gat_graph_file *g)
 {
     pgd_error *err = NULL;
     pgd_outfile *fl = NULL, *fa = NULL;
-    if (o->save_logits && pgd_outfile_open(o->save_logits, &fl, &err))
-        return app_fail_in("--save-logits", err);
-    if (o->save_attention && pgd_outfile_open(o->save_attention, &fa, &err)) {
-        pgd_outfile_abort(fl);
-        return app_fail_in("--save-attention", err);
-    }
+    if (o->save_logits && outset_open(out, "--save-logits", o->save_logits, NULL, &fl))
+        return EXIT_RUNTIME;
+    if (o->save_attention &&
+        outset_open(out, "--save-attention", o->save_attention, NULL, &fa))
+        return EXIT_RUNTIME;
     int64_t classes = gat_model_out(m), rows = 0;
     float *logits = malloc((size_t)(g->n * classes) * sizeof *logits), *alpha = NULL;
     double t[2] = {0, 0};
@@ -182,12 +181,10 @@ static int run(const gat_opts *o, pgd_ctx *ctx, const gat_model *m, const gat_gr
         int64_t s[2] = {rows, m->info[m->n_layers - 1].desc.heads};
         rc = pgd_npy_write_to(fa, alpha, 2, s, &err);
     }
-    if (!rc && fl && (rc = pgd_outfile_commit(fl, &err)) == PGD_OK)
-        fl = NULL;
-    if (!rc && fa && (rc = pgd_outfile_commit(fa, &err)) == PGD_OK)
-        fa = NULL;
-    pgd_outfile_abort(fl);
-    pgd_outfile_abort(fa);
+    if (rc)
+        rc = app_fail(err);
+    else
+        rc = outset_commit(out, 1);
     int64_t correct = 0, counted = 0;
     if (!rc && g->y)
         accuracy(g, logits, classes, &correct, &counted);
@@ -216,7 +213,19 @@ static int run(const gat_opts *o, pgd_ctx *ctx, const gat_model *m, const gat_gr
     }
     free(logits);
     free(alpha);
-    return rc > 0 ? rc : rc ? app_fail(err) : EXIT_OK;
+    return rc;
+}
+
+/* Both outputs checked before the graph and the model load (outset.h): two names for one file
+ * (a and ./a), a directory or a device, are refused up front. */
+static int claim_outputs(const gat_opts *o, outset *out)
+{
+    int rc = EXIT_OK;
+    if (o->save_logits)
+        rc = outset_claim(out, "--save-logits", o->save_logits);
+    if (!rc && o->save_attention)
+        rc = outset_claim(out, "--save-attention", o->save_attention);
+    return rc;
 }
 
 int cmd_gat(int argc, char **argv)
@@ -228,11 +237,19 @@ int cmd_gat(int argc, char **argv)
         return rc < 0 ? EXIT_OK : rc;
     pgd_error *err = NULL;
     gat_graph_file g;
-    if (gat_graph_load(o.graph, &g, &err))
+    outset out = {0};
+    if ((rc = claim_outputs(&o, &out))) {
+        outset_free(&out);
+        return rc;
+    }
+    if (gat_graph_load(o.graph, &g, &err)) {
+        outset_free(&out);
         return app_fail(err);
+    }
     pgd_ctx *ctx = NULL;
     if ((rc = app_ctx_open(o.device, &ctx))) {
         gat_graph_free(&g);
+        outset_free(&out);
         return rc;
     }
     model_source src;
@@ -244,7 +261,8 @@ int cmd_gat(int argc, char **argv)
     if (rc)
         rc = app_fail(err);
     else
-        rc = run(&o, ctx, m, &g);
+        rc = run(&o, &out, ctx, m, &g);
+    outset_free(&out);
     gat_model_free(m);
     gat_graph_free(&g);
     pgd_ctx_destroy(ctx);

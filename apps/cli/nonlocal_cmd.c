@@ -189,6 +189,7 @@ static int open_model(nl_cmd *v, model_source *src, resnet_config *cfg)
         if (resnet_detect(src, &use, cfg, &err))
             return app_fail(err);
     }
+    app_note_assumed(v->weights ? v->weights : "random weights", &cfg->assumed);
     if (v->aff_png && cfg->n_nl == 0) {
         fprintf(stderr, "pagoda: error: --affinity-map: the model has no non-local block (add "
                         "one with --nonlocal layerL.B)\n");
@@ -295,11 +296,11 @@ static json_t *model_json(const resnet_config *cfg)
                                                (json_int_t)cfg->nl[i].inner, "identity_init",
                                                cfg->nl[i].identity));
     }
-    return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b}", "depth", cfg->depth,
+    return json_pack("{s:i, s:s, s:[i,i,i,i], s:I, s:o, s:s, s:b, s:o}", "depth", cfg->depth,
                      "block", cfg->bottleneck ? "bottleneck" : "basic", "blocks", cfg->blocks[0],
                      cfg->blocks[1], cfg->blocks[2], cfg->blocks[3], "classes",
                      (json_int_t)cfg->classes, "nonlocal", sites, "mode", nl_mode_name(cfg->mode),
-                     "subsample", cfg->subsample);
+                     "subsample", cfg->subsample, "assumed", app_assumed_json(&cfg->assumed));
 }
 
 static int report(const nl_cmd *v, classify_run *r, const resnet_config *cfg, const double t[5])
@@ -380,7 +381,13 @@ static int run_stream(nl_cmd *v, const model_source *src, const resnet_config *c
         return rc;
     describe(v, cfg);
     nl_stream ns = {src, cfg};
-    classify_model m = {&ns, stream_load, stream_forward, stream_release};
+    classify_model m = {&ns, stream_load, stream_forward, stream_release, v->weights, NULL, ""};
+    char depth[48];
+    snprintf(depth, sizeof depth, "ResNet-%d", v->depth);
+    m.random = v->weights ? NULL : depth;
+    snprintf(m.family, sizeof m.family, "ResNet%s, %d non-local block(s) %s%s",
+             cfg->bottleneck ? " (bottleneck)" : "", cfg->n_nl,
+             cfg->n_nl ? nl_mode_name(cfg->mode) : "", cfg->subsample ? " subsampled" : "");
     return classify_stream(&v->o, PGD_PREPROCESS_TORCHVISION, (int)cfg->classes, &m);
 }
 
@@ -399,6 +406,7 @@ int cmd_nonlocal(int argc, char **argv)
         model_source_free(&src);
         return rc;
     }
+    v.o.map_option = "--affinity-map", v.o.map_png = v.aff_png, v.o.map_tags[0] = "";
     if (!rc)
         rc = classify_begin(&v.o, PGD_PREPROCESS_TORCHVISION, v.size, v.size, (int)cfg.classes,
                             &r);

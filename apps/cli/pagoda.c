@@ -43,6 +43,16 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage error (a bad PAGODA_* value too).\n";
 
+static const char version_usage[] =
+    "usage: pagoda version [--features]\n"
+    "\n"
+    "Prints Pagoda's version.\n"
+    "\n"
+    "Options:\n"
+    "  --features  also which decoder serves each image format (JPEG, PNG, WebP, BMP) and\n"
+    "              whether its pixels equal Pillow's\n"
+    "  -h, --help  show this help\n";
+
 /* The image decoders of this build (meson options jpeg, png, webp): "exact" where the pixels
  * equal Pillow's convert("RGB"), i.e. a library decoder. */
 static void print_features(void)
@@ -74,6 +84,11 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        /* --help here as in every other command: the help on stdout, exit 0. */
+        if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            fputs(version_usage, stdout);
+            return EXIT_OK;
+        }
         if (argc > 3 || (argc == 3 && strcmp(argv[2], "--features")))
             return app_usage_error(NULL, "usage: pagoda version [--features]");
         printf("pagoda %s\n", PGD_VERSION_STRING);

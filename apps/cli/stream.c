@@ -27,8 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csv.h"
 #include "labels.h"
+#include "results.h"
 #include "stream.h"
+#include "stream_input.h"
 #include "stream_mpi.h"
 
 /* ---- a growing text buffer ---- */
@@ -67,425 +70,6 @@ static void sb_printf(strbuf *b, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     sb_add(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* ---- the input list ---- */
-
-typedef struct path_list {
-    char **p;
-    int *truth; /* pagoda eval: the class of each image (with_truth set) */
-    int n, cap, with_truth, next_truth;
-} path_list;
-
-static int list_add(path_list *l, const char *path)
-{
-    if (l->n == INT32_MAX - 1)
-        return -1;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 256;
-        char **p = realloc(l->p, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        l->p = p;
-        if (l->with_truth) {
-            int *t = realloc(l->truth, (size_t)cap * sizeof *t);
-            if (!t)
-                return -1;
-            l->truth = t;
-        }
-        l->cap = cap;
-    }
-    if (l->with_truth)
-        l->truth[l->n] = l->next_truth;
-    if (!(l->p[l->n] = strdup(path)))
-        return -1;
-    l->n++;
-    return 0;
-}
-
-static void list_free(path_list *l)
-{
-    for (int i = 0; i < l->n; i++)
-        free(l->p[i]);
-    free(l->p);
-    free(l->truth);
-    memset(l, 0, sizeof *l);
-}
-
-/* An image file by its name: what a directory stands for. */
-static int image_name(const char *n)
-{
-    static const char *const ext[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp"};
-    const char *dot = strrchr(n, '.');
-    for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
-        if (!strcasecmp(dot, ext[i]))
-            return 1;
-    return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int oom(void)
-{
-    fprintf(stderr, "pagoda: error: out of host memory\n");
-    return EXIT_RUNTIME;
-}
-
-/* The image files of a directory, sorted by name; sub-directories too with --recursive (each
- * at its place in the order of names). Hidden entries (".name") are skipped. */
-static int add_dir(path_list *l, const char *dir, int recursive, int depth)
-{
-    char shown[1024];
-    if (depth > 64) {
-        fprintf(stderr, "pagoda: error: %s: directories nested more than 64 deep\n",
-                app_term_text(dir, shown, sizeof shown));
-        return EXIT_RUNTIME;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "pagoda: error: %s: cannot read the directory: %s\n",
-                app_term_text(dir, shown, sizeof shown), strerror(errno));
-        return EXIT_RUNTIME;
-    }
-    path_list names = {0};
-    int rc = EXIT_OK;
-    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;)
-        if (e->d_name[0] != '.' && list_add(&names, e->d_name))
-            rc = oom();
-    closedir(d);
-    if (names.n)
-        qsort(names.p, (size_t)names.n, sizeof *names.p, cmp_str);
-    size_t dl = strlen(dir);
-    int slash = dl && dir[dl - 1] == '/';
-    for (int i = 0; !rc && i < names.n; i++) {
-        size_t len = dl + strlen(names.p[i]) + 2;
-        char *full = malloc(len);
-        if (!full) {
-            rc = oom();
-            break;
-        }
-        snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", names.p[i]);
-        struct stat st;
-        if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
-            if (recursive)
-                rc = add_dir(l, full, recursive, depth + 1);
-        } else if (image_name(names.p[i]) && list_add(l, full)) {
-            rc = oom();
-        }
-        free(full);
-    }
-    list_free(&names);
-    return rc;
-}
-
-/* One operand: a directory, a glob pattern that names no file itself, or a file (taken as
- * given: whether it is an image is found when it is decoded). */
-static int add_operand(path_list *l, const char *arg, int recursive)
-{
-    struct stat st;
-    char shown[1024];
-    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
-        int before = l->n, rc = add_dir(l, arg, recursive, 0);
-        if (!rc && l->n == before) {
-            fprintf(stderr, "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
-                            ".png, .bmp, .webp)%s\n",
-                    app_term_text(arg, shown, sizeof shown),
-                    recursive ? "" : " (--recursive looks into its sub-directories)");
-            return EXIT_RUNTIME;
-        }
-        return rc;
-    }
-    if (lstat(arg, &st) != 0 && strpbrk(arg, "*?[")) {
-        glob_t g;
-        int grc = glob(arg, 0, NULL, &g);
-        if (grc == GLOB_NOMATCH) {
-            fprintf(stderr, "pagoda: error: %s: the pattern matches no file\n",
-                    app_term_text(arg, shown, sizeof shown));
-            return EXIT_RUNTIME;
-        }
-        if (grc) {
-            globfree(&g);
-            return oom();
-        }
-        int rc = EXIT_OK;
-        for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
-            const char *p = g.gl_pathv[i];
-            if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-                rc = add_dir(l, p, recursive, 0);
-            else if (list_add(l, p))
-                rc = oom();
-        }
-        globfree(&g);
-        return rc;
-    }
-    return list_add(l, arg) ? oom() : EXIT_OK;
-}
-
-/* Opens a text input (a list, a labels map) for reading: a regular file only, checked without
- * blocking (a FIFO with no writer would hang fopen), or stdin for "-". NULL after an error. */
-static FILE *open_text(const char *path, const char *what)
-{
-    char shown[1024];
-    if (!strcmp(path, "-"))
-        return stdin;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        const char *kind = fd < 0              ? strerror(errno)
-                           : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
-                           : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
-                           : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
-                                                  : "not a regular file";
-        fprintf(stderr, "pagoda: error: %s %s: %s\n", what,
-                app_term_text(path, shown, sizeof shown), kind);
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    FILE *f = fdopen(fd, "r");
-    if (!f)
-        close(fd);
-    return f;
-}
-
-/* --list F: one path per line ('-': stdin); a trailing CR and empty lines are dropped. */
-static int add_list_file(path_list *l, const char *path)
-{
-    char shown[1024];
-    FILE *f = open_text(path, "--list");
-    if (!f)
-        return EXIT_RUNTIME;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int rc = EXIT_OK;
-    long lineno = 0;
-    while (!rc && (n = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        if ((size_t)n != strlen(line)) {
-            fprintf(stderr, "pagoda: error: %s: line %ld holds a NUL byte\n",
-                    app_term_text(path, shown, sizeof shown), lineno);
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (n && list_add(l, line))
-            rc = oom();
-    }
-    free(line);
-    if (f != stdin)
-        fclose(f);
-    return rc;
-}
-
-
-/* ---- pagoda eval: the true class of each image, from an ImageFolder layout or a list ---- */
-
-static struct {
-    int on;
-    const char *labels_map;
-} eval_mode;
-
-void classify_stream_eval(const char *labels_map)
-{
-    eval_mode.on = 1;
-    eval_mode.labels_map = labels_map;
-}
-
-/* The class names of an eval run: names.p[i] with class names.truth[i]. */
-typedef struct eval_names {
-    path_list map;   /* --labels-map: NAME INDEX lines */
-    path_list names; /* the folders (or list labels) seen, with their classes */
-} eval_names;
-
-/* A whole number from 0 to classes - 1, or -1. */
-static int class_number(const char *t, int classes)
-{
-    int64_t v;
-    return pgd_parse_int64(t, 0, classes - 1, &v) ? -1 : (int)v;
-}
-
-static int read_labels_map(const char *path, int classes, path_list *map)
-{
-    char shown[1024];
-    FILE *f = open_text(path, "--labels-map");
-    if (!f)
-        return EXIT_RUNTIME;
-    map->with_truth = 1;
-    char *line = NULL;
-    size_t cap = 0;
-    long no = 0;
-    int rc = EXIT_OK;
-    while (!rc && getline(&line, &cap, f) >= 0) {
-        no++;
-        char *save = NULL, *name = strtok_r(line, " \t\r\n", &save);
-        char *num = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
-        if (!name)
-            continue;
-        int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
-        if (c < 0) {
-            fprintf(stderr, "pagoda: error: %s: line %ld: want 'NAME INDEX' with INDEX from 0 "
-                            "to %d (the model's classes)\n",
-                    app_term_text(path, shown, sizeof shown), no, classes - 1);
-            rc = EXIT_RUNTIME;
-        } else {
-            map->next_truth = c;
-            if (list_add(map, name))
-                rc = oom();
-        }
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
-/* The class of a folder name or list label: the labels map's, else (folders) `position`, else
- * (list) a class number. -1 when there is none (an error is printed). */
-static int class_of(eval_names *en, const char *name, int position, int classes)
-{
-    char shown[1024];
-    if (en->map.n) {
-        for (int i = 0; i < en->map.n; i++)
-            if (!strcmp(en->map.p[i], name))
-                return en->map.truth[i];
-        int c = position < 0 ? class_number(name, classes) : -1;
-        if (c >= 0)
-            return c; /* a list's label may be a class number */
-        fprintf(stderr, "pagoda: error: class '%s' is not in the labels map %s\n",
-                app_term_text(name, shown, sizeof shown), eval_mode.labels_map);
-        return -1;
-    }
-    int c = position >= 0 ? position : class_number(name, classes);
-    if (c < 0 || c >= classes)
-        fprintf(stderr, "pagoda: error: class '%s' (%d): the model has %d classes (a labels map "
-                        "names the classes: --labels-map)\n",
-                app_term_text(name, shown, sizeof shown), c, classes);
-    return c >= 0 && c < classes ? c : -1;
-}
-
-/* One ImageFolder root: each sub-directory (sorted) is a class, its images (at any depth) that
- * class's. */
-static int add_image_folder(path_list *l, eval_names *en, const char *root, int classes)
-{
-    char shown[1024];
-    DIR *d = opendir(root);
-    if (!d) {
-        fprintf(stderr, "pagoda: error: %s: not a readable directory (pagoda eval wants an "
-                        "ImageFolder layout: one sub-directory per class): %s\n",
-                app_term_text(root, shown, sizeof shown), strerror(errno));
-        return EXIT_RUNTIME;
-    }
-    path_list subs = {0};
-    int rc = EXIT_OK;
-    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
-        char full[4096];
-        struct stat st;
-        snprintf(full, sizeof full, "%s/%s", root, e->d_name);
-        if (e->d_name[0] != '.' && stat(full, &st) == 0 && S_ISDIR(st.st_mode) &&
-            list_add(&subs, e->d_name))
-            rc = oom();
-    }
-    closedir(d);
-    if (!rc && !subs.n) {
-        fprintf(stderr, "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
-                        "ImageFolder layout)\n", app_term_text(root, shown, sizeof shown));
-        rc = EXIT_RUNTIME;
-    }
-    if (subs.n)
-        qsort(subs.p, (size_t)subs.n, sizeof *subs.p, cmp_str);
-    for (int i = 0; !rc && i < subs.n; i++) {
-        int c = class_of(en, subs.p[i], i, classes);
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", root, subs.p[i]);
-        if (c < 0)
-            rc = EXIT_RUNTIME;
-        en->names.next_truth = l->next_truth = c;
-        if (!rc && list_add(&en->names, subs.p[i]))
-            rc = oom();
-        if (!rc)
-            rc = add_dir(l, full, 1, 0);
-    }
-    list_free(&subs);
-    return rc;
-}
-
-/* --list for eval: "PATH LABEL" lines, LABEL the last word (a class number, or a name of the
- * labels map). */
-static int add_labelled_list(path_list *l, eval_names *en, const char *path, int classes)
-{
-    path_list raw = {0};
-    int rc = add_list_file(&raw, path);
-    char shown[1024];
-    for (int i = 0; !rc && i < raw.n; i++) {
-        char *line = raw.p[i], *sp = line + strlen(line);
-        while (sp > line && sp[-1] != ' ' && sp[-1] != '\t')
-            sp--;
-        char *end = sp;
-        while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        if (sp == line || end == line) {
-            fprintf(stderr, "pagoda: error: %s: line '%s' has no label (pagoda eval --list wants "
-                            "'PATH LABEL' lines)\n",
-                    path, app_term_text(line, shown, sizeof shown));
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        *end = 0;
-        int c = class_of(en, sp, -1, classes);
-        if (c < 0) {
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        l->next_truth = c;
-        if (list_add(l, line))
-            rc = oom();
-        int known = 0;
-        for (int k = 0; k < en->names.n && !known; k++)
-            known = en->names.truth[k] == c;
-        en->names.next_truth = c;
-        if (!rc && !known && list_add(&en->names, sp))
-            rc = oom();
-    }
-    list_free(&raw);
-    return rc;
-}
-
-static int gather_eval(const classify_opts *o, path_list *l, eval_names *en, int classes)
-{
-    int rc = EXIT_OK;
-    l->with_truth = 1;
-    en->names.with_truth = 1;
-    if (eval_mode.labels_map)
-        rc = read_labels_map(eval_mode.labels_map, classes, &en->map);
-    for (int i = 0; !rc && i < o->nimages; i++)
-        rc = add_image_folder(l, en, o->images[i], classes);
-    if (!rc && o->list)
-        rc = add_labelled_list(l, en, o->list, classes);
-    if (!rc && !l->n) {
-        fprintf(stderr, "pagoda: error: no images to evaluate\n");
-        rc = EXIT_RUNTIME;
-    }
-    return rc;
-}
-
-static int gather_inputs(const classify_opts *o, path_list *l)
-{
-    int rc = EXIT_OK;
-    for (int i = 0; !rc && i < o->nimages; i++)
-        rc = add_operand(l, o->images[i], o->recursive);
-    if (!rc && o->list)
-        rc = add_list_file(l, o->list);
-    if (!rc && !l->n) {
-        fprintf(stderr, "pagoda: error: %s: no images to classify\n",
-                o->list ? o->list : "the operands");
-        rc = EXIT_RUNTIME;
-    }
-    return rc;
 }
 
 int classify_streaming(const classify_opts *o)
@@ -530,135 +114,6 @@ static int is_csv(const char *path)
     return dot && !strcasecmp(dot, ".csv");
 }
 
-/* The "image" index and "source" of one finished line, JSON or CSV; -1 if it has none. */
-static long line_index(const char *line, int csv, char **source)
-{
-    *source = NULL;
-    if (csv) {
-        char *end;
-        long idx = strtol(line, &end, 10);
-        if (end == line || *end != ',')
-            return -1;
-        *source = strdup(end + 1); /* compared as a prefix of the rest */
-        return idx;
-    }
-    json_t *j = json_loads(line, 0, NULL);
-    json_t *ji = j ? json_object_get(j, "image") : NULL;
-    json_t *js = j ? json_object_get(j, "source") : NULL;
-    long idx = json_is_integer(ji) && json_is_string(js) ? (long)json_integer_value(ji) : -1;
-    if (idx >= 0)
-        *source = strdup(json_string_value(js));
-    json_decref(j);
-    return idx;
-}
-
-/* The CSV field of a text: quoted when it holds a comma, a quote or a line break. */
-static void csv_field(strbuf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        sb_add(b, s, strlen(s));
-        return;
-    }
-    sb_add(b, "\"", 1);
-    for (const char *p = s; *p; p++)
-        sb_add(b, p, *p == '"' ? 2 : 1) /* a quote twice */;
-    sb_add(b, "\"", 1);
-}
-
-/* The source as the output writes it (JSON: the U+FFFD form of app_json_text; CSV: the same
- * text, quoted as needed), for --resume to compare. */
-static char *source_text(const char *path, int csv)
-{
-    json_t *s = app_json_text(path);
-    if (!s)
-        return NULL;
-    char *out = NULL;
-    if (csv) {
-        strbuf b = {0};
-        csv_field(&b, json_string_value(s));
-        sb_add(&b, ",", 1);
-        out = b.broken ? (free(b.s), NULL) : b.s;
-    } else {
-        out = strdup(json_string_value(s));
-    }
-    json_decref(s);
-    return out;
-}
-
-/* --resume: reads the output, cuts an unfinished last line (a crash mid-write), and marks the
- * images it holds in done[] (by index, checked against the source named there). */
-static int resume_read(const char *path, int csv, char **paths, int n, unsigned char *done,
-                       int *ndone, off_t *keep)
-{
-    char shown[1024];
-    void *buf = NULL;
-    size_t size = 0;
-    pgd_error *err = NULL;
-    *ndone = 0;
-    *keep = 0;
-    struct stat st;
-    if (lstat(path, &st) != 0 && errno == ENOENT)
-        return EXIT_OK; /* nothing to resume */
-    if (pgd_file_read(path, (uint64_t)1 << 34, &buf, &size, &err))
-        return app_fail(err);
-    char *text = buf;
-    size_t end = size;
-    while (end && text[end - 1] != '\n')
-        end--;
-    *keep = (off_t)end;
-    int rc = EXIT_OK;
-    for (size_t pos = 0; pos < end && !rc;) {
-        char *nl = memchr(text + pos, '\n', end - pos);
-        *nl = 0;
-        char *line = text + pos, *src = NULL;
-        size_t len = (size_t)(nl - line);
-        pos += len + 1;
-        if (csv && pos == len + 1 && !strncmp(line, "image,", 6))
-            continue; /* the header */
-        long idx = line_index(line, csv, &src);
-        char *want = idx >= 0 && idx < n ? source_text(paths[idx], csv) : NULL;
-        if (idx < 0 || idx >= n || !want || !src || strncmp(src, want, strlen(want))) {
-            fprintf(stderr, "pagoda: error: --resume: %s: line \"%.60s\" is not a result of "
-                            "this input list (image %ld of %d)\n",
-                    app_term_text(path, shown, sizeof shown), line, idx, n);
-            rc = EXIT_RUNTIME;
-        } else if (!done[idx]) {
-            done[idx] = 1;
-            (*ndone)++;
-        }
-        free(want);
-        free(src);
-    }
-    free(buf);
-    return rc;
-}
-
-/* Opens the output for writing: absent or a regular file, never followed through a link;
- * truncated (or, resuming, cut to `keep` and appended to). */
-static FILE *output_open(const char *path, int resume, off_t keep)
-{
-    char shown[1024];
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "pagoda: error: %s: the output must be absent or a regular file\n",
-                app_term_text(path, shown, sizeof shown));
-        return NULL;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (resume ? 0 : O_TRUNC),
-                  0666);
-    if (fd < 0 || (resume && (ftruncate(fd, keep) != 0 || lseek(fd, 0, SEEK_END) < 0))) {
-        fprintf(stderr, "pagoda: error: %s: cannot write the output: %s\n",
-                app_term_text(path, shown, sizeof shown), strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "a");
-    if (!f)
-        close(fd);
-    return f;
-}
-
 /* ---- the pipeline ---- */
 
 enum { B_FREE, B_FILLING, B_READY, B_RUNNING, B_DONE };
@@ -687,6 +142,7 @@ typedef struct stream {
     const classify_model *m;
     pgd_preprocess preset;
     int H, W, classes, B, min_side, csv;
+    results_file rf; /* --output (rank 0); fd -1 without */
     app_labels labels;
     char **paths;      /* every input */
     int npaths;
@@ -937,6 +393,17 @@ static void *device_loop(void *arg)
 
 /* ---- the lines ---- */
 
+/* Appends text s as one CSV field (csv.h: quoted as RFC 4180 wants). */
+static void sb_field(strbuf *b, const char *s)
+{
+    char *f = csv_field(s ? s : "");
+    if (!f)
+        b->broken = 1;
+    else
+        sb_add(b, f, strlen(f));
+    free(f);
+}
+
 /* The lines of batch b into out. */
 static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
 {
@@ -948,11 +415,11 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
         if (s->csv) {
             sb_printf(out, "%d,", idx);
             json_t *src = app_json_text(path);
-            csv_field(out, src ? json_string_value(src) : "");
+            sb_field(out, src ? json_string_value(src) : "");
             json_decref(src);
             sb_add(out, ",", 1);
             if (b->err[i]) {
-                csv_field(out, b->err[i]);
+                sb_field(out, b->err[i]);
                 for (int k = 0; k < s->o->topk && k < s->classes; k++)
                     sb_add(out, ",,,", 3);
                 sb_add(out, "\n", 1);
@@ -988,7 +455,7 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
             {
                 json_t *p = json_object_get(e, "probability");
                 sb_printf(out, ",%d,", (int)json_integer_value(json_object_get(e, "index")));
-                csv_field(out, json_string_value(json_object_get(e, "label")));
+                sb_field(out, json_string_value(json_object_get(e, "label")));
                 if (json_is_real(p))
                     sb_printf(out, ",%.17g", json_real_value(p));
                 else
@@ -1227,6 +694,8 @@ static int emit(stream *s, FILE *out, const strbuf *text, long errors)
     if (s->rank != 0)
         return stream_mpi_send_lines(text->s ? text->s : "", text->n, errors) ? EXIT_RUNTIME
                                                                                : EXIT_OK;
+    if (text->n && s->rf.fd >= 0)
+        return results_write(&s->rf, text->s, text->n);
     if (text->n && out && (fwrite(text->s, 1, text->n, out) != text->n || fflush(out))) {
         fprintf(stderr, "pagoda: error: writing the results: %s\n", strerror(errno));
         return EXIT_RUNTIME;
@@ -1349,29 +818,25 @@ static void stream_free(stream *s)
 }
 
 /* The work list, broadcast from rank 0 under MPI: every path, and which are to be computed. */
-static int plan(stream *s, path_list *in, FILE **out)
+static int plan(stream *s, path_list *in)
 {
     const classify_opts *o = s->o;
     int rc = EXIT_OK;
     unsigned char *done = NULL;
     int ndone = 0;
-    off_t keep = 0;
     if (s->rank == 0) {
         rc = eval_mode.on ? gather_eval(o, in, &s->en, s->classes) : gather_inputs(o, in);
         s->truth = in->truth;
         if (!rc && !(done = calloc((size_t)in->n, 1)))
             rc = oom();
-        if (!rc && o->resume)
-            rc = resume_read(o->output, s->csv, in->p, in->n, done, &ndone, &keep);
-        if (!rc && o->output && !(*out = output_open(o->output, o->resume, keep)))
-            rc = EXIT_RUNTIME;
-        if (!rc && s->csv && keep == 0) {
-            fputs("image,source,error", *out);
-            for (int k = 1; k <= o->topk && k <= s->classes; k++)
-                fprintf(*out, ",class_%d,label_%d,probability_%d", k, k, k);
-            fputc('\n', *out);
-            fflush(*out);
-        }
+        /* opened and locked now, before any model loads; written from the first lines on */
+        json_t *id = !rc && o->output ? results_identity(o, s->m, s->preset, s->classes) : NULL;
+        if (!rc && o->output)
+            rc = id ? results_open(&s->rf, o->output, s->csv, o->resume, id,
+                                   o->topk < s->classes ? o->topk : s->classes, in->p, in->n,
+                                   done, &ndone)
+                    : EXIT_RUNTIME;
+        json_decref(id);
         if (!rc && ndone)
             fprintf(stderr, "pagoda: --resume: %d of %d images are in %s already\n", ndone, in->n,
                     o->output);
@@ -1554,7 +1019,7 @@ static int prepare(stream *s, path_list *in, FILE **out)
         rc = EXIT_RUNTIME;
     }
     if (!rc)
-        rc = plan(s, in, out);
+        rc = plan(s, in);
     if (!rc && !o->output && s->rank == 0 && !eval_mode.on && !timed)
         *out = stdout;
     if (!rc && eval_mode.on && s->ranks > 1) {
@@ -1610,14 +1075,12 @@ static int run_threads(stream *s, FILE *out, progress *pg)
     return rc ? rc : s->fatal;
 }
 
-/* After the threads: the output closed, the summary, the eval report, the timing. */
-static int conclude(stream *s, FILE *out, int rc, double t0)
+/* After the threads: the results file closed (stdout was flushed after each batch), the
+ * summary, the eval report, the timing. */
+static int conclude(stream *s, int rc, double t0)
 {
     const classify_opts *o = s->o;
-    if (out && out != stdout && fclose(out) && !rc) {
-        fprintf(stderr, "pagoda: error: closing %s: %s\n", o->output, strerror(errno));
-        rc = EXIT_RUNTIME;
-    }
+    rc = results_close(&s->rf, !rc && !interrupted, rc);
     if (!rc && s->nwork == 0 && s->rank == 0)
         fprintf(stderr, "pagoda: every image is in %s already\n", o->output);
     else if ((!rc || interrupted) && !timed)
@@ -1643,6 +1106,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
 {
     stream s;
     memset(&s, 0, sizeof s);
+    s.rf.fd = -1;
     s.o = o, s.m = model, s.preset = preset, s.classes = classes;
     s.H = s.W = PGD_PREPROCESS_SIZE;
     s.B = o->batch ? o->batch : 8;
@@ -1675,7 +1139,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
     sigaction(SIGINT, &old, NULL);
     if (pg.on)
         progress_show(&s, &pg, s.written, 1);
-    rc = conclude(&s, out, rc, t0);
+    rc = conclude(&s, rc, t0);
     stream_free(&s);
     list_free(&in);
     pthread_cond_destroy(&s.cv);

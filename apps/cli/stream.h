@@ -19,6 +19,11 @@ typedef struct classify_model {
     int (*forward)(void *model, const float *x, int B, int H, int W, float *logits,
                    pgd_error **err);
     void (*release)(void *model);
+    /* What the results file records of the model (results.h): the weights file (NULL: seeded
+     * random weights, `random` their spec) and the model with every option that changes its
+     * results, e.g. "ViT (timm), attention soft". */
+    const char *weights, *random;
+    char family[128];
 } classify_model;
 
 /* 1 when the options or operands ask for the streaming path (--output, --list, --batch,

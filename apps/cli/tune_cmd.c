@@ -8,16 +8,17 @@
 #include "app.h"
 
 static const char usage[] =
-    "usage: pagoda tune [--device SEL] [--budget S] [--json] [--quiet]\n"
+    "usage: pagoda tune [--device SEL] [--budget S] [--json] [--quiet] [--export]\n"
     "\n"
     "Searches the GEMM kernel parameters of one OpenCL device by measurement and stores the\n"
     "fastest in the cache directory (tuning.json, under the device and driver), where every\n"
-    "later run on that device finds it. Candidates: gemm_cpu's register tiles (rows x vector\n"
-    "width x vectors per row, K unroll) for runtimes that vectorise the kernel's own vector\n"
-    "code (PoCL), and gemm_gpu's local-memory tiles of scalar work-items for those that\n"
-    "vectorise across work-items (Intel's CPU runtime, GPUs). Each candidate is first checked\n"
-    "against a double-precision reference, then timed on ViT-B/16's and ResNet-50's GEMM\n"
-    "shapes; the defaults (from the device's reported limits) are measured first. The\n"
+    "later run on that device finds it, over the shipped parameter database's entry for the\n"
+    "device (runtime/tune/db.c: what an untuned device runs). Candidates: gemm_cpu's register\n"
+    "tiles (rows x vector width x vectors per row, K unroll) for runtimes that vectorise the\n"
+    "kernel's own vector code (PoCL), and gemm_gpu's local-memory tiles of scalar work-items\n"
+    "for those that vectorise across work-items (Intel's CPU runtime, GPUs). Each candidate\n"
+    "is first checked against a double-precision reference, then timed on ViT-B/16's and\n"
+    "ResNet-50's GEMM shapes; the defaults (the database's entry) are measured first. The\n"
     "best three are then measured again in turns (5 rounds) and the lowest median wins.\n"
     "On CPU devices the last fifth of the budget picks the attention kernel: rows, or kt\n"
     "at key vector widths 16, 8, 4 with 4, 6 or 8 query rows a work-item (kt:kw=16,rows=6).\n"
@@ -29,6 +30,8 @@ static const char usage[] =
     "  --budget S     stop trying new candidates after about S seconds (default 60)\n"
     "  --json         print the result as JSON on stdout\n"
     "  --quiet        no progress lines on stderr\n"
+    "  --export       print the device's entry for the parameter database (runtime/tune/db.c)\n"
+    "                 from its stored tuning; searches first when none is stored\n"
     "  -h, --help     show this help\n"
     "\n"
     "PAGODA_KERNEL_PARAMS=... overrides the stored parameters for one run (the format is\n"
@@ -59,51 +62,26 @@ static void on_candidate(const pgd_tune_progress *p, void *user)
                 p->count, p->params, p->ms, p->best_ms, p->elapsed_s);
 }
 
-int cmd_tune(int argc, char **argv)
+/* --export: the database line for the context's parameters on stdout; destroys ctx. */
+static int export_entry(pgd_ctx *ctx)
 {
-    const char *device = NULL;
-    double budget = 60;
-    int json = 0;
-    progress pr = {0};
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"budget", required_argument, 0, 'b'},
-        {"json", no_argument, 0, 'j'},         {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'd')
-            device = optarg;
-        else if (c == 'b') {
-            if (pgd_parse_double(optarg, 1, 86400, &budget))
-                return app_usage_error("tune ", "--budget '%s': seconds from 1 to 86400", optarg);
-        } else if (c == 'j')
-            json = 1;
-        else if (c == 'q')
-            pr.quiet = 1;
-        else if (c == 'h') {
-            fputs(usage, stdout);
-            return EXIT_OK;
-        } else
-            return app_usage_error("tune ", "bad option");
-    }
-    if (optind < argc)
-        return app_usage_error("tune ", "unexpected argument '%s'", argv[optind]);
-    pgd_ctx *ctx = NULL;
-    int rc = app_ctx_open(device, &ctx);
-    if (rc)
-        return rc;
-    const pgd_device_info *d = pgd_ctx_device(ctx);
-    char name[256];
-    if (!pr.quiet)
-        fprintf(stderr, "tune: %s (driver %s), budget %.0f s\n",
-                app_term_text(d->name, name, sizeof name), d->driver_version, budget);
-    pgd_tune_result r;
+    char line[2048];
     pgd_error *err = NULL;
-    if (pgd_tune(ctx, budget, on_candidate, &pr, &r, &err)) {
-        pgd_ctx_destroy(ctx);
+    int rc = pgd_tune_export(ctx, line, sizeof line, &err);
+    pgd_ctx_destroy(ctx);
+    if (rc)
         return app_fail(err);
-    }
+    fputs(line, stdout);
+    return EXIT_OK;
+}
+
+/* The tuner's result as JSON or as text; name is the device's name for a terminal, or empty
+ * when it was not made yet (--quiet). */
+static int print_result(pgd_ctx *ctx, const pgd_tune_result *rp, int json, char *name)
+{
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_tune_result r = *rp;
+    int rc = EXIT_OK;
     const char *dir = pgd_ctx_cache_dir(ctx);
     if (json) {
         json_t *doc =
@@ -117,7 +95,7 @@ int cmd_tune(int argc, char **argv)
                       r.attention_default_ms);
         rc = app_print_json(doc);
     } else {
-        printf("device      %s\n", name[0] ? name : app_term_text(d->name, name, sizeof name));
+        printf("device      %s\n", name[0] ? name : app_term_text(d->name, name, 256));
         printf("best        %s  %.2f ms per workload pass\n", r.params, r.best_ms);
         printf("defaults    %s  %.2f ms (%.2fx)\n", r.defaults, r.default_ms,
                r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0);
@@ -134,6 +112,63 @@ int cmd_tune(int argc, char **argv)
         else
             printf("not stored  (no cache directory: PAGODA_CACHE_DIR=off or not writable)\n");
     }
+    return rc;
+}
+
+int cmd_tune(int argc, char **argv)
+{
+    const char *device = NULL;
+    double budget = 60;
+    int json = 0, export = 0;
+    progress pr = {0};
+    static const struct option opts[] = {
+        {"device", required_argument, 0, 'd'}, {"budget", required_argument, 0, 'b'},
+        {"json", no_argument, 0, 'j'},         {"quiet", no_argument, 0, 'q'},
+        {"export", no_argument, 0, 'e'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'd')
+            device = optarg;
+        else if (c == 'b') {
+            if (pgd_parse_double(optarg, 1, 86400, &budget))
+                return app_usage_error("tune ", "--budget '%s': seconds from 1 to 86400", optarg);
+        } else if (c == 'j')
+            json = 1;
+        else if (c == 'q')
+            pr.quiet = 1;
+        else if (c == 'e')
+            export = 1;
+        else if (c == 'h') {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        } else
+            return app_usage_error("tune ", "bad option");
+    }
+    if (optind < argc)
+        return app_usage_error("tune ", "unexpected argument '%s'", argv[optind]);
+    pgd_ctx *ctx = NULL;
+    int rc = app_ctx_open(device, &ctx);
+    if (rc)
+        return rc;
+    char entry[96];
+    if (export && !strncmp(pgd_ctx_params_entry(ctx, entry, sizeof entry), "tuned:", 6))
+        return export_entry(ctx);
+    const pgd_device_info *d = pgd_ctx_device(ctx);
+    char name[256];
+    if (!pr.quiet)
+        fprintf(stderr, "tune: %s (driver %s), budget %.0f s\n",
+                app_term_text(d->name, name, sizeof name), d->driver_version, budget);
+    pgd_tune_result r;
+    pgd_error *err = NULL;
+    if (pgd_tune(ctx, budget, on_candidate, &pr, &r, &err)) {
+        pgd_ctx_destroy(ctx);
+        return app_fail(err);
+    }
+    if (export)
+        return export_entry(ctx);
+    rc = print_result(ctx, &r, json, name);
     pgd_ctx_destroy(ctx);
     return rc;
 }

@@ -10,6 +10,8 @@
 
 #include "app.h"
 #include "labels.h"
+#include "model.h"
+#include "vit.h"
 
 int app_max_batch(const pgd_ctx *ctx) { return pgd_ctx_get_options(ctx)->max_batch > 0; }
 
@@ -151,6 +153,20 @@ int app_set_weights_dtype(const char *cmd, const char *arg)
         return EXIT_OK;
     }
     return app_usage_error(cmd, "--weights-dtype wants f32 or f16, got '%s'", arg);
+}
+
+int app_weights_f16(void)
+{
+    if (weights_f16 >= 0)
+        return weights_f16;
+    pgd_ctx_options opt;
+    pgd_error *err = NULL;
+    pgd_ctx_options_init(&opt);
+    if (pgd_ctx_options_from_env(&opt, &err)) {
+        pgd_error_free(err); /* app_ctx_open reports it */
+        return 0;
+    }
+    return opt.weights_f16 != 0;
 }
 
 int app_ctx_open(const char *device, pgd_ctx **ctx)
@@ -541,4 +557,107 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
     }
     shape[0] = n, shape[1] = 3, shape[2] = shape[3] = S;
     return PGD_OK;
+}
+
+void app_note_assumed(const char *label, const model_assumptions *as)
+{
+    char shown[1024];
+    for (int i = 0; as && i < as->n; i++)
+        fprintf(stderr, "pagoda: note: %s: %s not given: assumed %s (%s)\n",
+                app_term_text(label, shown, sizeof shown), as->a[i].key, as->a[i].value,
+                as->a[i].how);
+}
+
+json_t *app_assumed_json(const model_assumptions *as)
+{
+    json_t *o = json_object();
+    for (int i = 0; o && as && i < as->n; i++) {
+        json_t *v = json_loads(as->a[i].value, JSON_DECODE_ANY, NULL);
+        if (json_object_set_new(o, as->a[i].key, v ? v : json_string(as->a[i].value))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int app_side_json(const char *weights, const char *name, char *path, size_t size, json_t **out)
+{
+    *out = NULL;
+    const char *slash = strrchr(weights, '/');
+    int dir = slash ? (int)(slash - weights) : 0;
+    if (snprintf(path, size, "%.*s%s%s", dir, weights, slash ? "/" : "", name) >= (int)size) {
+        fprintf(stderr, "pagoda: error: the path of %s beside %s is too long\n", name, weights);
+        return EXIT_USAGE;
+    }
+    void *text = NULL;
+    size_t n = 0;
+    pgd_error *err = NULL;
+    if (pgd_file_read(path, UINT64_C(1) << 20, &text, &n, &err)) {
+        if (pgd_error_code(err) == PGD_ERR_NOT_FOUND) {
+            pgd_error_free(err);
+            return EXIT_OK;
+        }
+        return app_fail(err);
+    }
+    json_error_t je;
+    *out = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    char shown[1024];
+    if (!*out)
+        fprintf(stderr, "pagoda: error: %s: not valid JSON (line %d: %s)\n",
+                app_term_text(path, shown, sizeof shown), je.line, je.text);
+    else if (!json_is_object(*out))
+        fprintf(stderr, "pagoda: error: %s: not a JSON object\n",
+                app_term_text(path, shown, sizeof shown));
+    else
+        return EXIT_OK;
+    json_decref(*out);
+    *out = NULL;
+    return EXIT_RUNTIME;
+}
+
+int app_hf_side_config(const char *weights, int *heads, float *eps, char *path, size_t size)
+{
+    json_t *cfg = NULL;
+    int rc = app_side_json(weights, "config.json", path, size, &cfg);
+    if (rc || !cfg)
+        return rc;
+    json_t *h = json_object_get(cfg, "num_attention_heads");
+    json_t *e = json_object_get(cfg, "layer_norm_eps");
+    const char *bad = NULL, *rule = NULL;
+    if (heads && h &&
+        (!json_is_integer(h) || json_integer_value(h) < 1 || json_integer_value(h) > 4096))
+        bad = "num_attention_heads", rule = "a whole number from 1 to 4096";
+    else if (e && (!json_is_number(e) || !(json_number_value(e) > 0 && json_number_value(e) < 1)))
+        bad = "layer_norm_eps", rule = "a number between 0 and 1";
+    if (!bad && heads && h && !*heads)
+        *heads = (int)json_integer_value(h);
+    if (!bad && e)
+        *eps = (float)json_number_value(e);
+    json_decref(cfg);
+    if (!bad)
+        return EXIT_OK;
+    char shown[1024];
+    fprintf(stderr, "pagoda: error: %s: '%s' must be %s\n",
+            app_term_text(path, shown, sizeof shown), bad, rule);
+    return EXIT_RUNTIME;
+}
+
+int app_vit_detect(model_source *src, const char *weights, int heads, vit_config *cfg)
+{
+    char path[4096];
+    float eps = 0.0f;
+    int rc = app_hf_side_config(weights, &heads, &eps, path, sizeof path);
+    pgd_error *err = NULL;
+    if (rc)
+        return rc;
+    if (vit_detect(src, heads, cfg, &err))
+        return app_fail(err);
+    if (eps > 0.0f)
+        cfg->eps = eps;
+    else if (cfg->family == VIT_HF) /* HF's ViTConfig default; its checkpoints may say another */
+        model_assume(&cfg->assumed, "eps", "1e-12", "layer_norm_eps in config.json");
+    app_note_assumed(weights, &cfg->assumed);
+    return EXIT_OK;
 }

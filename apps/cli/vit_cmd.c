@@ -119,8 +119,9 @@ static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
     if (v->weights) {
         if (model_source_open(src, v->weights, &err))
             return app_fail(err);
-        if (vit_detect(src, v->heads, cfg, &err))
-            return app_fail(err);
+        int rc = app_vit_detect(src, v->weights, v->heads, cfg);
+        if (rc)
+            return rc;
         if (cfg->headless) {
             char shown[1024];
             fprintf(stderr, "pagoda: error: %s has no classifier ('head.weight' or the naming's "
@@ -181,6 +182,8 @@ static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, cons
                                           cfg->patch, "attention",
                                           classify_attention_str(&v->attention, a, sizeof a))
                               : NULL;
+    if (model)
+        json_object_set_new(model, "assumed", app_assumed_json(&cfg->assumed));
     return classify_emit(&v->o, r, v->weights, model, stages, t, 4);
 }
 
@@ -263,7 +266,12 @@ static int run_stream(vit_cmd *v, const model_source *src, const vit_config *cfg
         return rc;
     describe(v, cfg);
     vit_stream vs = {v, src, cfg};
-    classify_model m = {&vs, stream_load, stream_forward, stream_release};
+    classify_model m = {&vs, stream_load, stream_forward, stream_release, v->weights, v->random,
+                        ""};
+    char a[64];
+    snprintf(m.family, sizeof m.family, "ViT (%s), %d heads, attention %s",
+             vit_family_name(cfg->family), cfg->heads,
+             classify_attention_str(&v->attention, a, sizeof a));
     return classify_stream(&v->o, (pgd_preprocess)v->preset, cfg->classes, &m);
 }
 
@@ -286,6 +294,8 @@ int cmd_vit(int argc, char **argv)
         model_source_free(&src);
         return rc;
     }
+    v.o.map_option = "--attention-map", v.o.map_png = v.attn_png;
+    v.o.map_tags[0] = "", v.o.map_tags[1] = "-rollout";
     if (!rc)
         rc = classify_begin(&v.o, (pgd_preprocess)v.preset, cfg.patch * cfg.grid_h,
                             cfg.patch * cfg.grid_w, cfg.classes, &r);

@@ -311,19 +311,29 @@ static int count_layers(const model_source *src, const naming *nm, int dec)
     return n;
 }
 
-static int heads_of(const model_source *src, int forced, const char *key, int64_t D,
-                    int64_t *heads, pgd_error **err)
+/* Heads from opt (> 0), else __metadata__ `key`, else 8 (recorded as assumed). */
+static int heads_of(const model_source *src, const detr_options *opt, int dec, int64_t D,
+                    int64_t *heads, detr_config *cfg, pgd_error **err)
 {
+    const char *key = dec ? "decoder_attention_heads" : "encoder_attention_heads";
+    int forced = opt ? (dec ? opt->dec_heads : opt->enc_heads) : 0;
+    const char *meta = src->meta ? src->meta(src->u, key) : NULL;
+    const char *origin = forced ? opt->origin[dec] ? opt->origin[dec] : "the options"
+                         : meta ? "__metadata__" : "the default";
     int64_t h = 8;
     if (forced > 0)
         h = forced;
-    else if (!meta_int(src, key, &h) && src->meta && src->meta(src->u, key))
+    else if (meta && !meta_int(src, key, &h))
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: __metadata__ '%s' is '%s', not a count",
-                             src->label, key, src->meta(src->u, key));
+                             src->label, key, meta);
+    else if (!meta)
+        model_assume(&cfg->assumed, dec ? "decoder_heads" : "encoder_heads", "8",
+                     dec ? "--heads N,M, or decoder_attention_heads in config.json"
+                         : "--heads N[,M], or encoder_attention_heads in config.json");
     if (D % h)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "%s: width %lld is not a multiple of %lld attention heads (%s)",
-                             src->label, (long long)D, (long long)h, key);
+                             "%s: width %lld is not a multiple of %lld attention heads (%s "
+                             "from %s)", src->label, (long long)D, (long long)h, key, origin);
     *heads = h;
     return PGD_OK;
 }
@@ -340,13 +350,16 @@ int detr_detect(const model_source *src, const detr_options *opt, detr_config *c
                              "'backbone.0.body.conv1.weight' (the original repository) is there",
                              src->label);
     const naming *nm = &namings[cfg->naming];
-    int dc5 = opt && opt->dc5 > 0;
+    int dc5 = opt ? opt->dc5 : 0;
     const char *dil = src->meta ? src->meta(src->u, "dilation") : NULL;
     if (!dc5 && dil && strcmp(dil, "true") && strcmp(dil, "false"))
         return pgd_error_set(err, PGD_ERR_FORMAT,
                              "%s: __metadata__ 'dilation' is '%s', expected true or false",
                              src->label, dil);
-    dc5 = dc5 || (dil && !strcmp(dil, "true"));
+    if (!dc5 && !dil)
+        model_assume(&cfg->assumed, "dilation", "false",
+                     "--dilation true|false, or dilation in config.json");
+    dc5 = dc5 > 0 || (!dc5 && dil && !strcmp(dil, "true"));
     model_source bb;
     int rc = prefix_view_make(src, nm->backbone, &bb, err);
     if (rc)
@@ -389,11 +402,9 @@ int detr_detect(const model_source *src, const detr_options *opt, detr_config *c
     if (cfg->enc_ffn < 1 || cfg->dec_ffn < 1)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing or not 2-D",
                              src->label, name);
-    rc = heads_of(src, opt ? opt->enc_heads : 0, "encoder_attention_heads", cfg->dim,
-                  &cfg->enc_heads, err);
+    rc = heads_of(src, opt, 0, cfg->dim, &cfg->enc_heads, cfg, err);
     if (!rc)
-        rc = heads_of(src, opt ? opt->dec_heads : 0, "decoder_attention_heads", cfg->dim,
-                      &cfg->dec_heads, err);
+        rc = heads_of(src, opt, 1, cfg->dim, &cfg->dec_heads, cfg, err);
     if (!rc)
         rc = check_transformer(src, cfg, err);
     return rc;
@@ -1163,67 +1174,6 @@ int detr_forward(detr_model *m, const float *images, const float *pixel_mask, in
     return rc;
 }
 
-/* ---- post-processing and labels ----------------------------------------------------------- */
-
-int detr_postprocess(const float *logits, const float *boxes, int64_t queries, int64_t classes,
-                     float threshold, int img_w, int img_h, detr_detection *out)
-{
-    int n = 0;
-    for (int64_t q = 0; q < queries; q++) {
-        const float *l = logits + q * classes;
-        float mx = l[0];
-        for (int64_t c = 1; c < classes; c++)
-            mx = l[c] > mx ? l[c] : mx;
-        float sum = 0.0f;
-        for (int64_t c = 0; c < classes; c++)
-            sum += expf(l[c] - mx);
-        int best = 0;
-        for (int64_t c = 1; c < classes - 1; c++)
-            if (l[c] > l[best])
-                best = (int)c;
-        float score = expf(l[best] - mx) / sum;
-        if (!(score > threshold))
-            continue;
-        const float *b = boxes + q * 4;
-        detr_detection *d = &out[n++];
-        d->query = (int)q;
-        d->label = best;
-        d->score = score;
-        d->box[0] = (b[0] - 0.5f * b[2]) * (float)img_w;
-        d->box[1] = (b[1] - 0.5f * b[3]) * (float)img_h;
-        d->box[2] = (b[0] + 0.5f * b[2]) * (float)img_w;
-        d->box[3] = (b[1] + 0.5f * b[3]) * (float)img_h;
-    }
-    return n;
-}
-
-static const char *const coco[91] = {
-    "N/A",          "person",        "bicycle",      "car",           "motorcycle",
-    "airplane",     "bus",           "train",        "truck",         "boat",
-    "traffic light", "fire hydrant", "N/A",          "stop sign",     "parking meter",
-    "bench",        "bird",          "cat",          "dog",           "horse",
-    "sheep",        "cow",           "elephant",     "bear",          "zebra",
-    "giraffe",      "N/A",           "backpack",     "umbrella",      "N/A",
-    "N/A",          "handbag",       "tie",          "suitcase",      "frisbee",
-    "skis",         "snowboard",     "sports ball",  "kite",          "baseball bat",
-    "baseball glove", "skateboard",  "surfboard",    "tennis racket", "bottle",
-    "N/A",          "wine glass",    "cup",          "fork",          "knife",
-    "spoon",        "bowl",          "banana",       "apple",         "sandwich",
-    "orange",       "broccoli",      "carrot",       "hot dog",       "pizza",
-    "donut",        "cake",          "chair",        "couch",         "potted plant",
-    "bed",          "N/A",           "dining table", "N/A",           "N/A",
-    "toilet",       "N/A",           "tv",           "laptop",        "mouse",
-    "remote",       "keyboard",      "cell phone",   "microwave",     "oven",
-    "toaster",      "sink",          "refrigerator", "N/A",           "book",
-    "clock",        "vase",          "scissors",     "teddy bear",    "hair drier",
-    "toothbrush",
-};
-
-const char *detr_coco_label(int id)
-{
-    return id >= 0 && id < 91 ? coco[id] : NULL;
-}
-
 /* ---- random weights ----------------------------------------------------------------------- */
 
 /* The transformer's tensors in HF 4.x naming with their shapes, for model_random_source. */
@@ -1358,11 +1308,11 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
     return rc;
 }
 
+/* The random model's configuration is known, not assumed. */
 static const char *rs_meta(void *u, const char *key)
 {
     (void)u;
-    (void)key;
-    return NULL;
+    return !strcmp(key, "dilation") ? "false" : strstr(key, "_attention_heads") ? "8" : NULL;
 }
 
 static void rs_release(void *u)

@@ -33,14 +33,20 @@ typedef struct detr_config {
     int64_t enc_ffn, dec_ffn;
     int64_t queries;
     int64_t classes; /* logits per query, "no object" (the last) included */
+    model_assumptions assumed; /* what detr_detect took by default ("encoder_heads",
+                                  "decoder_heads", "dilation") */
 } detr_config;
 
 /* What the file's names and shapes cannot say. 0 (or NULL options): the file's __metadata__
  * ("encoder_attention_heads", "decoder_attention_heads", "dilation" = "true"/"false", as the
- * Hugging Face config names them), else 8 heads and no dilation. */
+ * Hugging Face config names them), else 8 heads and no dilation, each default recorded in
+ * cfg->assumed (a caller says so: a 4-head checkpoint run with 8 heads gives other detections,
+ * nearly the same only while attention is near uniform). */
 typedef struct detr_options {
     int enc_heads, dec_heads; /* > 0: override */
-    int dc5;                  /* -1 or 0: the metadata's; 1: force DC5 */
+    int dc5;                  /* 0: the metadata's; 1: force DC5; -1: force no dilation */
+    const char *origin[2];    /* where enc_heads, dec_heads came from, for messages (NULL:
+                                 "the options"), e.g. a config.json's path or "--heads" */
 } detr_options;
 
 /* Recognises the naming, reads every size from names and shapes and checks every tensor
@@ -88,6 +94,11 @@ typedef struct detr_detection {
  * `queries` entries, in query order. Returns how many. */
 int detr_postprocess(const float *logits, const float *boxes, int64_t queries, int64_t classes,
                      float threshold, int img_w, int img_h, detr_detection *out);
+
+/* A box (x0, y0, x1, y1) clipped to the image [0, img_w] x [0, img_h], for showing it:
+ * post_process_object_detection does not clip (a box may reach past the image), the boxes
+ * saved raw (--save-boxes) keep that. */
+void detr_clip_box(const float box[4], int img_w, int img_h, float out[4]);
 
 /* The COCO category name of id (0..90) as DETR's checkpoints number them ("N/A" for the ten
  * unused ids), or NULL outside. */

@@ -11,9 +11,16 @@
 #include "model.h"
 #include "pagoda.h"
 
+/* A vocabulary word and its index, in the sorted table that finds words (memnet_model.sorted). */
+typedef struct memnet_word {
+    const char *word;
+    int index;
+} memnet_word;
+
 typedef struct memnet_model {
     int hops, memory, sent, dim, vocab;
     char **words;       /* [vocab]; words[0] is the empty word */
+    memnet_word *sorted; /* [vocab]: the words sorted by strcmp, for lookups in log time */
     char *word_text;    /* what words point into */
     float *embed;       /* [hops + 1, vocab, dim] */
     float *temporal;    /* [hops + 1, memory, dim] */
@@ -47,7 +54,8 @@ typedef struct memnet_story {
 /* Reads a story file in bAbI's format: "N sentence" lines, N = 1 starting a new story, and
  * question lines "N question?<TAB>answer<TAB>supporting ids" (answer and ids optional). Every
  * word must be in m's vocabulary and a sentence at most m->sent words, else PGD_ERR_FORMAT
- * naming the line and the word; a question before any sentence of its story is an error too. */
+ * naming the line and the word; a question before any sentence of its story is an error too,
+ * and so is a NUL byte (named with its offset and line: a story is text). */
 int memnet_story_load(const memnet_model *m, const char *path, memnet_story *s, pgd_error **err);
 void memnet_story_free(memnet_story *s);
 

@@ -67,35 +67,49 @@ int mixer_detect(const model_source *src, mixer_config *cfg, pgd_error **err)
     int rc = shape_of(src, "stem.proj.weight", 4, s, err);
     if (rc)
         return rc;
-    if (s[1] != 3 || s[2] != s[3] || s[2] < 1) {
+    if (s[1] != 3 || s[2] != s[3]) {
         char got[96];
         model_shape_str(4, s, got, sizeof got);
         return pgd_error_set(err, PGD_ERR_SHAPE,
                              "%s: 'stem.proj.weight' must be [D, 3, P, P], found %s", src->label,
                              got);
     }
-    cfg->dim = (int)s[0];
-    cfg->patch = (int)s[2];
+    /* Every size is checked before it is used: a zero dimension names its tensor here rather
+     * than failing as an empty buffer copy on the device later. */
+    rc = model_size(src, "stem.proj.weight", "channels", s[0], MODEL_SIZE_MAX, &cfg->dim, err);
+    if (!rc)
+        rc = model_size(src, "stem.proj.weight", "patch size", s[2], MIXER_MAX_PATCH,
+                        &cfg->patch, err);
+    if (rc)
+        return rc;
     cfg->depth = model_count_indexed(src, "blocks.", ".");
     if (cfg->depth < 1)
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: no MLP-Mixer blocks (blocks.N.*)",
                              src->label);
-    if ((rc = shape_of(src, "blocks.0.mlp_tokens.fc1.weight", 2, s, err)))
+    const char *tok = "blocks.0.mlp_tokens.fc1.weight", *ch = "blocks.0.mlp_channels.fc1.weight";
+    if (!(rc = shape_of(src, tok, 2, s, err)) &&
+        !(rc = model_size(src, tok, "token MLP width", s[0], MODEL_SIZE_MAX, &cfg->tokens_hidden,
+                          err)))
+        rc = model_size(src, tok, "tokens", s[1], MODEL_SIZE_MAX, &cfg->tokens, err);
+    if (!rc && !(rc = shape_of(src, ch, 2, s, err)))
+        rc = model_size(src, ch, "channel MLP width", s[0], MODEL_SIZE_MAX,
+                        &cfg->channels_hidden, err);
+    if (!rc && !(rc = shape_of(src, "head.weight", 2, s, err)))
+        rc = model_size(src, "head.weight", "classes", s[0], MODEL_SIZE_MAX, &cfg->classes, err);
+    if (rc)
         return rc;
-    cfg->tokens_hidden = (int)s[0];
-    cfg->tokens = (int)s[1];
-    if ((rc = shape_of(src, "blocks.0.mlp_channels.fc1.weight", 2, s, err)))
-        return rc;
-    cfg->channels_hidden = (int)s[0];
-    if ((rc = shape_of(src, "head.weight", 2, s, err)))
-        return rc;
-    cfg->classes = (int)s[0];
     int g = (int)lround(sqrt((double)cfg->tokens));
     if (g < 1 || g * g != cfg->tokens)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "%s: 'blocks.0.mlp_tokens.fc1.weight' mixes %d tokens, not a square "
-                             "patch grid",
-                             src->label, cfg->tokens);
+                             "%s: '%s' mixes %d tokens, not a square patch grid", src->label, tok,
+                             cfg->tokens);
+    /* The input side, patch x grid, is an image size: bounded as images are. */
+    if ((int64_t)g * cfg->patch > MIXER_MAX_SIDE)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: a %dx%d grid of %d-pixel patches ('%s', 'stem.proj.weight') "
+                             "is a %lld-pixel input side, more than %d",
+                             src->label, g, g, cfg->patch, tok, (long long)g * cfg->patch,
+                             MIXER_MAX_SIDE);
     cfg->grid_h = cfg->grid_w = g;
     cfg->eps = 1e-6f; /* timm's Mixer: LayerNorm(eps=1e-6) */
     return PGD_OK;

@@ -9,6 +9,10 @@
 
 #include "model.h"
 
+/* Limits on what a checkpoint may say (mixer_detect refuses more): the input side patch x grid
+ * is an image's side, and preprocessing makes an image of that side. */
+enum { MIXER_MAX_PATCH = 4096, MIXER_MAX_SIDE = 16384 };
+
 typedef struct mixer_config {
     int depth, dim, patch, tokens, tokens_hidden, channels_hidden, classes;
     int grid_h, grid_w; /* the patch grid the token MLPs were trained for: tokens = gh·gw */

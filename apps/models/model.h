@@ -103,6 +103,28 @@ int model_count_indexed(const model_source *src, const char *prefix, const char 
 /* Writes "[a, b, c]". */
 void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size);
 
+/* ---- sizes read from a checkpoint (weights.c) ----
+ * A shape in a file may hold any 64-bit values, and a zero dimension lets a tensor of no bytes
+ * claim any other size ([16, 3, 0, 0], [2^62, 0]). So every size a loader takes from a shape (a
+ * width, a patch, a class count, a window) goes through model_size before any arithmetic on it,
+ * and sizes combine only through model_mul: a hostile shape is an error naming the tensor, never
+ * a division by zero, a wrapped product or an allocation sized by a wrapped product. */
+enum { MODEL_SIZE_MAX = 1 << 24 }; /* a width, class count or vocabulary: 16M */
+/* `v`, dimension `what` ("classes", "patch size") of tensor `tensor`, into *out when it is
+ * 1 .. max; else PGD_ERR_SHAPE naming the tensor, the dimension and the rule ("has a zero
+ * dimension" for 0). */
+int model_size(const model_source *src, const char *tensor, const char *what, int64_t v,
+               int64_t max, int *out, pgd_error **err);
+/* a * b for sizes a, b >= 0 when the product is at most INT64_MAX / 16 (room left to turn it
+ * into bytes and add a few such); -1 when it is larger or either operand is negative, so that a
+ * chain of model_mul stays -1 once it overflowed. */
+int64_t model_mul(int64_t a, int64_t b);
+/* Refuses, before it is made, a buffer of `bytes` (-1: an overflowed size) that cannot be made:
+ * larger than the host's physical memory (host != 0: a host buffer) or, with ctx, than one
+ * device buffer may be (CL_DEVICE_MAX_MEM_ALLOC_SIZE). PGD_ERR_TOO_LARGE naming `what` and both
+ * sizes. */
+int model_check_alloc(pgd_ctx *ctx, int host, int64_t bytes, const char *what, pgd_error **err);
+
 /* Fitting on the device (weights.c). The weights as float32: the sum over the source's
  * tensors (0 when it lists none, as random sources do). */
 uint64_t model_weight_bytes(const model_source *src);
@@ -150,6 +172,25 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
                        ...) PGD_PRINTF_LIKE(4, 5);
 /* The flat index of the first non-finite value of x[0..n), or -1. */
 int64_t model_first_nonfinite(const float *x, int64_t n);
+
+/* ---- values a load assumes rather than reads ----
+ * What a file's names, shapes and metadata cannot say (a DETR's attention heads, whether its
+ * backbone is dilated, ...) takes a default. Every default a load takes is recorded here, so
+ * that the caller says so (one stderr line each, and "assumed" in JSON) instead of running a
+ * possibly different model without a word. */
+#define MODEL_MAX_ASSUMED 8
+typedef struct model_assumed {
+    char key[32];   /* the value's name in JSON: "encoder_heads", "dilation", ... */
+    char value[32]; /* the default taken, as JSON text: "8", "false", "1e-05", "\"coco\"" */
+    char how[160];  /* how to give it instead: "--heads N, or ... in config.json" */
+} model_assumed;
+typedef struct model_assumptions {
+    int n;
+    model_assumed a[MODEL_MAX_ASSUMED];
+} model_assumptions;
+/* Records one assumption (a key already recorded is replaced; past MODEL_MAX_ASSUMED the rest
+ * are dropped: no model takes that many). */
+void model_assume(model_assumptions *as, const char *key, const char *value, const char *how);
 
 /* Opens the safetensors file at `path` as a source that owns it (model_source_free closes it);
  * `path` names it in messages and must outlive the source. On error *src is zeroed. */

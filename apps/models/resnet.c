@@ -406,9 +406,9 @@ static int detect_layers(const model_source *src, resnet_config *cfg, pgd_error 
         if (cfg->width[L - 1] >= 1)
             snprintf(name, sizeof name, "layer%d.0.conv%d.weight", L, cfg->bottleneck ? 3 : 2);
         cfg->out[L - 1] = cfg->width[L - 1] >= 1 ? dim0(src, name) : -1;
-        if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1)
-            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing",
-                                  src->label, name);
+        if (cfg->width[L - 1] < 1 || cfg->out[L - 1] < 1) /* -1: missing; 0: no channels */
+            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' %s", src->label, name,
+                                  has(src, name) ? "has a zero dimension: 0 rows" : "is missing");
     }
     return PGD_OK;
 }
@@ -424,28 +424,28 @@ static int detect_nonlocal(const model_source *src, const resnet_options *opt,
     if (mode && nl_mode_parse(mode, &cfg->mode) != 0)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: unknown non-local mode '%s'%s (embedded_gaussian, gaussian, "
-                              "dot_product or concatenation)",
-                              src->label, mode,
+                              "dot_product or concatenation)", src->label, mode,
                               opt && opt->mode ? "" : " in __metadata__ 'nonlocal.mode'");
-    if (opt && opt->subsample >= 0) {
-        cfg->subsample = opt->subsample;
-    } else {
-        const char *sub = src->meta(src->u, "nonlocal.subsample");
-        if (sub && strcmp(sub, "true") && strcmp(sub, "false"))
-            return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                                  "%s: __metadata__ 'nonlocal.subsample' is '%s', expected true "
-                                  "or false",
-                                  src->label, sub);
-        cfg->subsample = sub && !strcmp(sub, "true");
-    }
+    int forced = opt && opt->subsample >= 0;
+    const char *sub = forced ? NULL : src->meta(src->u, "nonlocal.subsample");
+    if (sub && strcmp(sub, "true") && strcmp(sub, "false"))
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: __metadata__ "
+                              "'nonlocal.subsample' is '%s', expected true or false",
+                              src->label, sub);
+    cfg->subsample = forced ? opt->subsample : sub && !strcmp(sub, "true");
     if ((rc = scan_nonlocal(src, cfg, err)))
         return rc;
+    if (cfg->n_nl && !mode) /* the file's blocks: neither is told by their tensors alone */
+        model_assume(&cfg->assumed, "nonlocal_mode", "\"embedded_gaussian\"",
+                     "--mode M, or nonlocal.mode in __metadata__");
+    if (cfg->n_nl && !forced && !sub)
+        model_assume(&cfg->assumed, "nonlocal_subsample", "false",
+                     "--subsample or --no-subsample, or nonlocal.subsample in __metadata__");
     for (int i = 0; i < cfg->n_nl; i++)
         if ((rc = check_site(src, cfg, &cfg->nl[i], err)))
             return rc;
-    if (opt && opt->nonlocal_spec)
-        rc = parse_spec(src->label, opt->nonlocal_spec, cfg, 1, err);
-    return rc;
+    return opt && opt->nonlocal_spec ? parse_spec(src->label, opt->nonlocal_spec, cfg, 1, err)
+                                     : PGD_OK;
 }
 
 static int detect(const model_source *src, const resnet_options *opt, int headless, int dc5,
@@ -475,8 +475,8 @@ static int detect(const model_source *src, const resnet_options *opt, int headle
     cfg->dc5 = dc5;
     cfg->classes = cfg->headless ? 0 : dim0(src, "fc.weight");
     if (!cfg->headless && cfg->classes < 1)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' is missing",
-                              src->label);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor 'fc.weight' %s", src->label,
+                              cfg->classes ? "is missing" : "has a zero dimension: 0 classes");
     for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
         if (standard[i].bottleneck == cfg->bottleneck &&
             !memcmp(standard[i].blocks, cfg->blocks, sizeof cfg->blocks))

@@ -47,6 +47,8 @@ typedef struct resnet_config {
     int dc5;              /* 1: layer4 dilated instead of strided (DETR-DC5; output stride 16) */
     int n_nl;
     resnet_nl_site nl[RESNET_MAX_NL];
+    model_assumptions assumed; /* "nonlocal_mode", "nonlocal_subsample": the file's blocks'
+                                  settings that neither its metadata nor the options gave */
 } resnet_config;
 
 /* Options that override what the file says. */

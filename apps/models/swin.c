@@ -158,6 +158,81 @@ static int need_2d(const model_source *src, const char *name, int64_t s[8], pgd_
     return PGD_OK;
 }
 
+/* Blocks per stage (counted by name), and each stage's window and heads from its first relative
+ * position table, [(2w - 1)², heads]: every size checked before it is used. */
+static int detect_stages(const model_source *src, swin_config *cfg, pgd_error **err)
+{
+    char name[256];
+    int64_t s[8];
+    for (int st = 0; st < SWIN_MAX_STAGES; st++) {
+        int b = 0;
+        while (b < 1000 && has(src, block_name(cfg->family, st, b, T_TABLE, name, sizeof name)))
+            b++;
+        if (!b)
+            break;
+        cfg->depth[st] = b;
+        cfg->stages = st + 1;
+        block_name(cfg->family, st, 0, T_TABLE, name, sizeof name);
+        int rows = 0, rc = need_2d(src, name, s, err);
+        if (!rc)
+            rc = model_size(src, name, "rows", s[0], MODEL_SIZE_MAX, &rows, err);
+        if (!rc)
+            rc = model_size(src, name, "heads", s[1], MODEL_SIZE_MAX, &cfg->heads[st], err);
+        if (rc)
+            return rc;
+        int64_t w = lround((sqrt((double)rows) + 1) / 2);
+        if (w < 1 || (2 * w - 1) * (2 * w - 1) != rows)
+            return pgd_error_set(err, PGD_ERR_SHAPE,
+                                 "%s: '%s' has %d rows, not (2w - 1)² for a square window w",
+                                 src->label, name, rows);
+        if (w > SWIN_MAX_WINDOW)
+            return pgd_error_set(err, PGD_ERR_SHAPE,
+                                 "%s: '%s' has %d rows: a window of %lld, more than the %d a "
+                                 "Swin V1 can have (its attention mask grows as the window's "
+                                 "fourth power)",
+                                 src->label, name, rows, (long long)w, SWIN_MAX_WINDOW);
+        cfg->window[st] = (int)w;
+    }
+    if (cfg->stages < 1)
+        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: no Swin blocks ('%s' is missing)",
+                             src->label, block_name(cfg->family, 0, 0, T_TABLE, name, sizeof name));
+    for (int st = 0; st < cfg->stages; st++) {
+        int64_t C = (int64_t)cfg->dim << st;
+        if (C % cfg->heads[st])
+            return pgd_error_set(err, PGD_ERR_SHAPE,
+                                 "%s: stage %d: width %lld is not divisible by its %d heads",
+                                 src->label, st, (long long)C, cfg->heads[st]);
+    }
+    return PGD_OK;
+}
+
+/* The MLP ratio (block 0's fc1, [hidden, dim]) and the classes (the head, [classes, width]). */
+static int detect_widths(const model_source *src, swin_config *cfg, pgd_error **err)
+{
+    char name[256];
+    int64_t s[8];
+    int hidden = 0;
+    block_name(cfg->family, 0, 0, T_FC1_W, name, sizeof name);
+    int rc = need_2d(src, name, s, err);
+    if (!rc && s[1] != cfg->dim)
+        rc = pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld columns, not the width %d",
+                           src->label, name, (long long)s[1], cfg->dim);
+    if (!rc)
+        rc = model_size(src, name, "MLP hidden width", s[0], MODEL_SIZE_MAX, &hidden, err);
+    if (rc)
+        return rc;
+    cfg->mlp_ratio_x100 = (int)((int64_t)hidden * 100 / cfg->dim);
+    if (cfg->mlp_ratio_x100 < 1)
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s': an MLP of %d for a width of %d",
+                             src->label, name, hidden, cfg->dim);
+    const char *head = outer_names(cfg->family)[O_HEAD_W];
+    if (cfg->family == SWIN_TIMM || cfg->family == SWIN_TIMM_OLD)
+        head = has(src, "head.fc.weight") ? "head.fc.weight" : "head.weight";
+    if ((rc = need_2d(src, head, s, err)))
+        return rc;
+    return model_size(src, head, "classes", s[0], MODEL_SIZE_MAX, &cfg->classes, err);
+}
+
 int swin_detect(const model_source *src, swin_config *cfg, pgd_error **err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -182,7 +257,6 @@ int swin_detect(const model_source *src, swin_config *cfg, pgd_error **err)
                                  "(V1 only)",
                                  src->label, n);
     const char *const *on = outer_names(cfg->family);
-    char name[256];
     int64_t s[8];
     int nd = 0;
     if (src->shape(src->u, on[O_PE_W], &nd, s) != 0 || nd != 4 || s[1] != 3 || s[2] != s[3]) {
@@ -192,47 +266,16 @@ int swin_detect(const model_source *src, swin_config *cfg, pgd_error **err)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' must be [C, 3, P, P], found %s",
                              src->label, on[O_PE_W], got);
     }
-    cfg->dim = (int)s[0];
-    cfg->patch = (int)s[2];
-    for (int st = 0; st < SWIN_MAX_STAGES; st++) {
-        int b = 0;
-        while (b < 1000 && has(src, block_name(cfg->family, st, b, T_TABLE, name, sizeof name)))
-            b++;
-        if (!b)
-            break;
-        cfg->depth[st] = b;
-        cfg->stages = st + 1;
-        int rc = need_2d(src, block_name(cfg->family, st, 0, T_TABLE, name, sizeof name), s, err);
-        if (rc)
-            return rc;
-        int w = (int)lround((sqrt((double)s[0]) + 1) / 2);
-        if (w < 1 || (int64_t)(2 * w - 1) * (2 * w - 1) != s[0])
-            return pgd_error_set(err, PGD_ERR_SHAPE,
-                                 "%s: '%s' has %lld rows, not (2w - 1)² for a square window w",
-                                 src->label, name, (long long)s[0]);
-        cfg->window[st] = w;
-        cfg->heads[st] = (int)s[1];
-    }
-    if (cfg->stages < 1)
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: no Swin blocks ('%s' is missing)",
-                             src->label, block_name(cfg->family, 0, 0, T_TABLE, name, sizeof name));
-    for (int st = 0; st < cfg->stages; st++) {
-        int64_t C = (int64_t)cfg->dim << st;
-        if (cfg->heads[st] < 1 || C % cfg->heads[st])
-            return pgd_error_set(err, PGD_ERR_SHAPE,
-                                 "%s: stage %d: width %lld is not divisible by its %d heads",
-                                 src->label, st, (long long)C, cfg->heads[st]);
-    }
-    int rc = need_2d(src, block_name(cfg->family, 0, 0, T_FC1_W, name, sizeof name), s, err);
+    /* Stage s is dim << s wide: dim is bounded so that the widest stage stays in range. */
+    int rc = model_size(src, on[O_PE_W], "channels", s[0], MODEL_SIZE_MAX >> 4, &cfg->dim, err);
+    if (!rc)
+        rc = model_size(src, on[O_PE_W], "patch size", s[2], SWIN_MAX_PATCH, &cfg->patch, err);
+    if (!rc)
+        rc = detect_stages(src, cfg, err);
+    if (!rc)
+        rc = detect_widths(src, cfg, err);
     if (rc)
         return rc;
-    cfg->mlp_ratio_x100 = (int)(s[0] * 100 / (s[1] ? s[1] : 1));
-    const char *head = on[O_HEAD_W];
-    if (cfg->family == SWIN_TIMM || cfg->family == SWIN_TIMM_OLD)
-        head = has(src, "head.fc.weight") ? "head.fc.weight" : "head.weight";
-    if ((rc = need_2d(src, head, s, err)))
-        return rc;
-    cfg->classes = (int)s[0];
     cfg->eps = 1e-5f; /* nn.LayerNorm's default in all three libraries' Swin */
     return PGD_OK;
 }
@@ -503,22 +546,49 @@ static int region(int64_t p, int64_t n, int64_t w, int64_t shift)
     return p < n - w ? 0 : p < n - shift ? 1 : 2;
 }
 
+/* The shift of block bi over an H x W grid: odd blocks shift by half a window, except along a
+ * dimension the window covers whole. */
+static void block_shift(int64_t w, int64_t H, int64_t W, int bi, int64_t *sh, int64_t *sw)
+{
+    int64_t Hp = (H + w - 1) / w * w, Wp = (W + w - 1) / w * w;
+    *sh = bi % 2 && w < Hp ? w / 2 : 0;
+    *sw = bi % 2 && w < Wp ? w / 2 : 0;
+}
+
+/* The bias alone is shared by every window of every image (batch stride 0); a shifted block's
+ * mask differs per window and is repeated for each of the B images, so that all B·nW windows
+ * run as one launch. */
+static int64_t mask_copies(int64_t B, int64_t sh, int64_t sw) { return sh || sw ? B : 1; }
+
+static int mask_is_for(const swin_block *k, int64_t B, int64_t H, int64_t W, int64_t sh,
+                       int64_t sw)
+{
+    return k->mask && k->mask_h == H && k->mask_w == W && k->mask_shift_h == sh &&
+           k->mask_shift_w == sw && k->mask_copies == mask_copies(B, sh, sw);
+}
+
+/* Floats in block k's mask for an H x W grid (-1: past any size model_mul allows). */
+static int64_t mask_floats(const swin_block *k, int64_t heads, int64_t B, int64_t H, int64_t W,
+                           int64_t sh, int64_t sw)
+{
+    int64_t w = k->window, N = w * w;
+    int64_t nW = sh || sw ? model_mul((H + w - 1) / w, (W + w - 1) / w) : 1;
+    return model_mul(model_mul(model_mul(nW, mask_copies(B, sh, sw)), heads), N * N);
+}
+
 /* Builds k->mask for an H x W grid (see the file comment) unless it is already for it. */
 static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, int64_t H,
                       int64_t W, int64_t sh, int64_t sw, pgd_error **err)
 {
-    /* The bias alone is shared by every window of every image (batch stride 0); a shifted
-     * block's mask differs per window and is repeated for each of the B images, so that all
-     * B·nW windows run as one launch. */
-    int64_t copies = sh || sw ? B : 1;
-    if (k->mask && k->mask_h == H && k->mask_w == W && k->mask_shift_h == sh &&
-        k->mask_shift_w == sw && k->mask_copies == copies)
+    if (mask_is_for(k, B, H, W, sh, sw))
         return PGD_OK;
     pgd_tensor_destroy(k->mask);
     k->mask = NULL;
+    int64_t copies = mask_copies(B, sh, sw);
     int64_t w = k->window, N = w * w, R = 2 * w - 1;
     int64_t Hp = (H + w - 1) / w * w, Wp = (W + w - 1) / w * w, nWw = Wp / w;
     int64_t nW = sh || sw ? (Hp / w) * nWw : 1;
+    /* swin_forward checked the whole mask against the host and the device (check_plan). */
     size_t one = (size_t)(nW * heads * N * N);
     float *host = malloc(one * (size_t)copies * sizeof *host);
     if (!host)
@@ -629,9 +699,8 @@ static int block_forward(pass_state *ps, int s, int bi, pgd_error **err)
     const swin_config *c = &m->cfg;
     swin_block *k = &m->blocks[s][bi];
     int64_t w = k->window, Hp = (ps->H + w - 1) / w * w, Wp = (ps->W + w - 1) / w * w;
-    int64_t nW = (Hp / w) * (Wp / w);
-    /* Odd blocks shift by half a window, except along a dimension the window covers whole. */
-    int64_t sh = bi % 2 && w < Hp ? w / 2 : 0, sw = bi % 2 && w < Wp ? w / 2 : 0;
+    int64_t nW = (Hp / w) * (Wp / w), sh, sw;
+    block_shift(w, ps->H, ps->W, bi, &sh, &sw);
     /* timm rolls the map before padding it; torchvision and Hugging Face roll the padded map. */
     int flags = c->family == SWIN_TIMM || c->family == SWIN_TIMM_OLD ? PGD_WINDOW_ROLL_UNPADDED : 0;
     int rc = block_mask(m, k, c->heads[s], ps->B, ps->H, ps->W, sh, sw, err);
@@ -727,6 +796,53 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
     return rc;
 }
 
+/* Refuses, before anything is built, a forward whose masks or window tensors cannot be made.
+ * A mask grows with the fourth power of the window the tables imply (window 200: 6 GiB for each
+ * head of a block), is built on the host and kept on the device per block, so each is checked
+ * against the host and the device's largest buffer, and the masks together against the
+ * device's free memory. H x W: the patch grid. */
+static int check_plan(swin_model *m, int64_t B, int64_t H, int64_t W, pgd_error **err)
+{
+    const swin_config *c = &m->cfg;
+    uint64_t total = 0;
+    char what[320];
+    int rc = PGD_OK;
+    for (int s = 0; s < c->stages && !rc; s++) {
+        int64_t C = (int64_t)c->dim << s, w = c->window[s], N = w * w;
+        int64_t nW = model_mul((H + w - 1) / w, (W + w - 1) / w);
+        snprintf(what, sizeof what, "Swin stage %d: q, k and v of %lld windows of %lldx%lld "
+                 "tokens (a %lldx%lld grid)", s, (long long)(B * nW), (long long)w, (long long)w,
+                 (long long)H, (long long)W);
+        rc = model_check_alloc(m->ctx, 0, model_mul(model_mul(B, nW), N * 3 * C * 4), what, err);
+        for (int b = 0; b < c->depth[s] && !rc; b++) {
+            swin_block *k = &m->blocks[s][b];
+            int64_t sh, sw;
+            block_shift(w, H, W, b, &sh, &sw);
+            if (mask_is_for(k, B, H, W, sh, sw))
+                continue;
+            int64_t bytes = model_mul(mask_floats(k, c->heads[s], B, H, W, sh, sw), 4);
+            snprintf(what, sizeof what, "Swin stage %d block %d: the attention mask of window "
+                     "%lld (from its relative position table) over a %lldx%lld grid", s, b,
+                     (long long)w, (long long)H, (long long)W);
+            rc = model_check_alloc(m->ctx, 1, bytes, what, err);
+            total += rc ? 0 : (uint64_t)bytes;
+        }
+        H = (H + 1) / 2, W = (W + 1) / 2;
+    }
+    const pgd_device_info *d = pgd_ctx_device(m->ctx);
+    pgd_memory_stats mem;
+    pgd_ctx_memory_stats(m->ctx, &mem);
+    uint64_t room = d->global_mem > mem.live_bytes ? d->global_mem - mem.live_bytes : 0;
+    if (!rc && total > room)
+        rc = pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                           "Swin: the attention masks of the windows the relative position "
+                           "tables imply (%d in stage 0) need %.1f MiB together for this input, "
+                           "more than the %.1f MiB '%s' has free",
+                           c->window[0], (double)total / 1048576.0, (double)room / 1048576.0,
+                           d->name);
+    return rc;
+}
+
 int swin_forward(swin_model *m, const float *images, int B, int H, int W, float *logits,
                  double *times, pgd_error **err)
 {
@@ -737,11 +853,14 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
         return pgd_error_set(err, PGD_ERR_SHAPE,
                              "swin: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
                              W, (long long)P, (long long)P);
+    int rc = check_plan(m, B, H / P, W / P, err);
+    if (rc)
+        return rc;
     pass_state ps = {.m = m, .B = B, .H = H / P, .W = W / P};
     m->attn_ms = times ? 0 : -1;
     double t0 = model_now_ms();
     int64_t si[4] = {B, 3, H, W}, st[3] = {B, ps.H * ps.W, c->dim};
-    int rc = model_upload(ctx, images, 4, si, &ps.img, err);
+    rc = model_upload(ctx, images, 4, si, &ps.img, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps.img, err, "the input");
     pgd_tensor *tokens = NULL;
@@ -794,108 +913,4 @@ int swin_find_nonfinite(swin_model *m, const float *image, int H, int W, model_p
     m->probe = NULL;
     free(logits);
     return rc;
-}
-
-/* ---- seeded random weights (torchvision naming) ---- */
-
-static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
-{
-    const swin_config *c = cfgp;
-    int a = -1, b = -1, len = 0;
-    *ndim = 1;
-    if (sscanf(name, "features.%d.%d.%n", &a, &b, &len) == 2 && len > 0 && a % 2 == 1) {
-        int st = (a - 1) / 2;
-        if (st >= c->stages || b < 0 || b >= c->depth[st])
-            return -1;
-        int64_t C = (int64_t)c->dim << st, w = c->window[st], hid = C * c->mlp_ratio_x100 / 100;
-        const char *r = name + len;
-        s[0] = C;
-        if (!strcmp(r, "norm1.weight") || !strcmp(r, "norm1.bias") || !strcmp(r, "norm2.weight") ||
-            !strcmp(r, "norm2.bias") || !strcmp(r, "attn.proj.bias") || !strcmp(r, "mlp.3.bias"))
-            return 0;
-        if (!strcmp(r, "attn.qkv.weight"))
-            *ndim = 2, s[0] = 3 * C, s[1] = C;
-        else if (!strcmp(r, "attn.qkv.bias"))
-            s[0] = 3 * C;
-        else if (!strcmp(r, "attn.proj.weight"))
-            *ndim = 2, s[1] = C;
-        else if (!strcmp(r, "attn.relative_position_bias_table"))
-            *ndim = 2, s[0] = (2 * w - 1) * (2 * w - 1), s[1] = c->heads[st];
-        else if (!strcmp(r, "mlp.0.weight"))
-            *ndim = 2, s[0] = hid, s[1] = C;
-        else if (!strcmp(r, "mlp.0.bias"))
-            s[0] = hid;
-        else if (!strcmp(r, "mlp.3.weight"))
-            *ndim = 2, s[1] = hid;
-        else
-            return -1;
-        return 0;
-    }
-    if (sscanf(name, "features.%d.%n", &a, &len) == 1 && len > 0 && a >= 2 && a % 2 == 0 &&
-        a / 2 - 1 < c->stages - 1) {
-        int64_t C = (int64_t)c->dim << (a / 2 - 1);
-        const char *r = name + len;
-        if (!strcmp(r, "reduction.weight"))
-            *ndim = 2, s[0] = 2 * C, s[1] = 4 * C;
-        else if (!strcmp(r, "norm.weight") || !strcmp(r, "norm.bias"))
-            s[0] = 4 * C;
-        else
-            return -1;
-        return 0;
-    }
-    int64_t Cl = (int64_t)c->dim << (c->stages - 1);
-    if (!strcmp(name, "features.0.0.weight"))
-        *ndim = 4, s[0] = c->dim, s[1] = 3, s[2] = s[3] = c->patch;
-    else if (!strcmp(name, "features.0.0.bias") || !strcmp(name, "features.0.2.weight") ||
-             !strcmp(name, "features.0.2.bias"))
-        s[0] = c->dim;
-    else if (!strcmp(name, "norm.weight") || !strcmp(name, "norm.bias"))
-        s[0] = Cl;
-    else if (!strcmp(name, "head.weight"))
-        *ndim = 2, s[0] = c->classes, s[1] = Cl;
-    else if (!strcmp(name, "head.bias"))
-        s[0] = c->classes;
-    else
-        return -1;
-    return 0;
-}
-
-int swin_named_config(const char *name, swin_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->family = SWIN_TORCHVISION;
-    c->patch = 4;
-    c->stages = 4;
-    c->classes = 1000;
-    c->mlp_ratio_x100 = 400;
-    c->eps = 1e-5f;
-    static const int heads[4] = {3, 6, 12, 24};
-    int deep = 0;
-    if (!strcmp(name, "t"))
-        c->dim = 96;
-    else if (!strcmp(name, "s"))
-        c->dim = 96, deep = 1;
-    else if (!strcmp(name, "b"))
-        c->dim = 128, deep = 1;
-    else if (!strcmp(name, "tiny")) {
-        c->dim = 16, c->stages = 2, c->classes = 10;
-        c->depth[0] = c->depth[1] = 2, c->heads[0] = 1, c->heads[1] = 2;
-        c->window[0] = c->window[1] = 3;
-        return 0;
-    } else
-        return -1;
-    for (int s = 0; s < 4; s++) {
-        c->depth[s] = s == 2 ? (deep ? 18 : 6) : 2;
-        c->heads[s] = heads[s] * c->dim / 96;
-        c->window[s] = 7;
-    }
-    return 0;
-}
-
-int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
-                       pgd_error **err)
-{
-    swin_config c = *cfg;
-    c.family = SWIN_TORCHVISION;
-    return model_random_source(src, &c, sizeof c, rand_shape, "features.0.2.weight", seed, err);
 }

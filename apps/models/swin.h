@@ -19,7 +19,10 @@ typedef enum swin_family {
     SWIN_HF5,      /* transformers 5.x */
 } swin_family;
 
-enum { SWIN_MAX_STAGES = 8 };
+/* Limits on what a checkpoint may say (swin_detect refuses more). No Swin V1 has a window over
+ * 12 (V2: 24); a window's attention mask grows with its fourth power (64: 64 MiB a head, 200:
+ * 6 GiB), so tables implying a window over SWIN_MAX_WINDOW are refused as not a Swin's. */
+enum { SWIN_MAX_STAGES = 8, SWIN_MAX_PATCH = 4096, SWIN_MAX_WINDOW = 64 };
 
 typedef struct swin_config {
     swin_family family;

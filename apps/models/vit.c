@@ -212,8 +212,9 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
 
 /* Heads into *out: __metadata__ "num_heads" (a whole number 1 .. 2^31 - 1, else an error: a
  * "16abc" is not 16), which `heads` (> 0, the caller's --heads) must equal when both are given;
- * else `heads`; else the standard table; else dim/64. */
-static int detect_heads(const model_source *src, int heads, int dim, int *out, pgd_error **err)
+ * else `heads`; else the standard table, else dim/64, recorded as assumed in *as. */
+static int detect_heads(const model_source *src, int heads, int dim, int *out,
+                        model_assumptions *as, pgd_error **err)
 {
     const char *meta = src->meta ? src->meta(src->u, "num_heads") : NULL;
     if (meta) {
@@ -229,17 +230,16 @@ static int detect_heads(const model_source *src, int heads, int dim, int *out, p
         *out = (int)v;
         return PGD_OK;
     }
-    if (heads > 0) {
-        *out = heads;
+    *out = heads;
+    if (heads > 0)
         return PGD_OK;
-    }
     static const int table[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i][0] == dim) {
-            *out = table[i][1];
-            return PGD_OK;
-        }
     *out = dim % 64 == 0 ? dim / 64 : 1;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        *out = table[i][0] == dim ? table[i][1] : *out;
+    char v[16];
+    snprintf(v, sizeof v, "%d", *out);
+    model_assume(as, "heads", v, "num_heads in __metadata__; pagoda vit/classify: --heads N");
     return PGD_OK;
 }
 
@@ -280,7 +280,7 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
         rc = detect_sizes(src, cfg, err);
     if (rc)
         return rc;
-    rc = detect_heads(src, heads, cfg->dim, &cfg->heads, err);
+    rc = detect_heads(src, heads, cfg->dim, &cfg->heads, &cfg->assumed, err);
     if (rc)
         return rc;
     if (cfg->dim % cfg->heads)

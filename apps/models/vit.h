@@ -23,6 +23,7 @@ typedef struct vit_config {
     int headless;       /* no classifier in the file (DINO): the forward gives features [B, dim]
                          * (classes == dim), pooled as vit_set_pool says */
     float eps;
+    model_assumptions assumed; /* "heads" when neither __metadata__ nor the caller gave them */
 } vit_config;
 
 const char *vit_family_name(vit_family f);

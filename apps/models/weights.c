@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
+#include <unistd.h>
 
 #include "model.h"
 
@@ -148,6 +148,20 @@ int model_need(const model_source *src, const char *name, int want_ndim, const i
     for (int i = 0; i < one.ndim; i++)
         one.d[i] = want[i];
     return model_need_shapes(src, name, &one, 1, err);
+}
+
+void model_assume(model_assumptions *as, const char *key, const char *value, const char *how)
+{
+    int i = 0;
+    while (i < as->n && strcmp(as->a[i].key, key))
+        i++;
+    if (i == MODEL_MAX_ASSUMED)
+        return;
+    model_assumed *a = &as->a[i];
+    snprintf(a->key, sizeof a->key, "%s", key);
+    snprintf(a->value, sizeof a->value, "%s", value);
+    snprintf(a->how, sizeof a->how, "%s", how);
+    as->n += i == as->n;
 }
 
 int64_t model_first_nonfinite(const float *x, int64_t n)
@@ -341,9 +355,68 @@ void model_source_free(model_source *src)
         memset(src, 0, sizeof *src);
 }
 
-/* ---- fitting a model on the device ---- */
+/* ---- sizes read from a checkpoint ---- */
+
+int model_size(const model_source *src, const char *tensor, const char *what, int64_t v,
+               int64_t max, int *out, pgd_error **err)
+{
+    if (v >= 1 && v <= max && v <= INT32_MAX) {
+        *out = (int)v;
+        return PGD_OK;
+    }
+    if (v == 0)
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: tensor '%s' has a zero dimension: 0 %s (it must be 1 .. %lld)",
+                             src->label, tensor, what, (long long)max);
+    return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' gives %lld %s: it must be 1 .. %lld",
+                         src->label, tensor, (long long)v, what, (long long)max);
+}
+
+int64_t model_mul(int64_t a, int64_t b)
+{
+    const int64_t limit = INT64_MAX / 16;
+    if (a < 0 || b < 0 || (a && b > limit / a))
+        return -1;
+    return a * b;
+}
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* The machine's physical memory in bytes; UINT64_MAX where the system does not say. */
+static uint64_t host_memory(void)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        return (uint64_t)pages * (uint64_t)page;
+#endif
+    return UINT64_MAX;
+}
+
+int model_check_alloc(pgd_ctx *ctx, int host, int64_t bytes, const char *what, pgd_error **err)
+{
+    if (bytes < 0)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "%s: the size overflows 64-bit arithmetic (a hostile or corrupt "
+                             "shape)", what);
+    uint64_t have = host_memory();
+    if (host && (uint64_t)bytes > have)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "%s needs %lld bytes (%.1f MiB) of host memory, more than the "
+                             "%" PRIu64 " bytes (%.1f MiB) this machine has",
+                             what, (long long)bytes, mib((uint64_t)bytes), have, mib(have));
+    const pgd_device_info *d = ctx ? pgd_ctx_device(ctx) : NULL;
+    if (d && (uint64_t)bytes > d->max_alloc)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "%s needs a buffer of %lld bytes (%.1f MiB), more than the %" PRIu64
+                             " bytes (%.1f MiB) '%s' allows in one buffer "
+                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                             what, (long long)bytes, mib((uint64_t)bytes), d->max_alloc,
+                             mib(d->max_alloc), d->name);
+    return PGD_OK;
+}
+
+/* ---- fitting a model on the device ---- */
 
 uint64_t model_weight_bytes(const model_source *src)
 {

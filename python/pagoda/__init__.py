@@ -36,29 +36,62 @@ from .errors import (
     UnsupportedError,
 )
 from .models import Model, imagenet_label, load, preprocess, random_model
+from .ops import absolute as abs
+from .ops import amax as max
+from .ops import amin as min
+from .ops import power as pow
 from .ops import (
     Conv2d,
     Linear,
     NonLocal,
+    absolute,
     add,
+    amax,
+    amin,
+    argmax,
+    argmin,
     attention,
     attention_qkv,
     attention_uniform,
     avgpool2d,
     bias_add,
+    clip,
     conv2d,
+    div,
+    divide,
+    erf,
+    exp,
     gelu,
     gemm,
     global_avgpool,
     layernorm,
     linear,
+    log,
+    maximum,
     maxpool2d,
+    mean,
+    minimum,
+    mul,
+    multiply,
     nchw_to_nhwc,
+    neg,
+    negative,
     nonlocal_,
     patch_embed,
+    power,
+    prod,
     relu,
+    rsqrt,
     scale,
+    sigmoid,
+    silu,
     softmax,
+    sqrt,
+    sub,
+    subtract,
+    sum,
+    tanh,
+    where,
 )
 from .tensor import Tensor
 
@@ -74,4 +107,9 @@ __all__ = [
     "bias_add", "conv2d", "devices", "gelu", "gemm", "global_avgpool", "imagenet_label",
     "layernorm", "linear", "load", "maxpool2d", "nchw_to_nhwc", "nonlocal_", "patch_embed",
     "preprocess", "random_model", "relu", "scale", "softmax",
+    # broadcasting elementwise ops and reductions
+    "abs", "absolute", "amax", "amin", "argmax", "argmin", "clip", "div", "divide", "erf", "exp",
+    "log", "max", "maximum", "mean", "min", "minimum", "mul", "multiply", "neg", "negative",
+    "pow", "power", "prod", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "subtract", "sum", "tanh",
+    "where",
 ]

@@ -59,16 +59,33 @@ def _classify(a: argparse.Namespace) -> int:
     return 0
 
 
+class _UsageError(Exception):
+    """A bad command line found after argparse (exit status 2, as argparse's own)."""
+
+
+def _bench_item(spec: str) -> tuple:
+    """NAME[:B] as (name, batch); _UsageError naming the item when B is not a whole number
+    >= 1 (the model name itself is checked by random_model, with the list of names)."""
+    name, colon, b = spec.partition(":")
+    if not colon:
+        return name, 1
+    if not b.isdigit() or not 1 <= int(b) < 2**31:
+        raise _UsageError(
+            f"bench: '{spec}': an item is MODEL[:B] with B a whole number of images >= 1, "
+            f"not '{b}' (python -m pagoda bench times whole models: vit_b16, resnet50, ...; "
+            f"GEMM and the other op benchmarks are the CLI's `pagoda bench`)")
+    return name, int(b)
+
+
 def _bench(a: argparse.Namespace) -> int:
     import numpy as np
 
     import pagoda
 
+    items = [_bench_item(spec) for spec in a.items]  # all checked before any work
     results = []
     with pagoda.Context(a.device) as ctx:
-        for spec in a.items:
-            name, _, b = spec.partition(":")
-            batch = int(b) if b else 1
+        for name, batch in items:
             model = pagoda.random_model(name, ctx)
             h, w = model.input_size
             x = np.random.default_rng(1).uniform(-1, 1, (batch, 3, h, w)).astype(np.float32)
@@ -117,6 +134,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return {"devices": _devices, "classify": _classify, "bench": _bench}[a.cmd](a)
+    except _UsageError as e:
+        print(f"python -m pagoda: error: {e}", file=sys.stderr)
+        return 2
     except pagoda.Error as e:
         print(f"pagoda: error: {e}", file=sys.stderr)
         return 1

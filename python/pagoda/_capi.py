@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import glob
+import operator
 import os
 from ctypes import (
     POINTER,
@@ -34,6 +35,33 @@ from ctypes import (
 
 MAX_DIMS = 8
 PREPROCESS_SIZE = 224
+
+
+def c_integer(value: object, ctype: type, what: str, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+    """`value` as a Python int for a C argument or structure field of type `ctype` (c_int,
+    c_int64, c_uint64, c_size_t, ...), checked against that type's range and, when given,
+    [minimum, maximum]. Every wrapper converts its integer arguments through here: ctypes
+    itself keeps the low bits of an int that does not fit, silently (2**64 becomes 0,
+    2**32 + 2 becomes 2). Accepts int, bool and NumPy integers (anything with __index__);
+    anything else, or a value out of range, raises pagoda.InvalidArgumentError naming `what`."""
+    from .errors import InvalidArgumentError
+
+    try:
+        v = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentError(f"pagoda: {what} wants an integer, not {value!r} "
+                                   f"({type(value).__name__})") from None
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value == -1  # type: ignore[operator]
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if minimum is not None:
+        lo = max(lo, minimum)
+    if maximum is not None:
+        hi = min(hi, maximum)
+    if not lo <= v <= hi:
+        raise InvalidArgumentError(f"pagoda: {what} is {v}, outside {lo}..{hi}")
+    return v
 
 
 def _candidates(stem: str) -> list[str]:
@@ -367,6 +395,12 @@ _DECLS = [
     ("pgd_image_width", c_int, V),
     ("pgd_image_height", c_int, V),
     ("pgd_image_preprocess", c_int, V, c_int, FloatP, ErrP),
+    # broadcasting elementwise ops and reductions
+    ("pgd_binary", c_int, V, c_int, V, V, V, ErrP),
+    ("pgd_where", c_int, V, V, V, V, V, ErrP),
+    ("pgd_unary", c_int, V, c_int, V, V, ErrP),
+    ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
+    ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
 ]
 
 _MODEL_DECLS = [

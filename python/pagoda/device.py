@@ -7,7 +7,7 @@ import weakref
 from ctypes import POINTER, byref, c_size_t, c_void_p
 from typing import Any, Callable, Dict, List, Optional
 
-from ._capi import CtxOptions, DeviceInfo, MemoryStats, api
+from ._capi import CtxOptions, DeviceInfo, MemoryStats, api, c_integer
 from .errors import ClosedError, ConcurrentUseError, InvalidArgumentError, raise_from
 
 
@@ -81,6 +81,7 @@ _INTS = ("gemm_k_chunk", "conv_mb", "conv_chunk_bytes", "row_wg", "max_launch_ro
          "global_mem_limit", "max_alloc_limit", "max_batch", "nl_key_chunk",
          "attn_key_block")
 _BOOLS = ("profiling", "profile_print_at_destroy", "weights_f16")
+_FIELD_TYPES = dict(CtxOptions._fields_)
 
 
 def _options(env: bool, kw: Dict[str, Any]) -> tuple:
@@ -108,9 +109,11 @@ def _options(env: bool, kw: Dict[str, Any]) -> tuple:
                     f"Context: {k} wants one of {', '.join(table)}, not {v!r}")
             setattr(o, k, table[v])
         elif k in _INTS:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= 2**62:
+            if isinstance(v, bool):
                 raise InvalidArgumentError(f"Context: {k} wants a whole number >= 0, not {v!r}")
-            setattr(o, k, v)
+            # The field's own C type (int or 64-bit) bounds it; 2**62 keeps sums of sizes
+            # inside 64 bits.
+            setattr(o, k, c_integer(v, _FIELD_TYPES[k], f"Context: {k}", 0, 2**62 - 1))
         elif k in _BOOLS:
             setattr(o, k, 1 if v else 0)
         else:

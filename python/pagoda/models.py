@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._capi import PREPROCESS_SIZE, ModelInfo, ModelOptions, api
+from ._capi import PREPROCESS_SIZE, ModelInfo, ModelOptions, api, c_integer
 from .device import Context
 from .errors import InvalidArgumentError, ShapeError, raise_from
 from .tensor import Handle, Tensor, as_float32
@@ -89,7 +89,7 @@ def preprocess(image: ImageLike, preset: str = "torchvision") -> np.ndarray:
 
 
 def imagenet_label(i: int) -> Optional[str]:
-    r = api.pgd_model_imagenet_label(int(i))
+    r = api.pgd_model_imagenet_label(c_integer(i, c_int, "imagenet_label: index"))
     return r.decode() if r else None
 
 
@@ -128,8 +128,8 @@ class Model(Handle):
         if x.ndim != 4 or x.shape[1] != 3 or x.shape[0] < 1 or x.shape[2] < 1 or x.shape[3] < 1:
             raise ShapeError(f"pagoda: a batch is [B, 3, H, W] (or one [3, H, W] image), not "
                              f"{list(np.shape(batch))}")
-        if max(x.shape) >= 2**31:
-            raise ShapeError(f"pagoda: batch {list(x.shape)} too large")
+        for d in x.shape:
+            c_integer(d, c_int, f"a batch's size ({list(x.shape)})")
         return x
 
     def __call__(self, batch: Any) -> np.ndarray:
@@ -155,6 +155,9 @@ class Model(Handle):
         if isinstance(images, (str, os.PathLike, bytes)) or hasattr(images, "convert") or (
                 isinstance(images, np.ndarray) and images.dtype == np.uint8):
             images = [images]
+        images = list(images)
+        if not images:
+            raise InvalidArgumentError("pagoda: no images given (an empty list)")
         return np.stack([preprocess(i, self.preset) for i in images])
 
     def _inputs(self, images: Any) -> np.ndarray:
@@ -167,14 +170,13 @@ class Model(Handle):
         """The top-k classes of each image: a list (one per image) of lists of
         {"index", "label", "probability", "logit"}, best first. `images` are paths, PIL
         images, uint8 [H, W, 3] arrays, or a preprocessed float batch [B, 3, H, W]."""
-        if not 1 <= int(topk) <= 100000:
-            raise InvalidArgumentError(f"pagoda: topk wants 1..100000, not {topk}")
+        topk = c_integer(topk, c_int, "classify: topk", 1, 100000)
         logits = self(self._inputs(images)).astype(np.float64)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs = e / e.sum(axis=1, keepdims=True)
         out = []
         for b in range(logits.shape[0]):
-            order = np.argsort(-logits[b], kind="stable")[: min(int(topk), self.classes)]
+            order = np.argsort(-logits[b], kind="stable")[: min(topk, self.classes)]
             out.append([{"index": int(i),
                          "label": (imagenet_label(i) if self.classes == 1000 else None)
                          or f"class {int(i)}",
@@ -253,7 +255,8 @@ def load(path: Union[str, "os.PathLike[str]"], ctx: Context, *, heads: int = 0,
     if b"\0" in p:
         raise InvalidArgumentError("pagoda.load: the path holds a NUL character")
     keep = [s.encode() if s is not None else None for s in (nonlocal_spec, nonlocal_mode)]
-    opt = ModelOptions(int(heads), keep[0], keep[1], int(subsample is not None),
+    opt = ModelOptions(c_integer(heads, c_int, "load: heads", 0), keep[0], keep[1],
+                       int(subsample is not None),
                        int(bool(subsample)))
     out = c_void_p()
     h = ctx._enter()

@@ -8,7 +8,7 @@ Activations of the CNN ops (conv2d, pools, nonlocal) are NHWC, as in the C API.
 
 from __future__ import annotations
 
-from ctypes import POINTER, byref, c_float, c_int64, c_void_p, cast, pointer
+from ctypes import POINTER, byref, c_float, c_int, c_int64, c_uint64, c_void_p, cast, pointer
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -22,6 +22,7 @@ from ._capi import (
     NonlocalParams,
     View,
     api,
+    c_integer,
 )
 from .device import Context
 from .errors import InvalidArgumentError, ShapeError, raise_from
@@ -201,10 +202,10 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
     if mode not in _ATT_MODES:
         raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
                                    f"{mode!r}")
-    if mode == "topk" and int(topk) < 1:
+    topk = c_integer(topk, c_int64, "attention: topk", 0)
+    if mode == "topk" and topk < 1:
         raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
-    if not 0 <= int(seed) < 2**64:
-        raise InvalidArgumentError(f"pagoda: attention: seed {seed} is not a 64-bit unsigned")
+    seed = c_integer(seed, c_uint64, "attention: seed")
     with _call(ctx, q, k, v, mask, out) as c:
         tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
         assert tq is not None and tk is not None and tv is not None
@@ -224,7 +225,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         if scale is not None and float(scale) == 0.0:
             raise InvalidArgumentError("pagoda: attention: scale 0 (None means 1/sqrt(D))")
         args.causal = int(bool(causal))
-        args.mode, args.topk, args.seed = _ATT_MODES[mode], int(topk), int(seed)
+        args.mode, args.topk, args.seed = _ATT_MODES[mode], topk, seed
         args.q, args.k, args.v, args.o = (_view(tq, sq), _view(tk, sk), _view(tv, sv),
                                           _view(o, sq))
         tm = c.t(mask, "mask")
@@ -239,10 +240,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
                              0 if ms[1] == 1 else Nq * Nk, Nk)
         p = None
         if probs is not False and probs is not None:
-            head = -1 if probs is True else int(probs)
+            head = -1 if probs is True else c_integer(probs, c_int, "attention: probs (head)")
             if head != -1 and not 0 <= head < H:
                 raise InvalidArgumentError(f"pagoda: attention: probs head {head} of {H}")
-            q0, q1 = probs_rows if probs_rows is not None else (0, Nq)
+            q0, q1 = (c_integer(r, c_int64, "attention: probs_rows") for r in
+                      (probs_rows if probs_rows is not None else (0, Nq)))
             if not 0 <= q0 < q1 <= Nq:
                 raise InvalidArgumentError(f"pagoda: attention: probs_rows ({q0}, {q1}) of {Nq}")
             p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
@@ -255,13 +257,17 @@ def attention_uniform(seed: int, b: int, h: int, i: int, heads: int, nq: int) ->
     """The uniform number in [0, 1) that mode="sample" draws for row i of head h of batch
     entry b: key j is picked when it is the first whose cumulative softmax weight exceeds u
     times the row's total."""
-    return float(api.pgd_attention_uniform(seed, b, h, i, heads, nq))
+    args = [c_integer(seed, c_uint64, "attention_uniform: seed")] + [
+        c_integer(v, c_int64, "attention_uniform: " + n)
+        for v, n in ((b, "b"), (h, "h"), (i, "i"), (heads, "heads"), (nq, "nq"))]
+    return float(api.pgd_attention_uniform(*args))
 
 
 def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,
                   ctx: Optional[Context] = None) -> Tensor:
     """Multi-head self-attention on a fused projection qkv [B, N, 3·H·D] (q|k|v, head, d as
     timm and torchvision lay it out) to [B, N, H·D]."""
+    heads = c_integer(heads, c_int64, "attention_qkv: heads")
     with _call(ctx, qkv, out) as c:
         t = c.t(qkv, "qkv")
         assert t is not None
@@ -269,7 +275,7 @@ def attention_qkv(qkv: ArrayLike, heads: int, *, out: Optional[Tensor] = None,
         if len(s) != 3 or heads < 1 or s[2] % (3 * heads):
             raise ShapeError(f"pagoda: attention_qkv: qkv {list(s)} is not [B, N, 3·{heads}·D]")
         o = c.out(out, (s[0], s[1], s[2] // 3))
-        _run(api.pgd_attention_qkv, c.ctx._h, t._handle(), int(heads), o._handle())
+        _run(api.pgd_attention_qkv, c.ctx._h, t._handle(), heads, o._handle())
         return o
 
 
@@ -327,16 +333,6 @@ def scale(x: ArrayLike, alpha: float, *, out: Optional[Tensor] = None,
     return _unary(lambda h, xh, yh: _run(api.pgd_scale, h, xh, float(alpha), yh), x, out, ctx)
 
 
-def add(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
-        ctx: Optional[Context] = None) -> Tensor:
-    with _call(ctx, a, b, out) as c:
-        ta, tb = c.t(a, "a"), c.t(b, "b")
-        assert ta is not None and tb is not None
-        y = c.out(out, ta.shape)
-        _run(api.pgd_add, c.ctx._h, ta._handle(), tb._handle(), y._handle())
-        return y
-
-
 def bias_add(x: ArrayLike, bias: ArrayLike, *, out: Optional[Tensor] = None,
              ctx: Optional[Context] = None) -> Tensor:
     with _call(ctx, x, bias, out) as c:
@@ -376,12 +372,14 @@ def patch_embed(image: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] =
 
 
 def _pair(v: Union[int, Sequence[int]], what: str) -> Tuple[int, int]:
-    if isinstance(v, (int, np.integer)):
-        return int(v), int(v)
-    t = tuple(int(x) for x in v)
+    """An int or a pair of ints, each for a C int."""
+    if not hasattr(v, "__iter__"):
+        x = c_integer(v, c_int, what)
+        return x, x
+    t = tuple(v)
     if len(t) != 2:
         raise InvalidArgumentError(f"pagoda: {what} wants an int or a pair, not {v!r}")
-    return t  # type: ignore[return-value]
+    return c_integer(t[0], c_int, what), c_integer(t[1], c_int, what)
 
 
 def _host(a: Optional[ArrayLike], what: str, n: Optional[int] = None) -> Optional[np.ndarray]:
@@ -413,14 +411,15 @@ class Conv2d(Handle):
         if w.ndim != 4:
             raise ShapeError(f"pagoda: Conv2d: weight is {list(w.shape)}, not [cout, cin/groups,"
                              f" kh, kw]")
-        if groups < 1:
-            raise InvalidArgumentError(f"pagoda: Conv2d: groups {groups} < 1")
-        cout, cin_g, kh, kw = w.shape
+        groups = c_integer(groups, c_int, "Conv2d: groups", 1)
+        cout, cin_g, kh, kw = (c_integer(d, c_int64 if i < 2 else c_int, "Conv2d: weight size")
+                               for i, d in enumerate(w.shape))
         b = _host(bias, "bias", cout)
-        sh, sw = _pair(stride, "stride")
-        ph, pw = _pair(padding, "padding")
-        dh, dw = _pair(dilation, "dilation")
-        self.desc = Conv2dDesc(cin_g * groups, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups)
+        sh, sw = _pair(stride, "Conv2d: stride")
+        ph, pw = _pair(padding, "Conv2d: padding")
+        dh, dw = _pair(dilation, "Conv2d: dilation")
+        cin = c_integer(cin_g * groups, c_int64, "Conv2d: cin")
+        self.desc = Conv2dDesc(cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups)
         self.out_channels = cout
         bnd = None
         keep = []
@@ -441,13 +440,15 @@ class Conv2d(Handle):
 
     def out_size(self, h: int, w: int) -> Tuple[int, int]:
         oh, ow = c_int64(), c_int64()
-        api.pgd_conv2d_out_size(byref(self.desc), h, w, byref(oh), byref(ow))
+        api.pgd_conv2d_out_size(byref(self.desc), c_integer(h, c_int64, "Conv2d.out_size: h"),
+                                c_integer(w, c_int64, "Conv2d.out_size: w"), byref(oh), byref(ow))
         return oh.value, ow.value
 
     def algorithm(self, h: int, w: int, n: int = 1) -> str:
         """The algorithm a forward on n images of h x w uses ("gemm", "implicit", ...)."""
-        if n < 1:
-            raise ValueError(f"algorithm: n must be at least 1, got {n}")
+        n = c_integer(n, c_int64, "Conv2d.algorithm: n", 1)
+        h = c_integer(h, c_int64, "Conv2d.algorithm: h")
+        w = c_integer(w, c_int64, "Conv2d.algorithm: w")
         self._ctx._enter()
         try:
             r = api.pgd_conv2d_algorithm_batch(self._ctx._h, self._handle(), n, h, w)
@@ -488,7 +489,9 @@ def conv2d(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
 
 def _pool(fn: Any, x: ArrayLike, k: int, stride: Optional[int], padding: int,
           out: Optional[Tensor], ctx: Optional[Context], what: str) -> Tensor:
-    stride = k if stride is None else stride
+    k = c_integer(k, c_int, f"{what}: kernel_size")
+    stride = k if stride is None else c_integer(stride, c_int, f"{what}: stride")
+    padding = c_integer(padding, c_int, f"{what}: padding")
     with _call(ctx, x, out) as c:
         t = c.t(x, "x")
         assert t is not None
@@ -503,7 +506,7 @@ def _pool(fn: Any, x: ArrayLike, k: int, stride: Optional[int], padding: int,
         if oh < 1 or ow < 1:
             raise ShapeError(f"pagoda: {what}: a {k}x{k} window does not fit {list(s)}")
         y = c.out(out, (s[0], oh, ow, s[3]))
-        _run(fn, c.ctx._h, t._handle(), int(k), int(stride), int(padding), y._handle())
+        _run(fn, c.ctx._h, t._handle(), k, stride, padding, y._handle())
         return y
 
 
@@ -565,7 +568,8 @@ class NonLocal(Handle):
         if mode not in _NL_MODES:
             raise InvalidArgumentError(f"pagoda: NonLocal: mode is one of {', '.join(_NL_MODES)}"
                                        f", not {mode!r}")
-        inner = channels // 2 if inner is None else inner
+        channels = c_integer(channels, c_int64, "NonLocal: channels")
+        inner = channels // 2 if inner is None else c_integer(inner, c_int64, "NonLocal: inner")
         known = ("theta_weight", "theta_bias", "phi_weight", "phi_bias", "g_weight", "g_bias",
                  "w_weight", "w_bias", "bn", "concat_weight")
         for k in weights:
@@ -577,7 +581,7 @@ class NonLocal(Handle):
                  "g_bias": inner, "w_weight": channels * inner, "w_bias": channels,
                  "concat_weight": 2 * inner}
         host = {k: _host(weights.get(k), k, n) for k, n in sizes.items()}
-        self.desc = NonlocalDesc(int(channels), int(inner), _NL_MODES[mode], int(bool(subsample)),
+        self.desc = NonlocalDesc(channels, inner, _NL_MODES[mode], int(bool(subsample)),
                                  int(bool(unfused)))
         self.mode = mode
         bnd = None
@@ -604,7 +608,8 @@ class NonLocal(Handle):
 
     def key_grid(self, h: int, w: int) -> Tuple[int, int]:
         gh, gw = c_int64(), c_int64()
-        api.pgd_nonlocal_key_grid(byref(self.desc), h, w, byref(gh), byref(gw))
+        api.pgd_nonlocal_key_grid(byref(self.desc), c_integer(h, c_int64, "NonLocal: h"),
+                                  c_integer(w, c_int64, "NonLocal: w"), byref(gh), byref(gw))
         return gh.value, gw.value
 
     def __call__(self, x: ArrayLike, *, out: Optional[Tensor] = None) -> Tensor:
@@ -627,8 +632,10 @@ class NonLocal(Handle):
             gh, gw = self.key_grid(s[1], s[2])
             row = np.zeros((s[0], max(gh, 1), max(gw, 1)), dtype=np.float32)
             ogh, ogw = c_int64(), c_int64()
-            _run(api.pgd_nonlocal_affinity, c.ctx._h, self._handle(), t._handle(), int(qi),
-                 int(qj), row.ctypes.data_as(POINTER(c_float)), byref(ogh), byref(ogw))
+            _run(api.pgd_nonlocal_affinity, c.ctx._h, self._handle(), t._handle(),
+                 c_integer(qi, c_int64, "NonLocal.affinity: qi"),
+                 c_integer(qj, c_int64, "NonLocal.affinity: qj"),
+                 row.ctypes.data_as(POINTER(c_float)), byref(ogh), byref(ogw))
             return row
 
 
@@ -646,5 +653,238 @@ def nonlocal_(x: ArrayLike, channels: Optional[int] = None, inner: Optional[int]
     finally:
         block.close()
 
+
+# ---- broadcasting elementwise ops and reductions (cl/broadcast.cl) ----------------------------
+#
+# NumPy's semantics: the binary ops and where broadcast their operands (Python numbers and
+# 0-d arrays included), reductions take axis= (None: all, an int, or a tuple; () reduces
+# nothing) and keepdims=. Everything is float32; argmax and argmin return the indices as a
+# float32 Tensor (exact up to 2^24). NaN propagates as in NumPy (maximum, minimum, clip, max,
+# argmax included). Shape errors come from the C library and name the operand. The reductions
+# that share a builtin's name are amax, amin, absolute and power here (pagoda.max, .min, .abs
+# and .pow in the package); `sum` is defined below, so this module must not use the builtin.
+
+_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "max": 5, "min": 6}
+_UNARY = {"exp": 0, "log": 1, "sqrt": 2, "rsqrt": 3, "erf": 4, "tanh": 5, "sigmoid": 6,
+          "abs": 7, "neg": 8, "relu": 9, "gelu": 10, "gelu_tanh": 11, "silu": 12}
+_REDUCE = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "argmax": 5, "argmin": 6}
+
+
+def _operand(c: _Call, x: ArrayLike, what: str) -> Tensor:
+    t = c.t(x, what)  # a Python number or 0-d array becomes a rank-0 tensor
+    assert t is not None
+    return t
+
+
+def _broadcast_out(c: _Call, out: Optional[Tensor], ts: Sequence[Tensor]) -> Tensor:
+    try:
+        shape = np.broadcast_shapes(*(t.shape for t in ts))
+    except ValueError:
+        # No broadcast shape: the C call reports it (naming the operand) before it looks at y.
+        return ts[0]
+    return c.out(out, shape)
+
+
+def _binary(name: str, a: ArrayLike, b: ArrayLike, out: Optional[Tensor],
+            ctx: Optional[Context]) -> Tensor:
+    with _call(ctx, a, b, out) as c:
+        ta, tb = _operand(c, a, "a"), _operand(c, b, "b")
+        y = _broadcast_out(c, out, (ta, tb))
+        _run(api.pgd_binary, c.ctx._h, _BINARY[name], ta._handle(), tb._handle(), y._handle())
+        return y
+
+
+def add(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a + b with NumPy broadcasting."""
+    return _binary("add", a, b, out, ctx)
+
+
+def sub(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a - b with NumPy broadcasting (numpy.subtract)."""
+    return _binary("sub", a, b, out, ctx)
+
+
+def mul(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a * b with NumPy broadcasting (numpy.multiply)."""
+    return _binary("mul", a, b, out, ctx)
+
+
+def div(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+        ctx: Optional[Context] = None) -> Tensor:
+    """a / b with NumPy broadcasting (numpy.divide; x/0 is ±inf, 0/0 NaN)."""
+    return _binary("div", a, b, out, ctx)
+
+
+def power(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """a ** b with NumPy broadcasting (C's pow: a negative base to a non-integer is NaN)."""
+    return _binary("pow", a, b, out, ctx)
+
+
+def maximum(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """Elementwise max with NumPy broadcasting; NaN when either is NaN (numpy.maximum)."""
+    return _binary("max", a, b, out, ctx)
+
+
+def minimum(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """Elementwise min with NumPy broadcasting; NaN when either is NaN (numpy.minimum)."""
+    return _binary("min", a, b, out, ctx)
+
+
+def where(cond: ArrayLike, a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """cond != 0 ? a : b, the three broadcast together (numpy.where; cond is float: NaN is
+    true)."""
+    with _call(ctx, cond, a, b, out) as c:
+        if not isinstance(cond, Tensor) and np.asarray(cond).dtype == np.bool_:
+            cond = np.asarray(cond, dtype=np.float32)  # as_float32 refuses bool
+        tc, ta, tb = _operand(c, cond, "cond"), _operand(c, a, "a"), _operand(c, b, "b")
+        y = _broadcast_out(c, out, (tc, ta, tb))
+        _run(api.pgd_where, c.ctx._h, tc._handle(), ta._handle(), tb._handle(), y._handle())
+        return y
+
+
+def _elementwise(name: str, x: ArrayLike, out: Optional[Tensor],
+                 ctx: Optional[Context]) -> Tensor:
+    return _unary(lambda h, xh, yh: _run(api.pgd_unary, h, _UNARY[name], xh, yh), x, out, ctx)
+
+
+def exp(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("exp", x, out, ctx)
+
+
+def log(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("log", x, out, ctx)
+
+
+def sqrt(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("sqrt", x, out, ctx)
+
+
+def rsqrt(x: ArrayLike, *, out: Optional[Tensor] = None,
+          ctx: Optional[Context] = None) -> Tensor:
+    """1 / sqrt(x)."""
+    return _elementwise("rsqrt", x, out, ctx)
+
+
+def erf(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("erf", x, out, ctx)
+
+
+def tanh(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    return _elementwise("tanh", x, out, ctx)
+
+
+def sigmoid(x: ArrayLike, *, out: Optional[Tensor] = None,
+            ctx: Optional[Context] = None) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return _elementwise("sigmoid", x, out, ctx)
+
+
+def silu(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """x * sigmoid(x) in one pass (swish); -inf gives 0."""
+    return _elementwise("silu", x, out, ctx)
+
+
+def absolute(x: ArrayLike, *, out: Optional[Tensor] = None,
+             ctx: Optional[Context] = None) -> Tensor:
+    """|x| (numpy.absolute; pagoda.abs)."""
+    return _elementwise("abs", x, out, ctx)
+
+
+def neg(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """-x (numpy.negative)."""
+    return _elementwise("neg", x, out, ctx)
+
+
+def clip(x: ArrayLike, a_min: Optional[float] = None, a_max: Optional[float] = None, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """min(max(x, a_min), a_max) (numpy.clip with scalar bounds; None: no bound; a_max wins
+    when a_min > a_max; NaN stays NaN)."""
+    lo = -np.inf if a_min is None else float(a_min)
+    hi = np.inf if a_max is None else float(a_max)
+    return _unary(lambda h, xh, yh: _run(api.pgd_clip, h, xh, lo, hi, yh), x, out, ctx)
+
+
+def _axes(axis: Union[None, int, Sequence[int]]) -> Any:
+    if axis is None:
+        return None, 0
+    axes = [int(axis)] if isinstance(axis, (int, np.integer)) else [int(a) for a in axis]
+    return (c_int * max(len(axes), 1))(*axes), len(axes)
+
+
+def _reduced_shape(shape: Sequence[int], axes: Any, n: int, keepdims: bool) -> Tuple[int, ...]:
+    nd = len(shape)
+    red = set(range(nd)) if axes is None else {a + nd if a < 0 else a for a in axes[:n]}
+    return tuple(1 if d in red else s for d, s in enumerate(shape) if keepdims or d not in red)
+
+
+def _reduce(name: str, x: ArrayLike, axis: Union[None, int, Sequence[int]], keepdims: bool,
+            out: Optional[Tensor], ctx: Optional[Context]) -> Tensor:
+    axes, n = _axes(axis)
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        nd = len(t.shape)
+        bad = axes is not None and (any(not -nd <= a < nd for a in axes[:n])
+                                    or len({a % nd for a in axes[:n]}) < n)
+        # A bad axis: the C call names it before it looks at y.
+        y = c.out(None, ()) if bad else c.out(out, _reduced_shape(t.shape, axes, n, keepdims))
+        _run(api.pgd_reduce, c.ctx._h, _REDUCE[name], t._handle(), axes, n, int(bool(keepdims)),
+             y._handle())
+        return y
+
+
+def sum(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+        out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Sum over axis (numpy.sum; of nothing: 0)."""
+    return _reduce("sum", x, axis, keepdims, out, ctx)
+
+
+def mean(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Mean over axis (numpy.mean; of nothing: NaN)."""
+    return _reduce("mean", x, axis, keepdims, out, ctx)
+
+
+def prod(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Product over axis (numpy.prod; of nothing: 1)."""
+    return _reduce("prod", x, axis, keepdims, out, ctx)
+
+
+def amax(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Maximum over axis (numpy.max; pagoda.max); NaN when any is NaN; an empty axis is a
+    ShapeError."""
+    return _reduce("max", x, axis, keepdims, out, ctx)
+
+
+def amin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False, *,
+         out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Minimum over axis (numpy.min; pagoda.min)."""
+    return _reduce("min", x, axis, keepdims, out, ctx)
+
+
+def argmax(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Index of the first maximum (the first NaN if any) over axis, as float32: along one axis
+    its index there, over several the row-major index over them, over all (None) NumPy's flat
+    index."""
+    return _reduce("argmax", x, axis, keepdims, out, ctx)
+
+
+def argmin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
+           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Index of the first minimum over axis, as argmax."""
+    return _reduce("argmin", x, axis, keepdims, out, ctx)
+
+
+
+subtract, multiply, divide, negative = sub, mul, div, neg  # NumPy's long names
 
 _ = cast  # re-exported helpers stay referenced

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._capi import MAX_DIMS, api
+from ._capi import MAX_DIMS, api, c_integer
 from .errors import ClosedError, InvalidArgumentError, ShapeError, raise_from
 
 if TYPE_CHECKING:
@@ -74,16 +74,18 @@ def as_float32(array: Any, what: str = "array") -> np.ndarray:
         raise InvalidArgumentError(
             f"pagoda: {what} has dtype {a.dtype}: Pagoda's tensors are float32 (floating and "
             f"integer arrays are converted; bool, complex, object and text are not)")
-    return np.ascontiguousarray(a, dtype=np.float32)
+    out = np.ascontiguousarray(a, dtype=np.float32)
+    return out.reshape(()) if a.ndim == 0 else out  # ascontiguousarray makes a 0-d array [1]
 
 
 def _shape_arg(shape: Any, what: str) -> Tuple[int, ...]:
     try:
-        s = tuple(int(d) for d in shape)
+        dims = list(shape)
     except TypeError:
-        s = (int(shape),)
-    if not 1 <= len(s) <= MAX_DIMS:
-        raise ShapeError(f"pagoda: {what}: {len(s)} dims; tensors have 1 to {MAX_DIMS}")
+        dims = [shape]
+    if not 0 <= len(dims) <= MAX_DIMS:
+        raise ShapeError(f"pagoda: {what}: {len(dims)} dims; tensors have 0 to {MAX_DIMS}")
+    s = tuple(c_integer(d, c_int64, f"{what}: size {i} of {dims}") for i, d in enumerate(dims))
     if any(d < 0 for d in s):
         raise ShapeError(f"pagoda: {what}: negative size in {list(s)}")
     return s
@@ -119,8 +121,6 @@ class Tensor(Handle):
     @classmethod
     def from_array(cls, ctx: "Context", array: Any) -> "Tensor":
         a = as_float32(array)
-        if a.ndim == 0:
-            a = a.reshape(1)
         s = _shape_arg(a.shape, "tensor")
         dims = (c_int64 * len(s))(*s)
         out = c_void_p()

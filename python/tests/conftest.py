@@ -69,6 +69,21 @@ def slow_device(ctx) -> bool:
     return ctx.device["software_rasteriser"]
 
 
+def rows_close(got, want, rtol=1e-3, what=""):
+    """The input-dependent part of a batch's outputs on its own (tests/harness.c's
+    pgd_test_diff_error): each row minus row 0 of got against the same of want, within rtol of
+    that difference's size. Random goldens leave much of an output to biases, where a slip such
+    as a wrong head count would hide below allclose's tolerance."""
+    g = np.asarray(got, dtype=np.float64).reshape(len(got), -1)
+    w = np.asarray(want, dtype=np.float64).reshape(len(want), -1)
+    assert len(w) > 1, f"{what}: one row, nothing to subtract"
+    dw, dg = w[1:] - w[:1], g[1:] - g[:1]
+    scale = np.abs(dw).max()
+    assert scale > 0, f"{what}: the golden's rows are all equal"
+    err = np.abs(dg - dw).max() / scale
+    assert err <= rtol, f"{what}: rows minus row 0 off by {err:.3g} of their size (> {rtol})"
+
+
 def allclose(got, want, rtol, atol, what=""):
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)

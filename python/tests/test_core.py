@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pagoda
-from conftest import DEVICES
+from conftest import DATA, DEVICES
 
 CLI = os.environ.get("PAGODA_CLI")
 
@@ -126,7 +126,8 @@ def test_hostile_shapes_raise(any_ctx):
     with pytest.raises(pagoda.ShapeError):
         c.empty((-1, 3))
     with pytest.raises(pagoda.ShapeError):
-        c.empty(())
+        c.empty((1,) * 9)
+    assert c.empty(()).shape == ()  # rank 0 is a tensor of one element, as in the C API and NumPy
     t = c.tensor(np.ones((2, 3)))
     with pytest.raises(pagoda.ShapeError):
         t.reshape_((4, 2))
@@ -335,3 +336,50 @@ def test_long_calls_release_the_gil(any_ctx):
     assert len(inside) > 100 and max(inside) < 0.5 * (t1 - t0), (
         f"{len(inside)} iterations, longest pause {1e3 * max(inside or [0]):.1f} ms of a "
         f"{1e3 * (t1 - t0):.1f} ms call")
+
+
+# Every integer that goes to a C integer type is range-checked in Python (one helper, in
+# _capi.py): ctypes would otherwise keep its low bits, silently (2**64 -> 0, 2**32+2 -> 2).
+@pytest.mark.parametrize("call,text", [
+    (lambda c: c.empty((2**64,)), "18446744073709551616"),
+    (lambda c: c.empty((2, 2**63)), "9223372036854775808"),
+    (lambda c: c.tensor(np.ones(4)).reshape_((2**64 + 4,)), "reshape_"),
+    (lambda c: pagoda.conv2d(c.tensor(np.ones((1, 4, 4, 1))), np.ones((1, 1, 1, 1)),
+                             stride=2**32 + 2), "stride"),
+    (lambda c: pagoda.conv2d(c.tensor(np.ones((1, 4, 4, 1))), np.ones((1, 1, 1, 1)),
+                             padding=(0, -2**32)), "padding"),
+    (lambda c: pagoda.conv2d(c.tensor(np.ones((1, 4, 4, 1))), np.ones((1, 1, 1, 1)),
+                             dilation=2**31), "dilation"),
+    (lambda c: pagoda.Conv2d(c, np.ones((2, 1, 1, 1)), groups=2**32 + 2), "groups"),
+    (lambda c: pagoda.Conv2d(c, np.ones((1, 1, 1, 1))).out_size(2**64, 4), "h"),
+    (lambda c: pagoda.Conv2d(c, np.ones((1, 1, 1, 1))).algorithm(4, 4, 2**63), "n"),
+    (lambda c: pagoda.maxpool2d(c.tensor(np.ones((1, 4, 4, 1))), 2**32 + 2), "kernel_size"),
+    (lambda c: pagoda.avgpool2d(c.tensor(np.ones((1, 4, 4, 1))), 2, 2**32 + 1), "stride"),
+    (lambda c: pagoda.attention_qkv(c.tensor(np.ones((1, 2, 6))), 2**64 + 1), "heads"),
+    (lambda c: pagoda.attention_uniform(2**64, 0, 0, 0, 1, 1), "seed"),
+    (lambda c: pagoda.attention_uniform(1, 0, 0, 2**63, 1, 1), "i"),
+    (lambda c: pagoda.attention(*(c.tensor(np.ones((1, 1, 2, 2))),) * 3, mode="topk",
+                                topk=2**64 + 1), "topk"),
+    (lambda c: pagoda.attention(*(c.tensor(np.ones((1, 1, 2, 2))),) * 3,
+                                probs=2**32), "probs"),
+    (lambda c: pagoda.NonLocal(c, 2**63, 1), "channels"),
+    (lambda c: pagoda.imagenet_label(2**32 + 3), "imagenet_label"),
+    (lambda c: pagoda.Context(env=False, max_batch=2**32 + 2), "max_batch"),
+    (lambda c: pagoda.Context(env=False, row_wg=2**31), "row_wg"),
+    (lambda c: pagoda.load(os.path.join(DATA, "vit-hf.safetensors"), c, heads=2**32 + 2),
+     "heads"),
+    (lambda c: c.empty((2.5, 3)), "2.5"),
+])
+def test_out_of_range_integers_raise(any_ctx, call, text):
+    with pytest.raises(pagoda.InvalidArgumentError) as e:
+        call(any_ctx)
+    assert text in str(e.value)
+
+
+def test_in_range_integers_still_work(any_ctx):
+    c = any_ctx
+    assert c.empty((np.int64(3), 2)).shape == (3, 2)
+    y = pagoda.conv2d(c.tensor(np.ones((1, 5, 5, 1))), np.ones((1, 1, 1, 1)),
+                      stride=np.int32(2))
+    assert y.shape == (1, 3, 3, 1)
+    assert 0 <= pagoda.attention_uniform(2**64 - 1, 0, 0, 0, 1, 1) < 1

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pagoda
-from conftest import DATA, allclose, slow_device
+from conftest import DATA, allclose, rows_close, slow_device
 
 VIT_GOLDEN = ["vit-timm", "vit-hf", "vit-torchvision", "vit-deit", "vit-timm-24x40",
               "vit-hf-40x32", "vit-torchvision-40x40", "vit-deit-40x24"]
@@ -52,6 +52,7 @@ def test_vit_golden(ctx, name):
     got = m(x)
     assert got.shape == (spec["input"][0], spec["classes"])
     allclose(got, want.reshape(got.shape), 1e-4, 1e-5, f"{name} logits")
+    rows_close(got, want.reshape(got.shape), 1e-3, f"{name} logits")
     last, roll = m.attention_maps(x)
     B, _, H, W = spec["input"]
     assert last.shape == roll.shape == (B, H // m.patch, W // m.patch)
@@ -73,6 +74,8 @@ def test_swin_golden(ctx, name):
     assert m.family == "swin" and m.classes == spec["classes"]
     got = m(x)
     allclose(got, want.reshape(got.shape), 1e-4, 1e-5, f"{name} logits")
+    if len(got) > 1:
+        rows_close(got, want.reshape(got.shape), 1e-3, f"{name} logits")
     with pytest.raises(pagoda.UnsupportedError):
         m.attention_maps(x)
     m.close()
@@ -86,6 +89,7 @@ def test_headless_vit_features(ctx):
         want = np.fromfile(os.path.join(DATA, f"dino-tiny-{pool}.bin"), np.float32)
         got = m.features(x, pool=pool)
         allclose(got, want.reshape(got.shape), 1e-4, 1e-5, f"headless ViT, {pool} pooling")
+        rows_close(got, want.reshape(got.shape), 1e-3, f"headless ViT, {pool} pooling")
     with pytest.raises(pagoda.InvalidArgumentError):
         m.features(x, pool="max")
     m.close()
@@ -103,6 +107,7 @@ def test_mixer_golden(ctx):
     assert m.input_size == tuple(spec["input"][2:])
     got = m(x)
     allclose(got, want.reshape(got.shape), 1e-4, 1e-5, "mixer-tiny logits")
+    rows_close(got, want.reshape(got.shape), 1e-3, "mixer-tiny logits")
     with pytest.raises(pagoda.UnsupportedError):
         m.attention_maps(x)
     with pytest.raises(pagoda.Error):
@@ -121,6 +126,7 @@ def test_nonlocal_golden(ctx, name):
     assert m.family == "resnet" and m.nonlocal_blocks >= 1 and m.has_affinity
     got = m(x)
     allclose(got, want, 0, 1e-4 * np.abs(want).max(), f"nl-{name} logits")
+    rows_close(got, want, 1e-3, f"nl-{name} logits")
     # The golden's query is a position on the block's input grid; "sub" halves the key grid.
     qy, qx = (int(v) for v in meta(path)["golden.query"].split(","))
     B, _, H, W = x.shape
@@ -256,3 +262,20 @@ def test_python_m_pagoda(any_ctx, capsys):
     assert r["name"] == "vit_tiny:2" and r["median_ms"] > 0
     assert main(["classify", "--device", sel, "--weights", os.path.join(DATA, "vit-hf.json"),
                  img]) == 1  # a pagoda.Error: reported, exit status 1
+
+
+def test_classify_nothing_and_bad_bench_spec(any_ctx, capsys):
+    m = pagoda.random_model("vit_tiny", any_ctx)
+    for empty in ([], ()):
+        with pytest.raises(pagoda.InvalidArgumentError, match="no images"):
+            m.classify(empty)
+        with pytest.raises(pagoda.InvalidArgumentError, match="no images"):
+            m.preprocess(empty)
+    from pagoda.__main__ import main
+
+    sel = any_ctx.device["selector"]
+    for spec, says in (("gemm:197,768,768", "gemm:197,768,768"), ("vit_tiny:x", "vit_tiny:x"),
+                       ("vit_tiny:0", "vit_tiny:0"), ("vit_tiny:2:3", "vit_tiny:2:3")):
+        assert main(["bench", "--device", sel, "--repeat", "1", "--warmup", "0", spec]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err

@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "internal.h"
 
 #define NO_DEVICE_HINT                                                                             \
@@ -402,7 +400,6 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
     if (ctx->dev.max_alloc > ctx->dev.global_mem)
         ctx->dev.max_alloc = ctx->dev.global_mem;
-    ctx->gemm_prefetch = strstr(ctx->dev.platform_version, "PoCL") != NULL;
 
     /* Look the handles up again by index: the info list holds no OpenCL handles. */
     cl_uint np = 0;
@@ -445,8 +442,7 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     ctx->cache_dir = pgd__cache_dir_resolve(ctx->opt.cache_dir);
     ctx->profiling = ctx->opt.profiling != 0;
     ctx->profile_at_exit = ctx->opt.profile_print_at_destroy != 0;
-    pgd__gemm_choices_load(ctx);
-    if ((rc = pgd__tuning_load(ctx, err))) {
+    if ((rc = pgd__params_open(ctx, err))) {
         pgd_ctx_destroy(ctx);
         return rc;
     }
@@ -470,7 +466,7 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
     if (ctx->context)
         clReleaseContext(ctx->context);
     free(ctx->cache_dir);
-    json_decref(ctx->gemm_choices);
+    pgd__params_close(ctx);
     ctx_free(ctx);
 }
 

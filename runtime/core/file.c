@@ -160,3 +160,45 @@ int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *siz
     *data = d;
     return rc;
 }
+
+int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err)
+{
+    if (!hex)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_file_sha256: hex is NULL");
+    hex[0] = 0;
+    int fd;
+    uint64_t n;
+    int rc = pgd__file_open(path, NULL, UINT64_MAX, &fd, &n, err);
+    if (rc)
+        return rc;
+    /* Read in pieces: a checkpoint may be larger than the memory one would give it. */
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) {
+        close(fd);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: cannot hash it", path);
+    }
+    pgd__sha256 s;
+    pgd__sha256_init(&s);
+    for (uint64_t off = 0; off < n && !rc;) {
+        size_t want = n - off < CHUNK ? (size_t)(n - off) : CHUNK;
+        ssize_t got = pread(fd, buf, want, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot read it: %s", path,
+                                got < 0 ? strerror(errno) : "the file shrank while read");
+        else
+            pgd__sha256_update(&s, buf, (size_t)got), off += (uint64_t)got;
+    }
+    free(buf);
+    close(fd);
+    if (rc)
+        return rc;
+    unsigned char digest[32];
+    pgd__sha256_final(&s, digest);
+    pgd__sha256_hex(digest, hex);
+    if (size)
+        *size = n;
+    return PGD_OK;
+}

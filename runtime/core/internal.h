@@ -175,7 +175,7 @@ int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 /* Pagoda's own kernels on g (no back-end choice). */
 int pgd__gemm_run_own(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 
-/* ---- gemm tuning (gemm_tune.c) ---- */
+/* ---- GEMM back-end tuning (tune/backend.c) ---- */
 
 /* The back end forced by options.gemm_backend (or by a build without CLBlast), else -1. */
 int pgd__gemm_forced(const pgd_ctx *ctx);
@@ -186,8 +186,6 @@ int pgd__gemm_backend(pgd_ctx *ctx, const pgd__gemm_call *g, int linear);
  * output; `packed`: panel form of B for Pagoda's CPU kernel, or NULL) and the choice stored and
  * saved. Only for layer creation and pgd_gemm_tune, never a forward pass. */
 int pgd__gemm_tune_call(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_mem packed);
-/* Loads the stored choices of the context's device (context creation). */
-void pgd__gemm_choices_load(pgd_ctx *ctx);
 /* Whether the context's GEMM parameters (what layers created now get) use gemm_cpu. */
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx);
 /* 1 when a and b have the same rank and sizes (never compares element counts only). */
@@ -211,7 +209,8 @@ int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t
 int64_t pgd__weights_floats(int64_t n, int half);
 /* A new 1-D tensor *out holding the n floats of src as halves (gemm_to_half). */
 int pgd__to_half(pgd_ctx *ctx, cl_mem src, int64_t n, pgd_tensor **out, pgd_error **err);
-/* The parameters a device gets untuned: from its type and reported limits. */
+/* The rule for a device's untuned parameters, from its type and reported limits: what the
+ * parameter database's generic entry means (tune/db.c), and where an entry's do not fit. */
 void pgd__gemm_params_default(const pgd_ctx *ctx, pgd__gemm_params *p);
 /* PGD_OK when p is well formed and fits the device (work-group size, local memory); else an
  * error naming the rule broken. */
@@ -219,13 +218,6 @@ int pgd__gemm_params_check(const pgd_ctx *ctx, const pgd__gemm_params *p, pgd_er
 /* "cpu:rm=6,vw=16,nv=2,ku=4" / "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4" and back. */
 void pgd__gemm_params_format(const pgd__gemm_params *p, char *buf, size_t size);
 int pgd__gemm_params_parse(const char *text, pgd__gemm_params *p, pgd_error **err);
-/* Loads the stored tuning of the context's device, else the defaults (context creation);
- * options.kernel_params overrides both. */
-int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err);
-/* JSON stores in the cache directory (gemm_tune.c): the object, or NULL when absent/bad; and
- * setting one entry (taken) with an atomic rewrite, 1 when written. */
-struct json_t *pgd__store_load(const pgd_ctx *ctx, const char *file);
-int pgd__store_put(const pgd_ctx *ctx, const char *file, const char *id, struct json_t *entry);
 /* CLBlast path; PGD_ERR_UNSUPPORTED when built without CLBlast. */
 int pgd__gemm_clblast(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 /* The run-time epilogue code of the gemm kernels (bias, residual, activation bits). */
@@ -332,6 +324,14 @@ size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k);
 int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
                      const pgd_tensor *b);
 
+/* ---- per-device parameters (runtime/tune): opaque here ---- */
+
+typedef struct pgd__params pgd__params;
+/* Looks the device up in the parameter database, then the store in the cache directory, then
+ * options.kernel_params (an invalid one is the error); sets ctx->params. Context creation. */
+int pgd__params_open(pgd_ctx *ctx, pgd_error **err);
+void pgd__params_close(pgd_ctx *ctx);
+
 /* ---- context ---- */
 
 typedef struct pgd__pool_entry {
@@ -369,18 +369,9 @@ struct pgd_ctx {
      * seen since the last pgd__live_peak_reset: what a forward pass really needs. */
     uint64_t live_bytes, live_peak;
 
-    pgd__gemm_params gemm;       /* what GEMMs and layers created now use */
-    pgd__gemm_params gemm_default; /* the device's untuned parameters */
-    const char *gemm_from;       /* "defaults", "tuned" (stored by pgd_tune), "options" */
-    /* attention kernel stored by pgd_tune: 0 untuned (the AUTO rule), else PGD_ATTENTION_ROWS
-     * or PGD_ATTENTION_KT with attn_kw its key vector width */
-    int attn_variant, attn_kw, attn_rows; /* attn_rows: kt query rows a work-item (0: rule) */
-    struct json_t *gemm_choices; /* class -> "pagoda" | "clblast" for this device */
-    int gemm_prefetch;           /* gemm_cpu prefetches its tiles' rows of C (PoCL: see gemm.c) */
-    /* conv_few_rows_cpu (conv.c): 0 where its rule says, 1 wherever it can run (tests), -1
-     * never (tests) */
-    int conv_few_rows;
-    unsigned gemm_measurements;  /* back-end measurements made by this context */
+    /* The device's parameters (tune/params.c): the database's, the tuner's store, the
+     * options. The core only makes and frees them; ops read them through tune/tune.h. */
+    pgd__params *params;
 
     int profiling;
     int profile_at_exit; /* opt.profile_print_at_destroy: print the table at destroy */

@@ -74,6 +74,51 @@ static int check_target(const char *path, struct stat *st, int *exists, pgd_erro
     return PGD_OK;
 }
 
+/* The directory part of path ("." when it has none), malloc'd; NULL when out of memory. */
+static char *parent_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return pgd__strdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+int pgd_outfile_check(const char *path, pgd_error **err)
+{
+    if (!path || !*path)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_outfile_check: empty path");
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    /* "out/", "." or "..": a directory's name where a file's is wanted; say so before the
+     * lstat below finds the directory and calls the target one. */
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return pgd__error_set(err, PGD_ERR_IO,
+                              "%s: refusing to write: it names a directory, not a file (give a "
+                              "file name inside it)", path);
+    struct stat st;
+    int exists;
+    int rc = check_target(path, &st, &exists, err);
+    if (rc || exists)
+        return rc;
+    char *dir = parent_of(path);
+    if (!dir)
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: cannot check it", path);
+    if (stat(dir, &st) != 0)
+        rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: its directory %s: %s", path, dir,
+                            strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s is not a directory", path,
+                            dir);
+    free(dir);
+    return rc;
+}
+
 /* The process's umask, without changing it (umask() would, for a moment, for every thread):
  * Linux shows it in /proc/self/status; elsewhere the common 022 is assumed. */
 static mode_t current_umask(void)

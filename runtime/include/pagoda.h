@@ -611,6 +611,17 @@ PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t 
  * "tiled", "generic") into buf, and where the choice came from: "defaults", "tuned" (stored by
  * pgd_tune) or "options" (options.attention). */
 PGD_API const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
+/* Which entry of the parameters the context runs, into buf (returned): "db:<name>" (the shipped
+ * parameter database's entry for this device: a known device such as "db:pocl-avx512", else its
+ * class such as "db:cpu", else "db:generic", the rules from the device's limits),
+ * "tuned:<store key>" (pgd_tune's result in the cache directory's tuning.json, under that key)
+ * or "options" (options.kernel_params). */
+PGD_API const char *pgd_ctx_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
+/* The context's parameters (its GEMM parameters and attention kernel, as pgd_tune left or the
+ * store gave them) as a line to add to the parameter database (runtime/tune/db.c), matching
+ * this device: the known device's line with new values, or a new line under its class.
+ * PGD_ERR_INVALID_ARGUMENT when buf is too small (2048 bytes is enough). */
+PGD_API int pgd_tune_export(const pgd_ctx *ctx, char *buf, size_t size, pgd_error **err);
 
 /* ---- attention --------------------------------------------------------------------------- */
 
@@ -726,6 +737,11 @@ typedef struct pgd_outfile pgd_outfile;
 /* Checks `path` (see above) and creates its temporary file. On error *out is NULL and nothing
  * is left on disk. The caller keeps `path` (the handle holds a copy). */
 PGD_API int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err);
+/* Checks `path` as pgd_outfile_open would, creating nothing: for a command that checks every
+ * output before its work starts. The target must be absent or a regular file (else PGD_ERR_IO
+ * naming what it is), its name must not be a directory's ("out/", ".", "..") and, when it is
+ * absent, its directory must exist. */
+PGD_API int pgd_outfile_check(const char *path, pgd_error **err);
 /* The temporary file as a stdio stream, for streaming writers (json_dumpf, an encoder's
  * callback); NULL after pgd_outfile_close. Write errors on it are found by pgd_outfile_close
  * (ferror). Owned by the handle: never fclose it. */
@@ -762,6 +778,12 @@ PGD_API int pgd_file_write_atomic(const char *path, const void *data, size_t siz
  * *data is NULL, *size 0 and nothing is allocated. */
 PGD_API int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
                           pgd_error **err);
+
+/* The SHA-256 of the regular file at `path` (pgd_file_read's rules: a FIFO or a device is
+ * refused before a byte is read) as 64 lowercase hex digits and a NUL into hex, read in pieces
+ * of 1 MiB whatever its size; *size (may be NULL) gets its length. For recording which weights
+ * made a results file. */
+PGD_API int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err);
 
 /* ---- .npy files ---------------------------------------------------------------------------- */
 
@@ -986,6 +1008,83 @@ PGD_API int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor
 /* y = a + b elementwise. a, b and y have the same shape; y may alias a or b. */
 PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
                     pgd_error **err);
+
+/* ---- broadcasting elementwise ops and reductions ------------------------------------------ */
+
+/* The operands broadcast as NumPy's do (multidirectionally): shapes are aligned at their last
+ * dim, a missing leading dim counts as 1, and each dim's sizes must be equal or one of them 1
+ * (a dim of 0 broadcasts with 1 to 0). y must have exactly the broadcast shape; a shape that
+ * does not broadcast, or a y of another shape, is PGD_ERR_SHAPE naming the operand, its shape
+ * and the dim. Any rank up to PGD_MAX_DIMS, rank 0 and empty tensors included; y may alias an
+ * operand of y's shape. Results are float32 with OpenCL's accuracy for each function; NaN
+ * propagates through every op (max, min and clip included, as in NumPy). One program serves
+ * every shape and op (cl/broadcast.cl). At most 2^32 elements per operand, else
+ * PGD_ERR_TOO_LARGE. */
+typedef enum pgd_binary_op {
+    PGD_BINARY_ADD = 0,
+    PGD_BINARY_SUB = 1,
+    PGD_BINARY_MUL = 2,
+    PGD_BINARY_DIV = 3, /* IEEE: x/0 is ±inf, 0/0 NaN */
+    PGD_BINARY_POW = 4, /* C's pow: a negative base with a non-integer exponent is NaN */
+    PGD_BINARY_MAX = 5, /* NumPy's maximum: NaN when either is NaN */
+    PGD_BINARY_MIN = 6
+} pgd_binary_op;
+
+/* y = a op b, broadcast. */
+PGD_API int pgd_binary(pgd_ctx *ctx, pgd_binary_op op, const pgd_tensor *a, const pgd_tensor *b,
+                       pgd_tensor *y, pgd_error **err);
+/* y = cond != 0 ? a : b, the three broadcast together (NaN in cond counts as true). */
+PGD_API int pgd_where(pgd_ctx *ctx, const pgd_tensor *cond, const pgd_tensor *a,
+                      const pgd_tensor *b, pgd_tensor *y, pgd_error **err);
+
+typedef enum pgd_unary_op {
+    PGD_UNARY_EXP = 0,
+    PGD_UNARY_LOG = 1,
+    PGD_UNARY_SQRT = 2,
+    PGD_UNARY_RSQRT = 3, /* 1 / sqrt(x) */
+    PGD_UNARY_ERF = 4,
+    PGD_UNARY_TANH = 5,
+    PGD_UNARY_SIGMOID = 6, /* 1 / (1 + exp(-x)) */
+    PGD_UNARY_ABS = 7,
+    PGD_UNARY_NEG = 8,
+    PGD_UNARY_RELU = 9,       /* max(x, 0); NaN stays NaN */
+    PGD_UNARY_GELU = 10,      /* x/2 (1 + erf(x/sqrt 2)); -inf gives 0, as pgd_gelu */
+    PGD_UNARY_GELU_TANH = 11, /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    PGD_UNARY_SILU = 12       /* x * sigmoid(x) in one pass (swish); -inf gives 0 */
+} pgd_unary_op;
+
+/* y = op(x) elementwise; y has x's shape and may alias x. */
+PGD_API int pgd_unary(pgd_ctx *ctx, pgd_unary_op op, const pgd_tensor *x, pgd_tensor *y,
+                      pgd_error **err);
+/* y = min(max(x, lo), hi) elementwise (NumPy's clip: hi wins when lo > hi; NaN stays NaN). lo
+ * and hi may be infinite (no bound), not NaN (PGD_ERR_INVALID_ARGUMENT). y may alias x. */
+PGD_API int pgd_clip(pgd_ctx *ctx, const pgd_tensor *x, float lo, float hi, pgd_tensor *y,
+                     pgd_error **err);
+
+typedef enum pgd_reduce_op {
+    PGD_REDUCE_SUM = 0,  /* of nothing: 0 */
+    PGD_REDUCE_MEAN = 1, /* of nothing: NaN */
+    PGD_REDUCE_MAX = 2,  /* NaN when any element is NaN */
+    PGD_REDUCE_MIN = 3,
+    PGD_REDUCE_PROD = 4, /* of nothing: 1 */
+    /* The index of the first maximum (minimum; the first NaN when there is one) in the reduced
+     * elements taken in row-major order over the reduced axes: over one axis, its index along
+     * that axis; over all, NumPy's flat index. Stored as a float: at most 2^24 reduced elements,
+     * else PGD_ERR_TOO_LARGE. */
+    PGD_REDUCE_ARGMAX = 5,
+    PGD_REDUCE_ARGMIN = 6
+} pgd_reduce_op;
+
+/* y = op of x over the axes axes[0..naxes) (each in [-ndim, ndim), negative from the end, no
+ * axis twice, else PGD_ERR_INVALID_ARGUMENT naming it). axes NULL reduces every axis; naxes 0
+ * with axes not NULL reduces none (y is op of each single element). y's shape is x's without
+ * the reduced axes, or with them as 1 when keepdims; any other is PGD_ERR_SHAPE naming both.
+ * max, min, argmax and argmin of no elements (a reduced axis of size 0) are PGD_ERR_SHAPE, as
+ * in NumPy. Sums accumulate in float in runs of at most 256 elements, then the runs' results
+ * again: no work-item loops over more than 256 elements, whatever the size. y must not alias
+ * x. */
+PGD_API int pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *x, const int *axes,
+                       int naxes, int keepdims, pgd_tensor *y, pgd_error **err);
 
 /* ---- normalisation, activations, softmax, patch embedding ---- */
 

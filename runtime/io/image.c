@@ -18,6 +18,7 @@
  * through to another one. The dimensions come from stbi_info_from_memory and are capped before
  * decoding. We never touch stb's global switches (flip on load and the like). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,6 +357,11 @@ static int decode_with_stb(img_format fmt, const unsigned char *p, size_t size, 
     if (!stbi_info_from_memory(p, len, &w, &h, &comp))
         return pgd__error_set(err, PGD_ERR_FORMAT, "image '%s': cannot read the %s header: %s",
                               name, format_name(fmt), stbi_failure_reason());
+    /* A top-down BMP (rows from the top) says so by a negative height, which stbi_info passes
+     * on as it is; stbi_load decodes it the right way up, as Pillow does. INT_MIN has no
+     * positive and stays refused below. */
+    if (fmt == FMT_BMP && h < 0 && h != INT_MIN)
+        h = -h;
     int rc = pgd__image_check_size(name, format_name(fmt), w, h, err);
     if (rc)
         return rc;

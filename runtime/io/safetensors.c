@@ -498,20 +498,91 @@ static pgd_weights *weights_new(const char *path, pgd_error **err)
     return w;
 }
 
-/* Checks the header length `n` read from the first 8 bytes against the file size and sets the
- * data section's place. */
-static int header_length(pgd_weights *w, const char *path, uint64_t n, pgd_error **err)
+/* What a file that is not safetensors looks like, from its first bytes (`n` of them, up to 8):
+ * the formats people give as weights by mistake. NULL when none matches. */
+static const char *looks_like(const unsigned char *p, size_t n)
 {
-    if (n > MAX_HEADER)
+    static const struct {
+        const char *magic;
+        size_t len;
+        const char *what;
+    } known[] = {
+        {"\xff\xd8\xff", 3, "a JPEG image"},
+        {"\x89PNG\r\n\x1a\n", 8, "a PNG image"},
+        {"GIF8", 4, "a GIF image"},
+        {"RIFF", 4, "a RIFF file (a WebP image, WAV or AVI)"},
+        {"BM", 2, "a BMP image"},
+        {"PK\x03\x04", 4,
+         "a ZIP archive (as torch.save writes .pt/.pth checkpoints, and NumPy .npz)"},
+        {"\x93NUMPY", 6, "a NumPy .npy array"},
+        {"\x89HDF\r\n\x1a\n", 8, "an HDF5 file (Keras .h5)"},
+        {"GGUF", 4, "a GGUF file (llama.cpp)"},
+        {"\x1f\x8b", 2, "a gzip file"},
+        {"\x7f" "ELF", 4, "an executable (ELF)"},
+        {"%PDF", 4, "a PDF document"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (n >= known[i].len && !memcmp(p, known[i].magic, known[i].len))
+            return known[i].what;
+    /* torch.save before PyTorch 1.6 (and pickle.dump): protocol 2..5 opcode. */
+    if (n >= 2 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5)
+        return "a Python pickle (an old torch.save checkpoint)";
+    /* ONNX: a ModelProto starts with field 1 (ir_version, a small varint), then usually
+     * producer_name (field 2), producer_version (3), domain (4), opset_import (8) or graph (7). */
+    if (n >= 3 && p[0] == 0x08 && p[1] >= 1 && p[1] <= 20 &&
+        (p[2] == 0x12 || p[2] == 0x1a || p[2] == 0x22 || p[2] == 0x3a || p[2] == 0x42))
+        return "an ONNX model (protobuf)";
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+        i++;
+    if (i < n && (p[i] == '{' || p[i] == '['))
+        return "JSON text (a safetensors file starts with the header's length, not the header)";
+    return NULL;
+}
+
+/* A bad header length: when the first bytes look like another format, the error says that
+ * (a JPEG's magic number read as a length is no help to anyone). */
+static int bad_length(pgd_error **err, const char *path, const unsigned char *head, size_t n,
+                      const char *why)
+{
+    const char *what = looks_like(head, n);
+    if (what)
         return fail(err, PGD_ERR_FORMAT, path,
-                    "header length %" PRIu64 " exceeds the limit of %u bytes", n, MAX_HEADER);
-    if (n > w->size - 8)
-        return fail(err, PGD_ERR_FORMAT, path,
-                    "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
-                    n, w->size);
+                    "not a safetensors file: it looks like %s (a safetensors file starts with an "
+                    "8-byte header length, then a JSON header)",
+                    what);
+    return fail(err, PGD_ERR_FORMAT, path, "%s", why);
+}
+
+/* Checks the header length read from the first 8 bytes (`head`) against the file size and sets
+ * the data section's place. */
+static int header_length(pgd_weights *w, const char *path, const unsigned char *head,
+                         pgd_error **err)
+{
+    uint64_t n = get_u64le(head);
+    char why[200];
+    if (n > MAX_HEADER) {
+        snprintf(why, sizeof why, "header length %" PRIu64 " exceeds the limit of %u bytes", n,
+                 MAX_HEADER);
+        return bad_length(err, path, head, 8, why);
+    }
+    if (n > w->size - 8) {
+        snprintf(why, sizeof why,
+                 "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)", n,
+                 w->size);
+        return bad_length(err, path, head, 8, why);
+    }
     w->data_start = 8 + n;
     w->data_size = w->size - 8 - n;
     return PGD_OK;
+}
+
+/* A file of fewer than 8 bytes (`head` holds them). */
+static int too_short(pgd_error **err, const char *path, const unsigned char *head, size_t n)
+{
+    char why[120];
+    snprintf(why, sizeof why, "file too short: %zu bytes, less than the 8-byte header length", n);
+    return bad_length(err, path, head, n, why);
 }
 
 /* Opens the file (pgd__file_open's rules: a regular file, no blocking on a FIFO), reads the
@@ -521,14 +592,14 @@ static int load_file(pgd_weights *w, const char *path, pgd_error **err)
     int rc = pgd__file_open(path, NULL, UINT64_MAX, &w->fd, &w->size, err);
     if (rc)
         return rc;
-    if (w->size < 8)
-        return fail(err, PGD_ERR_FORMAT, path,
-                    "file too short: %" PRIu64 " bytes, less than the 8-byte header length",
-                    w->size);
     unsigned char len[8];
+    if (w->size < 8) {
+        rc = pgd__file_pread(w->fd, NULL, path, len, (size_t)w->size, 0, err);
+        return rc ? rc : too_short(err, path, len, (size_t)w->size);
+    }
     rc = pgd__file_pread(w->fd, NULL, path, len, 8, 0, err);
     if (!rc)
-        rc = header_length(w, path, get_u64le(len), err);
+        rc = header_length(w, path, len, err);
     if (rc)
         return rc;
     size_t n = (size_t)(w->data_start - 8);
@@ -546,10 +617,8 @@ static int load_file(pgd_weights *w, const char *path, pgd_error **err)
 static int load_memory(pgd_weights *w, const char *path, pgd_error **err)
 {
     if (w->size < 8)
-        return fail(err, PGD_ERR_FORMAT, path,
-                    "file too short: %" PRIu64 " bytes, less than the 8-byte header length",
-                    w->size);
-    int rc = header_length(w, path, get_u64le(w->base), err);
+        return too_short(err, path, w->base, (size_t)w->size);
+    int rc = header_length(w, path, w->base, err);
     if (rc)
         return rc;
     w->data = w->base + w->data_start;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 enum { V_ROWS, V_TILED, V_GENERIC, V_KT };
 
@@ -51,8 +51,10 @@ static int pick_variant(const pgd_ctx *ctx, int64_t D)
         return V_TILED;
     if (forced == PGD_ATTENTION_GENERIC)
         return V_GENERIC;
-    if (ctx->attn_variant && D % 4 == 0) /* stored by pgd_tune for this device */
-        return ctx->attn_variant == PGD_ATTENTION_KT ? V_KT : V_ROWS;
+    /* the device's parameters: stored by pgd_tune, else the database's entry (tune/db.c) */
+    const pgd__params *P = pgd__params_of(ctx);
+    if (P->attn_variant && D % 4 == 0)
+        return P->attn_variant == PGD_ATTENTION_KT ? V_KT : V_ROWS;
     /* CPU runtimes run the Kᵀ kernel: 1.5x the rows kernel on PoCL, 1.8x on Intel's runtime at
      * 16-wide key vectors (pagoda tune); software rasterisers (llvmpipe) keep rows */
     if (ctx->dev.type == PGD_DEVICE_CPU && D % 4 == 0)
@@ -109,7 +111,8 @@ static int default_kw(const pgd_ctx *ctx)
 /* The key vector width attn_fwd_kt runs: the tuned one, else default_kw's. */
 static int kt_kw(const pgd_ctx *ctx)
 {
-    return ctx->attn_kw ? ctx->attn_kw : default_kw(ctx);
+    const pgd__params *P = pgd__params_of(ctx);
+    return P->attn_kw ? P->attn_kw : default_kw(ctx);
 }
 
 /* Query rows a work-item of attn_fwd_kt owns: the tuned number, else 6 where the key vectors
@@ -117,8 +120,8 @@ static int kt_kw(const pgd_ctx *ctx)
  * 6 rows ran N = 197 / 785 / 3136 1.1-1.25x faster than 4), else 4. */
 static int kt_rows(const pgd_ctx *ctx)
 {
-    if (ctx->attn_rows)
-        return ctx->attn_rows;
+    if (pgd__params_of(ctx)->attn_rows)
+        return pgd__params_of(ctx)->attn_rows;
     return kt_kw(ctx) == 16 && ctx->dev.pref_vector_float == 16 ? 6 : 4;
 }
 
@@ -762,10 +765,11 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
 {
     /* candidates {variant, key width, rows}: the untuned rule first, then rows and the Kᵀ
      * kernel at each key width with 4, 6 and 8 query rows a work-item */
-    int saved_v = ctx->attn_variant, saved_kw = ctx->attn_kw, saved_rows = ctx->attn_rows;
-    ctx->attn_variant = 0;
-    ctx->attn_kw = 0;
-    ctx->attn_rows = 0;
+    pgd__params *P = pgd__params_of(ctx);
+    int saved_v = P->attn_variant, saved_kw = P->attn_kw, saved_rows = P->attn_rows;
+    P->attn_variant = P->db_attn_variant; /* untuned: the database's choice, else the rule */
+    P->attn_kw = P->db_attn_kw;
+    P->attn_rows = P->db_attn_rows;
     int def_v = pick_variant(ctx, 64) == V_KT ? PGD_ATTENTION_KT : PGD_ATTENTION_ROWS;
     int def_kw = def_v == PGD_ATTENTION_KT ? kt_kw(ctx) : 0;
     int def_rows = def_v == PGD_ATTENTION_KT ? kt_rows(ctx) : 0;
@@ -798,9 +802,9 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
         /* the GPU path (tiled) is not a candidate: only CPU runtimes choose between these */
         if (ctx->dev.type != PGD_DEVICE_CPU)
             break;
-        ctx->attn_variant = cand[c][0];
-        ctx->attn_kw = cand[c][1];
-        ctx->attn_rows = cand[c][2];
+        P->attn_variant = cand[c][0];
+        P->attn_kw = cand[c][1];
+        P->attn_rows = cand[c][2];
         double t = attn_check(ctx, &probe, px) ? -1 : attn_time(ctx, w, 2);
         if (c == 0)
             *default_ms = t;
@@ -813,9 +817,9 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     attn_work_free(&w[0]);
     attn_work_free(&w[1]);
     free(px);
-    ctx->attn_variant = saved_v;
-    ctx->attn_kw = saved_kw;
-    ctx->attn_rows = saved_rows;
+    P->attn_variant = saved_v;
+    P->attn_kw = saved_kw;
+    P->attn_rows = saved_rows;
     if (rc)
         return rc;
     *best_ms = best_t;
@@ -823,17 +827,19 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
         winner[0] = '\0';
         return PGD_OK; /* nothing to choose (a GPU): the rule stays */
     }
-    ctx->attn_variant = cand[best][0];
-    ctx->attn_kw = cand[best][1];
-    ctx->attn_rows = cand[best][2];
+    P->attn_variant = cand[best][0];
+    P->attn_kw = cand[best][1];
+    P->attn_rows = cand[best][2];
+    P->attn_tuned = 1;
     attention_params_format(ctx, cand[best][0], winner, size);
     return PGD_OK;
 }
 
 const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
 {
-    if (ctx->attn_variant) {
-        attention_params_format(ctx, ctx->attn_variant, buf, size);
+    const pgd__params *P = pgd__params_of(ctx);
+    if (P->attn_variant && P->attn_tuned) {
+        attention_params_format(ctx, P->attn_variant, buf, size);
         return "tuned";
     }
     int v = pick_variant(ctx, 64);

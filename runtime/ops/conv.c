@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 enum { ALG_GEMM, ALG_IMPLICIT, ALG_IM2COL, ALG_DIRECT, ALG_WINOGRAD, ALG_COUNT };
 static const char *const alg_names[ALG_COUNT] = {"gemm", "implicit", "im2col", "direct",
@@ -260,6 +260,27 @@ static int wino_weights(pgd_ctx *ctx, pgd_conv2d *c, const float *weight, const 
     return rc;
 }
 
+/* The weights [cout, cin/groups, kh, kw] as the kernels read them, [cout, kh·kw, cin/groups],
+ * into hw, and the bias into hb, with the batch norm folded in, in double: w' = w·s,
+ * b' = (b − mean)·s + β with s = γ/√(var + eps). */
+static void fold_weights(const pgd_conv2d_desc *d, const float *weight, const float *bias,
+                         const pgd_batchnorm *bn, float *hw, float *hb)
+{
+    int64_t cing = d->cin / d->groups, taps = (int64_t)d->kh * d->kw, kg = taps * cing;
+    for (int64_t co = 0; co < d->cout; co++) {
+        double s = 1.0, b = bias ? bias[co] : 0.0;
+        if (bn) {
+            s = (double)bn->weight[co] / sqrt((double)bn->var[co] + (double)bn->eps);
+            b = (b - (double)bn->mean[co]) * s + (double)bn->bias[co];
+        }
+        hb[co] = (float)b;
+        for (int64_t ci = 0; ci < cing; ci++)
+            for (int64_t t = 0; t < taps; t++)
+                hw[co * kg + t * cing + ci] =
+                    (float)((double)weight[(co * cing + ci) * taps + t] * s);
+    }
+}
+
 int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
                       const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out, pgd_error **err)
 {
@@ -277,7 +298,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
         return rc;
     int64_t cing = d.cin / d.groups, coutg = d.cout / d.groups, taps = (int64_t)d.kh * d.kw;
     int64_t kg = taps * cing, nw = d.cout * kg;
-    const pgd__gemm_params gp = ctx->gemm; /* kept by the layer: its packing */
+    const pgd__gemm_params gp = pgd__params_of(ctx)->gemm; /* kept by the layer: its packing */
     int cpu = gp.cpu;
     int64_t per = cpu ? pgd__gemm_packed_size(&gp, coutg, kg) : 0;
     if ((rc = pgd__check_alloc(ctx, (uint64_t)nw * sizeof(float), "conv2d weights", err)) ||
@@ -304,19 +325,7 @@ int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *we
     c->coutg = coutg;
     c->kg = kg;
     c->packed_stride = per;
-    /* Fold in double: w' = w·s, b' = (b − mean)·s + β with s = γ/√(var + eps). */
-    for (int64_t co = 0; co < d.cout; co++) {
-        double s = 1.0, b = bias ? bias[co] : 0.0;
-        if (bn) {
-            s = (double)bn->weight[co] / sqrt((double)bn->var[co] + (double)bn->eps);
-            b = (b - (double)bn->mean[co]) * s + (double)bn->bias[co];
-        }
-        hb[co] = (float)b;
-        for (int64_t ci = 0; ci < cing; ci++)
-            for (int64_t t = 0; t < taps; t++)
-                hw[co * kg + t * cing + ci] =
-                    (float)((double)weight[(co * cing + ci) * taps + t] * s);
-    }
+    fold_weights(&d, weight, bias, bn, hw, hb);
     rc = upload_new(ctx, nw, hw, &c->w, "conv2d weights", err);
     if (!rc && (bias || bn))
         rc = upload_new(ctx, d.cout, hb, &c->bias, "conv2d bias", err);

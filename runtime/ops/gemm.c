@@ -1,5 +1,5 @@
 /* gemm.c — GEMM dispatch: Pagoda's own kernels (cl/gemm.cl) or CLBlast. Which back end a
- * shape class uses is measured and stored by gemm_tune.c (at layer creation or on request,
+ * shape class uses is measured and stored by tune/backend.c (at layer creation or on request,
  * never here); linear layers are in linear.c.
  *
  * Variant choice (per device, never per machine):
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 /* Built-in tiles of gemm_gpu, largest first; the smallest needs 16 work-items and 2.2 KiB of
  * local memory. The first that fits is the untuned default. */
@@ -29,12 +29,12 @@ static const pgd__gemm_params gpu_tiles[] = {
 
 static const pgd__gemm_params *params_of(const pgd_ctx *ctx, const pgd__gemm_call *g)
 {
-    return g && g->params ? g->params : &ctx->gemm;
+    return g && g->params ? g->params : &pgd__params_of(ctx)->gemm;
 }
 
 int pgd__gemm_uses_cpu_kernel(const pgd_ctx *ctx)
 {
-    return ctx->gemm.cpu;
+    return pgd__params_of(ctx)->gemm.cpu;
 }
 
 static int gemm_fits(const pgd_ctx *ctx, const pgd__gemm_params *g)
@@ -344,12 +344,13 @@ static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M
     /* PREFETCH: each tile prefetches its rows of C and of the residual before its k loop, so
      * that the epilogue's stores and loads find their lines in cache instead of stalling on
      * memory after the FMAs. Measured on PoCL 3.1 only (its clang lowers __builtin_prefetch to
-     * the CPU's prefetch instructions), so only PoCL gets it (ctx->gemm_prefetch). AMD EPYC
+     * the CPU's prefetch instructions), so only PoCL gets it (the parameter database's "pocl"
+     * class sets the prefetch fact: tune/db.c). AMD EPYC
      * (AVX-512), 2026-12-06: ResNet-50's 56x56 1x1 convolution 64 -> 256 with its residual,
      * buffers cold as inside the model, 0.84 -> 0.71 ms; resnet50:8 325-327 -> 318-320 ms. */
     snprintf(opts, size, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s", trans, *rm, p->vw, p->nv,
              p->ku, b_half ? " -DB_HALF" : "", *panels_first ? " -DPANELS_FIRST" : "",
-             ctx->gemm_prefetch ? " -DPREFETCH" : "");
+             pgd__params_of(ctx)->prefetch ? " -DPREFETCH" : "");
 }
 
 void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
@@ -387,7 +388,7 @@ void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t pan
 
 int pgd__gemm_few_rows(const pgd_ctx *ctx, int64_t M, int rm, int64_t K, int64_t items)
 {
-    int force = ctx->conv_few_rows;
+    int force = pgd__params_of(ctx)->conv_few_rows;
     if (force < 0 || rm < 1 || (M + rm - 1) / rm > FEW_ROWS_TILES)
         return 0;
     if (force > 0)
@@ -530,7 +531,7 @@ static int gpu_kernel(pgd_ctx *ctx, const pgd__gemm_call *g, const pgd__gemm_par
                                      NULL) != CL_SUCCESS ||
             kwg >= need)
             return PGD_OK;
-        int is_default = !memcmp(p, &ctx->gemm_default, sizeof *p) ||
+        int is_default = !memcmp(p, &pgd__params_of(ctx)->gemm_default, sizeof *p) ||
                          (next > 0 && !memcmp(p, &gpu_tiles[next - 1], sizeof *p));
         while (is_default && next < ntiles &&
                (!gemm_fits(ctx, &gpu_tiles[next]) || !memcmp(&gpu_tiles[next], p, sizeof *p) ||

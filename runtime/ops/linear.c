@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 struct pgd_linear {
     pgd_ctx *ctx;
@@ -109,7 +109,7 @@ int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
     l->ctx = ctx;
     l->n = n;
     l->k = k;
-    l->gp = ctx->gemm;
+    l->gp = pgd__params_of(ctx)->gemm;
     l->half = ctx->opt.weights_f16 != 0;
     pgd_tensor *panels = NULL;
     if (l->gp.cpu)

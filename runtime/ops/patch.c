@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tune.h"
 
 #define PE_HAS_BIAS 1u
 #define PE_HAS_POS 2u
@@ -223,7 +223,7 @@ int pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight, pgd_patch_proj
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "patch_proj_create");
     p->ctx = ctx;
     p->weight = weight;
-    p->gp = ctx->gemm;
+    p->gp = pgd__params_of(ctx)->gemm;
     int rc = PGD_OK;
     if (p->gp.cpu && D > 0 && K > 0) {
         int64_t per = pgd__gemm_packed_size(&p->gp, D, K), shape[1] = {per};

@@ -1,6 +1,7 @@
-/* tune.c — per-device kernel tuning: the GEMM parameters (pgd__gemm_params) searched by
- * measurement on the device, stored in <cache dir>/tuning.json under the device and driver, and
- * loaded when a context is created.
+/* search.c — per-device kernel tuning (pgd_tune): the GEMM parameters (pgd__gemm_params)
+ * searched by measurement on the device, then the attention kernel, stored with the device's
+ * entry of the one store (params.c: <cache dir>/tuning.json under the device and driver), where
+ * the next context finds them over the database's.
  *
  * The search space holds both kinds of kernel the implementations want: gemm_cpu's explicit
  * vector code over packed panels (PoCL vectorises what it is given: register tile rows × vector
@@ -18,63 +19,9 @@
 
 #include <jansson.h>
 
-#include "internal.h"
+#include "tune.h"
 
 #define TUNE_MAX_CANDIDATES 80
-
-static void device_id(const pgd_ctx *ctx, char hex[65])
-{
-    pgd__cache_key(&ctx->dev, "tuning", "", hex);
-}
-
-int pgd__tuning_load(pgd_ctx *ctx, pgd_error **err)
-{
-    pgd__gemm_params_default(ctx, &ctx->gemm);
-    ctx->gemm_default = ctx->gemm;
-    ctx->gemm_from = "defaults";
-    if (ctx->opt.kernel_params) {
-        pgd__gemm_params p;
-        pgd_error *why = NULL;
-        if (pgd__gemm_params_parse(ctx->opt.kernel_params, &p, &why) ||
-            pgd__gemm_params_check(ctx, &p, &why)) {
-            int rc = pgd__error_set(err, pgd_error_code(why),
-                                    "options.kernel_params (PAGODA_KERNEL_PARAMS): %s",
-                                    pgd_error_message(why));
-            pgd_error_free(why);
-            return rc;
-        }
-        ctx->gemm = p;
-        ctx->gemm_from = "options";
-        return PGD_OK;
-    }
-    json_t *all = pgd__store_load(ctx, "tuning.json");
-    char id[65];
-    device_id(ctx, id);
-    const char *text = json_string_value(json_object_get(json_object_get(all, id), "gemm"));
-    const char *attn = json_string_value(json_object_get(json_object_get(all, id), "attention"));
-    int av, akw, arows;
-    if (attn && !pgd__attention_params_parse(attn, &av, &akw, &arows)) {
-        ctx->attn_variant = av;
-        ctx->attn_kw = akw;
-        ctx->attn_rows = arows;
-    }
-    pgd__gemm_params p;
-    /* A stored entry that no longer parses or fits (a driver that lowered its limits under the
-     * same version string) only means: untuned. */
-    if (text && !pgd__gemm_params_parse(text, &p, NULL) && !pgd__gemm_params_check(ctx, &p, NULL)) {
-        ctx->gemm = p;
-        ctx->gemm_from = "tuned";
-    }
-    json_decref(all);
-    return PGD_OK;
-}
-
-const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size)
-{
-    if (buf && size)
-        pgd__gemm_params_format(&ctx->gemm, buf, size);
-    return ctx->gemm_from;
-}
 
 /* ---- the search ---- */
 
@@ -325,7 +272,7 @@ static void add(const pgd_ctx *ctx, pgd__gemm_params *list, int *n, pgd__gemm_pa
     list[(*n)++] = p;
 }
 
-/* The candidates, most plausible first: the defaults, gemm_cpu tiles at the device's vector
+/* The candidates, most plausible first: the untuned parameters, gemm_cpu tiles at the device's vector
  * width, gemm_gpu tiles, then gemm_cpu at other widths. A CPU runtime that prefers scalar code
  * (preferred float vector width 1: it vectorises across work-items, as Intel's does) still ran
  * gemm_cpu's 16-wide vectors fastest (Xeon: rm=12,vw=16,nv=2; AMD EPYC: rm=5,vw=16,nv=4, 1.9x
@@ -336,8 +283,7 @@ static void add(const pgd_ctx *ctx, pgd__gemm_params *list, int *n, pgd__gemm_pa
 static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
 {
     int n = 0;
-    pgd__gemm_params def;
-    pgd__gemm_params_default(ctx, &def);
+    pgd__gemm_params def = pgd__params_of(ctx)->gemm_default; /* the database's (params.c) */
     add(ctx, list, &n, def);
     /* (rows, vectors per row): accumulators + one panel row + a broadcast within 16 registers
      * (AVX2, NEON) or 32 (AVX-512). */
@@ -371,21 +317,17 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
 
 static void store(pgd_ctx *ctx, pgd_tune_result *r)
 {
-    char id[65], date[32];
-    device_id(ctx, id);
+    char date[32];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    r->stored = pgd__store_put(ctx, "tuning.json", id,
-                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:i, s:s, s:f, "
-                                         "s:f}",
-                                         "device", ctx->dev.name, "driver", ctx->dev.driver_version,
-                                         "date", date, "gemm", r->params, "defaults", r->defaults,
-                                         "workload_ms", r->best_ms, "default_ms", r->default_ms,
-                                         "search_s", r->seconds, "tried", r->tried, "attention",
-                                         r->attention, "attention_ms", r->attention_ms,
-                                         "attention_default_ms", r->attention_default_ms));
+    r->stored = pgd__params_save(
+        ctx, json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:i, s:s, s:f, s:f}", "date", date, "gemm",
+                       r->params, "defaults", r->defaults, "workload_ms", r->best_ms, "default_ms",
+                       r->default_ms, "search_s", r->seconds, "tried", r->tried, "attention",
+                       r->attention, "attention_ms", r->attention_ms, "attention_default_ms",
+                       r->attention_default_ms));
 }
 
 static void report(pgd_tune_progress_fn fn, void *user, int i, int n, const pgd__gemm_params *p,
@@ -397,6 +339,92 @@ static void report(pgd_tune_progress_fn fn, void *user, int i, int n, const pgd_
     pgd__gemm_params_format(p, text, sizeof text);
     pgd_tune_progress pr = {i, n, text, ms, why, best, (pgd__now_ms() - t0) / 1000.0};
     fn(&pr, user);
+}
+
+/* The runoff: one pass each over the workload differs by more than the candidates do on a
+ * shared machine (PoCL 3.1, 2-core Xeon: the first-pass winner rm=8,nv=2 was 3-6 % slower in
+ * ViT-B/16 and ResNet-50 than rm=4,nv=4 in paired runs). The best three of the r->tried first
+ * candidates (tried_ms: their times, < 0 rejected) are measured again in turns, RUNOFF_ROUNDS
+ * times, and the lowest median wins: into *best and *best_ms. */
+static void runoff(search *s, const pgd__gemm_params *list, int n, const double *tried_ms,
+                   pgd_tune_result *r, pgd_tune_progress_fn fn, void *user, double t0,
+                   pgd__gemm_params *best, double *best_ms)
+{
+    enum { TOP = 3, RUNOFF_ROUNDS = 5 };
+    int top[TOP], ntop = 0;
+    double top_ms[TOP];
+    for (int i = 0; i < r->tried && i < n; i++) {
+        double ms = tried_ms[i];
+        if (ms < 0)
+            continue;
+        int at = ntop < TOP ? ntop++ : TOP;
+        while (at > 0 && top_ms[at - 1] > ms) {
+            if (at < TOP) {
+                top[at] = top[at - 1];
+                top_ms[at] = top_ms[at - 1];
+            }
+            at--;
+        }
+        if (at < TOP) {
+            top[at] = i;
+            top_ms[at] = ms;
+        }
+    }
+    double runs[TOP][RUNOFF_ROUNDS];
+    for (int round = 0; round < RUNOFF_ROUNDS; round++)
+        for (int c = 0; c < ntop; c++)
+            runs[c][round] = measure(s, &list[top[c]], -1);
+    int win = -1;
+    double win_ms = -1;
+    for (int c = 0; c < ntop; c++) {
+        double *v = runs[c];
+        for (int a = 0; a < RUNOFF_ROUNDS; a++) /* insertion sort; a failed run disqualifies */
+            for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                double t = v[b];
+                v[b] = v[b - 1];
+                v[b - 1] = t;
+            }
+        int bad = v[0] < 0;
+        double med = v[RUNOFF_ROUNDS / 2];
+        if (!bad && top[c] == 0)
+            r->default_ms = med; /* the defaults made the runoff: the same measure */
+        if (!bad && (win < 0 || med < win_ms)) {
+            win = c;
+            win_ms = med;
+        }
+        report(fn, user, -1, ntop, &list[top[c]], bad ? -1 : med,
+               bad ? "failed in the runoff" : NULL, -1, t0);
+    }
+    if (win >= 0) {
+        *best = list[top[win]];
+        *best_ms = win_ms;
+    }
+    r->runoff = ntop;
+}
+
+/* After the GEMM search (its winner `best` in r): the attention stage, with the winning GEMM in
+ * place, then the store; the context runs the winners from now (unless options.kernel_params
+ * gave its GEMM parameters). */
+static int finish(pgd_ctx *ctx, pgd_tune_result *r, const pgd__gemm_params *best,
+                  double budget_s, double t0, pgd_error **err)
+{
+    pgd__params *P = pgd__params_of(ctx);
+    pgd__gemm_params kept = P->gemm;
+    if (!ctx->opt.kernel_params)
+        P->gemm = *best;
+    int rc = pgd__attention_tune(ctx, t0 + budget_s * 1000.0, r->attention, sizeof r->attention,
+                                 &r->attention_ms, &r->attention_default_ms, err);
+    P->gemm = kept;
+    if (rc)
+        return rc;
+    r->seconds = (pgd__now_ms() - t0) / 1000.0;
+    store(ctx, r);
+    if (!ctx->opt.kernel_params) {
+        P->gemm = *best;
+        P->gemm_from = "tuned";
+        snprintf(P->entry, sizeof P->entry, "tuned:%s", P->id);
+    }
+    return PGD_OK;
 }
 
 int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
@@ -456,63 +484,8 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
             }
         }
     }
-    /* The runoff: one pass each over the workload differs by more than the candidates do on a
-     * shared machine (PoCL 3.1, 2-core Xeon: the first-pass winner rm=8,nv=2 was 3-6 % slower in
-     * ViT-B/16 and ResNet-50 than rm=4,nv=4 in paired runs). The best three are measured again
-     * in turns, RUNOFF_ROUNDS times, and the lowest median wins. */
-    if (best_ms >= 0 && r.tried > 1) {
-        enum { TOP = 3, RUNOFF_ROUNDS = 5 };
-        int top[TOP], ntop = 0;
-        double top_ms[TOP];
-        for (int i = 0; i < r.tried && i < n; i++) {
-            double ms = tried_ms[i];
-            if (ms < 0)
-                continue;
-            int at = ntop < TOP ? ntop++ : TOP;
-            while (at > 0 && top_ms[at - 1] > ms) {
-                if (at < TOP) {
-                    top[at] = top[at - 1];
-                    top_ms[at] = top_ms[at - 1];
-                }
-                at--;
-            }
-            if (at < TOP) {
-                top[at] = i;
-                top_ms[at] = ms;
-            }
-        }
-        double runs[TOP][RUNOFF_ROUNDS];
-        for (int round = 0; round < RUNOFF_ROUNDS; round++)
-            for (int c = 0; c < ntop; c++)
-                runs[c][round] = measure(&s, &list[top[c]], -1);
-        int win = -1;
-        double win_ms = -1;
-        for (int c = 0; c < ntop; c++) {
-            double *v = runs[c];
-            int bad = 0;
-            for (int a = 0; a < RUNOFF_ROUNDS; a++) /* insertion sort; a failed run disqualifies */
-                for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-                    double t = v[b];
-                    v[b] = v[b - 1];
-                    v[b - 1] = t;
-                }
-            bad = v[0] < 0;
-            double med = v[RUNOFF_ROUNDS / 2];
-            if (!bad && top[c] == 0)
-                r.default_ms = med; /* the defaults made the runoff: the same measure */
-            if (!bad && (win < 0 || med < win_ms)) {
-                win = c;
-                win_ms = med;
-            }
-            report(fn, user, -1, ntop, &list[top[c]], bad ? -1 : med,
-                   bad ? "failed in the runoff" : NULL, -1, t0);
-        }
-        if (win >= 0) {
-            best = list[top[win]];
-            best_ms = win_ms;
-        }
-        r.runoff = ntop;
-    }
+    if (best_ms >= 0 && r.tried > 1)
+        runoff(&s, list, n, tried_ms, &r, fn, user, t0, &best, &best_ms);
     search_free(&s);
     if (best_ms < 0)
         return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
@@ -520,21 +493,8 @@ int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
                               ctx->dev.name, r.tried);
     pgd__gemm_params_format(&best, r.params, sizeof r.params);
     r.best_ms = best_ms;
-    /* The attention stage, with the winning GEMM in place. */
-    pgd__gemm_params kept = ctx->gemm;
-    if (!ctx->opt.kernel_params)
-        ctx->gemm = best;
-    rc = pgd__attention_tune(ctx, t0 + budget_s * 1000.0, r.attention, sizeof r.attention,
-                             &r.attention_ms, &r.attention_default_ms, err);
-    ctx->gemm = kept;
-    if (rc)
+    if ((rc = finish(ctx, &r, &best, budget_s, t0, err)))
         return rc;
-    r.seconds = (pgd__now_ms() - t0) / 1000.0;
-    store(ctx, &r);
-    if (!ctx->opt.kernel_params) {
-        ctx->gemm = best;
-        ctx->gemm_from = "tuned";
-    }
     if (out)
         *out = r;
     return PGD_OK;

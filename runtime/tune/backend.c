@@ -1,5 +1,6 @@
-/* gemm_tune.c — GEMM back-end tuning, apart from running: measuring Pagoda's kernels against
- * CLBlast per device and shape class, and the stored choices (<cache dir>/gemm-choices.json).
+/* backend.c — GEMM back-end tuning, apart from running: measuring Pagoda's kernels against
+ * CLBlast per device and shape class, kept with the device's parameters ("choices" in the one
+ * store, <cache dir>/tuning.json: see params.c).
  *
  * options.gemm_backend forces a back end. Otherwise, where CLBlast is built in, a shape class is
  * measured only when a layer is created (pgd_linear_create, when options.gemm_tuning allows)
@@ -15,9 +16,8 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <unistd.h>
 
-#include "internal.h"
+#include "tune.h"
 #include "pgd_config.h"
 
 int pgd__gemm_forced(const pgd_ctx *ctx)
@@ -48,93 +48,10 @@ static void class_key(const pgd__gemm_call *g, int linear, char *buf, size_t siz
                  (long long)pow2_class(g->K));
 }
 
-static char *store_path(const pgd_ctx *ctx, const char *file)
-{
-    if (!ctx->cache_dir)
-        return NULL;
-    size_t n = strlen(ctx->cache_dir) + strlen(file) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", ctx->cache_dir, file);
-    return p;
-}
-
-static void device_id(const pgd_ctx *ctx, char hex[65])
-{
-    pgd__cache_key(&ctx->dev, "gemm-choices", "", hex);
-}
-
-/* A JSON store in the cache directory (gemm-choices.json, tuning.json) as an object, or NULL
- * when there is no cache directory or the file is missing, unreadable (not a regular file, too
- * large) or malformed: any of these only means measuring again. */
-json_t *pgd__store_load(const pgd_ctx *ctx, const char *file)
-{
-    char *path = store_path(ctx, file);
-    unsigned char *text = NULL;
-    size_t size = 0;
-    int rc = path ? pgd__file_read(path, NULL, PGD__MAX_CHOICES_BYTES, &text, &size, NULL) : -1;
-    free(path);
-    if (rc != PGD_OK)
-        return NULL;
-    json_t *all = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, NULL);
-    free(text);
-    if (!json_is_object(all)) {
-        json_decref(all);
-        return NULL;
-    }
-    return all;
-}
-
-/* Sets the store's entry `id` to `entry` (taken), keeping the other entries, and writes the
- * store atomically through the one writer (core/outfile.c): a failure leaves the old file.
- * 1 when written. */
-int pgd__store_put(const pgd_ctx *ctx, const char *file, const char *id, json_t *entry)
-{
-    char *path = store_path(ctx, file);
-    if (!path) {
-        json_decref(entry);
-        return 0;
-    }
-    json_t *all = pgd__store_load(ctx, file);
-    if (!all)
-        all = json_object();
-    json_object_set_new(all, id, entry);
-    int stored = 0;
-    pgd_outfile *f = NULL;
-    if (!pgd_outfile_open(path, &f, NULL)) {
-        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
-            pgd_outfile_abort(f);
-        else
-            stored = pgd_outfile_commit(f, NULL) == PGD_OK;
-    }
-    json_decref(all);
-    free(path);
-    return stored;
-}
-
-void pgd__gemm_choices_load(pgd_ctx *ctx)
-{
-    if (ctx->gemm_choices)
-        return;
-    ctx->gemm_choices = json_object();
-    json_t *all = pgd__store_load(ctx, "gemm-choices.json");
-    char id[65];
-    device_id(ctx, id);
-    json_t *mine = all ? json_object_get(all, id) : NULL;
-    json_t *ch = mine ? json_object_get(mine, "choices") : NULL;
-    if (json_is_object(ch))
-        json_object_update(ctx->gemm_choices, ch);
-    json_decref(all);
-}
-
-/* Merges our choices into the file (other devices' entries are kept), written atomically. */
+/* Stores the choices with the device's entry of the one store (tune/params.c). */
 static void save_choices(pgd_ctx *ctx)
 {
-    char id[65];
-    device_id(ctx, id);
-    (void)pgd__store_put(ctx, "gemm-choices.json", id,
-                         json_pack("{s:s, s:s, s:O}", "device", ctx->dev.name, "driver",
-                                   ctx->dev.driver_version, "choices", ctx->gemm_choices));
+    (void)pgd__params_save(ctx, NULL);
 }
 
 /* Median of 3 timed runs after one untimed run; a negative result means the run failed. */
@@ -176,17 +93,16 @@ static int measure(pgd_ctx *ctx, const pgd__gemm_call *g, cl_mem packed)
     double a = time_backend(ctx, &own, PGD__GEMM_PAGODA);
     double b = time_backend(ctx, &t, PGD__GEMM_CLBLAST);
     pgd_tensor_destroy(scratch);
-    ctx->gemm_measurements++;
+    pgd__params_of(ctx)->gemm_measurements++;
     return b > 0 && (a < 0 || b < a) ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
 }
 
 /* The stored choice of g's class, or -1. */
 static int stored(pgd_ctx *ctx, const pgd__gemm_call *g, int linear)
 {
-    pgd__gemm_choices_load(ctx); /* a no-op after context creation */
     char key[96];
     class_key(g, linear, key, sizeof key);
-    const char *known = json_string_value(json_object_get(ctx->gemm_choices, key));
+    const char *known = json_string_value(json_object_get(pgd__params_of(ctx)->choices, key));
     if (!known)
         return -1;
     return !strcmp(known, "clblast") ? PGD__GEMM_CLBLAST : PGD__GEMM_PAGODA;
@@ -210,7 +126,7 @@ int pgd__gemm_tune_call(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_me
     b = measure(ctx, g, packed);
     char key[96];
     class_key(g, linear, key, sizeof key);
-    json_object_set_new(ctx->gemm_choices, key,
+    json_object_set_new(pgd__params_of(ctx)->choices, key,
                         json_string(b == PGD__GEMM_CLBLAST ? "clblast" : "pagoda"));
     save_choices(ctx);
     return b;

@@ -1,0 +1,109 @@
+/* swin_random.c — seeded random Swin weights of the named sizes (see swin.h), for the demo, the
+ * bench and tests: the torchvision naming's tensors for a configuration, filled by
+ * model_random_source. Apart from swin.c, which holds the model itself. */
+#include <stdio.h>
+#include <string.h>
+
+#include "swin.h"
+
+static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
+{
+    const swin_config *c = cfgp;
+    int a = -1, b = -1, len = 0;
+    *ndim = 1;
+    if (sscanf(name, "features.%d.%d.%n", &a, &b, &len) == 2 && len > 0 && a % 2 == 1) {
+        int st = (a - 1) / 2;
+        if (st >= c->stages || b < 0 || b >= c->depth[st])
+            return -1;
+        int64_t C = (int64_t)c->dim << st, w = c->window[st], hid = C * c->mlp_ratio_x100 / 100;
+        const char *r = name + len;
+        s[0] = C;
+        if (!strcmp(r, "norm1.weight") || !strcmp(r, "norm1.bias") || !strcmp(r, "norm2.weight") ||
+            !strcmp(r, "norm2.bias") || !strcmp(r, "attn.proj.bias") || !strcmp(r, "mlp.3.bias"))
+            return 0;
+        if (!strcmp(r, "attn.qkv.weight"))
+            *ndim = 2, s[0] = 3 * C, s[1] = C;
+        else if (!strcmp(r, "attn.qkv.bias"))
+            s[0] = 3 * C;
+        else if (!strcmp(r, "attn.proj.weight"))
+            *ndim = 2, s[1] = C;
+        else if (!strcmp(r, "attn.relative_position_bias_table"))
+            *ndim = 2, s[0] = (2 * w - 1) * (2 * w - 1), s[1] = c->heads[st];
+        else if (!strcmp(r, "mlp.0.weight"))
+            *ndim = 2, s[0] = hid, s[1] = C;
+        else if (!strcmp(r, "mlp.0.bias"))
+            s[0] = hid;
+        else if (!strcmp(r, "mlp.3.weight"))
+            *ndim = 2, s[1] = hid;
+        else
+            return -1;
+        return 0;
+    }
+    if (sscanf(name, "features.%d.%n", &a, &len) == 1 && len > 0 && a >= 2 && a % 2 == 0 &&
+        a / 2 - 1 < c->stages - 1) {
+        int64_t C = (int64_t)c->dim << (a / 2 - 1);
+        const char *r = name + len;
+        if (!strcmp(r, "reduction.weight"))
+            *ndim = 2, s[0] = 2 * C, s[1] = 4 * C;
+        else if (!strcmp(r, "norm.weight") || !strcmp(r, "norm.bias"))
+            s[0] = 4 * C;
+        else
+            return -1;
+        return 0;
+    }
+    int64_t Cl = (int64_t)c->dim << (c->stages - 1);
+    if (!strcmp(name, "features.0.0.weight"))
+        *ndim = 4, s[0] = c->dim, s[1] = 3, s[2] = s[3] = c->patch;
+    else if (!strcmp(name, "features.0.0.bias") || !strcmp(name, "features.0.2.weight") ||
+             !strcmp(name, "features.0.2.bias"))
+        s[0] = c->dim;
+    else if (!strcmp(name, "norm.weight") || !strcmp(name, "norm.bias"))
+        s[0] = Cl;
+    else if (!strcmp(name, "head.weight"))
+        *ndim = 2, s[0] = c->classes, s[1] = Cl;
+    else if (!strcmp(name, "head.bias"))
+        s[0] = c->classes;
+    else
+        return -1;
+    return 0;
+}
+
+int swin_named_config(const char *name, swin_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->family = SWIN_TORCHVISION;
+    c->patch = 4;
+    c->stages = 4;
+    c->classes = 1000;
+    c->mlp_ratio_x100 = 400;
+    c->eps = 1e-5f;
+    static const int heads[4] = {3, 6, 12, 24};
+    int deep = 0;
+    if (!strcmp(name, "t"))
+        c->dim = 96;
+    else if (!strcmp(name, "s"))
+        c->dim = 96, deep = 1;
+    else if (!strcmp(name, "b"))
+        c->dim = 128, deep = 1;
+    else if (!strcmp(name, "tiny")) {
+        c->dim = 16, c->stages = 2, c->classes = 10;
+        c->depth[0] = c->depth[1] = 2, c->heads[0] = 1, c->heads[1] = 2;
+        c->window[0] = c->window[1] = 3;
+        return 0;
+    } else
+        return -1;
+    for (int s = 0; s < 4; s++) {
+        c->depth[s] = s == 2 ? (deep ? 18 : 6) : 2;
+        c->heads[s] = heads[s] * c->dim / 96;
+        c->window[s] = 7;
+    }
+    return 0;
+}
+
+int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
+                       pgd_error **err)
+{
+    swin_config c = *cfg;
+    c.family = SWIN_TORCHVISION;
+    return model_random_source(src, &c, sizeof c, rand_shape, "features.0.2.weight", seed, err);
+}
