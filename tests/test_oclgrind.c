@@ -25,6 +25,7 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: GAT segments of a few edges, so gat_combine merges several */
+#include "tune.h"     /* white-box: conv_few_rows_cpu forced */
 #include "reference.h"
 
 static const char *cl_dir;
@@ -110,7 +111,7 @@ typedef struct form {
     int weights_f16;
     int64_t attn_key_block;
     int row_wg;
-    int few_rows; /* 1: conv_few_rows_cpu wherever it can run (white-box: ctx->conv_few_rows) */
+    int few_rows; /* 1: conv_few_rows_cpu wherever it can run (white-box: the params) */
 } form;
 
 static pgd_ctx *make_ctx(const form *f)
@@ -134,7 +135,7 @@ static pgd_ctx *make_ctx(const form *f)
     pgd_ctx *ctx = NULL;
     PGD_CHECK_OK(pgd_ctx_create_with_options(&o, &ctx, &err), &err);
     if (f)
-        ctx->conv_few_rows = f->few_rows;
+        pgd__params_of(ctx)->conv_few_rows = f->few_rows;
     const pgd_device_info *d = pgd_ctx_device(ctx);
     ck_assert_msg(any_device || strstr(d->name, "Oclgrind"),
                   "the device is '%s', not Oclgrind's: run this under tests/oclgrind.sh", d->name);
@@ -262,6 +263,94 @@ START_TEST(rows_and_elementwise)
     const form narrow = {.row_wg = 16};
     ctx = make_ctx(&narrow);
     rows_case(ctx, &r, 2, 70);
+    tally_destroy(ctx);
+}
+END_TEST
+
+/* ---- broadcasting elementwise ops and reductions (broadcast.cl) ---- */
+
+/* a [3, 1, 5] op b [4, 1]: y [3, 4, 5] through broadcast_binary (three dims after merging),
+ * where, the unary ops, clip, and a [70] + [70] through broadcast_binary2 (merges to one dim);
+ * reductions over one axis (in runs: 300 elements) and over all. */
+static void broadcast_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    int64_t sa[3] = {3, 1, 5}, sb[2] = {4, 1}, sy[3] = {3, 4, 5}, n = 60;
+    float *ha, *hb;
+    pgd_tensor *a = upload_rand(ctx, r, 3, sa, &ha), *b = upload_rand(ctx, r, 2, sb, &hb);
+    pgd_tensor *y = poisoned(ctx, 3, sy);
+    double *want;
+    for (int op = PGD_BINARY_ADD; op <= PGD_BINARY_MIN; op++) {
+        if (op == PGD_BINARY_POW)
+            continue; /* a negative base: NaN, compared below with positive operands only */
+        PGD_CHECK_OK(pgd_binary(ctx, (pgd_binary_op)op, a, b, y, &err), &err);
+        want = dalloc(n);
+        for (int64_t i = 0; i < n; i++)
+            want[i] = pgd_ref_binary(op, ha[pgd_ref_bcast_index((size_t)i, 3, sy, 3, sa)],
+                                     hb[pgd_ref_bcast_index((size_t)i, 3, sy, 2, sb)]);
+        expect_close(y, want, 1e-5, 1e-6, "broadcast binary");
+    }
+    PGD_CHECK_OK(pgd_where(ctx, b, a, b, y, &err), &err);
+    want = dalloc(n);
+    for (int64_t i = 0; i < n; i++) {
+        size_t ib = pgd_ref_bcast_index((size_t)i, 3, sy, 2, sb);
+        want[i] = hb[ib] != 0 ? ha[pgd_ref_bcast_index((size_t)i, 3, sy, 3, sa)] : hb[ib];
+    }
+    expect_close(y, want, 0, 0, "where");
+    pgd_tensor *u = poisoned(ctx, 3, sa);
+    for (int op = PGD_UNARY_EXP; op <= PGD_UNARY_SILU; op++) {
+        PGD_CHECK_OK(pgd_unary(ctx, (pgd_unary_op)op, a, u, &err), &err);
+        want = dalloc(15);
+        for (int64_t i = 0; i < 15; i++)
+            want[i] = pgd_ref_unary(op, ha[i]);
+        /* log, sqrt and rsqrt of negative values are NaN on both sides */
+        float *got = download(u);
+        for (int64_t i = 0; i < 15; i++)
+            ck_assert_msg(isnan(want[i]) ? isnan(got[i])
+                                         : fabs(got[i] - want[i]) <= 1e-5 * fabs(want[i]) + 1e-6,
+                          "unary %d [%lld]: %g, want %g", op, (long long)i, got[i], want[i]);
+        free(got);
+        free(want);
+    }
+    PGD_CHECK_OK(pgd_clip(ctx, a, -0.25f, 0.5f, u, &err), &err);
+    want = dalloc(15);
+    for (int64_t i = 0; i < 15; i++)
+        want[i] = ha[i] < -0.25 ? -0.25 : ha[i] > 0.5 ? 0.5 : ha[i];
+    expect_close(u, want, 0, 0, "clip");
+    int64_t sl[1] = {70};
+    float *hl, *hm;
+    pgd_tensor *l = upload_rand(ctx, r, 1, sl, &hl), *m = upload_rand(ctx, r, 1, sl, &hm);
+    pgd_tensor *ly = poisoned(ctx, 1, sl);
+    PGD_CHECK_OK(pgd_binary(ctx, PGD_BINARY_MUL, l, m, ly, &err), &err);
+    want = dalloc(70);
+    for (int64_t i = 0; i < 70; i++)
+        want[i] = (double)hl[i] * hm[i];
+    expect_close(ly, want, 1e-6, 1e-7, "broadcast binary2");
+    int64_t sx[2] = {2, 300}, s1[1] = {2}, s0[1] = {1};
+    float *hx;
+    pgd_tensor *x = upload_rand(ctx, r, 2, sx, &hx), *y1 = poisoned(ctx, 1, s1);
+    pgd_tensor *y0 = poisoned(ctx, 0, s0);
+    int axis = 1, mask[2] = {0, 1}, all[2] = {1, 1};
+    for (int op = PGD_REDUCE_SUM; op <= PGD_REDUCE_ARGMIN; op++) {
+        PGD_CHECK_OK(pgd_reduce(ctx, (pgd_reduce_op)op, x, &axis, 1, 0, y1, &err), &err);
+        pgd_ref_reduce(op, hx, 2, sx, mask, want = dalloc(2), NULL);
+        expect_close(y1, want, op == PGD_REDUCE_PROD ? 1e-4 : 1e-5, 1e-5, "reduce axis 1");
+        PGD_CHECK_OK(pgd_reduce(ctx, (pgd_reduce_op)op, x, NULL, 0, 0, y0, &err), &err);
+        pgd_ref_reduce(op, hx, 2, sx, all, want = dalloc(1), NULL);
+        expect_close(y0, want, op == PGD_REDUCE_PROD ? 1e-4 : 1e-5, 1e-5, "reduce all");
+    }
+    pgd_tensor *tensors[] = {a, b, y, u, l, m, ly, x, y1, y0};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        pgd_tensor_destroy(tensors[i]);
+    free(ha), free(hb), free(hl), free(hm), free(hx);
+}
+
+START_TEST(broadcast_ops)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 17);
+    pgd_ctx *ctx = make_ctx(NULL);
+    broadcast_case(ctx, &r);
     tally_destroy(ctx);
 }
 END_TEST
@@ -921,6 +1010,7 @@ int main(int argc, char **argv)
         const TTest *test;
     } cases[] = {
         {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
+        {"broadcast", broadcast_ops},
         {"gemm", gemm_forms},         {"attention", attention_forms},
         {"conv", conv_forms},         {"pool", pools},
         {"patch", patch_and_pos},     {"window", windows},
