@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "family.h"
 #include "mixer.h"
 #include "stream.h"
 #include "swin.h"
@@ -59,15 +60,8 @@ static family family_named(const char *s)
                                                             : FAM_NONE;
 }
 
-static int has(const model_source *src, const char *name)
-{
-    int nd;
-    int64_t s[8];
-    return src->shape(src->u, name, &nd, s) == 0;
-}
-
-/* The family of a checkpoint from its names; the ViT detector has the last word, so that a
- * file that is none of them gets its precise error. */
+/* The family of a checkpoint by the one rule of the family table (family_detect): the ViT
+ * detector has the last word, so that a file that is none of them gets its precise error. */
 static int detect_family(const char *path, family *f)
 {
     model_source src = {0};
@@ -75,21 +69,13 @@ static int detect_family(const char *path, family *f)
     if (model_source_open(&src, path, &err))
         return app_fail(err);
     int rc = EXIT_OK;
-    if (mixer_is(&src)) {
-        *f = FAM_MIXER;
-    } else if (swin_is(&src)) {
-        *f = FAM_SWIN;
-    } else if (has(&src, "layer1.0.conv1.weight") && has(&src, "conv1.weight")) {
-        *f = FAM_RESNET;
+    const model_family *fam = NULL;
+    if (family_detect(&src, NULL, &fam, &err)) {
+        fprintf(stderr, "pagoda: classify: %s is not a checkpoint of a family Pagoda knows "
+                        "(ViT/DeiT, ResNet, Swin, MLP-Mixer); as a ViT:\n", path);
+        rc = app_fail(err);
     } else {
-        vit_config cfg;
-        if (vit_detect(&src, 0, &cfg, &err)) {
-            fprintf(stderr, "pagoda: classify: %s is not a checkpoint of a family Pagoda knows "
-                            "(ViT/DeiT, ResNet, Swin, MLP-Mixer); as a ViT:\n", path);
-            rc = app_fail(err);
-        } else {
-            *f = FAM_VIT;
-        }
+        *f = family_named(fam->name);
     }
     model_source_free(&src);
     return rc;

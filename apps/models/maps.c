@@ -266,3 +266,41 @@ int map_mass_mask(float *maps, int count, int n, double mass)
     free(order);
     return 0;
 }
+
+/* Attention rollout (Abnar & Zuidema 2020): R ← (½·mean_h A + ½·I, rows renormalised) · R over
+ * the layers; p holds this layer's probabilities [B, heads, T, T]. */
+void map_rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T, double *tmp)
+{
+    for (int64_t b = 0; b < B; b++) {
+        double *Rb = R + b * T * T;
+        for (int64_t i = 0; i < T; i++) {
+            double sum = 0;
+            for (int64_t j = 0; j < T; j++) {
+                double a = 0;
+                for (int64_t h = 0; h < heads; h++)
+                    a += p[((b * heads + h) * T + i) * T + j];
+                a = 0.5 * a / (double)heads + (i == j ? 0.5 : 0.0);
+                tmp[i * T + j] = a;
+                sum += a;
+            }
+            for (int64_t j = 0; j < T; j++)
+                tmp[i * T + j] /= sum > 0 ? sum : 1;
+        }
+        /* Rb = tmp · Rb, one row at a time through a scratch row at the end of tmp. */
+        double *row = tmp + T * T;
+        double *old = tmp + T * T + T;
+        for (int64_t i = 0; i < T * T; i++)
+            old[i] = Rb[i];
+        for (int64_t i = 0; i < T; i++) {
+            for (int64_t j = 0; j < T; j++)
+                row[j] = 0;
+            for (int64_t k = 0; k < T; k++) {
+                double a = tmp[i * T + k];
+                for (int64_t j = 0; j < T; j++)
+                    row[j] += a * old[k * T + j];
+            }
+            for (int64_t j = 0; j < T; j++)
+                Rb[i * T + j] = row[j];
+        }
+    }
+}

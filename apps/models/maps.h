@@ -42,4 +42,10 @@ int map_mass_mask(float *maps, int count, int n, double mass);
 /* The colour ramp at t in [0, 1] (clamped; NaN counts as 0); lightness rises along it. */
 void map_color(float t, uint8_t rgb[3]);
 
+/* One block of attention rollout (Abnar & Zuidema 2020) over B images: R [B, T, T] <-
+ * (1/2 mean_h A + 1/2 I, rows renormalised) R, p this block's probabilities [B, heads, T, T];
+ * tmp holds T * T + T + T * T doubles. */
+void map_rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T,
+                      double *tmp);
+
 #endif

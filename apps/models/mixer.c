@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "family.h"
 #include "mixer.h"
 
 typedef struct mixer_block {
@@ -122,18 +123,9 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *prefix
                        int64_t in, pgd_linear **l, pgd_error **err)
 {
     char wn[160], bn[160];
-    snprintf(wn, sizeof wn, "%s.weight", prefix);
-    snprintf(bn, sizeof bn, "%s.bias", prefix);
-    int64_t sw[2] = {out, in}, sb[1] = {out};
-    pgd_tensor *w = NULL, *b = NULL;
-    int rc = model_load_tensor(ctx, src, wn, 2, sw, &w, err);
-    if (!rc)
-        rc = model_load_tensor(ctx, src, bn, 1, sb, &b, err);
-    if (!rc)
-        rc = pgd_linear_create(ctx, w, b, l, err);
-    pgd_tensor_destroy(w);
-    pgd_tensor_destroy(b);
-    return rc;
+    snprintf(wn, sizeof wn, "%.150s.weight", prefix);
+    snprintf(bn, sizeof bn, "%.150s.bias", prefix);
+    return model_load_linear(ctx, src, wn, bn, 1, out, in, l, err);
 }
 
 static int load_block(mixer_model *m, const model_source *src, int i, pgd_error **err)
@@ -246,8 +238,7 @@ void mixer_free(mixer_model *m)
         return;
     pgd_patch_proj_destroy(m->pe_proj);
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->norm_w, m->norm_b, m->mean_row};
-    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
-        pgd_tensor_destroy(ts[i]);
+    model_destroy_tensors(ts, sizeof ts / sizeof *ts);
     pgd_linear_destroy(m->head);
     for (int i = 0; m->blocks && i < m->cfg.depth; i++) {
         mixer_block *b = &m->blocks[i];
@@ -273,8 +264,7 @@ typedef struct pass_state {
 static void pass_free(pass_state *ps)
 {
     pgd_tensor *all[] = {ps->img, ps->x, ps->h, ps->u, ps->mlp, ps->pooled, ps->out};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        pgd_tensor_destroy(all[i]);
+    model_destroy_tensors(all, sizeof all / sizeof *all);
 }
 
 static int pass_alloc(pass_state *ps, const float *images, int H, int W, pgd_error **err)
@@ -346,22 +336,9 @@ static int block_forward(pass_state *ps, int i, pgd_error **err)
 static int head_forward(pass_state *ps, float *logits, pgd_error **err)
 {
     mixer_model *m = ps->m;
-    pgd_ctx *ctx = m->ctx;
-    int64_t B = ps->B, S = m->cfg.tokens, D = m->cfg.dim;
-    int rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
-    if (!rc)
-        rc = model_probe_tensor(m->probe, ps->h, err, "norm (final norm)");
-    pgd_gemm_args g = {.alpha = 1.0f};
-    pgd_matrix row = {m->mean_row, 0, S, 0}, h = {ps->h, 0, D, S * D}, p = {ps->pooled, 0, D, D};
-    if (!rc)
-        rc = pgd_gemm_strided(ctx, &g, 1, D, S, B, row, h, p, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, m->head, ps->pooled, PGD_ACT_NONE, NULL, ps->out, err);
-    if (!rc)
-        rc = model_probe_tensor(m->probe, ps->out, err, "head");
-    if (!rc)
-        rc = pgd_tensor_download(ps->out, logits, err);
-    return rc;
+    model_head h = {ps->x,   m->norm_w, m->norm_b, m->mean_row,   m->cfg.eps, ps->h,   ps->pooled,
+                    ps->out, m->head,   ps->B,     m->cfg.tokens, m->cfg.dim, m->probe};
+    return model_mean_head(m->ctx, &h, logits, err);
 }
 
 int mixer_forward(mixer_model *m, const float *images, int B, int H, int W, float *logits,
@@ -391,28 +368,20 @@ int mixer_forward(mixer_model *m, const float *images, int B, int H, int W, floa
     if (!rc)
         rc = head_forward(&ps, logits, err);
     double t3 = model_now_ms();
-    if (times) {
-        times[0] = t1 - t0;
-        times[1] = t2 - t1;
-        times[2] = t3 - t2;
-        times[3] = t3 - t0;
-    }
+    model_stage_times(times, t0, t1, t2, t3);
     pass_free(&ps);
     return rc;
+}
+
+static int probe_pass(void *model, const float *image, int H, int W, float *logits, pgd_error **err)
+{
+    return mixer_forward(model, image, 1, H, W, logits, NULL, err);
 }
 
 int mixer_find_nonfinite(mixer_model *m, const float *image, int H, int W, model_probe *p,
                          pgd_error **err)
 {
-    memset(p, 0, sizeof *p);
-    float *logits = malloc((size_t)m->cfg.classes * sizeof *logits);
-    if (!logits)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "logits");
-    m->probe = p;
-    int rc = mixer_forward(m, image, 1, H, W, logits, NULL, err);
-    m->probe = NULL;
-    free(logits);
-    return rc;
+    return model_probe_run(p, &m->probe, m->cfg.classes, probe_pass, m, image, H, W, err);
 }
 
 /* ---- seeded random weights (timm naming) ---- */
@@ -493,3 +462,48 @@ int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t see
     mixer_config c = *cfg;
     return model_random_source(src, &c, sizeof c, rand_shape, NULL, seed, err);
 }
+
+/* ---- the family entry (family.h) ---- */
+
+MODEL_FAMILY_ADAPTERS(mixer)
+MODEL_FAMILY_PLAIN(mixer)
+MODEL_FAMILY_RANDOM(mixer, {"mixer_s16", "s16"}, {"mixer_b16", "b16"}, {"mixer_l16", "l16"},
+                    {"mixer_tiny", "tiny"})
+
+static void fam_info(const void *cfg, const char *label, pgd_model_info *info)
+{
+    const mixer_config *c = cfg;
+    snprintf(info->naming, sizeof info->naming, "timm");
+    info->classes = c->classes;
+    info->patch = c->patch;
+    info->input_h = c->patch * c->grid_h;
+    info->input_w = c->patch * c->grid_w;
+    info->depth = c->depth;
+    info->width = c->dim;
+    /* timm's mixer_*_224: bicubic, crop 0.875, mean/std 0.5 (as `pagoda classify`) */
+    info->preprocess = PGD_PREPROCESS_TIMM;
+    snprintf(info->description, sizeof info->description,
+             "%s: MLP-Mixer, width %d, depth %d, patch %d, %dx%d grid, %d classes", label, c->dim,
+             c->depth, c->patch, c->grid_h, c->grid_w, c->classes);
+}
+
+static int fam_classes(const void *cfg)
+{
+    return ((const mixer_config *)cfg)->classes;
+}
+
+const model_family family_mixer = {
+    .id = PGD_MODEL_MIXER,
+    .name = "mixer",
+    .cfg_size = sizeof(mixer_config),
+    .is = mixer_is,
+    .detect = mixer_fam_detect,
+    .load = mixer_fam_load,
+    .random = mixer_fam_random,
+    .forward = mixer_fam_forward,
+    .find_nonfinite = mixer_fam_nonfinite,
+    .info = fam_info,
+    .classes = fam_classes,
+    .no_maps = "MLP-Mixer (no attention)",
+    .free = mixer_fam_free,
+};

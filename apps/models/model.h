@@ -233,4 +233,52 @@ typedef int (*model_shape_fn)(const void *cfg, const char *name, int *ndim, int6
 int model_random_source(model_source *src, const void *cfg, size_t cfg_size, model_shape_fn shape,
                         const char *unit, uint64_t seed, pgd_error **err);
 
+/* ---- shared helpers (model.c) ---- */
+
+/* Whether the source holds tensor `name` (any shape). */
+int model_has(const model_source *src, const char *name);
+/* A linear layer from weight `wn` [out, in] and bias `bn` [out] (model_load_tensor). The bias
+ * may be absent (a model built without one) unless `need_bias`. */
+int model_load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, const char *bn,
+                      int need_bias, int64_t out_dim, int64_t in_dim, pgd_linear **out,
+                      pgd_error **err);
+/* As model_load_linear for a layer followed by LayerScale (y = gamma * (xW^T + b), gamma
+ * `gn` [out]; DINOv2's ls1/ls2): gamma is folded into W's rows and b on the host. */
+int model_load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *wn,
+                             const char *bn, const char *gn, int64_t out_dim, int64_t in_dim,
+                             pgd_linear **out, pgd_error **err);
+
+/* The classifier head the token models share (MLP-Mixer, Swin): the final LayerNorm of x into
+ * h, the mean over the tokens (one GEMM with mean_row, a row [1, tokens] of 1/tokens) into
+ * pooled [batch, dim], the head linear into out [batch, classes], logits downloaded; h and out
+ * probed as "norm (final norm)" and "head". */
+typedef struct model_head {
+    const pgd_tensor *x, *norm_w, *norm_b, *mean_row;
+    float eps;
+    pgd_tensor *h, *pooled, *out;
+    const pgd_linear *head;
+    int64_t batch, tokens, dim;
+    model_probe *probe; /* NULL: nothing checked */
+} model_head;
+int model_mean_head(pgd_ctx *ctx, const model_head *a, float *logits, pgd_error **err);
+
+/* The body of a model's find_nonfinite: clears *p, points the model's probe (*slot) at it for
+ * one pass(model, image, H, W, logits) of a single image into scratch logits of `classes`
+ * floats, and clears *slot again. */
+typedef int (*model_probe_pass)(void *model, const float *image, int H, int W, float *logits,
+                                pgd_error **err);
+int model_probe_run(model_probe *p, model_probe **slot, int64_t classes, model_probe_pass pass,
+                    void *model, const float *image, int H, int W, pgd_error **err);
+
+/* A linear layer from host weights w [out, in] and bias b [out] (NULL: none), uploaded; the
+ * caller keeps w and b. */
+int model_linear_from_host(pgd_ctx *ctx, const float *w, const float *b, int64_t out, int64_t in,
+                           pgd_linear **l, pgd_error **err);
+/* A forward's stage times from its clock readings (model_stage_end) at the start (t0), after
+ * the stem (t1), after the blocks (t2) and at the end (t3): times[0..3] = stem, blocks, head,
+ * whole pass. Nothing when times is NULL. */
+void model_stage_times(double *times, double t0, double t1, double t2, double t3);
+/* Destroys n tensors (NULL entries are accepted). */
+void model_destroy_tensors(pgd_tensor *const *ts, size_t n);
+
 #endif

@@ -322,22 +322,6 @@ void swin_set_attention(swin_model *m, pgd_attention_mode mode, int64_t topk, ui
     m->attn_seed = seed;
 }
 
-/* A linear layer from host weights [out, in] and bias [out] (NULL: none). */
-static int make_linear(pgd_ctx *ctx, const float *w, const float *b, int64_t out, int64_t in,
-                       pgd_linear **l, pgd_error **err)
-{
-    int64_t sw[2] = {out, in}, sb[1] = {out};
-    pgd_tensor *tw = NULL, *tb = NULL;
-    int rc = model_upload(ctx, w, 2, sw, &tw, err);
-    if (!rc && b)
-        rc = model_upload(ctx, b, 1, sb, &tb, err);
-    if (!rc)
-        rc = pgd_linear_create(ctx, tw, tb, l, err);
-    pgd_tensor_destroy(tw);
-    pgd_tensor_destroy(tb);
-    return rc;
-}
-
 static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname,
                        const char *bname, int64_t out, int64_t in, pgd_linear **l,
                        pgd_error **err)
@@ -348,7 +332,7 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname,
     if (!rc && bname)
         rc = model_read_host(src, bname, 1, sb, &b, err);
     if (!rc)
-        rc = make_linear(ctx, w, b, out, in, l, err);
+        rc = model_linear_from_host(ctx, w, b, out, in, l, err);
     free(w);
     free(b);
     return rc;
@@ -380,7 +364,7 @@ static int load_qkv(pgd_ctx *ctx, const model_source *src, swin_family f, int s,
         free(hb);
     }
     if (!rc)
-        rc = make_linear(ctx, w, bias, 3 * C, C, l, err);
+        rc = model_linear_from_host(ctx, w, bias, 3 * C, C, l, err);
     free(w);
     free(bias);
     return rc;
@@ -514,8 +498,7 @@ void swin_free(swin_model *m)
         return;
     pgd_patch_proj_destroy(m->pe_proj);
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->pn_w, m->pn_b, m->norm_w, m->norm_b, m->mean_row};
-    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
-        pgd_tensor_destroy(ts[i]);
+    model_destroy_tensors(ts, sizeof ts / sizeof *ts);
     pgd_linear_destroy(m->head);
     for (int s = 0; s < m->cfg.stages; s++) {
         for (int b = 0; m->blocks[s] && b < m->cfg.depth[s]; b++) {
@@ -774,26 +757,14 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
     int64_t sx[4] = {B, ps->H, ps->W, C}, sp[2] = {B, C}, so[2] = {B, m->cfg.classes};
     int rc = pgd_tensor_create(ctx, 4, sx, &ps->h, err);
     if (!rc)
-        rc = pgd_layernorm(ctx, ps->x, m->norm_w, m->norm_b, m->cfg.eps, ps->h, err);
-    if (!rc)
-        rc = model_probe_tensor(m->probe, ps->h, err, "norm (final norm)");
-    if (!rc)
         rc = model_mean_row(ctx, T, &m->mean_row, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, sp, &ps->pooled, err);
     if (!rc)
         rc = pgd_tensor_create(ctx, 2, so, &ps->out, err);
-    pgd_gemm_args g = {.alpha = 1.0f};
-    pgd_matrix a = {m->mean_row, 0, T, 0}, hb = {ps->h, 0, C, T * C}, p = {ps->pooled, 0, C, C};
-    if (!rc)
-        rc = pgd_gemm_strided(ctx, &g, 1, C, T, B, a, hb, p, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, m->head, ps->pooled, PGD_ACT_NONE, NULL, ps->out, err);
-    if (!rc)
-        rc = model_probe_tensor(m->probe, ps->out, err, "head");
-    if (!rc)
-        rc = pgd_tensor_download(ps->out, logits, err);
-    return rc;
+    model_head h = {ps->x,   m->norm_w, m->norm_b, m->mean_row, m->cfg.eps, ps->h,   ps->pooled,
+                    ps->out, m->head,   B,         T,           C,          m->probe};
+    return rc ? rc : model_mean_head(ctx, &h, logits, err);
 }
 
 /* Refuses, before anything is built, a forward whose masks or window tensors cannot be made.
@@ -890,27 +861,20 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
     if (!rc)
         rc = head_forward(&ps, logits, err);
     double t3 = model_now_ms();
-    if (times) {
-        times[0] = t1 - t0;
-        times[1] = t2 - t1;
-        times[2] = t3 - t2;
-        times[3] = t3 - t0;
+    model_stage_times(times, t0, t1, t2, t3);
+    if (times)
         times[4] = t2 > t1 ? m->attn_ms / (t2 - t1) : 0;
-    }
     pass_free(&ps);
     return rc;
+}
+
+static int probe_pass(void *model, const float *image, int H, int W, float *logits, pgd_error **err)
+{
+    return swin_forward(model, image, 1, H, W, logits, NULL, err);
 }
 
 int swin_find_nonfinite(swin_model *m, const float *image, int H, int W, model_probe *p,
                         pgd_error **err)
 {
-    memset(p, 0, sizeof *p);
-    float *logits = malloc((size_t)m->cfg.classes * sizeof *logits);
-    if (!logits)
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "logits");
-    m->probe = p;
-    int rc = swin_forward(m, image, 1, H, W, logits, NULL, err);
-    m->probe = NULL;
-    free(logits);
-    return rc;
+    return model_probe_run(p, &m->probe, m->cfg.classes, probe_pass, m, image, H, W, err);
 }

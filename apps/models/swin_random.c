@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "family.h"
 #include "swin.h"
 
 static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
@@ -107,3 +108,58 @@ int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
     c.family = SWIN_TORCHVISION;
     return model_random_source(src, &c, sizeof c, rand_shape, "features.0.2.weight", seed, err);
 }
+
+/* ---- the family entry (family.h) ---- */
+
+MODEL_FAMILY_ADAPTERS(swin)
+MODEL_FAMILY_PLAIN(swin)
+MODEL_FAMILY_RANDOM(swin, {"swin_t", "t"}, {"swin_s", "s"}, {"swin_b", "b"}, {"swin_tiny", "tiny"})
+
+static void fam_info(const void *cfg, const char *label, pgd_model_info *info)
+{
+    const swin_config *c = cfg;
+    snprintf(info->naming, sizeof info->naming, "%s",
+             c->family == SWIN_TORCHVISION ? "torchvision"
+             : c->family == SWIN_TIMM      ? "timm"
+             : c->family == SWIN_TIMM_OLD  ? "timm-old"
+             : c->family == SWIN_HF4       ? "hf4"
+                                           : "hf5");
+    info->classes = c->classes;
+    info->patch = c->patch;
+    /* as `pagoda classify` sizes its synthetic input: any multiple of the patch runs */
+    info->input_h = info->input_w = c->dim <= 16 ? 40 : PGD_PREPROCESS_SIZE;
+    int blocks = 0;
+    for (int s = 0; s < c->stages; s++)
+        blocks += c->depth[s];
+    info->depth = blocks;
+    info->width = c->dim;
+    info->heads = c->heads[0];
+    /* ImageNet mean/std; the nearest preset to each library's Swin transform (as
+     * `pagoda classify`) */
+    info->preprocess = PGD_PREPROCESS_TORCHVISION;
+    snprintf(info->description, sizeof info->description,
+             "%s: %s Swin, width %d, %d stages, %d blocks, window %d, patch %d, %d classes", label,
+             swin_family_name(c->family), c->dim, c->stages, blocks, c->window[0], c->patch,
+             c->classes);
+}
+
+static int fam_classes(const void *cfg)
+{
+    return ((const swin_config *)cfg)->classes;
+}
+
+const model_family family_swin = {
+    .id = PGD_MODEL_SWIN,
+    .name = "swin",
+    .cfg_size = sizeof(swin_config),
+    .is = swin_is,
+    .detect = swin_fam_detect,
+    .load = swin_fam_load,
+    .random = swin_fam_random,
+    .forward = swin_fam_forward,
+    .find_nonfinite = swin_fam_nonfinite,
+    .info = fam_info,
+    .classes = fam_classes,
+    .no_maps = "Swin (windowed attention: no class token)",
+    .free = swin_fam_free,
+};

@@ -6,6 +6,7 @@
  * separate query/key/value weights are concatenated into one qkv weight at load time. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "vit.h"
+#include "maps.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,11 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-
-const char *vit_family_name(vit_family f)
-{
-    return f == VIT_TIMM ? "timm" : f == VIT_HF ? "Hugging Face" : "torchvision";
-}
 
 enum {
     W_PE_W, W_PE_B, W_CLS, W_DIST, W_POS, W_NORM_W, W_NORM_B, W_HEAD_W, W_HEAD_B, W_HEADD_W,
@@ -167,13 +163,6 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
                           fam == VIT_TIMM ? " (nor a square grid alone)" : "");
 }
 
-static int has_tensor(const model_source *src, const char *name)
-{
-    int nd;
-    int64_t s[8];
-    return src->shape(src->u, name, &nd, s) == 0;
-}
-
 /* Depth (blocks counted by name), MLP width and classes. */
 static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **err)
 {
@@ -194,7 +183,7 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
                               "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
     cfg->mlp = (int)s[0];
-    if (!has_tensor(src, names[fam][W_HEAD_W]) && !has_tensor(src, names[fam][W_HEAD_B])) {
+    if (!model_has(src, names[fam][W_HEAD_W]) && !model_has(src, names[fam][W_HEAD_B])) {
         /* No classifier at all: a feature model (DINO); its output is the pooled features. */
         cfg->headless = 1;
         cfg->classes = cfg->dim;
@@ -270,7 +259,7 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
     cfg->eps = fam == VIT_HF ? 1e-12f : 1e-6f;
-    cfg->layer_scale = fam == VIT_TIMM && has_tensor(src, "blocks.0.ls1.gamma");
+    cfg->layer_scale = fam == VIT_TIMM && model_has(src, "blocks.0.ls1.gamma");
     /* A source that knows its library resizes the grid another way says so (Hugging Face's
      * DINOv2 through vit_source_adapt: plain bicubic). */
     const char *resize = src->meta ? src->meta(src->u, "pagoda_pos_resize") : NULL;
@@ -344,75 +333,6 @@ void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint
     m->attn_seed = seed;
 }
 
-static int has(const model_source *src, const char *name)
-{
-    int nd;
-    int64_t s[8];
-    return src->shape(src->u, name, &nd, s) == 0;
-}
-
-/* A linear layer from weight `wn` [out, in] and bias `bn` [out]. The bias may be absent (a
- * model built without one) unless `need_bias`: a block after the first must have the biases
- * block 0 has, or it is a block held in part. */
-static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, const char *bn,
-                       int need_bias, int64_t out_dim, int64_t in_dim, pgd_linear **out,
-                       pgd_error **err)
-{
-    int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
-    pgd_tensor *w = NULL, *b = NULL;
-    int rc = model_load_tensor(ctx, src, wn, 2, ws, &w, err);
-    if (!rc && (need_bias || has(src, bn)))
-        rc = model_load_tensor(ctx, src, bn, 1, bs, &b, err);
-    if (!rc)
-        rc = pgd_linear_create(ctx, w, b, out, err);
-    pgd_tensor_destroy(w);
-    pgd_tensor_destroy(b);
-    return rc;
-}
-
-/* As load_linear for a layer followed by LayerScale (DINOv2's ls1/ls2: y = gamma ⊙ (xWᵀ + b)):
- * gamma [out] is folded into the rows of W and into b on the host, so the layer runs as a plain
- * linear with the residual fused. */
-static int load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *wn,
-                              const char *bn, const char *gn, int64_t out_dim, int64_t in_dim,
-                              pgd_linear **out, pgd_error **err)
-{
-    int64_t ws[2] = {out_dim, in_dim}, bs[1] = {out_dim};
-    float *w = malloc((size_t)(out_dim * in_dim) * sizeof *w + 1);
-    float *b = malloc((size_t)out_dim * sizeof *b + 1), *g = malloc((size_t)out_dim * sizeof *g + 1);
-    int rc = w && b && g ? PGD_OK
-                         : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "reading '%s'", wn);
-    int with_bias = has(src, bn);
-    if (!rc)
-        rc = model_need(src, wn, 2, ws, err);
-    if (!rc)
-        rc = model_read(src, wn, w, out_dim * in_dim, err);
-    if (!rc && with_bias && !(rc = model_need(src, bn, 1, bs, err)))
-        rc = model_read(src, bn, b, out_dim, err);
-    if (!rc)
-        rc = model_need(src, gn, 1, bs, err);
-    if (!rc)
-        rc = model_read(src, gn, g, out_dim, err);
-    for (int64_t r = 0; !rc && r < out_dim; r++) {
-        for (int64_t k = 0; k < in_dim; k++)
-            w[r * in_dim + k] *= g[r];
-        b[r] = with_bias ? b[r] * g[r] : 0.0f;
-    }
-    pgd_tensor *tw = NULL, *tb = NULL;
-    if (!rc)
-        rc = model_upload(ctx, w, 2, ws, &tw, err);
-    if (!rc)
-        rc = model_upload(ctx, b, 1, bs, &tb, err);
-    if (!rc)
-        rc = pgd_linear_create(ctx, tw, tb, out, err);
-    pgd_tensor_destroy(tw);
-    pgd_tensor_destroy(tb);
-    free(w);
-    free(b);
-    free(g);
-    return rc;
-}
-
 /* Hugging Face keeps query, key and value apart: concatenate them into one [3·dim, dim]. */
 static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t dim,
                        pgd_linear **out, pgd_error **err)
@@ -435,16 +355,8 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
         if (!rc)
             rc = model_read(src, bn, b + p * dim, dim, err);
     }
-    pgd_tensor *tw = NULL, *tb = NULL;
-    int64_t ws[2] = {3 * dim, dim}, bs[1] = {3 * dim};
     if (!rc)
-        rc = model_upload(ctx, w, 2, ws, &tw, err);
-    if (!rc)
-        rc = model_upload(ctx, b, 1, bs, &tb, err);
-    if (!rc)
-        rc = pgd_linear_create(ctx, tw, tb, out, err);
-    pgd_tensor_destroy(tw);
-    pgd_tensor_destroy(tb);
+        rc = model_linear_from_host(ctx, w, b, 3 * dim, dim, out, err);
     free(w);
     free(b);
     return rc;
@@ -461,13 +373,13 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     vit_block *b = &m->blocks[i];
     char a[256], c[256];
     wname(f, B_QKV_B, 0, c, sizeof c);
-    int qkv_bias = i > 0 && has(src, c); /* the biases block 0 has, every block has */
+    int qkv_bias = i > 0 && model_has(src, c); /* the biases block 0 has, every block has */
     wname(f, B_PROJ_B, 0, c, sizeof c);
-    int proj_bias = i > 0 && has(src, c);
+    int proj_bias = i > 0 && model_has(src, c);
     wname(f, B_FC1_B, 0, c, sizeof c);
-    int fc1_bias = i > 0 && has(src, c);
+    int fc1_bias = i > 0 && model_has(src, c);
     wname(f, B_FC2_B, 0, c, sizeof c);
-    int fc2_bias = i > 0 && has(src, c);
+    int fc2_bias = i > 0 && model_has(src, c);
     wname(f, B_LN1_W, i, a, sizeof a);
     int rc = model_load_tensor(ctx, src, a, 1, d1, &b->ln1_w, err);
     wname(f, B_LN1_B, i, a, sizeof a);
@@ -484,7 +396,7 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     else if (!rc) {
         wname(f, B_QKV_W, i, a, sizeof a);
         wname(f, B_QKV_B, i, c, sizeof c);
-        rc = load_linear(ctx, src, a, c, qkv_bias, 3 * D, D, &b->qkv, err);
+        rc = model_load_linear(ctx, src, a, c, qkv_bias, 3 * D, D, &b->qkv, err);
     }
     /* LayerScale (timm's DINOv2: blocks.N.ls1.gamma after the attention projection, ls2.gamma
      * after fc2), folded into those layers. */
@@ -495,19 +407,19 @@ static int load_block(vit_model *m, const model_source *src, int i, pgd_error **
     wname(f, B_PROJ_W, i, a, sizeof a);
     wname(f, B_PROJ_B, i, c, sizeof c);
     if (!rc && ls)
-        rc = load_linear_scaled(ctx, src, a, c, g1, D, D, &b->proj, err);
+        rc = model_load_linear_scaled(ctx, src, a, c, g1, D, D, &b->proj, err);
     else if (!rc)
-        rc = load_linear(ctx, src, a, c, proj_bias, D, D, &b->proj, err);
+        rc = model_load_linear(ctx, src, a, c, proj_bias, D, D, &b->proj, err);
     wname(f, B_FC1_W, i, a, sizeof a);
     wname(f, B_FC1_B, i, c, sizeof c);
     if (!rc)
-        rc = load_linear(ctx, src, a, c, fc1_bias, cfg->mlp, D, &b->fc1, err);
+        rc = model_load_linear(ctx, src, a, c, fc1_bias, cfg->mlp, D, &b->fc1, err);
     wname(f, B_FC2_W, i, a, sizeof a);
     wname(f, B_FC2_B, i, c, sizeof c);
     if (!rc && ls)
-        rc = load_linear_scaled(ctx, src, a, c, g2, D, cfg->mlp, &b->fc2, err);
+        rc = model_load_linear_scaled(ctx, src, a, c, g2, D, cfg->mlp, &b->fc2, err);
     else if (!rc)
-        rc = load_linear(ctx, src, a, c, fc2_bias, D, cfg->mlp, &b->fc2, err);
+        rc = model_load_linear(ctx, src, a, c, fc2_bias, D, cfg->mlp, &b->fc2, err);
     return rc;
 }
 
@@ -536,7 +448,7 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     int rc = model_load_tensor(ctx, src, names[f][W_PE_W], 4, pe, &m->pe_w, err);
     if (!rc)
         rc = pgd_patch_proj_create(ctx, m->pe_w, &m->pe_proj, err);
-    if (!rc && has(src, names[f][W_PE_B]))
+    if (!rc && model_has(src, names[f][W_PE_B]))
         rc = model_load_tensor(ctx, src, names[f][W_PE_B], 1, d1, &m->pe_b, err);
     if (!rc)
         rc = load_squeezed(ctx, src, names[f][W_CLS], 1, D, &m->cls, err);
@@ -551,11 +463,11 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     if (!rc)
         rc = model_load_tensor(ctx, src, names[f][W_NORM_B], 1, d1, &m->norm_b, err);
     if (!rc && !cfg->headless)
-        rc = load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
-                         &m->head, err);
+        rc = model_load_linear(ctx, src, names[f][W_HEAD_W], names[f][W_HEAD_B], 0, cfg->classes, D,
+                               &m->head, err);
     if (!rc && cfg->extra - cfg->registers == 2 && !cfg->headless)
-        rc = load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], 0, cfg->classes,
-                         D, &m->head_dist, err);
+        rc = model_load_linear(ctx, src, names[f][W_HEADD_W], names[f][W_HEADD_B], 0, cfg->classes,
+                               D, &m->head_dist, err);
     return rc;
 }
 
@@ -604,8 +516,7 @@ void vit_free(vit_model *m)
     pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->reg, m->pos, m->norm_w, m->norm_b,
                         m->pos_resized, m->mean_row};
     pgd_patch_proj_destroy(m->pe_proj);
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        pgd_tensor_destroy(ts[i]);
+    model_destroy_tensors(ts, sizeof ts / sizeof ts[0]);
     pgd_linear_destroy(m->head);
     pgd_linear_destroy(m->head_dist);
     for (int i = 0; m->blocks && i < m->cfg.depth; i++) {
@@ -635,62 +546,6 @@ static int gather_token(const pgd_tensor *x, int64_t B, int64_t D, int tok, pgd_
         rc = pgd_tensor_slice(x, 1, tok, 1, rows, err);
     int back = pgd_tensor_reshape(rows, 2, flat, rc ? NULL : err);
     return rc ? rc : back;
-}
-
-/* Attention rollout (Abnar & Zuidema 2020): R ← (½·mean_h A + ½·I, rows renormalised) · R over
- * the layers; p holds this layer's probabilities [B, heads, T, T]. */
-static void rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T,
-                         double *tmp)
-{
-    for (int64_t b = 0; b < B; b++) {
-        double *Rb = R + b * T * T;
-        for (int64_t i = 0; i < T; i++) {
-            double sum = 0;
-            for (int64_t j = 0; j < T; j++) {
-                double a = 0;
-                for (int64_t h = 0; h < heads; h++)
-                    a += p[((b * heads + h) * T + i) * T + j];
-                a = 0.5 * a / (double)heads + (i == j ? 0.5 : 0.0);
-                tmp[i * T + j] = a;
-                sum += a;
-            }
-            for (int64_t j = 0; j < T; j++)
-                tmp[i * T + j] /= sum > 0 ? sum : 1;
-        }
-        /* Rb = tmp · Rb, one row at a time through a scratch row at the end of tmp. */
-        double *row = tmp + T * T;
-        double *old = tmp + T * T + T;
-        for (int64_t i = 0; i < T * T; i++)
-            old[i] = Rb[i];
-        for (int64_t i = 0; i < T; i++) {
-            for (int64_t j = 0; j < T; j++)
-                row[j] = 0;
-            for (int64_t k = 0; k < T; k++) {
-                double a = tmp[i * T + k];
-                for (int64_t j = 0; j < T; j++)
-                    row[j] += a * old[k * T + j];
-            }
-            for (int64_t j = 0; j < T; j++)
-                Rb[i * T + j] = row[j];
-        }
-    }
-}
-
-/* How each family resamples its position grid at another image size (the grid differs):
- * timm's resample_abs_pos_embed (dynamic_img_size=True) antialiases, torchvision's
- * interpolate_embeddings aligns corners, Hugging Face's interpolate_pos_encoding passes
- * scale_factor (n + 0.1) / n. Equal grids are used as they are, as all three do. */
-pgd_resize_mode vit_resize_mode(vit_family f)
-{
-    switch (f) {
-    case VIT_TORCHVISION:
-        return PGD_RESIZE_BICUBIC_ALIGN_CORNERS;
-    case VIT_HF:
-        return PGD_RESIZE_BICUBIC_HF;
-    case VIT_TIMM:
-    default:
-        return PGD_RESIZE_BICUBIC_ANTIALIAS;
-    }
 }
 
 /* The position embedding for a gh x gw grid: the trained one, or (other grids) resized by the
@@ -758,8 +613,7 @@ static void pass_free(pass_state *ps)
     free(ps->hp);
     pgd_tensor *all[] = {ps->img, ps->x, ps->h,    ps->qkv, ps->a,
                          ps->mlp, ps->rows, ps->out, ps->out2, ps->probs};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pgd_tensor_destroy(all[i]);
+    model_destroy_tensors(all, sizeof all / sizeof all[0]);
 }
 
 /* One more block of the rollout from the probabilities just computed. */
@@ -778,7 +632,7 @@ static int rollout_update(pass_state *ps, pgd_error **err)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention rollout");
     int rc = pgd_tensor_download(ps->probs, ps->hp, err);
     if (!rc)
-        rollout_step(ps->R, ps->hp, B, heads, T, ps->scratch);
+        map_rollout_step(ps->R, ps->hp, B, heads, T, ps->scratch);
     return rc;
 }
 
@@ -1025,105 +879,9 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         for (int64_t t = 0; t < cells; t++)
             rollout[b * cells + t] = (float)ps.R[b * ps.T * ps.T + c->extra + t];
     double t3 = model_now_ms();
-    if (times) {
-        times[0] = t1 - t0;
-        times[1] = t2 - t1;
-        times[2] = t3 - t2;
-        times[3] = t3 - t0;
-    }
+    model_stage_times(times, t0, t1, t2, t3);
     pass_free(&ps);
     return rc;
-}
-
-/* ---- seeded random weights (timm naming), for the demo and tests ---- */
-
-static int rand_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
-{
-    const vit_config *c = cfgp;
-    int64_t D = c->dim, T = c->pos_prefix + (int64_t)c->grid_h * c->grid_w;
-    int blk = -1;
-    char rest[128] = "";
-    if (sscanf(name, "blocks.%d.%127s", &blk, rest) == 2) {
-        if (blk < 0 || blk >= c->depth)
-            return -1;
-        *ndim = 1;
-        s[0] = D;
-        if (!strcmp(rest, "norm1.weight") || !strcmp(rest, "norm1.bias") ||
-            !strcmp(rest, "norm2.weight") || !strcmp(rest, "norm2.bias") ||
-            !strcmp(rest, "attn.proj.bias") || !strcmp(rest, "mlp.fc2.bias"))
-            return 0;
-        *ndim = 2;
-        if (!strcmp(rest, "attn.qkv.weight"))
-            s[0] = 3 * D, s[1] = D;
-        else if (!strcmp(rest, "attn.proj.weight"))
-            s[0] = D, s[1] = D;
-        else if (!strcmp(rest, "mlp.fc1.weight"))
-            s[0] = c->mlp, s[1] = D;
-        else if (!strcmp(rest, "mlp.fc2.weight"))
-            s[0] = D, s[1] = c->mlp;
-        else if (!strcmp(rest, "attn.qkv.bias"))
-            *ndim = 1, s[0] = 3 * D;
-        else if (!strcmp(rest, "mlp.fc1.bias"))
-            *ndim = 1, s[0] = c->mlp;
-        else
-            return -1;
-        return 0;
-    }
-    if (!strcmp(name, "patch_embed.proj.weight")) {
-        *ndim = 4;
-        s[0] = D, s[1] = 3, s[2] = s[3] = c->patch;
-    } else if (!strcmp(name, "patch_embed.proj.bias") || !strcmp(name, "norm.weight") ||
-               !strcmp(name, "norm.bias")) {
-        *ndim = 1;
-        s[0] = D;
-    } else if (!strcmp(name, "cls_token") || (!strcmp(name, "dist_token") && c->extra - c->registers == 2)) {
-        *ndim = 3;
-        s[0] = 1, s[1] = 1, s[2] = D;
-    } else if (!strcmp(name, "pos_embed")) {
-        *ndim = 3;
-        s[0] = 1, s[1] = T, s[2] = D;
-    } else if (!strcmp(name, "head.weight")) {
-        *ndim = 2;
-        s[0] = c->classes, s[1] = D;
-    } else if (!strcmp(name, "head.bias")) {
-        *ndim = 1;
-        s[0] = c->classes;
-    } else {
-        return -1;
-    }
-    return 0;
-}
-
-int vit_named_config(const char *name, vit_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->family = VIT_TIMM;
-    c->patch = 16;
-    c->grid_h = c->grid_w = 14;
-    c->extra = 1;
-    c->pos_prefix = 1;
-    c->classes = 1000;
-    c->eps = 1e-6f;
-    if (!strcmp(name, "ti"))
-        c->dim = 192, c->depth = 12, c->heads = 3;
-    else if (!strcmp(name, "s"))
-        c->dim = 384, c->depth = 12, c->heads = 6;
-    else if (!strcmp(name, "b"))
-        c->dim = 768, c->depth = 12, c->heads = 12;
-    else if (!strcmp(name, "tiny")) {
-        c->dim = 32, c->depth = 2, c->heads = 2, c->patch = 8, c->grid_h = c->grid_w = 4;
-        c->classes = 10;
-    } else
-        return -1;
-    c->mlp = 4 * c->dim;
-    return 0;
-}
-
-int vit_random_source(model_source *src, const vit_config *cfg, uint64_t seed, pgd_error **err)
-{
-    vit_config c = *cfg;
-    c.family = VIT_TIMM;
-    return model_random_source(src, &c, sizeof c, rand_shape, NULL, seed, err);
 }
 
 int vit_last_split(const vit_model *m) { return m->batching.last_split; }
@@ -1191,235 +949,4 @@ int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_pro
     m->probe = NULL;
     free(logits);
     return rc;
-}
-
-/* ---- Hugging Face checkpoints read under another naming ----
- * An adapter owns the source it wraps, lists the wrapped tensors under the names the loader
- * knows (a tensor the model does not use left out) and answers shape/read by mapping those names
- * back. Both Hugging Face layouts below resize the position grid as current transformers does
- * (plain bicubic interpolation to the new size; the scale-factor rule of the "vit." family's
- * goldens is the older transformers'), reported through the metadata key "pagoda_pos_resize". */
-typedef struct adapter {
-    model_source inner;
-    int v5; /* transformers 5.x names (DINOv2) */
-    char **names;
-    size_t n;
-} adapter;
-
-static const char *adapter_meta(void *u, const char *key)
-{
-    adapter *a = u;
-    if (!strcmp(key, "pagoda_pos_resize"))
-        return "bicubic";
-    return a->inner.meta ? a->inner.meta(a->inner.u, key) : NULL;
-}
-
-static const char *adapter_name_at(void *u, size_t i)
-{
-    adapter *a = u;
-    return i < a->n ? a->names[i] : NULL;
-}
-
-static void adapter_release(void *u)
-{
-    adapter *a = u;
-    for (size_t i = 0; i < a->n; i++)
-        free(a->names[i]);
-    free(a->names);
-    model_source_free(&a->inner);
-    free(a);
-}
-
-/* Wraps *src: every listed name through rename (into buf; "" leaves the tensor out). */
-static int adapter_wrap(model_source *src, int v5,
-                        void (*rename)(const char *name, char *buf, size_t size),
-                        int (*shape)(void *, const char *, int *, int64_t[8]),
-                        int (*read)(void *, const char *, float *, pgd_error **), pgd_error **err)
-{
-    size_t count = 0;
-    while (src->name_at(src->u, count))
-        count++;
-    adapter *a = calloc(1, sizeof *a);
-    if (!a || !(a->names = calloc(count ? count : 1, sizeof *a->names))) {
-        free(a);
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
-    }
-    a->v5 = v5;
-    for (size_t i = 0; i < count; i++) {
-        char t[256];
-        rename(src->name_at(src->u, i), t, sizeof t);
-        if (!t[0])
-            continue;
-        if (!(a->names[a->n] = strdup(t))) {
-            adapter_release(a); /* a->inner is still empty: src stays the caller's */
-            return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: names", src->label);
-        }
-        a->n++;
-    }
-    a->inner = *src;
-    *src = (model_source){.u = a, .label = a->inner.label, .shape = shape, .read = read,
-                          .meta = adapter_meta, .name_at = adapter_name_at,
-                          .release = adapter_release};
-    return PGD_OK;
-}
-
-/* Hugging Face's headless ViTModel (facebook/dino-vits16): ViTForImageClassification's names
- * without the "vit." prefix, plus a pooler the features do not use (they are the class token
- * after the final LayerNorm, HF's last_hidden_state[:, 0]). */
-static void hf_rename(const char *name, char *buf, size_t size)
-{
-    if (!strncmp(name, "pooler.", 7))
-        buf[0] = '\0';
-    else
-        snprintf(buf, size, "vit.%s", name);
-}
-
-static int hf_shape(void *u, const char *name, int *ndim, int64_t shape[8])
-{
-    adapter *a = u;
-    if (strncmp(name, "vit.", 4))
-        return -1;
-    return a->inner.shape(a->inner.u, name + 4, ndim, shape);
-}
-
-static int hf_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    adapter *a = u;
-    if (strncmp(name, "vit.", 4))
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor '%s'", a->inner.label, name);
-    return a->inner.read(a->inner.u, name + 4, dst, err);
-}
-
-static void dv2_timm_name(const char *hf, char *buf, size_t size);
-static int dv2_shape(void *u, const char *name, int *ndim, int64_t shape[8]);
-static int dv2_read(void *u, const char *name, float *dst, pgd_error **err);
-
-int vit_source_adapt(model_source *src, pgd_error **err)
-{
-    if (!src->name_at || !has_tensor(src, "embeddings.patch_embeddings.projection.weight"))
-        return PGD_OK;
-    if (has_tensor(src, "encoder.layer.0.layer_scale1.lambda1"))
-        return adapter_wrap(src, has_tensor(src, "encoder.layer.0.attention.q_proj.weight"),
-                            dv2_timm_name, dv2_shape, dv2_read, err);
-    if (has_tensor(src, "vit.embeddings.patch_embeddings.projection.weight") ||
-        !has_tensor(src, "encoder.layer.0.attention.attention.query.weight"))
-        return PGD_OK;
-    return adapter_wrap(src, 0, hf_rename, hf_shape, hf_read, err);
-}
-
-/* ---- Hugging Face's DINOv2 (facebook/dinov2-small: Dinov2Model) ----
- * Presented in timm's names, which hold the same model: query/key/value joined into qkv,
- * layer_scale{1,2}.lambda1 as ls{1,2}.gamma, the unused mask_token left out. transformers 4.x
- * (the hub's files) names the attention attention.attention.{query,key,value} and
- * attention.output.dense, 5.x attention.{q,k,v,o}_proj. Its position grid is resized with plain
- * bicubic interpolation to the new size (transformers' interpolate_pos_encoding). */
-
-/* The HF name of a timm-named tensor (part: 0..2 for the q/k/v pieces of qkv), in buf. */
-static const char *dv2_name(const adapter *a, const char *name, int part, char *buf,
-                            size_t size)
-{
-    static const char *const qkv4[3] = {"attention.attention.query", "attention.attention.key",
-                                        "attention.attention.value"};
-    static const char *const qkv5[3] = {"attention.q_proj", "attention.k_proj", "attention.v_proj"};
-    static const char *const outer[][2] = {
-        {"cls_token", "embeddings.cls_token"}, {"pos_embed", "embeddings.position_embeddings"},
-        {"patch_embed.proj.weight", "embeddings.patch_embeddings.projection.weight"},
-        {"patch_embed.proj.bias", "embeddings.patch_embeddings.projection.bias"},
-        {"norm.weight", "layernorm.weight"}, {"norm.bias", "layernorm.bias"}};
-    for (size_t i = 0; i < sizeof outer / sizeof *outer; i++)
-        if (!strcmp(name, outer[i][0]))
-            return snprintf(buf, size, "%s", outer[i][1]), buf;
-    int blk = -1, len = 0;
-    if (sscanf(name, "blocks.%d.%n", &blk, &len) != 1 || len <= 0 || blk < 0)
-        return NULL;
-    const char *r = name + len;
-    const char *w = !strcmp(r + strlen(r) - 5, ".bias") ? "bias" : "weight";
-    if (!strncmp(r, "attn.qkv.", 9))
-        snprintf(buf, size, "encoder.layer.%d.%s.%s", blk, (a->v5 ? qkv5 : qkv4)[part], w);
-    else if (!strncmp(r, "attn.proj.", 10))
-        snprintf(buf, size, "encoder.layer.%d.%s.%s", blk,
-                 a->v5 ? "attention.o_proj" : "attention.output.dense", w);
-    else if (!strcmp(r, "ls1.gamma") || !strcmp(r, "ls2.gamma"))
-        snprintf(buf, size, "encoder.layer.%d.layer_scale%c.lambda1", blk, r[2]);
-    else if (!strncmp(r, "norm1.", 6) || !strncmp(r, "norm2.", 6) || !strncmp(r, "mlp.fc", 6))
-        snprintf(buf, size, "encoder.layer.%d.%s", blk, r);
-    else
-        return NULL;
-    return buf;
-}
-
-static int dv2_shape(void *u, const char *name, int *ndim, int64_t shape[8])
-{
-    adapter *a = u;
-    char hf[256];
-    if (!dv2_name(a, name, 0, hf, sizeof hf) || a->inner.shape(a->inner.u, hf, ndim, shape))
-        return -1;
-    if (strstr(name, "attn.qkv."))
-        shape[0] *= 3; /* q, k and v stacked */
-    return 0;
-}
-
-static int dv2_read(void *u, const char *name, float *dst, pgd_error **err)
-{
-    adapter *a = u;
-    char hf[256];
-    int nd;
-    int64_t s[8];
-    if (!dv2_name(a, name, 0, hf, sizeof hf) || a->inner.shape(a->inner.u, hf, &nd, s))
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor for '%s'", a->inner.label,
-                             name);
-    if (!strstr(name, "attn.qkv."))
-        return a->inner.read(a->inner.u, hf, dst, err);
-    int64_t part = 1;
-    for (int i = 0; i < nd; i++)
-        part *= s[i];
-    int rc = PGD_OK;
-    for (int p = 0; p < 3 && !rc; p++) {
-        int pnd;
-        int64_t ps[8];
-        dv2_name(a, name, p, hf, sizeof hf);
-        if (a->inner.shape(a->inner.u, hf, &pnd, ps) || pnd != nd || ps[0] != s[0] ||
-            (nd > 1 && ps[1] != s[1]))
-            return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' is missing or not shaped like "
-                                 "the query's", a->inner.label, hf);
-        rc = a->inner.read(a->inner.u, hf, dst + p * part, err);
-    }
-    return rc;
-}
-
-/* The timm name of HF tensor `hf` into buf ("" for the mask token and the k/v pieces, which
- * qkv's query stands for; the HF name itself when it is not DINOv2's, so that it is reported
- * as unused). */
-static void dv2_timm_name(const char *hf, char *buf, size_t size)
-{
-    int blk = -1, len = 0;
-    buf[0] = '\0';
-    if (!strcmp(hf, "embeddings.mask_token"))
-        return;
-    static const char *const outer[][2] = {
-        {"embeddings.cls_token", "cls_token"}, {"embeddings.position_embeddings", "pos_embed"},
-        {"embeddings.patch_embeddings.projection.weight", "patch_embed.proj.weight"},
-        {"embeddings.patch_embeddings.projection.bias", "patch_embed.proj.bias"},
-        {"layernorm.weight", "norm.weight"}, {"layernorm.bias", "norm.bias"}};
-    for (size_t i = 0; i < sizeof outer / sizeof *outer; i++)
-        if (!strcmp(hf, outer[i][0])) {
-            snprintf(buf, size, "%s", outer[i][1]);
-            return;
-        }
-    snprintf(buf, size, "%s", hf);
-    if (sscanf(hf, "encoder.layer.%d.%n", &blk, &len) != 1 || len <= 0 || blk < 0)
-        return;
-    const char *r = hf + len, *w = strstr(r, ".bias") ? "bias" : "weight";
-    if (!strncmp(r, "attention.attention.query.", 26) || !strncmp(r, "attention.q_proj.", 17))
-        snprintf(buf, size, "blocks.%d.attn.qkv.%s", blk, w);
-    else if (!strncmp(r, "attention.attention.key.", 24) ||
-             !strncmp(r, "attention.attention.value.", 26) ||
-             !strncmp(r, "attention.k_proj.", 17) || !strncmp(r, "attention.v_proj.", 17))
-        buf[0] = '\0';
-    else if (!strncmp(r, "attention.output.dense.", 23) || !strncmp(r, "attention.o_proj.", 17))
-        snprintf(buf, size, "blocks.%d.attn.proj.%s", blk, w);
-    else if (!strcmp(r, "layer_scale1.lambda1") || !strcmp(r, "layer_scale2.lambda1"))
-        snprintf(buf, size, "blocks.%d.ls%c.gamma", blk, r[11]);
-    else if (!strncmp(r, "norm1.", 6) || !strncmp(r, "norm2.", 6) || !strncmp(r, "mlp.fc", 6))
-        snprintf(buf, size, "blocks.%d.%s", blk, r);
 }
