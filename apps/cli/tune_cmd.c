@@ -62,6 +62,28 @@ static void on_candidate(const pgd_tune_progress *p, void *user)
                 p->count, p->params, p->ms, p->best_ms, p->elapsed_s);
 }
 
+/* The result as text on stdout; name: the device's name made printable, or empty. */
+static void print_text(const pgd_device_info *d, const pgd_tune_result *r, const char *dir,
+                       char name[256])
+{
+    printf("device      %s\n", name[0] ? name : app_term_text(d->name, name, 256));
+    printf("best        %s  %.2f ms per workload pass\n", r->params, r->best_ms);
+    printf("defaults    %s  %.2f ms (%.2fx)\n", r->defaults, r->default_ms,
+           r->best_ms > 0 ? r->default_ms / r->best_ms : 0.0);
+    if (r->attention[0])
+        printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r->attention,
+               r->attention_ms, r->attention_default_ms,
+               r->attention_ms > 0 ? r->attention_default_ms / r->attention_ms : 0.0);
+    printf("searched    %d GEMM candidates (%d rejected, %d left by the budget; the best %d\n"
+           "            measured again in turns) and the attention kernels in %.1f s\n",
+           r->tried, r->rejected, r->skipped, r->runoff, r->seconds);
+    char where[512];
+    if (r->stored)
+        printf("stored in   %s/tuning.json\n", app_term_text(dir, where, sizeof where));
+    else
+        printf("not stored  (no cache directory: PAGODA_CACHE_DIR=off or not writable)\n");
+}
+
 /* --export: the database line for the context's parameters on stdout; destroys ctx. */
 static int export_entry(pgd_ctx *ctx)
 {
@@ -73,46 +95,6 @@ static int export_entry(pgd_ctx *ctx)
         return app_fail(err);
     fputs(line, stdout);
     return EXIT_OK;
-}
-
-/* The tuner's result as JSON or as text; name is the device's name for a terminal, or empty
- * when it was not made yet (--quiet). */
-static int print_result(pgd_ctx *ctx, const pgd_tune_result *rp, int json, char *name)
-{
-    const pgd_device_info *d = pgd_ctx_device(ctx);
-    const pgd_tune_result r = *rp;
-    int rc = EXIT_OK;
-    const char *dir = pgd_ctx_cache_dir(ctx);
-    if (json) {
-        json_t *doc =
-            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
-                      "device", app_json_text(d->name), "params", r.params, "defaults",
-                      r.defaults, "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried",
-                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "runoff", r.runoff, "search_s",
-                      r.seconds, "stored", r.stored, "cache_dir",
-                      dir ? app_json_text(dir) : json_null(), "attention", r.attention,
-                      "attention_ms", r.attention_ms, "attention_default_ms",
-                      r.attention_default_ms);
-        rc = app_print_json(doc);
-    } else {
-        printf("device      %s\n", name[0] ? name : app_term_text(d->name, name, 256));
-        printf("best        %s  %.2f ms per workload pass\n", r.params, r.best_ms);
-        printf("defaults    %s  %.2f ms (%.2fx)\n", r.defaults, r.default_ms,
-               r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0);
-        if (r.attention[0])
-            printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r.attention,
-                   r.attention_ms, r.attention_default_ms,
-                   r.attention_ms > 0 ? r.attention_default_ms / r.attention_ms : 0.0);
-        printf("searched    %d GEMM candidates (%d rejected, %d left by the budget; the best %d\n"
-               "            measured again in turns) and the attention kernels in %.1f s\n",
-               r.tried, r.rejected, r.skipped, r.runoff, r.seconds);
-        char where[512];
-        if (r.stored)
-            printf("stored in   %s/tuning.json\n", app_term_text(dir, where, sizeof where));
-        else
-            printf("not stored  (no cache directory: PAGODA_CACHE_DIR=off or not writable)\n");
-    }
-    return rc;
 }
 
 int cmd_tune(int argc, char **argv)
@@ -168,7 +150,21 @@ int cmd_tune(int argc, char **argv)
     }
     if (export)
         return export_entry(ctx);
-    rc = print_result(ctx, &r, json, name);
+    const char *dir = pgd_ctx_cache_dir(ctx);
+    if (json) {
+        json_t *doc =
+            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
+                      "device", app_json_text(d->name), "params", r.params, "defaults",
+                      r.defaults, "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried",
+                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "runoff", r.runoff, "search_s",
+                      r.seconds, "stored", r.stored, "cache_dir",
+                      dir ? app_json_text(dir) : json_null(), "attention", r.attention,
+                      "attention_ms", r.attention_ms, "attention_default_ms",
+                      r.attention_default_ms);
+        rc = app_print_json(doc);
+    } else {
+        print_text(d, &r, dir, name);
+    }
     pgd_ctx_destroy(ctx);
     return rc;
 }
