@@ -1,7 +1,8 @@
 /* bench.h — the items `pagoda bench` can time.
  *
- * Adding an item: write its run function in bench_items.c (time it with time_runs there, or
- * bench_time here), declare its bench_item below, and add one line to the items table in
+ * Adding an item: write its run function in bench_items.c (operators), bench_blocks.c (model
+ * blocks) or bench_models.c (whole models), timing it with time_runs (bench_items.h) or
+ * bench_time here, declare its bench_item below, and add one line to the items table in
  * bench.c; one more line in the suites table there puts it in a suite. */
 #ifndef PAGODA_BENCH_H
 #define PAGODA_BENCH_H
