@@ -70,6 +70,10 @@ enum { BENCH_SPEC_ITEM = 0, BENCH_SPEC_SUITE = 1, BENCH_SPEC_UNKNOWN = -1, BENCH
  * (*item set). *item is NULL for a suite or an unknown item. */
 int bench_spec_check(const char *arg, const bench_item **item);
 
+/* pagoda bench --compare FILE...: prints the saved bench files as one table (bench_compare.c).
+ * Returns the exit status. */
+int bench_compare(char **files, int nfiles);
+
 extern const bench_item bench_item_build;
 extern const bench_item bench_item_peak;
 extern const bench_item bench_item_scale;
