@@ -17,6 +17,7 @@
 
 #include "app.h"
 #include "bench.h"
+#include "bench_cmd.h"
 #include "stream_mpi.h"
 #include "pgd_version.h"
 
