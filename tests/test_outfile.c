@@ -8,7 +8,7 @@
  *  - writers racing on one target, threads or processes, always leave a complete file;
  *  - pgd_outfile_check refuses what pgd_outfile_open would, and a directory's name or a
  *    missing directory, before anything is created; pgd_file_sha256 hashes what it should;
- *  - the CLI's one CSV writer and reader (apps/cli/csv.c) round-trip any text per RFC 4180:
+ *  - the CLI's one CSV writer and reader (apps/common/csv.c) round-trip any text per RFC 4180:
  *    commas, double quotes (a trailing one too), CR and LF; unfinished and malformed records
  *    are told apart.
  * White-box: links the static library for pgd__cache_store. */

@@ -1,7 +1,8 @@
 /* bench.h — the items `pagoda bench` can time.
  *
- * Adding an item: write its run function in bench_items.c (time it with time_runs there, or
- * bench_time here), declare its bench_item below, and add one line to the items table in
+ * Adding an item: write its run function in bench_items.c (operators), bench_blocks.c (model
+ * blocks) or bench_models.c (whole models), timing it with time_runs (bench_items.h) or
+ * bench_time here, declare its bench_item below, and add one line to the items table in
  * bench.c; one more line in the suites table there puts it in a suite. */
 #ifndef PAGODA_BENCH_H
 #define PAGODA_BENCH_H
@@ -68,6 +69,10 @@ enum { BENCH_SPEC_ITEM = 0, BENCH_SPEC_SUITE = 1, BENCH_SPEC_UNKNOWN = -1, BENCH
  * whose spec parses (*item set), an unknown item, or a known item whose spec does not parse
  * (*item set). *item is NULL for a suite or an unknown item. */
 int bench_spec_check(const char *arg, const bench_item **item);
+
+/* pagoda bench --compare FILE...: prints the saved bench files as one table (bench_compare.c).
+ * Returns the exit status. */
+int bench_compare(char **files, int nfiles);
 
 extern const bench_item bench_item_build;
 extern const bench_item bench_item_peak;

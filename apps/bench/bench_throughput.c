@@ -1,5 +1,5 @@
 /* bench_throughput.c — `pagoda bench throughput:MODEL,B`: images per second of the streaming
- * classify path (apps/cli/stream.c) over a stream of real JPEG decodes: the demo's sample image
+ * classify path (apps/common/stream.c) over a stream of real JPEG decodes: the demo's sample image
  * (Chelsea, 451 x 300) decoded and preprocessed afresh for every image on the decoding threads
  * (one per core) while the device runs batches of B. Compared with the model item MODEL:B (the
  * same forward on a ready batch), it says how much of the decoder the pipeline hides. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "commands.h"
 #include "family.h"
 #include "mixer.h"
 #include "stream.h"

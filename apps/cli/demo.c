@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "commands.h"
 
 static const char usage[] =
     "usage: pagoda demo [--device SEL] [--profile]\n"

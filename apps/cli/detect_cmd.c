@@ -22,6 +22,7 @@
 #endif
 
 #include "app.h"
+#include "commands.h"
 #include "detr.h"
 #include "maps.h"
 #include "outset.h"

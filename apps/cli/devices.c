@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "commands.h"
 
 static const char usage[] =
     "usage: pagoda devices [--json]\n"

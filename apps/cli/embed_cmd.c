@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "commands.h"
 #include "maps.h"
 #include "outset.h"
 #include "vit.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "commands.h"
 #include "stream.h"
 
 static const char usage[] =

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "commands.h"
 #include "outset.h"
 #include "gat.h"
 

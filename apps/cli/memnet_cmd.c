@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "commands.h"
 #include "memnet.h"
 
 static const char usage[] =

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "commands.h"
 #include "stream.h"
 #include "resnet.h"
 

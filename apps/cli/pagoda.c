@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "app.h"
+#include "bench_cmd.h"
+#include "commands.h"
 
 static const char usage[] =
     "usage: pagoda <command> [options]\n"

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "commands.h"
 
 static const char usage[] =
     "usage: pagoda tune [--device SEL] [--budget S] [--json] [--quiet] [--export]\n"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "commands.h"
 #include "stream.h"
 #include "vit.h"
 

@@ -31,6 +31,7 @@
 #include "labels.h"
 #include "results.h"
 #include "stream.h"
+#include "stream_state.h"
 #include "stream_input.h"
 #include "stream_mpi.h"
 
@@ -116,87 +117,6 @@ static int is_csv(const char *path)
 
 /* ---- the pipeline ---- */
 
-enum { B_FREE, B_FILLING, B_READY, B_RUNNING, B_DONE };
-
-typedef struct sbatch {
-    int state;
-    long k;         /* the local batch number */
-    int first, n;   /* its images: work[first .. first + n) */
-    int claimed, decoded;
-    float *x;       /* [B, 3, H, W] */
-    float *logits;  /* [B, classes] */
-    char **err;     /* per image: why it has no result, or NULL */
-} sbatch;
-
-typedef struct sdevice {
-    pgd_ctx *ctx;
-    void *model;
-    pthread_t thread;
-    int started;
-    long images;
-    double busy_s;
-} sdevice;
-
-typedef struct stream {
-    const classify_opts *o;
-    const classify_model *m;
-    pgd_preprocess preset;
-    int H, W, classes, B, min_side, csv;
-    results_file rf; /* --output (rank 0); fd -1 without */
-    app_labels labels;
-    char **paths;      /* every input */
-    int npaths;
-    int *work;         /* the inputs this run computes (indices into paths) */
-    int nwork;
-    long nbatch;       /* global batches: ceil(nwork / B) */
-    int rank, ranks;   /* MPI; 0 and 1 without */
-    long nlocal;       /* the batches of this rank (dynamic: LONG_MAX until all are handed out) */
-    long avail;        /* the local batches known so far (static: nlocal) */
-    /* --mpi-schedule dynamic: rank 0 hands out batches on request */
-    int dynamic, ended;   /* ended (rank 0): ranks told that the work is out */
-    long *assigned;       /* local batch k -> global batch */
-    long next_global;     /* rank 0: the next global batch to hand out */
-    int *owner;           /* rank 0: the rank of each handed-out global batch */
-    long *local_of;       /* rank 0: its local index of each of its own global batches */
-    sbatch *bufs;
-    int nbuf;
-    long next_fill, next_write;
-    long taken;        /* local batches a device has taken */
-    int stop;          /* SIGINT, a fatal error, or the end */
-    int fatal;         /* the exit status of a fatal error (its message printed) */
-    sdevice *dev;
-    int ndev;
-    pthread_t *workers;
-    int nworkers;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    long written, errors; /* images written (this run), of which without a result */
-    /* pagoda eval */
-    const int *truth;  /* the class of each input */
-    eval_names en;
-    long *conf;        /* [true][predicted] counts (classes <= 2048) */
-    long *cls_n, *cls_top1, *cls_top5;
-    long top1, top5, evaluated;
-} stream;
-
-/* Counts one image's result against its true class t. */
-static void eval_count(stream *s, const float *l, int t)
-{
-    int rank = 0, pred = 0;
-    for (int k = 0; k < s->classes; k++) {
-        rank += l[k] > l[t] || (l[k] == l[t] && k < t);
-        pred = l[k] > l[pred] ? k : pred;
-    }
-    s->evaluated++;
-    s->cls_n[t]++;
-    if (rank == 0)
-        s->top1++, s->cls_top1[t]++;
-    if (rank < 5)
-        s->top5++, s->cls_top5[t]++;
-    if (s->conf)
-        s->conf[(size_t)t * (size_t)s->classes + (size_t)pred]++;
-}
-
 static volatile sig_atomic_t interrupted;
 /* classify_stream_timed: no output, the timing wanted here */
 static classify_stream_stats *timed;
@@ -212,12 +132,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The global batch of local batch k, and its first image in work[]. */
-static long global_batch(const stream *s, long k)
-{
-    return s->dynamic ? s->assigned[k] : k * s->ranks + s->rank;
 }
 
 /* Fails the whole stream with exit status rc (the message was printed). */
@@ -300,7 +214,7 @@ static void *worker_main(void *arg)
         }
         sbatch *f = s->next_fill < s->avail ? lowest(s, B_FREE) : NULL;
         if (f) {
-            long j = global_batch(s, s->next_fill);
+            long j = stream_global_batch(s, s->next_fill);
             f->k = s->next_fill++;
             f->first = (int)(j * s->B);
             f->n = s->nwork - f->first < s->B ? s->nwork - f->first : s->B;
@@ -561,100 +475,6 @@ static int open_devices(stream *s)
 
 /* ---- the run ---- */
 
-/* ---- --mpi-schedule dynamic ---- */
-
-/* Records global batch j (or the end, j < 0) as this rank's next local batch (the lock held). */
-static void take_assignment(stream *s, long j)
-{
-    if (j < 0) {
-        s->nlocal = s->avail;
-    } else {
-        s->assigned[s->avail++] = j;
-    }
-    pthread_cond_broadcast(&s->cv);
-}
-
-/* Rank 0: the next global batch for `rank` (-1 when none is left). */
-static long hand_out(stream *s, int rank)
-{
-    if (s->next_global >= s->nbatch)
-        return -1;
-    long j = s->next_global++;
-    s->owner[j] = rank;
-    if (rank == 0)
-        s->local_of[j] = s->avail;
-    return j;
-}
-
-/* Keeps two batches assigned beyond those the devices have taken (the lock held), so that a
- * slow rank holds little: rank 0 takes its own and answers the other ranks' requests; another
- * rank asks rank 0. Nonzero on an MPI failure. */
-static int schedule(stream *s)
-{
-    if (!s->dynamic)
-        return 0;
-    int want = s->nlocal == LONG_MAX && s->avail - s->taken < 2;
-    if (s->rank == 0) {
-        int src;
-        while ((src = stream_mpi_poll_request()) > 0) {
-            long j = hand_out(s, src);
-            s->ended += j < 0;
-            if (stream_mpi_assign(src, j))
-                return -1;
-        }
-        if (src < 0)
-            return -1;
-        if (want)
-            take_assignment(s, hand_out(s, 0));
-        return 0;
-    }
-    if (!want)
-        return 0;
-    long j;
-    pthread_mutex_unlock(&s->mu);
-    int rc = stream_mpi_request(&j);
-    pthread_mutex_lock(&s->mu);
-    if (!rc)
-        take_assignment(s, j);
-    return rc;
-}
-
-/* Rank 0 after its last batch: the remaining requests answered "none left". */
-static void schedule_end(stream *s)
-{
-    while (s->dynamic && s->rank == 0 && s->ended < s->ranks - 1) {
-        int src = stream_mpi_poll_request();
-        if (src < 0 || (src > 0 && stream_mpi_assign(src, -1)))
-            return;
-        s->ended += src > 0;
-        if (!src)
-            usleep(1000);
-    }
-}
-
-/* What the writer's position `pos` stands for: global batch *j (-1: not handed out yet), its
- * local index *k on its rank *src. 0 when the writer is done. */
-static int where(const stream *s, long pos, long *j, long *k, int *src)
-{
-    if (s->rank == 0) {
-        if (pos >= s->nbatch)
-            return 0;
-        *j = pos;
-        if (s->dynamic && pos >= s->next_global) {
-            *j = -1;
-            return 1;
-        }
-        *src = s->dynamic ? s->owner[pos] : (int)(pos % s->ranks);
-        *k = s->dynamic ? s->local_of[pos] : pos / s->ranks;
-        return 1;
-    }
-    if (pos >= s->nlocal)
-        return 0;
-    *j = pos < s->avail ? global_batch(s, pos) : -1;
-    *k = pos, *src = s->rank;
-    return 1;
-}
-
 /* Writes (rank 0: to the file, else to rank 0) the finished batches in order until the end, an
  * interrupt or a fatal error. */
 /* Waits on the stream's condition at most `ms` milliseconds (the lock held), then updates the
@@ -725,13 +545,13 @@ static int write_loop(stream *s, FILE *out, progress *pg)
             s->stop = 1;
             pthread_cond_broadcast(&s->cv);
         }
-        if (schedule(s)) {
+        if (stream_schedule(s)) {
             fail_locked(s, EXIT_RUNTIME);
             break;
         }
         long j, k;
         int src;
-        if (!where(s, pos, &j, &k, &src))
+        if (!stream_where(s, pos, &j, &k, &src))
             break;
         if (j < 0) { /* not handed out yet */
             wait_tick(s, pg, done, 2);
@@ -781,7 +601,7 @@ static int write_loop(stream *s, FILE *out, progress *pg)
         pos++;
     }
     if (!rc && !s->fatal)
-        schedule_end(s);
+        stream_schedule_end(s);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -907,102 +727,6 @@ static void summary(stream *s, double el)
         fprintf(stderr, "pagoda:   rank %d, %s: %ld images, %.1f img/s while busy\n", s->rank,
                 app_term_text(pgd_ctx_device(s->dev[i].ctx)->name, shown, sizeof shown),
                 s->dev[i].images, s->dev[i].busy_s > 0 ? s->dev[i].images / s->dev[i].busy_s : 0);
-}
-
-/* ---- the eval report ---- */
-
-/* The name of class c: the folder or list label that stands for it, else the model's label. */
-static const char *eval_class_name(const stream *s, int c, char *buf, size_t size)
-{
-    for (int i = 0; i < s->en.names.n; i++)
-        if (s->en.names.truth[i] == c)
-            return s->en.names.p[i];
-    if (s->labels.names)
-        return s->labels.names[c];
-    if (s->classes == 1000)
-        return pgd_imagenet_labels[c];
-    snprintf(buf, size, "class %d", c);
-    return buf;
-}
-
-typedef struct confusion {
-    long count;
-    int t, p;
-} confusion;
-
-static int by_count(const void *a, const void *b)
-{
-    const confusion *x = a, *y = b;
-    return x->count != y->count ? (x->count < y->count ? 1 : -1)
-           : x->t != y->t       ? x->t - y->t
-                                : x->p - y->p;
-}
-
-/* top-1 and top-5 accuracy, per-class accuracy, the 10 most frequent confusions: printed, or
- * with --json one document on stdout. */
-static int eval_report(stream *s)
-{
-    enum { SHOWN = 10 };
-    confusion top[SHOWN];
-    int ntop = 0;
-    for (int t = 0; s->conf && t < s->classes; t++)
-        for (int p = 0; p < s->classes; p++) {
-            long c = s->conf[(size_t)t * (size_t)s->classes + (size_t)p];
-            if (p == t || !c)
-                continue;
-            confusion x = {c, t, p};
-            if (ntop < SHOWN)
-                top[ntop++] = x;
-            else if (by_count(&x, &top[SHOWN - 1]) < 0)
-                top[SHOWN - 1] = x;
-            else
-                continue;
-            qsort(top, (size_t)ntop, sizeof *top, by_count);
-        }
-    double n = s->evaluated ? (double)s->evaluated : 1;
-    char b1[64], b2[64], shown[2][1024];
-    if (s->o->json) {
-        json_t *per = json_array(), *conf = json_array();
-        for (int c = 0; c < s->classes; c++)
-            if (s->cls_n[c])
-                json_array_append_new(
-                    per, json_pack("{s:i, s:o, s:I, s:f, s:f}", "class", c, "name",
-                                   app_json_text(eval_class_name(s, c, b1, sizeof b1)), "images",
-                                   (json_int_t)s->cls_n[c], "top1",
-                                   (double)s->cls_top1[c] / (double)s->cls_n[c], "top5",
-                                   (double)s->cls_top5[c] / (double)s->cls_n[c]));
-        for (int i = 0; i < ntop; i++)
-            json_array_append_new(conf, json_pack("{s:i, s:i, s:I}", "true", top[i].t,
-                                                  "predicted", top[i].p, "count",
-                                                  (json_int_t)top[i].count));
-        return app_print_json(json_pack("{s:I, s:I, s:f, s:f, s:I, s:I, s:o, s:o}", "images",
-                                        (json_int_t)s->evaluated, "unreadable",
-                                        (json_int_t)s->errors, "top1", (double)s->top1 / n,
-                                        "top5", (double)s->top5 / n, "top1_correct",
-                                        (json_int_t)s->top1, "top5_correct",
-                                        (json_int_t)s->top5, "per_class", per, "confusions",
-                                        conf));
-    }
-    printf("%ld image(s) evaluated%s", s->evaluated, s->errors ? "" : "\n");
-    if (s->errors)
-        printf(" (%ld more unreadable or without a result: not counted)\n", s->errors);
-    printf("top-1 accuracy %.4f (%ld), top-5 accuracy %.4f (%ld)\n", (double)s->top1 / n,
-           s->top1, (double)s->top5 / n, s->top5);
-    printf("per class (images, top-1, top-5):\n");
-    for (int c = 0; c < s->classes; c++)
-        if (s->cls_n[c])
-            printf("  %4d %-24s %6ld  %.4f  %.4f\n", c,
-                   app_term_text(eval_class_name(s, c, b1, sizeof b1), shown[0], 64),
-                   s->cls_n[c], (double)s->cls_top1[c] / (double)s->cls_n[c],
-                   (double)s->cls_top5[c] / (double)s->cls_n[c]);
-    if (ntop)
-        printf("most frequent confusions (true -> predicted: images):\n");
-    for (int i = 0; i < ntop; i++)
-        printf("  %s -> %s: %ld\n",
-               app_term_text(eval_class_name(s, top[i].t, b1, sizeof b1), shown[0], 256),
-               app_term_text(eval_class_name(s, top[i].p, b2, sizeof b2), shown[1], 256),
-               top[i].count);
-    return EXIT_OK;
 }
 
 /* Everything before the threads start: labels, the work list and output, the eval counters,

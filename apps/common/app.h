@@ -138,18 +138,4 @@ int app_sample_image(char *buf, size_t size);
 /* 1 when a batch cap was set ($PAGODA_MAX_BATCH), for the note on split batches. */
 int app_max_batch(const pgd_ctx *ctx);
 
-int cmd_devices(int argc, char **argv);
-int cmd_demo(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_tune(int argc, char **argv);
-int cmd_vit(int argc, char **argv);
-int cmd_nonlocal(int argc, char **argv);
-int cmd_classify(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_embed(int argc, char **argv);
-int cmd_similar(int argc, char **argv);
-int cmd_gat(int argc, char **argv);
-int cmd_memnet(int argc, char **argv);
-int cmd_detect(int argc, char **argv);
-
 #endif
