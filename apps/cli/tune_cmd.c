@@ -139,7 +139,7 @@ int cmd_tune(int argc, char **argv)
     if (export && !strncmp(pgd_ctx_params_entry(ctx, entry, sizeof entry), "tuned:", 6))
         return export_entry(ctx);
     const pgd_device_info *d = pgd_ctx_device(ctx);
-    char name[256];
+    char name[256] = "";
     if (!pr.quiet)
         fprintf(stderr, "tune: %s (driver %s), budget %.0f s\n",
                 app_term_text(d->name, name, sizeof name), d->driver_version, budget);
