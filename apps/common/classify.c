@@ -249,6 +249,11 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
                 app_term_text(o->labels_path, shown, sizeof shown), r->labels.count, classes);
         return EXIT_RUNTIME;
     }
+    if (!o->labels_path && classes == 1000) {
+        r->labels_assumed = 1;
+        fprintf(stderr, "pagoda: note: labels not given: assumed ImageNet-1k's class names for "
+                        "the 1000 classes (--labels FILE)\n");
+    }
     if (read_input(o, preset, side_h, side_w, r, &err) || check_input(o, r, &err))
         return app_fail(err);
     rc = app_ctx_open(o->device, &r->ctx);
@@ -393,6 +398,12 @@ int classify_emit(const classify_opts *o, classify_run *r, const char *weights, 
             printf("%s %s %.1f ms", i ? "," : "", stages[i].label, t[i]);
         printf("\n");
         return EXIT_OK;
+    }
+    if (model && r->labels_assumed) {
+        json_t *as = json_object_get(model, "assumed");
+        if (!json_is_object(as))
+            json_object_set_new(model, "assumed", as = json_object());
+        json_object_set_new(as, "labels", json_string("imagenet-1k"));
     }
     json_t *times = json_object();
     for (int i = 0; times && i < n; i++)

@@ -114,6 +114,7 @@ typedef struct classify_run {
     app_labels labels;
     float *logits;           /* [B, classes] after classify_forward_ready */
     int classes;
+    int labels_assumed;      /* no --labels for 1000 classes: ImageNet-1k's names, said so */
     outset outputs;          /* claimed by classify_begin, committed by classify_finish */
 } classify_run;
 
@@ -122,7 +123,9 @@ typedef struct classify_run {
  * ([B, 3, H, W]), else the images preprocessed with `preset`, else one synthetic image of
  * side_h x side_w. A NaN or infinite value in it is refused (naming the input and the first bad
  * element [b, c, y, x]) unless --allow-nonfinite. Then opens the context (device, options from
- * the environment, profiling) and loads the labels, checked against `classes`. Returns EXIT_OK
+ * the environment, profiling) and loads the labels, checked against `classes`; without --labels
+ * a model of 1000 classes is taken to be ImageNet-1k's, which a note on stderr says (and
+ * classify_emit's JSON under "assumed" "labels"). Returns EXIT_OK
  * or the exit status after printing the error; classify_free releases what was made either way. */
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r);
