@@ -11,7 +11,10 @@ NumPy).
   - a bad config.json (a FIFO, invalid JSON, heads 0 or "2", eps -1): an error naming the file
     and the key, no hang;
   - tests/data/swin-hf4.safetensors (Hugging Face's Swin): its layer_norm_eps assumed and said
-    without config.json, given by one (the same result), refused when bad.
+    without config.json, given by one (the same result), refused when bad;
+  - tests/data/dino-tiny.safetensors (headless) without num_heads: `pagoda embed` says the heads
+    it assumes, takes --heads (recorded in FEATS.npy.json), and `pagoda similar` reopens the
+    model with the recorded heads (the features match; nothing assumed the second time).
 Exit 0 when all hold, 1 otherwise; 77 (skipped) without an OpenCL device.
 """
 import json
@@ -128,5 +131,39 @@ def swin_runs():
     os.remove(scfg)
 
 
+def embed_runs():
+    ed = os.path.join(OUT, "embed-config")
+    os.makedirs(ed, exist_ok=True)
+    for f in os.listdir(ed):
+        os.remove(os.path.join(ed, f))
+    ew = os.path.join(ed, "dino.safetensors")
+    without_heads(ew, "dino-tiny.safetensors")
+    feats = os.path.join(ed, "f.npy")
+
+    def embed(extra):
+        p = subprocess.run([PAGODA, "embed", "--weights", ew, "--quiet", "--output", feats]
+                           + extra + [IMAGE], capture_output=True, timeout=120)
+        return p, p.stderr.decode(errors="replace")
+
+    p, err = embed([])
+    check(p.returncode == 0 and "heads not given" in err and "--heads" in err,
+          f"embed without heads: exit {p.returncode}, {err.strip()}")
+    p, err = embed(["--heads", "2"])
+    meta = json.load(open(feats + ".json")) if p.returncode == 0 else {}
+    check(p.returncode == 0 and "heads not given" not in err and meta.get("heads") == 2,
+          f"embed --heads 2: exit {p.returncode}, heads {meta.get('heads')}, {err.strip()}")
+    q = subprocess.run([PAGODA, "similar", "--index", feats, "--json", IMAGE],
+                       capture_output=True, timeout=120)
+    qerr = q.stderr.decode(errors="replace")
+    doc = json.loads(q.stdout) if q.returncode == 0 else None
+    best = doc["results"][0]["nearest"][0]["similarity"] if doc else None
+    check(doc is not None and "heads not given" not in qerr and abs(best - 1.0) < 1e-5,
+          f"similar reopens with the recorded heads (the image finds itself at {best}): exit "
+          f"{q.returncode}, {qerr.strip()}")
+    p, err = embed(["--heads", "0"])
+    check(p.returncode == 2 and "--heads" in err, f"embed --heads 0: exit {p.returncode}")
+
+
 swin_runs()
+embed_runs()
 sys.exit(1 if failures else 0)

@@ -19,7 +19,7 @@
 
 static const char embed_usage[] =
     "usage: pagoda embed [--device SEL] [--weights FILE | --random SIZE] [--pool cls|mean|both]\n"
-    "                    [--preprocess P] [--batch B] [--input F.npy] [--quiet]\n"
+    "                    [--preprocess P] [--batch B] [--input F.npy] [--heads H] [--quiet]\n"
     "                    [--attention-heads OUT.png] [--attention-mask OUT.png]\n"
     "                    --output FEATS.npy IMAGE|DIR...\n"
     "\n"
@@ -40,6 +40,9 @@ static const char embed_usage[] =
     "                      or hf\n"
     "  --batch B           images per forward pass (1..256, default 8)\n"
     "  --input F.npy       a preprocessed batch [B, 3, H, W] instead of images\n"
+    "  --heads H           the attention heads, where neither the file's metadata nor a\n"
+    "                      config.json beside it says (else the standard table's, said on\n"
+    "                      stderr); recorded in FEATS.npy.json for 'pagoda similar'\n"
     "  --quiet             no progress line\n"
     "  --attention-heads OUT.png\n"
     "                      the last block's class-token attention of every head, one tile per\n"
@@ -335,7 +338,7 @@ static const char *preset_name(pgd_preprocess p)
 typedef struct embed_args {
     const char *device, *weights, *random, *input, *output, *heads_png, *mask_png;
     int pool, preset, quiet;
-    int64_t batch;
+    int64_t batch, heads; /* heads 0: the file's or the table's */
 } embed_args;
 
 /* The options; -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
@@ -348,7 +351,7 @@ static int embed_parse(embed_args *a, int argc, char **argv)
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {"attention-heads", required_argument, 0, 'A'}, {"attention-mask", required_argument, 0, 'M'},
-        {0, 0, 0, 0}};
+        {"heads", required_argument, 0, 'H'},  {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->preset = PGD_PREPROCESS_TORCHVISION;
     a->batch = 8;
@@ -377,6 +380,11 @@ static int embed_parse(embed_args *a, int argc, char **argv)
         case 'b':
             if (pgd_parse_int64(optarg, 1, 256, &a->batch))
                 return app_usage_error("embed ", "--batch wants a whole number from 1 to 256, "
+                                                 "got '%s'", optarg);
+            break;
+        case 'H':
+            if (pgd_parse_int64(optarg, 1, 1024, &a->heads))
+                return app_usage_error("embed ", "--heads wants a whole number from 1 to 1024, "
                                                  "got '%s'", optarg);
             break;
         case 'h': fputs(embed_usage, stdout); return -1;
@@ -412,11 +420,11 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
     }
     /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere. */
     char *abs = a->weights ? realpath(a->weights, NULL) : NULL;
-    json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:o}", "weights",
+    json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "weights",
                             a->weights ? app_json_text(abs ? abs : a->weights) : json_null(),
                             "random", a->random ? app_json_text(a->random) : json_null(), "pool",
                             pool_name(a->pool), "preprocess", preset_name(e->preset), "dim",
-                            (int)width, "images", imgs);
+                            (int)width, "heads", e->cfg.heads, "images", imgs);
     int rc = PGD_OK;
     if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
         rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_path(fj));
@@ -499,7 +507,7 @@ int cmd_embed(int argc, char **argv)
     if (!rc && !a.input)
         rc = claim_outputs(&e, &a, jpath, n);
     if (!rc)
-        rc = model_open(&e, a.device, a.weights, a.random, 0);
+        rc = model_open(&e, a.device, a.weights, a.random, (int)a.heads);
     int64_t width = a.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
     if (!rc && !(feats = malloc((size_t)n * (size_t)width * sizeof *feats))) {
         fprintf(stderr, "pagoda: error: out of host memory for %d features\n", n);
@@ -534,7 +542,7 @@ int cmd_embed(int argc, char **argv)
 typedef struct embed_index {
     json_t *meta, *imgs;
     const char *weights, *random;
-    int pool, preset;
+    int pool, preset, heads; /* heads 0: not recorded (an older list) */
     float *feats;
     int64_t n, d;
 } embed_index;
@@ -567,8 +575,13 @@ static int index_open(const char *path, embed_index *ix)
     const char *mpre = json_string_value(json_object_get(ix->meta, "preprocess"));
     ix->pool = mp ? parse_pool(mp) : -1;
     ix->preset = mpre ? parse_preset(mpre) : -1;
+    json_t *mh = json_object_get(ix->meta, "heads");
+    ix->heads = json_is_integer(mh) && json_integer_value(mh) >= 1 &&
+                        json_integer_value(mh) <= 1024
+                    ? (int)json_integer_value(mh)
+                    : mh ? -1 : 0;
     if (!json_is_array(ix->imgs) || (!ix->weights && !ix->random) || ix->pool < 0 ||
-        ix->preset < 0) {
+        ix->preset < 0 || ix->heads < 0) {
         fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n",
                 jpath);
         return EXIT_RUNTIME;
@@ -706,7 +719,7 @@ int cmd_similar(int argc, char **argv)
     e.pool = ix.pool;
     e.preset = (pgd_preprocess)(ix.preset < 0 ? 0 : ix.preset);
     if (!rc)
-        rc = model_open(&e, device, ix.weights, ix.random, 0);
+        rc = model_open(&e, device, ix.weights, ix.random, ix.heads);
     int64_t width = e.pool == 2 ? 2 * (int64_t)e.cfg.dim : e.cfg.dim;
     if (!rc && ix.d != width) {
         fprintf(stderr, "pagoda: error: %s holds %lld-wide features but its model gives %lld\n",

@@ -228,7 +228,7 @@ static int detect_heads(const model_source *src, int heads, int dim, int *out,
         *out = table[i][0] == dim ? table[i][1] : *out;
     char v[16];
     snprintf(v, sizeof v, "%d", *out);
-    model_assume(as, "heads", v, "num_heads in __metadata__; pagoda vit/classify: --heads N");
+    model_assume(as, "heads", v, "num_heads in __metadata__, or --heads N");
     return PGD_OK;
 }
 
