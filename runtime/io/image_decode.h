@@ -14,6 +14,15 @@
 
 #include "internal.h"
 
+/* A decoded image (pagoda.h's pgd_image), shared by image.c and image_resample.c. */
+struct pgd_image {
+    int width, height;
+    uint8_t *data; /* width * height * 3, from stbi_load_from_memory or malloc */
+    /* The size of the decoded image a thumbnail was made from (else width, height). */
+    int src_width, src_height;
+    int own_pixels; /* data from our malloc (thumbnails, the library decoders), not stb_image */
+};
+
 /* PGD_OK when 1 <= w, h and w * h <= PGD_IMAGE_MAX_PIXELS, else the error (PGD_ERR_FORMAT or
  * PGD_ERR_TOO_LARGE) naming the file and format. */
 int pgd__image_check_size(const char *name, const char *format, long long w, long long h,
