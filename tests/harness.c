@@ -45,6 +45,35 @@ pgd_ctx *pgd_test_ctx(const pgd_device_info *d)
     return ctx;
 }
 
+void pgd_test_options(const pgd_device_info *d, const char *const *vars, pgd_ctx_options *o)
+{
+    pgd_error *err = NULL;
+    pgd_ctx_options_init(o);
+    int rc = pgd_ctx_options_from_env(o, &err);
+    if (!rc && vars)
+        rc = pgd_ctx_options_from_envp(o, vars, &err);
+    ck_assert_msg(rc == PGD_OK, "test options: %s", pgd_error_message(err));
+    if (d)
+        o->device = pgd_test_selector(d);
+}
+
+pgd_ctx *pgd_test_ctx_opts(const pgd_ctx_options *o)
+{
+    pgd_ctx *ctx = NULL;
+    pgd_error *err = NULL;
+    int rc = pgd_ctx_create_with_options(o, &ctx, &err);
+    ck_assert_msg(rc == PGD_OK, "context on %s: %s", o->device ? o->device : "the default device",
+                  pgd_error_message(err));
+    return ctx;
+}
+
+pgd_ctx *pgd_test_ctx_with(const pgd_device_info *d, const char *const *vars)
+{
+    pgd_ctx_options o;
+    pgd_test_options(d, vars, &o);
+    return pgd_test_ctx_opts(&o);
+}
+
 long pgd_test_launches(pgd_ctx *ctx, const char *name)
 {
     char *text = NULL;

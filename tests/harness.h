@@ -16,6 +16,16 @@ const pgd_device_info *pgd_test_devices(size_t *count);
 const char *pgd_test_selector(const pgd_device_info *d);
 /* A context on device d; fails the test with the error message otherwise. */
 pgd_ctx *pgd_test_ctx(const pgd_device_info *d);
+/* The options a test's context gets: the defaults, then the PAGODA_* variables meson's test
+ * environment set (read, never changed: tests pass their settings, they do not setenv), then
+ * `vars` ("PAGODA_GEMM=pagoda", ... ending in NULL; NULL for none), with the device fixed to d
+ * (d NULL: as the variables say). The strings of vars must outlive the use of *o. Fails the test
+ * on a bad value. */
+void pgd_test_options(const pgd_device_info *d, const char *const *vars, pgd_ctx_options *o);
+/* A context made with pgd_test_options(d, vars); fails the test otherwise. */
+pgd_ctx *pgd_test_ctx_with(const pgd_device_info *d, const char *const *vars);
+/* A context made with *o; fails the test otherwise. */
+pgd_ctx *pgd_test_ctx_opts(const pgd_ctx_options *o);
 
 /* Launches of kernel `name` in ctx's profile (pgd_ctx_set_profiling(ctx, 1) first). */
 long pgd_test_launches(pgd_ctx *ctx, const char *name);

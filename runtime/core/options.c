@@ -64,15 +64,27 @@ static int parse_bool(const char *var, const char *s, int *out, pgd_error **err)
     return rc;
 }
 
-/* The value of a variable, or NULL when it is unset or empty (an empty value means "default",
- * so that `PAGODA_GEMM= pagoda ...` undoes an exported one). */
-static const char *env(const char *var)
+/* The value of a variable in envp ("NAME=VALUE" strings; NULL: the process environment), or
+ * NULL when it is unset or empty (an empty value means "default", so that `PAGODA_GEMM= pagoda
+ * ...` undoes an exported one). The last entry of a name wins, as for a shell's assignments. */
+static const char *lookup(const char *const *envp, const char *var)
 {
-    const char *s = getenv(var);
+    const char *s = NULL;
+    if (!envp)
+        s = getenv(var);
+    size_t n = strlen(var);
+    for (; envp && *envp; envp++)
+        if (!strncmp(*envp, var, n) && (*envp)[n] == '=')
+            s = *envp + n + 1;
     return s && *s ? s : NULL;
 }
 
 int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
+{
+    return pgd_ctx_options_from_envp(opt, NULL, err);
+}
+
+int pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *envp, pgd_error **err)
 {
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
@@ -84,54 +96,54 @@ int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err)
     int rc = PGD_OK, e;
     int64_t v;
 
-    if ((s = env("PAGODA_DEVICE")))
+    if ((s = lookup(envp, "PAGODA_DEVICE")))
         o.device = s;
-    if ((s = env("PAGODA_CACHE_DIR")))
+    if ((s = lookup(envp, "PAGODA_CACHE_DIR")))
         o.cache_dir = s;
-    if ((s = env("PAGODA_CL_DIR")))
+    if ((s = lookup(envp, "PAGODA_CL_DIR")))
         o.kernel_dir = s;
-    if ((s = env("PAGODA_KERNEL_PARAMS")))
+    if ((s = lookup(envp, "PAGODA_KERNEL_PARAMS")))
         o.kernel_params = s; /* checked against the device at context creation */
-    if (!rc && (s = env("PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
         o.profiling = o.profile_print_at_destroy = e;
-    if (!rc && (s = env("PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
         o.gemm_backend = (pgd_gemm_backend)e;
-    if (!rc && (s = env("PAGODA_GEMM_TUNE")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_GEMM_TUNE")) &&
         !(rc = parse_enum("PAGODA_GEMM_TUNE", s, tunings, &e, err)))
         o.gemm_tuning = (pgd_gemm_tuning)e;
-    if (!rc && (s = env("PAGODA_GEMM_KCHUNK")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_GEMM_KCHUNK")) &&
         !(rc = parse_positive("PAGODA_GEMM_KCHUNK", s, INT32_MAX, &v, err)))
         o.gemm_k_chunk = v;
-    if (!rc && (s = env("PAGODA_CONV")) && !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_CONV")) && !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
         o.conv_algo = (pgd_conv_algo)e;
-    if (!rc && (s = env("PAGODA_CONV_MB")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_CONV_MB")) &&
         !(rc = parse_positive("PAGODA_CONV_MB", s, 4096, &v, err)))
         o.conv_mb = (int)v;
-    if (!rc && (s = env("PAGODA_CONV_CHUNK")))
+    if (!rc && (s = lookup(envp, "PAGODA_CONV_CHUNK")))
         rc = parse_bytes("PAGODA_CONV_CHUNK", s, &o.conv_chunk_bytes, err);
-    if (!rc && (s = env("PAGODA_ATTENTION")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_ATTENTION")) &&
         !(rc = parse_enum("PAGODA_ATTENTION", s, attns, &e, err)))
         o.attention = (pgd_attention_variant)e;
-    if (!rc && (s = env("PAGODA_WEIGHTS_DTYPE")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_WEIGHTS_DTYPE")) &&
         !(rc = parse_enum("PAGODA_WEIGHTS_DTYPE", s, dtypes, &e, err)))
         o.weights_f16 = e;
-    if (!rc && (s = env("PAGODA_ATTN_KEY_BLOCK")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_ATTN_KEY_BLOCK")) &&
         !(rc = parse_positive("PAGODA_ATTN_KEY_BLOCK", s, INT32_MAX, &v, err)))
         o.attn_key_block = v;
-    if (!rc && (s = env("PAGODA_ROW_WG")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_ROW_WG")) &&
         !(rc = parse_positive("PAGODA_ROW_WG", s, 1 << 20, &v, err)))
         o.row_wg = (int)v;
-    if (!rc && (s = env("PAGODA_MAX_LAUNCH_ROWS")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_MAX_LAUNCH_ROWS")) &&
         !(rc = parse_positive("PAGODA_MAX_LAUNCH_ROWS", s, INT64_MAX, &v, err)))
         o.max_launch_rows = v;
-    if (!rc && (s = env("PAGODA_GLOBAL_MEM")))
+    if (!rc && (s = lookup(envp, "PAGODA_GLOBAL_MEM")))
         rc = parse_bytes("PAGODA_GLOBAL_MEM", s, &o.global_mem_limit, err);
-    if (!rc && (s = env("PAGODA_MAX_ALLOC")))
+    if (!rc && (s = lookup(envp, "PAGODA_MAX_ALLOC")))
         rc = parse_bytes("PAGODA_MAX_ALLOC", s, &o.max_alloc_limit, err);
-    if (!rc && (s = env("PAGODA_MAX_BATCH")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_MAX_BATCH")) &&
         !(rc = parse_positive("PAGODA_MAX_BATCH", s, INT32_MAX, &v, err)))
         o.max_batch = (int)v;
-    if (!rc && (s = env("PAGODA_NL_KEY_CHUNK")) &&
+    if (!rc && (s = lookup(envp, "PAGODA_NL_KEY_CHUNK")) &&
         !(rc = parse_positive("PAGODA_NL_KEY_CHUNK", s, INT32_MAX, &v, err)))
         o.nl_key_chunk = v;
     if (!rc)
@@ -176,8 +188,8 @@ void pgd__options_free(pgd_ctx_options *opt)
  * is read here so that the environment stays in one file. */
 int pgd__default_cache_dir(char *buf, size_t size)
 {
-    const char *xdg = env("XDG_CACHE_HOME");
-    const char *home = env("HOME");
+    const char *xdg = lookup(NULL, "XDG_CACHE_HOME");
+    const char *home = lookup(NULL, "HOME");
     if (xdg)
         snprintf(buf, size, "%s/pagoda", xdg);
     else if (home)

@@ -358,6 +358,13 @@ PGD_API void pgd_ctx_options_init(pgd_ctx_options *opt);
  * and *opt is left unchanged. String fields then point into the environment: they stay valid
  * until that variable changes. */
 PGD_API int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err);
+/* The same from an explicit list of "NAME=VALUE" strings ending in NULL (as execve's envp; a
+ * name given twice: the last wins) instead of the process environment, which it does not read
+ * (envp NULL: the process environment). For callers that configure contexts from their own
+ * settings, and for tests that must not change process-wide state. String fields point into
+ * envp's strings. */
+PGD_API int pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *envp,
+                                      pgd_error **err);
 /* Opens a context and an in-order profiling queue as `opt` says (NULL: the defaults; the
  * environment is not read). The context keeps its own copy of `opt` and its strings; the caller
  * keeps `opt`. Stored GEMM tuning choices are loaded here. On error nothing is allocated. */
