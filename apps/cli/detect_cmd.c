@@ -553,17 +553,11 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
  * objects" for it), unless --allow-nonfinite. */
 static int check_input(const run *r)
 {
-    int64_t plane = (int64_t)r->H * r->W;
-    int64_t bad = r->o.allow_nonfinite ? -1 : model_first_nonfinite(r->x, r->B * 3 * plane);
-    if (bad < 0)
+    pgd_error *err = NULL;
+    if (r->o.allow_nonfinite ||
+        !app_check_finite_batch(r->x, r->B, r->H, r->W, NULL, r->o.input, NULL, &err))
         return 0;
-    char shown[1024];
-    fprintf(stderr, "pagoda: error: %s: the input holds a non-finite value (%g) at [%lld, %lld, "
-                    "%lld, %lld] (--allow-nonfinite runs it anyway)\n",
-            app_term_text(r->o.input, shown, sizeof shown),
-            isnan(r->x[bad]) ? (double)NAN : (double)r->x[bad], (long long)(bad / (3 * plane)),
-            (long long)(bad / plane % 3), (long long)(bad % plane / r->W),
-            (long long)(bad % r->W));
+    app_fail(err);
     return -1;
 }
 

@@ -84,6 +84,13 @@ int app_weights_or_default(const char **weights, const char *file, char *buf, si
  * {"KEY": VALUE, ...} (NULL only out of memory). */
 struct model_assumptions;
 void app_note_assumed(const char *label, const struct model_assumptions *as);
+
+/* Refuses the first NaN or infinity of an input batch x [B, 3, H, W]: PGD_ERR_INVALID_ARGUMENT
+ * "SOURCE: the input holds a non-finite value (V) at [b, c, y, x]NOTE (--allow-nonfinite runs it
+ * anyway)", SOURCE being names[b] (names NULL: name for every image). PGD_OK when all are
+ * finite. The one check of classify's and detect's inputs. */
+int app_check_finite_batch(const float *x, int B, int H, int W, const char *const *names,
+                           const char *name, const char *note, pgd_error **err);
 json_t *app_assumed_json(const struct model_assumptions *as);
 
 /* A JSON side file `name` (a Hugging Face config.json) in the directory of `weights`: its path

@@ -197,18 +197,12 @@ static const char *source_of(const classify_opts *o, int b)
 /* Refuses a NaN or infinite input value unless --allow-nonfinite (classify_begin). */
 static int check_input(const classify_opts *o, const classify_run *r, pgd_error **err)
 {
-    int64_t per = 3 * (int64_t)r->H * r->W;
-    int64_t bad = o->allow_nonfinite ? -1 : model_first_nonfinite(r->x, r->B * per);
-    if (bad < 0)
+    if (o->allow_nonfinite)
         return PGD_OK;
-    int64_t b = bad / per, c = bad % per / ((int64_t)r->H * r->W);
-    int64_t y = bad % ((int64_t)r->H * r->W) / r->W, x = bad % r->W;
-    return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                         "%s: the input holds a non-finite value (%g) at [%lld, %lld, %lld, "
-                         "%lld]%s (--allow-nonfinite runs it anyway)",
-                         source_of(o, (int)b), isnan(r->x[bad]) ? (double)NAN : (double)r->x[bad],
-                         (long long)b, (long long)c,
-                         (long long)y, (long long)x, o->nimages ? " after preprocessing" : "");
+    return app_check_finite_batch(r->x, r->B, r->H, r->W,
+                                  o->nimages ? (const char *const *)o->images : NULL,
+                                  o->input ? o->input : "the synthetic image",
+                                  o->nimages ? " after preprocessing" : "", err);
 }
 
 /* The outputs of classify_begin's run, claimed (checked, clashes refused) before any work. */
@@ -232,6 +226,13 @@ static int claim_outputs(const classify_opts *o, classify_run *r)
     return rc;
 }
 
+/* Without --labels a model of 1000 classes is shown with ImageNet-1k's names: an assumption,
+ * said on stderr and in the JSON. */
+static int labels_assumed(const classify_opts *o, const classify_run *r)
+{
+    return !o->labels_path && r->classes == 1000;
+}
+
 int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, int side_w,
                    int classes, classify_run *r)
 {
@@ -249,8 +250,7 @@ int classify_begin(const classify_opts *o, pgd_preprocess preset, int side_h, in
                 app_term_text(o->labels_path, shown, sizeof shown), r->labels.count, classes);
         return EXIT_RUNTIME;
     }
-    if (!o->labels_path && classes == 1000) {
-        r->labels_assumed = 1;
+    if (labels_assumed(o, r)) {
         fprintf(stderr, "pagoda: note: labels not given: assumed ImageNet-1k's class names for "
                         "the 1000 classes (--labels FILE)\n");
     }
@@ -399,7 +399,7 @@ int classify_emit(const classify_opts *o, classify_run *r, const char *weights, 
         printf("\n");
         return EXIT_OK;
     }
-    if (model && r->labels_assumed) {
+    if (model && labels_assumed(o, r)) {
         json_t *as = json_object_get(model, "assumed");
         if (!json_is_object(as))
             json_object_set_new(model, "assumed", as = json_object());

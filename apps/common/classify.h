@@ -114,7 +114,6 @@ typedef struct classify_run {
     app_labels labels;
     float *logits;           /* [B, classes] after classify_forward_ready */
     int classes;
-    int labels_assumed;      /* no --labels for 1000 classes: ImageNet-1k's names, said so */
     outset outputs;          /* claimed by classify_begin, committed by classify_finish */
 } classify_run;
 

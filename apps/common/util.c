@@ -559,6 +559,22 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
     return PGD_OK;
 }
 
+int app_check_finite_batch(const float *x, int B, int H, int W, const char *const *names,
+                           const char *name, const char *note, pgd_error **err)
+{
+    int64_t plane = (int64_t)H * W, per = 3 * plane;
+    int64_t bad = model_first_nonfinite(x, B * per);
+    if (bad < 0)
+        return PGD_OK;
+    int64_t b = bad / per;
+    return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                         "%s: the input holds a non-finite value (%g) at [%lld, %lld, %lld, "
+                         "%lld]%s (--allow-nonfinite runs it anyway)",
+                         names ? names[b] : name, isnan(x[bad]) ? (double)NAN : (double)x[bad],
+                         (long long)b, (long long)(bad % per / plane),
+                         (long long)(bad % plane / W), (long long)(bad % W), note ? note : "");
+}
+
 void app_note_assumed(const char *label, const model_assumptions *as)
 {
     char shown[1024];
