@@ -14,12 +14,22 @@
 
 static const char *probe_src = "__kernel void probe(__global float *x) { x[get_global_id(0)] *= 3.0f; }\n";
 
+/* A context on device d with the cache in `dir` and kernel sources from `cl_dir` (NULL: the
+ * embedded ones), both passed as options so that no test leaves them behind for the next. */
+static pgd_ctx *ctx_in(const pgd_device_info *d, const char *dir, const char *cl_dir)
+{
+    pgd_ctx_options o;
+    pgd_test_options(d, NULL, &o);
+    o.cache_dir = dir;
+    o.kernel_dir = cl_dir;
+    return pgd_test_ctx_opts(&o);
+}
+
 /* Builds the probe program on device d with the cache in `dir`, runs it on 4 floats and checks
  * the result, and returns the build counters. */
 static pgd_build_stats build_once(const pgd_device_info *d, const char *dir)
 {
-    setenv("PAGODA_CACHE_DIR", dir, 1);
-    pgd_ctx *ctx = pgd_test_ctx(d);
+    pgd_ctx *ctx = ctx_in(d, dir, NULL);
     pgd_error *err = NULL;
     cl_program prog = NULL;
     PGD_CHECK_OK(pgd__program_get_source(ctx, "probe", probe_src, NULL, &prog, &err), &err);
@@ -210,8 +220,7 @@ START_TEST(disabled_and_unusable)
     pgd_build_stats s = build_once(&d[0], "off");
     ck_assert_uint_eq(s.disk_writes, 0);
     ck_assert_uint_eq(s.source_builds, 2);
-    setenv("PAGODA_CACHE_DIR", "off", 1);
-    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_ctx *ctx = ctx_in(&d[0], "off", NULL);
     ck_assert_ptr_null(pgd_ctx_cache_dir(ctx));
     pgd_ctx_destroy(ctx);
 
@@ -386,12 +395,7 @@ static int same_file(const char *a, const char *b)
 static pgd_build_stats scale_once(const pgd_device_info *d, const char *dir, const char *cl_dir,
                                   float bias)
 {
-    setenv("PAGODA_CACHE_DIR", dir, 1);
-    if (cl_dir)
-        setenv("PAGODA_CL_DIR", cl_dir, 1);
-    else
-        unsetenv("PAGODA_CL_DIR");
-    pgd_ctx *ctx = pgd_test_ctx(d);
+    pgd_ctx *ctx = ctx_in(d, dir, cl_dir);
     pgd_error *err = NULL;
     enum { N = 37 };
     int64_t shape[1] = {N};
@@ -414,7 +418,6 @@ static pgd_build_stats scale_once(const pgd_device_info *d, const char *dir, con
     pgd_build_stats st;
     pgd_ctx_build_stats(ctx, &st);
     pgd_ctx_destroy(ctx);
-    unsetenv("PAGODA_CL_DIR");
     return st;
 }
 
@@ -422,16 +425,10 @@ static pgd_build_stats scale_once(const pgd_device_info *d, const char *dir, con
 static void prepare_once(const pgd_device_info *d, const char *dir, const char *cl_dir,
                          const char *file, const char *opts)
 {
-    setenv("PAGODA_CACHE_DIR", dir, 1);
-    if (cl_dir)
-        setenv("PAGODA_CL_DIR", cl_dir, 1);
-    else
-        unsetenv("PAGODA_CL_DIR");
-    pgd_ctx *ctx = pgd_test_ctx(d);
+    pgd_ctx *ctx = ctx_in(d, dir, cl_dir);
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_program_prepare(ctx, file, opts, &err), &err);
     pgd_ctx_destroy(ctx);
-    unsetenv("PAGODA_CL_DIR");
 }
 
 /* After a rejection the entry must have been rebuilt from source, written back, and then be
@@ -448,7 +445,7 @@ static void expect_rejected_then_good(const pgd_device_info *d, const char *dir,
                   again.disk_hits, again.disk_rejects, again.source_builds);
 }
 
-/* elementwise_scale whose result depends on a -D option, read through PAGODA_CL_DIR. */
+/* elementwise_scale whose result depends on a -D option, read from the kernel_dir option. */
 static const char biased_src[] =
     "#ifndef PGD_TEST_BIAS\n"
     "#define PGD_TEST_BIAS 0.0f\n"
@@ -553,8 +550,7 @@ START_TEST(valid_header_missing_kernel)
 
         /* A kernel the source does not have either is a real error naming kernel, file and
          * options, after one rebuild from source. */
-        setenv("PAGODA_CACHE_DIR", dir, 1);
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = ctx_in(&d[i], dir, NULL);
         pgd_error *err = NULL;
         cl_kernel k = NULL;
         ck_assert_int_eq(
@@ -694,14 +690,20 @@ START_TEST(valid_file_reused)
 }
 END_TEST
 
+/* The racing builder (outside any Check test, so without the harness's assertions): the
+ * options of meson's environment, then the device and cache directory it was given. */
 static int child_build(const char *selector, const char *dir)
 {
-    setenv("PAGODA_CACHE_DIR", dir, 1);
+    pgd_ctx_options o;
+    pgd_ctx_options_init(&o);
     pgd_ctx *ctx = NULL;
     pgd_error *err = NULL;
     cl_program prog;
     cl_kernel k;
-    if (pgd_ctx_create(selector, &ctx, &err) ||
+    int rc = pgd_ctx_options_from_env(&o, &err);
+    o.device = selector;
+    o.cache_dir = dir;
+    if (rc || pgd_ctx_create_with_options(&o, &ctx, &err) ||
         pgd__program_get_source(ctx, "probe", probe_src, NULL, &prog, &err) ||
         pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err)) {
         fprintf(stderr, "child: %s\n", pgd_error_message(err));

@@ -1,5 +1,5 @@
 /* test_program.c — building programs: embedded sources, build options, build logs,
- * PAGODA_CL_DIR, the in-memory table. Runs on every device. */
+ * kernel sources from a directory (kernel_dir), the in-memory table. Runs on every device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,17 @@ static const char broken_src[] = "__kernel void broken(__global float *x)\n"
                                  "    x[0] = this_is_not_defined + ;\n"
                                  "}\n";
 
-static void with_cache_off(void) { setenv("PAGODA_CACHE_DIR", "off", 1); }
+/* A context on device d with the disk cache off, so that every build below is from source, and
+ * kernel sources from `kernel_dir` (NULL: as meson's environment says, the embedded ones). */
+static pgd_ctx *ctx_cache_off(const pgd_device_info *d, const char *kernel_dir)
+{
+    pgd_ctx_options o;
+    pgd_test_options(d, NULL, &o);
+    o.cache_dir = "off";
+    if (kernel_dir)
+        o.kernel_dir = kernel_dir;
+    return pgd_test_ctx_opts(&o);
+}
 
 START_TEST(embedded_sources_listed)
 {
@@ -35,11 +45,10 @@ END_TEST
 
 START_TEST(syntax_error_returns_log)
 {
-    with_cache_off();
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = ctx_cache_off(&d[i], NULL);
         pgd_error *err = NULL;
         cl_program prog = NULL;
         int rc = pgd__program_get_source(ctx, "broken", broken_src, "-DPGD_TEST_OPTION=3", &prog,
@@ -62,11 +71,10 @@ END_TEST
 
 START_TEST(memory_table_and_options)
 {
-    with_cache_off();
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = ctx_cache_off(&d[i], NULL);
         pgd_error *err = NULL;
         cl_kernel k1 = NULL, k2 = NULL, k3 = NULL;
         PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k1, &err), &err);
@@ -93,7 +101,6 @@ END_TEST
 
 START_TEST(cl_dir_override)
 {
-    with_cache_off();
     char *dir = pgd_test_tempdir("cldir");
     ck_assert_ptr_nonnull(dir);
     char path[4200];
@@ -106,10 +113,9 @@ START_TEST(cl_dir_override)
           " __global float *y, uint n) { uint i = get_global_id(0); if (i < n) y[i] = 0; }\n",
           f);
     fclose(f);
-    setenv("PAGODA_CL_DIR", dir, 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
-    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_ctx *ctx = ctx_cache_off(&d[0], dir);
     pgd_error *err = NULL;
     int64_t shape[1] = {5};
     pgd_tensor *t = NULL;
@@ -124,14 +130,13 @@ START_TEST(cl_dir_override)
     pgd_ctx_destroy(ctx);
     /* A directory without the file is a clear error naming the path. */
     unlink(path);
-    ctx = pgd_test_ctx(&d[0]);
+    ctx = ctx_cache_off(&d[0], dir);
     cl_kernel k;
     ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err),
                      PGD_ERR_NOT_FOUND);
     ck_assert(strstr(pgd_error_message(err), "elementwise.cl") != NULL);
     pgd_error_free(err);
     pgd_ctx_destroy(ctx);
-    unsetenv("PAGODA_CL_DIR");
     pgd_test_rmtree(dir);
     free(dir);
 }
