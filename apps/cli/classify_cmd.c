@@ -113,10 +113,7 @@ static int family_own(void *cmd, int c, const char *arg)
             return classify_parse_attention("classify ", arg, &v->attention);
         break;
     case 'P':
-        v->preset = !strcmp(arg, "torchvision") ? PGD_PREPROCESS_TORCHVISION
-                    : !strcmp(arg, "timm")      ? PGD_PREPROCESS_TIMM
-                    : !strcmp(arg, "hf")        ? PGD_PREPROCESS_HF
-                                                : -1;
+        v->preset = app_preset_parse(arg);
         if (v->preset < 0)
             return app_usage_error("classify ",
                                    "--preprocess wants torchvision, timm or hf, got '%s'", arg);

@@ -321,19 +321,6 @@ static const char *pool_name(int p)
     return p == 1 ? "mean" : p == 2 ? "both" : "cls";
 }
 
-static int parse_preset(const char *s)
-{
-    return !strcmp(s, "torchvision") ? PGD_PREPROCESS_TORCHVISION
-           : !strcmp(s, "timm")      ? PGD_PREPROCESS_TIMM
-           : !strcmp(s, "hf")        ? PGD_PREPROCESS_HF
-                                     : -1;
-}
-
-static const char *preset_name(pgd_preprocess p)
-{
-    return p == PGD_PREPROCESS_TIMM ? "timm" : p == PGD_PREPROCESS_HF ? "hf" : "torchvision";
-}
-
 /* What `pagoda embed` was asked for. */
 typedef struct embed_args {
     const char *device, *weights, *random, *input, *output, *heads_png, *mask_png;
@@ -373,7 +360,7 @@ static int embed_parse(embed_args *a, int argc, char **argv)
                                        optarg);
             break;
         case 'P':
-            if ((a->preset = parse_preset(optarg)) < 0)
+            if ((a->preset = app_preset_parse(optarg)) < 0)
                 return app_usage_error("embed ", "--preprocess wants torchvision, timm or hf, "
                                                  "got '%s'", optarg);
             break;
@@ -423,7 +410,7 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
     json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "weights",
                             a->weights ? app_json_text(abs ? abs : a->weights) : json_null(),
                             "random", a->random ? app_json_text(a->random) : json_null(), "pool",
-                            pool_name(a->pool), "preprocess", preset_name(e->preset), "dim",
+                            pool_name(a->pool), "preprocess", app_preset_name(e->preset), "dim",
                             (int)width, "heads", e->cfg.heads, "images", imgs);
     int rc = PGD_OK;
     if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
@@ -574,7 +561,7 @@ static int index_open(const char *path, embed_index *ix)
     const char *mp = json_string_value(json_object_get(ix->meta, "pool"));
     const char *mpre = json_string_value(json_object_get(ix->meta, "preprocess"));
     ix->pool = mp ? parse_pool(mp) : -1;
-    ix->preset = mpre ? parse_preset(mpre) : -1;
+    ix->preset = mpre ? app_preset_parse(mpre) : -1;
     json_t *mh = json_object_get(ix->meta, "heads");
     ix->heads = json_is_integer(mh) && json_integer_value(mh) >= 1 &&
                         json_integer_value(mh) <= 1024

@@ -72,10 +72,7 @@ static int parse_own(void *cmd, int c, const char *arg)
     case 'A': v->attn_png = arg; return 0;
     case 'T': return classify_parse_attention("vit ", arg, &v->attention);
     case 'P':
-        v->preset = !strcmp(arg, "torchvision") ? PGD_PREPROCESS_TORCHVISION
-                    : !strcmp(arg, "timm")      ? PGD_PREPROCESS_TIMM
-                    : !strcmp(arg, "hf")        ? PGD_PREPROCESS_HF
-                                                : -1;
+        v->preset = app_preset_parse(arg);
         if (v->preset < 0)
             return app_usage_error("vit ", "--preprocess wants torchvision, timm or hf, got '%s'",
                                    arg);

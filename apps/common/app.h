@@ -85,6 +85,11 @@ int app_weights_or_default(const char **weights, const char *file, char *buf, si
 struct model_assumptions;
 void app_note_assumed(const char *label, const struct model_assumptions *as);
 
+/* The preprocessing presets by their option names: "torchvision", "timm", "hf" (-1 for any
+ * other), and back. */
+int app_preset_parse(const char *name);
+const char *app_preset_name(pgd_preprocess p);
+
 /* Refuses the first NaN or infinity of an input batch x [B, 3, H, W]: PGD_ERR_INVALID_ARGUMENT
  * "SOURCE: the input holds a non-finite value (V) at [b, c, y, x]NOTE (--allow-nonfinite runs it
  * anyway)", SOURCE being names[b] (names NULL: name for every image). PGD_OK when all are

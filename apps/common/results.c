@@ -15,11 +15,6 @@
 /* The largest results file --resume reads into memory (16 GiB). */
 #define RESULTS_MAX_BYTES ((uint64_t)1 << 34)
 
-static const char *preset_name(pgd_preprocess p)
-{
-    return p == PGD_PREPROCESS_TIMM ? "timm" : p == PGD_PREPROCESS_HF ? "hf" : "torchvision";
-}
-
 /* The last component of a path, as the file's name is recorded (the directory may differ
  * between a run and its --resume). */
 static const char *base_name(const char *path)
@@ -49,8 +44,8 @@ json_t *results_identity(const classify_opts *o, const classify_model *m, pgd_pr
                                  : json_pack("{s:s}", "random", m->random ? m->random : "");
     json_t *labels = !o->labels_path ? json_null() : file_identity(o->labels_path);
     char pre[64]; /* the decoding options change the pixels too */
-    snprintf(pre, sizeof pre, "%s%s%s", preset_name(preset), o->fast_decode ? " fast-decode" : "",
-             o->exif_rotate ? " exif-rotate" : "");
+    snprintf(pre, sizeof pre, "%s%s%s", app_preset_name(preset),
+             o->fast_decode ? " fast-decode" : "", o->exif_rotate ? " exif-rotate" : "");
     if (!weights || !labels) {
         json_decref(weights);
         json_decref(labels);

@@ -559,6 +559,19 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
     return PGD_OK;
 }
 
+int app_preset_parse(const char *name)
+{
+    return !strcmp(name, "torchvision") ? PGD_PREPROCESS_TORCHVISION
+           : !strcmp(name, "timm")      ? PGD_PREPROCESS_TIMM
+           : !strcmp(name, "hf")        ? PGD_PREPROCESS_HF
+                                        : -1;
+}
+
+const char *app_preset_name(pgd_preprocess p)
+{
+    return p == PGD_PREPROCESS_TIMM ? "timm" : p == PGD_PREPROCESS_HF ? "hf" : "torchvision";
+}
+
 int app_check_finite_batch(const float *x, int B, int H, int W, const char *const *names,
                            const char *name, const char *note, pgd_error **err)
 {
