@@ -191,12 +191,13 @@ END_TEST
 START_TEST(conv_relu)
 {
     static const char *algs[] = {"gemm", "implicit", "im2col", "direct"};
+    static const char *conv_vars[] = {"PAGODA_CONV=gemm", "PAGODA_CONV=implicit",
+                                      "PAGODA_CONV=im2col", "PAGODA_CONV=direct"};
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     for (size_t ai = 0; ai < sizeof algs / sizeof algs[0]; ai++) {
-        setenv("PAGODA_CONV", algs[ai], 1);
         for (size_t di = 0; di < ndev; di++) {
-            pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
+            pgd_ctx *ctx = pgd_test_ctx_with(&devs[di], (const char *const[]){conv_vars[ai], NULL});
             pgd_rng r;
             pgd_rng_seed(&r, 37 + di + 7 * ai);
             pgd_error *err = NULL;
@@ -242,7 +243,6 @@ START_TEST(conv_relu)
             pgd_ctx_destroy(ctx);
         }
     }
-    unsetenv("PAGODA_CONV");
 }
 END_TEST
 
@@ -303,12 +303,13 @@ END_TEST
 START_TEST(attention)
 {
     static const char *variants[] = {"rows", "tiled", "generic", "kt"};
+    static const char *attn_vars[] = {"PAGODA_ATTENTION=rows", "PAGODA_ATTENTION=tiled",
+                                      "PAGODA_ATTENTION=generic", "PAGODA_ATTENTION=kt"};
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     for (int vi = 0; vi < 4; vi++) {
-        setenv("PAGODA_ATTENTION", variants[vi], 1);
         for (size_t di = 0; di < ndev; di++) {
-            pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
+            pgd_ctx *ctx = pgd_test_ctx_with(&devs[di], (const char *const[]){attn_vars[vi], NULL});
             for (int causal = 0; causal < 2; causal++) {
                 pgd_rng r;
                 pgd_rng_seed(&r, 71 + di + 5 * vi + 100 * causal);
@@ -386,7 +387,6 @@ START_TEST(attention)
             pgd_ctx_destroy(ctx);
         }
     }
-    unsetenv("PAGODA_ATTENTION");
 }
 END_TEST
 
