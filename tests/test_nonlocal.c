@@ -75,7 +75,9 @@ static void block_grid(const resnet_config *c, int H, int W, int *bh, int *bw)
     *bw = (int)w;
 }
 
-static void run_case(const char *name, nl_mode mode, int subsample, int n_nl)
+/* vars: the contexts' settings ("PAGODA_NL_KEY_CHUNK=5", ... ending in NULL; NULL for none). */
+static void run_case(const char *name, nl_mode mode, int subsample, int n_nl,
+                     const char *const *vars)
 {
     char path[4096], fn[256];
     model_source src;
@@ -117,7 +119,7 @@ static void run_case(const char *name, nl_mode mode, int subsample, int n_nl)
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[i], vars);
         resnet_model *m = NULL;
         PGD_CHECK_OK(resnet_load(ctx, &src, &cfg, &m, &err), &err);
         int gh = 0, gw = 0;
@@ -161,7 +163,7 @@ static void run_case(const char *name, nl_mode mode, int subsample, int n_nl)
 }
 
 #define CASE(fn, name, mode, sub)                                                                  \
-    START_TEST(fn) { run_case(name, mode, sub, 1); }                                               \
+    START_TEST(fn) { run_case(name, mode, sub, 1, NULL); }                                         \
     END_TEST
 CASE(embedded, "basic-embedded-gaussian", NL_EMBEDDED_GAUSSIAN, 0)
 CASE(embedded_sub, "basic-embedded-gaussian-sub", NL_EMBEDDED_GAUSSIAN, 1)
@@ -175,14 +177,13 @@ CASE(concat_sub, "basic-concatenation-sub", NL_CONCATENATION, 1)
 /* The concatenation sum split into key ranges of 5 (as long ranges are on llvmpipe). */
 START_TEST(concat_chunked)
 {
-    setenv("PAGODA_NL_KEY_CHUNK", "5", 1);
-    run_case("basic-concatenation", NL_CONCATENATION, 0, 1);
-    run_case("basic-concatenation-sub", NL_CONCATENATION, 1, 1);
-    unsetenv("PAGODA_NL_KEY_CHUNK");
+    static const char *const chunk[] = {"PAGODA_NL_KEY_CHUNK=5", NULL};
+    run_case("basic-concatenation", NL_CONCATENATION, 0, 1, chunk);
+    run_case("basic-concatenation-sub", NL_CONCATENATION, 1, 1, chunk);
 }
 END_TEST
 
-START_TEST(bottleneck) { run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2); }
+START_TEST(bottleneck) { run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2, NULL); }
 END_TEST
 
 /* Blocks inserted with the paper's initialisation (BN γ = 0) leave the output unchanged,
