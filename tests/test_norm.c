@@ -67,13 +67,14 @@ static pgd_tensor *make(pgd_ctx *ctx, int64_t n, pgd_error **err)
     return t;
 }
 
-static void run_op(op_kind op, uint64_t seed, int trials)
+/* vars: the contexts' settings ("PAGODA_ROW_WG=1024", ... ending in NULL; NULL for none). */
+static void run_op(op_kind op, uint64_t seed, int trials, const char *const *vars)
 {
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     for (size_t di = 0; di < ndev; di++) {
         const pgd_device_info *d = &devs[di];
-        pgd_ctx *ctx = pgd_test_ctx(d);
+        pgd_ctx *ctx = pgd_test_ctx_with(d, vars);
         pgd_error *err = NULL;
         pgd_rng r;
         pgd_rng_seed(&r, seed);
@@ -193,7 +194,7 @@ static void run_op(op_kind op, uint64_t seed, int trials)
 
 START_TEST(layernorm_shapes)
 {
-    run_op(OP_LAYERNORM, 101, TRIALS);
+    run_op(OP_LAYERNORM, 101, TRIALS, NULL);
 }
 END_TEST
 /* CPUs run the row kernels with a few work-items per row; PAGODA_ROW_WG lifts that cap so the
@@ -201,9 +202,7 @@ END_TEST
  * run here too. */
 static void run_wide(op_kind op, uint64_t seed)
 {
-    setenv("PAGODA_ROW_WG", "1024", 1);
-    run_op(op, seed, 40);
-    unsetenv("PAGODA_ROW_WG");
+    run_op(op, seed, 40, (const char *const[]){"PAGODA_ROW_WG=1024", NULL});
 }
 
 START_TEST(layernorm_shapes_wide_groups)
@@ -218,27 +217,27 @@ START_TEST(softmax_shapes_wide_groups)
 END_TEST
 START_TEST(softmax_shapes)
 {
-    run_op(OP_SOFTMAX, 202, TRIALS);
+    run_op(OP_SOFTMAX, 202, TRIALS, NULL);
 }
 END_TEST
 START_TEST(gelu_erf_shapes)
 {
-    run_op(OP_GELU_ERF, 303, TRIALS);
+    run_op(OP_GELU_ERF, 303, TRIALS, NULL);
 }
 END_TEST
 START_TEST(gelu_tanh_shapes)
 {
-    run_op(OP_GELU_TANH, 404, TRIALS);
+    run_op(OP_GELU_TANH, 404, TRIALS, NULL);
 }
 END_TEST
 START_TEST(relu_shapes)
 {
-    run_op(OP_RELU, 505, TRIALS);
+    run_op(OP_RELU, 505, TRIALS, NULL);
 }
 END_TEST
 START_TEST(bias_add_shapes)
 {
-    run_op(OP_BIAS, 606, TRIALS);
+    run_op(OP_BIAS, 606, TRIALS, NULL);
 }
 END_TEST
 
