@@ -77,10 +77,9 @@ static void run_case(const char *name, vit_family fam, int extra)
 
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
-    if (f16_weights)
-        setenv("PAGODA_WEIGHTS_DTYPE", "f16", 1);
+    static const char *const f16[] = {"PAGODA_WEIGHTS_DTYPE=f16", NULL};
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[i], f16_weights ? f16 : NULL);
         vit_model *m = NULL;
         PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
         double t[4];
@@ -134,7 +133,6 @@ static void run_case(const char *name, vit_family fam, int extra)
         vit_free(m);
         pgd_ctx_destroy(ctx);
     }
-    unsetenv("PAGODA_WEIGHTS_DTYPE");
     free(x);
     free(want);
     free(got);
@@ -481,13 +479,13 @@ START_TEST(nonfinite_stage)
 }
 END_TEST
 
-/* Device limits, from a smaller device than the one at hand ($PAGODA_GLOBAL_MEM and
- * $PAGODA_MAX_ALLOC lower what it reports): weights that do not fit are refused before anything
- * is allocated, with both sizes; at sizes where the model fits but not the whole batch, the
- * batch runs as smaller passes with the same logits; below that a clear error. */
+/* Device limits, from a smaller device than the one at hand (the options' global_mem_limit and
+ * max_alloc_limit, $PAGODA_GLOBAL_MEM and $PAGODA_MAX_ALLOC, lower what it reports): weights
+ * that do not fit are refused before anything is allocated, with both sizes; at sizes where the
+ * model fits but not the whole batch, the batch runs as smaller passes with the same logits;
+ * below that a clear error. */
 START_TEST(device_limits)
 {
-    unsetenv("PAGODA_MAX_BATCH"); /* the sweep counts whole batches */
     char path[4096];
     snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
@@ -506,10 +504,17 @@ START_TEST(device_limits)
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
         char lim[32];
+        /* Each step sets these itself, whatever the environment says: no batch cap (the sweep
+         * counts whole batches) and no memory limit but the step's own. */
+        pgd_ctx_options base, o;
+        pgd_test_options(&d[i], NULL, &base);
+        base.max_batch = 0;
+        base.global_mem_limit = 0;
+        base.max_alloc_limit = 0;
         /* weights larger than the global memory */
-        snprintf(lim, sizeof lim, "%llu", (unsigned long long)(need / 2));
-        setenv("PAGODA_GLOBAL_MEM", lim, 1);
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        o = base;
+        o.global_mem_limit = need / 2;
+        pgd_ctx *ctx = pgd_test_ctx_opts(&o);
         ck_assert_uint_eq(pgd_ctx_device(ctx)->global_mem, need / 2);
         vit_model *m = NULL;
         ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
@@ -521,11 +526,11 @@ START_TEST(device_limits)
         pgd_error_free(err);
         err = NULL;
         pgd_ctx_destroy(ctx);
-        unsetenv("PAGODA_GLOBAL_MEM");
 
         /* a tensor larger than one buffer may be */
-        setenv("PAGODA_MAX_ALLOC", "4K", 1);
-        ctx = pgd_test_ctx(&d[i]);
+        o = base;
+        o.max_alloc_limit = 4096;
+        ctx = pgd_test_ctx_opts(&o);
         ck_assert_uint_eq(pgd_ctx_device(ctx)->max_alloc, 4096);
         ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
         ck_assert_msg(strstr(pgd_error_message(err), "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), "message: %s",
@@ -533,14 +538,14 @@ START_TEST(device_limits)
         pgd_error_free(err);
         err = NULL;
         pgd_ctx_destroy(ctx);
-        unsetenv("PAGODA_MAX_ALLOC");
 
         /* shrinking memory: whole batch, then passes of one image, then "one image needs" */
         int whole = 0, split = 0, refused = 0;
         for (double mem = 8.0 * need; mem > need / 2.0; mem *= 0.85) {
             snprintf(lim, sizeof lim, "%llu", (unsigned long long)mem);
-            setenv("PAGODA_GLOBAL_MEM", lim, 1);
-            ctx = pgd_test_ctx(&d[i]);
+            o = base;
+            o.global_mem_limit = (uint64_t)mem;
+            ctx = pgd_test_ctx_opts(&o);
             int rc = vit_load(ctx, &src, &cfg, &m, &err);
             if (rc == PGD_OK) {
                 for (int k = 0; k < B * cfg.classes; k++)
@@ -575,15 +580,15 @@ START_TEST(device_limits)
             }
             pgd_ctx_destroy(ctx);
         }
-        unsetenv("PAGODA_GLOBAL_MEM");
         printf("device limits on %s: %d whole batches, %d split, %d refused after loading\n",
                d[i].name, whole, split, refused);
         ck_assert_int_gt(whole, 0);
         ck_assert_int_gt(split, 0);
 
-        /* $PAGODA_MAX_BATCH caps the pass */
-        setenv("PAGODA_MAX_BATCH", "1", 1);
-        ctx = pgd_test_ctx(&d[i]);
+        /* the options' max_batch ($PAGODA_MAX_BATCH) caps the pass */
+        o = base;
+        o.max_batch = 1;
+        ctx = pgd_test_ctx_opts(&o);
         PGD_CHECK_OK(vit_load(ctx, &src, &cfg, &m, &err), &err);
         PGD_CHECK_OK(vit_forward(m, x, B, H, W, got, NULL, NULL, NULL, &err), &err);
         ck_assert_int_eq(vit_last_split(m), 1);
@@ -591,7 +596,6 @@ START_TEST(device_limits)
                                     "PAGODA_MAX_BATCH=1"));
         vit_free(m);
         pgd_ctx_destroy(ctx);
-        unsetenv("PAGODA_MAX_BATCH");
     }
     free(x);
     free(want);
