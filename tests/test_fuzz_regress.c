@@ -2,7 +2,8 @@
  * or tripped a sanitizer in) a fuzz target, run again through the same target code
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
  * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
- * bench_spec-, options-, jpeg-, png-, webp-, gat_graph-, memnet_story-, detr_config-, csv-.
+ * bench_spec-, options-, jpeg-, png-, webp-, gat_graph-, memnet_story-, detr_config-, csv-,
+ * results-, eval_lists-.
  * A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
@@ -19,6 +20,8 @@ int pgd_fuzz_model_config(const uint8_t *data, size_t size);
 int pgd_fuzz_resnet_config(const uint8_t *data, size_t size);
 int pgd_fuzz_labels(const uint8_t *data, size_t size);
 int pgd_fuzz_csv(const uint8_t *data, size_t size);
+int pgd_fuzz_results(const uint8_t *data, size_t size);
+int pgd_fuzz_eval_lists(const uint8_t *data, size_t size);
 int pgd_fuzz_bench_spec(const uint8_t *data, size_t size);
 int pgd_fuzz_options(const uint8_t *data, size_t size);
 int pgd_fuzz_jpeg(const uint8_t *data, size_t size);
@@ -39,6 +42,8 @@ static const struct {
     {"resnet_config-", pgd_fuzz_resnet_config},
     {"labels-", pgd_fuzz_labels},
     {"csv-", pgd_fuzz_csv},
+    {"results-", pgd_fuzz_results},
+    {"eval_lists-", pgd_fuzz_eval_lists},
     {"bench_spec-", pgd_fuzz_bench_spec},
     {"options-", pgd_fuzz_options},
     {"jpeg-", pgd_fuzz_jpeg},

@@ -488,6 +488,36 @@ def csv_seeds():
             "unfinished": b'1,2,3'}
 
 
+def results_seeds():
+    """--resume inputs for fuzz_results: the first byte picks JSON lines (even) or CSV (odd), the
+    rest is the file; the identity is {"model": "vit", "topk": 5, "classes": 3} and the images
+    a.png, b,"c".png and d<LF>e.png."""
+    ident = b'{"pagoda_results": {"model": "vit", "topk": 5, "classes": 3}}\n'
+    csv_head = (b'# pagoda_results {"model": "vit", "topk": 5, "classes": 3}\r\n'
+                b'image,source,rank,class,label,prob\r\n')
+    return {"valid-jsonl": b"\x00" + ident + b'{"image": 0, "source": "a.png", "top": []}\n'
+            + b'{"image": 2, "source": "d\\ne.png", "top": []}\n',
+            "valid-jsonl-cut": b"\x00" + ident + b'{"image": 0, "source": "a.png"}\n{"ima',
+            "err-jsonl-other-model": b'\x00{"pagoda_results": {"model": "swin"}}\n',
+            "err-jsonl-no-record": b'\x00{"image": 0, "source": "a.png"}\n',
+            "valid-csv": b"\x01" + csv_head + b'0,a.png,1,2,x,0.5\r\n1,"b,""c"".png",1,0,y,0.25\r\n'
+            + b'2,"d\ne.png",1,1,z,0.1\r\n',
+            "err-csv-bad-record": b"\x01" + csv_head + b'0,"a.png,1\r\n',
+            "empty-csv": b"\x01"}
+
+
+def eval_lists_seeds():
+    """eval's side files for fuzz_eval_lists: first byte even, a --labels-map (NAME INDEX); odd, a
+    labelled --list (PATH LABEL), over 10 classes."""
+    return {"valid-map": b"\x00cat 3\ndog 4\n",
+            "err-map-duplicate": b"\x00cat 3\ncat 4\n",
+            "err-map-empty": b"\x00\n",
+            "err-map-index": b"\x00cat 12\n",
+            "valid-list": b"\x01a.png 0\nb.png 9 \n  c.png\t3\n",
+            "err-list-label": b"\x01a.png -1\n",
+            "err-list-no-label": b"\x01a.png\n"}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -496,7 +526,8 @@ def main():
             "npy": npy_seeds(), "image": image_seeds(), "resnet_config": resnet_seeds(),
             "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds(),
             "gat_graph": gat_graph_seeds(), "memnet_story": memnet_story_seeds(),
-            "detr_config": detr_config_seeds(), "csv": csv_seeds()}
+            "detr_config": detr_config_seeds(), "csv": csv_seeds(),
+            "results": results_seeds(), "eval_lists": eval_lists_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():
