@@ -290,8 +290,48 @@ START_TEST(contexts_apart)
 }
 END_TEST
 
-int main(void)
+/* pgd_ctx_create reads the process environment; that environment is set for these two cases
+ * by meson (tests options-env-bad and options-env-create), never by the test itself. */
+
+/* PAGODA_MAX_BATCH=abc in the environment: pgd_ctx_create fails naming the variable, with no
+ * context. */
+START_TEST(env_bad)
 {
+    pgd_ctx *ctx = (pgd_ctx *)&ctx; /* not NULL: the call must clear it */
+    pgd_error *err = NULL;
+    ck_assert_int_eq(pgd_ctx_create(NULL, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_MAX_BATCH") &&
+                      strstr(pgd_error_message(err), "abc"),
+                  "message: %s", pgd_error_message(err));
+    pgd_error_free(err);
+}
+END_TEST
+
+/* PAGODA_CONV=direct and PAGODA_DEVICE=surely-not-a-device in the environment: pgd_ctx_create
+ * takes the convolution algorithm from it, and its selector goes over PAGODA_DEVICE. */
+START_TEST(env_create)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = NULL;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err), &err);
+    ck_assert_int_eq(pgd_ctx_get_options(ctx)->conv_algo, PGD_CONV_ALGO_DIRECT);
+    ck_assert_str_eq(pgd_ctx_device(ctx)->name, d[0].name);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && (!strcmp(argv[1], "--env-bad") || !strcmp(argv[1], "--env-create"))) {
+        Suite *s = suite_create("options-env");
+        TCase *tc = tcase_create("env");
+        tcase_add_test(tc, !strcmp(argv[1], "--env-bad") ? env_bad : env_create);
+        suite_add_tcase(s, tc);
+        return pgd_test_run(s);
+    }
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
