@@ -41,6 +41,9 @@ static void ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ba
     }
 }
 
+/* The settings of the tests that check Pagoda's own kernels (cl/gemm.cl), not a tuned choice. */
+static const char *const pagoda_gemm[] = {"PAGODA_GEMM=pagoda", NULL};
+
 static const int64_t awkward[] = {1, 2, 3, 7, 13, 31, 63, 64, 65, 127, 197, 257};
 
 static int64_t pick_dim(pgd_rng *r, int small)
@@ -177,11 +180,10 @@ END_TEST
 
 START_TEST(random_shapes)
 {
-    setenv("PAGODA_GEMM", "pagoda", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[i], pagoda_gemm);
         pgd_rng r;
         pgd_rng_seed(&r, 42);
         int failed = 0;
@@ -196,11 +198,10 @@ END_TEST
 
 START_TEST(linear_layers)
 {
-    setenv("PAGODA_GEMM", "pagoda", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[di], pagoda_gemm);
         pgd_rng r;
         pgd_rng_seed(&r, 99);
         int small = d[di].software_rasteriser;
@@ -398,7 +399,8 @@ START_TEST(gelu_epilogue_accuracy)
     float *got = malloc((size_t)(rows * COLS) * sizeof *got);
     ck_assert_ptr_nonnull(got);
     for (size_t i = 0; i < nd; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        /* Pagoda's kernels: a tuned choice of CLBlast would not run the epilogue under test */
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[i], pagoda_gemm);
         int64_t sx[2] = {rows, 1}, sw[2] = {COLS, 1}, sy[2] = {rows, COLS};
         pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, x), *tw = pgd_test_upload(ctx, 2, sw, w);
         pgd_tensor *ty = NULL;
@@ -450,11 +452,10 @@ END_TEST
 START_TEST(clblast_backend)
 {
 #if PGD_HAVE_CLBLAST
-    setenv("PAGODA_GEMM", "clblast", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[i], (const char *const[]){"PAGODA_GEMM=clblast", NULL});
         pgd_rng r;
         pgd_rng_seed(&r, 7);
         int failed = 0;
@@ -493,7 +494,6 @@ START_TEST(clblast_backend)
         free(got);
         pgd_ctx_destroy(ctx);
     }
-    unsetenv("PAGODA_GEMM");
 #endif
 }
 END_TEST
@@ -504,11 +504,14 @@ END_TEST
 START_TEST(choice_is_measured_once)
 {
 #if PGD_HAVE_CLBLAST
-    unsetenv("PAGODA_GEMM");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("choice");
-    setenv("PAGODA_CACHE_DIR", dir, 1);
+    /* the automatic back end (whatever the environment forces), choices kept in a fresh dir */
+    pgd_ctx_options o;
+    pgd_test_options(&d[0], NULL, &o);
+    o.gemm_backend = PGD_GEMM_BACKEND_AUTO;
+    o.cache_dir = dir;
     /* A symbolic link planted at the store's old temporary name (tuning.json.tmp.<pid>)
      * must not be followed: the file it points to keeps its contents. */
     char victim[4200], planted[4300];
@@ -520,7 +523,7 @@ START_TEST(choice_is_measured_once)
     ck_assert_int_eq(fclose(vf), 0);
     ck_assert_int_eq(symlink(victim, planted), 0);
     for (int round = 0; round < 2; round++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        pgd_ctx *ctx = pgd_test_ctx_opts(&o);
         pgd_error *err = NULL;
         pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
         PGD_CHECK_OK(pgd_gemm_tune(ctx, 0, 0, 40, 24, 33, 1, &chosen, &err), &err);
@@ -563,15 +566,18 @@ static int file_exists(const char *path)
 START_TEST(forward_pass_does_not_tune)
 {
 #if PGD_HAVE_CLBLAST
-    unsetenv("PAGODA_GEMM");
-    unsetenv("PAGODA_GEMM_TUNE");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("notune");
-    setenv("PAGODA_CACHE_DIR", dir, 1);
+    /* the defaults (automatic back end, tuning at creation), whatever the environment forces */
+    pgd_ctx_options o;
+    pgd_test_options(&d[0], NULL, &o);
+    o.gemm_backend = PGD_GEMM_BACKEND_AUTO;
+    o.gemm_tuning = PGD_GEMM_TUNE_AT_CREATE;
+    o.cache_dir = dir;
     char path[4200];
     snprintf(path, sizeof path, "%s/tuning.json", dir);
-    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_ctx *ctx = pgd_test_ctx_opts(&o);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_tuning, PGD_GEMM_TUNE_AT_CREATE);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->gemm_backend, PGD_GEMM_BACKEND_AUTO);
     pgd_rng r;
