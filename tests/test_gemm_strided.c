@@ -207,32 +207,34 @@ static void run_cases(const char *backend, int count, uint64_t seed)
 {
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
-    setenv("PAGODA_GEMM", backend, 1);
+    char gemm[32];
+    snprintf(gemm, sizeof gemm, "PAGODA_GEMM=%s", backend);
+    const char *const vars[] = {gemm, NULL};
     for (size_t i = 0; i < n; i++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[i]);
+        /* Some cases with K split into chunks accumulated through beta, and with the rows
+         * launched in small chunks: both move the offsets the kernels see. A context keeps the
+         * options it was made with, so each mix has a context of its own, made when first
+         * needed: ctx[chunked K + 2 * chunked rows]. */
+        pgd_ctx *ctx[4] = {NULL, NULL, NULL, NULL};
         pgd_rng r;
         pgd_rng_seed(&r, seed);
         int failed = 0;
         for (int trial = 0; trial < count; trial++) {
-            /* Some cases with K split into chunks accumulated through beta, and with the rows
-             * launched in small chunks: both move the offsets the kernels see. */
-            if (trial % 4 == 3)
-                setenv("PAGODA_GEMM_KCHUNK", "29", 1);
-            else
-                unsetenv("PAGODA_GEMM_KCHUNK");
-            if (trial % 5 == 2)
-                setenv("PAGODA_MAX_LAUNCH_ROWS", "5", 1);
-            else
-                unsetenv("PAGODA_MAX_LAUNCH_ROWS");
-            failed += !one_case(ctx, &r, trial, d[i].name);
+            int mix = (trial % 4 == 3) + 2 * (trial % 5 == 2);
+            if (!ctx[mix]) {
+                pgd_ctx_options o;
+                pgd_test_options(&d[i], vars, &o);
+                o.gemm_k_chunk = mix & 1 ? 29 : 0;
+                o.max_launch_rows = mix & 2 ? 5 : 0;
+                ctx[mix] = pgd_test_ctx_opts(&o);
+            }
+            failed += !one_case(ctx[mix], &r, trial, d[i].name);
         }
-        unsetenv("PAGODA_GEMM_KCHUNK");
-        unsetenv("PAGODA_MAX_LAUNCH_ROWS");
         ck_assert_msg(failed == 0, "%s: %d of %d strided GEMM cases (%s) failed", d[i].name, failed,
                       count, backend);
-        pgd_ctx_destroy(ctx);
+        for (int mix = 0; mix < 4; mix++)
+            pgd_ctx_destroy(ctx[mix]);
     }
-    unsetenv("PAGODA_GEMM");
 }
 
 START_TEST(random_cases)
@@ -414,11 +416,10 @@ END_TEST
 /* K = 0: the product is empty, C = beta·C + bias (then act and residual). */
 START_TEST(empty_k)
 {
-    setenv("PAGODA_GEMM", "pagoda", 1);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[di], (const char *const[]){"PAGODA_GEMM=pagoda", NULL});
         int64_t one = 1, nc = 12, n4 = 4;
         float c0[12], bias[4] = {1, -2, 3, -4}, got[12];
         for (int i = 0; i < 12; i++)
@@ -440,7 +441,6 @@ START_TEST(empty_k)
         pgd_tensor_destroy(tb);
         pgd_ctx_destroy(ctx);
     }
-    unsetenv("PAGODA_GEMM");
 }
 END_TEST
 
