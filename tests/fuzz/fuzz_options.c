@@ -1,5 +1,5 @@
-/* fuzz_options.c — libFuzzer target: the context options read from the environment
- * (pgd_ctx_options_from_env) and the strict number parsers behind them (pgd_parse_int64,
+/* fuzz_options.c — libFuzzer target: the context options read from a list of PAGODA_*
+ * settings (pgd_ctx_options_from_envp, the reader behind pgd_ctx_options_from_env) and the strict number parsers behind them (pgd_parse_int64,
  * pgd_parse_int64_list, pgd_parse_double, pgd_parse_bytes). The input is lines: line i is the
  * value of the i-th PAGODA_* variable (a missing line leaves it unset); every line is also fed
  * to each parser with bounds taken from the first byte. No device or context is involved. */
@@ -104,7 +104,8 @@ static void check_options(const pgd_ctx_options *o)
 {
     if ((unsigned)o->profiling > 1 || o->profile_print_at_destroy != o->profiling ||
         (unsigned)o->gemm_backend > 2 || (unsigned)o->gemm_tuning > 1 ||
-        (unsigned)o->conv_algo > 4 || (unsigned)o->attention > 3 || o->gemm_k_chunk < 0 ||
+        (unsigned)o->conv_algo > PGD_CONV_ALGO_WINOGRAD ||
+        (unsigned)o->attention > PGD_ATTENTION_KT || o->gemm_k_chunk < 0 ||
         o->gemm_k_chunk > INT32_MAX || o->conv_mb < 0 || o->conv_mb > 4096 || o->row_wg < 0 ||
         o->row_wg > (1 << 20) || o->max_launch_rows < 0 || o->max_batch < 0 ||
         o->nl_key_chunk < 0 || o->nl_key_chunk > INT32_MAX)
@@ -120,15 +121,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = 0;
     uint8_t knob = size ? data[0] : 0;
     char *line = text;
+    char *envp[NVARS + 1] = {0}; /* "NAME=VALUE" of each line given; a missing line: unset */
+    int nenv = 0;
     for (size_t i = 0; i < NVARS; i++) {
         char *nl = line ? strchr(line, '\n') : NULL;
         if (nl)
             *nl = 0;
-        if (line)
-            setenv(vars[i], line, 1);
-        else
-            unsetenv(vars[i]);
         if (line) {
+            size_t len = strlen(vars[i]) + strlen(line) + 2;
+            if ((envp[nenv] = malloc(len)) != NULL)
+                snprintf(envp[nenv++], len, "%s=%s", vars[i], line);
             check_int(line, (uint8_t)(knob + i));
             check_list(line, (uint8_t)(knob + i));
             check_double(line, (uint8_t)(knob + i));
@@ -140,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pgd_ctx_options_init(&o);
     before = o;
     pgd_error *err = NULL;
-    if (pgd_ctx_options_from_env(&o, &err) == PGD_OK) {
+    if (pgd_ctx_options_from_envp(&o, (const char *const *)envp, &err) == PGD_OK) {
         if (err)
             abort();
         check_options(&o);
@@ -151,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         pgd_error_free(err);
     }
+    for (int i = 0; i < nenv; i++)
+        free(envp[i]);
     free(text);
     return 0;
 }
