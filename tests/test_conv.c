@@ -325,15 +325,15 @@ static void conv_shapes(const char *alg, uint64_t seed)
  * the devices with CPU kernels. */
 static void conv_shapes_few(const char *alg, uint64_t seed, int few)
 {
-    if (*alg)
-        setenv("PAGODA_CONV", alg, 1);
-    else
-        unsetenv("PAGODA_CONV");
+    /* "" is the automatic choice, whatever the environment forces */
+    char conv[48];
+    snprintf(conv, sizeof conv, "PAGODA_CONV=%s", *alg ? alg : "auto");
+    const char *const vars[] = {conv, NULL};
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     for (size_t di = 0; di < ndev; di++) {
         const pgd_device_info *dev = &devs[di];
-        pgd_ctx *ctx = pgd_test_ctx(dev);
+        pgd_ctx *ctx = pgd_test_ctx_with(dev, vars);
         pgd__params_of(ctx)->conv_few_rows = few;
         if (few)
             pgd_ctx_set_profiling(ctx, 1);
@@ -363,7 +363,6 @@ static void conv_shapes_few(const char *alg, uint64_t seed, int few)
         }
         pgd_ctx_destroy(ctx);
     }
-    unsetenv("PAGODA_CONV");
 }
 
 START_TEST(conv_gemm)
@@ -421,11 +420,11 @@ START_TEST(conv_resnet_layers)
          * and as the grouped 1x1 convolution's few-rows form (K = 256, 49 tiles) */
         {128, 128, 3, 1, 1, 16}, {256, 256, 3, 1, 1, 14},
     };
-    unsetenv("PAGODA_CONV");
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     for (size_t di = 0; di < ndev; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&devs[di]);
+        pgd_ctx *ctx =
+            pgd_test_ctx_with(&devs[di], (const char *const[]){"PAGODA_CONV=auto", NULL});
         pgd_rng r;
         pgd_rng_seed(&r, 50);
         int failed = 0;
@@ -453,7 +452,6 @@ START_TEST(conv_resnet_layers)
             c.res = i == 3;
             failed += !run_case(ctx, &devs[di], &r, &c, "", i);
         }
-        unsetenv("PAGODA_GEMM");
         ck_assert_msg(failed == 0, "%s: %d ResNet layers failed", devs[di].name, failed);
         pgd_ctx_destroy(ctx);
     }
