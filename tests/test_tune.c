@@ -209,7 +209,6 @@ END_TEST
  * and K unrolls that divide none of the awkward sizes. gemm_cpu only on real CPU devices. */
 START_TEST(forced_params)
 {
-    setenv("PAGODA_GEMM", "pagoda", 1);
     static const char *const sets[] = {"cpu:rm=1,vw=1,nv=1,ku=1",
                                        "cpu:rm=3,vw=2,nv=3,ku=3",
                                        "cpu:rm=8,vw=4,nv=4,ku=8",
@@ -221,7 +220,7 @@ START_TEST(forced_params)
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_ctx *ctx = pgd_test_ctx_with(&d[di], (const char *const[]){"PAGODA_GEMM=pagoda", NULL});
         int is_cpu = d[di].type == PGD_DEVICE_CPU && !d[di].software_rasteriser, ran = 0;
         pgd_rng r;
         pgd_rng_seed(&r, 31 + di);
@@ -242,7 +241,6 @@ START_TEST(forced_params)
         ck_assert_msg(ran >= 3, "%s: only %d parameter sets fit", d[di].name, ran);
         pgd_ctx_destroy(ctx);
     }
-    unsetenv("PAGODA_GEMM");
 }
 END_TEST
 
@@ -276,45 +274,47 @@ static const char *from_of(pgd_ctx *ctx, char *buf, size_t size)
     return pgd_ctx_kernel_params(ctx, buf, size);
 }
 
-/* A temporary PAGODA_CACHE_DIR for one test: cache_dir_begin makes it and remembers the old
- * value, cache_dir_end restores that and removes the directory. */
+/* A temporary cache directory for one test, the options.cache_dir of its contexts (ctx_in):
+ * cache_dir_begin makes it, cache_dir_end removes it. */
 typedef struct cache_dir {
-    char *dir, *saved;
+    char *dir;
 } cache_dir;
 
 static cache_dir cache_dir_begin(const char *name)
 {
     cache_dir c;
     c.dir = pgd_test_tempdir(name);
-    const char *old = getenv("PAGODA_CACHE_DIR");
-    c.saved = old ? strdup(old) : NULL;
-    setenv("PAGODA_CACHE_DIR", c.dir, 1);
     return c;
 }
 
 static void cache_dir_end(cache_dir *c)
 {
-    if (c->saved)
-        setenv("PAGODA_CACHE_DIR", c->saved, 1);
-    else
-        unsetenv("PAGODA_CACHE_DIR");
-    free(c->saved);
     pgd_test_rmtree(c->dir);
     free(c->dir);
+}
+
+/* A context on d that keeps its tuning in c's directory, with `params` as the given kernel
+ * parameters (NULL: none, whatever the environment gives, so the store decides). */
+static pgd_ctx *ctx_in(const pgd_device_info *d, const cache_dir *c, const char *params)
+{
+    pgd_ctx_options o;
+    pgd_test_options(d, NULL, &o);
+    o.cache_dir = c->dir;
+    o.kernel_params = params;
+    return pgd_test_ctx_opts(&o);
 }
 
 /* pgd_tune (a budget that admits only the defaults) stores its winner,
  * the next context of the device loads it, a corrupt store means defaults again. */
 START_TEST(tune_stores_winner)
 {
-    unsetenv("PAGODA_KERNEL_PARAMS");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     cache_dir cd = cache_dir_begin("tune");
     char path[4200];
     snprintf(path, sizeof path, "%s/tuning.json", cd.dir);
     for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
         char before[128], after[128];
         ck_assert_str_eq(from_of(ctx, before, sizeof before), "defaults");
         seen s = {0, -1, ""};
@@ -331,7 +331,7 @@ START_TEST(tune_stores_winner)
         ck_assert_str_eq(from_of(ctx, after, sizeof after), "tuned");
         ck_assert_str_eq(after, res.params);
         pgd_ctx_destroy(ctx);
-        ctx = pgd_test_ctx(&d[di]);
+        ctx = ctx_in(&d[di], &cd, NULL);
         ck_assert_str_eq(from_of(ctx, after, sizeof after), "tuned");
         ck_assert_str_eq(after, res.params);
         /* CPU devices: the attention stage measured the untuned choice (the budget allows no
@@ -369,7 +369,7 @@ START_TEST(tune_stores_winner)
     static const char *const stores[] = {"{garbage", "[]", "{\"x\": 1}", ""};
     for (size_t i = 0; i < sizeof stores / sizeof stores[0]; i++) {
         write_text(path, stores[i]);
-        pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+        pgd_ctx *ctx = ctx_in(&d[0], &cd, NULL);
         char now[128];
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "defaults");
         pgd_ctx_destroy(ctx);
@@ -403,7 +403,6 @@ static void on_runoff(const pgd_tune_progress *p, void *user)
 
 START_TEST(runoff)
 {
-    unsetenv("PAGODA_KERNEL_PARAMS");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     size_t di = 0;
@@ -414,7 +413,7 @@ START_TEST(runoff)
         return;
     }
     cache_dir cd = cache_dir_begin("runoff");
-    pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+    pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
     runoff_seen s;
     memset(&s, 0, sizeof s);
     pgd_tune_result res;
@@ -437,7 +436,7 @@ START_TEST(runoff)
         ck_assert_msg(s.ms[won] <= s.ms[i], "%s won with %g ms, %s had %g", res.params,
                       s.ms[won], s.params[i], s.ms[i]);
     pgd_ctx_destroy(ctx);
-    ctx = pgd_test_ctx(&d[di]);
+    ctx = ctx_in(&d[di], &cd, NULL);
     char now[128];
     ck_assert_str_eq(pgd_ctx_kernel_params(ctx, now, sizeof now), "tuned");
     ck_assert_str_eq(now, res.params);
@@ -454,8 +453,10 @@ START_TEST(given_params)
     const char *mine = d[0].type == PGD_DEVICE_CPU && !d[0].software_rasteriser
                            ? "cpu:rm=4,vw=8,nv=3,ku=2"
                            : "gpu:tsm=16,tsn=16,tsk=16,wptm=4,wptn=2";
-    setenv("PAGODA_KERNEL_PARAMS", mine, 1);
-    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    pgd_ctx_options o;
+    pgd_test_options(&d[0], NULL, &o);
+    o.kernel_params = mine;
+    pgd_ctx *ctx = pgd_test_ctx_opts(&o);
     char now[128];
     ck_assert_str_eq(from_of(ctx, now, sizeof now), "options");
     ck_assert_str_eq(now, mine);
@@ -468,9 +469,9 @@ START_TEST(given_params)
     static const char *const bad[] = {"cpu:rm=6", "gpu:tsm=256,tsn=256,tsk=64,wptm=1,wptn=1",
                                       "cpu:rm=6,vw=5,nv=2,ku=4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv("PAGODA_KERNEL_PARAMS", bad[i], 1);
+        o.kernel_params = bad[i];
         ctx = NULL;
-        int rc = pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err);
+        int rc = pgd_ctx_create_with_options(&o, &ctx, &err);
         ck_assert_int_ne(rc, PGD_OK);
         ck_assert_ptr_null(ctx);
         ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_KERNEL_PARAMS") != NULL, "%s",
@@ -478,7 +479,6 @@ START_TEST(given_params)
         pgd_error_free(err);
         err = NULL;
     }
-    unsetenv("PAGODA_KERNEL_PARAMS");
 }
 END_TEST
 
@@ -777,7 +777,6 @@ static void write_store(const char *dir, const char *file, const char *key, cons
  * choices and moves into tuning.json at the next write; the export names the entry. */
 START_TEST(store_overrides_db)
 {
-    unsetenv("PAGODA_KERNEL_PARAMS");
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     cache_dir cd = cache_dir_begin("dbstore");
@@ -786,7 +785,7 @@ START_TEST(store_overrides_db)
         const char *gemm, *attn;
         int prefetch;
         pgd__db_resolve(pgd__db, pgd__db_count, e, &gemm, &attn, &prefetch);
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
         char entry[96], want[96], now[128], line[2048];
         snprintf(want, sizeof want, "db:%s", e->name);
         ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
@@ -814,7 +813,7 @@ START_TEST(store_overrides_db)
         write_store(cd.dir, "tuning.json", key, body);
         write_store(cd.dir, "gemm-choices.json", old_key,
                     "{\"choices\": {\"gemm:00:1:64,64,64\": \"clblast\"}}");
-        ctx = pgd_test_ctx(&d[di]);
+        ctx = ctx_in(&d[di], &cd, NULL);
         snprintf(want, sizeof want, "tuned:%s", key);
         ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "tuned");
@@ -830,18 +829,16 @@ START_TEST(store_overrides_db)
         ck_assert_int_eq(pgd__params_save(ctx, NULL), 1);
         pgd_ctx_destroy(ctx);
         write_store(cd.dir, "gemm-choices.json", old_key, "{\"choices\": {}}");
-        ctx = pgd_test_ctx(&d[di]);
+        ctx = ctx_in(&d[di], &cd, NULL);
         ch = pgd__params_of(ctx)->choices;
         ck_assert_str_eq(json_string_value(json_object_get(ch, "gemm:00:1:64,64,64")), "clblast");
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "tuned"); /* kept by the write */
         pgd_ctx_destroy(ctx);
 
         /* given parameters win over both */
-        setenv("PAGODA_KERNEL_PARAMS", given ? given : mine, 1);
-        ctx = pgd_test_ctx(&d[di]);
+        ctx = ctx_in(&d[di], &cd, given ? given : mine);
         ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), "options");
         pgd_ctx_destroy(ctx);
-        unsetenv("PAGODA_KERNEL_PARAMS");
         char path[4200];
         snprintf(path, sizeof path, "%s/tuning.json", cd.dir);
         remove(path);
