@@ -14,7 +14,11 @@ PGD_FAULT_CALL=N (the shim in tests/fault/clfault.c makes exactly that call fail
   - no OpenCL object left unreleased (the shim's PGD_FAULT_LEAKS count of contexts, queues,
     buffers, programs, kernels and events);
   - no AddressSanitizer/UBSan/LeakSanitizer report (run it on the ASan build: PAGODA from
-    build-asan; LSan uses tests/sanitize/lsan.supp for driver leaks);
+    build-asan; LSan uses tests/sanitize/lsan.supp for driver leaks). LeakSanitizer's own
+    exit-time scan sometimes dies beside the drivers' threads ("Tracer caught signal 11"): such
+    a run is repeated, and after two such deaths run a third time without the leak scan (ASan,
+    UBSan and the shim's count of unreleased OpenCL objects still apply); the summary names
+    those calls;
   - the next run without a fault succeeds (nothing poisoned, e.g. the binary cache); with
     PGD_WALK_VERIFY_EVERY=K only after every K-th walked call and after every program call;
   - for the classification commands (vit, nonlocal) every run also writes --save-logits into a
@@ -84,6 +88,7 @@ def main():
 
     lock = threading.Lock()
     lsan_reruns = []
+    lsan_off = []
 
     classify = args[0] in ("vit", "nonlocal")
 
@@ -103,6 +108,13 @@ def main():
             if out:
                 for name in os.listdir(out):
                     os.unlink(os.path.join(out, name))
+            if attempt == 2:
+                # LeakSanitizer died at exit twice on this call: the third run keeps ASan and
+                # UBSan but not the leak scan, so every other check still holds; the call is
+                # named in the summary as run without a leak check.
+                e["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":detect_leaks=0"
+                with lock:
+                    lsan_off.append(tag if tag is not None else "clean")
             p = subprocess.run(full, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                timeout=timeout)
             err = p.stderr.decode("utf-8", "replace")
@@ -238,6 +250,10 @@ def main():
     if lsan_reruns:
         print("walk: %d run(s) repeated because LeakSanitizer itself died at exit (calls %s)"
               % (len(lsan_reruns), ", ".join(str(n) for n in sorted(set(lsan_reruns), key=str))))
+    if lsan_off:
+        print("walk: %d run(s) checked without the leak scan after LeakSanitizer died at exit "
+              "twice (calls %s)" % (len(lsan_off),
+                                    ", ".join(str(n) for n in sorted(set(lsan_off), key=str))))
     for f in failures:
         print("---\n" + f)
     return 1 if failures else 0
