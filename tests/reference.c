@@ -799,3 +799,190 @@ void pgd_ref_reduce(int op, const float *x, int nd, const int64_t *shape, const 
     free(best);
     free(seen);
 }
+
+/* ---- layout ---- */
+
+/* The row-major coordinates of flat index i in shape (nd dims) into c. */
+static void ref_unflatten(int64_t i, int nd, const int64_t *shape, int64_t *c)
+{
+    for (int d = nd - 1; d >= 0; d--) {
+        c[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+}
+
+static int64_t ref_flatten(int nd, const int64_t *shape, const int64_t *c)
+{
+    int64_t i = 0;
+    for (int d = 0; d < nd; d++)
+        i = i * shape[d] + c[d];
+    return i;
+}
+
+static int64_t ref_count(int nd, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= shape[d];
+    return n;
+}
+
+void pgd_ref_transpose(const double *x, int nd, const int64_t *shape, const int *perm, double *y)
+{
+    int64_t ys[PGD_MAX_DIMS], c[PGD_MAX_DIMS], xc[PGD_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        ys[d] = shape[perm[d]];
+    for (int64_t i = 0; i < ref_count(nd, ys); i++) {
+        ref_unflatten(i, nd, ys, c);
+        for (int d = 0; d < nd; d++)
+            xc[perm[d]] = c[d];
+        y[i] = x[ref_flatten(nd, shape, xc)];
+    }
+}
+
+int64_t pgd_ref_slice_indices(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *idx)
+{
+    /* CPython's slice.indices(), then the walk from start towards end. */
+    int64_t lower = step < 0 ? -1 : 0, upper = step < 0 ? n - 1 : n;
+    if (start < 0) {
+        start += n;
+        if (start < lower)
+            start = lower;
+    } else if (start > upper) {
+        start = upper;
+    }
+    if (end < 0) {
+        end += n;
+        if (end < lower)
+            end = lower;
+    } else if (end > upper) {
+        end = upper;
+    }
+    int64_t k = 0;
+    for (int64_t i = start; step > 0 ? i < end : i > end; i += step) {
+        if (idx)
+            idx[k] = i;
+        k++;
+        if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step))
+            break;
+    }
+    return k;
+}
+
+void pgd_ref_slice(const double *x, int nd, const int64_t *shape, int64_t *const *idx,
+                   const int64_t *yshape, double *y)
+{
+    int64_t c[PGD_MAX_DIMS], xc[PGD_MAX_DIMS];
+    for (int64_t i = 0; i < ref_count(nd, yshape); i++) {
+        ref_unflatten(i, nd, yshape, c);
+        for (int d = 0; d < nd; d++)
+            xc[d] = idx[d][c[d]];
+        y[i] = x[ref_flatten(nd, shape, xc)];
+    }
+}
+
+void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes,
+                    int axis, double *y)
+{
+    int64_t ys[PGD_MAX_DIMS], c[PGD_MAX_DIMS];
+    memcpy(ys, shapes[0], (size_t)nd * sizeof *ys);
+    ys[axis] = 0;
+    for (int k = 0; k < n; k++)
+        ys[axis] += shapes[k][axis];
+    for (int64_t i = 0; i < ref_count(nd, ys); i++) {
+        ref_unflatten(i, nd, ys, c);
+        int k = 0;
+        while (c[axis] >= shapes[k][axis])
+            c[axis] -= shapes[k++][axis];
+        y[i] = xs[k][ref_flatten(nd, shapes[k], c)];
+    }
+}
+
+void pgd_ref_gather(const double *x, int nd, const int64_t *shape, int axis, const int64_t *idx,
+                    int idx_nd, const int64_t *idx_shape, double *y)
+{
+    int64_t ys[2 * PGD_MAX_DIMS], c[2 * PGD_MAX_DIMS], xc[PGD_MAX_DIMS];
+    int ny = 0;
+    for (int d = 0; d < axis; d++)
+        ys[ny++] = shape[d];
+    for (int d = 0; d < idx_nd; d++)
+        ys[ny++] = idx_shape[d];
+    for (int d = axis + 1; d < nd; d++)
+        ys[ny++] = shape[d];
+    for (int64_t i = 0; i < ref_count(ny, ys); i++) {
+        ref_unflatten(i, ny, ys, c);
+        for (int d = 0; d < axis; d++)
+            xc[d] = c[d];
+        int64_t j = ref_flatten(idx_nd, idx_shape, c + axis), v = idx[j];
+        xc[axis] = v < 0 ? v + shape[axis] : v;
+        for (int d = axis + 1; d < nd; d++)
+            xc[d] = c[d - 1 + idx_nd];
+        y[i] = x[ref_flatten(nd, shape, xc)];
+    }
+}
+
+/* Where padded coordinate p of a dim of n reads, or -1 for the constant, by walking the
+ * reflections (edge: clamping, wrap: whole periods) one at a time. */
+static int64_t ref_pad_source(int64_t p, int64_t n, int mode)
+{
+    if (p >= 0 && p < n)
+        return p;
+    if (mode == PGD_PAD_CONSTANT)
+        return -1;
+    if (mode == PGD_PAD_EDGE)
+        return p < 0 ? 0 : n - 1;
+    if (mode == PGD_PAD_WRAP) {
+        while (p < 0)
+            p += n;
+        while (p >= n)
+            p -= n;
+        return p;
+    }
+    if (n == 1)
+        return 0;
+    while (p < 0 || p >= n)
+        p = p < 0 ? -p : 2 * (n - 1) - p;
+    return p;
+}
+
+void pgd_ref_pad(const double *x, int nd, const int64_t *shape, const int64_t *pads, int mode,
+                 double value, double *y)
+{
+    int64_t ys[PGD_MAX_DIMS], c[PGD_MAX_DIMS], xc[PGD_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        ys[d] = shape[d] + pads[d] + pads[nd + d];
+    for (int64_t i = 0; i < ref_count(nd, ys); i++) {
+        ref_unflatten(i, nd, ys, c);
+        int inside = 1;
+        for (int d = 0; d < nd && inside; d++) {
+            xc[d] = ref_pad_source(c[d] - pads[d], shape[d], mode);
+            inside = xc[d] >= 0;
+        }
+        y[i] = inside ? x[ref_flatten(nd, shape, xc)] : value;
+    }
+}
+
+void pgd_ref_depth_to_space(const double *x, const int64_t *shape, int block, int crd, double *y)
+{
+    int64_t b = block, C = shape[1] / (b * b), H = shape[2], W = shape[3];
+    int64_t ys[4] = {shape[0], C, H * b, W * b}, c[4];
+    for (int64_t i = 0; i < ref_count(4, ys); i++) {
+        ref_unflatten(i, 4, ys, c);
+        int64_t h = c[2] / b, b1 = c[2] % b, w = c[3] / b, b2 = c[3] % b;
+        int64_t ch = crd ? c[1] * b * b + b1 * b + b2 : (b1 * b + b2) * C + c[1];
+        int64_t xc[4] = {c[0], ch, h, w};
+        y[i] = x[ref_flatten(4, shape, xc)];
+    }
+}
+
+void pgd_ref_space_to_depth(const double *x, const int64_t *shape, int block, double *y)
+{
+    int64_t b = block, C = shape[1];
+    int64_t ys[4] = {shape[0], C * b * b, shape[2] / b, shape[3] / b}, c[4];
+    for (int64_t i = 0; i < ref_count(4, ys); i++) {
+        ref_unflatten(i, 4, ys, c);
+        int64_t blk = c[1] / C, ch = c[1] % C;
+        int64_t xc[4] = {c[0], ch, c[2] * b + blk / b, c[3] * b + blk % b};
+        y[i] = x[ref_flatten(4, shape, xc)];
+    }
+}

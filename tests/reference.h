@@ -144,4 +144,22 @@ double pgd_ref_unary(int op, double x);
 void pgd_ref_reduce(int op, const float *x, int nd, const int64_t *shape, const int *mask,
                     double *y, double *mag);
 
+/* Layout references (pgd_transpose ... pgd_space_to_depth): y by index arithmetic over y's
+ * coordinates, written without the launchers' stride geometry. */
+void pgd_ref_transpose(const double *x, int nd, const int64_t *shape, const int *perm, double *y);
+/* The indices a Python slice start:end:step takes of an axis of n (into idx when not NULL);
+ * returns their count. */
+int64_t pgd_ref_slice_indices(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *idx);
+/* y [yshape] = x at the coordinates idx[d][...] along each dim d. */
+void pgd_ref_slice(const double *x, int nd, const int64_t *shape, int64_t *const *idx,
+                   const int64_t *yshape, double *y);
+void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes,
+                    int axis, double *y);
+void pgd_ref_gather(const double *x, int nd, const int64_t *shape, int axis, const int64_t *idx,
+                    int idx_nd, const int64_t *idx_shape, double *y);
+void pgd_ref_pad(const double *x, int nd, const int64_t *shape, const int64_t *pads, int mode,
+                 double value, double *y);
+void pgd_ref_depth_to_space(const double *x, const int64_t *shape, int block, int crd, double *y);
+void pgd_ref_space_to_depth(const double *x, const int64_t *shape, int block, double *y);
+
 #endif

@@ -355,6 +355,74 @@ START_TEST(broadcast_ops)
 }
 END_TEST
 
+/* ---- layout (layout.cl) ---- */
+
+/* The host copy of a float tensor as doubles, for the references. */
+static double *widen(const float *h, int64_t n)
+{
+    double *d = dalloc(n);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = h[i];
+    return d;
+}
+
+/* A transpose and a slice with negative steps (layout_copy), a gather, every padding mode
+ * with pads on both sides and a crop (layout_pad), and depth-to-space. */
+static void layout_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    int64_t sx[3] = {3, 4, 5}, st[3] = {5, 3, 4}, n = 60;
+    float *hx;
+    pgd_tensor *x = upload_rand(ctx, r, 3, sx, &hx), *y = poisoned(ctx, 3, st);
+    double *dx = widen(hx, n), *want = dalloc(n);
+    int perm[3] = {2, 0, 1};
+    PGD_CHECK_OK(pgd_transpose(ctx, x, perm, y, &err), &err);
+    pgd_ref_transpose(dx, 3, sx, perm, want);
+    expect_close(y, want, 0, 0, "transpose");
+    int64_t ss[3] = {3, 2, 3}, starts[2] = {-1, 0}, ends[2] = {INT64_MIN, 5}, steps[2] = {-2, 2};
+    int axes[2] = {1, 2};
+    int64_t *idx[3];
+    int64_t i0[3] = {0, 1, 2}, i1[2] = {3, 1}, i2[3] = {0, 2, 4};
+    idx[0] = i0, idx[1] = i1, idx[2] = i2;
+    pgd_tensor *s = poisoned(ctx, 3, ss);
+    PGD_CHECK_OK(pgd_slice(ctx, x, 2, axes, starts, ends, steps, s, &err), &err);
+    pgd_ref_slice(dx, 3, sx, idx, ss, want = dalloc(18));
+    expect_close(s, want, 0, 0, "slice");
+    int64_t gi[2] = {4, -5}, gs[1] = {2}, sg[3] = {3, 4, 2};
+    pgd_tensor *g = poisoned(ctx, 3, sg);
+    PGD_CHECK_OK(pgd_gather(ctx, x, 2, gi, 1, gs, g, &err), &err);
+    pgd_ref_gather(dx, 3, sx, 2, gi, 1, gs, want = dalloc(24));
+    expect_close(g, want, 0, 0, "gather");
+    int64_t pads[6] = {1, -1, 6, 0, 2, 3}, sp[3] = {4, 5, 14};
+    pgd_tensor *p = poisoned(ctx, 3, sp);
+    for (int mode = PGD_PAD_CONSTANT; mode <= PGD_PAD_WRAP; mode++) {
+        PGD_CHECK_OK(pgd_pad(ctx, x, pads, (pgd_pad_mode)mode, -7.0f, p, &err), &err);
+        pgd_ref_pad(dx, 3, sx, pads, mode, -7.0, want = dalloc(280));
+        expect_close(p, want, 0, 0, "pad");
+    }
+    int64_t sd[4] = {1, 8, 2, 3}, so[4] = {1, 2, 4, 6};
+    float *hd;
+    pgd_tensor *dd = upload_rand(ctx, r, 4, sd, &hd), *o = poisoned(ctx, 4, so);
+    double *ddx = widen(hd, 48);
+    PGD_CHECK_OK(pgd_depth_to_space(ctx, dd, 2, PGD_DEPTH_CRD, o, &err), &err);
+    pgd_ref_depth_to_space(ddx, sd, 2, 1, want = dalloc(48));
+    expect_close(o, want, 0, 0, "depth_to_space");
+    pgd_tensor *tensors[] = {x, y, s, g, p, dd, o};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        pgd_tensor_destroy(tensors[i]);
+    free(hx), free(hd), free(dx), free(ddx);
+}
+
+START_TEST(layout_ops)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 19);
+    pgd_ctx *ctx = make_ctx(NULL);
+    layout_case(ctx, &r);
+    tally_destroy(ctx);
+}
+END_TEST
+
 /* ---- GEMM and linear layers ---- */
 
 /* C = act(alpha·op(A)·op(B) + beta·C + bias) + R over a batch of 2, for each transposition. */
@@ -1010,7 +1078,7 @@ int main(int argc, char **argv)
         const TTest *test;
     } cases[] = {
         {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
-        {"broadcast", broadcast_ops},
+        {"broadcast", broadcast_ops}, {"layout", layout_ops},
         {"gemm", gemm_forms},         {"attention", attention_forms},
         {"conv", conv_forms},         {"pool", pools},
         {"patch", patch_and_pos},     {"window", windows},

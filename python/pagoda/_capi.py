@@ -401,6 +401,15 @@ _DECLS = [
     ("pgd_unary", c_int, V, c_int, V, V, ErrP),
     ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
+    # layout
+    ("pgd_transpose", c_int, V, V, POINTER(c_int), V, ErrP),
+    ("pgd_slice", c_int, V, V, c_int, POINTER(c_int), POINTER(c_int64), POINTER(c_int64),
+     POINTER(c_int64), V, ErrP),
+    ("pgd_concat", c_int, V, c_int, POINTER(V), c_int, V, ErrP),
+    ("pgd_gather", c_int, V, V, c_int, POINTER(c_int64), c_int, POINTER(c_int64), V, ErrP),
+    ("pgd_pad", c_int, V, V, POINTER(c_int64), c_int, c_float, V, ErrP),
+    ("pgd_depth_to_space", c_int, V, V, c_int, c_int, V, ErrP),
+    ("pgd_space_to_depth", c_int, V, V, c_int, V, ErrP),
 ]
 
 _MODEL_DECLS = [

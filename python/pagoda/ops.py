@@ -11,6 +11,8 @@ from __future__ import annotations
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_uint64, c_void_p, cast, pointer
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import builtins
+
 import numpy as np
 
 from ._capi import (
@@ -883,6 +885,176 @@ def argmin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims:
     """Index of the first minimum over axis, as argmax."""
     return _reduce("argmin", x, axis, keepdims, out, ctx)
 
+
+
+# ---- layout ---------------------------------------------------------------------------------
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _ints(values: Sequence[Any], ctype: type, what: str) -> Any:
+    vals = [c_integer(v, ctype, f"{what}[{i}]") for i, v in enumerate(values)]
+    return (ctype * max(len(vals), 1))(*vals)
+
+
+def transpose(x: ArrayLike, axes: Optional[Sequence[int]] = None, *,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """x with its dims permuted (numpy.transpose): the result's dim d is x's dim axes[d];
+    None reverses them."""
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        nd = len(t.shape)
+        perm = list(range(nd))[::-1] if axes is None else [int(a) for a in axes]
+        ok = sorted(perm) == list(range(nd))
+        # A bad permutation: the C call names it before it looks at y.
+        y = c.out(out, [t.shape[a] for a in perm]) if ok else c.out(None, ())
+        p = None if axes is None else _ints(perm if ok else list(axes) + [0] * nd, c_int,
+                                           "transpose: axes")
+        _run(api.pgd_transpose, c.ctx._h, t._handle(), p, y._handle())
+        return y
+
+
+def slice_(x: ArrayLike, starts: Sequence[Optional[int]], ends: Sequence[Optional[int]],
+           axes: Optional[Sequence[int]] = None, steps: Optional[Sequence[int]] = None, *,
+           out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """x[starts:ends:steps] along `axes` (ONNX Slice, clamped as Python slices are; None as a
+    start or end means that end of the axis). axes None: 0, 1, ... for each start; steps None:
+    1 each; a negative step walks backwards."""
+    n = len(starts)
+    if len(ends) != n or (axes is not None and len(axes) != n) or (steps is not None
+                                                                   and len(steps) != n):
+        raise InvalidArgumentError("pagoda: slice: starts, ends, axes and steps must be as long "
+                                   f"as each other (starts has {n})")
+    st = [1] * n if steps is None else [int(v) for v in steps]
+    lo = [(_INT64_MAX if s < 0 else 0) if v is None else v for v, s in zip(starts, st)]
+    hi = [(_INT64_MIN if s < 0 else _INT64_MAX) if v is None else v for v, s in zip(ends, st)]
+    ax = list(range(n)) if axes is None else [int(a) for a in axes]
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        shape = list(t.shape)
+        nd = len(shape)
+        ok = all(-nd <= a < nd for a in ax) and len({a % nd for a in ax}) == n and 0 not in st
+        if ok:
+            for a, b, e, s in zip(ax, lo, hi, st):
+                a %= nd
+                shape[a] = len(range(*slice(b, e, s).indices(shape[a])))
+        y = c.out(out, shape) if ok else c.out(None, ())
+        _run(api.pgd_slice, c.ctx._h, t._handle(), n, _ints(ax, c_int, "slice: axes"),
+             _ints(lo, c_int64, "slice: starts"), _ints(hi, c_int64, "slice: ends"),
+             _ints(st, c_int64, "slice: steps"), y._handle())
+        return y
+
+
+def concat(xs: Sequence[ArrayLike], axis: int = 0, *, out: Optional[Tensor] = None,
+           ctx: Optional[Context] = None) -> Tensor:
+    """The tensors joined along axis (numpy.concatenate, ONNX Concat)."""
+    if len(xs) == 0:
+        raise InvalidArgumentError("pagoda: concat: no tensors to join")
+    with _call(ctx, *xs, out) as c:
+        ts = [_operand(c, x, f"xs[{i}]") for i, x in enumerate(xs)]
+        shape = list(ts[0].shape)
+        nd = len(shape)
+        ok = nd > 0 and -nd <= axis < nd and all(
+            len(t.shape) == nd and all(d == axis % nd or t.shape[d] == shape[d]
+                                       for d in range(nd)) for t in ts)
+        if ok:
+            shape[axis % nd] = builtins.sum(t.shape[axis % nd] for t in ts)
+        y = c.out(out, shape) if ok else c.out(None, ())
+        hs = (c_void_p * len(ts))(*(t._handle() for t in ts))
+        _run(api.pgd_concat, c.ctx._h, len(ts), hs, c_integer(axis, c_int, "concat: axis"),
+             y._handle())
+        return y
+
+
+concatenate = concat
+
+
+def take(x: ArrayLike, indices: Any, axis: int = 0, *, out: Optional[Tensor] = None,
+         ctx: Optional[Context] = None) -> Tensor:
+    """numpy.take(x, indices, axis) (ONNX Gather): integer indices of any shape, negative ones
+    counting from the end; the result's shape is x.shape[:axis] + indices.shape +
+    x.shape[axis + 1:]."""
+    idx = np.asarray(indices)
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        raise InvalidArgumentError(f"pagoda: take: indices must be integers, not {idx.dtype}")
+    idx = np.array(idx, dtype=np.int64, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        nd = len(t.shape)
+        ok = nd > 0 and -nd <= axis < nd and nd - 1 + idx.ndim <= 8
+        a = axis % nd if ok else 0
+        y = (c.out(out, list(t.shape[:a]) + list(idx.shape) + list(t.shape[a + 1:])) if ok
+             else c.out(None, ()))
+        ishape = (c_int64 * max(idx.ndim, 1))(*idx.shape)
+        ptr = idx.ctypes.data_as(POINTER(c_int64)) if idx.size else None
+        _run(api.pgd_gather, c.ctx._h, t._handle(), c_integer(axis, c_int, "take: axis"), ptr,
+             idx.ndim, ishape, y._handle())
+        return y
+
+
+gather = take
+
+_PAD = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+def pad(x: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: float = 0.0, *,
+        out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """numpy.pad with modes 'constant', 'reflect', 'edge' and 'wrap': pad_width is one int,
+    one (before, after) pair, or a pair per dim; a negative width removes elements (ONNX Pad)."""
+    if mode not in _PAD:
+        raise InvalidArgumentError(f"pagoda: pad: mode {mode!r} is not one of "
+                                   f"{', '.join(_PAD)}")
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        nd = len(t.shape)
+        w = np.asarray(pad_width)
+        if w.size == 0 and nd == 0:
+            w = np.zeros((0, 2), np.int64)
+        elif w.ndim == 0:
+            w = np.full((nd, 2), w)
+        elif w.shape == (2,) or w.shape == (1, 2):
+            w = np.tile(w.reshape(1, 2), (nd, 1))
+        elif w.shape != (nd, 2):
+            raise InvalidArgumentError(f"pagoda: pad: pad_width of shape {list(w.shape)} for a "
+                                       f"tensor of {nd} dims (want an int, a pair or {nd} pairs)")
+        if w.size and not np.issubdtype(w.dtype, np.integer):
+            raise InvalidArgumentError(f"pagoda: pad: pad_width must be integers, not {w.dtype}")
+        pads = [int(v) for v in w[:, 0]] + [int(v) for v in w[:, 1]]
+        shape = [s + pads[d] + pads[nd + d] for d, s in enumerate(t.shape)]
+        y = c.out(out, shape) if all(s >= 0 for s in shape) else c.out(None, ())
+        _run(api.pgd_pad, c.ctx._h, t._handle(), _ints(pads, c_int64, "pad: pad_width"),
+             _PAD[mode], float(constant_values), y._handle())
+        return y
+
+
+def depth_to_space(x: ArrayLike, block: int, mode: str = "DCR", *, out: Optional[Tensor] = None,
+                   ctx: Optional[Context] = None) -> Tensor:
+    """[N, C, H, W] to [N, C / block², H·block, W·block] (ONNX DepthToSpace; mode "CRD" is
+    PyTorch's pixel_shuffle)."""
+    modes = {"DCR": 0, "CRD": 1}
+    if mode not in modes:
+        raise InvalidArgumentError(f"pagoda: depth_to_space: mode {mode!r} is not DCR or CRD")
+    b = c_integer(block, c_int, "depth_to_space: block")
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        s = t.shape
+        ok = len(s) == 4 and b >= 1 and s[1] % (b * b) == 0
+        y = c.out(out, [s[0], s[1] // (b * b), s[2] * b, s[3] * b]) if ok else c.out(None, ())
+        _run(api.pgd_depth_to_space, c.ctx._h, t._handle(), b, modes[mode], y._handle())
+        return y
+
+
+def space_to_depth(x: ArrayLike, block: int, *, out: Optional[Tensor] = None,
+                   ctx: Optional[Context] = None) -> Tensor:
+    """[N, C, H, W] to [N, C·block², H / block, W / block] (ONNX SpaceToDepth)."""
+    b = c_integer(block, c_int, "space_to_depth: block")
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        s = t.shape
+        ok = len(s) == 4 and b >= 1 and s[2] % b == 0 and s[3] % b == 0
+        y = c.out(out, [s[0], s[1] * b * b, s[2] // b, s[3] // b]) if ok else c.out(None, ())
+        _run(api.pgd_space_to_depth, c.ctx._h, t._handle(), b, y._handle())
+        return y
 
 
 subtract, multiply, divide, negative = sub, mul, div, neg  # NumPy's long names

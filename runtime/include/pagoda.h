@@ -1093,6 +1093,62 @@ typedef enum pgd_reduce_op {
 PGD_API int pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *x, const int *axes,
                        int naxes, int keepdims, pgd_tensor *y, pgd_error **err);
 
+/* ---- layout: transpose, slice, concat, gather, pad, depth-to-space ---------------------- */
+
+/* Data movement with the semantics of ONNX's operators (NumPy's where they agree): values are
+ * copied bit for bit (NaN payloads and signed zeros kept). y is a tensor of exactly the result's
+ * shape, else PGD_ERR_SHAPE naming both; y must not be an input's tensor. Any rank up to
+ * PGD_MAX_DIMS, empty tensors included; at most 2^31 - 1 elements per operand, else
+ * PGD_ERR_TOO_LARGE. One program serves them all (cl/layout.cl). */
+
+/* y = x with its dims permuted: y's dim d is x's dim perm[d] (numpy.transpose; perm NULL
+ * reverses the dims). perm must name each dim once (PGD_ERR_INVALID_ARGUMENT). */
+PGD_API int pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor *y,
+                          pgd_error **err);
+/* y = x[starts:ends:steps] along the n axes (ONNX Slice): axes NULL means 0..n-1, negative
+ * axes count from the end, none twice; steps NULL means 1 each, a step is non-zero and may be
+ * negative. Starts and ends are clamped as Python and NumPy do (negative ones count from the
+ * end; INT64_MAX and INT64_MIN reach the ends), as ONNX's reference evaluator does. Axes not
+ * named are taken whole. */
+PGD_API int pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes,
+                      const int64_t *starts, const int64_t *ends, const int64_t *steps,
+                      pgd_tensor *y, pgd_error **err);
+/* y = the n tensors xs joined along `axis` (negative from the end): every one has xs[0]'s rank
+ * and dims but along the axis (ONNX Concat, numpy.concatenate). */
+PGD_API int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_tensor *y,
+                       pgd_error **err);
+/* y = numpy.take(x, indices, axis) (ONNX Gather): the indices are on the host, idx_ndim dims of
+ * idx_shape (0 dims: one index, and the axis disappears), each in [-dim, dim) of the axis
+ * (negative from the end; else PGD_ERR_INVALID_ARGUMENT naming the index). y's shape is
+ * x.shape[:axis] + idx_shape + x.shape[axis + 1:]. */
+PGD_API int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indices,
+                       int idx_ndim, const int64_t *idx_shape, pgd_tensor *y, pgd_error **err);
+
+typedef enum pgd_pad_mode {
+    PGD_PAD_CONSTANT = 0, /* `value` outside x */
+    PGD_PAD_REFLECT = 1,  /* mirrored about the edge elements, repeatedly for pads beyond the
+                           * size (numpy.pad's 'reflect'; a dim of 1 repeats its element) */
+    PGD_PAD_EDGE = 2,     /* the nearest edge element */
+    PGD_PAD_WRAP = 3      /* periodic */
+} pgd_pad_mode;
+/* y = x padded (ONNX Pad): pads[d] elements before dim d and pads[ndim + d] after it (ONNX's
+ * order); a negative pad removes elements. A dim's size plus its pads' sizes at most 2^30; an
+ * empty dim grows only in constant mode. */
+PGD_API int pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode,
+                    float value, pgd_tensor *y, pgd_error **err);
+
+typedef enum pgd_depth_mode {
+    PGD_DEPTH_DCR = 0, /* ONNX's default: channel (b1·block + b2)·C' + c' */
+    PGD_DEPTH_CRD = 1  /* PyTorch's pixel_shuffle: channel c'·block² + b1·block + b2 */
+} pgd_depth_mode;
+/* x [N, C, H, W] to y [N, C / block², H·block, W·block] (ONNX DepthToSpace). */
+PGD_API int pgd_depth_to_space(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_depth_mode mode,
+                               pgd_tensor *y, pgd_error **err);
+/* x [N, C, H, W] to y [N, C·block², H / block, W / block]: y's channel (b1·block + b2)·C + c
+ * holds x[c, h·block + b1, w·block + b2] (ONNX SpaceToDepth, the inverse of DCR). */
+PGD_API int pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_tensor *y,
+                               pgd_error **err);
+
 /* ---- normalisation, activations, softmax, patch embedding ---- */
 
 /* The row ops below work over the last dim of x: cols = its last dim, rows = the product of the
