@@ -148,6 +148,90 @@ __kernel void softmax_rows(__global const float *x, __global float *y, uint cols
         yr[c] = exp(scale * xr[c] - m) * inv;
 }
 
+/* y = log_softmax(scale * x) per row: scale·x - max - log Σ exp(scale·x - max), never the log
+ * of a rounded probability (a tiny probability keeps its digits). NaN, +inf and all -inf rows
+ * give NaN as softmax_rows does. y may alias x (each element is read and written by one
+ * work-item, every read of the row before the group's last barrier). */
+__kernel void log_softmax_rows(__global const float *x, __global float *y, uint cols,
+                               float scale, __local float *scratch)
+{
+    size_t row = get_group_id(0);
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    float m = -INFINITY;
+    for (uint c = lid; c < cols; c += nl)
+        m = max_nan(m, scale * xr[c]);
+    m = group_max(m, scratch);
+    float s = 0.0f;
+    for (uint c = lid; c < cols; c += nl)
+        s += exp(scale * xr[c] - m);
+    float lse = log(group_sum(s, scratch));
+    for (uint c = lid; c < cols; c += nl)
+        yr[c] = (scale * xr[c] - m) - lse;
+}
+
+/* y = x / sqrt(mean(x²) + eps) · w per row (RMSNorm); w is read only when affine != 0. y may
+ * alias x. */
+__kernel void rmsnorm_rows(__global const float *x, __global const float *w, __global float *y,
+                           uint cols, float eps, uint affine, __local float *scratch)
+{
+    size_t row = get_group_id(0);
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    float q = 0.0f;
+    for (uint c = lid; c < cols; c += nl)
+        q += xr[c] * xr[c];
+    float r = 1.0f / sqrt(group_sum(q, scratch) / (float)cols + eps);
+    for (uint c = lid; c < cols; c += nl)
+        yr[c] = affine ? xr[c] * r * w[c] : xr[c] * r;
+}
+
+/* Each row's mean and 1 / sqrt(var + eps), with layernorm_rows' arithmetic (the same shift,
+ * the same two passes), so that they are the statistics the normalised rows were made with. */
+__kernel void layernorm_stats(__global const float *x, __global float *mean,
+                              __global float *rstd, uint cols, float eps,
+                              __local float *scratch)
+{
+    size_t row = get_group_id(0);
+    uint lid = (uint)get_local_id(0), nl = (uint)get_local_size(0);
+    __global const float *xr = x + row * cols;
+    float shift = xr[0];
+    float s = 0.0f;
+    for (uint c = lid; c < cols; c += nl)
+        s += xr[c] - shift;
+    float dmean = group_sum(s, scratch) / (float)cols;
+    float q = 0.0f;
+    for (uint c = lid; c < cols; c += nl) {
+        float d = (xr[c] - shift) - dmean;
+        q += d * d;
+    }
+    float r = 1.0f / sqrt(group_sum(q, scratch) / (float)cols + eps);
+    if (lid == 0) {
+        mean[row] = shift + dmean;
+        rstd[row] = r;
+    }
+}
+
+/* Per channel of x [N, C, inner] (flat, n elements): y = (x - mean_c) / sqrt(var_c + eps) ·
+ * w_c + b_c with stats != 0 (batch norm for inference), y = x · w_c + b_c without (the affine
+ * step of group norm). y may alias x. */
+__kernel void channel_norm(__global const float *x, __global float *y,
+                           __global const float *mean, __global const float *var,
+                           __global const float *w, __global const float *b, float eps,
+                           uint channels, uint inner, uint n, uint stats)
+{
+    uint i = (uint)get_global_id(0);
+    if (i >= n)
+        return;
+    uint c = (i / inner) % channels;
+    float v = x[i];
+    if (stats)
+        v = (v - mean[c]) * (1.0f / sqrt(var[c] + eps));
+    y[i] = v * w[c] + b[c];
+}
+
 /* GELU, exact form: x/2 · (1 + erf(x/√2)). NaN stays NaN; -inf gives the limit 0, not
  * -inf · 0 = NaN (PyTorch's CPU paths differ here; its pending fix returns 0 too). */
 __kernel void gelu_erf(__global const float *x, __global float *y, uint n)

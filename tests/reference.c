@@ -986,3 +986,85 @@ void pgd_ref_space_to_depth(const double *x, const int64_t *shape, int block, do
         y[i] = x[ref_flatten(4, shape, xc)];
     }
 }
+
+/* ---- normalisation over any axis ---- */
+
+void pgd_ref_softmax_axis(const float *x, int64_t outer, int64_t n, int64_t inner, double scale,
+                          int log_form, double *y)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xr = x + o * n * inner + i;
+            double *yr = y + o * n * inner + i, m = -INFINITY, s = 0.0;
+            for (int64_t k = 0; k < n; k++) {
+                double v = scale * xr[k * inner];
+                m = isnan(v) || v > m ? v : m;
+                if (isnan(m))
+                    break;
+            }
+            for (int64_t k = 0; k < n; k++)
+                s += exp(scale * xr[k * inner] - m);
+            for (int64_t k = 0; k < n; k++) {
+                double d = scale * xr[k * inner] - m;
+                yr[k * inner] = log_form ? d - log(s) : exp(d) / s;
+            }
+        }
+}
+
+void pgd_ref_layernorm_groups(const float *x, int64_t rows, int64_t cols, const float *w,
+                              const float *b, double eps, double *y, double *mean, double *rstd)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        double m = 0.0, q = 0.0;
+        for (int64_t c = 0; c < cols; c++)
+            m += xr[c];
+        m /= (double)cols;
+        for (int64_t c = 0; c < cols; c++)
+            q += (xr[c] - m) * (xr[c] - m);
+        double s = 1.0 / sqrt(q / (double)cols + eps);
+        for (int64_t c = 0; c < cols; c++) {
+            double v = (xr[c] - m) * s;
+            y[r * cols + c] = w ? v * w[c] + b[c] : v;
+        }
+        if (mean) {
+            mean[r] = m;
+            rstd[r] = s;
+        }
+    }
+}
+
+void pgd_ref_rmsnorm(const float *x, int64_t rows, int64_t cols, const float *w, double eps,
+                     double *y)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        double q = 0.0;
+        for (int64_t c = 0; c < cols; c++)
+            q += (double)xr[c] * xr[c];
+        double s = 1.0 / sqrt(q / (double)cols + eps);
+        for (int64_t c = 0; c < cols; c++)
+            y[r * cols + c] = w ? xr[c] * s * w[c] : xr[c] * s;
+    }
+}
+
+void pgd_ref_batch_norm(const float *x, int64_t n, int64_t channels, int64_t inner,
+                        const float *mean, const float *var, const float *w, const float *b,
+                        double eps, double *y)
+{
+    for (int64_t i = 0; i < n * channels * inner; i++) {
+        int64_t c = (i / inner) % channels;
+        y[i] = (x[i] - (double)mean[c]) / sqrt((double)var[c] + eps) * w[c] + b[c];
+    }
+}
+
+void pgd_ref_group_norm(const float *x, int64_t n, int64_t channels, int64_t inner, int groups,
+                        const float *w, const float *b, double eps, double *y)
+{
+    int64_t cols = channels / groups * inner;
+    pgd_ref_layernorm_groups(x, n * groups, cols, NULL, NULL, eps, y, NULL, NULL);
+    for (int64_t i = 0; w && i < n * channels * inner; i++) {
+        int64_t c = (i / inner) % channels;
+        y[i] = y[i] * w[c] + b[c];
+    }
+}

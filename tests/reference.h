@@ -162,4 +162,19 @@ void pgd_ref_pad(const double *x, int nd, const int64_t *shape, const int64_t *p
 void pgd_ref_depth_to_space(const double *x, const int64_t *shape, int block, int crd, double *y);
 void pgd_ref_space_to_depth(const double *x, const int64_t *shape, int block, double *y);
 
+/* Normalisation references in double: x viewed [outer, n, inner] along the softmax axis,
+ * [rows, cols] groups for LayerNorm and RMSNorm (w, b NULL: none; mean, rstd NULL: not
+ * wanted), [n, channels, inner] for batch and group norm. */
+void pgd_ref_softmax_axis(const float *x, int64_t outer, int64_t n, int64_t inner, double scale,
+                          int log_form, double *y);
+void pgd_ref_layernorm_groups(const float *x, int64_t rows, int64_t cols, const float *w,
+                              const float *b, double eps, double *y, double *mean, double *rstd);
+void pgd_ref_rmsnorm(const float *x, int64_t rows, int64_t cols, const float *w, double eps,
+                     double *y);
+void pgd_ref_batch_norm(const float *x, int64_t n, int64_t channels, int64_t inner,
+                        const float *mean, const float *var, const float *w, const float *b,
+                        double eps, double *y);
+void pgd_ref_group_norm(const float *x, int64_t n, int64_t channels, int64_t inner, int groups,
+                        const float *w, const float *b, double eps, double *y);
+
 #endif

@@ -120,7 +120,7 @@ static void io_free(io *t)
 }
 
 /* Runs `body` on a context of every device with a generator seeded per device. */
-#define EACH_DEVICE(seed, body)                                                                   \
+#define EACH_DEVICE(seed, ...)                                                                    \
     do {                                                                                          \
         size_t nd_;                                                                               \
         const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
@@ -129,7 +129,7 @@ static void io_free(io *t)
             const char *dev = d_[di].name;                                                        \
             pgd_rng r;                                                                            \
             pgd_rng_seed(&r, (seed) + di);                                                        \
-            body;                                                                                 \
+            __VA_ARGS__;                                                                           \
             pgd_ctx_destroy(ctx);                                                                 \
         }                                                                                         \
     } while (0)

@@ -423,6 +423,61 @@ START_TEST(layout_ops)
 }
 END_TEST
 
+/* ---- normalisation over any axis (norm.cl) ---- */
+
+/* log_softmax over a middle axis (moved last by layout_copy), LayerNorm with its statistics
+ * (layernorm_stats), RMSNorm, batch norm and group norm (channel_norm). */
+static void normalize_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    int64_t sx[3] = {2, 70, 3}, s2[2] = {2, 1}, s70[1] = {70}, n = 420;
+    float *hx, *hw, *hb;
+    pgd_tensor *x = upload_rand(ctx, r, 3, sx, &hx), *y = poisoned(ctx, 3, sx);
+    double *want = dalloc(n);
+    PGD_CHECK_OK(pgd_softmax_axis(ctx, x, 1, 1.5f, 1, y, &err), &err);
+    pgd_ref_softmax_axis(hx, 2, 70, 3, 1.5, 1, want);
+    expect_close(y, want, 1e-5, 1e-5, "log_softmax axis 1");
+    int64_t sw[2] = {70, 3};
+    pgd_tensor *w = upload_rand(ctx, r, 2, sw, &hw), *b = upload_rand(ctx, r, 2, sw, &hb);
+    pgd_tensor *m = poisoned(ctx, 2, s2), *s = poisoned(ctx, 2, s2);
+    double *wm = dalloc(2), *wr = dalloc(2);
+    PGD_CHECK_OK(pgd_layernorm_axis(ctx, x, 1, w, b, 1e-5f, y, m, s, &err), &err);
+    pgd_ref_layernorm_groups(hx, 2, 210, hw, hb, 1e-5, want = dalloc(n), wm, wr);
+    expect_close(y, want, 1e-4, 1e-5, "layernorm axis 1");
+    expect_close(m, wm, 1e-5, 1e-6, "layernorm mean");
+    expect_close(s, wr, 1e-4, 1e-6, "layernorm rstd");
+    PGD_CHECK_OK(pgd_rmsnorm(ctx, x, 1, w, 1e-5f, y, &err), &err);
+    pgd_ref_rmsnorm(hx, 2, 210, hw, 1e-5, want = dalloc(n));
+    expect_close(y, want, 1e-4, 1e-5, "rmsnorm");
+    float *hm, *hv, *hg, *hc;
+    pgd_tensor *cm = upload_rand(ctx, r, 1, s70, &hm), *cv = upload_rand(ctx, r, 1, s70, &hv);
+    pgd_tensor *cg = upload_rand(ctx, r, 1, s70, &hg), *cb = upload_rand(ctx, r, 1, s70, &hc);
+    float *hv2 = malloc(70 * sizeof *hv2);
+    for (int i = 0; i < 70; i++)
+        hv2[i] = hv[i] * hv[i] + 0.5f; /* a variance */
+    PGD_CHECK_OK(pgd_tensor_upload(cv, hv2, &err), &err);
+    PGD_CHECK_OK(pgd_batch_norm(ctx, x, cm, cv, cg, cb, 1e-5f, y, &err), &err);
+    pgd_ref_batch_norm(hx, 2, 70, 3, hm, hv2, hg, hc, 1e-5, want = dalloc(n));
+    expect_close(y, want, 1e-5, 1e-6, "batch_norm");
+    PGD_CHECK_OK(pgd_group_norm(ctx, x, 7, cg, cb, 1e-5f, y, &err), &err);
+    pgd_ref_group_norm(hx, 2, 70, 3, 7, hg, hc, 1e-5, want = dalloc(n));
+    expect_close(y, want, 1e-4, 1e-5, "group_norm");
+    pgd_tensor *tensors[] = {x, y, w, b, m, s, cm, cv, cg, cb};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        pgd_tensor_destroy(tensors[i]);
+    free(hx), free(hw), free(hb), free(hm), free(hv), free(hg), free(hc), free(hv2);
+}
+
+START_TEST(normalize_ops)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 23);
+    pgd_ctx *ctx = make_ctx(NULL);
+    normalize_case(ctx, &r);
+    tally_destroy(ctx);
+}
+END_TEST
+
 /* ---- GEMM and linear layers ---- */
 
 /* C = act(alpha·op(A)·op(B) + beta·C + bias) + R over a batch of 2, for each transposition. */
@@ -1079,6 +1134,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
         {"broadcast", broadcast_ops}, {"layout", layout_ops},
+        {"normalize", normalize_ops},
         {"gemm", gemm_forms},         {"attention", attention_forms},
         {"conv", conv_forms},         {"pool", pools},
         {"patch", patch_and_pos},     {"window", windows},

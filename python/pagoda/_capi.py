@@ -401,6 +401,12 @@ _DECLS = [
     ("pgd_unary", c_int, V, c_int, V, V, ErrP),
     ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
+    # normalisation over any axis
+    ("pgd_softmax_axis", c_int, V, V, c_int, c_float, c_int, V, ErrP),
+    ("pgd_layernorm_axis", c_int, V, V, c_int, V, V, c_float, V, V, V, ErrP),
+    ("pgd_rmsnorm", c_int, V, V, c_int, V, c_float, V, ErrP),
+    ("pgd_batch_norm", c_int, V, V, V, V, V, V, c_float, V, ErrP),
+    ("pgd_group_norm", c_int, V, V, c_int, V, V, c_float, V, ErrP),
     # layout
     ("pgd_transpose", c_int, V, V, POINTER(c_int), V, ErrP),
     ("pgd_slice", c_int, V, V, c_int, POINTER(c_int), POINTER(c_int64), POINTER(c_int64),

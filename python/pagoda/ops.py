@@ -295,17 +295,74 @@ def _unary(fn: Any, x: ArrayLike, out: Optional[Tensor], ctx: Optional[Context],
 
 
 def layernorm(x: ArrayLike, weight: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
-              eps: float = 1e-5, *, out: Optional[Tensor] = None,
-              ctx: Optional[Context] = None) -> Tensor:
-    """Layer normalisation over the last dim: (x - mean) / sqrt(var + eps) · weight + bias.
-    weight and bias both given or both None."""
+              eps: float = 1e-5, *, axis: int = -1, return_stats: bool = False,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Any:
+    """Layer normalisation over the dims from `axis` on (the last by default; ONNX
+    LayerNormalization): (x - mean) / sqrt(var + eps) · weight + bias, weight and bias of
+    x.shape[axis:] (both or neither). With return_stats, (y, mean, rstd): each group's mean and
+    1 / sqrt(var + eps) with shape x.shape[:axis] + 1s, as ONNX gives them."""
     if (weight is None) != (bias is None):
         raise InvalidArgumentError("pagoda: layernorm: give weight and bias together, or neither")
     with _call(ctx, x, weight, bias, out) as c:
         t = c.t(x, "x")
         assert t is not None
         y = c.out(out, t.shape)
-        _run(api.pgd_layernorm, c.ctx._h, t._handle(), c.h(weight, "weight"),
+        nd = len(t.shape)
+        if axis == -1 and not return_stats:
+            _run(api.pgd_layernorm, c.ctx._h, t._handle(), c.h(weight, "weight"),
+                 c.h(bias, "bias"), float(eps), y._handle())
+            return y
+        mean = rstd = None
+        if return_stats and -nd <= axis < nd:
+            a = axis % nd
+            mean = c.out(None, list(t.shape[:a]) + [1] * (nd - a))
+            rstd = c.out(None, list(t.shape[:a]) + [1] * (nd - a))
+        _run(api.pgd_layernorm_axis, c.ctx._h, t._handle(),
+             c_integer(axis, c_int, "layernorm: axis"), c.h(weight, "weight"), c.h(bias, "bias"),
+             float(eps), y._handle(), mean._handle() if mean else None,
+             rstd._handle() if rstd else None)
+        return (y, mean, rstd) if return_stats else y
+
+
+def rms_norm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-5, *,
+             axis: int = -1, out: Optional[Tensor] = None,
+             ctx: Optional[Context] = None) -> Tensor:
+    """RMSNorm over the dims from `axis` on: x / sqrt(mean(x²) + eps) · weight (weight of
+    x.shape[axis:], or None)."""
+    with _call(ctx, x, weight, out) as c:
+        t = _operand(c, x, "x")
+        y = c.out(out, t.shape)
+        _run(api.pgd_rmsnorm, c.ctx._h, t._handle(), c_integer(axis, c_int, "rms_norm: axis"),
+             c.h(weight, "weight"), float(eps), y._handle())
+        return y
+
+
+def batch_norm(x: ArrayLike, mean: ArrayLike, var: ArrayLike, weight: ArrayLike,
+               bias: ArrayLike, eps: float = 1e-5, *, out: Optional[Tensor] = None,
+               ctx: Optional[Context] = None) -> Tensor:
+    """Batch norm for inference on x [N, C, ...]: (x - mean) / sqrt(var + eps) · weight + bias
+    per channel, each of those [C] (ONNX BatchNormalization, torch batch_norm with
+    training=False)."""
+    with _call(ctx, x, mean, var, weight, bias, out) as c:
+        t = _operand(c, x, "x")
+        y = c.out(out, t.shape)
+        _run(api.pgd_batch_norm, c.ctx._h, t._handle(), c.h(mean, "mean"), c.h(var, "var"),
+             c.h(weight, "weight"), c.h(bias, "bias"), float(eps), y._handle())
+        return y
+
+
+def group_norm(x: ArrayLike, groups: int, weight: Optional[ArrayLike] = None,
+               bias: Optional[ArrayLike] = None, eps: float = 1e-5, *,
+               out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """Group norm on x [N, C, ...] (torch.nn.functional.group_norm): the channels in `groups`
+    groups, each normalised with the dims after it, then · weight + bias per channel."""
+    if (weight is None) != (bias is None):
+        raise InvalidArgumentError("pagoda: group_norm: give weight and bias together, or neither")
+    with _call(ctx, x, weight, bias, out) as c:
+        t = _operand(c, x, "x")
+        y = c.out(out, t.shape)
+        _run(api.pgd_group_norm, c.ctx._h, t._handle(),
+             c_integer(groups, c_int, "group_norm: groups"), c.h(weight, "weight"),
              c.h(bias, "bias"), float(eps), y._handle())
         return y
 
@@ -324,10 +381,26 @@ def relu(x: ArrayLike, *, out: Optional[Tensor] = None, ctx: Optional[Context] =
     return _unary(lambda h, xh, yh: _run(api.pgd_relu, h, xh, yh), x, out, ctx)
 
 
-def softmax(x: ArrayLike, scale: float = 1.0, *, out: Optional[Tensor] = None,
+def softmax(x: ArrayLike, scale: float = 1.0, *, axis: int = -1, out: Optional[Tensor] = None,
             ctx: Optional[Context] = None) -> Tensor:
-    """softmax(scale · x) over the last dim."""
-    return _unary(lambda h, xh, yh: _run(api.pgd_softmax, h, xh, float(scale), yh), x, out, ctx)
+    """softmax(scale · x) along `axis` (the last by default)."""
+    if axis == -1:
+        return _unary(lambda h, xh, yh: _run(api.pgd_softmax, h, xh, float(scale), yh), x, out,
+                      ctx)
+    return _softmax_axis(x, scale, axis, 0, out, ctx)
+
+
+def log_softmax(x: ArrayLike, axis: int = -1, *, scale: float = 1.0,
+                out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """log(softmax(scale · x)) along `axis`, as scale·x - max - log Σ exp(scale·x - max)."""
+    return _softmax_axis(x, scale, axis, 1, out, ctx)
+
+
+def _softmax_axis(x: ArrayLike, scale: float, axis: int, log: int, out: Optional[Tensor],
+                  ctx: Optional[Context]) -> Tensor:
+    a = c_integer(axis, c_int, "softmax: axis")
+    return _unary(lambda h, xh, yh: _run(api.pgd_softmax_axis, h, xh, a, float(scale), log, yh),
+                  x, out, ctx)
 
 
 def scale(x: ArrayLike, alpha: float, *, out: Optional[Tensor] = None,

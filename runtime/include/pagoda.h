@@ -1160,6 +1160,43 @@ PGD_API int pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd
  * y = the normalised x). eps >= 0. */
 PGD_API int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
                           const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
+/* ---- normalisation over any axis ---- */
+
+/* The ops below take an axis in [-ndim, ndim) (negative from the end; else
+ * PGD_ERR_INVALID_ARGUMENT naming it); y has x's shape and may be x's tensor. */
+
+/* y = softmax(scale · x) along `axis`, or with log != 0 log_softmax(scale · x), computed as
+ * scale·x - max - log Σ exp(scale·x - max) (a tiny probability keeps its digits). Rows holding
+ * NaN or +inf, and rows of only -inf, are NaN, as in PyTorch. The last axis runs as
+ * pgd_softmax does; another axis is moved last and back by two copies (a temporary of x's
+ * size). */
+PGD_API int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, int log,
+                             pgd_tensor *y, pgd_error **err);
+/* LayerNorm over the dims from `axis` on (ONNX LayerNormalization, torch layer_norm with
+ * normalized_shape = x.shape[axis:]): each group of those dims is normalised as pgd_layernorm
+ * normalises a row. w and b (both or neither) have x.shape[axis:], or are 1-D of its product.
+ * mean and rstd (both or neither) receive each group's mean and 1 / sqrt(var + eps) with x's
+ * dims before the axis, then any 1s (ONNX's [.., 1, 1]); they are computed before y is
+ * written. */
+PGD_API int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
+                               const pgd_tensor *b, float eps, pgd_tensor *y, pgd_tensor *mean,
+                               pgd_tensor *rstd, pgd_error **err);
+/* RMSNorm over the dims from `axis` on: y = x / sqrt(mean(x²) + eps) · w (w as
+ * pgd_layernorm_axis's, or NULL for none). eps >= 0. */
+PGD_API int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
+                        float eps, pgd_tensor *y, pgd_error **err);
+/* Batch norm for inference on x [N, C, ...] (2 dims or more): y = (x - mean_c) /
+ * sqrt(var_c + eps) · w_c + b_c with mean, var, w and b 1-D [C] device tensors (ONNX
+ * BatchNormalization in inference mode). */
+PGD_API int pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
+                           const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
+                           float eps, pgd_tensor *y, pgd_error **err);
+/* Group norm on x [N, C, ...]: the channels in `groups` groups (groups divides C), each group of
+ * each sample normalised over its channels and the dims after them, then y · w_c + b_c with w
+ * and b 1-D [C] (both or neither; torch.nn.functional.group_norm). */
+PGD_API int pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups, const pgd_tensor *w,
+                           const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
+
 /* y = GELU(x) elementwise: the exact form x/2 (1 + erf(x/sqrt 2)), or with tanh_form != 0 the
  * approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). y may alias x. */
 PGD_API int pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form,

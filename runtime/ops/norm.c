@@ -232,3 +232,316 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
     size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
     return pgd__enqueue(ctx, k, "bias_add", 1, &global, &wg, err);
 }
+
+/* ---- normalisation over any axis ---- */
+
+/* A contiguous handle over t's buffer as [rows, cols] (a view for the row kernels; never
+ * destroyed). */
+static pgd_tensor view2(const pgd_tensor *t, int64_t rows, int64_t cols)
+{
+    pgd_tensor v = *t;
+    v.ndim = 2;
+    v.shape[0] = rows;
+    v.shape[1] = cols;
+    v.stride[0] = cols;
+    v.stride[1] = 1;
+    return v;
+}
+
+/* axis in [-ndim, ndim) of x as a dim index; the products of the dims before it (*outer), of
+ * it and the dims after (*from: the trailing group), and of the dims after it (*inner). */
+static int split_axis(const pgd_tensor *x, int axis, const char *op, int *a, int64_t *outer,
+                      int64_t *from, int64_t *inner, pgd_error **err)
+{
+    int nd = x->ndim;
+    if (axis < -nd || axis >= nd)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: axis %d is outside [-%d, %d) for x of %d dims", op, axis, nd,
+                              nd, nd);
+    *a = axis < 0 ? axis + nd : axis;
+    *outer = *inner = 1;
+    for (int d = 0; d < nd; d++) {
+        if (d < *a)
+            *outer *= x->shape[d];
+        if (d > *a)
+            *inner *= x->shape[d];
+    }
+    *from = x->shape[*a] * *inner;
+    return PGD_OK;
+}
+
+/* One row kernel over [rows, cols] with the arguments (x, y, cols, scale, scratch). */
+static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, int64_t rows,
+                        int64_t cols, float scale, pgd_error **err)
+{
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "norm", NULL, kernel, &k, err);
+    if (rc)
+        return rc;
+    size_t wg = row_wg(ctx, k, cols);
+    pgd__arg_mem(&args, x);
+    pgd__arg_mem(&args, y);
+    pgd__arg_uint(&args, (cl_uint)cols);
+    pgd__arg_float(&args, scale);
+    pgd__arg_local(&args, wg * sizeof(float));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t global = (size_t)rows * wg;
+    return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
+}
+
+int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, int log,
+                     pgd_tensor *y, pgd_error **err)
+{
+    const char *op = log ? "log_softmax" : "softmax";
+    int a = 0, rc = check_xy(x, y, op, err);
+    int64_t outer = 0, from = 0, inner = 0;
+    if (rc || (rc = split_axis(x, axis, op, &a, &outer, &from, &inner, err)))
+        return rc;
+    const char *kernel = log ? "log_softmax_rows" : "softmax_rows";
+    int64_t n = x->shape[a];
+    if (pgd_tensor_numel(x) == 0)
+        return PGD_OK;
+    if (inner == 1)
+        return softmax_like(ctx, kernel, x->buf, y->buf, outer, n, scale, err);
+    /* The axis moved last, the rows done in place, and moved back: two copies, but the one
+     * fused and tested row kernel (a strided row would walk memory inner floats apart). */
+    int64_t ts[3] = {outer, inner, n}, xs[3] = {outer, n, inner};
+    static const int swap[3] = {0, 2, 1};
+    pgd_tensor *t = NULL, xv = *x, yv = *y;
+    pgd_tensor_reshape(&xv, 3, xs, NULL);
+    pgd_tensor_reshape(&yv, 3, xs, NULL);
+    if ((rc = pgd_tensor_create(ctx, 3, ts, &t, err)))
+        return rc;
+    rc = pgd_transpose(ctx, &xv, swap, t, err);
+    if (!rc)
+        rc = softmax_like(ctx, kernel, t->buf, t->buf, outer * inner, n, scale, err);
+    if (!rc)
+        rc = pgd_transpose(ctx, t, swap, &yv, err);
+    pgd_tensor_destroy(t);
+    return rc;
+}
+
+/* w (or b) for the trailing group x.shape[a:]: those dims exactly, or 1-D of their product. */
+static int check_group(const pgd_tensor *x, int a, int64_t from, const pgd_tensor *v,
+                       const char *op, const char *name, pgd_error **err)
+{
+    int same = v->ndim == x->ndim - a;
+    for (int d = 0; same && d < v->ndim; d++)
+        same = v->shape[d] == x->shape[a + d];
+    if (same || (v->ndim == 1 && v->shape[0] == from))
+        return PGD_OK;
+    char what[128];
+    snprintf(what, sizeof what, "%s must have x's dims from axis %d on", name, a);
+    return pgd__shape_error(err, op, what, x, v);
+}
+
+/* A statistics output: outer elements, x's dims before axis a then any 1s, or NULL. */
+static int check_stats(const pgd_tensor *x, int a, int64_t outer, const pgd_tensor *s,
+                       const char *name, pgd_error **err)
+{
+    int ok = !s || pgd_tensor_numel(s) == outer;
+    for (int d = 0; s && ok && d < s->ndim; d++)
+        ok = d < a ? s->shape[d] == x->shape[d] : s->shape[d] == 1;
+    if (ok && s && s->ndim < a)
+        ok = 0;
+    if (ok)
+        return PGD_OK;
+    char what[128];
+    snprintf(what, sizeof what, "%s must have x's dims before axis %d (then any 1s)", name, a);
+    return pgd__shape_error(err, "layernorm", what, x, s);
+}
+
+int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
+                       const pgd_tensor *b, float eps, pgd_tensor *y, pgd_tensor *mean,
+                       pgd_tensor *rstd, pgd_error **err)
+{
+    int a = 0, rc = check_xy(x, y, "layernorm", err);
+    int64_t outer = 0, from = 0, inner = 0;
+    if (rc || (rc = split_axis(x, axis, "layernorm", &a, &outer, &from, &inner, err)))
+        return rc;
+    if ((w == NULL) != (b == NULL))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "layernorm: give both weight and bias, or neither");
+    if ((w && ((rc = check_group(x, a, from, w, "layernorm", "weight", err)) ||
+               (rc = check_group(x, a, from, b, "layernorm", "bias", err)))) ||
+        (rc = check_stats(x, a, outer, mean, "mean", err)) ||
+        (rc = check_stats(x, a, outer, rstd, "rstd", err)))
+        return rc;
+    if ((mean == NULL) != (rstd == NULL))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "layernorm: give both mean and rstd, or neither");
+    if (!(eps >= 0.0f))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "layernorm: eps must be non-negative, got %g", (double)eps);
+    if (mean && from == 0 && outer > 0)
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "layernorm: x's dims from axis %d on hold no elements: no mean or "
+                              "rstd to give",
+                              a);
+    if (pgd_tensor_numel(x) == 0)
+        return PGD_OK;
+    if (mean) { /* first: y may be x */
+        cl_kernel k;
+        pgd__args args;
+        if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "layernorm_stats", &k, err)))
+            return rc;
+        size_t wg = row_wg(ctx, k, from), global = (size_t)outer * wg;
+        pgd__arg_mem(&args, x->buf);
+        pgd__arg_mem(&args, mean->buf);
+        pgd__arg_mem(&args, rstd->buf);
+        pgd__arg_uint(&args, (cl_uint)from);
+        pgd__arg_float(&args, eps);
+        pgd__arg_local(&args, wg * sizeof(float));
+        if ((rc = pgd__args_end(&args, err)) ||
+            (rc = pgd__enqueue(ctx, k, "layernorm_stats", 1, &global, &wg, err)))
+            return rc;
+    }
+    pgd_tensor xv = view2(x, outer, from), yv = view2(y, outer, from), wv, bv;
+    if (w) {
+        wv = view2(w, 1, from);
+        bv = view2(b, 1, from);
+        wv.ndim = bv.ndim = 1;
+        wv.shape[0] = bv.shape[0] = from;
+    }
+    return pgd_layernorm(ctx, &xv, w ? &wv : NULL, b ? &bv : NULL, eps, &yv, err);
+}
+
+int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w, float eps,
+                pgd_tensor *y, pgd_error **err)
+{
+    int a = 0, rc = check_xy(x, y, "rmsnorm", err);
+    int64_t outer = 0, from = 0, inner = 0;
+    if (rc || (rc = split_axis(x, axis, "rmsnorm", &a, &outer, &from, &inner, err)) ||
+        (w && (rc = check_group(x, a, from, w, "rmsnorm", "weight", err))))
+        return rc;
+    if (!(eps >= 0.0f))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "rmsnorm: eps must be non-negative, got %g", (double)eps);
+    if (pgd_tensor_numel(x) == 0)
+        return PGD_OK;
+    cl_kernel k;
+    pgd__args args;
+    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "rmsnorm_rows", &k, err)))
+        return rc;
+    size_t wg = row_wg(ctx, k, from), global = (size_t)outer * wg;
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, w ? w->buf : x->buf); /* not read without affine */
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_uint(&args, (cl_uint)from);
+    pgd__arg_float(&args, eps);
+    pgd__arg_uint(&args, w != NULL);
+    pgd__arg_local(&args, wg * sizeof(float));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    return pgd__enqueue(ctx, k, "rmsnorm_rows", 1, &global, &wg, err);
+}
+
+/* x [N, C, ...]: *channels = C, *inner = the product of the dims after C. */
+static int check_nc(const pgd_tensor *x, const char *op, int64_t *channels, int64_t *inner,
+                    pgd_error **err)
+{
+    char s[128];
+    if (x->ndim < 2)
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: x is %s, want [N, C, ...] (2 dims or more)",
+                              op, pgd_tensor_shape_str(x, s, sizeof s));
+    *channels = x->shape[1];
+    *inner = 1;
+    for (int d = 2; d < x->ndim; d++)
+        *inner *= x->shape[d];
+    return PGD_OK;
+}
+
+/* A per-channel vector: 1-D [C]. */
+static int check_channel_vec(const pgd_tensor *x, const pgd_tensor *v, int64_t channels,
+                             const char *op, const char *name, pgd_error **err)
+{
+    if (!v)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: %s is required", op, name);
+    if (v->ndim == 1 && v->shape[0] == channels)
+        return PGD_OK;
+    char what[96];
+    snprintf(what, sizeof what, "%s must be 1-D [C], one per channel (x's dim 1)", name);
+    return pgd__shape_error(err, op, what, x, v);
+}
+
+/* channel_norm over x [N, C, inner] into y: with mean and var the batch-norm form, without
+ * them the affine step alone. */
+static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
+                        const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
+                        float eps, int64_t channels, int64_t inner, pgd_tensor *y,
+                        pgd_error **err)
+{
+    cl_uint n = (cl_uint)pgd_tensor_numel(x);
+    if (n == 0)
+        return PGD_OK;
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "norm", NULL, "channel_norm", &k, err);
+    if (rc)
+        return rc;
+    pgd__arg_mem(&args, x->buf);
+    pgd__arg_mem(&args, y->buf);
+    pgd__arg_mem(&args, mean ? mean->buf : w->buf); /* not read without the statistics */
+    pgd__arg_mem(&args, var ? var->buf : w->buf);
+    pgd__arg_mem(&args, w->buf);
+    pgd__arg_mem(&args, b->buf);
+    pgd__arg_float(&args, eps);
+    pgd__arg_uint(&args, (cl_uint)channels);
+    pgd__arg_uint(&args, (cl_uint)inner);
+    pgd__arg_uint(&args, n);
+    pgd__arg_uint(&args, mean != NULL);
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up(n, wg);
+    return pgd__enqueue(ctx, k, "channel_norm", 1, &global, &wg, err);
+}
+
+int pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
+                   const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b, float eps,
+                   pgd_tensor *y, pgd_error **err)
+{
+    int64_t channels = 0, inner = 0;
+    int rc = check_xy(x, y, "batch_norm", err);
+    if (rc || (rc = check_nc(x, "batch_norm", &channels, &inner, err)) ||
+        (rc = check_channel_vec(x, mean, channels, "batch_norm", "mean", err)) ||
+        (rc = check_channel_vec(x, var, channels, "batch_norm", "var", err)) ||
+        (rc = check_channel_vec(x, w, channels, "batch_norm", "weight", err)) ||
+        (rc = check_channel_vec(x, b, channels, "batch_norm", "bias", err)))
+        return rc;
+    if (!(eps >= 0.0f))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "batch_norm: eps must be non-negative, got %g", (double)eps);
+    return channel_norm(ctx, x, mean, var, w, b, eps, channels, inner, y, err);
+}
+
+int pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups, const pgd_tensor *w,
+                   const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err)
+{
+    int64_t channels = 0, inner = 0;
+    int rc = check_xy(x, y, "group_norm", err);
+    if (rc || (rc = check_nc(x, "group_norm", &channels, &inner, err)))
+        return rc;
+    char s[128];
+    if (groups < 1 || channels % groups)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "group_norm: %d groups do not divide the %lld channels of x %s",
+                              groups, (long long)channels, pgd_tensor_shape_str(x, s, sizeof s));
+    if ((w == NULL) != (b == NULL))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "group_norm: give both weight and bias, or neither");
+    if (w && ((rc = check_channel_vec(x, w, channels, "group_norm", "weight", err)) ||
+              (rc = check_channel_vec(x, b, channels, "group_norm", "bias", err))))
+        return rc;
+    if (!(eps >= 0.0f))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "group_norm: eps must be non-negative, got %g", (double)eps);
+    int64_t rows = x->shape[0] * groups, cols = channels / groups * inner;
+    if (rows * cols == 0)
+        return PGD_OK;
+    pgd_tensor xv = view2(x, rows, cols), yv = view2(y, rows, cols);
+    if ((rc = pgd_layernorm(ctx, &xv, NULL, NULL, eps, &yv, err)) || !w)
+        return rc;
+    return channel_norm(ctx, y, NULL, NULL, w, b, 0.0f, channels, inner, y, err);
+}

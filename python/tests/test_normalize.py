@@ -1,0 +1,97 @@
+"""Normalisation over any axis (softmax and log_softmax with axis=, layernorm with axis= and
+return_stats, rms_norm, batch_norm, group_norm) against NumPy in float64 on every device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pagoda
+
+CASES = 50
+
+
+def shape_of(rng, lo=1, hi=5, limit=3000):
+    shape, n = [], 1
+    for _ in range(int(rng.integers(lo, hi + 1))):
+        s = int(rng.choice([1, 2, 3, 5, 7, 13, 17, 64]))
+        s = 1 if n * s > limit else s
+        shape.append(s)
+        n *= s
+    return tuple(shape)
+
+
+def close(got, want, rtol, atol, what):
+    got = np.asarray(got, np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    err = np.abs(got - want) - rtol * np.abs(want)
+    assert (err <= atol).all(), f"{what}: off by {err.max():.3g}"
+
+
+def test_softmax_axis(ctx, rng):
+    for i in range(CASES):
+        x = (rng.standard_normal(shape_of(rng)) * 3).astype(np.float32)
+        axis = int(rng.integers(-x.ndim, x.ndim))
+        d = x.astype(np.float64)
+        e = d - d.max(axis=axis, keepdims=True)
+        lse = np.log(np.exp(e).sum(axis=axis, keepdims=True))
+        close(pagoda.softmax(ctx.tensor(x), axis=axis).numpy(), np.exp(e - lse), 2e-5, 1e-7,
+              f"softmax {x.shape} axis {axis}")
+        close(pagoda.log_softmax(ctx.tensor(x), axis).numpy(), e - lse, 2e-5, 2e-5,
+              f"log_softmax {x.shape} axis {axis}")
+
+
+def test_layernorm_axis_and_stats(ctx, rng):
+    for i in range(CASES):
+        x = rng.standard_normal(shape_of(rng)).astype(np.float32) + (50 if i % 3 == 0 else 0)
+        axis = int(rng.integers(-x.ndim, x.ndim))
+        a = axis % x.ndim
+        w = rng.standard_normal(x.shape[a:]).astype(np.float32)
+        b = rng.standard_normal(x.shape[a:]).astype(np.float32)
+        d = x.astype(np.float64)
+        red = tuple(range(a, x.ndim))
+        mean = d.mean(axis=red, keepdims=True)
+        rstd = 1 / np.sqrt(((d - mean) ** 2).mean(axis=red, keepdims=True) + 1e-5)
+        y, m, s = pagoda.layernorm(ctx.tensor(x), w, b, axis=axis, return_stats=True)
+        close(y.numpy(), (d - mean) * rstd * w + b, 1e-4, 1e-4, f"layernorm {x.shape} {axis}")
+        close(m.numpy(), mean, 1e-5, 1e-5, "mean")
+        close(s.numpy(), rstd, 1e-3, 1e-5, "rstd")
+        ms = (d * d).mean(axis=red, keepdims=True)
+        close(pagoda.rms_norm(ctx.tensor(x), w, axis=axis).numpy(), d / np.sqrt(ms + 1e-5) * w,
+              1e-4, 1e-5, f"rms_norm {x.shape} {axis}")
+
+
+def test_batch_and_group_norm(ctx, rng):
+    for i in range(CASES):
+        g = int(rng.integers(1, 4))
+        shape = list(shape_of(rng, 2, 4, 1000))
+        shape[1] = g * int(rng.integers(1, 4))
+        x = rng.standard_normal(shape).astype(np.float32)
+        c = shape[1]
+        mean, w, b = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
+        var = (rng.random(c) + 0.5).astype(np.float32)
+        d = x.astype(np.float64)
+        per = (1, c) + (1,) * (x.ndim - 2)
+        want = ((d - mean.reshape(per)) / np.sqrt(var.reshape(per).astype(np.float64) + 1e-5)
+                * w.reshape(per) + b.reshape(per))
+        close(pagoda.batch_norm(ctx.tensor(x), mean, var, w, b).numpy(), want, 1e-5, 1e-5,
+              f"batch_norm {x.shape}")
+        grp = d.reshape(shape[0], g, -1)
+        gm = grp.mean(axis=2, keepdims=True)
+        gn = ((grp - gm) / np.sqrt(((grp - gm) ** 2).mean(axis=2, keepdims=True) + 1e-5))
+        want = gn.reshape(shape) * w.reshape(per) + b.reshape(per)
+        close(pagoda.group_norm(ctx.tensor(x), g, w, b).numpy(), want, 1e-4, 1e-4,
+              f"group_norm {x.shape} groups {g}")
+
+
+def test_errors(ctx):
+    a = ctx.tensor(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(pagoda.InvalidArgumentError, match="softmax: axis 3 is outside"):
+        pagoda.softmax(a, axis=3)
+    with pytest.raises(pagoda.ShapeError, match="weight must have x's dims from axis 1 on"):
+        pagoda.layernorm(a, np.ones(5, np.float32), np.ones(5, np.float32), axis=1)
+    with pytest.raises(pagoda.InvalidArgumentError, match="2 groups do not divide the 3"):
+        pagoda.group_norm(a, 2)
+    with pytest.raises(pagoda.ShapeError, match="var must be 1-D"):
+        c3 = np.ones(3, np.float32)
+        pagoda.batch_norm(a, c3, np.ones(4, np.float32), c3, c3)
