@@ -1068,3 +1068,39 @@ void pgd_ref_group_norm(const float *x, int64_t n, int64_t channels, int64_t inn
         y[i] = y[i] * w[c] + b[c];
     }
 }
+
+/* ---- matmul ---- */
+
+void pgd_ref_matmul(const float *a, int na, const int64_t *sa, const float *b, int nb,
+                    const int64_t *sb, double *y)
+{
+    int64_t pa[PGD_MAX_DIMS + 1], pb[PGD_MAX_DIMS + 1], bs[PGD_MAX_DIMS];
+    int ra = na < 2 ? 2 : na, rb = nb < 2 ? 2 : nb;
+    memcpy(pa + (ra - na), sa, (size_t)na * sizeof *pa);
+    memcpy(pb, sb, (size_t)nb * sizeof *pb);
+    if (na == 1)
+        pa[0] = 1;
+    if (nb == 1)
+        pb[1] = 1;
+    int64_t M = pa[ra - 2], K = pa[ra - 1], N = pb[rb - 1];
+    int r = ra - 2 > rb - 2 ? ra - 2 : rb - 2;
+    int64_t nbatch = 1;
+    for (int d = 0; d < r; d++) {
+        int ea = d - (r - (ra - 2)), eb = d - (r - (rb - 2));
+        int64_t da = ea >= 0 ? pa[ea] : 1, db = eb >= 0 ? pb[eb] : 1;
+        bs[d] = da == 1 ? db : da;
+        nbatch *= bs[d];
+    }
+    for (int64_t i = 0; i < nbatch; i++) {
+        size_t ia = pgd_ref_bcast_index((size_t)i, r, bs, ra - 2, pa);
+        size_t ib = pgd_ref_bcast_index((size_t)i, r, bs, rb - 2, pb);
+        const float *am = a + ia * (size_t)(M * K), *bm = b + ib * (size_t)(K * N);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double s = 0.0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (double)am[m * K + k] * bm[k * N + n];
+                y[(i * M + m) * N + n] = s;
+            }
+    }
+}

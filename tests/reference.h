@@ -177,4 +177,9 @@ void pgd_ref_batch_norm(const float *x, int64_t n, int64_t channels, int64_t inn
 void pgd_ref_group_norm(const float *x, int64_t n, int64_t channels, int64_t inner, int groups,
                         const float *w, const float *b, double eps, double *y);
 
+/* numpy.matmul in double: a (na dims, shape sa) times b (nb, sb), 1-D operands promoted;
+ * y row-major in the result's shape. */
+void pgd_ref_matmul(const float *a, int na, const int64_t *sa, const float *b, int nb,
+                    const int64_t *sb, double *y);
+
 #endif

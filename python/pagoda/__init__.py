@@ -74,6 +74,7 @@ from .ops import (
     linear,
     log,
     log_softmax,
+    matmul,
     maximum,
     maxpool2d,
     mean,
@@ -126,7 +127,7 @@ __all__ = [
     "pow", "power", "prod", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "subtract", "sum", "tanh",
     "where",
     # normalisation over any axis
-    "batch_norm", "group_norm", "log_softmax", "rms_norm",
+    "batch_norm", "group_norm", "log_softmax", "rms_norm", "matmul",
     # layout
     "concat", "concatenate", "depth_to_space", "gather", "pad", "slice_", "space_to_depth",
     "take", "transpose",

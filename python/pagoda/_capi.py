@@ -401,6 +401,7 @@ _DECLS = [
     ("pgd_unary", c_int, V, c_int, V, V, ErrP),
     ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
+    ("pgd_matmul", c_int, V, V, V, V, ErrP),
     # normalisation over any axis
     ("pgd_softmax_axis", c_int, V, V, c_int, c_float, c_int, V, ErrP),
     ("pgd_layernorm_axis", c_int, V, V, c_int, V, V, c_float, V, V, V, ErrP),

@@ -960,6 +960,37 @@ def argmin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims:
 
 
 
+# ---- matmul ----------------------------------------------------------------------------------
+
+
+def _matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
+    """numpy.matmul's result shape, or None where the operands do not fit."""
+    if not sa or not sb:
+        return None
+    pa = (1,) + sa if len(sa) == 1 else sa
+    pb = sb + (1,) if len(sb) == 1 else sb
+    if pa[-1] != pb[-2]:
+        return None
+    try:
+        batch = tuple(np.broadcast_shapes(pa[:-2], pb[:-2]))
+    except ValueError:
+        return None
+    return batch + (() if len(sa) == 1 else (pa[-2],)) + (() if len(sb) == 1 else (pb[-1],))
+
+
+def matmul(a: ArrayLike, b: ArrayLike, *, out: Optional[Tensor] = None,
+           ctx: Optional[Context] = None) -> Tensor:
+    """numpy.matmul(a, b): [..., M, K] @ [..., K, N] with the batch dims broadcasting both
+    ways (a 1-D a is a row, a 1-D b a column, as in NumPy)."""
+    with _call(ctx, a, b, out) as c:
+        ta, tb = _operand(c, a, "a"), _operand(c, b, "b")
+        shape = _matmul_shape(tuple(ta.shape), tuple(tb.shape))
+        # Operands that do not fit: the C call names them before it looks at y.
+        y = c.out(out, shape) if shape is not None else c.out(None, ())
+        _run(api.pgd_matmul, c.ctx._h, ta._handle(), tb._handle(), y._handle())
+        return y
+
+
 # ---- layout ---------------------------------------------------------------------------------
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -1,5 +1,6 @@
 """Normalisation over any axis (softmax and log_softmax with axis=, layernorm with axis= and
-return_stats, rms_norm, batch_norm, group_norm) against NumPy in float64 on every device."""
+return_stats, rms_norm, batch_norm, group_norm) and matmul against NumPy in float64 on every
+device."""
 
 from __future__ import annotations
 
@@ -95,3 +96,19 @@ def test_errors(ctx):
     with pytest.raises(pagoda.ShapeError, match="var must be 1-D"):
         c3 = np.ones(3, np.float32)
         pagoda.batch_norm(a, c3, np.ones(4, np.float32), c3, c3)
+
+
+def test_matmul_broadcasts(ctx, rng):
+    """pagoda.matmul against numpy.matmul: batch dims broadcasting both ways, 1-D operands."""
+    for i in range(CASES):
+        batch = [int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 4)))]
+        m, k, n = (int(rng.choice([1, 2, 5, 7, 17])) for _ in range(3))
+        sa = [d if rng.integers(0, 2) else 1 for d in batch[int(rng.integers(0, len(batch) + 1)):]]
+        sb = [d if rng.integers(0, 2) else 1 for d in batch[int(rng.integers(0, len(batch) + 1)):]]
+        a = rng.standard_normal(sa + [m, k] if i % 9 else [k]).astype(np.float32)
+        b = rng.standard_normal(sb + [k, n] if i % 7 else [k]).astype(np.float32)
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        close(pagoda.matmul(ctx.tensor(a), ctx.tensor(b)).numpy(), want, 1e-4, 1e-4,
+              f"matmul {a.shape} @ {b.shape}")
+    with pytest.raises(pagoda.ShapeError, match="do not broadcast: 2 vs 3"):
+        pagoda.matmul(ctx.tensor(np.zeros((2, 3, 4), np.float32)), np.zeros((3, 4, 5), np.float32))

@@ -526,6 +526,15 @@ PGD_API int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M,
                              int64_t K, int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c,
                              pgd_error **err);
 
+/* y = numpy.matmul(a, b) (ONNX MatMul): a [..., M, K] times b [..., K, N] is [..., M, N], the
+ * batch dims (all but the last two) broadcasting against each other as NumPy's do, at any rank
+ * up to PGD_MAX_DIMS; a 1-D a is a row [1, K] and a 1-D b a column [K, 1], the added dim
+ * removed from y. A broadcast operand is never copied (its matrices are shared through a batch
+ * stride of 0). y must have exactly the result's shape (PGD_ERR_SHAPE naming all three) and
+ * must not be a's or b's tensor. */
+PGD_API int pgd_matmul(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
+                       pgd_error **err);
+
 /* A linear layer y = x·Wᵀ + b with W [out, in] as PyTorch stores it, prepared once for the
  * device (on CPU devices W is repacked into the GEMM's panel layout). The caller keeps `w` and
  * `bias` (bias may be NULL); the layer holds its own copies. On error nothing is allocated. */
