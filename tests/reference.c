@@ -1104,3 +1104,42 @@ void pgd_ref_matmul(const float *a, int na, const int64_t *sa, const float *b, i
             }
     }
 }
+
+/* ---- general pooling ---- */
+
+void pgd_ref_pool2d(const float *x, int64_t n, int64_t h, int64_t w, int64_t c,
+                    const pgd_pool_desc *d, int64_t oh, int64_t ow, double *y, double *idx)
+{
+    int dh = d->dh ? d->dh : 1, dw = d->dw ? d->dw : 1;
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++)
+                for (int64_t ch = 0; ch < c; ch++) {
+                    double best = -INFINITY, sum = 0.0;
+                    int64_t at = -1, inside = 0, padded = 0;
+                    for (int ky = 0; ky < d->kh; ky++)
+                        for (int kx = 0; kx < d->kw; kx++) {
+                            int64_t yy = oy * d->sh - d->pad_top + (int64_t)ky * dh;
+                            int64_t xx = ox * d->sw - d->pad_left + (int64_t)kx * dw;
+                            padded += yy >= -d->pad_top && yy < h + d->pad_bottom &&
+                                      xx >= -d->pad_left && xx < w + d->pad_right;
+                            if (yy < 0 || yy >= h || xx < 0 || xx >= w)
+                                continue;
+                            double v = x[((b * h + yy) * w + xx) * c + ch];
+                            inside++;
+                            sum += v;
+                            if (v > best || isnan(v)) {
+                                best = v;
+                                at = yy * w + xx;
+                            }
+                        }
+                    int64_t o = ((b * oh + oy) * ow + ox) * c + ch;
+                    if (d->mode == PGD_POOL_MAX) {
+                        y[o] = best;
+                        if (idx)
+                            idx[o] = (double)at;
+                    } else {
+                        y[o] = sum / (double)(d->count_include_pad ? padded : inside);
+                    }
+                }
+}

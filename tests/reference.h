@@ -182,4 +182,9 @@ void pgd_ref_group_norm(const float *x, int64_t n, int64_t channels, int64_t inn
 void pgd_ref_matmul(const float *a, int na, const int64_t *sa, const float *b, int nb,
                     const int64_t *sb, double *y);
 
+/* pgd_pool2d in double on x [n, h, w, c] (NHWC) into y [n, oh, ow, c]; idx (may be NULL) the
+ * max pool's indices h·W + w. */
+void pgd_ref_pool2d(const float *x, int64_t n, int64_t h, int64_t w, int64_t c,
+                    const pgd_pool_desc *d, int64_t oh, int64_t ow, double *y, double *idx);
+
 #endif

@@ -478,6 +478,48 @@ START_TEST(normalize_ops)
 }
 END_TEST
 
+/* ---- general pooling (pool.cl) ---- */
+
+/* A dilated max pool with per-side pads, ceil mode and indices, and an average pool counting
+ * the padding, both against the reference. */
+static void pool_general_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    int64_t sx[4] = {2, 9, 7, 3}, oh, ow;
+    float *hx;
+    pgd_tensor *x = upload_rand(ctx, r, 4, sx, &hx);
+    pgd_pool_desc d = {PGD_POOL_MAX, 3, 2, 2, 2, 2, 1, 1, 0, 2, 1, 1, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        d.mode = (pgd_pool_mode)mode;
+        d.count_include_pad = 1;
+        PGD_CHECK_OK(pgd_pool2d_output_size(&d, 9, 7, &oh, &ow, &err), &err);
+        int64_t sy[4] = {2, oh, ow, 3}, ny = 2 * oh * ow * 3;
+        pgd_tensor *y = poisoned(ctx, 4, sy), *idx = mode ? NULL : poisoned(ctx, 4, sy);
+        PGD_CHECK_OK(pgd_pool2d(ctx, x, &d, y, idx, &err), &err);
+        double *want = dalloc(ny), *wi = dalloc(ny);
+        pgd_ref_pool2d(hx, 2, 9, 7, 3, &d, oh, ow, want, wi);
+        expect_close(y, want, 1e-5, 1e-6, mode ? "avgpool general" : "maxpool general");
+        if (idx)
+            expect_close(idx, wi, 0, 0, "maxpool indices");
+        else
+            free(wi);
+        pgd_tensor_destroy(y);
+        pgd_tensor_destroy(idx);
+    }
+    pgd_tensor_destroy(x);
+    free(hx);
+}
+
+START_TEST(pool_general)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 29);
+    pgd_ctx *ctx = make_ctx(NULL);
+    pool_general_case(ctx, &r);
+    tally_destroy(ctx);
+}
+END_TEST
+
 /* ---- GEMM and linear layers ---- */
 
 /* C = act(alpha·op(A)·op(B) + beta·C + bias) + R over a batch of 2, for each transposition. */
@@ -1134,7 +1176,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
         {"broadcast", broadcast_ops}, {"layout", layout_ops},
-        {"normalize", normalize_ops},
+        {"normalize", normalize_ops}, {"pool2d", pool_general},
         {"gemm", gemm_forms},         {"attention", attention_forms},
         {"conv", conv_forms},         {"pool", pools},
         {"patch", patch_and_pos},     {"window", windows},

@@ -306,6 +306,15 @@ class ModelInfo(Structure):
 
 # ---- functions --------------------------------------------------------------------------------
 
+class PoolDesc(Structure):
+    """pgd_pool_desc."""
+
+    _fields_ = [("mode", c_int), ("kh", c_int), ("kw", c_int), ("sh", c_int), ("sw", c_int),
+                ("dh", c_int), ("dw", c_int), ("pad_top", c_int), ("pad_left", c_int),
+                ("pad_bottom", c_int), ("pad_right", c_int), ("ceil_mode", c_int),
+                ("count_include_pad", c_int)]
+
+
 ErrP = POINTER(c_void_p)  # pgd_error ** (the error itself stays opaque)
 I64P = POINTER(c_int64)
 V = c_void_p
@@ -402,6 +411,10 @@ _DECLS = [
     ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
     ("pgd_matmul", c_int, V, V, V, V, ErrP),
+    ("pgd_pool2d_output_size", c_int, POINTER(PoolDesc), c_int64, c_int64, POINTER(c_int64),
+     POINTER(c_int64), ErrP),
+    ("pgd_pool2d", c_int, V, V, POINTER(PoolDesc), V, V, ErrP),
+    ("pgd_global_maxpool", c_int, V, V, V, ErrP),
     # normalisation over any axis
     ("pgd_softmax_axis", c_int, V, V, c_int, c_float, c_int, V, ErrP),
     ("pgd_layernorm_axis", c_int, V, V, c_int, V, V, c_float, V, V, V, ErrP),

@@ -22,6 +22,7 @@ from ._capi import (
     GemmArgs,
     NonlocalDesc,
     NonlocalParams,
+    PoolDesc,
     View,
     api,
     c_integer,
@@ -595,6 +596,85 @@ def avgpool2d(x: ArrayLike, kernel_size: int, stride: Optional[int] = None, padd
               out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
     """Average pooling, NHWC, zero padding counted (count_include_pad=True)."""
     return _pool(api.pgd_avgpool2d, x, kernel_size, stride, padding, out, ctx, "avgpool2d")
+
+
+def _pair(v: Union[int, Sequence[int]], what: str) -> Tuple[int, int]:
+    vals = [v, v] if isinstance(v, (int, np.integer)) else list(v)
+    if len(vals) != 2:
+        raise InvalidArgumentError(f"pagoda: {what} wants an int or a pair, not {v!r}")
+    return c_integer(vals[0], c_int, what), c_integer(vals[1], c_int, what)
+
+
+def _pool_general(mode: int, x: ArrayLike, kernel_size: Union[int, Sequence[int]],
+                  stride: Union[None, int, Sequence[int]], padding: Union[int, Sequence[int]],
+                  dilation: Union[int, Sequence[int]], ceil_mode: bool, include_pad: bool,
+                  indices: bool, out: Optional[Tensor], ctx: Optional[Context],
+                  what: str) -> Any:
+    kh, kw = _pair(kernel_size, f"{what}: kernel_size")
+    sh, sw = (kh, kw) if stride is None else _pair(stride, f"{what}: stride")
+    dh, dw = _pair(dilation, f"{what}: dilation")
+    pad = [padding] * 4 if isinstance(padding, (int, np.integer)) else list(padding)
+    if len(pad) == 2:
+        pad = pad * 2
+    if len(pad) != 4:
+        raise InvalidArgumentError(f"pagoda: {what}: padding is an int, (h, w) or (top, left, "
+                                   f"bottom, right), not {padding!r}")
+    d = PoolDesc(mode, kh, kw, sh, sw, dh, dw,
+                 *(c_integer(p, c_int, f"{what}: padding") for p in pad),
+                 int(bool(ceil_mode)), int(bool(include_pad)))
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        s = t.shape
+        if len(s) != 4:
+            raise ShapeError(f"pagoda: {what}: x is {list(s)}, not NHWC [N, H, W, C]")
+        oh, ow = c_int64(), c_int64()
+        _run(api.pgd_pool2d_output_size, byref(d), s[1], s[2], byref(oh), byref(ow))
+        y = c.out(out, (s[0], oh.value, ow.value, s[3]))
+        idx = Tensor.empty(c.ctx, (s[0], oh.value, ow.value, s[3])) if indices else None
+        try:
+            _run(api.pgd_pool2d, c.ctx._h, t._handle(), byref(d), y._handle(),
+                 idx._handle() if idx is not None else None)
+        except BaseException:
+            if idx is not None:
+                idx._free_locked()
+            raise
+        return (y, idx) if indices else y
+
+
+def max_pool2d(x: ArrayLike, kernel_size: Union[int, Sequence[int]],
+               stride: Union[None, int, Sequence[int]] = None,
+               padding: Union[int, Sequence[int]] = 0, dilation: Union[int, Sequence[int]] = 1,
+               ceil_mode: bool = False, return_indices: bool = False, *,
+               out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Any:
+    """torch.nn.functional.max_pool2d on NHWC x, with ONNX's extras: rectangular windows,
+    strides and dilations as pairs, padding as an int, (h, w) or (top, left, bottom, right) of
+    any size. return_indices: also each max's index h·W + w in its channel's plane."""
+    return _pool_general(0, x, kernel_size, stride, padding, dilation, ceil_mode, False,
+                         return_indices, out, ctx, "max_pool2d")
+
+
+def avg_pool2d(x: ArrayLike, kernel_size: Union[int, Sequence[int]],
+               stride: Union[None, int, Sequence[int]] = None,
+               padding: Union[int, Sequence[int]] = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, dilation: Union[int, Sequence[int]] = 1, *,
+               out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+    """torch.nn.functional.avg_pool2d on NHWC x (count_include_pad as PyTorch's), plus
+    dilation and per-side padding as ONNX's AveragePool has them."""
+    return _pool_general(1, x, kernel_size, stride, padding, dilation, ceil_mode,
+                         count_include_pad, False, out, ctx, "avg_pool2d")
+
+
+def global_maxpool(x: ArrayLike, *, out: Optional[Tensor] = None,
+                   ctx: Optional[Context] = None) -> Tensor:
+    """[N, H, W, C] → [N, C], the max over H and W (NaN wins)."""
+    with _call(ctx, x, out) as c:
+        t = _operand(c, x, "x")
+        s = t.shape
+        if len(s) != 4:
+            raise ShapeError(f"pagoda: global_maxpool: x is {list(s)}, not NHWC [N, H, W, C]")
+        y = c.out(out, (s[0], s[3]))
+        _run(api.pgd_global_maxpool, c.ctx._h, t._handle(), y._handle())
+        return y
 
 
 def global_avgpool(x: ArrayLike, *, out: Optional[Tensor] = None,

@@ -25,8 +25,10 @@ def shape_of(rng, lo=1, hi=5, limit=3000):
 def close(got, want, rtol, atol, what):
     got = np.asarray(got, np.float64)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    err = np.abs(got - want) - rtol * np.abs(want)
-    assert (err <= atol).all(), f"{what}: off by {err.max():.3g}"
+    with np.errstate(invalid="ignore"):
+        same = (got == want) | (np.isnan(got) & np.isnan(want))  # infinities, NaN
+        err = np.where(same, 0.0, np.abs(got - want) - rtol * np.abs(want))
+    assert (err <= atol).all(), f"{what}: off by {np.nanmax(err):.3g}"
 
 
 def test_softmax_axis(ctx, rng):
@@ -112,3 +114,60 @@ def test_matmul_broadcasts(ctx, rng):
               f"matmul {a.shape} @ {b.shape}")
     with pytest.raises(pagoda.ShapeError, match="do not broadcast: 2 vs 3"):
         pagoda.matmul(ctx.tensor(np.zeros((2, 3, 4), np.float32)), np.zeros((3, 4, 5), np.float32))
+
+
+def _torch_like_pool(x, k, s, pads, dil, ceil, mode, include):
+    """The pool in float64 by loops (NHWC), PyTorch's rules: -inf padding for max, the padded
+    extent counted for average with include, ceil mode dropping a window that starts past the
+    leading padding."""
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = k, s, dil, pads
+
+    def size(i, k_, s_, d_, p0, p1):
+        q = i + p0 + p1 - (d_ * (k_ - 1) + 1)
+        o = (-(-q // s_) if ceil else q // s_) + 1
+        return o - 1 if ceil and (o - 1) * s_ >= i + p0 else o
+
+    oh, ow = size(h, kh, sh, dh, pt, pb), size(w, kw, sw, dw, pl, pr)
+    y = np.zeros((n, oh, ow, c))
+    idx = np.full((n, oh, ow, c), -1.0)
+    for i in range(oh):
+        for j in range(ow):
+            rows = [i * sh - pt + a * dh for a in range(kh)]
+            cols = [j * sw - pl + b * dw for b in range(kw)]
+            taps = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
+            padded = sum(1 for r in rows for q in cols if -pt <= r < h + pb and -pl <= q < w + pr)
+            if not taps:  # a window wholly in the padding
+                y[:, i, j, :] = -np.inf if mode == "max" else (0 / padded if include and padded
+                                                                else np.nan)
+            elif mode == "max":
+                vals = np.stack([x[:, r, q, :] for r, q in taps])
+                y[:, i, j, :] = vals.max(axis=0)
+                best = vals.argmax(axis=0)
+                idx[:, i, j, :] = np.array([r * w + q for r, q in taps])[best]
+            else:
+                tot = sum(x[:, r, q, :].astype(np.float64) for r, q in taps)
+                y[:, i, j, :] = tot / (padded if include else len(taps))
+    return y, idx
+
+
+def test_general_pools(ctx, rng):
+    for i in range(20):
+        x = rng.standard_normal((2, int(rng.integers(5, 12)), int(rng.integers(5, 10)), 3))
+        x = x.astype(np.float32)
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        s = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        dil = (1 + i % 2, 1)
+        pads = (int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(0, 2)),
+                int(rng.integers(0, 2)))
+        ceil = bool(i % 3 == 0)
+        y, idx = pagoda.max_pool2d(ctx.tensor(x), k, s, pads, dil, ceil, return_indices=True)
+        wy, wi = _torch_like_pool(x, k, s, pads, dil, ceil, "max", True)
+        close(y.numpy(), wy, 0, 0, f"max_pool2d case {i}")
+        assert np.array_equal(idx.numpy(), wi), f"max_pool2d indices case {i}"
+        include = bool(i % 2)
+        got = pagoda.avg_pool2d(ctx.tensor(x), k, s, pads, ceil, include, dil)
+        wy, _ = _torch_like_pool(x, k, s, pads, dil, ceil, "avg", include)
+        close(got.numpy(), wy, 1e-5, 1e-6, f"avg_pool2d case {i}")
+    g = pagoda.global_maxpool(ctx.tensor(x)).numpy()
+    assert np.array_equal(g, x.max(axis=(1, 2)))

@@ -1341,6 +1341,36 @@ PGD_API int pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, 
 /* y [N, C] = mean over H, W of x [N, H, W, C]. */
 PGD_API int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
 
+/* Pooling with the whole of ONNX's MaxPool/AveragePool and PyTorch's max_pool2d/avg_pool2d:
+ * a kh x kw window every sh x sw, taps dh x dw apart (0 counts as 1), pads per side, NHWC. */
+typedef enum pgd_pool_mode { PGD_POOL_MAX = 0, PGD_POOL_AVG = 1 } pgd_pool_mode;
+typedef struct pgd_pool_desc {
+    pgd_pool_mode mode;
+    int kh, kw, sh, sw, dh, dw;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    /* The output size rounds up (a last, partial window) instead of down; as in PyTorch, a
+     * window that would start past x and its leading padding is dropped. */
+    int ceil_mode;
+    /* Average: padding taps count in the divisor (PyTorch's default, ONNX's
+     * count_include_pad = 1); a window's taps past the padded extent never count. */
+    int count_include_pad;
+} pgd_pool_desc;
+/* The output height and width of pooling an h x w input; PGD_ERR_INVALID_ARGUMENT for sizes
+ * out of range (windows, strides, dilations 1 to 4096, pads 0 to 4096), PGD_ERR_SHAPE when the
+ * window spans more than the padded input. */
+PGD_API int pgd_pool2d_output_size(const pgd_pool_desc *d, int64_t h, int64_t w, int64_t *oh,
+                                   int64_t *ow, pgd_error **err);
+/* y [N, OH, OW, C] = the pool of x [N, H, W, C]. Max: NaN wins; padding counts as -inf (a
+ * window with no tap inside x gives -inf); `indices` (NULL, or shaped like y) receives each
+ * winner's index h·W + w within its channel's plane, as PyTorch's return_indices gives it (as
+ * float, -1 for none). Average: the taps inside x summed, over the divisor count_include_pad
+ * says (no tap counted: NaN). */
+PGD_API int pgd_pool2d(pgd_ctx *ctx, const pgd_tensor *x, const pgd_pool_desc *d, pgd_tensor *y,
+                       pgd_tensor *indices, pgd_error **err);
+/* y [N, C] = max over H, W of x [N, H, W, C] (NaN wins). */
+PGD_API int pgd_global_maxpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y,
+                               pgd_error **err);
+
 /* ---- custom kernels --------------------------------------------------------------------- */
 
 /* An OpenCL C kernel of the caller's own, run on a context's queue like the library's: built
