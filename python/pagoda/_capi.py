@@ -415,6 +415,8 @@ _DECLS = [
      POINTER(c_int64), ErrP),
     ("pgd_pool2d", c_int, V, V, POINTER(PoolDesc), V, V, ErrP),
     ("pgd_global_maxpool", c_int, V, V, V, ErrP),
+    ("pgd_conv2d_forward_pads", c_int, V, V, V, POINTER(c_int), c_int, V, V, ErrP),
+    ("pgd_conv2d_same_pads", None, POINTER(Conv2dDesc), c_int64, c_int64, c_int, POINTER(c_int)),
     # normalisation over any axis
     ("pgd_softmax_axis", c_int, V, V, c_int, c_float, c_int, V, ErrP),
     ("pgd_layernorm_axis", c_int, V, V, c_int, V, V, c_float, V, V, V, ErrP),

@@ -548,17 +548,40 @@ class Conv2d(Handle):
 
 
 def conv2d(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
-           stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int]] = 0,
+           stride: Union[int, Sequence[int]] = 1, padding: Union[int, str, Sequence[int]] = 0,
            dilation: Union[int, Sequence[int]] = 1, groups: int = 1,
            bn: Optional[Dict[str, Any]] = None, act: Optional[str] = None,
            residual: Optional[ArrayLike] = None, ctx: Optional[Context] = None) -> Tensor:
     """y = act(conv(x) + bias + residual) on NHWC x [N, H, W, cin] (a Conv2d made and freed
-    for this call)."""
+    for this call). padding: an int, (h, w), (top, left, bottom, right) per side, or ONNX's
+    auto_pad "same" (SAME_UPPER) / "same_lower"; per-side pads pad x into a temporary."""
     c = _find_ctx(ctx, (x, residual))
-    layer = Conv2d(c, weight, bias, stride=stride, padding=padding, dilation=dilation,
-                   groups=groups, bn=bn)
+    per_side = isinstance(padding, str) or (hasattr(padding, "__len__") and len(padding) == 4)
+    layer = Conv2d(c, weight, bias, stride=stride, padding=0 if per_side else padding,
+                   dilation=dilation, groups=groups, bn=bn)
     try:
-        return layer(x, act=act, residual=residual)
+        if not per_side:
+            return layer(x, act=act, residual=residual)
+        with _call(c, x, residual) as k:
+            t = _operand(k, x, "x")
+            s = t.shape
+            if len(s) != 4:
+                raise ShapeError(f"pagoda: conv2d: x is {list(s)}, not NHWC [N, H, W, C]")
+            pads = (c_int * 4)()
+            if isinstance(padding, str):
+                if padding not in ("same", "same_lower"):
+                    raise InvalidArgumentError(f"pagoda: conv2d: padding {padding!r} is not "
+                                               "'same' or 'same_lower'")
+                api.pgd_conv2d_same_pads(byref(layer.desc), s[1], s[2],
+                                         int(padding == "same_lower"), pads)
+            else:
+                for i, v in enumerate(padding):
+                    pads[i] = c_integer(v, c_int, "conv2d: padding")
+            oh, ow = layer.out_size(s[1] + pads[0] + pads[2], s[2] + pads[1] + pads[3])
+            y = k.out(None, (s[0], oh, ow, layer.out_channels))
+            _run(api.pgd_conv2d_forward_pads, k.ctx._h, layer._handle(), t._handle(), pads,
+                 _act(act), k.h(residual, "residual"), y._handle())
+            return y
     finally:
         layer.close()
 
@@ -596,13 +619,6 @@ def avgpool2d(x: ArrayLike, kernel_size: int, stride: Optional[int] = None, padd
               out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
     """Average pooling, NHWC, zero padding counted (count_include_pad=True)."""
     return _pool(api.pgd_avgpool2d, x, kernel_size, stride, padding, out, ctx, "avgpool2d")
-
-
-def _pair(v: Union[int, Sequence[int]], what: str) -> Tuple[int, int]:
-    vals = [v, v] if isinstance(v, (int, np.integer)) else list(v)
-    if len(vals) != 2:
-        raise InvalidArgumentError(f"pagoda: {what} wants an int or a pair, not {v!r}")
-    return c_integer(vals[0], c_int, what), c_integer(vals[1], c_int, what)
 
 
 def _pool_general(mode: int, x: ArrayLike, kernel_size: Union[int, Sequence[int]],

@@ -171,3 +171,24 @@ def test_general_pools(ctx, rng):
         close(got.numpy(), wy, 1e-5, 1e-6, f"avg_pool2d case {i}")
     g = pagoda.global_maxpool(ctx.tensor(x)).numpy()
     assert np.array_equal(g, x.max(axis=(1, 2)))
+
+
+def test_conv2d_pads_per_side_and_same(ctx, rng):
+    """conv2d with (top, left, bottom, right) pads and auto_pad 'same'/'same_lower', against
+    the layer on x padded by NumPy."""
+    x = rng.standard_normal((1, 7, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    for pads in [(1, 0, 2, 1), (0, 2, 0, 0), (3, 1, 0, 2)]:
+        got = pagoda.conv2d(ctx.tensor(x), w, padding=pads, stride=(2, 1)).numpy()
+        xp = np.pad(x, [(0, 0), (pads[0], pads[2]), (pads[1], pads[3]), (0, 0)])
+        want = pagoda.conv2d(ctx.tensor(xp), w, stride=(2, 1)).numpy()
+        assert np.array_equal(got, want), pads
+    for mode in ("same", "same_lower"):
+        got = pagoda.conv2d(ctx.tensor(x), w, padding=mode, stride=2).numpy()
+        assert got.shape == (1, 4, 3, 4), (mode, got.shape)
+        # kernel 3x2, stride 2: H 7 needs 2 rows of padding (1 + 1), W 6 needs 0
+        xp = np.pad(x, [(0, 0), (1, 1), (0, 0), (0, 0)])
+        want = pagoda.conv2d(ctx.tensor(xp), w, stride=2).numpy()
+        assert np.array_equal(got, want), mode
+    with pytest.raises(pagoda.InvalidArgumentError, match="is not 'same' or 'same_lower'"):
+        pagoda.conv2d(ctx.tensor(x), w, padding="valid2")

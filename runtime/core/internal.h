@@ -255,6 +255,11 @@ int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_i
 /* The number of segments of a graph (0 for NULL). */
 int64_t pgd__graph_segments(const pgd_graph *g);
 
+/* ---- convolution (conv.c, conv_pads.c) ---- */
+
+/* A layer's descriptor (normalised: strides, dilations and groups at least 1). */
+const pgd_conv2d_desc *pgd__conv2d_desc(const pgd_conv2d *conv);
+
 /* ---- launcher helpers (launch.c) ---- */
 
 /* Kernel arguments, checked where they are set. A launcher starts a list, sets the arguments

@@ -1319,6 +1319,18 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
 PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                pgd_error **err);
+/* pgd_conv2d_forward with pads per side (ONNX's pads, [top, left, bottom, right], each 0 to
+ * 4096) on a layer created with pad_h = pad_w = 0 (else PGD_ERR_INVALID_ARGUMENT): x is padded
+ * with zeros into a temporary (pgd_pad; the padded input's size) and convolved unpadded, so
+ * every algorithm applies. y is the size pgd_conv2d_out_size gives for the padded input. */
+PGD_API int pgd_conv2d_forward_pads(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
+                                    const int pads[4], pgd_act act, const pgd_tensor *residual,
+                                    pgd_tensor *y, pgd_error **err);
+/* ONNX's auto_pad for an h x w input: the pads [top, left, bottom, right] that make the output
+ * ceil(h / stride_h) x ceil(w / stride_w), the odd one at the end (SAME_UPPER, lower = 0) or at
+ * the start (SAME_LOWER, lower = 1). The descriptor's own pads are ignored. */
+PGD_API void pgd_conv2d_same_pads(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int lower,
+                                  int pads[4]);
 /* The algorithm pgd_conv2d_forward would use for one image of h x w ("gemm", "implicit", ...).
  * On CPU devices a "gemm" (1x1) convolution with few output rows (batch · h · w, at most 40
  * row tiles) runs as "implicit" in its few-rows form, which does not depend on h x w alone. */

@@ -172,6 +172,11 @@ static int check_desc(const pgd_conv2d_desc *d, pgd_error **err)
     return PGD_OK;
 }
 
+const pgd_conv2d_desc *pgd__conv2d_desc(const pgd_conv2d *conv)
+{
+    return &conv->d;
+}
+
 void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int64_t *oh,
                          int64_t *ow)
 {
