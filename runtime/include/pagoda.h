@@ -685,6 +685,15 @@ typedef struct pgd_attention_args {
  * gives zeros. options.attention ($PAGODA_ATTENTION) forces a kernel variant. */
 PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
 
+/* Grouped-query (and multi-query) attention: args->heads query heads over kv_heads key/value
+ * heads (kv_heads divides heads; the k and v views address kv_heads heads), query head h
+ * reading key/value head h / (heads / kv_heads) as PyTorch's enable_gqa does. K and V are
+ * never copied: the call is heads / kv_heads launches of the fused kernel over strided views.
+ * Soft attention without probabilities only (PGD_ERR_UNSUPPORTED otherwise); a mask with a
+ * head stride is read per query head. kv_heads == heads is pgd_attention. */
+PGD_API int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *args, int64_t kv_heads,
+                              pgd_error **err);
+
 /* The uniform number in [0, 1) that PGD_ATTENTION_SAMPLE draws for row i of head h of batch
  * entry b (24 random bits): key j is picked when it is the first whose cumulative softmax weight
  * exceeds u times the row's total. For references and tests. */

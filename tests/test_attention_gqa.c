@@ -1,0 +1,176 @@
+/* test_attention_gqa.c — pgd_attention_gqa (grouped-query and multi-query attention) against
+ * the double reference of reference.c run on K and V repeated per query head on the host
+ * (repeat_interleave, PyTorch's enable_gqa), on every device: 110 random cases per device of
+ * group sizes 1 to 4, MQA (one key/value head), BHND and BNHD layouts, causal masks and
+ * per-head additive masks; every kernel variant; the errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h" /* white-box: forces each kernel variant */
+#include "reference.h"
+
+#define TRIALS 110
+
+static float *values(pgd_rng *r, int64_t n, float s)
+{
+    float *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = s * pgd_rng_float(r);
+    return h;
+}
+
+/* The view of [B, heads, N, D] laid out BHND (bnhd 0) or BNHD (1), contiguous. */
+static pgd_view view_of(const pgd_tensor *t, int bnhd, int64_t heads, int64_t n, int64_t d)
+{
+    pgd_view v = {t, 0, heads * n * d, bnhd ? d : n * d, bnhd ? heads * d : d};
+    return v;
+}
+
+static const char *const variants[] = {"rows", "tiled", "generic", "kt"};
+
+static void gqa_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
+{
+    static const int64_t dims[] = {8, 16, 32, 64, 3};
+    ctx->opt.attention = (pgd_attention_variant)(PGD_ATTENTION_ROWS + trial % 4);
+    int64_t B = pgd_rng_int(r, 1, 2), hk = pgd_rng_int(r, 1, 3), group = pgd_rng_int(r, 1, 4);
+    int64_t H = hk * group, nq = pgd_rng_int(r, 1, 40), nk = pgd_rng_int(r, 1, 40);
+    int64_t D = dims[pgd_rng_int(r, 0, 4)];
+    int bnhd = trial % 2, with_mask = trial % 5 == 1;
+    int64_t nqx = B * H * nq * D, nkv = B * hk * nk * D, nm = B * H * nq * nk;
+    float *hq = values(r, nqx, 2.0f), *hk_ = values(r, nkv, 2.0f), *hv = values(r, nkv, 1.0f);
+    float *hm = with_mask ? values(r, nm, 3.0f) : NULL;
+    /* the reference: K and V repeated per query head, BHND, contiguous */
+    int64_t nfull = B * H * nk * D;
+    float *fk = malloc((size_t)nfull * sizeof *fk), *fv = malloc((size_t)nfull * sizeof *fv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < nk; t++)
+                for (int64_t d = 0; d < D; d++) {
+                    int64_t kvh = h / group;
+                    int64_t src = bnhd ? ((b * nk + t) * hk + kvh) * D + d
+                                       : ((b * hk + kvh) * nk + t) * D + d;
+                    fk[((b * H + h) * nk + t) * D + d] = hk_[src];
+                    fv[((b * H + h) * nk + t) * D + d] = hv[src];
+                }
+    float *rq = malloc((size_t)nqx * sizeof *rq); /* q as BHND for the reference */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < nq; t++)
+                for (int64_t d = 0; d < D; d++)
+                    rq[((b * H + h) * nq + t) * D + d] =
+                        hq[bnhd ? ((b * nq + t) * H + h) * D + d : ((b * H + h) * nq + t) * D + d];
+    pgd_attention_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.batch = B, ra.heads = H, ra.nq = nq, ra.nk = nk, ra.head_dim = D;
+    ra.causal = trial % 3 == 0;
+    ra.q = (pgd_view){NULL, 0, H * nq * D, nq * D, D};
+    ra.k = ra.v = (pgd_view){NULL, 0, H * nk * D, nk * D, D};
+    ra.o = ra.q;
+    if (with_mask)
+        ra.mask = (pgd_view){(const pgd_tensor *)1, 0, H * nq * nk, nq * nk, nk};
+    double *want = malloc((size_t)nqx * sizeof *want);
+    pgd_ref_attention(&ra, rq, fk, fv, hm, want, NULL);
+    /* the device: K and V with hk heads only */
+    int64_t sq[1] = {nqx}, skv[1] = {nkv}, sm[1] = {nm ? nm : 1};
+    pgd_tensor *q = pgd_test_upload(ctx, 1, sq, hq), *k = pgd_test_upload(ctx, 1, skv, hk_);
+    pgd_tensor *v = pgd_test_upload(ctx, 1, skv, hv), *m = NULL, *o;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, sq, &o, &err), &err);
+    if (with_mask)
+        m = pgd_test_upload(ctx, 1, sm, hm);
+    pgd_attention_args a = ra;
+    a.q = view_of(q, bnhd, H, nq, D);
+    a.o = view_of(o, bnhd, H, nq, D);
+    a.k = view_of(k, bnhd, hk, nk, D);
+    a.v = view_of(v, bnhd, hk, nk, D);
+    if (with_mask)
+        a.mask.t = m;
+    PGD_CHECK_OK(pgd_attention_gqa(ctx, &a, hk, &err), &err);
+    float *got = malloc((size_t)nqx * sizeof *got), *ordered = malloc((size_t)nqx * sizeof *got);
+    PGD_CHECK_OK(pgd_tensor_download(o, got, &err), &err);
+    for (int64_t b = 0; b < B; b++) /* back to BHND */
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < nq; t++)
+                for (int64_t d = 0; d < D; d++)
+                    ordered[((b * H + h) * nq + t) * D + d] =
+                        got[bnhd ? ((b * nq + t) * H + h) * D + d : ((b * H + h) * nq + t) * D + d];
+    char what[200];
+    snprintf(what, sizeof what,
+             "gqa on %s, case %d (%s): B %lld, %lld heads over %lld, nq %lld, nk %lld, D %lld",
+             dev, trial, variants[trial % 4], (long long)B, (long long)H, (long long)hk,
+             (long long)nq, (long long)nk, (long long)D);
+    ck_assert_msg(pgd_test_allclose(ordered, want, (size_t)nqx, 1e-4, 1e-5, what), "%s", what);
+    ctx->opt.attention = PGD_ATTENTION_AUTO;
+    pgd_tensor *all[] = {q, k, v, m, o};
+    for (int i = 0; i < 5; i++)
+        pgd_tensor_destroy(all[i]);
+    free(hq), free(hk_), free(hv), free(hm), free(fk), free(fv), free(rq), free(want);
+    free(got), free(ordered);
+}
+
+START_TEST(gqa_random)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 171 + di);
+        for (int i = 0; i < TRIALS; i++)
+            gqa_case(ctx, &r, i, d[di].name);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
+static void expect_error(int rc, pgd_error *err, int code, const char *part)
+{
+    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
+                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
+    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
+                  pgd_error_message(err), part);
+    pgd_error_free(err);
+}
+
+START_TEST(errors)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    int64_t s[1] = {4 * 5 * 8};
+    pgd_tensor *t, *p;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s, &t, &err), &err);
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s, &p, &err), &err);
+    pgd_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1, a.heads = 4, a.nq = 5, a.nk = 5, a.head_dim = 8;
+    a.q = a.k = a.v = (pgd_view){t, 0, 160, 40, 8};
+    a.o = (pgd_view){p, 0, 160, 40, 8};
+    int rc = pgd_attention_gqa(ctx, &a, 3, &err);
+    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "3 key/value heads do not divide the 4");
+    err = NULL;
+    a.probs = t;
+    rc = pgd_attention_gqa(ctx, &a, 2, &err);
+    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "probabilities with grouped key/value heads");
+    err = NULL;
+    a.probs = NULL, a.mode = PGD_ATTENTION_TOPK, a.topk = 2;
+    rc = pgd_attention_gqa(ctx, &a, 2, &err);
+    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "hard attention");
+    pgd_tensor_destroy(t), pgd_tensor_destroy(p);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("attention_gqa");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, gqa_random);
+    tcase_add_test(tc, errors);
+    suite_add_tcase(s, tc);
+    return pgd_test_run(s);
+}
