@@ -13,7 +13,8 @@
  * p = EXP2(s2 - m2).  stats[] (optional) receives per row (m2, l) where m2 is
  * the final running max (log2 domain) and l = sum exp2(s2 - m2).
  *
- * mask_mode bits: 1 = causal (key j allowed iff j <= i + (Nk - Nq)),
+ * mask_mode bits: 1 = causal (key j allowed iff j <= i + shift, shift = Nk - Nq: aligned
+ *                     bottom-right; with bit 4 shift = 0: aligned top-left),
  *                 2 = additive mask tensor M (row i, column j at
  *                     M[m.x + b*m.y + h*m.z + i*m.w + j]; strides may be 0).
  * A row with no allowed key (or all -inf) produces zeros, never NaN.
@@ -131,7 +132,7 @@ __kernel void attn_fwd_rows(
     const int i0 = g * ROWS;
     if (i0 >= Nq || h >= H) return;
     const float qscale = scale * LOG2E_F;
-    const int shift = Nk - Nq;
+    const int shift = (mask_mode & 4) ? 0 : Nk - Nq;
 
     floatV qv[ROWS][HDV];
     floatV acc[ROWS][HDV];
@@ -347,7 +348,7 @@ __kernel void attn_fwd_kt(
     if (t0 >= ntiles || h >= H) return;
     const int nt = min(QT, ntiles - t0);
     const float qscale = scale * LOG2E_F;
-    const int shift = Nk - Nq;
+    const int shift = (mask_mode & 4) ? 0 : Nk - Nq;
 
     float qsv[QT][ROWS][HEAD_DIM];
     floatP accsv[QT][ROWS][NPV];
@@ -524,7 +525,7 @@ __kernel void attn_fwd_tiled(
     const int h = get_global_id(1);
     const int b = get_global_id(2);
     const int ii = min(i, Nq - 1);
-    const int shift = Nk - Nq;
+    const int shift = (mask_mode & 4) ? 0 : Nk - Nq;
     const float qscale = scale * LOG2E_F;
 
     /* key range needed by the whole group (uniform across the group); the group's first row
@@ -603,7 +604,7 @@ __kernel void attn_fwd_generic(
     const int h = get_global_id(1);
     const int b = get_global_id(2);
     if (i >= Nq || h >= H) return;
-    const int shift = Nk - Nq;
+    const int shift = (mask_mode & 4) ? 0 : Nk - Nq;
     const float qscale = scale * LOG2E_F;
     const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;
     const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
@@ -675,7 +676,7 @@ __kernel void attn_probs(
     /* l NaN: the row's scores hold NaN or +inf; all its probabilities are NaN, hidden keys
      * included, as PyTorch's softmax of the row gives. */
     float p = isnan(l) ? l : 0.0f;
-    const int allowed = !((mask_mode & 1) && j > i + (Nk - Nq));
+    const int allowed = !((mask_mode & 1) && j > i + ((mask_mode & 4) ? 0 : Nk - Nq));
     if (allowed && l > 0.0f) {
         const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;
         const __global float *kr = K + ks.x + b * ks.y + h * ks.z + j * ks.w;

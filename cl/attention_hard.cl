@@ -63,7 +63,7 @@ __kernel void attn_hard(
     const int h = h0 + hl;
     const int b = b0 + bl;
     if (i >= i1 || h >= H) return;
-    const int shift = Nk - Nq;
+    const int shift = (mask_mode & 4) ? 0 : Nk - Nq;
     const __global float *qp = Q + qs.x + b * qs.y + h * qs.z + i * qs.w;
     const __global float *kp = K + ks.x + b * ks.y + h * ks.z;
     const __global float *vp = V + vs.x + b * vs.y + h * vs.z;

@@ -525,7 +525,7 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
                     acc *= scale;
                     if (a->mask.t)
                         acc += m[view_at(&a->mask, b, h, i) + j];
-                    if (a->causal && j > i + (Nk - Nq))
+                    if (a->causal && j > i + (a->causal == PGD_CAUSAL_TOP_LEFT ? 0 : Nk - Nq))
                         acc = -INFINITY;
                     s[j] = acc;
                     mx = max_nan(mx, acc);

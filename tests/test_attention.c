@@ -85,7 +85,7 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
     a.nq = awkward[pgd_rng_int(r, 0, small ? 8 : cap - 1)];
     a.nk = pgd_rng_int(r, 0, 2) ? a.nq : awkward[pgd_rng_int(r, 0, small ? 8 : cap - 1)];
     a.head_dim = dims[pgd_rng_int(r, 0, small ? 4 : 6)];
-    a.causal = pgd_rng_int(r, 0, 3) == 0;
+    a.causal = pgd_rng_int(r, 0, 3) == 0 ? (int)pgd_rng_int(r, 1, 2) : 0; /* either alignment */
     int use_mask = pgd_rng_int(r, 0, 3) == 0;
     a.scale = pgd_rng_int(r, 0, 1) ? 0.0f : 0.3f;
     int64_t B = a.batch, H = a.heads, Nq = a.nq, Nk = a.nk, D = a.head_dim;

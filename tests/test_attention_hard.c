@@ -42,7 +42,7 @@ static void make_case(pgd_ctx *ctx, pgd_rng *r, hard_case *c, int small, int qua
     a->nq = awkward[pgd_rng_int(r, 0, top)];
     a->nk = pgd_rng_int(r, 0, 2) ? a->nq : awkward[pgd_rng_int(r, 0, top)];
     a->head_dim = dims[pgd_rng_int(r, 0, 5)];
-    a->causal = pgd_rng_int(r, 0, 3) == 0;
+    a->causal = pgd_rng_int(r, 0, 3) == 0 ? (int)pgd_rng_int(r, 1, 2) : 0; /* either alignment */
     a->scale = pgd_rng_int(r, 0, 1) ? 0.0f : 0.5f;
     int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     c->nq_el = B * H * Nq * D;

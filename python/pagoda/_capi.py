@@ -411,6 +411,7 @@ _DECLS = [
     ("pgd_clip", c_int, V, V, c_float, c_float, V, ErrP),
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
     ("pgd_matmul", c_int, V, V, V, V, ErrP),
+    ("pgd_attention_gqa", c_int, V, POINTER(AttentionArgs), c_int64, ErrP),
     ("pgd_pool2d_output_size", c_int, POINTER(PoolDesc), c_int64, c_int64, POINTER(c_int64),
      POINTER(c_int64), ErrP),
     ("pgd_pool2d", c_int, V, V, POINTER(PoolDesc), V, V, ErrP),

@@ -176,35 +176,51 @@ def linear(x: ArrayLike, weight: ArrayLike, bias: Optional[ArrayLike] = None, *,
 # ---- attention ---------------------------------------------------------------------------------
 
 
-def _view(t: Optional[Tensor], shape4: Sequence[int]) -> View:
+def _view(t: Optional[Tensor], shape4: Sequence[int], bshd: bool = False) -> View:
+    """The view of a [B, H, N, D] tensor, or with bshd of a [B, N, H, D] one, as B, H, N, D."""
     if t is None:
         return View(None, 0, 0, 0, 0)
     _, h, n, d = shape4
+    if bshd:
+        return View(t._handle(), 0, h * n * d, d, h * d)
     return View(t._handle(), 0, h * n * d, n * d, d)
 
 
 _ATT_MODES = {"soft": 0, "topk": 1, "sample": 2}
+_CAUSAL = {False: 0, True: 1, "bottom_right": 1, "top_left": 2}
 
 
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayLike] = None,
-              scale: Optional[float] = None, causal: bool = False,
+              scale: Optional[float] = None, causal: Union[bool, str] = False,
               probs: Union[bool, int] = False, probs_rows: Optional[Tuple[int, int]] = None,
-              mode: str = "soft", topk: int = 0, seed: int = 0,
+              mode: str = "soft", topk: int = 0, seed: int = 0, layout: str = "bhsd",
               out: Optional[Tensor] = None, ctx: Optional[Context] = None
               ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V (fused, flash style).
 
-    q [B, H, Nq, D], k and v [B, H, Nk, D]; returns o [B, H, Nq, D]. `mask` is additive,
-    [B, H, Nq, Nk] or broadcast from [Nq, Nk] / [1, 1, Nq, Nk] / [B, 1, Nq, Nk] / [1, H, Nq, Nk].
-    scale None means 1/sqrt(D); causal makes key j visible to query i iff j <= i + Nk - Nq.
-    probs=True (all heads) or a head index also returns the probabilities
-    [B, heads, q1 - q0, Nk] of query rows probs_rows = (q0, q1) (default all rows).
-    Hard attention: mode="topk" keeps the `topk` highest scores of each row (ties to the lower
-    key) and renormalises; mode="sample" draws one key per row from the softmax with `seed`
-    (the same draw on every device: attention_uniform gives its uniform number)."""
+    q [B, H, Nq, D], k and v [B, Hkv, Nk, D] with Hkv dividing H (fewer key/value heads: grouped
+    or multi-query attention, query head h reading key/value head h // (H // Hkv) as PyTorch's
+    enable_gqa, K and V never copied); returns o [B, H, Nq, D]. layout="bshd" takes and gives
+    [B, N, H, D] instead (the token-major layout of a fused projection), read in place through
+    strided views. `mask` is additive, [B, H, Nq, Nk] or broadcast from [Nq, Nk] /
+    [1, 1, Nq, Nk] / [B, 1, Nq, Nk] / [1, H, Nq, Nk]. scale None means 1/sqrt(D). causal:
+    True or "bottom_right" makes key j visible to query i iff j <= i + Nk - Nq (the last query
+    sees every key), "top_left" iff j <= i (PyTorch's is_causal=True). probs=True (all heads)
+    or a head index also returns the probabilities [B, heads, q1 - q0, Nk] of query rows
+    probs_rows = (q0, q1) (default all rows). Hard attention: mode="topk" keeps the `topk`
+    highest scores of each row (ties to the lower key) and renormalises; mode="sample" draws
+    one key per row from the softmax with `seed` (the same draw on every device:
+    attention_uniform gives its uniform number). Probabilities and hard modes need Hkv == H."""
     if mode not in _ATT_MODES:
         raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
                                    f"{mode!r}")
+    if layout not in ("bhsd", "bshd"):
+        raise InvalidArgumentError(f"pagoda: attention: layout is 'bhsd' or 'bshd', not "
+                                   f"{layout!r}")
+    if not isinstance(causal, (bool, str)) or causal not in _CAUSAL:
+        raise InvalidArgumentError(f"pagoda: attention: causal is False, True, 'bottom_right' "
+                                   f"or 'top_left', not {causal!r}")
+    bshd = layout == "bshd"
     topk = c_integer(topk, c_int64, "attention: topk", 0)
     if mode == "topk" and topk < 1:
         raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
@@ -215,22 +231,27 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         sq, sk, sv = tq.shape, tk.shape, tv.shape
         if len(sq) != 4 or len(sk) != 4 or len(sv) != 4:
             raise ShapeError(f"pagoda: attention: q {list(sq)}, k {list(sk)} and v {list(sv)} "
-                             f"must be 4-D [batch, heads, tokens, head_dim]")
+                             f"must be 4-D [batch, heads, tokens, head_dim]" +
+                             (" ([batch, tokens, heads, head_dim] with layout 'bshd')"
+                              if bshd else ""))
+        if bshd:  # as B, H, N, D from here on
+            sq, sk, sv = ((x[0], x[2], x[1], x[3]) for x in (sq, sk, sv))
         B, H, Nq, D = sq
-        Nk = sk[2]
-        if sk != (B, H, Nk, D) or sv != (B, H, Nk, D):
-            raise ShapeError(f"pagoda: attention: k {list(sk)} and v {list(sv)} must both be "
-                             f"[{B}, {H}, Nk, {D}] for q {list(sq)}")
-        o = c.out(out, sq)
+        Hkv, Nk = sk[1], sk[2]
+        if (sk != (B, Hkv, Nk, D) or sv != sk or Hkv < 1 or H % Hkv):
+            raise ShapeError(f"pagoda: attention: k {list(tk.shape)} and v {list(tv.shape)} "
+                             f"must both have q's batch and head_dim and a head count dividing "
+                             f"{H} (q {list(tq.shape)})")
+        o = c.out(out, tq.shape)
         args = AttentionArgs()
         args.batch, args.heads, args.nq, args.nk, args.head_dim = B, H, Nq, Nk, D
         args.scale = 0.0 if scale is None else float(scale)
         if scale is not None and float(scale) == 0.0:
             raise InvalidArgumentError("pagoda: attention: scale 0 (None means 1/sqrt(D))")
-        args.causal = int(bool(causal))
+        args.causal = _CAUSAL[causal]
         args.mode, args.topk, args.seed = _ATT_MODES[mode], topk, seed
-        args.q, args.k, args.v, args.o = (_view(tq, sq), _view(tk, sk), _view(tv, sv),
-                                          _view(o, sq))
+        args.q, args.k, args.v, args.o = (_view(tq, sq, bshd), _view(tk, sk, bshd),
+                                          _view(tv, sv, bshd), _view(o, sq, bshd))
         tm = c.t(mask, "mask")
         if tm is not None:
             ms = tm.shape
@@ -252,7 +273,15 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
                 raise InvalidArgumentError(f"pagoda: attention: probs_rows ({q0}, {q1}) of {Nq}")
             p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
             args.probs, args.probs_head, args.probs_q0, args.probs_q1 = p._handle(), head, q0, q1
-        _run(api.pgd_attention, c.ctx._h, byref(args))
+        try:
+            if Hkv == H:
+                _run(api.pgd_attention, c.ctx._h, byref(args))
+            else:
+                _run(api.pgd_attention_gqa, c.ctx._h, byref(args), Hkv)
+        except BaseException:
+            if p is not None:
+                p._free_locked()
+            raise
         return (o, p) if p is not None else o
 
 

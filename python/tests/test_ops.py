@@ -85,7 +85,7 @@ def ref_attention(q, k, v, mask=None, scale=None, causal=False):
     if causal:
         i = np.arange(nq)[:, None]
         j = np.arange(nk)[None, :]
-        s = np.where(j <= i + (nk - nq), s, -np.inf)
+        s = np.where(j <= i + (0 if causal == "top_left" else nk - nq), s, -np.inf)
     mx = np.max(s, axis=-1, keepdims=True)
     mx = np.where(np.isfinite(mx), mx, 0)
     e = np.exp(s - mx)
@@ -397,3 +397,30 @@ def test_attention_sample(ctx, rng):
         pagoda.attention(ctx.tensor(q), k, v, mode="topk")
     with pytest.raises(pagoda.InvalidArgumentError):
         pagoda.attention(ctx.tensor(q), k, v, mode="hard")
+
+
+@pytest.mark.parametrize("causal", [False, True, "top_left"])
+def test_attention_gqa_layouts_and_alignment(ctx, rng, causal):
+    """Grouped-query and multi-query attention (K/V with fewer heads, repeated per query head
+    in the reference as PyTorch's enable_gqa does), the token-major layout 'bshd' read in
+    place, and both causal alignments with nq != nk."""
+    for B, H, Hkv, nq, nk, d in [(2, 4, 2, 5, 9, 8), (1, 6, 1, 7, 3, 16), (2, 3, 3, 9, 4, 4),
+                                 (1, 8, 4, 13, 13, 32)]:
+        q = rng.standard_normal((B, H, nq, d)).astype(np.float32)
+        k = rng.standard_normal((B, Hkv, nk, d)).astype(np.float32)
+        v = rng.standard_normal((B, Hkv, nk, d)).astype(np.float32)
+        rep = H // Hkv
+        want, _ = ref_attention(q, np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1),
+                                causal=causal)
+        got = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), causal=causal)
+        assert np.allclose(got.numpy(), want, rtol=1e-4, atol=1e-5), (B, H, Hkv, nq, nk, d)
+        t = (0, 2, 1, 3)
+        got = pagoda.attention(ctx.tensor(q.transpose(t).copy()),
+                               ctx.tensor(k.transpose(t).copy()),
+                               ctx.tensor(v.transpose(t).copy()), causal=causal, layout="bshd")
+        assert got.shape == (B, nq, H, d)
+        assert np.allclose(got.numpy(), want.transpose(t), rtol=1e-4, atol=1e-5)
+    with pytest.raises(pagoda.ShapeError, match="a head count dividing 4"):
+        pagoda.attention(ctx.tensor(q[:, :4]), ctx.tensor(k[:, :3]), ctx.tensor(v[:, :3]))
+    with pytest.raises(pagoda.InvalidArgumentError, match="causal is False, True"):
+        pagoda.attention(ctx.tensor(q), ctx.tensor(q), ctx.tensor(q), causal="diagonal")

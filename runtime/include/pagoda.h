@@ -660,10 +660,17 @@ typedef enum pgd_attention_mode {
                                * every device (pgd_attention_uniform) */
 } pgd_attention_mode;
 
+/* The causal mask's alignment (pgd_attention_args.causal) when nq != nk. Bottom-right: key j
+ * is visible to query i iff j <= i + (nk - nq), so the last query sees every key (a query
+ * block after a KV cache; FlashAttention 2.1+). Top-left: iff j <= i (torch.tril over
+ * [nq, nk]; PyTorch's scaled_dot_product_attention(is_causal=True)). Equal when nq == nk. */
+#define PGD_CAUSAL_BOTTOM_RIGHT 1
+#define PGD_CAUSAL_TOP_LEFT 2
+
 typedef struct pgd_attention_args {
     int64_t batch, heads, nq, nk, head_dim;
     float scale; /* 0: 1/sqrt(head_dim) */
-    int causal;  /* key j is visible to query i iff j <= i + (nk - nq) */
+    int causal;  /* 0 none, or a PGD_CAUSAL_* alignment */
     pgd_view q, k, v, o; /* o must not overlap q, k or v */
     pgd_view mask;       /* additive mask [b, h, i, j] (token_stride = row stride); t NULL: none */
     /* Optional attention probabilities of query rows [probs_q0, probs_q1) of one head

@@ -252,6 +252,11 @@ static int check_sizes(const pgd_attention_args *a, pgd_error **err)
                               "head_dim %lld (head_dim 1..4096)",
                               (long long)B, (long long)H, (long long)Nq, (long long)Nk,
                               (long long)D);
+    if (a->causal < 0 || a->causal > PGD_CAUSAL_TOP_LEFT)
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "attention: causal is %d: 0 (none), PGD_CAUSAL_BOTTOM_RIGHT (1) or "
+                              "PGD_CAUSAL_TOP_LEFT (2)",
+                              a->causal);
     return PGD_OK;
 }
 
@@ -326,7 +331,8 @@ static int bind(const pgd_attention_args *a, bound *b, pgd_error **err)
     b->Nq = (cl_int)a->nq;
     b->Nk = (cl_int)Nk;
     b->D = (cl_int)D;
-    b->mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0);
+    b->mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0) |
+              (a->causal == PGD_CAUSAL_TOP_LEFT ? 4 : 0);
     b->scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)D));
     return PGD_OK;
 }
