@@ -1071,16 +1071,39 @@ def amin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: b
 
 
 def argmax(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
-           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
+           *, last: bool = False, out: Optional[Tensor] = None,
+           ctx: Optional[Context] = None) -> Tensor:
     """Index of the first maximum (the first NaN if any) over axis, as float32: along one axis
     its index there, over several the row-major index over them, over all (None) NumPy's flat
-    index."""
+    index. last=True (one int axis): the last maximum instead (ONNX's select_last_index)."""
+    if last:
+        return _arg_last("argmax", x, axis, keepdims, out, ctx)
     return _reduce("argmax", x, axis, keepdims, out, ctx)
 
 
+def _arg_last(name: str, x: ArrayLike, axis: Any, keepdims: bool, out: Optional[Tensor],
+              ctx: Optional[Context]) -> Tensor:
+    """The last extreme along one axis: the first one of x reversed along it, n - 1 - that."""
+    if not isinstance(axis, (int, np.integer)):
+        raise InvalidArgumentError(f"pagoda: {name}: last=True takes one int axis, not {axis!r}")
+    c = _find_ctx(ctx, (x, out))
+    rev = slice_(x, [-1], [None], [int(axis)], [-1], ctx=c)  # names a bad axis
+    try:
+        first = _reduce(name, rev, axis, keepdims, None, c)
+        try:
+            return _binary("sub", np.float32(rev.shape[int(axis)] - 1), first, out, c)
+        finally:
+            first.close()
+    finally:
+        rev.close()
+
+
 def argmin(x: ArrayLike, axis: Union[None, int, Sequence[int]] = None, keepdims: bool = False,
-           *, out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Tensor:
-    """Index of the first minimum over axis, as argmax."""
+           *, last: bool = False, out: Optional[Tensor] = None,
+           ctx: Optional[Context] = None) -> Tensor:
+    """Index of the first minimum over axis, as argmax (last=True: the last one)."""
+    if last:
+        return _arg_last("argmin", x, axis, keepdims, out, ctx)
     return _reduce("argmin", x, axis, keepdims, out, ctx)
 
 

@@ -228,3 +228,19 @@ def test_errors(ctx):
     out = ctx.tensor(np.ones((2, 1), np.float32))
     assert pagoda.sum(a, axis=1, keepdims=True, out=out) is out
     assert (out.numpy() == 0).all()
+
+
+def test_arg_last(ctx, rng):
+    """argmax/argmin(last=True): the last extreme along one axis (ONNX's select_last_index)."""
+    x = rng.integers(0, 3, size=(4, 7, 5)).astype(np.float32)  # many ties
+    for axis in (0, 1, -1):
+        for keep in (False, True):
+            for fn, npf in ((pagoda.argmax, np.argmax), (pagoda.argmin, np.argmin)):
+                n = x.shape[axis]
+                want = n - 1 - npf(np.flip(x, axis), axis=axis)
+                if keep:
+                    want = np.expand_dims(want, axis)
+                got = fn(ctx.tensor(x), axis=axis, keepdims=keep, last=True).numpy()
+                assert np.array_equal(got, want), (fn.__name__, axis, keep)
+    with pytest.raises(pagoda.InvalidArgumentError, match="last=True takes one int axis"):
+        pagoda.argmax(ctx.tensor(x), axis=(0, 1), last=True)
