@@ -2,7 +2,8 @@
  * the double reference of reference.c run on K and V repeated per query head on the host
  * (repeat_interleave, PyTorch's enable_gqa), on every device: 110 random cases per device of
  * group sizes 1 to 4, MQA (one key/value head), BHND and BNHD layouts, causal masks and
- * per-head additive masks; every kernel variant; the errors. */
+ * per-head additive masks; every kernel variant; pgd_attention_ex with value heads larger than
+ * the key heads (40 cases per device); the errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,78 @@ START_TEST(gqa_random)
 }
 END_TEST
 
+/* pgd_attention_ex with a value head size dv >= dk (and grouped heads): against a reference
+ * written here, softmax(q·kᵀ·scale) over the visible keys times v in double, BHND. */
+static void value_head_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
+{
+    int64_t hk = pgd_rng_int(r, 1, 2), group = pgd_rng_int(r, 1, 3), H = hk * group;
+    int64_t nq = pgd_rng_int(r, 1, 20), nk = pgd_rng_int(r, 1, 20);
+    int64_t dk = 4 * pgd_rng_int(r, 1, 4), extra[] = {1, 3, dk, dk + 5};
+    int64_t dv = dk + extra[trial % 4];
+    int causal = trial % 3 == 0 ? (int)pgd_rng_int(r, 1, 2) : 0;
+    float *hq = values(r, H * nq * dk, 2.0f), *hk_ = values(r, hk * nk * dk, 2.0f);
+    float *hv = values(r, hk * nk * dv, 1.0f);
+    double *want = malloc((size_t)(H * nq * dv) * sizeof *want), *p = malloc((size_t)nk * 8);
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < nq; i++) {
+            int64_t kvh = h / group, lim = causal == PGD_CAUSAL_TOP_LEFT ? i : i + nk - nq;
+            double m = -INFINITY, sum = 0.0;
+            for (int64_t j = 0; j < nk; j++) {
+                double sc = 0.0;
+                for (int64_t d = 0; d < dk; d++)
+                    sc += (double)hq[(h * nq + i) * dk + d] * hk_[(kvh * nk + j) * dk + d];
+                p[j] = causal && j > lim ? -INFINITY : sc / sqrt((double)dk);
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int64_t j = 0; j < nk; j++)
+                sum += p[j] = m == -INFINITY ? 0.0 : exp(p[j] - m);
+            for (int64_t d = 0; d < dv; d++) {
+                double o = 0.0;
+                for (int64_t j = 0; j < nk && sum > 0; j++)
+                    o += p[j] / sum * hv[(kvh * nk + j) * dv + d];
+                want[(h * nq + i) * dv + d] = o;
+            }
+        }
+    int64_t sq[1] = {H * nq * dk}, sk[1] = {hk * nk * dk}, sv[1] = {hk * nk * dv};
+    int64_t so[1] = {H * nq * dv};
+    pgd_tensor *q = pgd_test_upload(ctx, 1, sq, hq), *k = pgd_test_upload(ctx, 1, sk, hk_);
+    pgd_tensor *v = pgd_test_upload(ctx, 1, sv, hv), *o;
+    pgd_error *err = NULL;
+    PGD_CHECK_OK(pgd_tensor_create(ctx, 1, so, &o, &err), &err);
+    pgd_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1, a.heads = H, a.nq = nq, a.nk = nk, a.head_dim = dk, a.causal = causal;
+    a.q = (pgd_view){q, 0, H * nq * dk, nq * dk, dk};
+    a.k = (pgd_view){k, 0, hk * nk * dk, nk * dk, dk};
+    a.v = (pgd_view){v, 0, hk * nk * dv, nk * dv, dv};
+    a.o = (pgd_view){o, 0, H * nq * dv, nq * dv, dv};
+    pgd_attention_ext e = {sizeof e, hk, dv};
+    PGD_CHECK_OK(pgd_attention_ex(ctx, &a, &e, &err), &err);
+    float *got = malloc((size_t)so[0] * sizeof *got);
+    PGD_CHECK_OK(pgd_tensor_download(o, got, &err), &err);
+    char what[160];
+    snprintf(what, sizeof what, "value head %lld, key head %lld on %s, case %d", (long long)dv,
+             (long long)dk, dev, trial);
+    ck_assert_msg(pgd_test_allclose(got, want, (size_t)so[0], 1e-4, 1e-5, what), "%s", what);
+    pgd_tensor_destroy(q), pgd_tensor_destroy(k), pgd_tensor_destroy(v), pgd_tensor_destroy(o);
+    free(hq), free(hk_), free(hv), free(want), free(p), free(got);
+}
+
+START_TEST(value_head_sizes)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t di = 0; di < n; di++) {
+        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
+        pgd_rng r;
+        pgd_rng_seed(&r, 191 + di);
+        for (int i = 0; i < 40; i++)
+            value_head_case(ctx, &r, i, d[di].name);
+        pgd_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
 static void expect_error(int rc, pgd_error *err, int code, const char *part)
 {
     ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
@@ -159,6 +232,15 @@ START_TEST(errors)
     a.probs = NULL, a.mode = PGD_ATTENTION_TOPK, a.topk = 2;
     rc = pgd_attention_gqa(ctx, &a, 2, &err);
     expect_error(rc, err, PGD_ERR_UNSUPPORTED, "hard attention");
+    err = NULL;
+    a.mode = PGD_ATTENTION_SOFT;
+    pgd_attention_ext e = {sizeof e, 0, 4};
+    rc = pgd_attention_ex(ctx, &a, &e, &err);
+    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "a value head size of 4 with key head size 8");
+    err = NULL;
+    e.size = 3;
+    rc = pgd_attention_ex(ctx, &a, &e, &err);
+    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "ext->size is 3");
     pgd_tensor_destroy(t), pgd_tensor_destroy(p);
     pgd_ctx_destroy(ctx);
 }
@@ -170,6 +252,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, gqa_random);
+    tcase_add_test(tc, value_head_sizes);
     tcase_add_test(tc, errors);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

@@ -315,6 +315,12 @@ class PoolDesc(Structure):
                 ("count_include_pad", c_int)]
 
 
+class AttentionExt(Structure):
+    """pgd_attention_ext."""
+
+    _fields_ = [("size", c_size_t), ("kv_heads", c_int64), ("v_head_dim", c_int64)]
+
+
 ErrP = POINTER(c_void_p)  # pgd_error ** (the error itself stays opaque)
 I64P = POINTER(c_int64)
 V = c_void_p
@@ -412,6 +418,7 @@ _DECLS = [
     ("pgd_reduce", c_int, V, c_int, V, POINTER(c_int), c_int, c_int, V, ErrP),
     ("pgd_matmul", c_int, V, V, V, V, ErrP),
     ("pgd_attention_gqa", c_int, V, POINTER(AttentionArgs), c_int64, ErrP),
+    ("pgd_attention_ex", c_int, V, POINTER(AttentionArgs), POINTER(AttentionExt), ErrP),
     ("pgd_pool2d_output_size", c_int, POINTER(PoolDesc), c_int64, c_int64, POINTER(c_int64),
      POINTER(c_int64), ErrP),
     ("pgd_pool2d", c_int, V, V, POINTER(PoolDesc), V, V, ErrP),

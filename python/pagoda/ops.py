@@ -12,11 +12,13 @@ from ctypes import POINTER, byref, c_float, c_int, c_int64, c_uint64, c_void_p, 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import builtins
+import ctypes
 
 import numpy as np
 
 from ._capi import (
     AttentionArgs,
+    AttentionExt,
     BatchNorm,
     Conv2dDesc,
     GemmArgs,
@@ -210,7 +212,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
     probs_rows = (q0, q1) (default all rows). Hard attention: mode="topk" keeps the `topk`
     highest scores of each row (ties to the lower key) and renormalises; mode="sample" draws
     one key per row from the softmax with `seed` (the same draw on every device:
-    attention_uniform gives its uniform number). Probabilities and hard modes need Hkv == H."""
+    attention_uniform gives its uniform number). v may have a larger head size than q and k
+    (o then has v's). Probabilities and hard modes need Hkv == H and equal head sizes."""
     if mode not in _ATT_MODES:
         raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
                                    f"{mode!r}")
@@ -237,12 +240,13 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         if bshd:  # as B, H, N, D from here on
             sq, sk, sv = ((x[0], x[2], x[1], x[3]) for x in (sq, sk, sv))
         B, H, Nq, D = sq
-        Hkv, Nk = sk[1], sk[2]
-        if (sk != (B, Hkv, Nk, D) or sv != sk or Hkv < 1 or H % Hkv):
+        Hkv, Nk, Dv = sk[1], sk[2], sv[3]
+        if (sk != (B, Hkv, Nk, D) or sv[:3] != sk[:3] or Hkv < 1 or H % Hkv):
             raise ShapeError(f"pagoda: attention: k {list(tk.shape)} and v {list(tv.shape)} "
-                             f"must both have q's batch and head_dim and a head count dividing "
-                             f"{H} (q {list(tq.shape)})")
-        o = c.out(out, tq.shape)
+                             f"must both have q's batch, k q's head_dim, and a head count "
+                             f"dividing {H} (q {list(tq.shape)})")
+        so = (B, H, Nq, Dv)
+        o = c.out(out, (B, Nq, H, Dv) if bshd else so)
         args = AttentionArgs()
         args.batch, args.heads, args.nq, args.nk, args.head_dim = B, H, Nq, Nk, D
         args.scale = 0.0 if scale is None else float(scale)
@@ -251,7 +255,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         args.causal = _CAUSAL[causal]
         args.mode, args.topk, args.seed = _ATT_MODES[mode], topk, seed
         args.q, args.k, args.v, args.o = (_view(tq, sq, bshd), _view(tk, sk, bshd),
-                                          _view(tv, sv, bshd), _view(o, sq, bshd))
+                                          _view(tv, sv, bshd), _view(o, so, bshd))
         tm = c.t(mask, "mask")
         if tm is not None:
             ms = tm.shape
@@ -274,10 +278,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
             p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
             args.probs, args.probs_head, args.probs_q0, args.probs_q1 = p._handle(), head, q0, q1
         try:
-            if Hkv == H:
+            if Hkv == H and Dv == D:
                 _run(api.pgd_attention, c.ctx._h, byref(args))
             else:
-                _run(api.pgd_attention_gqa, c.ctx._h, byref(args), Hkv)
+                ext = AttentionExt(ctypes.sizeof(AttentionExt), Hkv, Dv)
+                _run(api.pgd_attention_ex, c.ctx._h, byref(args), byref(ext))
         except BaseException:
             if p is not None:
                 p._free_locked()

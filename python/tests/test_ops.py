@@ -424,3 +424,17 @@ def test_attention_gqa_layouts_and_alignment(ctx, rng, causal):
         pagoda.attention(ctx.tensor(q[:, :4]), ctx.tensor(k[:, :3]), ctx.tensor(v[:, :3]))
     with pytest.raises(pagoda.InvalidArgumentError, match="causal is False, True"):
         pagoda.attention(ctx.tensor(q), ctx.tensor(q), ctx.tensor(q), causal="diagonal")
+
+
+def test_attention_value_head_larger(ctx, rng):
+    """A value head size larger than the key's (grouped heads too): o takes v's head size."""
+    for H, Hkv, dk, dv in [(2, 2, 8, 10), (4, 2, 4, 12), (3, 1, 8, 21)]:
+        q = rng.standard_normal((2, H, 5, dk)).astype(np.float32)
+        k = rng.standard_normal((2, Hkv, 7, dk)).astype(np.float32)
+        v = rng.standard_normal((2, Hkv, 7, dv)).astype(np.float32)
+        rep = H // Hkv
+        want, _ = ref_attention(q, np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1),
+                                causal="top_left")
+        got = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), causal="top_left")
+        assert got.shape == (2, H, 5, dv)
+        assert np.allclose(got.numpy(), want, rtol=1e-4, atol=1e-5), (H, Hkv, dk, dv)

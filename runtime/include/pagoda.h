@@ -701,6 +701,21 @@ PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_erro
 PGD_API int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *args, int64_t kv_heads,
                               pgd_error **err);
 
+/* What pgd_attention_ex adds to pgd_attention_args. Set size to sizeof(pgd_attention_ext):
+ * fields added later are then read only from callers that know them. */
+typedef struct pgd_attention_ext {
+    size_t size;
+    int64_t kv_heads;   /* key/value heads (0: args->heads), as pgd_attention_gqa */
+    int64_t v_head_dim; /* the value head size (0: args->head_dim): at least head_dim; the v and
+                         * o views then address v_head_dim columns a token */
+} pgd_attention_ext;
+/* pgd_attention with grouped key/value heads and a value head size larger than the key head
+ * size (ext NULL: pgd_attention). A larger value head runs as ceil(v_head_dim / head_dim)
+ * launches over column chunks of V and O, Q·Kᵀ recomputed in each; soft attention without
+ * probabilities only (PGD_ERR_UNSUPPORTED otherwise, and for a smaller value head). */
+PGD_API int pgd_attention_ex(pgd_ctx *ctx, const pgd_attention_args *args,
+                             const pgd_attention_ext *ext, pgd_error **err);
+
 /* The uniform number in [0, 1) that PGD_ATTENTION_SAMPLE draws for row i of head h of batch
  * entry b (24 random bits): key j is picked when it is the first whose cumulative softmax weight
  * exceeds u times the row's total. For references and tests. */
