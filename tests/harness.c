@@ -284,3 +284,12 @@ double *pgd_test_read_doubles(const char *name, size_t n)
     free(f);
     return d;
 }
+
+void pgd_test_expect_error(int rc, pgd_error *err, int code, const char *part)
+{
+    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
+                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
+    ck_assert_msg(err && strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
+                  err ? pgd_error_message(err) : "no error", part);
+    pgd_error_free(err);
+}

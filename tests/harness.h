@@ -27,6 +27,26 @@ pgd_ctx *pgd_test_ctx_with(const pgd_device_info *d, const char *const *vars);
 /* A context made with *o; fails the test otherwise. */
 pgd_ctx *pgd_test_ctx_opts(const pgd_ctx_options *o);
 
+/* Runs the statements after `seed` once per device, with `ctx` a context on it, `dev` its name
+ * and `r` a generator seeded with seed + the device's index; the context is destroyed after. */
+#define PGD_TEST_EACH_DEVICE(seed, ...)                                                           \
+    do {                                                                                          \
+        size_t nd_;                                                                               \
+        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
+        for (size_t di_ = 0; di_ < nd_; di_++) {                                                  \
+            pgd_ctx *ctx = pgd_test_ctx(&d_[di_]);                                                \
+            const char *dev = d_[di_].name;                                                       \
+            pgd_rng r;                                                                            \
+            pgd_rng_seed(&r, (seed) + di_);                                                       \
+            __VA_ARGS__;                                                                          \
+            pgd_ctx_destroy(ctx);                                                                 \
+        }                                                                                         \
+    } while (0)
+
+/* Asserts that a call returned status `code` with an error whose message holds `part`, then
+ * frees the error. */
+void pgd_test_expect_error(int rc, pgd_error *err, int code, const char *part);
+
 /* Launches of kernel `name` in ctx's profile (pgd_ctx_set_profiling(ctx, 1) first). */
 long pgd_test_launches(pgd_ctx *ctx, const char *name);
 

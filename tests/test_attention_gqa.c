@@ -113,16 +113,7 @@ static void gqa_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(gqa_random)
 {
-    size_t n;
-    const pgd_device_info *d = pgd_test_devices(&n);
-    for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
-        pgd_rng r;
-        pgd_rng_seed(&r, 171 + di);
-        for (int i = 0; i < TRIALS; i++)
-            gqa_case(ctx, &r, i, d[di].name);
-        pgd_ctx_destroy(ctx);
-    }
+    PGD_TEST_EACH_DEVICE(171, for (int i = 0; i < TRIALS; i++) gqa_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -185,27 +176,9 @@ static void value_head_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev
 
 START_TEST(value_head_sizes)
 {
-    size_t n;
-    const pgd_device_info *d = pgd_test_devices(&n);
-    for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
-        pgd_rng r;
-        pgd_rng_seed(&r, 191 + di);
-        for (int i = 0; i < 40; i++)
-            value_head_case(ctx, &r, i, d[di].name);
-        pgd_ctx_destroy(ctx);
-    }
+    PGD_TEST_EACH_DEVICE(191, for (int i = 0; i < 40; i++) value_head_case(ctx, &r, i, dev));
 }
 END_TEST
-
-static void expect_error(int rc, pgd_error *err, int code, const char *part)
-{
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  pgd_error_message(err), part);
-    pgd_error_free(err);
-}
 
 START_TEST(errors)
 {
@@ -223,24 +196,24 @@ START_TEST(errors)
     a.q = a.k = a.v = (pgd_view){t, 0, 160, 40, 8};
     a.o = (pgd_view){p, 0, 160, 40, 8};
     int rc = pgd_attention_gqa(ctx, &a, 3, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "3 key/value heads do not divide the 4");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "3 key/value heads do not divide the 4");
     err = NULL;
     a.probs = t;
     rc = pgd_attention_gqa(ctx, &a, 2, &err);
-    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "probabilities with grouped key/value heads");
+    pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED, "probabilities with grouped key/value heads");
     err = NULL;
     a.probs = NULL, a.mode = PGD_ATTENTION_TOPK, a.topk = 2;
     rc = pgd_attention_gqa(ctx, &a, 2, &err);
-    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "hard attention");
+    pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED, "hard attention");
     err = NULL;
     a.mode = PGD_ATTENTION_SOFT;
     pgd_attention_ext e = {sizeof e, 0, 4};
     rc = pgd_attention_ex(ctx, &a, &e, &err);
-    expect_error(rc, err, PGD_ERR_UNSUPPORTED, "a value head size of 4 with key head size 8");
+    pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED, "a value head size of 4 with key head size 8");
     err = NULL;
     e.size = 3;
     rc = pgd_attention_ex(ctx, &a, &e, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "ext->size is 3");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "ext->size is 3");
     pgd_tensor_destroy(t), pgd_tensor_destroy(p);
     pgd_ctx_destroy(ctx);
 }

@@ -87,16 +87,7 @@ static void pads_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(pads_random)
 {
-    size_t n;
-    const pgd_device_info *d = pgd_test_devices(&n);
-    for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
-        pgd_rng r;
-        pgd_rng_seed(&r, 151 + di);
-        for (int i = 0; i < TRIALS; i++)
-            pads_case(ctx, &r, i, d[di].name);
-        pgd_ctx_destroy(ctx);
-    }
+    PGD_TEST_EACH_DEVICE(151, for (int i = 0; i < TRIALS; i++) pads_case(ctx, &r, i, dev));
 }
 END_TEST
 

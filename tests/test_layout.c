@@ -119,21 +119,6 @@ static void io_free(io *t)
     pgd_tensor_destroy(t->yfull);
 }
 
-/* Runs `body` on a context of every device with a generator seeded per device. */
-#define EACH_DEVICE(seed, ...)                                                                    \
-    do {                                                                                          \
-        size_t nd_;                                                                               \
-        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
-        for (size_t di = 0; di < nd_; di++) {                                                     \
-            pgd_ctx *ctx = pgd_test_ctx(&d_[di]);                                                 \
-            const char *dev = d_[di].name;                                                        \
-            pgd_rng r;                                                                            \
-            pgd_rng_seed(&r, (seed) + di);                                                        \
-            __VA_ARGS__;                                                                           \
-            pgd_ctx_destroy(ctx);                                                                 \
-        }                                                                                         \
-    } while (0)
-
 static void transpose_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 {
     int64_t xs[PGD_MAX_DIMS], ys[PGD_MAX_DIMS];
@@ -165,7 +150,7 @@ static void transpose_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(transpose_random)
 {
-    EACH_DEVICE(11, for (int i = 0; i < TRIALS; i++) transpose_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(11, for (int i = 0; i < TRIALS; i++) transpose_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -222,7 +207,7 @@ static void slice_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(slice_random)
 {
-    EACH_DEVICE(21, for (int i = 0; i < TRIALS; i++) slice_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(21, for (int i = 0; i < TRIALS; i++) slice_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -265,7 +250,7 @@ static void concat_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(concat_random)
 {
-    EACH_DEVICE(31, for (int i = 0; i < TRIALS; i++) concat_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(31, for (int i = 0; i < TRIALS; i++) concat_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -305,7 +290,7 @@ static void gather_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(gather_random)
 {
-    EACH_DEVICE(41, for (int i = 0; i < TRIALS; i++) gather_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(41, for (int i = 0; i < TRIALS; i++) gather_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -343,7 +328,7 @@ static void pad_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(pad_random)
 {
-    EACH_DEVICE(51, for (int i = 0; i < TRIALS; i++) pad_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(51, for (int i = 0; i < TRIALS; i++) pad_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -380,7 +365,7 @@ static void depth_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(depth_space_random)
 {
-    EACH_DEVICE(61, for (int i = 0; i < TRIALS; i++) depth_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(61, for (int i = 0; i < TRIALS; i++) depth_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -390,15 +375,6 @@ static pgd_tensor *blank(pgd_ctx *ctx, int nd, const int64_t *shape)
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_tensor_create(ctx, nd, shape, &t, &err), &err);
     return t;
-}
-
-static void expect_error(int rc, pgd_error *err, int code, const char *part)
-{
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  pgd_error_message(err), part);
-    pgd_error_free(err);
 }
 
 /* Each rule broken once: the status and the words that name it. */
@@ -414,73 +390,73 @@ START_TEST(errors)
     pgd_tensor *h = blank(ctx, 4, s4e), *o = blank(ctx, 4, s4o);
     pgd_error *err = NULL;
     int rc = pgd_transpose(ctx, a, (const int[]){0, 0}, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "perm[1] = 0: perm must name each of x's 2");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "perm[1] = 0: perm must name each of x's 2");
     err = NULL;
     rc = pgd_transpose(ctx, a, NULL, c, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "transpose: y is [3, 3] but x permuted is [3, 2]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "transpose: y is [3, 3] but x permuted is [3, 2]");
     err = NULL;
     rc = pgd_transpose(ctx, a, NULL, a, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "y is [2, 3]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y is [2, 3]");
     err = NULL;
     rc = pgd_transpose(ctx, c, NULL, c, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "y must not be x's memory");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "y must not be x's memory");
     err = NULL;
     int64_t st[2] = {0, 0}, en[2] = {2, 2}, zero[2] = {1, 0};
     rc = pgd_slice(ctx, a, 2, (const int[]){1, -1}, st, en, NULL, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "slice: axis -1 is named twice");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "slice: axis -1 is named twice");
     err = NULL;
     rc = pgd_slice(ctx, a, 2, NULL, st, en, zero, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "the step of axis 1 is 0");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "the step of axis 1 is 0");
     err = NULL;
     rc = pgd_slice(ctx, a, 1, (const int[]){2}, st, en, NULL, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "axis 2 is outside [-2, 2)");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "axis 2 is outside [-2, 2)");
     err = NULL;
     rc = pgd_slice(ctx, a, 2, NULL, st, en, NULL, b, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "slice: y is [3, 2] but the slice of x is [2, 2]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "slice: y is [3, 2] but the slice of x is [2, 2]");
     err = NULL;
     rc = pgd_concat(ctx, 2, (const pgd_tensor *[]){a, b}, 0, f, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "every tensor must have xs[0]'s dims");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "every tensor must have xs[0]'s dims");
     err = NULL;
     rc = pgd_concat(ctx, 2, (const pgd_tensor *[]){a, a}, 0, c, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "y is [3, 3] but the tensors joined are [4, 3]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y is [3, 3] but the tensors joined are [4, 3]");
     err = NULL;
     rc = pgd_concat(ctx, 2, (const pgd_tensor *[]){a, f}, 0, f, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "y must not be xs[1]'s memory");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "y must not be xs[1]'s memory");
     err = NULL;
     rc = pgd_concat(ctx, 0, NULL, 0, f, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "no tensors to join");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "no tensors to join");
     err = NULL;
     int64_t idx[3] = {0, 2, -3}, is[1] = {3};
     rc = pgd_gather(ctx, a, 0, idx, 1, is, c, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "indices[1] = 2 is outside [-2, 2)");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "indices[1] = 2 is outside [-2, 2)");
     err = NULL;
     rc = pgd_gather(ctx, a, 1, idx, 1, is, b, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "gather: y is [3, 2] but x gathered is [2, 3]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "gather: y is [3, 2] but x gathered is [2, 3]");
     err = NULL;
     int64_t pads[2] = {-1, 0};
     rc = pgd_pad(ctx, e, (const int64_t[]){1, 0}, PGD_PAD_REFLECT, 0.0f, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "dim 0 of x is empty: reflect padding");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "dim 0 of x is empty: reflect padding");
     err = NULL;
     rc = pgd_pad(ctx, e, pads, PGD_PAD_CONSTANT, 0.0f, b, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "would be -1 long");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "would be -1 long");
     err = NULL;
     rc = pgd_pad(ctx, a, (const int64_t[]){0, 0, 1 << 30, 0}, PGD_PAD_EDGE, 0.0f, b, &err);
-    expect_error(rc, err, PGD_ERR_TOO_LARGE, "beyond 2^30");
+    pgd_test_expect_error(rc, err, PGD_ERR_TOO_LARGE, "beyond 2^30");
     err = NULL;
     rc = pgd_pad(ctx, a, (const int64_t[]){0, 0, 0, 0}, (pgd_pad_mode)7, 0.0f, a, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "mode 7 is not a pgd_pad_mode");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "mode 7 is not a pgd_pad_mode");
     err = NULL;
     rc = pgd_depth_to_space(ctx, g, 2, PGD_DEPTH_DCR, o, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "3 channels are not a multiple of the block size");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "3 channels are not a multiple of the block size");
     err = NULL;
     rc = pgd_depth_to_space(ctx, a, 2, PGD_DEPTH_DCR, o, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "depth_to_space: x is [2, 3], want [N, C, H, W]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "depth_to_space: x is [2, 3], want [N, C, H, W]");
     err = NULL;
     rc = pgd_space_to_depth(ctx, h, 2, o, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "height and width must be multiples of the block size");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "height and width must be multiples of the block size");
     err = NULL;
     rc = pgd_space_to_depth(ctx, o, 0, h, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "the block size is 0");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "the block size is 0");
     pgd_tensor *ts[] = {a, b, c, e, f, g, h, o};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         pgd_tensor_destroy(ts[i]);

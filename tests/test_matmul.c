@@ -93,16 +93,7 @@ static void matmul_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(matmul_random_broadcasts)
 {
-    size_t n;
-    const pgd_device_info *d = pgd_test_devices(&n);
-    for (size_t di = 0; di < n; di++) {
-        pgd_ctx *ctx = pgd_test_ctx(&d[di]);
-        pgd_rng r;
-        pgd_rng_seed(&r, 101 + di);
-        for (int i = 0; i < TRIALS; i++)
-            matmul_case(ctx, &r, i, d[di].name);
-        pgd_ctx_destroy(ctx);
-    }
+    PGD_TEST_EACH_DEVICE(101, for (int i = 0; i < TRIALS; i++) matmul_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -132,15 +123,6 @@ START_TEST(mixed_broadcast)
 }
 END_TEST
 
-static void expect_error(int rc, pgd_error *err, int code, const char *part)
-{
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  pgd_error_message(err), part);
-    pgd_error_free(err);
-}
-
 START_TEST(errors)
 {
     size_t n;
@@ -157,18 +139,18 @@ START_TEST(errors)
     PGD_CHECK_OK(pgd_tensor_create(ctx, 3, s235, &y, &err), &err);
     PGD_CHECK_OK(pgd_tensor_create(ctx, 0, s0, &s, &err), &err);
     int rc = pgd_matmul(ctx, a, b, y, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "a's last dim (4) must equal b's second-to-last (3)");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "a's last dim (4) must equal b's second-to-last (3)");
     err = NULL;
     rc = pgd_matmul(ctx, a, e, y, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "the batch dims of a [2, 3, 4] and b [3, 4, 5] do not "
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "the batch dims of a [2, 3, 4] and b [3, 4, 5] do not "
                                          "broadcast: 2 vs 3");
     err = NULL;
     rc = pgd_matmul(ctx, a, c, e, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "y is [3, 4, 5] but a [2, 3, 4] times b [4, 5] is "
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y is [3, 4, 5] but a [2, 3, 4] times b [4, 5] is "
                                          "[2, 3, 5]");
     err = NULL;
     rc = pgd_matmul(ctx, s, c, y, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "a [] is a scalar");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "a [] is a scalar");
     pgd_tensor_destroy(a), pgd_tensor_destroy(b), pgd_tensor_destroy(c);
     pgd_tensor_destroy(e), pgd_tensor_destroy(y), pgd_tensor_destroy(s);
     pgd_ctx_destroy(ctx);

@@ -64,20 +64,6 @@ static void expect_near(const pgd_tensor *t, const double *want, double rtol, do
     free(got);
 }
 
-#define EACH_DEVICE(seed, ...)                                                                    \
-    do {                                                                                          \
-        size_t nd_;                                                                               \
-        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
-        for (size_t di = 0; di < nd_; di++) {                                                     \
-            pgd_ctx *ctx = pgd_test_ctx(&d_[di]);                                                 \
-            const char *dev = d_[di].name;                                                        \
-            pgd_rng r;                                                                            \
-            pgd_rng_seed(&r, (seed) + di);                                                        \
-            __VA_ARGS__;                                                                           \
-            pgd_ctx_destroy(ctx);                                                                 \
-        }                                                                                         \
-    } while (0)
-
 static void softmax_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 {
     int64_t s[PGD_MAX_DIMS];
@@ -105,7 +91,7 @@ static void softmax_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(softmax_any_axis)
 {
-    EACH_DEVICE(71, for (int i = 0; i < TRIALS; i++) softmax_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(71, for (int i = 0; i < TRIALS; i++) softmax_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -164,7 +150,7 @@ static void layernorm_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(layernorm_and_rmsnorm_any_axis)
 {
-    EACH_DEVICE(81, for (int i = 0; i < TRIALS; i++) layernorm_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(81, for (int i = 0; i < TRIALS; i++) layernorm_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -208,7 +194,7 @@ static void channel_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
 
 START_TEST(batch_and_group_norm)
 {
-    EACH_DEVICE(91, for (int i = 0; i < TRIALS; i++) channel_case(ctx, &r, i, dev));
+    PGD_TEST_EACH_DEVICE(91, for (int i = 0; i < TRIALS; i++) channel_case(ctx, &r, i, dev));
 }
 END_TEST
 
@@ -216,7 +202,7 @@ END_TEST
  * probability's digits where softmax's log would be -inf. */
 START_TEST(nan_rows_and_tiny_probabilities)
 {
-    EACH_DEVICE(5, {
+    PGD_TEST_EACH_DEVICE(5, {
         (void)r;
         int64_t s[2] = {3, 4};
         float h[12] = {0, 1, 2, 3, NAN, 1, 2, 3, 0, 1, 2, 3};
@@ -247,15 +233,6 @@ START_TEST(nan_rows_and_tiny_probabilities)
 }
 END_TEST
 
-static void expect_error(int rc, pgd_error *err, int code, const char *part)
-{
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  pgd_error_message(err), part);
-    pgd_error_free(err);
-}
-
 static pgd_tensor *blank(pgd_ctx *ctx, int nd, const int64_t *shape)
 {
     pgd_tensor *t = NULL;
@@ -276,40 +253,40 @@ START_TEST(errors)
     pgd_tensor *m21 = blank(ctx, 2, s21), *m31 = blank(ctx, 2, s31), *v6 = blank(ctx, 1, s6);
     pgd_error *err = NULL;
     int rc = pgd_softmax_axis(ctx, x, 3, 1.0f, 0, y, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "softmax: axis 3 is outside [-3, 3)");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "softmax: axis 3 is outside [-3, 3)");
     err = NULL;
     rc = pgd_softmax_axis(ctx, x, 0, 1.0f, 1, w, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "log_softmax: output shape differs");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "log_softmax: output shape differs");
     err = NULL;
     rc = pgd_layernorm_axis(ctx, x, 1, w5, w5, 1e-5f, y, NULL, NULL, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "weight must have x's dims from axis 1 on");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "weight must have x's dims from axis 1 on");
     err = NULL;
     rc = pgd_layernorm_axis(ctx, x, -2, wf, NULL, 1e-5f, y, NULL, NULL, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "give both weight and bias");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "give both weight and bias");
     err = NULL;
     rc = pgd_layernorm_axis(ctx, x, 1, w, wf, 1e-5f, y, m31, m31, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "mean must have x's dims before axis 1");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "mean must have x's dims before axis 1");
     err = NULL;
     rc = pgd_layernorm_axis(ctx, x, 1, NULL, NULL, 1e-5f, y, m21, NULL, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "give both mean and rstd");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "give both mean and rstd");
     err = NULL;
     rc = pgd_layernorm_axis(ctx, x, 1, NULL, NULL, -1.0f, y, NULL, NULL, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "eps must be non-negative");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "eps must be non-negative");
     err = NULL;
     rc = pgd_rmsnorm(ctx, x, 2, w, 1e-5f, y, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "rmsnorm: weight must have x's dims from axis 2 on");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "rmsnorm: weight must have x's dims from axis 2 on");
     err = NULL;
     rc = pgd_batch_norm(ctx, x, c3, c3, c3, NULL, 1e-5f, y, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "batch_norm: bias is required");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "batch_norm: bias is required");
     err = NULL;
     rc = pgd_batch_norm(ctx, x, c3, v6, c3, c3, 1e-5f, y, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "var must be 1-D [C], one per channel");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "var must be 1-D [C], one per channel");
     err = NULL;
     rc = pgd_batch_norm(ctx, c3, c3, c3, c3, c3, 1e-5f, c3, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "want [N, C, ...]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "want [N, C, ...]");
     err = NULL;
     rc = pgd_group_norm(ctx, x, 2, c3, c3, 1e-5f, y, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "2 groups do not divide the 3 channels");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "2 groups do not divide the 3 channels");
     pgd_tensor *all[] = {x, y, w, wf, w5, c3, m21, m31, v6};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pgd_tensor_destroy(all[i]);

@@ -134,15 +134,6 @@ START_TEST(global_max)
 }
 END_TEST
 
-static void expect_error(int rc, pgd_error *err, int code, const char *part)
-{
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  pgd_error_message(err), part);
-    pgd_error_free(err);
-}
-
 START_TEST(errors)
 {
     size_t n;
@@ -157,26 +148,26 @@ START_TEST(errors)
     pgd_pool_desc p = {PGD_POOL_MAX, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0};
     p.kh = 6;
     int rc = pgd_pool2d(ctx, x, &p, y, NULL, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "maxpool: the window spans 6 rows but x padded has 4");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "maxpool: the window spans 6 rows but x padded has 4");
     err = NULL;
     p.kh = 2, p.sw = 0;
     rc = pgd_pool2d(ctx, x, &p, y, NULL, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "stride 2x0");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "stride 2x0");
     err = NULL;
     p.sw = 1;
     rc = pgd_pool2d(ctx, x, &p, y, NULL, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "y must be [N, 2, 3, C]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y must be [N, 2, 3, C]");
     err = NULL;
     p.sw = 2, p.mode = PGD_POOL_AVG;
     rc = pgd_pool2d(ctx, x, &p, y, x, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "indices are a max pool's");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "indices are a max pool's");
     err = NULL;
     rc = pgd_pool2d(ctx, x3, &p, y, NULL, &err);
-    expect_error(rc, err, PGD_ERR_SHAPE, "x must be 4-D [N, H, W, C]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "x must be 4-D [N, H, W, C]");
     err = NULL;
     p.mode = (pgd_pool_mode)5;
     rc = pgd_pool2d(ctx, x, &p, y, NULL, &err);
-    expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "mode 5 is not a pgd_pool_mode");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "mode 5 is not a pgd_pool_mode");
     pgd_tensor_destroy(x), pgd_tensor_destroy(y), pgd_tensor_destroy(x3);
     pgd_ctx_destroy(ctx);
 }

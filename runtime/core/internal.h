@@ -325,6 +325,10 @@ int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_ro
 #define PGD_LAUNCH_GEMM_FLOPS (UINT64_C(1) << 30)
 /* The work-group size for a one-item-per-element kernel. */
 size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k);
+/* PGD_OK when y has rank nd and sizes shape, else PGD_ERR_SHAPE "op: y is [..] but what [..]"
+ * (the broadcasting and layout ops' output check). */
+int pgd__check_out_shape(const char *op, const pgd_tensor *y, int nd, const int64_t *shape,
+                         const char *what, pgd_error **err);
 /* PGD_ERR_SHAPE with "op: what: [a] vs [b]". */
 int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pgd_tensor *a,
                      const pgd_tensor *b);

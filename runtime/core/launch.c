@@ -136,3 +136,22 @@ int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pg
                           pgd_tensor_shape_str(a, sa, sizeof sa),
                           pgd_tensor_shape_str(b, sb, sizeof sb));
 }
+
+int pgd__check_out_shape(const char *op, const pgd_tensor *y, int nd, const int64_t *shape,
+                         const char *what, pgd_error **err)
+{
+    int same = pgd_tensor_ndim(y) == nd;
+    for (int d = 0; same && d < nd; d++)
+        same = pgd_tensor_dim(y, d) == shape[d];
+    if (same)
+        return PGD_OK;
+    char sy[128], want[256];
+    size_t len = 0;
+    want[len++] = '[';
+    for (int d = 0; d < nd && len < sizeof want - 32; d++)
+        len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", d ? ", " : "",
+                                (long long)shape[d]);
+    snprintf(want + len, sizeof want - len, "]");
+    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: y is %s but %s %s", op,
+                          pgd_tensor_shape_str(y, sy, sizeof sy), what, want);
+}

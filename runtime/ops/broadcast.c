@@ -85,26 +85,6 @@ static int broadcast_shape(const char *op, int n, const pgd_tensor *const *t,
     return PGD_OK;
 }
 
-/* PGD_OK when y has rank ndim and sizes shape; else PGD_ERR_SHAPE naming both. */
-static int check_out(const char *op, const pgd_tensor *y, int ndim, const int64_t *shape,
-                     const char *what, pgd_error **err)
-{
-    int same = pgd_tensor_ndim(y) == ndim;
-    for (int d = 0; same && d < ndim; d++)
-        same = pgd_tensor_dim(y, d) == shape[d];
-    if (same)
-        return PGD_OK;
-    char sy[128], want[256];
-    size_t len = 0;
-    want[len++] = '[';
-    for (int d = 0; d < ndim; d++)
-        len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", d ? ", " : "",
-                                (long long)shape[d]);
-    snprintf(want + len, sizeof want - len, "]");
-    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: y is %s but %s %s", op,
-                          pgd_tensor_shape_str(y, sy, sizeof sy), what, want);
-}
-
 /* Adds a dim of size `size` outside the ones in g (innermost first) with the operands' strides
  * st[0..n): merged into g's outermost dim when every operand is contiguous across the two,
  * dropped when its size is 1. */
@@ -155,7 +135,7 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
     int64_t shape[PGD_MAX_DIMS];
     int rc = broadcast_shape(op_name, n, t, names, &ndim, shape, err);
     if (!rc)
-        rc = check_out(op_name, y, ndim, shape, "the operands broadcast to", err);
+        rc = pgd__check_out_shape(op_name, y, ndim, shape, "the operands broadcast to", err);
     if (!rc) /* operands within the limit may broadcast beyond it */
         rc = too_large(y, op_name, "y", err);
     if (rc)
@@ -354,7 +334,7 @@ static int reduce_setup(const char *op, int opc, const pgd_tensor *x, const int 
     for (int d = 0; d < nd; d++)
         if (!mask[d] || keepdims)
             yshape[ny++] = mask[d] ? 1 : pgd_tensor_dim(x, d);
-    if ((rc = check_out(op, y, ny, yshape, "reducing x gives", err)))
+    if ((rc = pgd__check_out_shape(op, y, ny, yshape, "reducing x gives", err)))
         return rc;
     int arg = opc == PGD_REDUCE_ARGMAX || opc == PGD_REDUCE_ARGMIN;
     if (arg && nred > (INT64_C(1) << 24))

@@ -54,26 +54,6 @@ static int too_large(const pgd_tensor *t, const char *op, const char *what, pgd_
                           op, what, pgd_tensor_shape_str(t, s, sizeof s));
 }
 
-/* PGD_ERR_SHAPE unless y has rank nd and sizes shape; the message names what made them. */
-static int check_out(const char *op, const pgd_tensor *y, int nd, const int64_t *shape,
-                     const char *what, pgd_error **err)
-{
-    int same = pgd_tensor_ndim(y) == nd;
-    for (int d = 0; same && d < nd; d++)
-        same = pgd_tensor_dim(y, d) == shape[d];
-    if (same)
-        return PGD_OK;
-    char sy[128], want[256];
-    size_t len = 0;
-    want[len++] = '[';
-    for (int d = 0; d < nd && len < sizeof want - 32; d++)
-        len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", d ? ", " : "",
-                                (long long)shape[d]);
-    snprintf(want + len, sizeof want - len, "]");
-    return pgd__error_set(err, PGD_ERR_SHAPE, "%s: y is %s but %s %s", op,
-                          pgd_tensor_shape_str(y, sy, sizeof sy), what, want);
-}
-
 /* PGD_ERR_INVALID_ARGUMENT when y is x's buffer (the copies read x while writing y). */
 static int check_distinct(const char *op, const pgd_tensor *x, const char *name,
                           const pgd_tensor *y, pgd_error **err)
@@ -181,7 +161,7 @@ int pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor
     }
     int rc = too_large(x, "transpose", "x", err);
     if (!rc)
-        rc = check_out("transpose", y, nd, shape, "x permuted is", err);
+        rc = pgd__check_out_shape("transpose", y, nd, shape, "x permuted is", err);
     if (!rc)
         rc = check_distinct("transpose", x, "x", y, err);
     if (rc)
@@ -242,7 +222,7 @@ int pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes, const i
         sx[a] = count > 1 ? sx[a] * step : 0; /* then |step| < the axis: no overflow */
         shape[a] = count;
     }
-    if ((rc = check_out("slice", y, nd, shape, "the slice of x is", err)) ||
+    if ((rc = pgd__check_out_shape("slice", y, nd, shape, "the slice of x is", err)) ||
         (rc = check_distinct("slice", x, "x", y, err)))
         return rc;
     strides_of(y, sy);
@@ -280,7 +260,7 @@ int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_t
                                     xs[i], xs[0]);
         shape[a] += pgd_tensor_dim(xs[i], a);
     }
-    if ((rc = check_out("concat", y, nd, shape, "the tensors joined are", err)) ||
+    if ((rc = pgd__check_out_shape("concat", y, nd, shape, "the tensors joined are", err)) ||
         (rc = too_large(y, "concat", "y", err)))
         return rc;
     int64_t sy[PGD_MAX_DIMS], at = 0;
@@ -358,7 +338,7 @@ int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indic
         inner *= shape[k++] = pgd_tensor_dim(x, d);
     if (nidx > 0 && !indices)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "gather: indices is NULL");
-    if ((rc = check_out("gather", y, k, shape, "x gathered is", err)) ||
+    if ((rc = pgd__check_out_shape("gather", y, k, shape, "x gathered is", err)) ||
         (rc = check_distinct("gather", x, "x", y, err)) ||
         (rc = too_large(y, "gather", "y", err)))
         return rc;
@@ -432,7 +412,7 @@ int pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_pad_mode
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pad: pads is NULL");
     int64_t shape[PGD_MAX_DIMS], count = 1;
     if ((rc = too_large(x, "pad", "x", err)) || (rc = pad_shape(x, pads, mode, shape, err)) ||
-        (rc = check_out("pad", y, nd, shape, "x padded is", err)) ||
+        (rc = pgd__check_out_shape("pad", y, nd, shape, "x padded is", err)) ||
         (rc = too_large(y, "pad", "y", err)) || (rc = check_distinct("pad", x, "x", y, err)))
         return rc;
     for (int d = 0; d < nd; d++)
@@ -504,7 +484,7 @@ int pgd_depth_to_space(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_depth_m
                               (long long)(b * b));
     int64_t c = s[1] / (b * b), hw = s[2] * s[3];
     int64_t want[4] = {s[0], c, s[2] * b, s[3] * b};
-    if ((rc = check_out("depth_to_space", y, 4, want, "x rearranged is", err)) ||
+    if ((rc = pgd__check_out_shape("depth_to_space", y, 4, want, "x rearranged is", err)) ||
         (rc = check_distinct("depth_to_space", x, "x", y, err)))
         return rc;
     /* y viewed as [N, C', H, b1, W, b2] (contiguous); x's channel is (b1·b + b2)·C' + c'
@@ -531,7 +511,7 @@ int pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_tensor 
                               pgd_tensor_shape_str(x, sx, sizeof sx), (long long)b);
     int64_t h = s[2] / b, w = s[3] / b, hw = s[2] * s[3];
     int64_t want[4] = {s[0], s[1] * b * b, h, w};
-    if ((rc = check_out("space_to_depth", y, 4, want, "x rearranged is", err)) ||
+    if ((rc = pgd__check_out_shape("space_to_depth", y, 4, want, "x rearranged is", err)) ||
         (rc = check_distinct("space_to_depth", x, "x", y, err)))
         return rc;
     /* y viewed as [N, b1, b2, C, H', W'] (contiguous): x[n, c, h'·b + b1, w'·b + b2]. */
