@@ -673,6 +673,70 @@ START_TEST(attention_forms)
 }
 END_TEST
 
+/* pgd_attention_ex's kernels: the keys appended to a cache (attn_ext_append), a window, key
+ * counts per sequence and a boolean mask broadcast over heads and queries (attn_ext_fwd), the
+ * probabilities as scores (attn_ext_scores). The reference sees the same visibility as an
+ * additive mask of 0 and -inf. */
+static void attention_ext_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    const int64_t B = 2, H = 2, nq = 6, nk = 9, D = 5, lens[2] = {9, 4};
+    int64_t sq[4] = {B, H, nq, D}, sk[4] = {B, H, nk, D}, sm[4] = {B, 1, 1, nk};
+    int64_t sp[4] = {B, H, nq, nk};
+    float *hq, *hk, *hv, hb[2 * 9];
+    pgd_tensor *q = upload_rand(ctx, r, 4, sq, &hq), *k = upload_rand(ctx, r, 4, sk, &hk);
+    pgd_tensor *v = upload_rand(ctx, r, 4, sk, &hv);
+    for (int i = 0; i < B * nk; i++)
+        hb[i] = i % 4 != 1;
+    pgd_tensor *m = pgd_test_upload(ctx, 4, sm, hb);
+    pgd_tensor *kc = poisoned(ctx, 4, sk), *vc = poisoned(ctx, 4, sk);
+    pgd_tensor *o = poisoned(ctx, 4, sq), *p = poisoned(ctx, 4, sp);
+    pgd_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = B, a.heads = H, a.nq = nq, a.nk = nk, a.head_dim = D, a.causal = 1;
+    a.q = dense_view(q, H, nq, D), a.k = dense_view(k, H, nk, D), a.v = dense_view(v, H, nk, D);
+    a.o = dense_view(o, H, nq, D), a.mask = (pgd_view){m, 0, nk, 0, 0};
+    pgd_attention_ext e;
+    memset(&e, 0, sizeof e);
+    e.size = sizeof e, e.mask_bool = 1, e.window = 1, e.window_left = 3, e.window_right = -1;
+    e.kv_lens = lens, e.scores = p, e.scores_kind = PGD_SCORES_PROBS;
+    e.k_cache = dense_view(kc, H, nk, D), e.v_cache = dense_view(vc, H, nk, D);
+    PGD_CHECK_OK(pgd_attention_ex(ctx, &a, &e, &err), &err);
+    /* the reference: the same keys hidden by an additive mask [B, H, nq, nk] */
+    float *hm = malloc((size_t)(B * H * nq * nk) * sizeof *hm);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < nq; i++)
+                for (int64_t j = 0; j < nk; j++) {
+                    int64_t pos = i + lens[b] - nq;
+                    int seen = j < lens[b] && j <= pos && pos - j <= 3 && hb[b * nk + j] != 0;
+                    hm[((b * H + h) * nq + i) * nk + j] = seen ? 0.0f : -INFINITY;
+                }
+    pgd_attention_args ra = a;
+    ra.causal = 0, ra.mask = dense_view(m, H, nq, nk);
+    ra.probs = p, ra.probs_head = -1, ra.probs_q0 = 0, ra.probs_q1 = nq;
+    double *want = dalloc(B * H * nq * D), *wantp = dalloc(B * H * nq * nk);
+    pgd_ref_attention(&ra, hq, hk, hv, hm, want, wantp);
+    expect_close(o, want, 1e-4, 1e-5, "attention ext");
+    expect_close(p, wantp, 1e-4, 1e-6, "attention ext probabilities");
+    expect_close(kc, widen(hk, B * H * nk * D), 0, 0, "attention ext K cache");
+    pgd_tensor *tensors[] = {q, k, v, m, kc, vc, o, p};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        pgd_tensor_destroy(tensors[i]);
+    free(hq), free(hk), free(hv), free(hm);
+}
+
+START_TEST(attention_ext_forms)
+{
+    pgd_rng r;
+    pgd_rng_seed(&r, 17);
+    form f = {.attention = PGD_ATTENTION_AUTO};
+    pgd_ctx *ctx = make_ctx(&f);
+    attention_ext_case(ctx, &r);
+    tally_destroy(ctx);
+}
+END_TEST
+
 /* ---- convolution and pooling ---- */
 
 /* y = relu(conv(x) + bias + residual) for x [n, h, w, cin], checked against the reference and
@@ -1178,6 +1242,7 @@ int main(int argc, char **argv)
         {"broadcast", broadcast_ops}, {"layout", layout_ops},
         {"normalize", normalize_ops}, {"pool2d", pool_general},
         {"gemm", gemm_forms},         {"attention", attention_forms},
+        {"attention_ext", attention_ext_forms},
         {"conv", conv_forms},         {"pool", pools},
         {"patch", patch_and_pos},     {"window", windows},
         {"nonlocal", nonlocal_modes}, {"gat", gat_layers},

@@ -318,7 +318,11 @@ class PoolDesc(Structure):
 class AttentionExt(Structure):
     """pgd_attention_ext."""
 
-    _fields_ = [("size", c_size_t), ("kv_heads", c_int64), ("v_head_dim", c_int64)]
+    _fields_ = [("size", c_size_t), ("kv_heads", c_int64), ("v_head_dim", c_int64),
+                ("softcap", c_float), ("mask_bool", c_int), ("window", c_int),
+                ("window_align", c_int), ("window_left", c_int64), ("window_right", c_int64),
+                ("kv_lens", POINTER(c_int64)), ("scores", c_void_p), ("scores_kind", c_int),
+                ("k_cache", View), ("v_cache", View), ("past", c_int64), ("half_io", c_int)]
 
 
 ErrP = POINTER(c_void_p)  # pgd_error ** (the error itself stays opaque)

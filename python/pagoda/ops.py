@@ -12,6 +12,7 @@ from ctypes import POINTER, byref, c_float, c_int, c_int64, c_uint64, c_void_p, 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import builtins
+import math
 import ctypes
 
 import numpy as np
@@ -189,31 +190,143 @@ def _view(t: Optional[Tensor], shape4: Sequence[int], bshd: bool = False) -> Vie
 
 
 _ATT_MODES = {"soft": 0, "topk": 1, "sample": 2}
-_CAUSAL = {False: 0, True: 1, "bottom_right": 1, "top_left": 2}
+_CAUSAL = {False: 0, True: 1, "bottom_right": 1, "top_left": 2, "after_past": 3}
+
+
+def _mask_view(tm: Tensor, full: Tuple[int, int, int, int]) -> View:
+    """The view of a mask that broadcasts (NumPy's rules, keys not broadcast) to full."""
+    ms = tuple(tm.shape)
+    ms4 = (1,) * (4 - len(ms)) + ms
+    if not 1 <= len(ms) <= 4 or ms4[3] != full[3] or any(
+            m not in (1, f) for m, f in zip(ms4[:3], full[:3])):
+        raise ShapeError(f"pagoda: attention: mask {list(ms)} does not broadcast to "
+                         f"{list(full)} (its last dim must be the key count)")
+    strides = (ms4[1] * ms4[2] * ms4[3], ms4[2] * ms4[3], ms4[3])
+    return View(tm._handle(), 0, *(0 if ms4[i] == 1 else strides[i] for i in range(3)))
+
+
+def _cache_view(c: _Call, t: Any, what: str, shape: Tuple[int, int, int], bshd: bool,
+                past: int, n: int) -> View:
+    """A KV cache view: a Tensor [B, Hkv, cap, d] ([B, cap, Hkv, d] with bshd), cap >= past + n."""
+    if not isinstance(t, Tensor):
+        raise InvalidArgumentError(f"pagoda: attention: {what} must be a pagoda Tensor (the call "
+                                   f"writes the new tokens into it)")
+    tc = c.t(t, what)
+    assert tc is not None
+    sc = tuple(tc.shape)
+    if len(sc) == 4 and bshd:
+        sc = (sc[0], sc[2], sc[1], sc[3])
+    B, H, d = shape
+    if len(sc) != 4 or (sc[0], sc[1], sc[3]) != (B, H, d) or sc[2] < past + n:
+        raise ShapeError(f"pagoda: attention: {what} {list(tc.shape)} must hold [{B}, {H}, "
+                         f">= {past + n}, {d}] ({past} past tokens and {n} new)")
+    return _view(tc, sc, bshd)
+
+
+_SCORES = {"raw": 1, "masked": 2, "probs": 3}
+
+
+def _halves(c: _Call, x: np.ndarray) -> Tensor:
+    """A float16 array as a tensor of its IEEE halves, two a float (pgd_attention_ext.half_io)."""
+    a = np.ascontiguousarray(x, dtype=np.float16).reshape(-1)
+    if a.size % 2:
+        a = np.append(a, np.float16(0))
+    t = Tensor.from_array(c.ctx, a.view(np.float32))
+    c.temps.append(t)
+    return t
+
+
+def _attention_ext(c: _Call, args: AttentionArgs, sizes: Tuple[int, ...], bshd: bool,
+                   kw: Dict[str, Any]) -> Tuple[Any, Optional[Tensor], Any]:
+    """pgd_attention_ext from attention()'s keywords, the scores tensor (or None) and what must
+    stay alive during the call."""
+    B, H, Hkv, Nq, Nk, D, Dv = sizes
+    ext = AttentionExt()
+    ext.size, ext.kv_heads, ext.v_head_dim = ctypes.sizeof(AttentionExt), Hkv, Dv
+    ext.softcap = float(kw["softcap"] or 0.0)
+    if not ext.softcap >= 0.0 or math.isinf(ext.softcap):
+        raise InvalidArgumentError(f"pagoda: attention: softcap {kw['softcap']!r} must be a "
+                                   f"positive finite number (or 0/None: none)")
+    ext.mask_bool = int(bool(kw["mask_bool"]))
+    ext.half_io = int(bool(kw["half"]))
+    if kw["window"] is not None:
+        left, right = kw["window"]
+        ext.window = 1
+        ext.window_left = -1 if left is None else c_integer(left, c_int64, "attention: window")
+        ext.window_right = -1 if right is None else c_integer(right, c_int64, "attention: window")
+    if kw["window_align"] not in _CAUSAL or kw["window_align"] is True:
+        raise InvalidArgumentError(f"pagoda: attention: window_align is 'bottom_right', "
+                                   f"'top_left' or 'after_past', not {kw['window_align']!r}")
+    ext.window_align = _CAUSAL[kw["window_align"]]
+    if args.causal:
+        ext.window_align = 0
+    keep: List[Any] = []
+    past = 0
+    if kw["k_cache"] is not None or kw["v_cache"] is not None or kw["past"]:
+        if kw["k_cache"] is None or kw["v_cache"] is None:
+            raise InvalidArgumentError("pagoda: attention: k_cache and v_cache go together")
+        if kw["half"]:
+            raise InvalidArgumentError("pagoda: attention: a KV cache with float16 inputs (the C "
+                                       "API's half_io takes caches of halves)")
+        past = c_integer(kw["past"], c_int64, "attention: past", 0)
+        ext.k_cache = _cache_view(c, kw["k_cache"], "k_cache", (B, Hkv, D), bshd, past, Nk)
+        ext.v_cache = _cache_view(c, kw["v_cache"], "v_cache", (B, Hkv, Dv), bshd, past, Nk)
+        ext.past = past
+    if kw["kv_lens"] is not None:
+        lens = [c_integer(x, c_int64, "attention: kv_lens") for x in
+                np.asarray(kw["kv_lens"]).reshape(-1).tolist()]
+        if len(lens) != B:
+            raise ShapeError(f"pagoda: attention: kv_lens has {len(lens)} entries for batch {B}")
+        arr = (c_int64 * B)(*lens)
+        keep.append(arr)
+        ext.kv_lens = ctypes.cast(arr, POINTER(c_int64))
+    sc = None
+    if kw["scores"] is not None:
+        if kw["scores"] not in _SCORES:
+            raise InvalidArgumentError(f"pagoda: attention: scores is 'raw', 'masked' or "
+                                       f"'probs', not {kw['scores']!r}")
+        sc = Tensor.empty(c.ctx, (B, H, Nq, past + Nk))
+        ext.scores, ext.scores_kind = sc._handle(), _SCORES[kw["scores"]]
+    return ext, sc, keep
 
 
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayLike] = None,
               scale: Optional[float] = None, causal: Union[bool, str] = False,
               probs: Union[bool, int] = False, probs_rows: Optional[Tuple[int, int]] = None,
               mode: str = "soft", topk: int = 0, seed: int = 0, layout: str = "bhsd",
-              out: Optional[Tensor] = None, ctx: Optional[Context] = None
-              ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+              softcap: Optional[float] = None, mask_bool: bool = False,
+              window: Optional[Tuple[Optional[int], Optional[int]]] = None,
+              window_align: str = "bottom_right", kv_lens: Optional[ArrayLike] = None,
+              scores: Optional[str] = None, k_cache: Optional[Tensor] = None,
+              v_cache: Optional[Tensor] = None, past: int = 0,
+              out: Optional[Tensor] = None, ctx: Optional[Context] = None) -> Any:
     """Scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V (fused, flash style).
 
-    q [B, H, Nq, D], k and v [B, Hkv, Nk, D] with Hkv dividing H (fewer key/value heads: grouped
-    or multi-query attention, query head h reading key/value head h // (H // Hkv) as PyTorch's
-    enable_gqa, K and V never copied); returns o [B, H, Nq, D]. layout="bshd" takes and gives
-    [B, N, H, D] instead (the token-major layout of a fused projection), read in place through
-    strided views. `mask` is additive, [B, H, Nq, Nk] or broadcast from [Nq, Nk] /
-    [1, 1, Nq, Nk] / [B, 1, Nq, Nk] / [1, H, Nq, Nk]. scale None means 1/sqrt(D). causal:
-    True or "bottom_right" makes key j visible to query i iff j <= i + Nk - Nq (the last query
-    sees every key), "top_left" iff j <= i (PyTorch's is_causal=True). probs=True (all heads)
-    or a head index also returns the probabilities [B, heads, q1 - q0, Nk] of query rows
-    probs_rows = (q0, q1) (default all rows). Hard attention: mode="topk" keeps the `topk`
-    highest scores of each row (ties to the lower key) and renormalises; mode="sample" draws
-    one key per row from the softmax with `seed` (the same draw on every device:
-    attention_uniform gives its uniform number). v may have a larger head size than q and k
-    (o then has v's). Probabilities and hard modes need Hkv == H and equal head sizes."""
+    q [B, H, Nq, D], k [B, Hkv, Nk, D] and v [B, Hkv, Nk, Dv] with Hkv dividing H (fewer
+    key/value heads: grouped or multi-query attention, query head h reading key/value head
+    h // (H // Hkv) as PyTorch's enable_gqa, K and V never copied) and any value head size Dv;
+    returns o [B, H, Nq, Dv]. layout="bshd" takes and gives [B, N, H, D] instead (the
+    token-major layout of a fused projection), read in place through strided views. `mask` is
+    additive, or boolean (a NumPy bool array, or mask_bool=True: 0 hides a key), of any shape
+    that broadcasts to [B, H, Nq, Nk] with Nk as its last dim (e.g. [Nq, Nk], [B, 1, 1, Nk]).
+    scale None means 1/sqrt(D). causal: True or "bottom_right" makes key j visible to query i
+    iff j <= i + Nk - Nq (the last query sees every key), "top_left" iff j <= i (PyTorch's
+    is_causal=True), "after_past" iff j <= past + i (queries following a cache's past tokens,
+    as ONNX Attention with past_key). softcap > 0 turns each score s into softcap·tanh(s / softcap) before the
+    mask. window=(left, right) keeps keys p - left <= j <= p + right (None: open), p the row's
+    position under causal's alignment (or window_align's). kv_lens (one count a sequence)
+    hides the keys past each sequence's count and aligns bottom-right to it. k_cache and
+    v_cache (Tensors [B, Hkv, capacity, D / Dv]) with `past`: k and v are written into the
+    caches at tokens [past, past + Nk) and the attention runs over the caches' first
+    past + Nk tokens. scores="raw" | "masked" | "probs" also returns the scores [B, H, Nq,
+    keys] (raw: q·k·scale soft-capped; masked: with the mask, -inf where hidden; probs: the
+    weights). probs=True (all heads) or a head index also returns the probabilities
+    [B, heads, q1 - q0, Nk] of query rows probs_rows = (q0, q1) (default all rows), for plain
+    attention. Hard attention: mode="topk" keeps the `topk` highest scores of each row (ties to
+    the lower key) and renormalises; mode="sample" draws one key per row from the softmax with
+    `seed` (the same draw on every device: attention_uniform gives its uniform number).
+    Probabilities and hard modes need Hkv == H, equal head sizes and none of the keywords
+    after `layout`."""
     if mode not in _ATT_MODES:
         raise InvalidArgumentError(f"pagoda: attention: mode is soft, topk or sample, not "
                                    f"{mode!r}")
@@ -221,17 +334,33 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         raise InvalidArgumentError(f"pagoda: attention: layout is 'bhsd' or 'bshd', not "
                                    f"{layout!r}")
     if not isinstance(causal, (bool, str)) or causal not in _CAUSAL:
-        raise InvalidArgumentError(f"pagoda: attention: causal is False, True, 'bottom_right' "
-                                   f"or 'top_left', not {causal!r}")
+        raise InvalidArgumentError(f"pagoda: attention: causal is False, True, 'bottom_right', "
+                                   f"'top_left' or 'after_past', not {causal!r}")
     bshd = layout == "bshd"
     topk = c_integer(topk, c_int64, "attention: topk", 0)
     if mode == "topk" and topk < 1:
         raise InvalidArgumentError(f"pagoda: attention: mode 'topk' needs topk >= 1, not {topk}")
     seed = c_integer(seed, c_uint64, "attention: seed")
+    if mask is not None and not isinstance(mask, Tensor) and np.asarray(mask).dtype == np.bool_:
+        mask, mask_bool = np.asarray(mask, dtype=np.float32), True
+    half = all(isinstance(x, np.ndarray) and x.dtype == np.float16 for x in (q, k, v))
+    if half and out is not None:
+        raise InvalidArgumentError("pagoda: attention: out= with float16 inputs (the result is "
+                                   "a new float16 array)")
+    kw = dict(softcap=softcap, mask_bool=mask_bool, window=window, window_align=window_align,
+              kv_lens=kv_lens, scores=scores, k_cache=k_cache, v_cache=v_cache, past=past,
+              half=half)
+    extended = (bool(softcap) or bool(mask_bool) or past != 0 or causal == "after_past" or half or
+                any(kw[n] is not None for n in ("window", "kv_lens", "scores", "k_cache",
+                                               "v_cache")))
     with _call(ctx, q, k, v, mask, out) as c:
-        tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
-        assert tq is not None and tk is not None and tv is not None
-        sq, sk, sv = tq.shape, tk.shape, tv.shape
+        if half:  # q, k and v as halves, their shapes the arrays'
+            tq, tk, tv = (_halves(c, x) for x in (q, k, v))  # type: ignore[arg-type]
+            sq, sk, sv = (tuple(x.shape) for x in (q, k, v))  # type: ignore[union-attr]
+        else:
+            tq, tk, tv = c.t(q, "q"), c.t(k, "k"), c.t(v, "v")
+            assert tq is not None and tk is not None and tv is not None
+            sq, sk, sv = tq.shape, tk.shape, tv.shape
         if len(sq) != 4 or len(sk) != 4 or len(sv) != 4:
             raise ShapeError(f"pagoda: attention: q {list(sq)}, k {list(sk)} and v {list(sv)} "
                              f"must be 4-D [batch, heads, tokens, head_dim]" +
@@ -242,11 +371,12 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         B, H, Nq, D = sq
         Hkv, Nk, Dv = sk[1], sk[2], sv[3]
         if (sk != (B, Hkv, Nk, D) or sv[:3] != sk[:3] or Hkv < 1 or H % Hkv):
-            raise ShapeError(f"pagoda: attention: k {list(tk.shape)} and v {list(tv.shape)} "
+            raise ShapeError(f"pagoda: attention: k {list(sk)} and v {list(sv)} "
                              f"must both have q's batch, k q's head_dim, and a head count "
-                             f"dividing {H} (q {list(tq.shape)})")
+                             f"dividing {H} (q {list(sq)})")
         so = (B, H, Nq, Dv)
-        o = c.out(out, (B, Nq, H, Dv) if bshd else so)
+        oshape = (B, Nq, H, Dv) if bshd else so
+        o = Tensor.empty(c.ctx, ((B * H * Nq * Dv + 1) // 2,)) if half else c.out(out, oshape)
         args = AttentionArgs()
         args.batch, args.heads, args.nq, args.nk, args.head_dim = B, H, Nq, Nk, D
         args.scale = 0.0 if scale is None else float(scale)
@@ -256,16 +386,10 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
         args.mode, args.topk, args.seed = _ATT_MODES[mode], topk, seed
         args.q, args.k, args.v, args.o = (_view(tq, sq, bshd), _view(tk, sk, bshd),
                                           _view(tv, sv, bshd), _view(o, so, bshd))
+        ext, sc, keep = _attention_ext(c, args, (B, H, Hkv, Nq, Nk, D, Dv), bshd, kw)
         tm = c.t(mask, "mask")
         if tm is not None:
-            ms = tm.shape
-            if len(ms) == 2:
-                ms = (1, 1) + ms
-            if len(ms) != 4 or ms[2:] != (Nq, Nk) or ms[0] not in (1, B) or ms[1] not in (1, H):
-                raise ShapeError(f"pagoda: attention: mask {list(tm.shape)} does not broadcast "
-                                 f"to [{B}, {H}, {Nq}, {Nk}]")
-            args.mask = View(tm._handle(), 0, 0 if ms[0] == 1 else ms[1] * Nq * Nk,
-                             0 if ms[1] == 1 else Nq * Nk, Nk)
+            args.mask = _mask_view(tm, (B, H, Nq, ext.past + Nk))
         p = None
         if probs is not False and probs is not None:
             head = -1 if probs is True else c_integer(probs, c_int, "attention: probs (head)")
@@ -278,16 +402,22 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: Optional[ArrayL
             p = Tensor.empty(c.ctx, (B, H if head < 0 else 1, q1 - q0, Nk))
             args.probs, args.probs_head, args.probs_q0, args.probs_q1 = p._handle(), head, q0, q1
         try:
-            if Hkv == H and Dv == D:
+            if Hkv == H and Dv == D and not extended:
                 _run(api.pgd_attention, c.ctx._h, byref(args))
             else:
-                ext = AttentionExt(ctypes.sizeof(AttentionExt), Hkv, Dv)
                 _run(api.pgd_attention_ex, c.ctx._h, byref(args), byref(ext))
         except BaseException:
-            if p is not None:
-                p._free_locked()
+            for t in (p, sc):
+                if t is not None:
+                    t._free_locked()
             raise
-        return (o, p) if p is not None else o
+        del keep
+        res: Any = o
+        if half:
+            res = o.numpy().view(np.float16)[:B * H * Nq * Dv].reshape(oshape)
+            o._free_locked()
+        extra = [x for x in (p, sc) if x is not None]
+        return (res, *extra) if extra else res
 
 
 def attention_uniform(seed: int, b: int, h: int, i: int, heads: int, nq: int) -> float:
@@ -1301,16 +1431,32 @@ def depth_to_space(x: ArrayLike, block: int, mode: str = "DCR", *, out: Optional
         return y
 
 
-def space_to_depth(x: ArrayLike, block: int, *, out: Optional[Tensor] = None,
+def space_to_depth(x: ArrayLike, block: int, mode: str = "DCR", *, out: Optional[Tensor] = None,
                    ctx: Optional[Context] = None) -> Tensor:
-    """[N, C, H, W] to [N, C·block², H / block, W / block] (ONNX SpaceToDepth)."""
+    """[N, C, H, W] to [N, C·block², H / block, W / block] (ONNX SpaceToDepth; mode "CRD", the
+    inverse of depth_to_space's CRD and PyTorch's pixel_unshuffle, runs as one 6-D transpose)."""
+    if mode not in ("DCR", "CRD"):
+        raise InvalidArgumentError(f"pagoda: space_to_depth: mode {mode!r} is not DCR or CRD")
     b = c_integer(block, c_int, "space_to_depth: block")
     with _call(ctx, x, out) as c:
         t = _operand(c, x, "x")
         s = t.shape
         ok = len(s) == 4 and b >= 1 and s[2] % b == 0 and s[3] % b == 0
         y = c.out(out, [s[0], s[1] * b * b, s[2] // b, s[3] // b]) if ok else c.out(None, ())
-        _run(api.pgd_space_to_depth, c.ctx._h, t._handle(), b, y._handle())
+        if mode == "DCR" or not ok:
+            _run(api.pgd_space_to_depth, c.ctx._h, t._handle(), b, y._handle())
+            return y
+        n, ch, h, w = s
+        # y[n, c·b² + i·b + j, h, w] = x[n, c, h·b + i, w·b + j]: x as [N, C, H/b, b, W/b, b]
+        # transposed to [N, C, b, b, H/b, W/b]; both reshapes are undone before returning
+        t.reshape_((n, ch, h // b, b, w // b, b))
+        y.reshape_((n, ch, b, b, h // b, w // b))
+        try:
+            _run(api.pgd_transpose, c.ctx._h, t._handle(), (c_int * 6)(0, 1, 3, 5, 2, 4),
+                 y._handle())
+        finally:
+            t.reshape_(s)
+            y.reshape_((n, ch * b * b, h // b, w // b))
         return y
 
 

@@ -130,6 +130,9 @@ def test_depth_space(ctx, rng):
         same_bits(pagoda.depth_to_space(ctx.tensor(x), b, "CRD").numpy(), crd,
                   "depth_to_space CRD")
         same_bits(pagoda.space_to_depth(ctx.tensor(dcr), b).numpy(), x, "space_to_depth")
+        tc = ctx.tensor(crd)
+        same_bits(pagoda.space_to_depth(tc, b, "CRD").numpy(), x, "space_to_depth CRD")
+        assert tc.shape == crd.shape  # the input's temporary 6-D shape is undone
 
 
 def test_errors(ctx):

@@ -438,3 +438,119 @@ def test_attention_value_head_larger(ctx, rng):
         got = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), causal="top_left")
         assert got.shape == (2, H, 5, dv)
         assert np.allclose(got.numpy(), want, rtol=1e-4, atol=1e-5), (H, Hkv, dk, dv)
+
+
+def ref_attention_ext(q, k, v, mask=None, causal=None, softcap=0.0, window=None, lens=None,
+                      past=0):
+    """The extended attention in double from its definition: the visible keys of query i at
+    position p (after `past` cached keys for 'after_past', bottom-right of each sequence's key
+    count, or top-left), soft-capped scores, a bool or additive mask. Returns (o, probs)."""
+    B, H, nq, d = q.shape
+    rep = H // k.shape[1]
+    k, v = np.repeat(k, rep, 1).astype(np.float64), np.repeat(v, rep, 1).astype(np.float64)
+    nk = k.shape[2]
+    s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k) / np.sqrt(d)
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
+    i, j = np.arange(nq)[:, None], np.arange(nk)[None, :]
+    vis = np.ones((B, 1, nq, nk), bool)
+    for b in range(B):
+        nkb = nk if lens is None else lens[b]
+        p = i + (past if causal == "after_past" else 0 if causal == "top_left" else nkb - nq)
+        ok = (j < nkb) & (i >= 0)
+        if causal:
+            ok &= j <= p
+        if window is not None:
+            if window[0] is not None:
+                ok &= p - j <= window[0]
+            if window[1] is not None:
+                ok &= j - p <= window[1]
+        vis[b, 0] = ok
+    s = np.where(vis, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(m), 0, m))
+    tot = e.sum(-1, keepdims=True)
+    p = np.where(tot > 0, e / np.where(tot > 0, tot, 1), 0)
+    return p @ v, p
+
+
+@pytest.mark.parametrize("causal", [False, "bottom_right", "top_left"])
+def test_attention_extended(ctx, rng, causal):
+    """Soft-capping, boolean and broadcast masks, sliding windows, per-sequence key counts, a
+    value head smaller than the key's and the probabilities as scores, together."""
+    B, H, Hkv, nq, nk, dk, dv = 2, 4, 2, 5, 11, 8, 3
+    q, k = f32(rng, B, H, nq, dk, amp=2), f32(rng, B, Hkv, nk, dk, amp=2)
+    v = f32(rng, B, Hkv, nk, dv)
+    mask = rng.uniform(size=(B, 1, 1, nk)) > 0.3
+    lens = [11, 6]
+    for window in [(2, 1), (None, 0), (4, None)]:
+        o, p = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), mask=mask,
+                                causal=causal, softcap=3.0, window=window, kv_lens=lens,
+                                window_align="top_left" if causal == "top_left" else
+                                "bottom_right", scores="probs")
+        want, wp = ref_attention_ext(q, k, v, mask, causal or "bottom_right", 3.0, window,
+                                     lens) if causal else ref_attention_ext(
+            q, k, v, mask, None, 3.0, window, lens)
+        assert np.allclose(o.numpy(), want, rtol=1e-4, atol=1e-5), window
+        assert np.allclose(p.numpy(), wp, rtol=1e-4, atol=1e-6), window
+    # additive masks broadcast from [nq, nk] and [B, H, 1, nk]; raw and masked scores
+    for shape in [(nq, nk), (B, H, 1, nk)]:
+        am = f32(rng, *shape, amp=2)
+        o, raw = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), mask=am,
+                                  scores="raw")
+        want, _ = ref_attention_ext(q, k, v, np.broadcast_to(am, (B, H, nq, nk)))
+        assert np.allclose(o.numpy(), want, rtol=1e-4, atol=1e-5), shape
+        sc = np.einsum("bhid,bhjd->bhij", q.astype(np.float64),
+                       np.repeat(k, 2, 1).astype(np.float64)) / np.sqrt(dk)
+        assert np.allclose(raw.numpy(), sc, rtol=1e-4, atol=1e-5)
+        _, msk = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), mask=am,
+                                  causal="top_left", scores="masked")
+        wm = np.where(np.tril(np.ones((nq, nk), bool)), sc + am, -np.inf)
+        assert np.array_equal(np.isneginf(msk.numpy()), np.isneginf(wm))
+        fin = ~np.isneginf(wm)
+        assert np.allclose(msk.numpy()[fin], wm[fin], rtol=1e-4, atol=1e-5)
+
+
+def test_attention_kv_cache(ctx, rng):
+    """A decoder's steps: each call appends its keys and values to the caches in place and
+    attends over all of them; equal to one attention over the concatenated keys."""
+    B, H, Hkv, d, cap = 2, 4, 1, 8, 32
+    kc, vc = ctx.tensor(np.zeros((B, Hkv, cap, d), np.float32)), ctx.tensor(
+        np.zeros((B, Hkv, cap, d), np.float32))
+    ks, vs, past = [], [], 0
+    for n in [7, 1, 1, 3]:
+        q, k, v = f32(rng, B, H, n, d), f32(rng, B, Hkv, n, d), f32(rng, B, Hkv, n, d)
+        ks.append(k), vs.append(v)
+        o = pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), k_cache=kc,
+                             v_cache=vc, past=past, causal="after_past")
+        want, _ = ref_attention_ext(q, np.concatenate(ks, 2), np.concatenate(vs, 2),
+                                    causal="after_past", past=past)
+        assert np.allclose(o.numpy(), want, rtol=1e-4, atol=1e-5), past
+        past += n
+        np.testing.assert_array_equal(kc.numpy()[:, :, :past], np.concatenate(ks, 2))
+        assert not kc.numpy()[:, :, past:].any()
+    with pytest.raises(pagoda.ShapeError, match="must hold"):
+        pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), k_cache=kc, v_cache=vc,
+                         past=cap)
+    with pytest.raises(pagoda.InvalidArgumentError, match="pagoda Tensor"):
+        pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v),
+                         k_cache=np.zeros((B, Hkv, cap, d), np.float32), v_cache=vc)
+    with pytest.raises(pagoda.InvalidArgumentError, match="softcap"):
+        pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), softcap=-1.0)
+    with pytest.raises(pagoda.InvalidArgumentError, match="scores is"):
+        pagoda.attention(ctx.tensor(q), ctx.tensor(k), ctx.tensor(v), scores="logits")
+
+
+def test_attention_float16(ctx, rng):
+    """float16 q, k and v (half storage, float arithmetic, one rounding of the output) give a
+    float16 result within half precision of the double reference on the rounded inputs."""
+    q, k, v = (f32(rng, 2, 4, n, 8, amp=2).astype(np.float16) for n in (5, 9, 9))
+    o = pagoda.attention(q, k[:, :2], v[:, :2], causal="top_left", softcap=4.0, ctx=ctx)
+    assert o.dtype == np.float16 and o.shape == (2, 4, 5, 8)
+    want, _ = ref_attention_ext(q.astype(np.float32), k[:, :2].astype(np.float32),
+                                v[:, :2].astype(np.float32), causal="top_left", softcap=4.0)
+    assert np.allclose(o.astype(np.float64), want, rtol=1e-3, atol=1e-3)
+    with pytest.raises(pagoda.InvalidArgumentError, match="out= with float16"):
+        pagoda.attention(q, k, v, out=ctx.tensor(np.zeros((2, 4, 5, 8), np.float32)))

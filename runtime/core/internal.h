@@ -409,6 +409,13 @@ double pgd__now_ms(void);
  * KT_MAX_ROWS; 0 in *rows when absent: the rule) into *variant, *kw, *rows. */
 #define KT_MAX_ROWS 8
 int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *rows);
+/* Shared by attention.c and attention_ext.c: whether the device has a fast fma (-DUSE_FMA); a
+ * view's int4 stride descriptor (each value in [0, 2^31)); a view of B x H x N rows of D
+ * floats (halves: IEEE halves, two a float) inside its tensor. `what` names the operand in the error. */
+int pgd__attn_fma(const pgd_ctx *ctx);
+int pgd__attn_descr(const pgd_view *v, cl_int4 *out, const char *what, pgd_error **err);
+int pgd__attn_check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_t D,
+                         int halves, const char *what, pgd_error **err);
 /* Measures the attention kernels that apply to the device (each first checked against a
  * double-precision host reference) on ViT-B/16's and a 785-token attention, the untuned rule
  * first and the others while pgd__now_ms() < deadline_ms, and sets the context's choice to the

@@ -666,6 +666,10 @@ typedef enum pgd_attention_mode {
  * [nq, nk]; PyTorch's scaled_dot_product_attention(is_causal=True)). Equal when nq == nk. */
 #define PGD_CAUSAL_BOTTOM_RIGHT 1
 #define PGD_CAUSAL_TOP_LEFT 2
+/* pgd_attention_ex only: query row i is key position past + i, the queries being the first new
+ * tokens after a KV cache's `past` ones (ONNX Attention with past_key); without a cache it is
+ * top-left, and with nq equal to the new key count bottom-right. */
+#define PGD_CAUSAL_AFTER_PAST 3
 
 typedef struct pgd_attention_args {
     int64_t batch, heads, nq, nk, head_dim;
@@ -701,18 +705,62 @@ PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_erro
 PGD_API int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *args, int64_t kv_heads,
                               pgd_error **err);
 
+/* What pgd_attention_ex writes to pgd_attention_ext.scores (ONNX Attention's qk_matmul_output
+ * modes 0, 2 and 3), dense [batch, heads, nq, nk] with nk counting the cache's past tokens. */
+#define PGD_SCORES_RAW 1    /* q·kᵀ·scale, soft-capped when softcap > 0 */
+#define PGD_SCORES_MASKED 2 /* the raw score with the mask applied; -inf where a key is hidden */
+#define PGD_SCORES_PROBS 3  /* the softmax weights; 0 at hidden keys and in rows with none */
+
 /* What pgd_attention_ex adds to pgd_attention_args. Set size to sizeof(pgd_attention_ext):
- * fields added later are then read only from callers that know them. */
+ * fields added later are then read only from callers that know them, and a zeroed field
+ * means "not used". */
 typedef struct pgd_attention_ext {
     size_t size;
     int64_t kv_heads;   /* key/value heads (0: args->heads), as pgd_attention_gqa */
-    int64_t v_head_dim; /* the value head size (0: args->head_dim): at least head_dim; the v and
+    int64_t v_head_dim; /* the value head size (0: args->head_dim), larger or smaller; the v and
                          * o views then address v_head_dim columns a token */
+    /* Soft-capping (Gemma 2, ONNX Attention's softcap): > 0 turns each score s = q·k·scale
+     * into softcap·tanh(s / softcap), before the mask is applied. */
+    float softcap;
+    /* args->mask holds booleans: 0.0 hides the key, any other value keeps it (nothing is
+     * added). Masks of either kind broadcast through zero strides in args->mask. */
+    int mask_bool;
+    /* Sliding window (window nonzero): key j is visible to the query at position p iff
+     * p - window_left <= j <= p + window_right, -1 leaving that side open. Query row i sits at
+     * p = i (top-left), p = i + nk_b - nq (bottom-right, nk_b the sequence's key count) or
+     * p = past + i (PGD_CAUSAL_AFTER_PAST): the alignment of args->causal, or of window_align
+     * when args->causal is 0 (0: bottom-right). */
+    int window, window_align;
+    int64_t window_left, window_right;
+    /* Per-sequence key counts (NULL: nk for all), a host array of batch entries: the keys
+     * [kv_lens[b], nk) of sequence b are hidden (ONNX's nonpad_kv_seqlen; padding without a
+     * mask), and the bottom-right alignment counts kv_lens[b] keys. */
+    const int64_t *kv_lens;
+    /* Scores out (NULL: none): scores_kind (PGD_SCORES_*) of every query row and head, written
+     * densely as [batch, heads, nq, nk]. The only N×N matrix that reaches memory. */
+    pgd_tensor *scores;
+    int scores_kind;
+    /* KV cache (k_cache.t NULL: none): the nk new keys and values of args->k and args->v are
+     * written into k_cache and v_cache at tokens [past, past + nk) (views of kv_heads heads,
+     * key and value head sizes), and the attention runs over the cache's tokens
+     * [0, past + nk), as a decoder appends a step's keys and attends over all of them. */
+    pgd_view k_cache, v_cache;
+    int64_t past;
+    /* Half-precision storage: q, k, v, o and the caches hold IEEE binary16 values (a tensor of
+     * n floats holds 2n halves; view offsets and strides count halves), read and written by
+     * core OpenCL's vload_half / vstore_half_rte on every device; the arithmetic is float32
+     * and each output is rounded once. The mask and the scores stay float. */
+    int half_io;
 } pgd_attention_ext;
-/* pgd_attention with grouped key/value heads and a value head size larger than the key head
- * size (ext NULL: pgd_attention). A larger value head runs as ceil(v_head_dim / head_dim)
- * launches over column chunks of V and O, Q·Kᵀ recomputed in each; soft attention without
- * probabilities only (PGD_ERR_UNSUPPORTED otherwise, and for a smaller value head). */
+/* pgd_attention with grouped key/value heads, a value head size of its own, soft-capping,
+ * boolean masks, sliding windows, per-sequence key counts, a KV cache and the scores as an
+ * output (ext NULL: pgd_attention). Every case stays fused (online softmax, no nq × nk scores
+ * in memory unless ext->scores asks for them): with only kv_heads, a larger value head or a
+ * cache it runs the tuned kernels (a larger value head as ceil(v_head_dim / head_dim) launches
+ * over column chunks), else one launch of a kernel with one work-item a query row. Soft
+ * attention only; args->probs only where no field after v_head_dim is set and the value head
+ * is the key's (ext->scores gives the probabilities of every row); PGD_ERR_UNSUPPORTED
+ * otherwise. */
 PGD_API int pgd_attention_ex(pgd_ctx *ctx, const pgd_attention_args *args,
                              const pgd_attention_ext *ext, pgd_error **err);
 

@@ -33,7 +33,7 @@ static int64_t chunk_rows(const pgd_ctx *ctx, int64_t B, int64_t H, int64_t Nq, 
     return pgd__launch_rows(ctx, Nq, per_row, LAUNCH_FLOPS, unit);
 }
 
-static int fma_opt(const pgd_ctx *ctx)
+int pgd__attn_fma(const pgd_ctx *ctx)
 {
     cl_device_fp_config fp = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
@@ -65,7 +65,7 @@ static int pick_variant(const pgd_ctx *ctx, int64_t D)
 }
 
 /* An int4 stride descriptor; every value must fit in 32 bits. */
-static int descr(const pgd_view *v, cl_int4 *out, const char *what, pgd_error **err)
+int pgd__attn_descr(const pgd_view *v, cl_int4 *out, const char *what, pgd_error **err)
 {
     int64_t vals[4] = {v->offset, v->batch_stride, v->head_stride, v->token_stride};
     for (int i = 0; i < 4; i++) {
@@ -73,22 +73,22 @@ static int descr(const pgd_view *v, cl_int4 *out, const char *what, pgd_error **
             return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "attention: %s offset/strides (%lld, %lld, %lld, %lld) must be "
                                   "in [0, 2^31)",
-                                  what, (long long)vals[0], (long long)vals[1],
-                                  (long long)vals[2], (long long)vals[3]);
+                                  what, (long long)vals[0], (long long)vals[1], (long long)vals[2],
+                                  (long long)vals[3]);
         out->s[i] = (cl_int)vals[i];
     }
     return PGD_OK;
 }
 
 /* The last element a view touches must lie inside its tensor. */
-static int check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_t D,
-                      const char *what, pgd_error **err)
+int pgd__attn_check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_t D, int halves,
+                         const char *what, pgd_error **err)
 {
     if (!v->t)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: %s has no tensor", what);
     int64_t last = v->offset + (B - 1) * v->batch_stride + (H - 1) * v->head_stride +
                    (N - 1) * v->token_stride + D - 1;
-    if (B > 0 && H > 0 && N > 0 && D > 0 && last >= pgd_tensor_numel(v->t)) {
+    if (B > 0 && H > 0 && N > 0 && D > 0 && last >= pgd_tensor_numel(v->t) * (halves ? 2 : 1)) {
         char s[96];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "attention: %s view (offset %lld, strides %lld/%lld/%lld) reaches "
@@ -179,7 +179,7 @@ static void kt_options(const pgd_ctx *ctx, int64_t D, int qt, char *opts, size_t
     if (qt > 1)
         snprintf(qts, sizeof qts, " -DQT=%d", qt);
     snprintf(opts, size, "-DHEAD_DIM=%lld -DROWS=%d -DTK=%d -DKW=%d -DVW_PV=%d%s%s", (long long)D,
-             r, kt_tile(ctx), kw, vw, fma_opt(ctx) ? " -DUSE_FMA" : "", qts);
+             r, kt_tile(ctx), kw, vw, pgd__attn_fma(ctx) ? " -DUSE_FMA" : "", qts);
     if (rows)
         *rows = r;
 }
@@ -190,7 +190,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t Nk, int64_t D, cl_kerne
                           int *rows, cl_int *kb, pgd_error **err)
 {
     char opts[256];
-    const char *fma = fma_opt(ctx) ? " -DUSE_FMA" : "";
+    const char *fma = pgd__attn_fma(ctx) ? " -DUSE_FMA" : "";
     int rc;
     *rows = 1;
     if (var == V_KT) {
@@ -201,7 +201,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t Nk, int64_t D, cl_kerne
         if (!rc)
             *lx = qt > 1 ? 1
                          : pgd__pow2_floor(pgd__kernel_wg(ctx, *k) < 16 ? pgd__kernel_wg(ctx, *k)
-                                                                          : 16);
+                                                                        : 16);
         *rows *= qt;
         return rc;
     }
@@ -265,11 +265,11 @@ static int check_views(const pgd_attention_args *a, pgd_error **err)
 {
     int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     int rc;
-    if ((rc = check_view(&a->q, B, H, Nq, D, "Q", err)) ||
-        (Nk && (rc = check_view(&a->k, B, H, Nk, D, "K", err))) ||
-        (Nk && (rc = check_view(&a->v, B, H, Nk, D, "V", err))) ||
-        (rc = check_view(&a->o, B, H, Nq, D, "O", err)) ||
-        (a->mask.t && Nk && (rc = check_view(&a->mask, B, H, Nq, Nk, "mask", err))))
+    if ((rc = pgd__attn_check_view(&a->q, B, H, Nq, D, 0, "Q", err)) ||
+        (Nk && (rc = pgd__attn_check_view(&a->k, B, H, Nk, D, 0, "K", err))) ||
+        (Nk && (rc = pgd__attn_check_view(&a->v, B, H, Nk, D, 0, "V", err))) ||
+        (rc = pgd__attn_check_view(&a->o, B, H, Nq, D, 0, "O", err)) ||
+        (a->mask.t && Nk && (rc = pgd__attn_check_view(&a->mask, B, H, Nq, Nk, 0, "mask", err))))
         return rc;
     if (a->o.t == a->q.t || a->o.t == a->k.t || a->o.t == a->v.t)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -303,7 +303,7 @@ static int check_probs(const pgd_attention_args *a, pgd_error **err)
  * the mode bits (1 causal, 2 mask). */
 typedef struct {
     cl_mem q, k, v, o, mask, stats;
-    cl_mem kt;   /* V_KT: Kᵀ [B·H][D][nkp] */
+    cl_mem kt;      /* V_KT: Kᵀ [B·H][D][nkp] */
     cl_int nkp, kb; /* V_KT: Kᵀ's padded key count, keys a block */
     cl_int4 qs, ks, vs, os, ms;
     cl_int write_stats, H, Nq, Nk, D, mode;
@@ -315,9 +315,11 @@ static int bind(const pgd_attention_args *a, bound *b, pgd_error **err)
 {
     int rc;
     b->ms = (cl_int4){{0, 0, 0, 0}};
-    if ((rc = descr(&a->q, &b->qs, "Q", err)) || (rc = descr(&a->k, &b->ks, "K", err)) ||
-        (rc = descr(&a->v, &b->vs, "V", err)) || (rc = descr(&a->o, &b->os, "O", err)) ||
-        (a->mask.t && (rc = descr(&a->mask, &b->ms, "mask", err))))
+    if ((rc = pgd__attn_descr(&a->q, &b->qs, "Q", err)) ||
+        (rc = pgd__attn_descr(&a->k, &b->ks, "K", err)) ||
+        (rc = pgd__attn_descr(&a->v, &b->vs, "V", err)) ||
+        (rc = pgd__attn_descr(&a->o, &b->os, "O", err)) ||
+        (a->mask.t && (rc = pgd__attn_descr(&a->mask, &b->ms, "mask", err))))
         return rc;
     int64_t Nk = a->nk, D = a->head_dim;
     b->q = a->q.t->buf;
@@ -331,8 +333,8 @@ static int bind(const pgd_attention_args *a, bound *b, pgd_error **err)
     b->Nq = (cl_int)a->nq;
     b->Nk = (cl_int)Nk;
     b->D = (cl_int)D;
-    b->mode = (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0) |
-              (a->causal == PGD_CAUSAL_TOP_LEFT ? 4 : 0);
+    b->mode =
+        (a->causal ? 1 : 0) | (a->mask.t ? 2 : 0) | (a->causal == PGD_CAUSAL_TOP_LEFT ? 4 : 0);
     b->scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)D));
     return PGD_OK;
 }
@@ -484,8 +486,7 @@ float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t i, int6
 
 /* Hard attention (top-k or sampled): attn_hard, one work-item per query row, over launches of
  * bc batch entries x hc heads x rc rows whose scores fit HARD_SCRATCH. */
-static int hard_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound *bd,
-                        pgd_error **err)
+static int hard_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound *bd, pgd_error **err)
 {
     if (a->mode != PGD_ATTENTION_TOPK && a->mode != PGD_ATTENTION_SAMPLE)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: unknown mode %d",
@@ -549,12 +550,11 @@ static int hard_forward(pgd_ctx *ctx, const pgd_attention_args *a, const bound *
                 pgd__arg_int(&args, pq1);
                 rc = pgd__args_end(&args, err);
                 size_t offset[3] = {(size_t)i0, 0, 0};
-                size_t global[3] = {((size_t)(i1 - i0) + lx - 1) / lx * lx, (size_t)nh,
-                                    (size_t)nb};
+                size_t global[3] = {((size_t)(i1 - i0) + lx - 1) / lx * lx, (size_t)nh, (size_t)nb};
                 size_t local[3] = {lx, 1, 1};
                 if (!rc)
-                    rc = pgd__enqueue_at(ctx, k, "attn_hard", 3, i0 ? offset : NULL, global,
-                                         local, err);
+                    rc = pgd__enqueue_at(ctx, k, "attn_hard", 3, i0 ? offset : NULL, global, local,
+                                         err);
             }
     pgd_tensor_destroy(scratch);
     return rc;

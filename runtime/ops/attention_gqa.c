@@ -8,8 +8,7 @@
 
 #include "internal.h"
 
-int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *a, int64_t kv_heads,
-                      pgd_error **err)
+int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *a, int64_t kv_heads, pgd_error **err)
 {
     if (!a)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: args is NULL");
@@ -43,49 +42,6 @@ int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *a, int64_t kv_head
             s.mask.head_stride *= group;
         }
         rc = pgd_attention(ctx, &s, err);
-    }
-    return rc;
-}
-
-/* A value head size dv other than the key head size dk (dv >= dk): the output's columns in
- * chunks of dk, each one launch whose V and O views start at the chunk (the last chunk ends at
- * dv and may overlap the one before it: the same probabilities give the same values). Q·Kᵀ and
- * the softmax are recomputed per chunk, ceil(dv / dk) launches in all. */
-int pgd_attention_ex(pgd_ctx *ctx, const pgd_attention_args *a, const pgd_attention_ext *ext,
-                     pgd_error **err)
-{
-    if (!a)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: args is NULL");
-    pgd_attention_ext e = {sizeof e, 0, 0};
-    if (ext) {
-        if (ext->size < sizeof(size_t) || ext->size > sizeof e)
-            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                                  "attention: ext->size is %zu (set it to "
-                                  "sizeof(pgd_attention_ext), %zu here)",
-                                  ext->size, sizeof e);
-        memcpy(&e, ext, ext->size); /* fields past an older caller's size stay unset */
-    }
-    int64_t kv = e.kv_heads ? e.kv_heads : a->heads, dk = a->head_dim;
-    int64_t dv = e.v_head_dim ? e.v_head_dim : dk;
-    if (dv == dk)
-        return pgd_attention_gqa(ctx, a, kv, err);
-    if (dv < dk || dv > 4096)
-        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                              "attention: a value head size of %lld with key head size %lld "
-                              "(the value head may be larger, up to 4096, not smaller)",
-                              (long long)dv, (long long)dk);
-    if (a->probs || a->mode != PGD_ATTENTION_SOFT)
-        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
-                              "attention: probabilities or hard attention with a value head "
-                              "size (%lld) other than the key's (%lld)",
-                              (long long)dv, (long long)dk);
-    int rc = PGD_OK;
-    for (int64_t c0 = 0; c0 < dv && !rc; c0 += dk) {
-        pgd_attention_args s = *a;
-        int64_t at = c0 + dk <= dv ? c0 : dv - dk;
-        s.v.offset += at;
-        s.o.offset += at;
-        rc = pgd_attention_gqa(ctx, &s, kv, err);
     }
     return rc;
 }
