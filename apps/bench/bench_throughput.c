@@ -9,15 +9,19 @@
 
 #include "app.h"
 #include "bench.h"
-#include "model.h"
-#include "resnet.h"
+#include "family.h"
 #include "stream.h"
-#include "vit.h"
 
-/* The models: ViT sizes (timm preset) and ResNet-50 (torchvision preset), seeded random weights. */
+/* The models, by their pgd_model_random names (seeded random weights): ViT sizes (timm
+ * preset) and ResNet-50 (torchvision preset). */
 static const struct {
-    const char *name, *vit; /* vit: the named config, NULL for ResNet-50 */
-} models[] = {{"vit_ti16", "ti"}, {"vit_s16", "s"}, {"vit_b16", "b"}, {"resnet50", NULL}};
+    const char *name;
+    const model_family *family;
+    pgd_preprocess preset;
+} models[] = {{"vit_ti16", &family_vit, PGD_PREPROCESS_TIMM},
+              {"vit_s16", &family_vit, PGD_PREPROCESS_TIMM},
+              {"vit_b16", &family_vit, PGD_PREPROCESS_TIMM},
+              {"resnet50", &family_resnet, PGD_PREPROCESS_TORCHVISION}};
 
 /* "throughput:MODEL,B" into the model's row and B; -1 when it does not parse. */
 static int parse(const char *spec, int *model, int *batch)
@@ -45,39 +49,6 @@ static int validate(const char *spec)
     return parse(spec, &m, &b);
 }
 
-typedef struct tp_model {
-    int row;
-    model_source src;
-    vit_config vc;
-    resnet_config rc;
-} tp_model;
-
-static int tp_load(void *cmd, pgd_ctx *ctx, void **model)
-{
-    tp_model *t = cmd;
-    pgd_error *err = NULL;
-    int rc = models[t->row].vit ? vit_load(ctx, &t->src, &t->vc, (vit_model **)model, &err)
-                                : resnet_load(ctx, &t->src, &t->rc, (resnet_model **)model, &err);
-    return rc ? app_fail(err) : EXIT_OK;
-}
-
-static int vit_fwd(void *model, const float *x, int B, int H, int W, float *logits,
-                   pgd_error **err)
-{
-    double t[4];
-    return vit_forward(model, x, B, H, W, logits, NULL, NULL, t, err);
-}
-
-static int resnet_fwd(void *model, const float *x, int B, int H, int W, float *logits,
-                      pgd_error **err)
-{
-    double t[5];
-    return resnet_forward(model, x, B, H, W, logits, NULL, t, err);
-}
-
-static void vit_release(void *model) { vit_free(model); }
-static void resnet_release(void *model) { resnet_free(model); }
-
 static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res, int *nres,
                int cap, pgd_error **err)
 {
@@ -87,27 +58,25 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
         return EXIT_USAGE;
     char image[4096];
     if (app_sample_image(image, sizeof image) != 1)
-        return pgd_error_set(err, PGD_ERR_IO, "throughput: the sample image (chelsea.jpg) is not "
-                                              "found: set PAGODA_SAMPLE_IMAGE");
-    tp_model t;
-    memset(&t, 0, sizeof t);
-    t.row = row;
-    int rc = models[row].vit ? (vit_named_config(models[row].vit, &t.vc),
-                                vit_random_source(&t.src, &t.vc, 1, err))
-                             : resnet_random_source(&t.src, 50, 1000, NULL, NL_EMBEDDED_GAUSSIAN,
-                                                    1, err);
-    resnet_options ro = {NULL, NULL, -1};
-    if (!rc && !models[row].vit)
-        rc = resnet_detect(&t.src, &ro, &t.rc, err);
+        return pgd_error_set(err, PGD_ERR_IO,
+                             "throughput: the sample image (chelsea.jpg) is not "
+                             "found: set PAGODA_SAMPLE_IMAGE");
+    const model_family *fam = models[row].family;
+    model_source src = {0};
+    void *cfg = calloc(1, fam->cfg_size);
+    int rc = cfg ? fam->random(models[row].name, cfg, &src, err)
+                 : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "throughput");
     if (rc) {
-        model_source_free(&t.src);
+        model_source_free(&src);
+        free(cfg);
         return rc;
     }
     /* A stream of 8 batches (at least 32 images), on this context's device. */
     int n = batch * 8 < 32 ? 32 : batch * 8;
     char **paths = malloc((size_t)n * sizeof *paths);
     if (!paths) {
-        model_source_free(&t.src);
+        model_source_free(&src);
+        free(cfg);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "throughput");
     }
     for (int i = 0; i < n; i++)
@@ -118,9 +87,8 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
     classify_opts co;
     classify_opts_init(&co, "bench ");
     co.device = sel, co.images = paths, co.nimages = n, co.batch = batch, co.quiet = 1;
-    classify_model m = {&t, tp_load, models[row].vit ? vit_fwd : resnet_fwd,
-                        models[row].vit ? vit_release : resnet_release, NULL, NULL, ""};
-    pgd_preprocess preset = models[row].vit ? PGD_PREPROCESS_TIMM : PGD_PREPROCESS_TORCHVISION;
+    stream_model m = {fam, cfg, &src, {PGD_ATTENTION_SOFT, 0, 0}, NULL, NULL, ""};
+    pgd_preprocess preset = models[row].preset;
     int reps = o->repeat < 0 ? 3 : o->repeat < 1 ? 1 : o->repeat;
     int warm = o->warmup < 0 ? 1 : o->warmup;
     double *ms = calloc((size_t)reps, sizeof *ms), busy = 0;
@@ -130,8 +98,8 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
         bench_progress("%s: stream %d of %d", spec, r + warm + 1, reps + warm);
         classify_stream_stats st;
         if (classify_stream_timed(&co, preset, 1000, &m, &st) || st.images != n) {
-            rc = pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: the stream failed (above)",
-                               spec);
+            rc =
+                pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: the stream failed (above)", spec);
             break;
         }
         if (r >= 0) {
@@ -154,7 +122,8 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
     }
     free(ms);
     free(paths);
-    model_source_free(&t.src);
+    model_source_free(&src);
+    free(cfg);
     return rc;
 }
 

@@ -1,19 +1,16 @@
-/* classify_cmd.c — `pagoda classify`: one command for every model family. The family comes
- * from the checkpoint's names (or --family), then the family's own command runs with the same
- * arguments: `pagoda vit` for ViT/DeiT, `pagoda nonlocal` for ResNets with or without non-local
- * blocks, and the MLP-Mixer path below, which has no command of its own. */
+/* classify_cmd.c — `pagoda classify`, and the one driver under it and its aliases `pagoda vit`
+ * and `pagoda nonlocal` (classify_family.h): the options parsed once (the shared ones and every
+ * family's, each then checked against the family that runs), the checkpoint opened once (its
+ * family detected from it by the family table's one rule, or named by --family), and the
+ * family run through the same pipeline for one batch, a stream, MPI and eval. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "classify.h"
+#include "classify_family.h"
 #include "commands.h"
-#include "family.h"
-#include "mixer.h"
 #include "stream.h"
-#include "swin.h"
-#include "vit.h"
 
 static const char usage[] =
     "usage: pagoda classify [--weights FILE | --family F --random SIZE] [options] [IMAGE...]\n"
@@ -45,397 +42,251 @@ static const char usage[] =
     "  --json              print the results as JSON\n"
     "  --input F.npy       a preprocessed batch [B, 3, H, W] instead of images\n"
     "  --save-input F.npy  write the preprocessed batch\n"
-    "  --save-logits F.npy write the logits [B, classes]\n"
-    CLASSIFY_HELP_TAIL
-    "\n"
+    "  --save-logits F.npy write the logits [B, classes]\n" CLASSIFY_HELP_TAIL "\n"
     "'pagoda vit' and 'pagoda nonlocal' remain for their families, with the same options.\n";
 
-typedef enum family { FAM_NONE, FAM_VIT, FAM_RESNET, FAM_MIXER, FAM_SWIN } family;
+/* The families of the command line, in the order of family.h's table. */
+static const cli_family *const cli_families[] = {&cli_vit, &cli_resnet, &cli_mixer, &cli_swin};
+enum { N_FAMILIES = sizeof cli_families / sizeof cli_families[0] };
 
-static family family_named(const char *s)
+/* Every family's options, parsed together (classify_parse adds the shared ones). */
+static const struct option cli_options[] = {
+    {"random", required_argument, 0, CLI_RANDOM},
+    {"weights", required_argument, 0, CLI_WEIGHTS},
+    {"preprocess", required_argument, 0, CLI_PREPROCESS},
+    {"family", required_argument, 0, CLI_FAMILY},
+    {"attention", required_argument, 0, CLI_ATTENTION},
+    {"attention-map", required_argument, 0, CLI_ATTENTION_MAP},
+    {"heads", required_argument, 0, CLI_HEADS},
+    {"nonlocal", required_argument, 0, CLI_NONLOCAL},
+    {"mode", required_argument, 0, CLI_MODE},
+    {"subsample", no_argument, 0, CLI_SUBSAMPLE},
+    {"no-subsample", no_argument, 0, CLI_NO_SUBSAMPLE},
+    {"affinity-map", required_argument, 0, CLI_AFFINITY_MAP},
+    {"query", required_argument, 0, CLI_QUERY},
+    {"size", required_argument, 0, CLI_SIZE},
+    {"help", no_argument, 0, 'h'},
+};
+enum { N_OPTIONS = sizeof cli_options / sizeof cli_options[0] };
+
+/* The family options as given, in order, applied once the family is known. */
+typedef struct given {
+    int n;
+    int code[64];
+    const char *arg[64];
+} given;
+
+static int record(void *p, int c, const char *arg)
 {
-    return !strcmp(s, "vit") || !strcmp(s, "deit") ? FAM_VIT
-           : !strcmp(s, "resnet") || !strcmp(s, "nonlocal") ? FAM_RESNET
-           : !strcmp(s, "mixer")                            ? FAM_MIXER
-           : !strcmp(s, "swin")                             ? FAM_SWIN
-                                                            : FAM_NONE;
+    given *g = p;
+    if (g->n == 64)
+        return app_usage_error("classify ", "more than 64 model options");
+    g->code[g->n] = c;
+    g->arg[g->n++] = arg;
+    return EXIT_OK;
 }
 
-/* The family of a checkpoint by the one rule of the family table (family_detect): the ViT
- * detector has the last word, so that a file that is none of them gets its precise error. */
-static int detect_family(const char *path, family *f)
+static const char *option_name(int c)
 {
-    model_source src = {0};
-    pgd_error *err = NULL;
-    if (model_source_open(&src, path, &err))
-        return app_fail(err);
-    int rc = EXIT_OK;
-    const model_family *fam = NULL;
-    if (family_detect(&src, NULL, &fam, &err)) {
-        fprintf(stderr, "pagoda: classify: %s is not a checkpoint of a family Pagoda knows "
-                        "(ViT/DeiT, ResNet, Swin, MLP-Mixer); as a ViT:\n", path);
-        rc = app_fail(err);
-    } else {
-        *f = family_named(fam->name);
-    }
-    model_source_free(&src);
-    return rc;
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (cli_options[i].val == c)
+            return cli_options[i].name;
+    return "?";
 }
 
-/* ---- the families without a command of their own: MLP-Mixer and Swin ---- */
-
-typedef struct family_cmd {
-    classify_opts o;
-    family fam;
-    const char *random, *weights;
-    int preset;
-    classify_attention attention; /* Swin */
-    mixer_config mx;
-    swin_config sw;
-    model_assumptions assumed; /* Hugging Face's Swin: layer_norm_eps when config.json lacks it */
-    void *model;
-} family_cmd;
-
-static const char *family_label(family f)
+static const cli_family *family_named(const char *name)
 {
-    return f == FAM_SWIN ? "Swin" : "MLP-Mixer";
+    for (int i = 0; i < N_FAMILIES; i++)
+        for (int k = 0; k < 3 && cli_families[i]->names[k]; k++)
+            if (!strcmp(name, cli_families[i]->names[k]))
+                return cli_families[i];
+    return NULL;
 }
 
-static int family_own(void *cmd, int c, const char *arg)
+/* The option c with its value into s: the options every family shares here, the family's own
+ * through its hook; one the family does not take is a usage error naming it. */
+static int apply(cli_state *s, int c, const char *arg, int fixed)
 {
-    family_cmd *v = cmd;
+    const cli_family *f = s->cf;
+    int takes = 0;
+    for (const int *o = f->options; *o; o++)
+        takes |= *o == c;
+    if (c == CLI_FAMILY)
+        return fixed ? app_usage_error(s->o.cmd, "--family is an option of 'pagoda classify'")
+                     : EXIT_OK; /* read before */
+    if (!takes)
+        return app_usage_error(s->o.cmd, "--%s is not an option of the %s family", option_name(c),
+                               f->label);
     switch (c) {
-    case 'r': v->random = arg; return 0;
-    case 'w': v->weights = arg; return 0;
-    case 'F': return 0; /* --family, read before */
-    case 'T':
-        if (v->fam == FAM_SWIN)
-            return classify_parse_attention("classify ", arg, &v->attention);
-        break;
-    case 'P':
-        v->preset = app_preset_parse(arg);
-        if (v->preset < 0)
-            return app_usage_error("classify ",
-                                   "--preprocess wants torchvision, timm or hf, got '%s'", arg);
-        return 0;
-    default: break;
-    }
-    return app_usage_error("classify ", "this option is not one of the %s family's",
-                           family_label(v->fam));
-}
-
-static int diagnose_family(void *cmd, const float *image, int H, int W, model_probe *p,
-                           pgd_error **err)
-{
-    family_cmd *v = cmd;
-    return v->fam == FAM_SWIN ? swin_find_nonfinite(v->model, image, H, W, p, err)
-                              : mixer_find_nonfinite(v->model, image, H, W, p, err);
-}
-
-static void family_describe(const family_cmd *v)
-{
-    char shown[1024], a[64];
-    if (v->o.json)
-        return;
-    const char *file = v->weights ? app_term_text(v->weights, shown, sizeof shown) : NULL;
-    if (v->fam == FAM_MIXER && file)
-        fprintf(stderr, "pagoda: %s: MLP-Mixer, width %d, depth %d, patch %d, %dx%d tokens, "
-                        "token MLP %d, channel MLP %d, %d classes\n",
-                file, v->mx.dim, v->mx.depth, v->mx.patch, v->mx.grid_h, v->mx.grid_w,
-                v->mx.tokens_hidden, v->mx.channels_hidden, v->mx.classes);
-    if (v->fam == FAM_SWIN && file) {
-        fprintf(stderr, "pagoda: %s: %s Swin, width %d, %d stages (depths", file,
-                swin_family_name(v->sw.family), v->sw.dim, v->sw.stages);
-        for (int s = 0; s < v->sw.stages; s++)
-            fprintf(stderr, " %d", v->sw.depth[s]);
-        fprintf(stderr, "), window %d, patch %d, %d classes\n", v->sw.window[0], v->sw.patch,
-                v->sw.classes);
-    }
-    if (!file)
-        fprintf(stderr, "pagoda: note: seeded random weights (%s %s): the classes printed are "
-                        "meaningless\n",
-                family_label(v->fam), v->random);
-    if (v->attention.mode != PGD_ATTENTION_SOFT)
-        fprintf(stderr, "pagoda: hard attention in every block: %s\n",
-                classify_attention_str(&v->attention, a, sizeof a));
-}
-
-static json_t *family_json(const family_cmd *v)
-{
-    char a[64];
-    if (!v->o.json)
-        return NULL;
-    if (v->fam == FAM_MIXER)
-        return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "family", "mixer", "width",
-                         v->mx.dim, "depth", v->mx.depth, "patch", v->mx.patch, "tokens",
-                         v->mx.tokens, "tokens_hidden", v->mx.tokens_hidden, "channels_hidden",
-                         v->mx.channels_hidden);
-    json_t *depths = json_array();
-    for (int s = 0; s < v->sw.stages; s++)
-        json_array_append_new(depths, json_integer(v->sw.depth[s]));
-    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:i, s:s, s:o}", "family", "swin", "naming",
-                     swin_family_name(v->sw.family), "width", v->sw.dim, "depths", depths,
-                     "window", v->sw.window[0], "patch", v->sw.patch, "attention",
-                     classify_attention_str(&v->attention, a, sizeof a), "assumed",
-                     app_assumed_json(&v->assumed));
-}
-
-static int run_family(family_cmd *v, const model_source *src, classify_run *r)
-{
-    pgd_error *err = NULL;
-    family_describe(v);
-    int rc = v->fam == FAM_SWIN
-                 ? swin_load(r->ctx, src, &v->sw, (swin_model **)&v->model, &err)
-                 : mixer_load(r->ctx, src, &v->mx, (mixer_model **)&v->model, &err);
-    if (rc)
-        return app_fail(err);
-    if (v->fam == FAM_SWIN)
-        swin_set_attention(v->model, v->attention.mode, v->attention.topk, v->attention.seed);
-    rc = classify_prepare(&v->o, r);
-    double t[5];
-    if (!rc && (v->fam == FAM_SWIN
-                    ? swin_forward(v->model, r->x, r->B, r->H, r->W, r->logits, t, &err)
-                    : mixer_forward(v->model, r->x, r->B, r->H, r->W, r->logits, t, &err)))
-        rc = app_fail(err);
-    if (!rc)
-        rc = classify_check_logits(&v->o, r, diagnose_family, v);
-    if (!rc)
-        rc = classify_after_forward(&v->o, r, r->B);
-    if (!rc) {
-        static const classify_stage stages[4] = {
-            {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
-        rc = classify_emit(&v->o, r, v->weights, family_json(v), stages, t, 4);
-    }
-    if (!rc)
-        rc = classify_finish(&v->o, r);
-    if (v->fam == FAM_SWIN)
-        swin_free(v->model);
-    else
-        mixer_free(v->model);
-    v->model = NULL;
-    return rc;
-}
-
-/* The family's model on each device of a stream. */
-typedef struct family_stream {
-    family_cmd *v;
-    const model_source *src;
-} family_stream;
-
-static int family_stream_load(void *cmd, pgd_ctx *ctx, void **model)
-{
-    family_stream *fs = cmd;
-    family_cmd *v = fs->v;
-    pgd_error *err = NULL;
-    if (v->fam == FAM_SWIN) {
-        if (swin_load(ctx, fs->src, &v->sw, (swin_model **)model, &err))
-            return app_fail(err);
-        swin_set_attention(*model, v->attention.mode, v->attention.topk, v->attention.seed);
-    } else if (mixer_load(ctx, fs->src, &v->mx, (mixer_model **)model, &err)) {
-        return app_fail(err);
-    }
-    return EXIT_OK;
-}
-
-static int swin_stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
-                               pgd_error **err)
-{
-    double t[5];
-    return swin_forward(model, x, B, H, W, logits, t, err);
-}
-
-static int mixer_stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
-                                pgd_error **err)
-{
-    double t[5];
-    return mixer_forward(model, x, B, H, W, logits, t, err);
-}
-
-static void swin_stream_release(void *model)
-{
-    swin_free(model);
-}
-
-static void mixer_stream_release(void *model)
-{
-    mixer_free(model);
-}
-
-static int family_stream_run(family_cmd *v, const model_source *src, int classes)
-{
-    int rc = classify_stream_check(&v->o, NULL);
-    if (rc)
-        return rc;
-    family_describe(v);
-    family_stream fs = {v, src};
-    classify_model m = {&fs, family_stream_load,
-                        v->fam == FAM_SWIN ? swin_stream_forward : mixer_stream_forward,
-                        v->fam == FAM_SWIN ? swin_stream_release : mixer_stream_release,
-                        v->weights, v->random, ""};
-    char a[64];
-    snprintf(m.family, sizeof m.family, "%s (%s), attention %s", family_label(v->fam),
-             v->fam == FAM_SWIN ? swin_family_name(v->sw.family) : "mixer",
-             classify_attention_str(&v->attention, a, sizeof a));
-    return classify_stream(&v->o, (pgd_preprocess)v->preset, classes, &m);
-}
-
-/* Hugging Face's Swin takes its LayerNorm epsilon from config.json (layer_norm_eps, 1e-5 by
- * default); timm's and torchvision's fix it in their code. */
-static int swin_side_config(family_cmd *v)
-{
-    char path[4096];
-    float eps = 0.0f;
-    if (v->sw.family != SWIN_HF4 && v->sw.family != SWIN_HF5)
+    case CLI_WEIGHTS:
+        s->weights = arg;
         return EXIT_OK;
-    int rc = app_hf_side_config(v->weights, NULL, &eps, path, sizeof path);
-    if (!rc && eps > 0.0f)
-        v->sw.eps = eps;
-    else if (!rc)
-        model_assume(&v->assumed, "eps", "1e-05", "layer_norm_eps in config.json");
-    app_note_assumed(v->weights, &v->assumed);
-    return rc;
-}
-
-/* The weights (a file or seeded random ones of a named size) and the input side they want. */
-static int family_open(family_cmd *v, model_source *src, int *side_h, int *side_w,
-                       int *classes)
-{
-    pgd_error *err = NULL;
-    if (v->weights) {
-        if (model_source_open(src, v->weights, &err) ||
-            (v->fam == FAM_SWIN ? swin_detect(src, &v->sw, &err)
-                                : mixer_detect(src, &v->mx, &err)))
-            return app_fail(err);
-        int rc = v->fam == FAM_SWIN ? swin_side_config(v) : EXIT_OK;
-        if (rc)
-            return rc;
-    } else if (v->fam == FAM_SWIN) {
-        if (!v->random)
-            v->random = "t";
-        if (swin_named_config(v->random, &v->sw))
-            return app_usage_error("classify ", "--random for swin wants t, s, b or tiny, got "
-                                                "'%s'", v->random);
-        if (swin_random_source(src, &v->sw, 1, &err))
-            return app_fail(err);
-    } else {
-        if (!v->random)
-            v->random = "b16";
-        if (mixer_named_config(v->random, &v->mx))
-            return app_usage_error("classify ", "--random for mixer wants s16, b16, l16 or tiny, "
-                                                "got '%s'", v->random);
-        if (mixer_random_source(src, &v->mx, 1, &err))
-            return app_fail(err);
-    }
-    if (v->fam == FAM_SWIN) {
-        /* 224 x 224 for the standard models, 40 x 40 for the tiny one. */
-        *side_h = *side_w = v->sw.dim <= 16 ? 40 : 224;
-        *classes = v->sw.classes;
-    } else {
-        *side_h = v->mx.patch * v->mx.grid_h;
-        *side_w = v->mx.patch * v->mx.grid_w;
-        *classes = v->mx.classes;
-    }
-    return EXIT_OK;
-}
-
-static int cmd_family(family fam, int argc, char **argv)
-{
-    static const struct option own[] = {
-        {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
-        {"preprocess", required_argument, 0, 'P'}, {"family", required_argument, 0, 'F'},
-        {"attention", required_argument, 0, 'T'},  {"help", no_argument, 0, 'h'}};
-    family_cmd v;
-    memset(&v, 0, sizeof v);
-    v.fam = fam;
-    classify_opts_init(&v.o, "classify ");
-    /* timm's mixer_*_224: bicubic, crop 0.875, mean/std 0.5. Swin: ImageNet mean/std; the
-     * torchvision preset (256 bilinear, crop 224) is the nearest of the presets to each
-     * library's own Swin transform (torchvision 232 bicubic, timm 248 bicubic). */
-    v.preset = fam == FAM_SWIN ? PGD_PREPROCESS_TORCHVISION : PGD_PREPROCESS_TIMM;
-    int rc = classify_parse(&v.o, argc, argv, own, sizeof own / sizeof *own, usage, family_own,
-                            &v);
-    if (rc)
-        return rc < 0 ? EXIT_OK : rc;
-    if (v.weights && v.random)
-        return app_usage_error("classify ", "give --weights or --random, not both");
-    if ((rc = classify_operands(&v.o, argc, argv, NULL)))
-        return rc;
-    model_source src = {0};
-    classify_run r = {0};
-    int side_h = 0, side_w = 0, classes = 0;
-    rc = family_open(&v, &src, &side_h, &side_w, &classes);
-    if (!rc && classify_streaming(&v.o)) {
-        rc = family_stream_run(&v, &src, classes);
-        model_source_free(&src);
-        return rc;
-    }
-    if (!rc)
-        rc = classify_begin(&v.o, (pgd_preprocess)v.preset, side_h, side_w, classes, &r);
-    if (!rc)
-        rc = run_family(&v, &src, &r);
-    classify_free(&r);
-    model_source_free(&src);
-    return rc;
-}
-
-/* ---- dispatch ---- */
-
-int cmd_classify(int argc, char **argv)
-{
-    const char *weights = NULL, *fam_name = NULL;
-    int help = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--"))
-            break;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            help = 1;
-        else if (!strcmp(a, "--weights") && i + 1 < argc)
-            weights = argv[++i];
-        else if (!strncmp(a, "--weights=", 10))
-            weights = a + 10;
-        else if (!strcmp(a, "--family") && i + 1 < argc)
-            fam_name = argv[++i];
-        else if (!strncmp(a, "--family=", 9))
-            fam_name = a + 9;
-    }
-    if (help && !fam_name && !weights) {
-        fputs(usage, stdout);
+    case CLI_RANDOM:
+        s->random = arg;
         return EXIT_OK;
+    case CLI_ATTENTION:
+        return classify_parse_attention(s->o.cmd, arg, &s->attention);
+    case CLI_PREPROCESS:
+        s->preset = app_preset_parse(arg);
+        if (s->preset < 0)
+            return app_usage_error(s->o.cmd,
+                                   "--preprocess wants torchvision, timm or hf, got "
+                                   "'%s'",
+                                   arg);
+        return EXIT_OK;
+    default:
+        return f->option(s, c, arg);
     }
-    family f = FAM_NONE;
-    if (fam_name && (f = family_named(fam_name)) == FAM_NONE)
+}
+
+/* The family of `pagoda classify`: --family, else the checkpoint's by family_detect (the
+ * checkpoint stays open in s->src for the run). */
+static int choose_family(cli_state *s, const given *g)
+{
+    const char *name = NULL, *weights = NULL;
+    for (int i = 0; i < g->n; i++) {
+        if (g->code[i] == CLI_FAMILY)
+            name = g->arg[i];
+        if (g->code[i] == CLI_WEIGHTS)
+            weights = g->arg[i];
+    }
+    if (name && !(s->cf = family_named(name)))
         return app_usage_error("classify ", "--family wants vit, resnet, swin or mixer, got '%s'",
-                               fam_name);
-    if (f == FAM_NONE && !weights)
+                               name);
+    if (!s->cf && !weights)
         return app_usage_error("classify ", "give --weights FILE (its family is detected), or "
                                             "--family F for seeded random weights");
-    if (f == FAM_NONE) {
-        int rc = detect_family(weights, &f);
-        if (rc)
-            return rc;
+    pgd_error *err = NULL;
+    if (weights && model_source_open(&s->src, weights, &err))
+        return app_fail(err);
+    if (s->cf)
+        return EXIT_OK;
+    const model_family *mf = NULL;
+    if (family_detect(&s->src, NULL, &mf, &err)) {
+        char shown[1024];
+        fprintf(stderr,
+                "pagoda: classify: %s is not a checkpoint of a family Pagoda knows "
+                "(ViT/DeiT, ResNet, Swin, MLP-Mixer); as a ViT:\n",
+                app_term_text(weights, shown, sizeof shown));
+        return app_fail(err);
     }
-    /* The family's command sees the arguments without --family. */
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    if (!args) {
+    for (int i = 0; i < N_FAMILIES && !s->cf; i++)
+        if (cli_families[i]->family == mf)
+            s->cf = cli_families[i];
+    return EXIT_OK;
+}
+
+/* Parses the options, picks the family, applies its options and opens the model. */
+static int prepare(cli_state *s, const cli_family *fixed, const char *help, int argc, char **argv)
+{
+    given g = {0};
+    s->preset = -1;
+    classify_opts_init(&s->o, fixed ? fixed->cmd : "classify ");
+    int rc = classify_parse(&s->o, argc, argv, cli_options, N_OPTIONS, help, record, &g);
+    if (rc)
+        return rc;
+    s->cf = fixed;
+    if (!fixed && (rc = choose_family(s, &g)))
+        return rc;
+    s->o.cmd = s->cf->cmd;
+    if (!(s->cfg = calloc(1, s->cf->family->cfg_size)) ||
+        (s->cf->own_size && !(s->own = calloc(1, s->cf->own_size)))) {
         fprintf(stderr, "pagoda: error: out of host memory\n");
         return EXIT_RUNTIME;
     }
-    int n = 0, rest = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!rest && !strcmp(argv[i], "--"))
-            rest = 1;
-        if (!rest && !strcmp(argv[i], "--family") && i + 1 < argc) {
-            i++;
-            continue;
-        }
-        if (!rest && !strncmp(argv[i], "--family=", 9))
-            continue;
-        args[n++] = argv[i];
+    if (s->cf->init)
+        s->cf->init(s);
+    for (int i = 0; i < g.n && !rc; i++)
+        rc = apply(s, g.code[i], g.arg[i], fixed != NULL);
+    if (!rc && s->weights && s->random)
+        rc = app_usage_error(s->o.cmd, "give --weights or --random, not both");
+    if (!rc && s->cf->check)
+        rc = s->cf->check(s);
+    if (!rc)
+        rc = classify_operands(&s->o, argc, argv, s->o.map_png ? s->o.map_option : NULL);
+    if (!rc && s->weights && !s->src.u) {
+        pgd_error *err = NULL;
+        if (model_source_open(&s->src, s->weights, &err))
+            rc = app_fail(err);
     }
-    int rc = f == FAM_VIT      ? cmd_vit(n, args)
-             : f == FAM_RESNET ? cmd_nonlocal(n, args)
-                               : cmd_family(f, n, args);
-    free(args);
+    return rc ? rc : s->cf->open(s);
+}
+
+/* The stream: the family's model on each device (stream.c). */
+static int run_stream(cli_state *s)
+{
+    int rc = classify_stream_check(&s->o, s->o.map_png ? s->o.map_option : NULL);
+    if (rc)
+        return rc;
+    s->o.map_png = NULL;
+    s->cf->describe(s);
+    stream_model m = {s->cf->family,
+                      s->cfg,
+                      &s->src,
+                      s->attention,
+                      s->weights,
+                      s->weights ? NULL : s->random_label,
+                      ""};
+    s->cf->stream_label(s, m.label, sizeof m.label);
+    return classify_stream(&s->o, (pgd_preprocess)s->preset, s->classes, &m);
+}
+
+/* One batch: load, forward (with the family's maps), checks, outputs, report. */
+static int run_batch(cli_state *s, classify_run *r)
+{
+    const model_family *f = s->cf->family;
+    pgd_error *err = NULL;
+    void *model = NULL;
+    s->cf->describe(s);
+    if (f->load(r->ctx, &s->src, s->cfg, &model, &err))
+        return app_fail(err);
+    if (f->set_attention)
+        f->set_attention(model, s->attention.mode, s->attention.topk, s->attention.seed);
+    int rc = classify_prepare(&s->o, r), split = r->B;
+    double t[8] = {0};
+    if (!rc && (s->cf->forward ? s->cf->forward(s, model, r, t, &split, &err)
+                               : f->forward(model, r->x, r->B, r->H, r->W, r->logits, NULL, &err)))
+        rc = app_fail(err);
+    if (!rc)
+        rc = classify_check_logits(&s->o, r, f->find_nonfinite, model);
+    if (!rc)
+        rc = classify_after_forward(&s->o, r, split);
+    if (!rc && s->cf->draw)
+        rc = s->cf->draw(s, r);
+    if (!rc)
+        rc = classify_emit(&s->o, r, s->weights, s->o.json ? s->cf->json(s) : NULL, s->cf->stages,
+                           t, s->cf->nstages);
+    if (!rc)
+        rc = classify_finish(&s->o, r);
+    f->free(model);
     return rc;
+}
+
+int classify_family_main(const cli_family *fixed, const char *help, int argc, char **argv)
+{
+    cli_state s;
+    memset(&s, 0, sizeof s);
+    int rc = prepare(&s, fixed, help, argc, argv);
+    if (rc < 0)
+        rc = EXIT_OK; /* --help */
+    else if (!rc && classify_streaming(&s.o))
+        rc = run_stream(&s);
+    else if (!rc) {
+        classify_run r = {0};
+        rc = classify_begin(&s.o, (pgd_preprocess)s.preset, s.side_h, s.side_w, s.classes, &r);
+        if (!rc)
+            rc = run_batch(&s, &r);
+        classify_free(&r);
+    }
+    if (s.cf && s.cf->release)
+        s.cf->release(&s);
+    model_source_free(&s.src);
+    free(s.cfg);
+    free(s.own);
+    return rc;
+}
+
+int cmd_classify(int argc, char **argv)
+{
+    return classify_family_main(NULL, usage, argc, argv);
 }

@@ -1,14 +1,11 @@
-/* vit_cmd.c — `pagoda vit`: ViT classification of images or an input tensor. */
-#include <errno.h>
-#include <getopt.h>
-#include <math.h>
+/* vit_cmd.c — the ViT family on the command line (classify_family.h): `pagoda vit`, and what
+ * `pagoda classify` runs for a ViT/DeiT checkpoint. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "classify.h"
+#include "classify_family.h"
 #include "commands.h"
-#include "stream.h"
 #include "vit.h"
 
 static const char usage[] =
@@ -29,7 +26,8 @@ static const char usage[] =
     "                      naming (depth, width, patch, grid, classes follow from it)\n"
     "                      (default: vit_b16_timm.safetensors in $PAGODA_WEIGHTS_DIR or\n"
     "                      ~/.local/share/pagoda/weights, as tools/download-weights stores it)\n"
-    "  --random SIZE       without weights: seeded random weights, clearly not a trained model: ti (ViT-Ti/16),\n"
+    "  --random SIZE       without weights: seeded random weights, clearly not a trained model: ti "
+    "(ViT-Ti/16),\n"
     "                      s (ViT-S/16), b (ViT-B/16, default) or tiny (2 blocks of width 32)\n"
     "  --heads H           number of attention heads (default: the standard table by width)\n"
     "  --topk K            classes to print per image (default 5)\n"
@@ -50,256 +48,198 @@ static const char usage[] =
     "                      is arg-max attention) or sample:SEED (each query attends to one key\n"
     "                      drawn from its softmax, Xu et al.'s stochastic hard attention; the\n"
     "                      same SEED gives the same draws on every device), in every block\n"
-    "  --save-logits F.npy write the logits [B, classes]\n"
-    CLASSIFY_HELP_TAIL;
+    "  --save-logits F.npy write the logits [B, classes]\n" CLASSIFY_HELP_TAIL;
 
-/* What `pagoda vit` adds to the shared classification options. */
-typedef struct vit_cmd {
-    classify_opts o;
-    const char *random, *weights, *attn_png;
-    int heads, preset; /* preset -1: the weights' own */
-    classify_attention attention;
-    char default_path[4096];
-} vit_cmd;
+/* What the ViT adds to the shared state. */
+typedef struct vit_own {
+    const char *attn_png;
+    int heads;
+    float *map, *roll; /* the maps of one batch */
+} vit_own;
 
-static int parse_own(void *cmd, int c, const char *arg)
+static int vit_option(cli_state *s, int c, const char *arg)
 {
-    vit_cmd *v = cmd;
+    vit_own *v = s->own;
     int64_t n;
-    switch (c) {
-    case 'r': v->random = arg; return 0;
-    case 'w': v->weights = arg; return 0;
-    case 'A': v->attn_png = arg; return 0;
-    case 'T': return classify_parse_attention("vit ", arg, &v->attention);
-    case 'P':
-        v->preset = app_preset_parse(arg);
-        if (v->preset < 0)
-            return app_usage_error("vit ", "--preprocess wants torchvision, timm or hf, got '%s'",
-                                   arg);
-        return 0;
-    case 'H':
-        if (pgd_parse_int64(arg, 1, 1024, &n))
-            return app_usage_error("vit ", "--heads wants a whole number from 1 to 1024, got "
-                                           "'%s'", arg);
-        v->heads = (int)n;
-        return 0;
-    default: return app_usage_error("vit ", "bad option");
+    if (c == CLI_ATTENTION_MAP) {
+        v->attn_png = arg;
+        return EXIT_OK;
     }
+    if (pgd_parse_int64(arg, 1, 1024, &n)) /* CLI_HEADS */
+        return app_usage_error(s->o.cmd,
+                               "--heads wants a whole number from 1 to 1024, got "
+                               "'%s'",
+                               arg);
+    v->heads = (int)n;
+    return EXIT_OK;
 }
 
-/* The options; -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
-static int parse(vit_cmd *v, int argc, char **argv)
+static int vit_check(cli_state *s)
 {
-    static const struct option own[] = {
-        {"random", required_argument, 0, 'r'},     {"weights", required_argument, 0, 'w'},
-        {"preprocess", required_argument, 0, 'P'}, {"attention-map", required_argument, 0, 'A'},
-        {"heads", required_argument, 0, 'H'},      {"attention", required_argument, 0, 'T'},
-        {"help", no_argument, 0, 'h'}};
-    memset(v, 0, sizeof *v);
-    classify_opts_init(&v->o, "vit ");
-    v->preset = -1;
-    int rc = classify_parse(&v->o, argc, argv, own, sizeof own / sizeof own[0], usage,
-                            parse_own, v);
-    if (rc)
-        return rc;
-    if (v->weights && v->random)
-        return app_usage_error("vit ", "give --weights or --random, not both");
-    return classify_operands(&v->o, argc, argv, v->attn_png ? "--attention-map" : NULL);
+    vit_own *v = s->own;
+    s->o.map_option = "--attention-map", s->o.map_png = v->attn_png;
+    s->o.map_tags[0] = "", s->o.map_tags[1] = "-rollout";
+    return EXIT_OK;
 }
 
 /* The weights (a file, the default file, or seeded random ones) and their configuration. */
-static int open_model(vit_cmd *v, model_source *src, vit_config *cfg)
+static int vit_open(cli_state *s)
 {
+    vit_own *v = s->own;
+    vit_config *cfg = s->cfg;
     pgd_error *err = NULL;
-    if (!v->random && app_weights_or_default(&v->weights, "vit_b16_timm.safetensors",
-                                             v->default_path, sizeof v->default_path))
+    if (!s->random && app_weights_or_default(&s->weights, "vit_b16_timm.safetensors",
+                                             s->default_path, sizeof s->default_path))
         return EXIT_USAGE;
-    if (v->weights) {
-        if (model_source_open(src, v->weights, &err))
+    if (s->weights) {
+        if (!s->src.u && model_source_open(&s->src, s->weights, &err))
             return app_fail(err);
-        int rc = app_vit_detect(src, v->weights, v->heads, cfg);
+        int rc = app_vit_detect(&s->src, s->weights, v->heads, cfg);
         if (rc)
             return rc;
         if (cfg->headless) {
             char shown[1024];
-            fprintf(stderr, "pagoda: error: %s has no classifier ('head.weight' or the naming's "
-                            "equivalent): a feature model such as DINO; 'pagoda embed' computes "
-                            "its features\n", app_term_text(v->weights, shown, sizeof shown));
+            fprintf(stderr,
+                    "pagoda: error: %s has no classifier ('head.weight' or the naming's "
+                    "equivalent): a feature model such as DINO; 'pagoda embed' computes "
+                    "its features\n",
+                    app_term_text(s->weights, shown, sizeof shown));
             return EXIT_RUNTIME;
         }
-        return EXIT_OK;
+    } else {
+        if (!s->random)
+            s->random = "b";
+        if (vit_named_config(s->random, cfg) != 0)
+            return app_usage_error(s->o.cmd, "--random wants ti, s, b or tiny, got '%s'",
+                                   s->random);
+        if (v->heads)
+            cfg->heads = v->heads;
+        if (cfg->dim % cfg->heads)
+            return app_usage_error(s->o.cmd, "width %d is not divisible by %d heads", cfg->dim,
+                                   cfg->heads);
+        if (vit_random_source(&s->src, cfg, 1, &err))
+            return app_fail(err);
+        snprintf(s->random_label, sizeof s->random_label, "%s", s->random);
     }
-    if (!v->random)
-        v->random = "b";
-    if (vit_named_config(v->random, cfg) != 0)
-        return app_usage_error("vit ", "--random wants ti, s, b or tiny, got '%s'", v->random);
-    if (v->heads)
-        cfg->heads = v->heads;
-    if (cfg->dim % cfg->heads)
-        return app_usage_error("vit ", "width %d is not divisible by %d heads", cfg->dim,
-                               cfg->heads);
-    pgd_error *rerr = NULL;
-    return vit_random_source(src, cfg, 1, &rerr) ? app_fail(rerr) : EXIT_OK;
-}
-
-static void describe(const vit_cmd *v, const vit_config *cfg)
-{
-    if (v->o.json)
-        return;
-    char shown[1024];
-    if (!v->weights)
-        fprintf(stderr, "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
-                        "the classes printed are meaningless\n",
-                v->random, cfg->dim, cfg->depth, cfg->heads);
-    else
-        fprintf(stderr, "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
-                        "%d classes\n",
-                app_term_text(v->weights, shown, sizeof shown), vit_family_name(cfg->family),
-                cfg->dim, cfg->depth, cfg->heads,
-                cfg->patch, cfg->grid_h, cfg->grid_w, cfg->classes);
-    char a[64];
-    if (v->attention.mode != PGD_ATTENTION_SOFT)
-        fprintf(stderr, "pagoda: hard attention in every block: %s\n",
-                classify_attention_str(&v->attention, a, sizeof a));
-}
-
-/* The model's non-finite diagnosis, in the classify path's form. */
-static int diagnose(void *model, const float *image, int H, int W, model_probe *p, pgd_error **err)
-{
-    return vit_find_nonfinite(model, image, H, W, p, err);
-}
-
-static int report(const vit_cmd *v, classify_run *r, const vit_config *cfg, const double t[4])
-{
-    static const classify_stage stages[4] = {
-        {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
-    char a[64];
-    json_t *model = v->o.json ? json_pack("{s:s, s:i, s:i, s:i, s:i, s:s}", "family",
-                                          vit_family_name(cfg->family), "width", cfg->dim,
-                                          "depth", cfg->depth, "heads", cfg->heads, "patch",
-                                          cfg->patch, "attention",
-                                          classify_attention_str(&v->attention, a, sizeof a))
-                              : NULL;
-    if (model)
-        json_object_set_new(model, "assumed", app_assumed_json(&cfg->assumed));
-    return classify_emit(&v->o, r, v->weights, model, stages, t, 4);
-}
-
-/* Loads the model, runs the batch, draws the maps, reports. */
-static int run(vit_cmd *v, const model_source *src, const vit_config *cfg, classify_run *r)
-{
-    pgd_error *err = NULL;
-    vit_model *m = NULL;
-    float *map = NULL, *roll = NULL;
-    int mh = r->H / cfg->patch, mw = r->W / cfg->patch, rc = EXIT_OK;
-    describe(v, cfg);
-    if (vit_load(r->ctx, src, cfg, &m, &err))
-        return app_fail(err);
-    vit_set_attention(m, v->attention.mode, v->attention.topk, v->attention.seed);
-    rc = classify_prepare(&v->o, r);
-    size_t cells = (size_t)r->B * (size_t)mh * (size_t)mw;
-    if (!rc && v->attn_png && (!(map = malloc(cells * sizeof *map)) ||
-                               !(roll = malloc(cells * sizeof *roll)))) {
-        fprintf(stderr, "pagoda: error: out of host memory for the attention maps\n");
-        rc = EXIT_RUNTIME;
-    }
-    double t[4];
-    if (!rc && vit_forward(m, r->x, r->B, r->H, r->W, r->logits, map, roll, t, &err))
-        rc = app_fail(err);
-    if (!rc)
-        rc = classify_check_logits(&v->o, r, diagnose, m);
-    if (!rc)
-        rc = classify_after_forward(&v->o, r, vit_last_split(m));
-    if (!rc && map)
-        rc = classify_draw_maps(&v->o, r, v->attn_png, "", map, mw, mh, v->preset,
-                                "last-layer attention");
-    if (!rc && roll)
-        rc = classify_draw_maps(&v->o, r, v->attn_png, "-rollout", roll, mw, mh, v->preset,
-                                "attention rollout");
-    if (!rc)
-        rc = report(v, r, cfg, t);
-    if (!rc)
-        rc = classify_finish(&v->o, r);
-    vit_free(m);
-    free(map);
-    free(roll);
-    return rc;
-}
-
-/* The model on each device of a stream. */
-typedef struct vit_stream {
-    const vit_cmd *v;
-    const model_source *src;
-    const vit_config *cfg;
-} vit_stream;
-
-static int stream_load(void *cmd, pgd_ctx *ctx, void **model)
-{
-    vit_stream *vs = cmd;
-    pgd_error *err = NULL;
-    vit_model *m = NULL;
-    if (vit_load(ctx, vs->src, vs->cfg, &m, &err))
-        return app_fail(err);
-    vit_set_attention(m, vs->v->attention.mode, vs->v->attention.topk, vs->v->attention.seed);
-    *model = m;
+    if (s->preset < 0)
+        s->preset = cfg->family == VIT_HF            ? PGD_PREPROCESS_HF
+                    : cfg->family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
+                                                     : PGD_PREPROCESS_TIMM;
+    s->side_h = cfg->patch * cfg->grid_h, s->side_w = cfg->patch * cfg->grid_w;
+    s->classes = cfg->classes;
     return EXIT_OK;
 }
 
-static int stream_forward(void *model, const float *x, int B, int H, int W, float *logits,
-                          pgd_error **err)
+static void vit_describe(const cli_state *s)
 {
-    double t[4];
-    return vit_forward(model, x, B, H, W, logits, NULL, NULL, t, err);
-}
-
-static void stream_release(void *model)
-{
-    vit_free(model);
-}
-
-static int run_stream(vit_cmd *v, const model_source *src, const vit_config *cfg)
-{
-    int rc = classify_stream_check(&v->o, v->attn_png ? "--attention-map" : NULL);
-    if (rc)
-        return rc;
-    describe(v, cfg);
-    vit_stream vs = {v, src, cfg};
-    classify_model m = {&vs, stream_load, stream_forward, stream_release, v->weights, v->random,
-                        ""};
+    const vit_config *cfg = s->cfg;
+    if (s->o.json)
+        return;
+    char shown[1024];
+    if (!s->weights)
+        fprintf(stderr,
+                "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
+                "the classes printed are meaningless\n",
+                s->random, cfg->dim, cfg->depth, cfg->heads);
+    else
+        fprintf(stderr,
+                "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
+                "%d classes\n",
+                app_term_text(s->weights, shown, sizeof shown), vit_family_name(cfg->family),
+                cfg->dim, cfg->depth, cfg->heads, cfg->patch, cfg->grid_h, cfg->grid_w,
+                cfg->classes);
     char a[64];
-    snprintf(m.family, sizeof m.family, "ViT (%s), %d heads, attention %s",
-             vit_family_name(cfg->family), cfg->heads,
-             classify_attention_str(&v->attention, a, sizeof a));
-    return classify_stream(&v->o, (pgd_preprocess)v->preset, cfg->classes, &m);
+    if (s->attention.mode != PGD_ATTENTION_SOFT)
+        fprintf(stderr, "pagoda: hard attention in every block: %s\n",
+                classify_attention_str(&s->attention, a, sizeof a));
 }
+
+static void vit_stream_label(const cli_state *s, char *buf, size_t size)
+{
+    const vit_config *cfg = s->cfg;
+    char a[64];
+    snprintf(buf, size, "ViT (%s), %d heads, attention %s", vit_family_name(cfg->family),
+             cfg->heads, classify_attention_str(&s->attention, a, sizeof a));
+}
+
+/* The forward with the last block's attention and the rollout when --attention-map asks. */
+static int vit_run(cli_state *s, void *model, classify_run *r, double *t, int *split,
+                   pgd_error **err)
+{
+    vit_own *v = s->own;
+    const vit_config *cfg = s->cfg;
+    size_t cells = (size_t)r->B * (size_t)(r->H / cfg->patch) * (size_t)(r->W / cfg->patch);
+    if (v->attn_png && (!(v->map = malloc(cells * sizeof *v->map)) ||
+                        !(v->roll = malloc(cells * sizeof *v->roll))))
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                             "out of host memory for the attention maps");
+    int rc = vit_forward(model, r->x, r->B, r->H, r->W, r->logits, v->map, v->roll, t, err);
+    *split = vit_last_split(model);
+    return rc;
+}
+
+static int vit_draw(cli_state *s, classify_run *r)
+{
+    vit_own *v = s->own;
+    const vit_config *cfg = s->cfg;
+    int mh = r->H / cfg->patch, mw = r->W / cfg->patch, rc = EXIT_OK;
+    if (v->map)
+        rc = classify_draw_maps(&s->o, r, v->attn_png, "", v->map, mw, mh,
+                                (pgd_preprocess)s->preset, "last-layer attention");
+    if (!rc && v->roll)
+        rc = classify_draw_maps(&s->o, r, v->attn_png, "-rollout", v->roll, mw, mh,
+                                (pgd_preprocess)s->preset, "attention rollout");
+    return rc;
+}
+
+static json_t *vit_json(const cli_state *s)
+{
+    const vit_config *cfg = s->cfg;
+    char a[64];
+    json_t *model =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:s}", "family", vit_family_name(cfg->family), "width",
+                  cfg->dim, "depth", cfg->depth, "heads", cfg->heads, "patch", cfg->patch,
+                  "attention", classify_attention_str(&s->attention, a, sizeof a));
+    if (model)
+        json_object_set_new(model, "assumed", app_assumed_json(&cfg->assumed));
+    return model;
+}
+
+static void vit_release(cli_state *s)
+{
+    vit_own *v = s->own;
+    if (v) {
+        free(v->map);
+        free(v->roll);
+    }
+}
+
+static const int vit_options[] = {
+    CLI_RANDOM, CLI_WEIGHTS, CLI_PREPROCESS, CLI_ATTENTION, CLI_ATTENTION_MAP, CLI_HEADS, 0};
+static const classify_stage vit_stages[4] = {
+    {"embed", "embed"}, {"blocks", "blocks"}, {"head", "head"}, {"total", "total"}};
+
+const cli_family cli_vit = {
+    .family = &family_vit,
+    .names = {"vit", "deit"},
+    .cmd = "vit ",
+    .label = "ViT",
+    .options = vit_options,
+    .own_size = sizeof(vit_own),
+    .option = vit_option,
+    .check = vit_check,
+    .open = vit_open,
+    .describe = vit_describe,
+    .stream_label = vit_stream_label,
+    .forward = vit_run,
+    .draw = vit_draw,
+    .json = vit_json,
+    .stages = vit_stages,
+    .nstages = 4,
+    .release = vit_release,
+};
 
 int cmd_vit(int argc, char **argv)
 {
-    vit_cmd v;
-    int rc = parse(&v, argc, argv);
-    if (rc)
-        return rc < 0 ? EXIT_OK : rc;
-    vit_config cfg;
-    model_source src = {0};
-    classify_run r = {0};
-    rc = open_model(&v, &src, &cfg);
-    if (!rc && v.preset < 0)
-        v.preset = cfg.family == VIT_HF            ? PGD_PREPROCESS_HF
-                   : cfg.family == VIT_TORCHVISION ? PGD_PREPROCESS_TORCHVISION
-                                                   : PGD_PREPROCESS_TIMM;
-    if (!rc && classify_streaming(&v.o)) {
-        rc = run_stream(&v, &src, &cfg);
-        model_source_free(&src);
-        return rc;
-    }
-    v.o.map_option = "--attention-map", v.o.map_png = v.attn_png;
-    v.o.map_tags[0] = "", v.o.map_tags[1] = "-rollout";
-    if (!rc)
-        rc = classify_begin(&v.o, (pgd_preprocess)v.preset, cfg.patch * cfg.grid_h,
-                            cfg.patch * cfg.grid_w, cfg.classes, &r);
-    if (!rc)
-        rc = run(&v, &src, &cfg, &r);
-    classify_free(&r);
-    model_source_free(&src);
-    return rc;
+    return classify_family_main(&cli_vit, usage, argc, argv);
 }

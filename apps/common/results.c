@@ -37,7 +37,7 @@ static json_t *file_identity(const char *path)
                      (json_int_t)size, "sha256", hex);
 }
 
-json_t *results_identity(const classify_opts *o, const classify_model *m, pgd_preprocess preset,
+json_t *results_identity(const classify_opts *o, const stream_model *m, pgd_preprocess preset,
                          int classes)
 {
     json_t *weights = m->weights ? file_identity(m->weights)
@@ -52,7 +52,7 @@ json_t *results_identity(const classify_opts *o, const classify_model *m, pgd_pr
         return NULL;
     }
     json_t *id = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "model",
-                           app_json_text(m->family[0] ? m->family : o->cmd), "weights", weights,
+                           app_json_text(m->label[0] ? m->label : o->cmd), "weights", weights,
                            "weights_dtype", app_weights_f16() ? "f16" : "f32", "preprocess",
                            pre, "topk", o->topk, "classes", classes, "labels",
                            labels);

@@ -31,7 +31,7 @@ typedef struct results_file {
 
 /* The identity of the model a stream runs, for the first line (a new reference; NULL after
  * printing the error). Hashes the weights file. */
-json_t *results_identity(const classify_opts *o, const classify_model *m, pgd_preprocess preset,
+json_t *results_identity(const classify_opts *o, const stream_model *m, pgd_preprocess preset,
                          int classes);
 
 /* Opens and locks `path` (csv: .csv) and, with `resume`, reads it: its model record must equal

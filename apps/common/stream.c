@@ -31,9 +31,9 @@
 #include "labels.h"
 #include "results.h"
 #include "stream.h"
-#include "stream_state.h"
 #include "stream_input.h"
 #include "stream_mpi.h"
+#include "stream_state.h"
 
 /* ---- a growing text buffer ---- */
 
@@ -97,8 +97,9 @@ int classify_stream_check(const classify_opts *o, const char *map_flag)
                       : o->profile     ? "--profile"
                                        : map_flag;
     if (bad)
-        return app_usage_error(o->cmd, "%s goes with a single batch of images, not with "
-                                       "streaming (--output, --list, --batch, a directory, ...)",
+        return app_usage_error(o->cmd,
+                               "%s goes with a single batch of images, not with "
+                               "streaming (--output, --list, --batch, a directory, ...)",
                                bad);
     if (o->resume && !o->output)
         return app_usage_error(o->cmd, "--resume needs --output FILE");
@@ -245,7 +246,7 @@ static int run_batch(stream *s, sdevice *d, sbatch *b, pgd_error **err)
         }
     if (!nok)
         return PGD_OK;
-    int rc = s->m->forward(d->model, b->x, nok, s->H, s->W, b->logits, err);
+    int rc = s->m->family->forward(d->model, b->x, nok, s->H, s->W, b->logits, NULL, err);
     if (rc)
         return rc;
     for (int t = nok - 1; t >= 0; t--) {
@@ -345,9 +346,8 @@ static void format_batch(stream *s, sbatch *b, strbuf *out, long *errors)
             line = json_pack("{s:i, s:o, s:o}", "image", idx, "source", app_json_text(path),
                              "error", app_json_text(b->err[i]));
         } else {
-            json_t *all = app_report_topk(b->logits + (size_t)i * (size_t)s->classes, 1,
-                                          s->classes, s->o->topk, &s->labels, (char **)&path,
-                                          NULL, 1);
+            json_t *all = app_report_topk(b->logits + (size_t)i * (size_t)s->classes, 1, s->classes,
+                                          s->o->topk, &s->labels, (char **)&path, NULL, 1);
             line = all ? json_incref(json_array_get(all, 0)) : NULL;
             json_decref(all);
             if (line)
@@ -419,6 +419,18 @@ static void progress_show(stream *s, progress *p, long done, int final)
 
 /* ---- devices ---- */
 
+/* The model on one device's context: the family's load, then its hard attention where it has
+ * one. Prints the error and returns an exit status on failure. */
+static int stream_load(const stream_model *m, pgd_ctx *ctx, void **model)
+{
+    pgd_error *err = NULL;
+    if (m->family->load(ctx, m->src, m->cfg, model, &err))
+        return app_fail(err);
+    if (m->family->set_attention)
+        m->family->set_attention(*model, m->attention.mode, m->attention.topk, m->attention.seed);
+    return EXIT_OK;
+}
+
 /* The selectors of --device: NULL (the default), one, a comma list, or "all". */
 static int open_devices(stream *s)
 {
@@ -467,7 +479,7 @@ static int open_devices(stream *s)
         if (!rc)
             s->ndev++;
         if (!rc)
-            rc = s->m->load(s->m->cmd, s->dev[i].ctx, &s->dev[i].model);
+            rc = stream_load(s->m, s->dev[i].ctx, &s->dev[i].model);
     }
     list_free(&sels);
     return rc;
@@ -513,7 +525,7 @@ static int emit(stream *s, FILE *out, const strbuf *text, long errors)
         return oom();
     if (s->rank != 0)
         return stream_mpi_send_lines(text->s ? text->s : "", text->n, errors) ? EXIT_RUNTIME
-                                                                               : EXIT_OK;
+                                                                              : EXIT_OK;
     if (text->n && s->rf.fd >= 0)
         return results_write(&s->rf, text->s, text->n);
     if (text->n && out && (fwrite(text->s, 1, text->n, out) != text->n || fflush(out))) {
@@ -612,7 +624,7 @@ static void stream_free(stream *s)
 {
     for (int i = 0; s->dev && i < s->ndev; i++) {
         if (s->dev[i].model)
-            s->m->release(s->dev[i].model);
+            s->m->family->free(s->dev[i].model);
         pgd_ctx_destroy(s->dev[i].ctx);
     }
     free(s->dev);
@@ -653,8 +665,8 @@ static int plan(stream *s, path_list *in)
         json_t *id = !rc && o->output ? results_identity(o, s->m, s->preset, s->classes) : NULL;
         if (!rc && o->output)
             rc = id ? results_open(&s->rf, o->output, s->csv, o->resume, id,
-                                   o->topk < s->classes ? o->topk : s->classes, in->p, in->n,
-                                   done, &ndone)
+                                   o->topk < s->classes ? o->topk : s->classes, in->p, in->n, done,
+                                   &ndone)
                     : EXIT_RUNTIME;
         json_decref(id);
         if (!rc && ndone)
@@ -699,8 +711,10 @@ static int start(stream *s)
         b->logits = malloc((size_t)s->B * (size_t)s->classes * sizeof *b->logits);
         b->err = calloc((size_t)s->B, sizeof *b->err);
         if (!b->x || !b->logits || !b->err) {
-            fprintf(stderr, "pagoda: error: out of host memory for %d batch buffers of %d "
-                            "images\n", s->nbuf, s->B);
+            fprintf(stderr,
+                    "pagoda: error: out of host memory for %d batch buffers of %d "
+                    "images\n",
+                    s->nbuf, s->B);
             return EXIT_RUNTIME;
         }
     }
@@ -826,7 +840,7 @@ static int conclude(stream *s, int rc, double t0)
 }
 
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
-                    const classify_model *model)
+                    const stream_model *model)
 {
     stream s;
     memset(&s, 0, sizeof s);
@@ -872,7 +886,7 @@ int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
 }
 
 int classify_stream_timed(const classify_opts *o, pgd_preprocess preset, int classes,
-                          const classify_model *model, classify_stream_stats *st)
+                          const stream_model *model, classify_stream_stats *st)
 {
     memset(st, 0, sizeof *st);
     timed = st;

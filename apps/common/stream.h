@@ -9,22 +9,21 @@
 #define PAGODA_STREAM_H
 
 #include "classify.h"
+#include "family.h"
 
-/* What a command gives the stream: a model made on each device's context, its forward pass
- * (logits [B, classes] of x [B, 3, H, W]) and its release. */
-typedef struct classify_model {
-    void *cmd;
-    /* Prints its error and returns an exit status on failure. */
-    int (*load)(void *cmd, pgd_ctx *ctx, void **model);
-    int (*forward)(void *model, const float *x, int B, int H, int W, float *logits,
-                   pgd_error **err);
-    void (*release)(void *model);
-    /* What the results file records of the model (results.h): the weights file (NULL: seeded
-     * random weights, `random` their spec) and the model with every option that changes its
-     * results, e.g. "ViT (timm), attention soft". */
+/* What the stream runs: a model family (family.h) with its configuration and weights, loaded
+ * on each device's context through the family's entry, with the hard attention to set on it
+ * (families with set_attention); and what the results file records of it (results.h): the
+ * weights file (NULL: seeded random weights, `random` their spec) and the model with every
+ * option that changes its results, e.g. "ViT (timm), 12 heads, attention soft". */
+typedef struct stream_model {
+    const model_family *family;
+    const void *cfg;
+    const model_source *src;
+    classify_attention attention;
     const char *weights, *random;
-    char family[128];
-} classify_model;
+    char label[128];
+} stream_model;
 
 /* 1 when the options or operands ask for the streaming path (--output, --list, --batch,
  * --jobs, --resume, --recursive, --strict, several devices, a directory or a glob pattern among
@@ -39,7 +38,7 @@ int classify_stream_check(const classify_opts *o, const char *map_flag);
  * runtime failure (or an unreadable image with --strict), 2 on a usage error, 130 after SIGINT
  * (the batches finished so far are written). */
 int classify_stream(const classify_opts *o, pgd_preprocess preset, int classes,
-                    const classify_model *model);
+                    const stream_model *model);
 
 /* What a stream measured, for `pagoda bench` (throughput items). */
 typedef struct classify_stream_stats {
@@ -50,7 +49,7 @@ typedef struct classify_stream_stats {
 /* classify_stream with no output at all (the lines are made and dropped), and its timing in
  * *st: `pagoda bench` measures images/s over a stream of real decodes with it. */
 int classify_stream_timed(const classify_opts *o, pgd_preprocess preset, int classes,
-                          const classify_model *model, classify_stream_stats *st);
+                          const stream_model *model, classify_stream_stats *st);
 
 /* pagoda eval: the next classify_stream takes each operand as an ImageFolder root (a class per
  * sub-directory, numbered in sorted order or by `labels_map`: NAME INDEX lines, may be NULL)

@@ -34,7 +34,7 @@ typedef struct sdevice {
 
 typedef struct stream {
     const classify_opts *o;
-    const classify_model *m;
+    const stream_model *m;
     pgd_preprocess preset;
     int H, W, classes, B, min_side, csv;
     results_file rf; /* --output (rank 0); fd -1 without */

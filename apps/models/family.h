@@ -43,6 +43,9 @@ typedef struct model_family {
     int (*attention_maps)(void *model, const float *images, int B, int H, int W, float *logits,
                           float *last, float *rollout, pgd_error **err);
     const char *no_maps; /* why not: "MLP-Mixer (no attention)", ... */
+    /* The attention every block uses from the next forward on: soft, top-k or sampled
+     * (pgd_attention_mode); NULL where the family has no attention to make hard. */
+    void (*set_attention)(void *model, pgd_attention_mode mode, int64_t topk, uint64_t seed);
     /* A headless model's pooling (mean: the patch tokens' mean, else the class token). */
     int (*set_pool)(void *model, int mean);
     /* A non-local block's affinity: the key grid for an input of H x W (0: none), and the

@@ -101,8 +101,7 @@ int swin_named_config(const char *name, swin_config *c)
     return 0;
 }
 
-int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
-                       pgd_error **err)
+int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed, pgd_error **err)
 {
     swin_config c = *cfg;
     c.family = SWIN_TORCHVISION;
@@ -148,6 +147,11 @@ static int fam_classes(const void *cfg)
     return ((const swin_config *)cfg)->classes;
 }
 
+static void swin_fam_attention(void *model, pgd_attention_mode mode, int64_t topk, uint64_t seed)
+{
+    swin_set_attention(model, mode, topk, seed);
+}
+
 const model_family family_swin = {
     .id = PGD_MODEL_SWIN,
     .name = "swin",
@@ -161,5 +165,6 @@ const model_family family_swin = {
     .info = fam_info,
     .classes = fam_classes,
     .no_maps = "Swin (windowed attention: no class token)",
+    .set_attention = swin_fam_attention,
     .free = swin_fam_free,
 };

@@ -188,6 +188,11 @@ static int attention_maps(void *model, const float *images, int B, int H, int W,
     return vit_forward(model, images, B, H, W, logits, last, rollout, NULL, err);
 }
 
+static void vit_fam_attention(void *model, pgd_attention_mode mode, int64_t topk, uint64_t seed)
+{
+    vit_set_attention(model, mode, topk, seed);
+}
+
 static int set_pool(void *model, int mean)
 {
     vit_set_pool(model, mean ? VIT_POOL_MEAN : VIT_POOL_CLS);
@@ -208,6 +213,7 @@ const model_family family_vit = {
     .classes = classes,
     .check_input = check_input,
     .attention_maps = attention_maps,
+    .set_attention = vit_fam_attention,
     .set_pool = set_pool,
     .free = vit_fam_free,
 };
