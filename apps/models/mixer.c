@@ -492,6 +492,23 @@ static int fam_classes(const void *cfg)
     return ((const mixer_config *)cfg)->classes;
 }
 
+/* Multiply-adds: the token MLPs (2·S·Th per channel), the channel MLPs (2·D·Ch per token), the
+ * stem and the head. A Mixer runs only at its trained size, whatever H x W. */
+static double fam_macs(const void *cfg, int H, int W)
+{
+    (void)H, (void)W;
+    const mixer_config *c = cfg;
+    double S = c->tokens, D = c->dim;
+    double per_block = 2.0 * S * c->tokens_hidden * D + 2.0 * D * c->channels_hidden * S;
+    return c->depth * per_block + S * (3 * c->patch * c->patch) * D + D * c->classes;
+}
+
+static void fam_sizes(const void *cfg, char *buf, size_t size)
+{
+    const mixer_config *c = cfg;
+    snprintf(buf, size, "\"dim\":%d,\"depth\":%d,\"tokens\":%d", c->dim, c->depth, c->tokens);
+}
+
 const model_family family_mixer = {
     .id = PGD_MODEL_MIXER,
     .name = "mixer",
@@ -506,4 +523,6 @@ const model_family family_mixer = {
     .classes = fam_classes,
     .no_maps = "MLP-Mixer (no attention)",
     .free = mixer_fam_free,
+    .macs = fam_macs,
+    .sizes_json = fam_sizes,
 };
