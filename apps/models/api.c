@@ -84,30 +84,28 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "pgd_model_random: a context and a name are required");
     model_source src;
-    memset(&src, 0, sizeof src);
+    const model_family *fam = NULL;
+    void *cfg = NULL;
     pgd_model *m = NULL;
-    int rc = PGD_ERR_NOT_FOUND;
-    for (size_t i = 0; i < model_family_count && rc == PGD_ERR_NOT_FOUND; i++) {
-        const model_family *fam = model_families[i];
-        rc = new_model(&m, fam, name, err);
-        if (!rc)
-            rc = fam->random(name, m->cfg, &src, err);
-        if (!rc)
-            rc = fam->load(ctx, &src, m->cfg, &m->model, err);
-        if (rc) {
-            pgd_model_free(m);
-            m = NULL;
-        }
-        model_source_free(&src);
-    }
-    if (rc == PGD_ERR_NOT_FOUND && !m)
+    int rc = family_random(name, &fam, &cfg, &src, err);
+    if (rc == PGD_ERR_NOT_FOUND)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND,
                              "pgd_model_random: unknown model '%s' (vit_ti16, vit_s16, vit_b16, "
-                             "vit_tiny, resnet50, resnet50-nl, mixer_s16, mixer_b16, mixer_l16, "
-                             "mixer_tiny, swin_t, swin_s, swin_b or swin_tiny)",
+                             "vit_tiny, dinov2_s14, resnet50, resnet50-nl, mixer_s16, mixer_b16, "
+                             "mixer_l16, mixer_tiny, swin_t, swin_s, swin_b or swin_tiny)",
                              name);
-    if (rc)
+    if (!rc)
+        rc = new_model(&m, fam, name, err);
+    if (!rc) {
+        memcpy(m->cfg, cfg, fam->cfg_size);
+        rc = fam->load(ctx, &src, m->cfg, &m->model, err);
+    }
+    free(cfg);
+    model_source_free(&src);
+    if (rc) {
+        pgd_model_free(m);
         return rc;
+    }
     *out = m;
     return PGD_OK;
 }

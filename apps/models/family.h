@@ -1,8 +1,9 @@
-/* family.h — the one interface of a model family: what api.c (libpagoda-models) and the CLI's
- * detection call, so that a family is one model file exporting one `model_family` plus one line
- * in the table of family.c, never a switch over families elsewhere. The entries speak of a
- * family's configuration and model through void pointers (cfg_size bytes of its config; its
- * model handle); each model file adapts its own typed functions. */
+/* family.h — the one interface of a model family: what api.c (libpagoda-models), the CLI's
+ * detection and the bench's model items (bench_models.c) call, so that a family is one model
+ * file exporting one `model_family` plus one line in the table of family.c, never a switch over
+ * families elsewhere. The entries speak of a family's configuration and model through void
+ * pointers (cfg_size bytes of its config; its model handle); each model file adapts its own
+ * typed functions. */
 #ifndef PAGODA_FAMILY_H
 #define PAGODA_FAMILY_H
 
@@ -28,7 +29,7 @@ typedef struct model_family {
      * PGD_ERR_NOT_FOUND without a message when the name is not this family's. */
     int (*random)(const char *name, void *cfg, model_source *src, pgd_error **err);
     /* Images [B, 3, H, W] (host) to logits [B, classes]; *total_ms the whole pass (may be
-     * NULL). */
+     * NULL: then no stage is timed, so nothing waits between them). */
     int (*forward)(void *model, const float *images, int B, int H, int W, float *logits,
                    double *total_ms, pgd_error **err);
     /* The forward of one image with a probe after each stage (model_probe). */
@@ -54,6 +55,22 @@ typedef struct model_family {
     int (*affinity)(void *model, const float *images, int B, int H, int W, double qx, double qy,
                     float *logits, float *row, int *qi, int *qj, pgd_error **err);
     void (*free)(void *model);
+
+    /* What the bench's model items record beside the times (NULL: nothing). */
+    /* The multiply-adds of one image's forward at H x W (0 where not known). */
+    double (*macs)(const void *cfg, int H, int W);
+    /* The configuration's sizes as JSON members (ViT: "\"dim\":768,\"heads\":12,\"depth\":12"),
+     * which an item's params hold between its batch and its image size. */
+    void (*sizes_json)(const void *cfg, char *buf, size_t size);
+    /* One part's share of the pass, recorded as `share_key` ("nonlocal_share": a ResNet's
+     * non-local blocks over the whole pass; "window_attention_share": a Swin's window attention
+     * over its blocks): `forward` with its stages timed, which drains the queue between them
+     * (the launches that wait cost time), and *share that part's time over the pass's. A model
+     * without the part (a ResNet without a non-local block) runs untimed, as `forward` does,
+     * with *share -1. */
+    const char *share_key;
+    int (*forward_share)(void *model, const float *images, int B, int H, int W, float *logits,
+                         double *share, pgd_error **err);
 } model_family;
 
 extern const model_family family_vit, family_resnet, family_mixer, family_swin;
@@ -66,6 +83,12 @@ extern const size_t model_family_count;
  * the source holds, else the fallback (ViT), whose detector's error is returned when the file is
  * none of them (then *out is NULL). opt (may be NULL) as the fallback's detect takes it. */
 int family_detect(const model_source *src, const pgd_model_options *opt, const model_family **out,
+                  pgd_error **err);
+/* The family whose `random` knows `name` (pgd_model_random's names): *out, its configuration in
+ * *cfg (calloc'd, out->cfg_size bytes, for the caller to free) and the seeded weights in src
+ * (model_source_free). PGD_ERR_NOT_FOUND without a message when no family has the name; on any
+ * error *out and *cfg are NULL and src is empty. */
+int family_random(const char *name, const model_family **out, void **cfg, model_source *src,
                   pgd_error **err);
 /* The size of a family's public random name in a table of {public name, size} pairs, or
  * NULL when the name is not in it. */
@@ -92,7 +115,8 @@ const char *family_size_of(const char *const table[][2], size_t n, const char *n
     static void X##_fam_free(void *model) { X##_free(model); }
 
 /* X_fam_detect and X_fam_forward for a family whose X_detect takes no options and whose
- * X_forward fills times[0..3], the total last (MLP-Mixer, Swin). */
+ * X_forward fills times[0..3], the total last (MLP-Mixer, Swin); stage times only when the
+ * total is asked for (timing drains the queue between the stages). */
 #define MODEL_FAMILY_PLAIN(X)                                                                    \
     static int X##_fam_detect(const model_source *src, const pgd_model_options *opt, void *cfg, \
                               pgd_error **err)                                                   \
@@ -104,7 +128,7 @@ const char *family_size_of(const char *const table[][2], size_t n, const char *n
                                float *logits, double *total_ms, pgd_error **err)                 \
     {                                                                                            \
         double t[5] = {0};                                                                       \
-        int rc = X##_forward(model, images, B, H, W, logits, t, err);                            \
+        int rc = X##_forward(model, images, B, H, W, logits, total_ms ? t : NULL, err);          \
         if (!rc && total_ms)                                                                     \
             *total_ms = t[3];                                                                    \
         return rc;                                                                               \

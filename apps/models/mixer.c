@@ -128,8 +128,9 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *prefix
     return model_load_linear(ctx, src, wn, bn, 1, out, in, l, err);
 }
 
-static int load_block(mixer_model *m, const model_source *src, int i, pgd_error **err)
+static int load_block(void *model, const model_source *src, int i, pgd_error **err)
 {
+    mixer_model *m = model;
     pgd_ctx *ctx = m->ctx;
     const mixer_config *c = &m->cfg;
     mixer_block *b = &m->blocks[i];
@@ -179,8 +180,9 @@ static int load_block(mixer_model *m, const model_source *src, int i, pgd_error 
     return rc;
 }
 
-static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
+static int load_outer(void *model, const model_source *src, pgd_error **err)
 {
+    mixer_model *m = model;
     pgd_ctx *ctx = m->ctx;
     const mixer_config *c = &m->cfg;
     int64_t D = c->dim, S = c->tokens;
@@ -201,15 +203,6 @@ static int load_outer(mixer_model *m, const model_source *src, pgd_error **err)
     return rc;
 }
 
-static int load_all(void *model, const model_source *ts, pgd_error **err)
-{
-    mixer_model *m = model;
-    int rc = load_outer(m, ts, err);
-    for (int i = 0; i < m->cfg.depth && !rc; i++)
-        rc = load_block(m, ts, i, err);
-    return rc;
-}
-
 int mixer_load(pgd_ctx *ctx, const model_source *src, const mixer_config *cfg, mixer_model **out,
                pgd_error **err)
 {
@@ -223,7 +216,7 @@ int mixer_load(pgd_ctx *ctx, const model_source *src, const mixer_config *cfg, m
     }
     m->ctx = ctx;
     m->cfg = *cfg;
-    int rc = model_load_strict(src, load_all, m, NULL, 0, err);
+    int rc = model_load_blocks(src, m, cfg->depth, load_outer, load_block, err);
     if (rc) {
         mixer_free(m);
         return rc;
@@ -322,11 +315,8 @@ static int block_forward(pass_state *ps, int i, pgd_error **err)
     if (!rc)
         rc = model_probe_tensor(ps->m->probe, ps->x, err, "blocks.%d (token mixing)", i);
     if (!rc)
-        rc = pgd_layernorm(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, ps->h, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, b->ch_fc1, ps->h, PGD_ACT_GELU, NULL, ps->mlp, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, b->ch_fc2, ps->mlp, PGD_ACT_NONE, ps->x, ps->x, err);
+        rc = model_mlp_residual(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, b->ch_fc1, b->ch_fc2, ps->h,
+                                ps->mlp, err);
     if (!rc)
         rc = model_probe_tensor(ps->m->probe, ps->x, err, "blocks.%d (channel mixing)", i);
     return rc;
@@ -492,6 +482,23 @@ static int fam_classes(const void *cfg)
     return ((const mixer_config *)cfg)->classes;
 }
 
+/* Multiply-adds: the token MLPs (2·S·Th per channel), the channel MLPs (2·D·Ch per token), the
+ * stem and the head. A Mixer runs only at its trained size, whatever H x W. */
+static double fam_macs(const void *cfg, int H, int W)
+{
+    (void)H, (void)W;
+    const mixer_config *c = cfg;
+    double S = c->tokens, D = c->dim;
+    double per_block = 2.0 * S * c->tokens_hidden * D + 2.0 * D * c->channels_hidden * S;
+    return c->depth * per_block + S * (3 * c->patch * c->patch) * D + D * c->classes;
+}
+
+static void fam_sizes(const void *cfg, char *buf, size_t size)
+{
+    const mixer_config *c = cfg;
+    snprintf(buf, size, "\"dim\":%d,\"depth\":%d,\"tokens\":%d", c->dim, c->depth, c->tokens);
+}
+
 const model_family family_mixer = {
     .id = PGD_MODEL_MIXER,
     .name = "mixer",
@@ -506,4 +513,6 @@ const model_family family_mixer = {
     .classes = fam_classes,
     .no_maps = "MLP-Mixer (no attention)",
     .free = mixer_fam_free,
+    .macs = fam_macs,
+    .sizes_json = fam_sizes,
 };

@@ -102,6 +102,41 @@ int model_probe_run(model_probe *p, model_probe **slot, int64_t classes, model_p
     return rc;
 }
 
+typedef struct blocks_load {
+    void *model;
+    int depth;
+    model_load_fn outer;
+    model_block_fn block;
+} blocks_load;
+
+static int load_blocks(void *u, const model_source *tracked, pgd_error **err)
+{
+    const blocks_load *l = u;
+    int rc = l->outer(l->model, tracked, err);
+    for (int i = 0; i < l->depth && !rc; i++)
+        rc = l->block(l->model, tracked, i, err);
+    return rc;
+}
+
+int model_load_blocks(const model_source *src, void *model, int depth, model_load_fn outer,
+                      model_block_fn block, pgd_error **err)
+{
+    blocks_load l = {model, depth, outer, block};
+    return model_load_strict(src, load_blocks, &l, NULL, 0, err);
+}
+
+int model_mlp_residual(pgd_ctx *ctx, pgd_tensor *x, const pgd_tensor *ln_w, const pgd_tensor *ln_b,
+                       float eps, const pgd_linear *fc1, const pgd_linear *fc2, pgd_tensor *h,
+                       pgd_tensor *mlp, pgd_error **err)
+{
+    int rc = pgd_layernorm(ctx, x, ln_w, ln_b, eps, h, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, fc1, h, PGD_ACT_GELU, NULL, mlp, err);
+    if (!rc)
+        rc = pgd_linear_forward(ctx, fc2, mlp, PGD_ACT_NONE, x, x, err);
+    return rc;
+}
+
 void model_destroy_tensors(pgd_tensor *const *ts, size_t n)
 {
     for (size_t i = 0; i < n; i++)

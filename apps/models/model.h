@@ -248,6 +248,21 @@ int model_load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *
                              const char *bn, const char *gn, int64_t out_dim, int64_t in_dim,
                              pgd_linear **out, pgd_error **err);
 
+/* The strict load (model_load_strict) of a model built as an outer part and `depth` blocks (ViT,
+ * MLP-Mixer), once the caller has allocated it: outer(model, tracked, err) reads what is not a
+ * block (stem, tokens, final norm, head), then block(model, tracked, i, err) each block in order.
+ * The first error is returned; the caller frees its half-built model. */
+typedef int (*model_block_fn)(void *model, const model_source *tracked, int i, pgd_error **err);
+int model_load_blocks(const model_source *src, void *model, int depth, model_load_fn outer,
+                      model_block_fn block, pgd_error **err);
+
+/* The pre-norm MLP with its residual that the token models share (ViT's and Swin's MLP, the
+ * Mixer's channel mixing), in place: x += fc2(GELU(fc1(LayerNorm(x)))), with h (x's shape) and
+ * mlp ([rows, hidden]) the caller's scratch. */
+int model_mlp_residual(pgd_ctx *ctx, pgd_tensor *x, const pgd_tensor *ln_w, const pgd_tensor *ln_b,
+                       float eps, const pgd_linear *fc1, const pgd_linear *fc2, pgd_tensor *h,
+                       pgd_tensor *mlp, pgd_error **err);
+
 /* The classifier head the token models share (MLP-Mixer, Swin): the final LayerNorm of x into
  * h, the mean over the tokens (one GEMM with mean_row, a row [1, tokens] of 1/tokens) into
  * pooled [batch, dim], the head linear into out [batch, classes], logits downloaded; h and out

@@ -89,6 +89,7 @@ PGD_MODELS_API int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_mode
                                   pgd_model **out, pgd_error **err);
 /* A model with seeded random weights (the bench's items, the same weights on every machine):
  * "vit_ti16", "vit_s16", "vit_b16", "vit_tiny" (2 blocks of width 32, 32 x 32 input),
+ * "dinov2_s14" (DINOv2-S/14 at 224 x 224: headless, its features [B, 384] are the logits),
  * "resnet50", "resnet50-nl" (a non-local block before layer3.5), "mixer_s16", "mixer_b16",
  * "mixer_l16", "mixer_tiny", "swin_t", "swin_s", "swin_b" and "swin_tiny". Unknown names are
  * PGD_ERR_NOT_FOUND listing the known ones. */

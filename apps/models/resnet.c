@@ -454,21 +454,26 @@ static int conv_run(pgd_ctx *ctx, const conv_layer *cl, const pgd_tensor *x, pgd
     return rc;
 }
 
+int64_t resnet_site_grid(const resnet_config *c, const resnet_nl_site *s, int H, int W, int64_t *h,
+                         int64_t *w, int64_t *kh, int64_t *kw)
+{
+    /* stem /2, maxpool /2, then /2 per layer after the first (conv arithmetic, k3 p1 s2) */
+    *h = H, *w = W;
+    *h = (*h + 6 - 7) / 2 + 1, *w = (*w + 6 - 7) / 2 + 1;
+    *h = (*h + 2 - 3) / 2 + 1, *w = (*w + 2 - 3) / 2 + 1;
+    for (int L = 2; L <= s->layer; L++)
+        if (!(L == s->layer && s->block == 0))
+            *h = (*h - 1) / 2 + 1, *w = (*w - 1) / 2 + 1;
+    pgd_nonlocal_desc d = {s->channels, s->inner, (pgd_nonlocal_mode)c->mode, c->subsample, 0};
+    return pgd_nonlocal_key_grid(&d, *h, *w, kh, kw);
+}
+
 int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw)
 {
     if (m->cfg.n_nl == 0)
         return 0;
-    /* stem /2, maxpool /2, then /2 per layer after the first (conv arithmetic, k3 p1 s2) */
-    int64_t h = H, w = W;
-    h = (h + 6 - 7) / 2 + 1, w = (w + 6 - 7) / 2 + 1;
-    h = (h + 2 - 3) / 2 + 1, w = (w + 2 - 3) / 2 + 1;
-    const resnet_nl_site *s = &m->cfg.nl[0];
-    for (int L = 2; L <= s->layer; L++)
-        if (!(L == s->layer && s->block == 0))
-            h = (h - 1) / 2 + 1, w = (w - 1) / 2 + 1;
-    pgd_nonlocal_desc d = {s->channels, s->inner, (pgd_nonlocal_mode)m->cfg.mode,
-                           m->cfg.subsample, 0};
-    int64_t kh = 0, kw = 0, cells = pgd_nonlocal_key_grid(&d, h, w, &kh, &kw);
+    int64_t h, w, kh = 0, kw = 0;
+    int64_t cells = resnet_site_grid(&m->cfg, &m->cfg.nl[0], H, W, &h, &w, &kh, &kw);
     *gh = (int)kh;
     *gw = (int)kw;
     return cells;

@@ -87,6 +87,10 @@ typedef struct resnet_affinity {
     int qi, qj;     /* out: the query's position on the block's own grid (row, column) */
 } resnet_affinity;
 
+/* The grid h x w a non-local block at site s of configuration c sees for an input of H x W, and
+ * its keys' (subsampled) grid kh x kw: returns kh * kw. */
+int64_t resnet_site_grid(const resnet_config *c, const resnet_nl_site *s, int H, int W, int64_t *h,
+                         int64_t *w, int64_t *kh, int64_t *kw);
 /* The (subsampled) key grid of the first non-local block for an input of H x W, or 0. */
 int64_t resnet_nl_grid(const resnet_model *m, int H, int W, int *gh, int *gw);
 

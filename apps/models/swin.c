@@ -710,11 +710,8 @@ static int block_forward(pass_state *ps, int s, int bi, pgd_error **err)
         rc = model_probe_tensor(m->probe, ps->x, err, "stage %d block %d (window attention)", s,
                                 bi);
     if (!rc)
-        rc = pgd_layernorm(ctx, ps->x, k->ln2_w, k->ln2_b, c->eps, ps->h, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, k->fc1, ps->h, PGD_ACT_GELU, NULL, ps->mlp, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, k->fc2, ps->mlp, PGD_ACT_NONE, ps->x, ps->x, err);
+        rc = model_mlp_residual(ctx, ps->x, k->ln2_w, k->ln2_b, c->eps, k->fc1, k->fc2, ps->h,
+                                ps->mlp, err);
     if (!rc)
         rc = model_probe_tensor(m->probe, ps->x, err, "stage %d block %d (mlp)", s, bi);
     return rc;

@@ -152,6 +152,44 @@ static void swin_fam_attention(void *model, pgd_attention_mode mode, int64_t top
     swin_set_attention(model, mode, topk, seed);
 }
 
+/* Multiply-adds per stage (the grid quartered and the width doubled from one to the next):
+ * qkv, projection and MLP ((4 + 2 · MLP ratio) N C²), window attention (2 N w² C; the padding
+ * of a grid that is not whole windows left out), each merge (N/4 · 8C²); the stem and the head. */
+static double fam_macs(const void *cfg, int H, int W)
+{
+    const swin_config *c = cfg;
+    double N0 = (double)(H / c->patch) * (W / c->patch), lin = 4 + 2 * c->mlp_ratio_x100 / 100.0;
+    double mac = N0 * (3 * c->patch * c->patch) * c->dim;
+    for (int st = 0; st < c->stages; st++) {
+        double N = N0 / (1 << (2 * st)), C = (double)c->dim * (1 << st);
+        double w2 = (double)c->window[st] * c->window[st];
+        mac += c->depth[st] * (lin * N * C * C + 2 * N * w2 * C);
+        if (st + 1 < c->stages)
+            mac += N / 4 * 8 * C * C;
+    }
+    return mac + (double)(c->dim << (c->stages - 1)) * c->classes;
+}
+
+static void fam_sizes(const void *cfg, char *buf, size_t size)
+{
+    const swin_config *c = cfg;
+    int n = snprintf(buf, size, "\"dim\":%d,\"depths\":[", c->dim);
+    for (int st = 0; st < c->stages && n > 0 && (size_t)n < size; st++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%d", st ? "," : "", c->depth[st]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "],\"window\":%d", c->window[0]);
+}
+
+/* The window attention's share of the blocks (swin_forward's times[4]). */
+static int fam_forward_share(void *model, const float *images, int B, int H, int W, float *logits,
+                             double *share, pgd_error **err)
+{
+    double t[5] = {0};
+    int rc = swin_forward(model, images, B, H, W, logits, t, err);
+    *share = t[4];
+    return rc;
+}
+
 const model_family family_swin = {
     .id = PGD_MODEL_SWIN,
     .name = "swin",
@@ -167,4 +205,8 @@ const model_family family_swin = {
     .no_maps = "Swin (windowed attention: no class token)",
     .set_attention = swin_fam_attention,
     .free = swin_fam_free,
+    .macs = fam_macs,
+    .sizes_json = fam_sizes,
+    .share_key = "window_attention_share",
+    .forward_share = fam_forward_share,
 };

@@ -364,8 +364,9 @@ static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t
 
 /* Transformer block i: its two layer norms and four linear layers (Hugging Face's separate
  * query, key and value joined into one). */
-static int load_block(vit_model *m, const model_source *src, int i, pgd_error **err)
+static int load_block(void *model, const model_source *src, int i, pgd_error **err)
 {
+    vit_model *m = model;
     pgd_ctx *ctx = m->ctx;
     const vit_config *cfg = &m->cfg;
     vit_family f = cfg->family;
@@ -438,8 +439,9 @@ static int load_squeezed(pgd_ctx *ctx, const model_source *src, const char *name
 
 /* Everything outside the blocks: patch embedding, tokens, position embedding, final norm,
  * classifier(s). */
-static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
+static int load_outer(void *model, const model_source *src, pgd_error **err)
 {
+    vit_model *m = model;
     pgd_ctx *ctx = m->ctx;
     const vit_config *cfg = &m->cfg;
     vit_family f = cfg->family;
@@ -471,15 +473,6 @@ static int load_outer(vit_model *m, const model_source *src, pgd_error **err)
     return rc;
 }
 
-static int load_all(void *model, const model_source *ts, pgd_error **err)
-{
-    vit_model *m = model;
-    int rc = load_outer(m, ts, err);
-    for (int i = 0; i < m->cfg.depth && !rc; i++)
-        rc = load_block(m, ts, i, err);
-    return rc;
-}
-
 /* Strict: every tensor of the file exactly as expected, finite, and used. None of the three
  * namings writes a buffer the model does not need (timm's VisionTransformer, Hugging Face's
  * ViTForImageClassification and torchvision's VisionTransformer hold parameters only), so
@@ -500,7 +493,7 @@ int vit_load(pgd_ctx *ctx, const model_source *src, const vit_config *cfg, vit_m
         free(m);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "model blocks");
     }
-    int rc = model_load_strict(src, load_all, m, NULL, 0, err);
+    int rc = model_load_blocks(src, m, cfg->depth, load_outer, load_block, err);
     if (rc) {
         vit_free(m);
         return rc;
@@ -696,11 +689,8 @@ static int block_forward(pass_state *ps, int i, int probs, int rollout, pgd_erro
     if (!rc)
         rc = model_probe_tensor(ps->m->probe, ps->x, err, "%s (attention)", stage);
     if (!rc)
-        rc = pgd_layernorm(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, ps->h, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, b->fc1, ps->h, PGD_ACT_GELU, NULL, ps->mlp, err);
-    if (!rc)
-        rc = pgd_linear_forward(ctx, b->fc2, ps->mlp, PGD_ACT_NONE, ps->x, ps->x, err);
+        rc = model_mlp_residual(ctx, ps->x, b->ln2_w, b->ln2_b, c->eps, b->fc1, b->fc2, ps->h,
+                                ps->mlp, err);
     if (!rc)
         rc = model_probe_tensor(ps->m->probe, ps->x, err, "%s (mlp)", stage);
     return rc;

@@ -126,6 +126,22 @@ MODEL_FAMILY_ADAPTERS(vit)
 MODEL_FAMILY_RANDOM(vit, {"vit_ti16", "ti"}, {"vit_s16", "s"}, {"vit_b16", "b"},
                     {"vit_tiny", "tiny"})
 
+/* The random sizes: the table's, and DINOv2-S/14 as `pagoda embed` runs it at 224 x 224 (the
+ * bench's dinov2_s14): ViT-S with 14-pixel patches on a 16 x 16 grid, headless (its features,
+ * 384 wide, are the output). */
+static int random_sized(const char *name, void *cfg, model_source *src, pgd_error **err)
+{
+    if (strcmp(name, "dinov2_s14"))
+        return vit_fam_random(name, cfg, src, err);
+    vit_config *c = cfg;
+    vit_named_config("s", c);
+    c->patch = 14;
+    c->grid_h = c->grid_w = 16;
+    c->headless = 1;
+    c->classes = c->dim;
+    return vit_random_source(src, c, 1, err);
+}
+
 static int detect(const model_source *src, const pgd_model_options *opt, void *cfg, pgd_error **err)
 {
     return vit_detect(src, opt ? opt->heads : 0, cfg, err);
@@ -135,7 +151,7 @@ static int forward(void *model, const float *images, int B, int H, int W, float 
                    double *total_ms, pgd_error **err)
 {
     double t[5] = {0};
-    int rc = vit_forward(model, images, B, H, W, logits, NULL, NULL, t, err);
+    int rc = vit_forward(model, images, B, H, W, logits, NULL, NULL, total_ms ? t : NULL, err);
     if (!rc && total_ms)
         *total_ms = t[3];
     return rc;
@@ -199,6 +215,22 @@ static int set_pool(void *model, int mean)
     return PGD_OK;
 }
 
+/* Multiply-adds: per block the qkv, projection and MLP linears over the T tokens and the two
+ * attention products (T² D each); the patch embedding (the head's D·classes left out). */
+static double macs(const void *cfg, int H, int W)
+{
+    const vit_config *c = cfg;
+    double P = (double)(H / c->patch) * (W / c->patch), T = c->extra + P, D = c->dim;
+    double per_block = T * (3 * D * D + D * D + 2 * D * c->mlp) + 2 * T * T * D;
+    return c->depth * per_block + P * 3.0 * c->patch * c->patch * D;
+}
+
+static void sizes_json(const void *cfg, char *buf, size_t size)
+{
+    const vit_config *c = cfg;
+    snprintf(buf, size, "\"dim\":%d,\"heads\":%d,\"depth\":%d", c->dim, c->heads, c->depth);
+}
+
 const model_family family_vit = {
     .id = PGD_MODEL_VIT,
     .name = "vit",
@@ -206,7 +238,7 @@ const model_family family_vit = {
     .is = NULL, /* the fallback: its detector has the last word */
     .detect = detect,
     .load = vit_fam_load,
-    .random = vit_fam_random,
+    .random = random_sized,
     .forward = forward,
     .find_nonfinite = vit_fam_nonfinite,
     .info = info,
@@ -216,4 +248,6 @@ const model_family family_vit = {
     .set_attention = vit_fam_attention,
     .set_pool = set_pool,
     .free = vit_fam_free,
+    .macs = macs,
+    .sizes_json = sizes_json,
 };
