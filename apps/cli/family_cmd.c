@@ -81,14 +81,13 @@ static json_t *mixer_json(const cli_state *s)
                      c->tokens_hidden, "channels_hidden", c->channels_hidden);
 }
 
-/* The stage times of the families whose forward fills embed, blocks, head, total. */
-static int staged_forward(cli_state *s, void *model, classify_run *r, double *t, int *split,
-                          pgd_error **err)
+/* The forward with its stage times: embed, blocks, head, total. */
+static int mixer_run(cli_state *s, void *model, classify_run *r, double *t, int *split,
+                     pgd_error **err)
 {
+    (void)s;
     *split = r->B;
-    return s->cf->family == &family_swin
-               ? swin_forward(model, r->x, r->B, r->H, r->W, r->logits, t, err)
-               : mixer_forward(model, r->x, r->B, r->H, r->W, r->logits, t, err);
+    return mixer_forward(model, r->x, r->B, r->H, r->W, r->logits, t, err);
 }
 
 static const classify_stage staged[4] = {
@@ -104,7 +103,7 @@ const cli_family cli_mixer = {
     .open = mixer_open,
     .describe = mixer_describe,
     .stream_label = mixer_stream_label,
-    .forward = staged_forward,
+    .forward = mixer_run,
     .json = mixer_json,
     .stages = staged,
     .nstages = 4,
@@ -206,6 +205,14 @@ static json_t *swin_json(const cli_state *s)
                      app_assumed_json(&v->assumed));
 }
 
+static int swin_run(cli_state *s, void *model, classify_run *r, double *t, int *split,
+                    pgd_error **err)
+{
+    (void)s;
+    *split = r->B;
+    return swin_forward(model, r->x, r->B, r->H, r->W, r->logits, t, err);
+}
+
 static const int swin_options[] = {CLI_RANDOM, CLI_WEIGHTS, CLI_PREPROCESS, CLI_ATTENTION, 0};
 
 const cli_family cli_swin = {
@@ -218,7 +225,7 @@ const cli_family cli_swin = {
     .open = swin_open,
     .describe = swin_describe,
     .stream_label = swin_stream_label,
-    .forward = staged_forward,
+    .forward = swin_run,
     .json = swin_json,
     .stages = staged,
     .nstages = 4,
