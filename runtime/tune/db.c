@@ -24,18 +24,18 @@
 const pgd__db_entry pgd__db[] = {
     /* known devices */
     {"pocl-avx512", PGD__DB_DEVICE, "pocl", CPU, 0, "PoCL", NULL, NULL, NULL, 16,
-     "cpu:rm=4,vw=16,nv=3,ku=4", "kt:kw=16,rows=6", -1,
-     "pagoda tune, PoCL 3.1, 2-core Xeon (AVX-512), 2026-12-07, 120 s on a loaded machine: the "
-     "runoff 219.6 ms against the rules' rm=6,nv=2 220.7 ms; the attention rule kept"},
+     "cpu:rm=6,vw=16,nv=4,ku=4", "kt:kw=16,rows=6", -1,
+     "pagoda tune --export, PoCL 3.1, 2-core Xeon (AVX-512), 2026-12-07, 125 s: the workload "
+     "22.7 ms against rm=4,nv=3's 24.9; paired with it, ResNet-50 batch 8 226 against 282 ms"},
     {"pocl-avx2", PGD__DB_DEVICE, "pocl", CPU, 0, "PoCL", NULL, NULL, NULL, 8,
      "cpu:rm=6,vw=8,nv=2,ku=4", "kt:kw=8,rows=4", -1, "the rules' values"},
     {"pocl-neon", PGD__DB_DEVICE, "pocl", CPU, 0, "PoCL", NULL, "aarch64", NULL, 4,
      "cpu:rm=6,vw=4,nv=2,ku=4", "kt:kw=16,rows=4", -1, "the rules' values"},
     {"intel-cpu", PGD__DB_DEVICE, "cpu", CPU, 0, "Intel(R) OpenCL", NULL, NULL, NULL, 0,
-     "cpu:rm=6,vw=16,nv=2,ku=4", "kt:kw=16,rows=4", -1,
-     "pagoda tune, Intel's CPU runtime 2026.22.10, 2-core Xeon, 2026-12-07, 120 s on a loaded "
-     "machine: 239.8 ms against the rules' vw=4 (its preferred width 1) 695.9 ms; the "
-     "attention rule kept"},
+     "cpu:rm=6,vw=16,nv=4,ku=4", "kt:kw=16,rows=4", -1,
+     "pagoda tune --export, Intel's CPU runtime 2026.22.10, 2-core Xeon, 2026-12-07, 143 s: "
+     "the workload 21.4 ms against nv=2's 26.2 (and the rules' vw=4 ~3x slower); paired with "
+     "it, ViT-B/16 batch 1 152 against 177 ms"},
     {"llvmpipe", PGD__DB_DEVICE, "software-rasteriser", CPU, 1, NULL, NULL, "llvmpipe", NULL, 0,
      "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4", "rows", -1,
      "the limits rule's tile; the kernel's own work-group limit steps it down"},
