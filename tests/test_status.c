@@ -1,4 +1,5 @@
 /* test_status.c — status names and messages, OpenCL error names, the error object. */
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -79,6 +80,20 @@ START_TEST(error_object)
 END_TEST
 
 /* The public pgd_error_set: the library's contract for code outside it. */
+/* The running library's version is the header's, and the number orders as the string does. */
+START_TEST(version)
+{
+    ck_assert_int_eq(pgd_version(), PGD_VERSION_NUMBER);
+    ck_assert_str_eq(pgd_version_string(), PGD_VERSION_STRING);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", PGD_VERSION_MAJOR, PGD_VERSION_MINOR,
+             PGD_VERSION_PATCH);
+    ck_assert_str_eq(want, PGD_VERSION_STRING);
+    ck_assert_int_eq(PGD_VERSION_NUMBER,
+                     PGD_VERSION_MAJOR * 10000 + PGD_VERSION_MINOR * 100 + PGD_VERSION_PATCH);
+}
+END_TEST
+
 START_TEST(public_error_set)
 {
     pgd_error *err = NULL;
@@ -151,6 +166,7 @@ int main(void)
     tcase_add_test(tc, names_and_messages);
     tcase_add_test(tc, cl_error_names);
     tcase_add_test(tc, error_object);
+    tcase_add_test(tc, version);
     tcase_add_test(tc, public_error_set);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);

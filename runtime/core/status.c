@@ -15,6 +15,16 @@ struct pgd_error {
     char *log;
 };
 
+int pgd_version(void)
+{
+    return PGD_VERSION_NUMBER;
+}
+
+const char *pgd_version_string(void)
+{
+    return PGD_VERSION_STRING;
+}
+
 const char *pgd_status_name(int status)
 {
     switch (status) {
@@ -41,26 +51,35 @@ const char *pgd_status_str(int status)
 
 /* The OpenCL 1.2 error codes; later versions add none that 1.2 drivers return. */
 #define PGD_CL_ERRORS(X)                                                                           \
-    X(CL_SUCCESS) X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE)  \
-    X(CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY)          \
-    X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_IMAGE_FORMAT_MISMATCH)        \
-    X(CL_IMAGE_FORMAT_NOT_SUPPORTED) X(CL_BUILD_PROGRAM_FAILURE) X(CL_MAP_FAILURE)               \
-    X(CL_MISALIGNED_SUB_BUFFER_OFFSET) X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)           \
-    X(CL_COMPILE_PROGRAM_FAILURE) X(CL_LINKER_NOT_AVAILABLE) X(CL_LINK_PROGRAM_FAILURE)          \
-    X(CL_DEVICE_PARTITION_FAILED) X(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) X(CL_INVALID_VALUE)        \
-    X(CL_INVALID_DEVICE_TYPE) X(CL_INVALID_PLATFORM) X(CL_INVALID_DEVICE) X(CL_INVALID_CONTEXT)  \
-    X(CL_INVALID_QUEUE_PROPERTIES) X(CL_INVALID_COMMAND_QUEUE) X(CL_INVALID_HOST_PTR)            \
-    X(CL_INVALID_MEM_OBJECT) X(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) X(CL_INVALID_IMAGE_SIZE)      \
-    X(CL_INVALID_SAMPLER) X(CL_INVALID_BINARY) X(CL_INVALID_BUILD_OPTIONS)                       \
-    X(CL_INVALID_PROGRAM) X(CL_INVALID_PROGRAM_EXECUTABLE) X(CL_INVALID_KERNEL_NAME)             \
-    X(CL_INVALID_KERNEL_DEFINITION) X(CL_INVALID_KERNEL) X(CL_INVALID_ARG_INDEX)                 \
-    X(CL_INVALID_ARG_VALUE) X(CL_INVALID_ARG_SIZE) X(CL_INVALID_KERNEL_ARGS)                     \
-    X(CL_INVALID_WORK_DIMENSION) X(CL_INVALID_WORK_GROUP_SIZE) X(CL_INVALID_WORK_ITEM_SIZE)      \
-    X(CL_INVALID_GLOBAL_OFFSET) X(CL_INVALID_EVENT_WAIT_LIST) X(CL_INVALID_EVENT)                \
-    X(CL_INVALID_OPERATION) X(CL_INVALID_GL_OBJECT) X(CL_INVALID_BUFFER_SIZE)                    \
-    X(CL_INVALID_MIP_LEVEL) X(CL_INVALID_GLOBAL_WORK_SIZE) X(CL_INVALID_PROPERTY)                \
-    X(CL_INVALID_IMAGE_DESCRIPTOR) X(CL_INVALID_COMPILER_OPTIONS) X(CL_INVALID_LINKER_OPTIONS)   \
-    X(CL_INVALID_DEVICE_PARTITION_COUNT)
+    X(CL_SUCCESS)                                                                                  \
+    X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE) X(              \
+        CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY)          \
+        X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_IMAGE_FORMAT_MISMATCH) X(   \
+            CL_IMAGE_FORMAT_NOT_SUPPORTED) X(CL_BUILD_PROGRAM_FAILURE) X(CL_MAP_FAILURE)           \
+            X(CL_MISALIGNED_SUB_BUFFER_OFFSET) X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) X(  \
+                CL_COMPILE_PROGRAM_FAILURE) X(CL_LINKER_NOT_AVAILABLE) X(CL_LINK_PROGRAM_FAILURE)  \
+                X(CL_DEVICE_PARTITION_FAILED) X(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) X(               \
+                    CL_INVALID_VALUE) X(CL_INVALID_DEVICE_TYPE) X(CL_INVALID_PLATFORM)             \
+                    X(CL_INVALID_DEVICE) X(CL_INVALID_CONTEXT) X(CL_INVALID_QUEUE_PROPERTIES) X(   \
+                        CL_INVALID_COMMAND_QUEUE) X(CL_INVALID_HOST_PTR) X(CL_INVALID_MEM_OBJECT)  \
+                        X(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) X(CL_INVALID_IMAGE_SIZE) X(          \
+                            CL_INVALID_SAMPLER) X(CL_INVALID_BINARY) X(CL_INVALID_BUILD_OPTIONS)   \
+                            X(CL_INVALID_PROGRAM) X(CL_INVALID_PROGRAM_EXECUTABLE) X(              \
+                                CL_INVALID_KERNEL_NAME) X(CL_INVALID_KERNEL_DEFINITION)            \
+                                X(CL_INVALID_KERNEL) X(CL_INVALID_ARG_INDEX) X(                    \
+                                    CL_INVALID_ARG_VALUE) X(CL_INVALID_ARG_SIZE)                   \
+                                    X(CL_INVALID_KERNEL_ARGS) X(CL_INVALID_WORK_DIMENSION) X(      \
+                                        CL_INVALID_WORK_GROUP_SIZE) X(CL_INVALID_WORK_ITEM_SIZE)   \
+                                        X(CL_INVALID_GLOBAL_OFFSET) X(CL_INVALID_EVENT_WAIT_LIST)  \
+                                            X(CL_INVALID_EVENT) X(CL_INVALID_OPERATION) X(         \
+                                                CL_INVALID_GL_OBJECT) X(CL_INVALID_BUFFER_SIZE)    \
+                                                X(CL_INVALID_MIP_LEVEL)                            \
+                                                    X(CL_INVALID_GLOBAL_WORK_SIZE) X(              \
+                                                        CL_INVALID_PROPERTY)                       \
+                                                        X(CL_INVALID_IMAGE_DESCRIPTOR) X(          \
+                                                            CL_INVALID_COMPILER_OPTIONS)           \
+                                                            X(CL_INVALID_LINKER_OPTIONS) X(        \
+                                                                CL_INVALID_DEVICE_PARTITION_COUNT)
 
 const char *pgd_cl_error_name(int cl_code)
 {
@@ -159,7 +178,10 @@ void pgd__error_set_log(pgd_error **err, const char *log)
         (*err)->log = pgd__strdup(log);
 }
 
-int pgd_error_code(const pgd_error *err) { return err ? err->code : PGD_OK; }
+int pgd_error_code(const pgd_error *err)
+{
+    return err ? err->code : PGD_OK;
+}
 const char *pgd_error_summary(const pgd_error *err)
 {
     return pgd_status_str(err ? err->code : PGD_OK);
@@ -170,8 +192,14 @@ const char *pgd_error_message(const pgd_error *err)
         return "no error";
     return err->message ? err->message : pgd_status_str(err->code);
 }
-int pgd_error_cl_code(const pgd_error *err) { return err ? err->cl_code : 0; }
-const char *pgd_error_log(const pgd_error *err) { return err ? err->log : NULL; }
+int pgd_error_cl_code(const pgd_error *err)
+{
+    return err ? err->cl_code : 0;
+}
+const char *pgd_error_log(const pgd_error *err)
+{
+    return err ? err->log : NULL;
+}
 
 void pgd_error_free(pgd_error *err)
 {

@@ -71,7 +71,14 @@ extern "C" {
 #define PGD_API
 #endif
 
+/* The version of this header: MAJOR.MINOR.PATCH (meson.build's project version; a check at
+ * configure time keeps the two equal). While MAJOR is 0 a minor release may change the API and
+ * ABI; PGD_VERSION_NUMBER orders versions as integers. */
+#define PGD_VERSION_MAJOR 0
+#define PGD_VERSION_MINOR 1
+#define PGD_VERSION_PATCH 0
 #define PGD_VERSION_STRING "0.1.0"
+#define PGD_VERSION_NUMBER (PGD_VERSION_MAJOR * 10000 + PGD_VERSION_MINOR * 100 + PGD_VERSION_PATCH)
 
 /* ---- status codes ------------------------------------------------------------------------ */
 
@@ -99,6 +106,11 @@ typedef enum pgd_status {
     PGD_STATUS_MAP(PGD_X_ENUM)
 #undef PGD_X_ENUM
 } pgd_status;
+
+/* The version of the library that is running (it may differ from the header a program was
+ * built with): PGD_VERSION_NUMBER and PGD_VERSION_STRING of its build. */
+PGD_API int pgd_version(void);
+PGD_API const char *pgd_version_string(void);
 
 /* "PGD_ERR_BUILD" for PGD_ERR_BUILD; "PGD_UNKNOWN" for a value not in the list. Never NULL. */
 PGD_API const char *pgd_status_name(int status);
