@@ -204,6 +204,11 @@ static int prepare(cli_state *s, const cli_family *fixed, const char *help, int 
         rc = s->cf->check(s);
     if (!rc)
         rc = classify_operands(&s->o, argc, argv, s->o.map_png ? s->o.map_option : NULL);
+    /* the family's default file when neither --weights nor --random is given */
+    if (!rc && !s->random && s->cf->default_weights &&
+        app_weights_or_default(&s->weights, s->cf->default_weights, s->default_path,
+                               sizeof s->default_path))
+        rc = EXIT_USAGE;
     if (!rc && s->weights && !s->src.u) {
         pgd_error *err = NULL;
         if (model_source_open(&s->src, s->weights, &err))

@@ -36,6 +36,9 @@ typedef struct cli_family {
     const char *names[3]; /* what --family takes ("vit", "deit"), NULL-ended */
     const char *cmd;      /* the prefix of its messages: "vit ", "nonlocal ", "classify " */
     const char *label;    /* "ViT", "MLP-Mixer": in "--x is not an option of the ViT family" */
+    /* The weights file looked up (app_weights_or_default) when neither --weights nor --random
+     * is given; NULL: the family's seeded random weights then. */
+    const char *default_weights;
     const int *options;   /* the CLI_* codes it takes, 0-ended (the shared options always) */
     size_t own_size;      /* the bytes of its own state (s->own, zeroed, then init) */
     void (*init)(cli_state *s);                          /* defaults; may be NULL */
@@ -43,9 +46,8 @@ typedef struct cli_family {
     /* The options together, once all are read (EXIT_OK or EXIT_USAGE); sets o.map_option,
      * o.map_png and o.map_tags when the family draws maps. May be NULL. */
     int (*check)(cli_state *s);
-    /* The configuration into s->cfg from s->src (open when --weights gave a file), or seeded
-     * random weights made into s->src from s->random; the default weights file where the
-     * family has one. Sets s->preset when it is -1, s->side_h/side_w (the synthetic image's
+    /* The configuration into s->cfg from s->src (the driver opened the weights file: --weights
+     * or the default one), or seeded random weights made into s->src from s->random. Sets s->preset when it is -1, s->side_h/side_w (the synthetic image's
      * size), s->classes, and s->random_label when the weights are random. Prints the error and
      * returns the exit status on failure. */
     int (*open)(cli_state *s);

@@ -157,14 +157,8 @@ static int nl_open(cli_state *s)
     nl_own *v = s->own;
     resnet_config *cfg = s->cfg;
     pgd_error *err = NULL;
-    if (!s->random && app_weights_or_default(&s->weights, "resnet50_torchvision.safetensors",
-                                             s->default_path, sizeof s->default_path))
-        return EXIT_USAGE;
     resnet_options use = v->ro;
-    if (s->weights) {
-        if (!s->src.u && model_source_open(&s->src, s->weights, &err))
-            return app_fail(err);
-    } else {
+    if (!s->weights) {
         nl_mode mode = NL_EMBEDDED_GAUSSIAN;
         if (v->ro.mode)
             nl_mode_parse(v->ro.mode, &mode);
@@ -348,6 +342,7 @@ const cli_family cli_resnet = {
     .names = {"resnet", "nonlocal"},
     .cmd = "nonlocal ",
     .label = "ResNet",
+    .default_weights = "resnet50_torchvision.safetensors",
     .options = nl_options,
     .own_size = sizeof(nl_own),
     .init = nl_init,

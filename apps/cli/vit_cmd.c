@@ -88,12 +88,7 @@ static int vit_open(cli_state *s)
     vit_own *v = s->own;
     vit_config *cfg = s->cfg;
     pgd_error *err = NULL;
-    if (!s->random && app_weights_or_default(&s->weights, "vit_b16_timm.safetensors",
-                                             s->default_path, sizeof s->default_path))
-        return EXIT_USAGE;
     if (s->weights) {
-        if (!s->src.u && model_source_open(&s->src, s->weights, &err))
-            return app_fail(err);
         int rc = app_vit_detect(&s->src, s->weights, v->heads, cfg);
         if (rc)
             return rc;
@@ -224,6 +219,7 @@ const cli_family cli_vit = {
     .names = {"vit", "deit"},
     .cmd = "vit ",
     .label = "ViT",
+    .default_weights = "vit_b16_timm.safetensors",
     .options = vit_options,
     .own_size = sizeof(vit_own),
     .option = vit_option,
