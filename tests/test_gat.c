@@ -122,12 +122,12 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
 {
     pgd_error *err = NULL;
     int64_t N = c->N, F = c->d.in_channels, H = c->d.heads, od = pgd_gat_out_width(&c->d);
-    pgd_graph *g = NULL;
+    pgd_gat_graph *g = NULL;
     pgd_gat *gat = NULL;
     PGD_CHECK_OK(pgd__graph_create_seg(ctx, N, c->ei, c->E, c->add_loops, c->seg, &g, &err), &err);
     pgd_gat_params p = {c->w, c->wd, c->as, c->ad, c->bias, c->resw};
     PGD_CHECK_OK(pgd_gat_create(ctx, &c->d, &p, &gat, &err), &err);
-    int64_t E2 = pgd_graph_num_edges(g);
+    int64_t E2 = pgd_gat_graph_num_edges(g);
     /* segments of one edge: one work unit per attended edge */
     if (c->seg == 1)
         ck_assert_int_eq(pgd__graph_segments(g), E2);
@@ -176,7 +176,7 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
         ok = 0;
     }
     /* The graph's edge list follows PyG's rule, in order. */
-    const int64_t *gei = pgd_graph_edge_index(g);
+    const int64_t *gei = pgd_gat_graph_edge_index(g);
     size_t k = 0;
     for (int64_t e = 0; ok && e < c->E + (c->add_loops ? N : 0); e++) {
         int64_t rs = e < c->E ? c->ei[e] : e - c->E, rd = e < c->E ? c->ei[c->E + e] : e - c->E;
@@ -209,7 +209,7 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
     pgd_tensor_destroy(abuf);
     pgd_tensor_destroy(x);
     pgd_gat_destroy(gat);
-    pgd_graph_destroy(g);
+    pgd_gat_graph_destroy(g);
     free(got), free(gota), free(want), free(mag), free(wanta);
     return ok;
 }
@@ -299,53 +299,53 @@ START_TEST(bad_graphs)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     pgd_error *err = NULL;
-    pgd_graph *g = (pgd_graph *)&err; /* must come back NULL */
+    pgd_gat_graph *g = (pgd_gat_graph *)&err; /* must come back NULL */
     int64_t ei[2 * 4] = {0, 1, 2, 3, /* dst */ 1, 2, 3, 0};
-    expect_error(pgd_graph_create(ctx, 4, ei, 4, 2, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 4, ei, 4, 2, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("add_self_loops", "got 2"), "add_self_loops 2");
     ck_assert_ptr_null(g);
-    expect_error(pgd_graph_create(ctx, 0, ei, 0, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 0, ei, 0, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("num_nodes", "got 0"), "no nodes");
-    expect_error(pgd_graph_create(ctx, 4, ei, -1, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 4, ei, -1, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("num_edges", "got -1"), "negative edge count");
-    expect_error(pgd_graph_create(ctx, 4, NULL, 3, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 4, NULL, 3, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("edge_index"), "no edge_index");
-    expect_error(pgd_graph_create(ctx, 3, ei, 4, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 3, ei, 4, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("edge_index[0][3] = 3", "out of range for 3 nodes"), "source too large");
     int64_t neg[2 * 3] = {0, 1, 2, 1, -5, 0};
-    expect_error(pgd_graph_create(ctx, 3, neg, 3, 0, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 3, neg, 3, 0, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("edge_index[1][1] = -5", "negative", "destination"), "negative destination");
     int64_t big[2 * 2] = {0, 1, 1, 9};
-    expect_error(pgd_graph_create(ctx, 9, big, 2, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
+    expect_error(pgd_gat_graph_create(ctx, 9, big, 2, 1, &g, &err), PGD_ERR_INVALID_ARGUMENT, &err,
                  NAMED("edge_index[1][1] = 9", "0..8"), "destination = N");
     ck_assert_ptr_null(g);
 
     /* E = 0 and N = 1 are graphs like any other */
-    PGD_CHECK_OK(pgd_graph_create(ctx, 5, NULL, 0, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_graph_num_edges(g), 5);
-    ck_assert_int_eq(pgd_graph_max_in_degree(g), 1);
-    pgd_graph_destroy(g);
-    PGD_CHECK_OK(pgd_graph_create(ctx, 5, NULL, 0, 0, &g, &err), &err);
-    ck_assert_int_eq(pgd_graph_num_edges(g), 0);
-    ck_assert_int_eq(pgd_graph_max_in_degree(g), 0);
-    pgd_graph_destroy(g);
+    PGD_CHECK_OK(pgd_gat_graph_create(ctx, 5, NULL, 0, 1, &g, &err), &err);
+    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 5);
+    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 1);
+    pgd_gat_graph_destroy(g);
+    PGD_CHECK_OK(pgd_gat_graph_create(ctx, 5, NULL, 0, 0, &g, &err), &err);
+    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 0);
+    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 0);
+    pgd_gat_graph_destroy(g);
     int64_t loop[2] = {0, 0};
-    PGD_CHECK_OK(pgd_graph_create(ctx, 1, loop, 1, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_graph_num_edges(g), 1);
-    pgd_graph_destroy(g);
+    PGD_CHECK_OK(pgd_gat_graph_create(ctx, 1, loop, 1, 1, &g, &err), &err);
+    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 1);
+    pgd_gat_graph_destroy(g);
     /* self loops removed then one added per node; multi-edges kept */
     int64_t m[2 * 5] = {0, 1, 1, 2, 2, /* dst */ 0, 0, 0, 2, 1};
-    PGD_CHECK_OK(pgd_graph_create(ctx, 3, m, 5, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_graph_num_edges(g), 3 + 3);
-    const int64_t *ge = pgd_graph_edge_index(g);
+    PGD_CHECK_OK(pgd_gat_graph_create(ctx, 3, m, 5, 1, &g, &err), &err);
+    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 3 + 3);
+    const int64_t *ge = pgd_gat_graph_edge_index(g);
     int64_t want[2 * 6] = {1, 1, 2, 0, 1, 2, /* dst */ 0, 0, 1, 0, 1, 2};
     for (int i = 0; i < 12; i++)
         ck_assert_int_eq(ge[i], want[i]);
-    ck_assert_int_eq(pgd_graph_max_in_degree(g), 3);
-    pgd_graph_destroy(g);
-    pgd_graph_destroy(NULL);
-    ck_assert_int_eq(pgd_graph_num_edges(NULL), 0);
-    ck_assert_ptr_null(pgd_graph_edge_index(NULL));
+    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 3);
+    pgd_gat_graph_destroy(g);
+    pgd_gat_graph_destroy(NULL);
+    ck_assert_int_eq(pgd_gat_graph_num_edges(NULL), 0);
+    ck_assert_ptr_null(pgd_gat_graph_edge_index(NULL));
     pgd_ctx_destroy(ctx);
 }
 END_TEST
@@ -398,8 +398,8 @@ START_TEST(bad_layers)
     ck_assert_int_eq(pgd_gat_get_desc(gat)->heads, 2);
     ck_assert_int_eq(pgd_gat_out_width(pgd_gat_get_desc(gat)), 4);
     int64_t ei[2 * 3] = {0, 1, 2, 1, 2, 3};
-    pgd_graph *g = NULL;
-    PGD_CHECK_OK(pgd_graph_create(ctx, 4, ei, 3, 1, &g, &err), &err);
+    pgd_gat_graph *g = NULL;
+    PGD_CHECK_OK(pgd_gat_graph_create(ctx, 4, ei, 3, 1, &g, &err), &err);
     int64_t s_x[2] = {4, 3}, s_xn[2] = {5, 3}, s_xf[2] = {4, 4}, s_y[2] = {4, 4}, s_yb[2] = {4, 2};
     int64_t s_a[2] = {7, 2}, s_ab[2] = {7, 1};
     pgd_tensor *x = NULL, *xn = NULL, *xf = NULL, *y = NULL, *yb = NULL, *a = NULL, *ab = NULL;
@@ -427,7 +427,7 @@ START_TEST(bad_layers)
     /* every node has its self loop: each row of α sums to 1 over a node's incoming edges */
     float al[14];
     PGD_CHECK_OK(pgd_tensor_download(a, al, &err), &err);
-    const int64_t *ge = pgd_graph_edge_index(g);
+    const int64_t *ge = pgd_gat_graph_edge_index(g);
     for (int node = 0; node < 4; node++)
         for (int h = 0; h < 2; h++) {
             double s = 0;
@@ -438,7 +438,7 @@ START_TEST(bad_layers)
     pgd_tensor *all[] = {x, xn, xf, y, yb, a, ab};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pgd_tensor_destroy(all[i]);
-    pgd_graph_destroy(g);
+    pgd_gat_graph_destroy(g);
     pgd_gat_destroy(gat);
     pgd_gat_destroy(NULL);
     ck_assert_ptr_null(pgd_gat_get_desc(NULL));
@@ -630,7 +630,7 @@ START_TEST(strict_files)
         pgd_error_free(err);
         err = NULL;
     }
-    /* bad edge indices reach pgd_graph_create through the model */
+    /* bad edge indices reach pgd_gat_graph_create through the model */
     gat_graph_file g;
     gat_model *m = NULL;
     PGD_CHECK_OK(gat_graph_load(gp, &g, &err), &err);
@@ -738,10 +738,10 @@ START_TEST(pyg_layers)
             float *alpha = layer_tensor(w, pre, "alpha", &nalpha);
             pgd_gat_params p = {lw, lwd, as, ad, bias, res};
             pgd_gat *gat = NULL;
-            pgd_graph *g = NULL;
+            pgd_gat_graph *g = NULL;
             PGD_CHECK_OK(pgd_gat_create(ctx, &desc, &p, &gat, &err), &err);
-            PGD_CHECK_OK(pgd_graph_create(ctx, N, edges, E, loops, &g, &err), &err);
-            int64_t E2 = pgd_graph_num_edges(g), od = pgd_gat_out_width(&desc);
+            PGD_CHECK_OK(pgd_gat_graph_create(ctx, N, edges, E, loops, &g, &err), &err);
+            int64_t E2 = pgd_gat_graph_num_edges(g), od = pgd_gat_out_width(&desc);
             ck_assert_int_eq(nout, N * od);
             ck_assert_int_eq(nalpha, E2 * H);
             int64_t xs[2] = {N, F}, ys[2] = {N, od}, als[2] = {E2, H};
@@ -770,7 +770,7 @@ START_TEST(pyg_layers)
             free(bias), free(res), free(out), free(alpha);
             pgd_tensor_destroy(tx), pgd_tensor_destroy(ty), pgd_tensor_destroy(ta);
             pgd_gat_destroy(gat);
-            pgd_graph_destroy(g);
+            pgd_gat_graph_destroy(g);
         }
         pgd_ctx_destroy(ctx);
     }

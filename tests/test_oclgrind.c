@@ -1034,11 +1034,11 @@ static void gat_case(pgd_ctx *ctx, pgd_rng *r, int concat)
     float *ad = rand_floats(r, H * C, 1.0f), *b = rand_floats(r, od, 1.0f);
     float *res = concat ? rand_floats(r, od * F, 1.0f) : NULL, *hx;
     pgd_gat_params p = {w, NULL, as, ad, b, res};
-    pgd_graph *g = NULL;
+    pgd_gat_graph *g = NULL;
     pgd_gat *gat = NULL;
     PGD_CHECK_OK(pgd__graph_create_seg(ctx, N, ei, E, 1, 2, &g, &err), &err);
     PGD_CHECK_OK(pgd_gat_create(ctx, &d, &p, &gat, &err), &err);
-    int64_t E2 = pgd_graph_num_edges(g), sx[2] = {N, F}, sy[2] = {N, od}, sa[2] = {E2, H};
+    int64_t E2 = pgd_gat_graph_num_edges(g), sx[2] = {N, F}, sy[2] = {N, od}, sa[2] = {E2, H};
     pgd_tensor *x = upload_rand(ctx, r, 2, sx, &hx), *y = poisoned(ctx, 2, sy);
     pgd_tensor *alpha = poisoned(ctx, 2, sa);
     PGD_CHECK_OK(pgd_gat_forward(ctx, gat, g, x, y, alpha, &err), &err);
@@ -1048,7 +1048,7 @@ static void gat_case(pgd_ctx *ctx, pgd_rng *r, int concat)
     expect_close(y, want, 1e-4, 1e-4, concat ? "gat (concatenated)" : "gat (averaged)");
     expect_close(alpha, wanta, 1e-4, 1e-6, "gat alpha");
     pgd_gat_destroy(gat);
-    pgd_graph_destroy(g);
+    pgd_gat_graph_destroy(g);
     pgd_tensor_destroy(x), pgd_tensor_destroy(y), pgd_tensor_destroy(alpha);
     free(w), free(as), free(ad), free(b), free(res), free(hx);
 }

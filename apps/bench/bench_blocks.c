@@ -270,7 +270,7 @@ static int validate_gat(const char *spec)
 typedef struct gat_state {
     pgd_ctx *ctx;
     pgd_gat *gat;
-    pgd_graph *g;
+    pgd_gat_graph *g;
     pgd_tensor *x, *y;
 } gat_state;
 
@@ -313,7 +313,7 @@ static int run_gat(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
                         NULL};
     int64_t xs[2] = {N, F}, ys[2] = {N, H * C};
     double t0 = bench_now_ms();
-    rc = pgd_graph_create(ctx, N, ei, E, 1, &s.g, err);
+    rc = pgd_gat_graph_create(ctx, N, ei, E, 1, &s.g, err);
     double graph_ms = bench_now_ms() - t0;
     free(ei);
     if (!rc)
@@ -330,12 +330,12 @@ static int run_gat(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
     if (!rc)
         rc = time_runs(ctx, (timed_fn){gat_once, &s}, o, b, err);
     if (!rc) {
-        int64_t ea = pgd_graph_num_edges(s.g);
+        int64_t ea = pgd_gat_graph_num_edges(s.g);
         snprintf(b->name, sizeof b->name, "gat:%ld,%ld", v[0], v[1]);
         snprintf(b->params, sizeof b->params,
                  "{\"nodes\":%ld,\"edges\":%ld,\"edges_attended\":%lld,\"max_in_degree\":%lld,"
                  "\"in\":64,\"heads\":8,\"channels\":8}",
-                 v[0], v[1], (long long)ea, (long long)pgd_graph_max_in_degree(s.g));
+                 v[0], v[1], (long long)ea, (long long)pgd_gat_graph_max_in_degree(s.g));
         /* h = x·Wᵀ, the scores, and per attended edge and channel one exp-weighted FMA */
         b->flops = 2.0 * (double)N * (double)(F * H * C) + 4.0 * (double)N * (double)(H * C) +
                    2.0 * (double)ea * (double)(H * C);
@@ -346,7 +346,7 @@ static int run_gat(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
     pgd_tensor_destroy(s.x);
     pgd_tensor_destroy(s.y);
     pgd_gat_destroy(s.gat);
-    pgd_graph_destroy(s.g);
+    pgd_gat_graph_destroy(s.g);
     return rc;
 }
 

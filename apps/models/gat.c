@@ -485,20 +485,20 @@ int gat_model_run(pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g, flo
                              "(%s) takes %lld",
                              (long long)g->f, m->info[0].prefix, (long long)gat_model_in(m));
     double t0 = model_now_ms();
-    pgd_graph *graphs[2] = {NULL, NULL}; /* without and with self loops */
+    pgd_gat_graph *graphs[2] = {NULL, NULL}; /* without and with self loops */
     int rc = PGD_OK;
     for (int i = 0; !rc && i < m->n_layers; i++) {
         int l = m->info[i].add_self_loops;
         if (!graphs[l])
-            rc = pgd_graph_create(ctx, g->n, g->edge_index, g->e, l, &graphs[l], err);
+            rc = pgd_gat_graph_create(ctx, g->n, g->edge_index, g->e, l, &graphs[l], err);
     }
     double t1 = model_now_ms();
     int64_t xs[2] = {g->n, g->f};
     pgd_tensor *x = NULL, *y = NULL, *a = NULL;
     if (!rc)
         rc = model_upload(ctx, g->x, 2, xs, &x, err);
-    const pgd_graph *last = graphs[m->info[m->n_layers - 1].add_self_loops];
-    int64_t H = m->info[m->n_layers - 1].desc.heads, E2 = pgd_graph_num_edges(last);
+    const pgd_gat_graph *last = graphs[m->info[m->n_layers - 1].add_self_loops];
+    int64_t H = m->info[m->n_layers - 1].desc.heads, E2 = pgd_gat_graph_num_edges(last);
     if (!rc && alpha) {
         int64_t as[2] = {E2, H};
         rc = pgd_tensor_create(ctx, 2, as, &a, err);
@@ -528,7 +528,7 @@ int gat_model_run(pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g, flo
                 rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "edge_index [2, %lld]",
                                    (long long)E2);
             else
-                memcpy(*alpha_edges, pgd_graph_edge_index(last),
+                memcpy(*alpha_edges, pgd_gat_graph_edge_index(last),
                        (size_t)(2 * E2) * sizeof **alpha_edges);
         }
         if (alpha_rows)
@@ -546,7 +546,7 @@ int gat_model_run(pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g, flo
         times[0] = t1 - t0, times[1] = t2 - t1;
     pgd_tensor_destroy(x);
     pgd_tensor_destroy(a);
-    pgd_graph_destroy(graphs[0]);
-    pgd_graph_destroy(graphs[1]);
+    pgd_gat_graph_destroy(graphs[0]);
+    pgd_gat_graph_destroy(graphs[1]);
     return rc;
 }

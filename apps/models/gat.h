@@ -47,7 +47,7 @@ int64_t gat_model_out(const gat_model *m);
 /* A graph file: x [N, F] (float), edge_index [2, E] (I64), and optionally y [N] (I64 or I32)
  * and test_mask [N] (BOOL or U8); train_mask and val_mask may be present (not read); any other
  * tensor is an error naming it. Labels must lie in 0..2^31-1 (PGD_ERR_FORMAT naming the node).
- * Edge indices are checked against N by pgd_graph_create. */
+ * Edge indices are checked against N by pgd_gat_graph_create. */
 typedef struct gat_graph_file {
     int64_t n, f, e;
     float *x;

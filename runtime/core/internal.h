@@ -247,13 +247,13 @@ int pgd__gemm_epilogue(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);
 
 /* ---- graph attention (gat.c) ---- */
 
-/* pgd_graph_create with `seg` edges per segment (0: the default, 1024), for tests that cut
+/* pgd_gat_graph_create with `seg` edges per segment (0: the default, 1024), for tests that cut
  * small graphs into many segments; a degree that would need over 40,000 segments raises it. */
 int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
-                          int64_t num_edges, int add_self_loops, int64_t seg, pgd_graph **out,
+                          int64_t num_edges, int add_self_loops, int64_t seg, pgd_gat_graph **out,
                           pgd_error **err);
 /* The number of segments of a graph (0 for NULL). */
-int64_t pgd__graph_segments(const pgd_graph *g);
+int64_t pgd__graph_segments(const pgd_gat_graph *g);
 
 /* ---- convolution (conv.c, conv_pads.c) ---- */
 

@@ -1598,7 +1598,7 @@ PGD_API int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pg
  * PyTorch Geometric stores it (row 0 the sources j, row 1 the destinations i; a message flows
  * j -> i), kept as CSR over each node's incoming edges. Multi-edges are kept and each counts
  * in the softmax, as in PyG. */
-typedef struct pgd_graph pgd_graph;
+typedef struct pgd_gat_graph pgd_gat_graph;
 
 /* Builds the graph on the host and uploads it. edge_index is host int64 [2, num_edges],
  * row-major (all sources, then all destinations), kept by the caller; it may be NULL when
@@ -1609,21 +1609,21 @@ typedef struct pgd_graph pgd_graph;
  * num_edges >= 0, add_self_loops 0 or 1, and each edge_index value in 0..N-1, else
  * PGD_ERR_INVALID_ARGUMENT naming the row, the edge and the value; E' of 2^31-1 or more is
  * PGD_ERR_TOO_LARGE. On error *out is NULL and nothing is allocated. */
-PGD_API int pgd_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
-                             int64_t num_edges, int add_self_loops, pgd_graph **out,
+PGD_API int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
+                             int64_t num_edges, int add_self_loops, pgd_gat_graph **out,
                              pgd_error **err);
 /* Frees the graph; NULL is accepted. */
-PGD_API void pgd_graph_destroy(pgd_graph *g);
+PGD_API void pgd_gat_graph_destroy(pgd_gat_graph *g);
 /* N; 0 for NULL. */
-PGD_API int64_t pgd_graph_num_nodes(const pgd_graph *g);
+PGD_API int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g);
 /* E': the edges attention runs over, self loops included; 0 for NULL. */
-PGD_API int64_t pgd_graph_num_edges(const pgd_graph *g);
+PGD_API int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g);
 /* The largest number of incoming edges of a node (self loop included); 0 for NULL. */
-PGD_API int64_t pgd_graph_max_in_degree(const pgd_graph *g);
+PGD_API int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g);
 /* The graph's edges [2, E'] (int64, sources then destinations) in the order attention
  * coefficients come in: PyG's order after its self-loop rule, the edge_index GATConv returns
  * with return_attention_weights=True. Owned by the graph; NULL for NULL. */
-PGD_API const int64_t *pgd_graph_edge_index(const pgd_graph *g);
+PGD_API const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g);
 
 /* The activation fused after a GAT layer's bias (the one a model applies between layers). */
 typedef enum pgd_gat_act {
@@ -1679,13 +1679,13 @@ PGD_API void pgd_gat_destroy(pgd_gat *gat);
 PGD_API const pgd_gat_desc *pgd_gat_get_desc(const pgd_gat *gat);
 /* y [N, out width] = the layer on graph g with node features x [N, F]. alpha, when not NULL, is
  * [E', H] and receives the attention coefficients α, row r for edge r of
- * pgd_graph_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
+ * pgd_gat_graph_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
  * (y must not alias x), else PGD_ERR_INVALID_ARGUMENT; a wrong shape is PGD_ERR_SHAPE naming
  * the shape found and the one expected. No launch is made per node: each node's incoming edges
  * are cut into segments of bounded length, so degrees of 10^5 and more cost no more than their
  * edges. Scratch tensors come from the context's pool and go back to it before the call
  * returns. */
-PGD_API int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g,
+PGD_API int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g,
                             const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha,
                             pgd_error **err);
 

@@ -22,7 +22,7 @@
 /* At most this many segments per node: gat_combine loops over a node's segments. */
 #define GAT_MAX_SEGMENTS 40000
 
-struct pgd_graph {
+struct pgd_gat_graph {
     pgd_ctx *ctx;
     int64_t n, e;                            /* nodes; edges after the self-loop rule (E') */
     int64_t max_deg;                         /* the largest in-degree */
@@ -65,7 +65,7 @@ static int64_t seg_length(int64_t want, int64_t max_deg)
 
 static int check_edges(int64_t n, const int64_t *ei, int64_t e, pgd_error **err)
 {
-    const char *op = "pgd_graph_create";
+    const char *op = "pgd_gat_graph_create";
     for (int r = 0; r < 2; r++)
         for (int64_t i = 0; i < e; i++) {
             int64_t v = ei[r * e + i];
@@ -86,7 +86,7 @@ static int check_edges(int64_t n, const int64_t *ei, int64_t e, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_graph_destroy(pgd_graph *g)
+void pgd_gat_graph_destroy(pgd_gat_graph *g)
 {
     if (!g)
         return;
@@ -109,7 +109,7 @@ static void csr_free(csr_build *b)
 }
 
 /* Fills g->edges (PyG's order) and the CSR arrays of b from edge_index. */
-static int build_csr(pgd_graph *g, const int64_t *ei, int64_t e_in, int add_loops, int64_t seg,
+static int build_csr(pgd_gat_graph *g, const int64_t *ei, int64_t e_in, int add_loops, int64_t seg,
                      csr_build *b, pgd_error **err)
 {
     int64_t n = g->n, e = g->e;
@@ -124,7 +124,7 @@ static int build_csr(pgd_graph *g, const int64_t *ei, int64_t e_in, int add_loop
     if (!g->edges || !b->rowptr || !b->segptr || !b->col || !b->dst || !b->perm || !fill) {
         free(fill);
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
-                              "pgd_graph_create: CSR of %lld nodes and %lld edges", (long long)n,
+                              "pgd_gat_graph_create: CSR of %lld nodes and %lld edges", (long long)n,
                               (long long)e);
     }
     /* PyG's order: add_self_loops removes the existing loops (keeping the other edges in
@@ -164,7 +164,7 @@ static int build_csr(pgd_graph *g, const int64_t *ei, int64_t e_in, int add_loop
     b->seg_node = malloc((size_t)(k > 0 ? k : 1) * sizeof *b->seg_node);
     b->seg_beg = malloc((size_t)(k > 0 ? k : 1) * sizeof *b->seg_beg);
     if (!b->seg_node || !b->seg_beg)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "pgd_graph_create: %lld segments",
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "pgd_gat_graph_create: %lld segments",
                               (long long)k);
     k = 0;
     for (int64_t i = 0; i < n; i++)
@@ -176,10 +176,10 @@ static int build_csr(pgd_graph *g, const int64_t *ei, int64_t e_in, int add_loop
 }
 
 int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
-                          int64_t num_edges, int add_self_loops, int64_t seg, pgd_graph **out,
+                          int64_t num_edges, int add_self_loops, int64_t seg, pgd_gat_graph **out,
                           pgd_error **err)
 {
-    const char *op = "pgd_graph_create";
+    const char *op = "pgd_gat_graph_create";
     if (out)
         *out = NULL;
     if (!ctx || !out || (!edge_index && num_edges > 0))
@@ -208,7 +208,7 @@ int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_i
                               "%s: %lld edges (with self loops) exceed the %d edges of int32 "
                               "CSR indices",
                               op, (long long)e, INT32_MAX - 1);
-    pgd_graph *g = calloc(1, sizeof *g);
+    pgd_gat_graph *g = calloc(1, sizeof *g);
     if (!g)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: graph", op);
     g->ctx = ctx;
@@ -233,37 +233,37 @@ int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_i
         rc = int_tensor(ctx, g->n + 1, b.segptr, &g->segptr, err);
     csr_free(&b);
     if (rc) {
-        pgd_graph_destroy(g);
+        pgd_gat_graph_destroy(g);
         return rc;
     }
     *out = g;
     return PGD_OK;
 }
 
-int pgd_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index, int64_t num_edges,
-                     int add_self_loops, pgd_graph **out, pgd_error **err)
+int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index, int64_t num_edges,
+                     int add_self_loops, pgd_gat_graph **out, pgd_error **err)
 {
     return pgd__graph_create_seg(ctx, num_nodes, edge_index, num_edges, add_self_loops, 0, out,
                                  err);
 }
 
-int64_t pgd_graph_num_nodes(const pgd_graph *g)
+int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g)
 {
     return g ? g->n : 0;
 }
-int64_t pgd_graph_num_edges(const pgd_graph *g)
+int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g)
 {
     return g ? g->e : 0;
 }
-int64_t pgd_graph_max_in_degree(const pgd_graph *g)
+int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g)
 {
     return g ? g->max_deg : 0;
 }
-const int64_t *pgd_graph_edge_index(const pgd_graph *g)
+const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g)
 {
     return g ? g->edges : NULL;
 }
-int64_t pgd__graph_segments(const pgd_graph *g)
+int64_t pgd__graph_segments(const pgd_gat_graph *g)
 {
     return g ? g->k : 0;
 }
@@ -415,7 +415,7 @@ static int new2(pgd_ctx *ctx, int64_t a, int64_t b, pgd_tensor **out, pgd_error 
     return pgd_tensor_create(ctx, 2, s, out, err);
 }
 
-static int check_forward(const pgd_gat *gat, const pgd_graph *g, const pgd_tensor *x,
+static int check_forward(const pgd_gat *gat, const pgd_gat_graph *g, const pgd_tensor *x,
                          const pgd_tensor *y, const pgd_tensor *alpha, pgd_error **err)
 {
     const char *op = "pgd_gat_forward";
@@ -483,7 +483,7 @@ static int run_scores(pgd_ctx *ctx, const pgd_gat *gat, int64_t N, gat_scratch *
 /* The groups of channels a work-item of gat_segments and gat_combine takes (CW in gat.cl). */
 static int64_t chunks(int64_t C) { return (C + 7) / 8; }
 
-static int run_segments(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat_scratch *s,
+static int run_segments(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, gat_scratch *s,
                         pgd_error **err)
 {
     cl_kernel k;
@@ -512,7 +512,7 @@ static int run_segments(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, ga
     return launch_flat(ctx, k, "gat_segments", total, err);
 }
 
-static int run_combine(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat_scratch *s,
+static int run_combine(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, gat_scratch *s,
                        int keep, pgd_tensor *y, pgd_error **err)
 {
     cl_kernel k;
@@ -544,7 +544,7 @@ static int run_combine(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat
     return launch_flat(ctx, k, "gat_combine", total, err);
 }
 
-static int run_alpha(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat_scratch *s,
+static int run_alpha(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, gat_scratch *s,
                      pgd_tensor *alpha, pgd_error **err)
 {
     cl_kernel k;
@@ -569,7 +569,7 @@ static int run_alpha(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, gat_s
     return launch_flat(ctx, k, "gat_alpha", total, err);
 }
 
-int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_graph *g, const pgd_tensor *x,
+int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, const pgd_tensor *x,
                     pgd_tensor *y, pgd_tensor *alpha, pgd_error **err)
 {
     const char *op = "pgd_gat_forward";
