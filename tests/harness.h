@@ -9,6 +9,7 @@
 /* The public header only: model and op tests see the library as a user does. White-box suites
  * (cache, program, options internals, fault paths) include "internal.h" themselves. */
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 /* Every device found; exits the process with 77 (meson: skipped) when there is none. */
 const pgd_device_info *pgd_test_devices(size_t *count);
@@ -26,6 +27,8 @@ void pgd_test_options(const pgd_device_info *d, const char *const *vars, pgd_ctx
 pgd_ctx *pgd_test_ctx_with(const pgd_device_info *d, const char *const *vars);
 /* A context made with *o; fails the test otherwise. */
 pgd_ctx *pgd_test_ctx_opts(const pgd_ctx_options *o);
+/* Sets knob `key` of o to `value` (0: the library's own choice); fails the test on error. */
+void pgd_test_knob(pgd_ctx_options *o, const char *key, int64_t value);
 
 /* Runs the statements after `seed` once per device, with `ctx` a context on it, `dev` its name
  * and `r` a generator seeded with seed + the device's index; the context is destroyed after. */
@@ -116,7 +119,7 @@ int pgd_test_run(Suite *s);
     do {                                                                                           \
         int pgd_rc_ = (call);                                                                      \
         ck_assert_msg(pgd_rc_ == PGD_OK, "%s failed: %s (%s)", #call,                              \
-                      *(errp) ? pgd_error_message(*(errp)) : "(no error object)",                 \
+                      *(errp) ? pgd_error_get_message(*(errp)) : "(no error object)",              \
                       pgd_status_name(pgd_rc_));                                                   \
     } while (0)
 

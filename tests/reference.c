@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 #include "reference.h"
 
 /* PyTorch's NaN rules, which every reference follows: ReLU keeps NaN, and a NaN among the

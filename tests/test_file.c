@@ -34,13 +34,13 @@ static void expect(int rc, int want, pgd_error **errp, const char *path, const c
     pgd_error *err = *errp;
     *errp = NULL;
     ck_assert_msg(rc == want, "%s: got %s, want %s (%s)", path, pgd_status_name(rc),
-                  pgd_status_name(want), pgd_error_message(err));
-    ck_assert_msg(strstr(pgd_error_message(err), path) != NULL, "no '%s' in: %s", path,
-                  pgd_error_message(err));
+                  pgd_status_name(want), pgd_error_get_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), path) != NULL, "no '%s' in: %s", path,
+                  pgd_error_get_message(err));
     if (kind)
-        ck_assert_msg(strstr(pgd_error_message(err), kind) != NULL, "no '%s' in: %s", kind,
-                      pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), kind) != NULL, "no '%s' in: %s", kind,
+                      pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 static void setup(void)
@@ -91,7 +91,7 @@ START_TEST(file_read_regular)
     PGD_CHECK_OK(pgd_file_read(p, 8, &data, &size, &err), &err);
     ck_assert_uint_eq(size, 8);
     ck_assert_str_eq((char *)data, "cat\ndog\n"); /* NUL-terminated */
-    free(data);
+    pgd_free(data);
     /* one byte over the cap: refused before reading */
     expect(pgd_file_read(p, 7, &data, &size, &err), PGD_ERR_TOO_LARGE, &err, p, "limit");
     ck_assert_ptr_null(data);
@@ -102,7 +102,7 @@ START_TEST(file_read_regular)
     PGD_CHECK_OK(pgd_file_read(p, 8, &data, &size, &err), &err);
     ck_assert_uint_eq(size, 0);
     ck_assert_int_eq(((char *)data)[0], 0);
-    free(data);
+    pgd_free(data);
 }
 END_TEST
 
@@ -164,7 +164,7 @@ START_TEST(weights_truncated_while_open)
         off_t keep = trial == 3 ? 5 : (off_t)(total - (size_t)(4 * n) / (size_t)(trial + 1)) + 1;
         ck_assert_int_eq(truncate(p, keep), 0);
         expect(pgd_weights_to_float(w, "t", x, &err), PGD_ERR_IO, &err, p, "tensor 't'");
-        pgd_weights_close(w);
+        pgd_weights_destroy(w);
     }
     /* Untouched, the same file reads back exactly. */
     weights_file(p, n);
@@ -175,7 +175,7 @@ START_TEST(weights_truncated_while_open)
     for (int i = 0; i < n; i += 4099)
         ck_assert_float_eq(x[i], (float)i);
     ck_assert_float_eq(x[n - 1], (float)(n - 1));
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(x);
 }
 END_TEST

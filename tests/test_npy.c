@@ -73,7 +73,7 @@ START_TEST(round_trip)
             ck_assert_int_eq(s2[i], shape[i]);
         ck_assert(n == 0 || memcmp(x, y, n * sizeof *x) == 0);
         free(x);
-        free(y);
+        pgd_free(y);
     }
     /* No temp file is left behind. */
     char t[4300];
@@ -100,18 +100,18 @@ START_TEST(numpy_forms)
     ck_assert_float_eq(y[0], 1.5f);
     ck_assert_float_eq(y[1], -2.25f);
     ck_assert_float_eq(y[2], 1e30f);
-    free(y);
+    pgd_free(y);
     write_raw(p, buf, numpy_file(buf, "<f4", "(2, 3)", f, sizeof f, 2));
     PGD_CHECK_OK(pgd_npy_read(p, &y, &nd, s, &err), &err);
     ck_assert_int_eq(nd, 2);
     ck_assert_int_eq(s[1], 3);
     ck_assert_float_eq(y[5], 6.0f);
-    free(y);
+    pgd_free(y);
     write_raw(p, buf, numpy_file(buf, "<f4", "()", f, 4, 1)); /* a 0-d scalar */
     PGD_CHECK_OK(pgd_npy_read(p, &y, &nd, s, &err), &err);
     ck_assert_int_eq(nd, 0);
     ck_assert_float_eq(y[0], 1.0f);
-    free(y);
+    pgd_free(y);
 }
 END_TEST
 
@@ -128,11 +128,12 @@ static void expect_reject(const unsigned char *buf, size_t n, const char *word)
     ck_assert_msg(rc != PGD_OK, "accepted a bad file (%zu bytes, expected '%s')", n, word);
     ck_assert_ptr_null(y);
     ck_assert_int_eq(nd, 0);
-    ck_assert_msg(strstr(pgd_error_message(err), "bad.npy") != NULL, "%s", pgd_error_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), "bad.npy") != NULL, "%s",
+                  pgd_error_get_message(err));
     if (word)
-        ck_assert_msg(strstr(pgd_error_message(err), word) != NULL, "'%s' not in: %s", word,
-                      pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), word) != NULL, "'%s' not in: %s", word,
+                      pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 START_TEST(rejections)
@@ -168,15 +169,15 @@ START_TEST(rejections)
     int nd;
     int64_t s[8];
     ck_assert_int_eq(pgd_npy_read(p, &y, &nd, s, &err), PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "missing.npy") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "missing.npy") != NULL);
+    pgd_error_destroy(err);
     err = NULL;
     /* writing into a directory that does not exist fails cleanly */
     path_of(p, sizeof p, "no/such/dir/out.npy");
     int64_t sh[1] = {6};
     ck_assert_int_eq(pgd_npy_write(p, f, 1, sh, &err), PGD_ERR_IO);
-    ck_assert(strstr(pgd_error_message(err), "out.npy") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "out.npy") != NULL);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -241,10 +242,10 @@ START_TEST(numpy_header_grammar)
         int nd = 0;
         int64_t s[8];
         ck_assert_msg(pgd_npy_read(p, &y, &nd, s, &err) == PGD_OK, "refused %s: %s",
-                      cases[i].header, pgd_error_message(err));
+                      cases[i].header, pgd_error_get_message(err));
         ck_assert_int_eq(s[0] * (nd == 2 ? s[1] : 1), 6);
         ck_assert_float_eq(y[5], 5.0f);
-        free(y);
+        pgd_free(y);
     }
 }
 END_TEST

@@ -20,10 +20,12 @@ static const char *const vars[] = {
 
 #define NVARS (sizeof vars / sizeof vars[0] - 1)
 
+/* Whether o holds the defaults: pgd_ctx_options_init's, all zero but the size. */
 static int all_zero(const pgd_ctx_options *o)
 {
     pgd_ctx_options z;
     memset(&z, 0, sizeof z);
+    z.size = sizeof z;
     return memcmp(o, &z, sizeof z) == 0;
 }
 
@@ -52,12 +54,12 @@ START_TEST(defaults)
     PGD_CHECK_OK(pgd_ctx_options_from_envp(&o, empties, &err), &err);
     ck_assert(all_zero(&o));
     /* only the variables set are written: a caller's values survive */
-    o.max_batch = 3;
+    pgd_test_knob(&o, "max_batch", 3);
     o.conv_algo = PGD_CONV_ALGO_DIRECT;
     PGD_CHECK_OK(
         pgd_ctx_options_from_envp(&o, (const char *const[]){"PAGODA_GEMM=pagoda", NULL}, &err),
         &err);
-    ck_assert_int_eq(o.max_batch, 3);
+    ck_assert_str_eq(o.knobs, "max_batch=3");
     ck_assert_int_eq(o.conv_algo, PGD_CONV_ALGO_DIRECT);
     ck_assert_int_eq(o.gemm_backend, PGD_GEMM_BACKEND_PAGODA);
 
@@ -98,17 +100,13 @@ START_TEST(every_variable)
     ck_assert_int_eq(o.profile_print_at_destroy, 1);
     ck_assert_int_eq(o.gemm_backend, PGD_GEMM_BACKEND_CLBLAST);
     ck_assert_int_eq(o.gemm_tuning, PGD_GEMM_TUNE_ON_REQUEST);
-    ck_assert_int_eq(o.gemm_k_chunk, 97);
     ck_assert_int_eq(o.conv_algo, PGD_CONV_ALGO_IM2COL);
-    ck_assert_int_eq(o.conv_mb, 4);
-    ck_assert_uint_eq(o.conv_chunk_bytes, 4096);
     ck_assert_int_eq(o.attention, PGD_ATTENTION_GENERIC);
-    ck_assert_int_eq(o.row_wg, 1024);
-    ck_assert_int_eq(o.max_launch_rows, 1);
     ck_assert_uint_eq(o.global_mem_limit, UINT64_C(2) << 30);
     ck_assert_uint_eq(o.max_alloc_limit, UINT64_C(512) << 20);
-    ck_assert_int_eq(o.max_batch, 8);
-    ck_assert_int_eq(o.nl_key_chunk, 5);
+    /* the test and tuning variables become knobs, in the table's order */
+    ck_assert_str_eq(o.knobs, "gemm_k_chunk=97,conv_mb=4,conv_chunk_bytes=4096,row_wg=1024,"
+                              "max_launch_rows=1,nl_key_chunk=5,max_batch=8");
 
     /* the other spellings of each enumeration and boolean */
     static const struct {
@@ -186,20 +184,20 @@ START_TEST(bad_values)
         const char *const list[] = {"PAGODA_MAX_BATCH=4", var, NULL};
         pgd_ctx_options o, before;
         pgd_ctx_options_init(&o);
-        o.row_wg = 7;
+        pgd_test_knob(&o, "row_wg", 7);
         before = o;
         pgd_error *err = NULL;
         ck_assert_int_eq(pgd_ctx_options_from_envp(&o, list, &err), PGD_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(err);
-        ck_assert_int_eq(pgd_error_code(err), PGD_ERR_INVALID_ARGUMENT);
-        const char *msg = pgd_error_message(err);
+        ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_INVALID_ARGUMENT);
+        const char *msg = pgd_error_get_message(err);
         ck_assert_msg(strstr(msg, cases[i].var) && strstr(msg, cases[i].value) &&
                           strstr(msg, cases[i].accepted),
                       "%s=%s: message '%s' lacks the variable, value or '%s'", cases[i].var,
                       cases[i].value, msg, cases[i].accepted);
         ck_assert_msg(memcmp(&o, &before, sizeof o) == 0, "%s: options changed on error",
                       cases[i].var);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
     }
 }
 END_TEST
@@ -221,7 +219,7 @@ START_TEST(contexts_apart)
     oa.cache_dir = keep;
     oa.conv_algo = PGD_CONV_ALGO_DIRECT;
     oa.gemm_backend = PGD_GEMM_BACKEND_PAGODA;
-    oa.max_batch = 2;
+    pgd_test_knob(&oa, "max_batch", 2);
     oa.global_mem_limit = UINT64_C(64) << 20;
     ob.device = selector;
     ob.cache_dir = "off";
@@ -235,15 +233,20 @@ START_TEST(contexts_apart)
     memset(selector, 'x', sizeof selector - 1);
     ck_assert_str_eq(pgd_ctx_get_options(a)->device, pgd_test_selector(&d[0]));
     ck_assert_str_eq(pgd_ctx_get_options(b)->cache_dir, "off");
-    ck_assert_int_eq(pgd_ctx_get_options(a)->max_batch, 2);
-    ck_assert_int_eq(pgd_ctx_get_options(b)->max_batch, 0);
-    ck_assert_ptr_null(pgd_ctx_cache_dir(b));
+    int64_t cap = -1;
+    ck_assert_int_eq(pgd_ctx_get_knob(a, "max_batch", &cap), PGD_OK);
+    ck_assert_int_eq(cap, 2);
+    ck_assert_int_eq(pgd_ctx_get_knob(b, "max_batch", &cap), PGD_OK);
+    ck_assert_int_eq(cap, 0);
+    ck_assert_int_eq(pgd_ctx_get_knob(b, "max_bath", &cap), PGD_ERR_NOT_FOUND);
+    ck_assert_str_eq(pgd_ctx_get_options(a)->knobs, "max_batch=2");
+    ck_assert_ptr_null(pgd_ctx_get_cache_dir(b));
     if (keep)
-        ck_assert_ptr_nonnull(pgd_ctx_cache_dir(a));
+        ck_assert_ptr_nonnull(pgd_ctx_get_cache_dir(a));
     uint64_t real = d[0].global_mem;
-    ck_assert_uint_eq(pgd_ctx_device(a)->global_mem,
+    ck_assert_uint_eq(pgd_ctx_get_device(a)->global_mem,
                       real < (UINT64_C(64) << 20) ? real : UINT64_C(64) << 20);
-    ck_assert_uint_eq(pgd_ctx_device(b)->global_mem, real);
+    ck_assert_uint_eq(pgd_ctx_get_device(b)->global_mem, real);
     ck_assert_int_eq(a->profiling, 0);
     ck_assert_int_eq(b->profiling, 1);
 
@@ -290,6 +293,122 @@ START_TEST(contexts_apart)
 }
 END_TEST
 
+/* Knobs: set by key, checked at context creation with a message naming the key and value,
+ * read back from the context. */
+START_TEST(knobs)
+{
+    pgd_ctx_options o, before;
+    pgd_error *err = NULL;
+    pgd_ctx_options_init(&o);
+    PGD_CHECK_OK(pgd_ctx_options_set_knob(&o, "conv_mb", "4", &err), &err);
+    PGD_CHECK_OK(pgd_ctx_options_set_knob(&o, "conv_chunk_bytes", "4K", &err), &err);
+    PGD_CHECK_OK(pgd_ctx_options_set_knob(&o, "conv_mb", "8", &err), &err); /* replaces */
+    ck_assert_str_eq(o.knobs, "conv_mb=8,conv_chunk_bytes=4096");
+    PGD_CHECK_OK(pgd_ctx_options_set_knob(&o, "conv_mb", "", &err), &err); /* removes */
+    ck_assert_str_eq(o.knobs, "conv_chunk_bytes=4096");
+    /* refused by the setter, naming the key and value; o unchanged */
+    static const struct {
+        const char *key, *value, *want;
+    } refused[] = {
+        {"conv_mbx", "4", "unknown knob 'conv_mbx'"},
+        {"conv_mb", "4097", "conv_mb='4097'"},
+        {"row_wg", "-1", "row_wg='-1'"},
+        {"conv_chunk_bytes", "4T", "conv_chunk_bytes='4T'"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        before = o;
+        ck_assert_int_eq(pgd_ctx_options_set_knob(&o, refused[i].key, refused[i].value, &err),
+                         PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(pgd_error_get_message(err), refused[i].want), "'%s' lacks '%s'",
+                      pgd_error_get_message(err), refused[i].want);
+        ck_assert(memcmp(&o, &before, sizeof o) == 0);
+        pgd_error_destroy(err);
+        err = NULL;
+    }
+    /* written as text: checked when the context is created */
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"conv_mb=abc", "conv_mb='abc'"},
+        {"fast=1", "unknown knob 'fast'"},
+        {"conv_mb", "'conv_mb' in 'conv_mb' is not key=value"},
+        {"conv_mb=2,", "ends in a comma"},
+        {"conv_mb=2,,row_wg=4", "is not key=value"},
+        {"max_batch=0", "max_batch='0'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pgd_ctx_options_init(&o);
+        o.device = pgd_test_selector(&d[0]);
+        snprintf(o.knobs, sizeof o.knobs, "%s", bad[i].text);
+        pgd_ctx *ctx = (pgd_ctx *)&ctx;
+        ck_assert_int_eq(pgd_ctx_create_with_options(&o, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_null(ctx);
+        ck_assert_msg(strstr(pgd_error_get_message(err), bad[i].want), "%s: '%s' lacks '%s'",
+                      bad[i].text, pgd_error_get_message(err), bad[i].want);
+        pgd_error_destroy(err);
+        err = NULL;
+    }
+    /* a good text reaches the ops, normalised */
+    pgd_ctx_options_init(&o);
+    o.device = pgd_test_selector(&d[0]);
+    snprintf(o.knobs, sizeof o.knobs, "row_wg=16,gemm_k_chunk=97,conv_chunk_bytes=1K");
+    pgd_ctx *ctx = pgd_test_ctx_opts(&o);
+    ck_assert_int_eq(ctx->knobs.row_wg, 16);
+    ck_assert_int_eq(ctx->knobs.gemm_k_chunk, 97);
+    ck_assert_int_eq(ctx->knobs.conv_chunk_bytes, 1024);
+    ck_assert_str_eq(pgd_ctx_get_options(ctx)->knobs,
+                     "gemm_k_chunk=97,conv_chunk_bytes=1024,row_wg=16");
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The size field: options not made by pgd_ctx_options_init are refused; a caller built with a
+ * larger (newer) layout is read as far as the library knows it. */
+START_TEST(options_size)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    pgd_error *err = NULL;
+    pgd_ctx_options zero = {0};
+    zero.device = pgd_test_selector(&d[0]);
+    pgd_ctx *ctx = (pgd_ctx *)&ctx;
+    ck_assert_int_eq(pgd_ctx_create_with_options(&zero, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "pgd_ctx_options_init"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
+    err = NULL;
+    ck_assert_int_eq(pgd_ctx_options_from_envp(&zero, (const char *const[]){NULL}, &err),
+                     PGD_ERR_INVALID_ARGUMENT);
+    pgd_error_destroy(err);
+    err = NULL;
+    /* a newer caller: 64 more bytes the library does not know; init clears only its own */
+    struct {
+        pgd_ctx_options o;
+        unsigned char more[64];
+    } big;
+    memset(&big, 0x5A, sizeof big);
+    pgd_ctx_options_init_size(&big.o, sizeof big);
+    ck_assert_uint_eq(big.o.size, sizeof big);
+    ck_assert_uint_eq(big.more[0], 0x5A);
+    big.o.device = pgd_test_selector(&d[0]);
+    big.o.conv_algo = PGD_CONV_ALGO_DIRECT;
+    PGD_CHECK_OK(
+        pgd_ctx_options_from_envp(&big.o, (const char *const[]){"PAGODA_CONV_MB=2", NULL}, &err),
+        &err);
+    ck_assert_uint_eq(big.o.size, sizeof big);
+    ck_assert_uint_eq(big.more[0], 0x5A);
+    ck_assert_str_eq(big.o.knobs, "conv_mb=2");
+    PGD_CHECK_OK(pgd_ctx_create_with_options(&big.o, &ctx, &err), &err);
+    ck_assert_int_eq(pgd_ctx_get_options(ctx)->conv_algo, PGD_CONV_ALGO_DIRECT);
+    ck_assert_uint_eq(pgd_ctx_get_options(ctx)->size, sizeof(pgd_ctx_options));
+    ck_assert_int_eq(ctx->knobs.conv_mb, 2);
+    pgd_ctx_destroy(ctx);
+}
+END_TEST
+
 /* pgd_ctx_create reads the process environment; that environment is set for these two cases
  * by meson (tests options-env-bad and options-env-create), never by the test itself. */
 
@@ -301,10 +420,10 @@ START_TEST(env_bad)
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_ctx_create(NULL, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(ctx);
-    ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_MAX_BATCH") &&
-                      strstr(pgd_error_message(err), "abc"),
-                  "message: %s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "PAGODA_MAX_BATCH") &&
+                      strstr(pgd_error_get_message(err), "abc"),
+                  "message: %s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -318,7 +437,7 @@ START_TEST(env_create)
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err), &err);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->conv_algo, PGD_CONV_ALGO_DIRECT);
-    ck_assert_str_eq(pgd_ctx_device(ctx)->name, d[0].name);
+    ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, d[0].name);
     pgd_ctx_destroy(ctx);
 }
 END_TEST
@@ -339,6 +458,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, every_variable);
     tcase_add_test(tc, bad_values);
     tcase_add_test(tc, contexts_apart);
+    tcase_add_test(tc, knobs);
+    tcase_add_test(tc, options_size);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

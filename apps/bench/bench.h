@@ -8,6 +8,7 @@
 #define PAGODA_BENCH_H
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 typedef struct bench_opts {
     /* Explicit counts; below 0: derived from budget_ms (warm-ups take up to a tenth of it,

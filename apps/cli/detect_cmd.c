@@ -105,6 +105,7 @@ typedef struct run {
     item *items;
     int B, H, W;
     float *x, *mask;
+    int x_npy;  /* x is pgd_npy_read's (released by pgd_free), not calloc's */
     outset out; /* every output file (outset.h): checked first, committed together */
 } run;
 
@@ -386,8 +387,8 @@ static void filt_free(filt *f)
 static int preprocess(const pgd_image *img, int rw, int rh, int H, int W, float *x)
 {
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    int w = pgd_image_width(img), h = pgd_image_height(img);
-    const uint8_t *px = pgd_image_data(img);
+    int w = pgd_image_get_width(img), h = pgd_image_get_height(img);
+    const uint8_t *px = pgd_image_get_data(img);
     filt fx = {0}, fy = {0};
     float *tmp = malloc((size_t)h * rw * 3 * sizeof *tmp);
     int rc = tmp && !filt_make(w, rw, &fx) && !filt_make(h, rh, &fy) ? 0 : -1;
@@ -435,7 +436,7 @@ static int load_images(run *r)
         it->name = r->o.images[b];
         if (pgd_image_load(it->name, &it->img, &err))
             return app_fail(err);
-        it->w = pgd_image_width(it->img), it->h = pgd_image_height(it->img);
+        it->w = pgd_image_get_width(it->img), it->h = pgd_image_get_height(it->img);
         if (target_size(it->h, it->w, &it->rh, &it->rw)) {
             char shown[1024];
             fprintf(stderr, "pagoda: error: %s: %d x %d is too narrow: resized to a longer side "
@@ -484,7 +485,7 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
         hl = p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24, off = 12;
     char head[10001] = {0};
     if (!off || hl > 10000 || off + hl > size) {
-        free(data);
+        pgd_free(data);
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: not a .npy file", path);
     }
     memcpy(head, p + off, hl);
@@ -497,12 +498,12 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
     else if (d && !strncmp(d + 10, "<i8'", 4))
         esize = 8, sign = 1;
     if (!esize) {
-        free(data);
+        pgd_free(data);
         return pgd_npy_read(path, out, ndim, shape, err); /* float32/64, or its error */
     }
     const char *s = strstr(head, "'shape': (");
     if (!strstr(head, "'fortran_order': False") || !s) {
-        free(data);
+        pgd_free(data);
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: expected a C-order array", path);
     }
     s += 10;
@@ -520,12 +521,12 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
             s++;
     }
     if (*s != ')' || off + hl + n * (uint64_t)esize > size) {
-        free(data);
+        pgd_free(data);
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: bad shape or truncated data", path);
     }
     *out = malloc((size_t)n * sizeof **out + 1);
     if (!*out) {
-        free(data);
+        pgd_free(data);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", path);
     }
     const unsigned char *q = p + off + hl;
@@ -545,7 +546,7 @@ static int read_mask(const char *path, float **out, int *ndim, int64_t shape[PGD
         (void)sign;
         (*out)[i] = v != 0 ? 1.0f : 0.0f;
     }
-    free(data);
+    pgd_free(data);
     return PGD_OK;
 }
 
@@ -568,6 +569,7 @@ static int load_input(run *r)
     int64_t s[PGD_MAX_DIMS];
     if (pgd_npy_read(r->o.input, &r->x, &nd, s, &err))
         return app_fail(err);
+    r->x_npy = 1;
     if (nd != 4 || s[1] != 3 || s[0] < 1 || s[2] < 32 || s[3] < 32 || s[2] > 8192 ||
         s[3] > 8192 || s[0] > 256) {
         fprintf(stderr, "pagoda: error: %s: expected a batch [B, 3, H, W] (B 1..256, H and W "
@@ -682,7 +684,7 @@ static int draw_boxes(run *r, const item *it, const detr_detection *d, int n, co
     uint8_t *px = malloc((size_t)w * h * 3);
     if (!px)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", path);
-    memcpy(px, pgd_image_data(it->img), (size_t)w * h * 3);
+    memcpy(px, pgd_image_get_data(it->img), (size_t)w * h * 3);
     int t = (w < h ? w : h) / 250 + 2, s = (w < h ? w : h) / 300 + 1;
     static const uint8_t white[3] = {255, 255, 255};
     for (int k = 0; k < n; k++) {
@@ -916,14 +918,17 @@ static int detect(run *r)
 static void run_free(run *r)
 {
     for (int b = 0; r->items && b < r->B; b++)
-        pgd_image_free(r->items[b].img);
+        pgd_image_destroy(r->items[b].img);
     free(r->items);
-    free(r->x);
+    if (r->x_npy)
+        pgd_free(r->x);
+    else
+        free(r->x);
     free(r->mask);
     outset_free(&r->out); /* a run that did not commit leaves no output */
     detr_free(r->m);
     model_source_free(&r->src);
-    pgd_weights_close(r->wf);
+    pgd_weights_destroy(r->wf);
     json_decref(r->id2label);
     app_labels_free(&r->labels);
     pgd_ctx_destroy(r->ctx);

@@ -297,9 +297,9 @@ static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet
                             err);
         free(maps);
         for (int i = 0; thumbs && i < b; i++)
-            pgd_image_free(thumbs[i]);
+            pgd_image_destroy(thumbs[i]);
         free(thumbs);
-        free(x);
+        pgd_free(x); /* pgd_npy_read's, or NULL */
         if (progress) {
             double s = (model_now_ms() - t0) / 1000;
             fprintf(stderr, "\rpagoda embed: %d/%d images, %.1f images/s\033[K", first + b, n,
@@ -413,8 +413,8 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
                             pool_name(a->pool), "preprocess", app_preset_name(e->preset), "dim",
                             (int)width, "heads", e->cfg.heads, "images", imgs);
     int rc = PGD_OK;
-    if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
-        rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_path(fj));
+    if (!doc || json_dumpf(doc, pgd_outfile_get_stream(fj), JSON_INDENT(1)))
+        rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_get_path(fj));
     json_decref(doc);
     free(abs);
     return rc;
@@ -537,7 +537,7 @@ typedef struct embed_index {
 static void index_free(embed_index *ix)
 {
     json_decref(ix->meta);
-    free(ix->feats);
+    pgd_free(ix->feats); /* pgd_npy_read's */
     memset(ix, 0, sizeof *ix);
 }
 
@@ -554,7 +554,7 @@ static int index_open(const char *path, embed_index *ix)
         return app_fail(err);
     json_error_t je;
     ix->meta = json_loadb(text, size, 0, &je);
-    free(text);
+    pgd_free(text);
     ix->imgs = ix->meta ? json_object_get(ix->meta, "images") : NULL;
     ix->weights = json_string_value(json_object_get(ix->meta, "weights"));
     ix->random = json_string_value(json_object_get(ix->meta, "random"));

@@ -169,10 +169,10 @@ static int report(const memnet_opts *o, pgd_ctx *ctx, const memnet_model *m, con
             print_question(o, m, q, a, ans, prob);
     }
     if (qs) {
-        json_t *doc =
-            json_pack("{s:o, s:o, s:i, s:i, s:o}", "device",
-                      app_json_text(pgd_ctx_device(ctx)->name), "story", app_json_text(o->story),
-                      "hops", m->hops, "questions", s->n_questions, "answers", qs);
+        json_t *doc = json_pack("{s:o, s:o, s:i, s:i, s:o}", "device",
+                                app_json_text(pgd_ctx_get_device(ctx)->name), "story",
+                                app_json_text(o->story), "hops", m->hops, "questions",
+                                s->n_questions, "answers", qs);
         if (doc && answered) {
             json_object_set_new(doc, "accuracy", json_real((double)correct / answered));
             json_object_set_new(doc, "correct", json_integer(correct));

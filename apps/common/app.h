@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 

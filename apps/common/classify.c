@@ -157,6 +157,7 @@ static int read_input(const classify_opts *o, pgd_preprocess preset, int side_h,
         int64_t shape[PGD_MAX_DIMS];
         if (pgd_npy_read(o->input, &r->x, &nd, shape, err))
             return EXIT_RUNTIME;
+        r->x_npy = 1;
         if (nd != 4 || shape[1] != 3) {
             char s[96];
             model_shape_str(nd, shape, s, sizeof s);
@@ -325,9 +326,10 @@ int classify_check_logits(const classify_opts *o, classify_run *r, classify_diag
 int classify_after_forward(const classify_opts *o, classify_run *r, int split)
 {
     if (split < r->B)
-        fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
-                r->B, split, app_max_batch(r->ctx) ? "$PAGODA_MAX_BATCH, or " : "",
-                "what fits in the memory of ", pgd_ctx_device(r->ctx)->name);
+        fprintf(stderr,
+                "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n", r->B,
+                split, app_max_batch(r->ctx) ? "$PAGODA_MAX_BATCH, or " : "",
+                "what fits in the memory of ", pgd_ctx_get_device(r->ctx)->name);
     if (o->save_logits) {
         pgd_error *err = NULL;
         pgd_outfile *f = NULL;
@@ -389,7 +391,7 @@ json_t *classify_report(const classify_opts *o, classify_run *r)
 int classify_emit(const classify_opts *o, classify_run *r, const char *weights, json_t *model,
                   const classify_stage *stages, const double *t, int n)
 {
-    const pgd_device_info *d = pgd_ctx_device(r->ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(r->ctx);
     json_t *results = classify_report(o, r);
     if (!o->json) {
         json_decref(model);
@@ -427,9 +429,12 @@ void classify_free(classify_run *r)
 {
     outset_free(&r->outputs); /* a run that did not reach classify_finish leaves no output */
     for (int i = 0; r->loaded && i < r->B; i++)
-        pgd_image_free(r->loaded[i]);
+        pgd_image_destroy(r->loaded[i]);
     free(r->loaded);
-    free(r->x);
+    if (r->x_npy)
+        pgd_free(r->x);
+    else
+        free(r->x);
     free(r->logits);
     app_labels_free(&r->labels);
     pgd_ctx_destroy(r->ctx);

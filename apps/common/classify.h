@@ -107,6 +107,7 @@ int classify_operands(classify_opts *o, int argc, char **argv, const char *map_f
 /* What a run holds: the input batch, the decoded images, the context, labels and logits. */
 typedef struct classify_run {
     float *x;                /* [B, 3, H, W] */
+    int x_npy;               /* x is pgd_npy_read's (released by pgd_free), not malloc's */
     int64_t shape[4];
     int B, H, W;
     pgd_image **loaded;      /* the decoded images (for maps), NULL for --input or synthetic */

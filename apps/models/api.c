@@ -44,8 +44,8 @@ static int new_model(pgd_model **out, const model_family *fam, const char *label
     return PGD_OK;
 }
 
-int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt, pgd_model **out,
-                   pgd_error **err)
+pgd_status pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
+                          pgd_model **out, pgd_error **err)
 {
     if (!out)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_model_load: out is NULL");
@@ -68,14 +68,14 @@ int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
         rc = fam->load(ctx, &src, m->cfg, &m->model, err);
     model_source_free(&src);
     if (rc) {
-        pgd_model_free(m);
+        pgd_model_destroy(m);
         return rc;
     }
     *out = m;
     return PGD_OK;
 }
 
-int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error **err)
+pgd_status pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error **err)
 {
     if (!out)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_model_random: out is NULL");
@@ -103,14 +103,14 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
     free(cfg);
     model_source_free(&src);
     if (rc) {
-        pgd_model_free(m);
+        pgd_model_destroy(m);
         return rc;
     }
     *out = m;
     return PGD_OK;
 }
 
-void pgd_model_free(pgd_model *m)
+void pgd_model_destroy(pgd_model *m)
 {
     if (!m)
         return;
@@ -120,7 +120,7 @@ void pgd_model_free(pgd_model *m)
     free(m);
 }
 
-int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
+pgd_status pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
 {
     if (!m || !info)
         return PGD_ERR_INVALID_ARGUMENT;
@@ -131,8 +131,8 @@ int pgd_model_get_info(const pgd_model *m, pgd_model_info *info)
     return PGD_OK;
 }
 
-int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W, float *logits,
-                      double *times_ms, pgd_error **err)
+pgd_status pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W, float *logits,
+                             double *times_ms, pgd_error **err)
 {
     int rc = check_batch(m, images, B, H, W, err);
     if (rc)
@@ -156,8 +156,8 @@ static float *logits_or_scratch(const pgd_model *m, float *logits, int B, float 
     return *scratch;
 }
 
-int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W, float *logits,
-                             float *last, float *rollout, pgd_error **err)
+pgd_status pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W,
+                                    float *logits, float *last, float *rollout, pgd_error **err)
 {
     int rc = check_batch(m, images, B, H, W, err);
     if (rc)
@@ -187,8 +187,9 @@ int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W, int *gh, int *
     return n;
 }
 
-int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, double qx, double qy,
-                       float *logits, float *row, int *qi, int *qj, pgd_error **err)
+pgd_status pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, double qx,
+                              double qy, float *logits, float *row, int *qi, int *qj,
+                              pgd_error **err)
 {
     int rc = check_batch(m, images, B, H, W, err);
     if (rc)
@@ -212,7 +213,7 @@ int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W, d
     return rc;
 }
 
-int pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err)
+pgd_status pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err)
 {
     if (!m)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_model_set_pool: no model");

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 /* Writes base with a heat map over it as a PNG at path: map is mw x mh floats, row-major,
  * min-max normalised (non-finite values count as the minimum; a constant map is all minimum),

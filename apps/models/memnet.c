@@ -175,7 +175,7 @@ void memnet_story_free(memnet_story *s)
         free(s->q[i].fact);
     }
     free(s->q);
-    free(s->text);
+    pgd_free(s->text); /* pgd_file_read's */
     memset(s, 0, sizeof *s);
 }
 

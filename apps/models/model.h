@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 typedef struct model_used model_used; /* the names a load consumed (weights.c) */
 

@@ -9,11 +9,11 @@
  *     int rc = pgd_model_load(ctx, "vit_b16_timm.safetensors", NULL, &m, &err);
  *     if (!rc) rc = pgd_model_get_info(m, &info);      // family, classes, input size, preset
  *     if (!rc) rc = pgd_model_forward(m, images, B, 224, 224, logits, NULL, &err);
- *     pgd_model_free(m);
+ *     pgd_model_destroy(m);
  *
  * The conventions are pagoda.h's: a pgd_status return, an optional `pgd_error **err` set at
- * most once, nothing allocated on error, free functions accept NULL. A model belongs to the
- * context it was loaded on and must be freed before that context is destroyed. A model is used
+ * most once, nothing allocated on error, destroy functions accept NULL. A model belongs to the
+ * context it was loaded on and must be destroyed before that context is. A model is used
  * from one thread at a time (as its context is).
  */
 #ifndef PAGODA_MODELS_H
@@ -85,34 +85,35 @@ typedef struct pgd_model pgd_model;
  * detector's error is the one reported when the file is none of them), checks every tensor exactly
  * and uploads the weights to ctx. `opt` may be NULL. On error *out is NULL and nothing is
  * allocated. The caller keeps `path` and `opt`. */
-PGD_MODELS_API int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
-                                  pgd_model **out, pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_load(pgd_ctx *ctx, const char *path,
+                                         const pgd_model_options *opt, pgd_model **out,
+                                         pgd_error **err);
 /* A model with seeded random weights (the bench's items, the same weights on every machine):
  * "vit_ti16", "vit_s16", "vit_b16", "vit_tiny" (2 blocks of width 32, 32 x 32 input),
  * "dinov2_s14" (DINOv2-S/14 at 224 x 224: headless, its features [B, 384] are the logits),
  * "resnet50", "resnet50-nl" (a non-local block before layer3.5), "mixer_s16", "mixer_b16",
  * "mixer_l16", "mixer_tiny", "swin_t", "swin_s", "swin_b" and "swin_tiny". Unknown names are
  * PGD_ERR_NOT_FOUND listing the known ones. */
-PGD_MODELS_API int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out,
-                                    pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out,
+                                           pgd_error **err);
 /* Frees the model (before its context); NULL is accepted. */
-PGD_MODELS_API void pgd_model_free(pgd_model *m);
+PGD_MODELS_API void pgd_model_destroy(pgd_model *m);
 /* Fills *info. PGD_ERR_INVALID_ARGUMENT for NULL arguments. */
-PGD_MODELS_API int pgd_model_get_info(const pgd_model *m, pgd_model_info *info);
+PGD_MODELS_API pgd_status pgd_model_get_info(const pgd_model *m, pgd_model_info *info);
 
 /* Runs B images [B, 3, H, W] (preprocessed, host float32) to logits [B, classes] (host). A ViT
  * takes H and W multiples of its patch (other sizes than the trained one resample the
  * position embeddings); a ResNet any size its stem accepts. A batch too large for the device
  * runs as several passes. times_ms (may be NULL) receives the total time of the pass. */
-PGD_MODELS_API int pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W,
-                                     float *logits, double *times_ms, pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_forward(pgd_model *m, const float *images, int B, int H, int W,
+                                            float *logits, double *times_ms, pgd_error **err);
 /* ViT only (else PGD_ERR_UNSUPPORTED): the forward pass with, per image, the last block's
  * class-token attention over the patches averaged over heads (`last`) and the attention
  * rollout across all blocks (`rollout`), each [B, H/patch, W/patch] (either may be NULL);
  * logits as pgd_model_forward (may be NULL: discarded). */
-PGD_MODELS_API int pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H, int W,
-                                            float *logits, float *last, float *rollout,
-                                            pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_attention_maps(pgd_model *m, const float *images, int B, int H,
+                                                   int W, float *logits, float *last,
+                                                   float *rollout, pgd_error **err);
 /* ResNet with a non-local block only (else PGD_ERR_UNSUPPORTED): the key grid gh x gw of the
  * first non-local block for an input of H x W, returns gh * gw (0 when the model has none). */
 PGD_MODELS_API int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W, int *gh, int *gw);
@@ -120,15 +121,15 @@ PGD_MODELS_API int64_t pgd_model_affinity_grid(const pgd_model *m, int H, int W,
  * the query (qx, qy) as fractions of the input's width and height in [0, 1); row receives
  * [B, gh * gw] (pgd_model_affinity_grid), *qi / *qj (may be NULL) the query's position on the
  * block's grid. logits may be NULL. */
-PGD_MODELS_API int pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W,
-                                      double qx, double qy, float *logits, float *row, int *qi,
-                                      int *qj, pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_affinity(pgd_model *m, const float *images, int B, int H, int W,
+                                             double qx, double qy, float *logits, float *row,
+                                             int *qi, int *qj, pgd_error **err);
 
 /* How a headless ViT pools its final-normed tokens into features: PGD_MODEL_POOL_CLS (the class
  * token, what timm gives with num_classes=0; the default) or PGD_MODEL_POOL_MEAN (the mean of
  * the patch tokens). PGD_ERR_UNSUPPORTED for a model with a classifier. */
 enum { PGD_MODEL_POOL_CLS = 0, PGD_MODEL_POOL_MEAN = 1 };
-PGD_MODELS_API int pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err);
+PGD_MODELS_API pgd_status pgd_model_set_pool(pgd_model *m, int pool, pgd_error **err);
 
 /* The built-in ImageNet-1k class name of index i (0..999), or NULL. */
 PGD_MODELS_API const char *pgd_model_imagenet_label(int i);

@@ -134,8 +134,12 @@ class DeviceInfo(Structure):
     ]
 
 
+KNOBS_MAX = 512  # PGD_KNOBS_MAX
+
+
 class CtxOptions(Structure):
     _fields_ = [
+        ("size", c_size_t),
         ("device", c_char_p),
         ("cache_dir", c_char_p),
         ("kernel_dir", c_char_p),
@@ -143,20 +147,13 @@ class CtxOptions(Structure):
         ("profile_print_at_destroy", c_int),
         ("gemm_backend", c_int),
         ("gemm_tuning", c_int),
-        ("gemm_k_chunk", c_int64),
         ("conv_algo", c_int),
-        ("conv_mb", c_int),
-        ("conv_chunk_bytes", c_uint64),
         ("attention", c_int),
-        ("row_wg", c_int),
-        ("max_launch_rows", c_int64),
         ("global_mem_limit", c_uint64),
         ("max_alloc_limit", c_uint64),
-        ("max_batch", c_int),
-        ("nl_key_chunk", c_int64),
         ("kernel_params", c_char_p),
         ("weights_f16", c_int),
-        ("attn_key_block", c_int64),
+        ("knobs", c_char * KNOBS_MAX),
     ]
 
 
@@ -341,33 +338,34 @@ _DECLS = [
     # status and errors
     ("pgd_status_name", c_char_p, c_int),
     ("pgd_status_str", c_char_p, c_int),
-    ("pgd_error_code", c_int, V),
-    ("pgd_error_message", c_char_p, V),
-    ("pgd_error_cl_code", c_int, V),
-    ("pgd_error_log", c_char_p, V),
-    ("pgd_error_free", None, V),
+    ("pgd_error_get_code", c_int, V),
+    ("pgd_error_get_message", c_char_p, V),
+    ("pgd_error_get_cl_code", c_int, V),
+    ("pgd_error_get_log", c_char_p, V),
+    ("pgd_error_destroy", None, V),
     # devices and contexts
     ("pgd_devices_list", c_int, POINTER(POINTER(DeviceInfo)), POINTER(c_size_t), ErrP),
-    ("pgd_devices_free", None, POINTER(DeviceInfo)),
+    ("pgd_free", None, c_void_p),
     ("pgd_device_select", c_int, POINTER(DeviceInfo), c_size_t, c_char_p, POINTER(c_size_t), ErrP),
     ("pgd_device_type_name", c_char_p, c_int),
-    ("pgd_ctx_options_init", None, POINTER(CtxOptions)),
+    ("pgd_ctx_options_init_size", None, POINTER(CtxOptions), c_size_t),
+    ("pgd_ctx_options_set_knob", c_int, POINTER(CtxOptions), c_char_p, c_char_p, ErrP),
     ("pgd_ctx_options_from_env", c_int, POINTER(CtxOptions), ErrP),
     ("pgd_ctx_create_with_options", c_int, POINTER(CtxOptions), POINTER(V), ErrP),
     ("pgd_ctx_destroy", None, V),
-    ("pgd_ctx_device", POINTER(DeviceInfo), V),
+    ("pgd_ctx_get_device", POINTER(DeviceInfo), V),
     ("pgd_ctx_finish", c_int, V, ErrP),
-    ("pgd_ctx_memory_stats", None, V, POINTER(MemoryStats)),
-    ("pgd_ctx_cache_dir", c_char_p, V),
-    ("pgd_ctx_kernel_params", c_char_p, V, c_char_p, c_size_t),
+    ("pgd_ctx_get_memory_stats", None, V, POINTER(MemoryStats)),
+    ("pgd_ctx_get_cache_dir", c_char_p, V),
+    ("pgd_ctx_get_kernel_params", c_char_p, V, c_char_p, c_size_t),
     ("pgd_ctx_set_profiling", None, V, c_int),
     # tensors
     ("pgd_tensor_create", c_int, V, c_int, I64P, POINTER(V), ErrP),
     ("pgd_tensor_create_from", c_int, V, c_int, I64P, V, POINTER(V), ErrP),
     ("pgd_tensor_destroy", None, V),
-    ("pgd_tensor_ndim", c_int, V),
-    ("pgd_tensor_dim", c_int64, V, c_int),
-    ("pgd_tensor_numel", c_int64, V),
+    ("pgd_tensor_get_ndim", c_int, V),
+    ("pgd_tensor_get_dim", c_int64, V, c_int),
+    ("pgd_tensor_get_numel", c_int64, V),
     ("pgd_tensor_reshape", c_int, V, c_int, I64P, ErrP),
     ("pgd_tensor_upload", c_int, V, V, ErrP),
     ("pgd_tensor_download", c_int, V, V, ErrP),
@@ -410,9 +408,9 @@ _DECLS = [
     # images
     ("pgd_image_load", c_int, c_char_p, POINTER(V), ErrP),
     ("pgd_image_load_memory", c_int, V, c_size_t, c_char_p, POINTER(V), ErrP),
-    ("pgd_image_free", None, V),
-    ("pgd_image_width", c_int, V),
-    ("pgd_image_height", c_int, V),
+    ("pgd_image_destroy", None, V),
+    ("pgd_image_get_width", c_int, V),
+    ("pgd_image_get_height", c_int, V),
     ("pgd_image_preprocess", c_int, V, c_int, FloatP, ErrP),
     # broadcasting elementwise ops and reductions
     ("pgd_binary", c_int, V, c_int, V, V, V, ErrP),
@@ -449,7 +447,7 @@ _DECLS = [
 _MODEL_DECLS = [
     ("pgd_model_load", c_int, V, c_char_p, POINTER(ModelOptions), POINTER(V), ErrP),
     ("pgd_model_random", c_int, V, c_char_p, POINTER(V), ErrP),
-    ("pgd_model_free", None, V),
+    ("pgd_model_destroy", None, V),
     ("pgd_model_get_info", c_int, V, POINTER(ModelInfo)),
     ("pgd_model_forward", c_int, V, FloatP, c_int, c_int, c_int, FloatP, POINTER(c_double), ErrP),
     ("pgd_model_attention_maps", c_int, V, FloatP, c_int, c_int, c_int, FloatP, FloatP, FloatP,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from ctypes import POINTER, byref, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int64, c_size_t, c_void_p, sizeof
 from typing import Any, Callable, Dict, List, Optional
 
 from ._capi import CtxOptions, DeviceInfo, MemoryStats, api, c_integer
@@ -62,12 +62,12 @@ def devices() -> List[Dict[str, Any]]:
         e2 = c_void_p()
         rc = api.pgd_device_select(lst, n, None, byref(idx), byref(e2))
         if e2.value:
-            api.pgd_error_free(e2)
+            api.pgd_error_destroy(e2)
         for i, d in enumerate(out):
             d["default"] = rc == 0 and i == idx.value
         return out
     finally:
-        api.pgd_devices_free(lst)
+        api.pgd_free(lst)
 
 
 _ENUMS = {
@@ -78,16 +78,17 @@ _ENUMS = {
     "attention": {"auto": 0, "rows": 1, "tiled": 2, "generic": 3, "kt": 4},
 }
 _STRINGS = ("device", "cache_dir", "kernel_dir", "kernel_params")
-_INTS = ("gemm_k_chunk", "conv_mb", "conv_chunk_bytes", "row_wg", "max_launch_rows",
-         "global_mem_limit", "max_alloc_limit", "max_batch", "nl_key_chunk",
-         "attn_key_block")
+_INTS = ("global_mem_limit", "max_alloc_limit")
+# The test and tuning knobs (pgd_ctx_options.knobs), set by key: the library checks them.
+_KNOBS = ("gemm_k_chunk", "conv_mb", "conv_chunk_bytes", "row_wg", "max_launch_rows",
+          "nl_key_chunk", "attn_key_block", "max_batch")
 _BOOLS = ("profiling", "profile_print_at_destroy", "weights_f16")
 _FIELD_TYPES = dict(CtxOptions._fields_)
 
 
 def _options(env: bool, kw: Dict[str, Any]) -> tuple:
     o = CtxOptions()
-    api.pgd_ctx_options_init(byref(o))
+    api.pgd_ctx_options_init_size(byref(o), sizeof(o))
     if env:
         err = c_void_p()
         raise_from(api.pgd_ctx_options_from_env(byref(o), byref(err)), err)
@@ -115,10 +116,18 @@ def _options(env: bool, kw: Dict[str, Any]) -> tuple:
             # The field's own C type (int or 64-bit) bounds it; 2**62 keeps sums of sizes
             # inside 64 bits.
             setattr(o, k, c_integer(v, _FIELD_TYPES[k], f"Context: {k}", 0, 2**62 - 1))
+        elif k in _KNOBS:
+            if isinstance(v, bool):
+                raise InvalidArgumentError(f"Context: {k} wants a whole number >= 0, not {v!r}")
+            v = c_integer(v, c_int64, f"Context: {k}", 0)
+            err = c_void_p()
+            raise_from(api.pgd_ctx_options_set_knob(byref(o), k.encode(),
+                                                    str(v).encode() if v else None,
+                                                    byref(err)), err)
         elif k in _BOOLS:
             setattr(o, k, 1 if v else 0)
         else:
-            known = sorted(_STRINGS + tuple(_ENUMS) + _INTS + _BOOLS)
+            known = sorted(_STRINGS + tuple(_ENUMS) + _INTS + _KNOBS + _BOOLS)
             raise InvalidArgumentError(
                 f"Context: unknown option {k!r} (the fields of pgd_ctx_options: "
                 f"{', '.join(known)})")
@@ -130,7 +139,7 @@ class Context:
 
     `device` is a selector as for `pagoda devices` ("cpu", "gpu", "1:0", a name fragment such
     as "pocl" or "llvmpipe"); None means $PAGODA_DEVICE or the best device. The keyword
-    arguments are the fields of pgd_ctx_options (cache_dir, kernel_dir, profiling,
+    arguments are the fields of pgd_ctx_options and its knobs by key (cache_dir, kernel_dir, profiling,
     gemm_backend="auto"|"pagoda"|"clblast", conv_algo="auto"|"gemm"|"implicit"|"im2col"|
     "direct"|"winograd", attention="auto"|"rows"|"tiled"|"generic", max_batch, kernel_params, ...).
     With env=True (the default) the PAGODA_* environment variables are read first, as the CLI
@@ -204,7 +213,7 @@ class Context:
         """The device the context runs on (the fields of pagoda.devices())."""
         h = self._enter()
         try:
-            d = _device_dict(api.pgd_ctx_device(h).contents)
+            d = _device_dict(api.pgd_ctx_get_device(h).contents)
             d.pop("default", None)
             return d
         finally:
@@ -224,7 +233,7 @@ class Context:
         h = self._enter()
         try:
             s = MemoryStats()
-            api.pgd_ctx_memory_stats(h, byref(s))
+            api.pgd_ctx_get_memory_stats(h, byref(s))
             return {k: getattr(s, k) for k, _ in MemoryStats._fields_}
         finally:
             self._exit()
@@ -236,7 +245,7 @@ class Context:
             from ctypes import create_string_buffer
 
             buf = create_string_buffer(128)
-            src = api.pgd_ctx_kernel_params(h, buf, 128)
+            src = api.pgd_ctx_get_kernel_params(h, buf, 128)
             return f"{buf.value.decode()} ({src.decode() if src else '?'})"
         finally:
             self._exit()

@@ -43,7 +43,7 @@ def test_options_structure_matches_the_header():
     body = re.search(r"typedef struct pgd_ctx_options \{(.*?)\} pgd_ctx_options;", text,
                      re.S).group(1)
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    names = re.findall(r"(\w+)\s*;", body)  # one declarator a declaration in that header
+    names = re.findall(r"(\w+)\s*(?:\[\w*\])?\s*;", body)  # one declarator a declaration
     assert names == [f[0] for f in CtxOptions._fields_]
 
 

@@ -167,7 +167,7 @@ int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_devi
     return PGD_OK;
 }
 
-int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
+pgd_status pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
 {
     *out = NULL;
     *count = 0;
@@ -232,9 +232,9 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_devices_free(pgd_device_info *list)
+void pgd_free(void *p)
 {
-    free(list);
+    free(p);
 }
 
 /* Ranking for the default choice: higher is better. Type first (GPU, accelerator, CPU, other),
@@ -290,8 +290,8 @@ static int pd_syntax(const char *s)
            strspn(colon + 1, digits) == strlen(colon + 1);
 }
 
-int pgd_device_select(const pgd_device_info *list, size_t count, const char *selector,
-                      size_t *index, pgd_error **err)
+pgd_status pgd_device_select(const pgd_device_info *list, size_t count, const char *selector,
+                             size_t *index, pgd_error **err)
 {
     if (count == 0)
         return pgd__error_set(err, PGD_ERR_NO_PLATFORM, NO_DEVICE_HINT);
@@ -363,7 +363,7 @@ static void ctx_free(pgd_ctx *ctx)
     free(ctx);
 }
 
-int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
+pgd_status pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
 {
     *out = NULL;
     pgd_ctx_options opt;
@@ -376,26 +376,29 @@ int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err)
     return pgd_ctx_create_with_options(&opt, out, err);
 }
 
-int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_error **err)
+pgd_status pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_error **err)
 {
     *out = NULL;
     pgd_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx || pgd__options_copy(&ctx->opt, opt) != 0) {
-        free(ctx);
+    if (!ctx)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "allocating a context");
+    int rc = pgd__options_copy(&ctx->opt, &ctx->knobs, opt, err);
+    if (rc) {
+        free(ctx);
+        return rc;
     }
     pgd_device_info *list = NULL;
     size_t count = 0, idx = 0;
-    int rc = pgd_devices_list(&list, &count, err);
+    rc = pgd_devices_list(&list, &count, err);
     if (!rc)
         rc = pgd_device_select(list, count, ctx->opt.device, &idx, err);
     if (rc) {
-        pgd_devices_free(list);
+        free(list);
         ctx_free(ctx);
         return rc;
     }
     ctx->dev = list[idx];
-    pgd_devices_free(list);
+    free(list);
     lower(&ctx->dev.global_mem, ctx->opt.global_mem_limit);
     lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
     if (ctx->dev.max_alloc > ctx->dev.global_mem)
@@ -470,12 +473,12 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
     ctx_free(ctx);
 }
 
-const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx)
+const pgd_device_info *pgd_ctx_get_device(const pgd_ctx *ctx)
 {
     return &ctx->dev;
 }
 
-int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
+pgd_status pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
 {
     cl_int cl = clFinish(ctx->queue);
     if (cl != CL_SUCCESS)
@@ -483,11 +486,11 @@ int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out)
+void pgd_ctx_get_build_stats(const pgd_ctx *ctx, pgd_build_stats *out)
 {
     *out = ctx->stats;
 }
-const char *pgd_ctx_cache_dir(const pgd_ctx *ctx)
+const char *pgd_ctx_get_cache_dir(const pgd_ctx *ctx)
 {
     return ctx->cache_dir;
 }

@@ -151,7 +151,8 @@ int pgd__file_read(const char *path, const char *what, uint64_t max_bytes, unsig
     return PGD_OK;
 }
 
-int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size, pgd_error **err)
+pgd_status pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
+                         pgd_error **err)
 {
     if (!data || !size)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_file_read: data or size is NULL");
@@ -161,7 +162,7 @@ int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *siz
     return rc;
 }
 
-int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err)
+pgd_status pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err)
 {
     if (!hex)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_file_sha256: hex is NULL");

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 #if defined(__GNUC__)
 #define PGD__PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -32,8 +33,17 @@ int pgd__status_from_cl(cl_int cl_code);
 
 /* ---- options (options.c) ---- */
 
-/* Copies src (NULL: the defaults) with its strings into dst; -1 when out of memory. */
-int pgd__options_copy(pgd_ctx_options *dst, const pgd_ctx_options *src);
+/* The test and tuning knobs of options.knobs, parsed (0: not given, the library's choice). */
+typedef struct pgd__knobs {
+    int64_t gemm_k_chunk, conv_mb, conv_chunk_bytes, row_wg, max_launch_rows, nl_key_chunk,
+        attn_key_block, max_batch;
+} pgd__knobs;
+/* Parses a knobs text ("key=value,..."); PGD_ERR_INVALID_ARGUMENT naming a bad key or value. */
+int pgd__knobs_parse(const char *text, pgd__knobs *out, pgd_error **err);
+/* Copies src (NULL: the defaults; any size from pgd_ctx_options_init) with its strings into dst
+ * in the library's layout, and its knobs parsed into *knobs (dst->knobs normalised). */
+int pgd__options_copy(pgd_ctx_options *dst, pgd__knobs *knobs, const pgd_ctx_options *src,
+                      pgd_error **err);
 /* Frees the strings of a copy made by pgd__options_copy. */
 void pgd__options_free(pgd_ctx_options *opt);
 /* The platform's cache location for a NULL cache_dir; -1 when there is none. */
@@ -304,7 +314,7 @@ void pgd__arg_float(pgd__args *a, float v);
 /* A __local buffer of `bytes`. */
 void pgd__arg_local(pgd__args *a, size_t bytes);
 /* PGD_OK, or the first failure as "clSetKernelArg failed with CL_… (n): argument i of kernel
- * 'name' on 'device'" (the status mapped from the code; the code in pgd_error_cl_code). */
+ * 'name' on 'device'" (the status mapped from the code; the code in pgd_error_get_cl_code). */
 int pgd__args_end(const pgd__args *a, pgd_error **err);
 
 size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what);
@@ -361,6 +371,7 @@ typedef struct pgd__prof_total {
 
 struct pgd_ctx {
     pgd_ctx_options opt; /* the options it was made with (own copies of the strings) */
+    pgd__knobs knobs;    /* opt.knobs, parsed */
     pgd_device_info dev; /* limits lowered by opt.global_mem_limit / max_alloc_limit */
     cl_platform_id platform;
     cl_device_id device;

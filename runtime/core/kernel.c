@@ -12,8 +12,9 @@ struct pgd_kernel {
     char name[128]; /* "program:function", for messages and the profile */
 };
 
-int pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source, const char *options,
-                      const char *function, pgd_kernel **out, pgd_error **err)
+pgd_status pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source,
+                             const char *options, const char *function, pgd_kernel **out,
+                             pgd_error **err)
 {
     *out = NULL;
     if (!name || !*name || !source || !function || !*function)
@@ -70,7 +71,8 @@ static int set(pgd_kernel *k, unsigned index, size_t size, const void *value, pg
     return pgd__args_end(&a, err);
 }
 
-int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t, pgd_error **err)
+pgd_status pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t,
+                                 pgd_error **err)
 {
     if (!t || t->ctx != k->ctx)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -79,8 +81,8 @@ int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t, pg
     return set(k, index, sizeof(cl_mem), &t->buf, err);
 }
 
-int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
-                         pgd_error **err)
+pgd_status pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
+                                pgd_error **err)
 {
     if (!value || size == 0)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -88,7 +90,7 @@ int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void 
     return set(k, index, size, value, err);
 }
 
-int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err)
+pgd_status pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err)
 {
     /* OpenCL says CL_INVALID_ARG_SIZE, but Intel's CPU runtime (2026.2) accepts 0 bytes: refused
      * here, so that every driver answers the same. */
@@ -99,15 +101,18 @@ int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error 
     return set(k, index, bytes, NULL, err);
 }
 
-size_t pgd_kernel_max_work_group(const pgd_kernel *k) { return pgd__kernel_wg(k->ctx, k->kernel); }
+size_t pgd_kernel_get_max_work_group(const pgd_kernel *k)
+{
+    return pgd__kernel_wg(k->ctx, k->kernel);
+}
 
-size_t pgd_kernel_preferred_work_group(const pgd_kernel *k)
+size_t pgd_kernel_get_preferred_work_group(const pgd_kernel *k)
 {
     return pgd__flat_wg(k->ctx, k->kernel);
 }
 
-int pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global, const size_t *local,
-                      pgd_error **err)
+pgd_status pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global,
+                             const size_t *local, pgd_error **err)
 {
     if (dims < 1 || dims > 3 || !global)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,

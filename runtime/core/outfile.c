@@ -89,7 +89,7 @@ static char *parent_of(const char *path)
     return d;
 }
 
-int pgd_outfile_check(const char *path, pgd_error **err)
+pgd_status pgd_outfile_check(const char *path, pgd_error **err)
 {
     if (!path || !*path)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_outfile_check: empty path");
@@ -168,7 +168,7 @@ static void random_suffix(char out[13])
     out[12] = 0;
 }
 
-int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err)
+pgd_status pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err)
 {
     if (out)
         *out = NULL;
@@ -218,17 +218,17 @@ int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err)
     return PGD_OK;
 }
 
-FILE *pgd_outfile_stream(pgd_outfile *f)
+FILE *pgd_outfile_get_stream(pgd_outfile *f)
 {
     return f ? f->stream : NULL;
 }
 
-const char *pgd_outfile_path(const pgd_outfile *f)
+const char *pgd_outfile_get_path(const pgd_outfile *f)
 {
     return f ? f->path : NULL;
 }
 
-int pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error **err)
+pgd_status pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error **err)
 {
     if (!f || (!data && size))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_outfile_write: NULL argument");
@@ -245,7 +245,7 @@ int pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error *
     return PGD_OK;
 }
 
-int pgd_outfile_close(pgd_outfile *f, pgd_error **err)
+pgd_status pgd_outfile_close(pgd_outfile *f, pgd_error **err)
 {
     if (!f)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_outfile_close: NULL file");
@@ -277,7 +277,7 @@ int pgd_outfile_close(pgd_outfile *f, pgd_error **err)
     return PGD_OK;
 }
 
-int pgd_outfile_commit(pgd_outfile *f, pgd_error **err)
+pgd_status pgd_outfile_commit(pgd_outfile *f, pgd_error **err)
 {
     if (!f)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_outfile_commit: NULL file");
@@ -309,7 +309,7 @@ void pgd_outfile_abort(pgd_outfile *f)
     free(f);
 }
 
-int pgd_file_write_atomic(const char *path, const void *data, size_t size, pgd_error **err)
+pgd_status pgd_file_write_atomic(const char *path, const void *data, size_t size, pgd_error **err)
 {
     pgd_outfile *f = NULL;
     int rc = pgd_outfile_open(path, &f, err);

@@ -48,15 +48,15 @@ static int parse_int64n(const char *s, size_t n, int64_t min, int64_t max, int64
     return PGD_OK;
 }
 
-int pgd_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
+pgd_status pgd_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
     if (!s || !out)
         return PGD_ERR_INVALID_ARGUMENT;
     return parse_int64n(s, strlen(s), min, max, out);
 }
 
-int pgd_parse_int64_list(const char *s, char sep, int64_t min, int64_t max, int64_t *out,
-                         int min_count, int max_count, int *count)
+pgd_status pgd_parse_int64_list(const char *s, char sep, int64_t min, int64_t max, int64_t *out,
+                                int min_count, int max_count, int *count)
 {
     if (!s || !out || !count || sep == '\0' || is_digit(sep) || sep == '-' || max_count < 1)
         return PGD_ERR_INVALID_ARGUMENT;
@@ -81,7 +81,7 @@ int pgd_parse_int64_list(const char *s, char sep, int64_t min, int64_t max, int6
     return PGD_OK;
 }
 
-int pgd_parse_double(const char *s, double min, double max, double *out)
+pgd_status pgd_parse_double(const char *s, double min, double max, double *out)
 {
     if (!s || !out)
         return PGD_ERR_INVALID_ARGUMENT;
@@ -123,7 +123,7 @@ int pgd_parse_double(const char *s, double min, double max, double *out)
     return PGD_OK;
 }
 
-int pgd_parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+pgd_status pgd_parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
     if (!s || !out)
         return PGD_ERR_INVALID_ARGUMENT;

@@ -106,7 +106,7 @@ static int by_time(const void *a, const void *b)
     return (x->run_ms < y->run_ms) - (x->run_ms > y->run_ms);
 }
 
-int pgd_profile_print(pgd_ctx *ctx, FILE *f, pgd_error **err)
+pgd_status pgd_profile_print(pgd_ctx *ctx, FILE *f, pgd_error **err)
 {
     int rc = pgd_ctx_finish(ctx, err);
     if (rc)

@@ -293,7 +293,7 @@ static int program_file(pgd_ctx *ctx, const char *file, const char *options, int
     return rc;
 }
 
-int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options, pgd_error **err)
+pgd_status pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options, pgd_error **err)
 {
     pgd__program_entry *e = NULL;
     return program_file(ctx, name, options, 0, &e, err);

@@ -88,8 +88,8 @@ static int checked_numel(int ndim, const int64_t *shape, uint64_t *numel, char *
     return PGD_OK;
 }
 
-int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor **out,
-                      pgd_error **err)
+pgd_status pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor **out,
+                             pgd_error **err)
 {
     *out = NULL;
     uint64_t numel = 0;
@@ -189,8 +189,8 @@ void pgd__pool_destroy(pgd_ctx *ctx)
     ctx->pool_idle_bytes = 0;
 }
 
-void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
-                        uint64_t *reused)
+void pgd_ctx_get_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
+                            uint64_t *reused)
 {
     if (idle_bytes)
         *idle_bytes = ctx->pool_idle_bytes;
@@ -200,16 +200,19 @@ void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_b
         *reused = ctx->pool_reused;
 }
 
-int pgd_tensor_ndim(const pgd_tensor *t) { return t->ndim; }
-int64_t pgd_tensor_dim(const pgd_tensor *t, int i)
+int pgd_tensor_get_ndim(const pgd_tensor *t)
+{
+    return t->ndim;
+}
+int64_t pgd_tensor_get_dim(const pgd_tensor *t, int i)
 {
     return i >= 0 && i < t->ndim ? t->shape[i] : 1;
 }
-int64_t pgd_tensor_stride(const pgd_tensor *t, int i)
+int64_t pgd_tensor_get_stride(const pgd_tensor *t, int i)
 {
     return i >= 0 && i < t->ndim ? t->stride[i] : 1;
 }
-int64_t pgd_tensor_numel(const pgd_tensor *t)
+int64_t pgd_tensor_get_numel(const pgd_tensor *t)
 {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
@@ -227,14 +230,14 @@ int pgd__shape_equal(const pgd_tensor *a, const pgd_tensor *b)
     return 1;
 }
 
-int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err)
+pgd_status pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err)
 {
     uint64_t numel = 0;
     char desc[256], old[256];
     int rc = checked_numel(ndim, shape, &numel, desc, sizeof desc, err);
     if (rc)
         return rc;
-    if ((int64_t)numel != pgd_tensor_numel(t))
+    if ((int64_t)numel != pgd_tensor_get_numel(t))
         return pgd__error_set(err, PGD_ERR_SHAPE, "cannot reshape %s to [%s]: element counts differ",
                               pgd_tensor_shape_str(t, old, sizeof old), desc);
     set_contiguous(t, ndim, shape);
@@ -245,7 +248,7 @@ int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error 
  * memory `dst` (the pointer not used is NULL). */
 static int transfer(const pgd_tensor *t, int upload, const float *src, float *dst, pgd_error **err)
 {
-    size_t bytes = (size_t)pgd_tensor_numel(t) * sizeof(float);
+    size_t bytes = (size_t)pgd_tensor_get_numel(t) * sizeof(float);
     if (!bytes)
         return PGD_OK;
     cl_int cl =
@@ -260,8 +263,8 @@ static int transfer(const pgd_tensor *t, int upload, const float *src, float *ds
     return PGD_OK;
 }
 
-int pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data,
-                           pgd_tensor **out, pgd_error **err)
+pgd_status pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape, const float *data,
+                                  pgd_tensor **out, pgd_error **err)
 {
     int rc = pgd_tensor_create(ctx, ndim, shape, out, err);
     if (!rc)
@@ -273,12 +276,12 @@ int pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape, const f
     return rc;
 }
 
-int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err)
+pgd_status pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err)
 {
     return transfer(t, 1, src, NULL, err);
 }
 
-int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err)
+pgd_status pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err)
 {
     return transfer(t, 0, NULL, dst, err);
 }

@@ -26,12 +26,13 @@
  *         if (!rc) rc = pgd_tensor_upload(x, in, &err);
  *         if (!rc) rc = pgd_linear_forward(ctx, fc, x, PGD_ACT_RELU, NULL, y, &err);
  *         if (!rc) rc = pgd_tensor_download(y, out, &err);  // waits for the device
- *         if (rc) fprintf(stderr, "error: %s\n", pgd_error_message(err));
+ *         if (rc) fprintf(stderr, "error: %s\n", pgd_error_get_message(err));
  *         else printf("y[1][3] = %.6f\n", out[16 + 3]);
- *         pgd_error_free(err);
+ *         pgd_error_destroy(err);
  *         pgd_linear_destroy(fc);
- *         pgd_tensor_destroy(w), pgd_tensor_destroy(b), pgd_tensor_destroy(x), pgd_tensor_destroy(y);
- *         pgd_weights_close(file);
+ *         pgd_tensor_destroy(w), pgd_tensor_destroy(b);
+ *         pgd_tensor_destroy(x), pgd_tensor_destroy(y);
+ *         pgd_weights_destroy(file);
  *         pgd_ctx_destroy(ctx);
  *         return rc != 0;
  *     }
@@ -41,10 +42,15 @@
  * Conventions: every call that can fail returns a pgd_status (0 success, negative error) and,
  * where the reason can be detailed, takes a `pgd_error **err` last argument. `err` may be NULL;
  * otherwise *err must be NULL on entry and is set at most once, to an error the caller frees
- * with pgd_error_free(). The library never aborts or exits. Every _create has a _destroy;
- * destroy functions accept NULL.
+ * with pgd_error_destroy(). The library never aborts or exits. Every object made by _create
+ * (or _open, _load) is released by _destroy, which accepts NULL; getters carry _get_. Memory
+ * the library allocates and hands over (arrays, file contents, decoded .npy data) is released
+ * with pgd_free(), never with free(): on Windows the library and the program may use
+ * different C runtimes, each with its own heap. docs/api.md has the versioning and ABI policy.
  *
- * This header is C99-clean and does not include the OpenCL headers.
+ * Helpers that are not compute (number parsing, output files, image orientation and
+ * thumbnails) are in pagoda_util.h. This header is C99-clean and does not include the OpenCL
+ * headers.
  */
 #ifndef PAGODA_H
 #define PAGODA_H
@@ -112,6 +118,11 @@ typedef enum pgd_status {
 PGD_API int pgd_version(void);
 PGD_API const char *pgd_version_string(void);
 
+/* Releases memory the library allocated for the caller (pgd_devices_list's array,
+ * pgd_file_read's and pgd_npy_read's data); NULL is accepted. Objects with a _destroy function
+ * are released by it instead. */
+PGD_API void pgd_free(void *p);
+
 /* "PGD_ERR_BUILD" for PGD_ERR_BUILD; "PGD_UNKNOWN" for a value not in the list. Never NULL. */
 PGD_API const char *pgd_status_name(int status);
 /* A one-line English description of the status. Never NULL. */
@@ -124,17 +135,17 @@ PGD_API const char *pgd_cl_error_name(int cl_code);
 typedef struct pgd_error pgd_error;
 
 /* The status code carried by the error. */
-PGD_API int pgd_error_code(const pgd_error *err);
+PGD_API pgd_status pgd_error_get_code(const pgd_error *err);
 /* The fixed summary of the status (pgd_status_str of the code). */
-PGD_API const char *pgd_error_summary(const pgd_error *err);
+PGD_API const char *pgd_error_get_summary(const pgd_error *err);
 /* The full formatted message: what failed, where, and why. Never NULL for a non-NULL err. */
-PGD_API const char *pgd_error_message(const pgd_error *err);
+PGD_API const char *pgd_error_get_message(const pgd_error *err);
 /* The OpenCL error code behind the error, or 0 when it did not come from OpenCL. */
-PGD_API int pgd_error_cl_code(const pgd_error *err);
+PGD_API int pgd_error_get_cl_code(const pgd_error *err);
 /* The build log for PGD_ERR_BUILD, else NULL. Owned by the error. */
-PGD_API const char *pgd_error_log(const pgd_error *err);
+PGD_API const char *pgd_error_get_log(const pgd_error *err);
 /* Frees the error; NULL is accepted. */
-PGD_API void pgd_error_free(pgd_error *err);
+PGD_API void pgd_error_destroy(pgd_error *err);
 
 #if defined(__GNUC__)
 #define PGD_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -147,41 +158,8 @@ PGD_API void pgd_error_free(pgd_error *err);
  * negative pgd_status) and the printf-formatted message; an error already set is kept (the
  * first failure is the one reported). Returns `code`, so that `return pgd_error_set(err, ...)`
  * reads naturally. Out of host memory while creating it, *err stays NULL. */
-PGD_API int pgd_error_set(pgd_error **err, int code, const char *fmt, ...) PGD_PRINTF_LIKE(3, 4);
-
-/* ---- strict number parsing ---------------------------------------------------------------- */
-
-/* The parsers behind every PAGODA_* variable and the "P:D" device selector, offered so that a
- * program's own options refuse what the library refuses. The whole string is the number: no
- * leading or trailing space, no trailing characters, not empty, no '+' sign (except in an
- * exponent), no hexadecimal or octal (leading zeros are decimal: "010" is 10). A value out of
- * [min, max] is refused, never clamped, wrapped or truncated. Each returns PGD_OK and sets
- * *out, or PGD_ERR_INVALID_ARGUMENT and leaves *out unchanged. They set no pgd_error: the
- * caller knows what the text was for and names it in its own message. `s` NULL is refused.
- *
- *     int64_t k;
- *     if (pgd_parse_int64(arg, 1, 100000, &k)) fprintf(stderr, "--topk wants 1..100000\n");
- */
-
-/* A decimal integer: an optional '-', then one or more digits; within [min, max]. */
-PGD_API int pgd_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out);
-/* Between min_count and max_count pgd_parse_int64 integers separated by the character `sep`
- * (not a digit, '-' or NUL), e.g. "56,56,256" with ','; each within [min, max]. out receives
- * them and *count how many (out has room for max_count). An empty item ("1,,2", ",1", "1,") or
- * one item more than max_count is refused; on error out may be partly written, *count is not. */
-PGD_API int pgd_parse_int64_list(const char *s, char sep, int64_t min, int64_t max, int64_t *out,
-                                 int min_count, int max_count, int *count);
-/* A finite decimal floating-point number: an optional '-', digits with an optional '.' and
- * fraction (at least one digit in all: "5", "0.5", ".5", "5."), an optional exponent
- * e|E[+|-]digits; within [min, max]. Refuses "inf", "nan", hexadecimal floats and a value
- * whose magnitude overflows a double ("1e999"); one that underflows reads as 0 or a subnormal.
- * The decimal point is '.' as in the "C" locale; under a locale with a decimal comma the input
- * is refused rather than misread. */
-PGD_API int pgd_parse_double(const char *s, double min, double max, double *out);
-/* A byte count: digits with an optional binary suffix K, M or G (either case: 2^10, 2^20, 2^30),
- * e.g. "4096", "512M", "2g"; within [min, max] after scaling. A count whose scaled value does
- * not fit in 64 bits is refused. */
-PGD_API int pgd_parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+PGD_API pgd_status pgd_error_set(pgd_error **err, int code, const char *fmt, ...)
+    PGD_PRINTF_LIKE(3, 4);
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
@@ -221,10 +199,9 @@ typedef struct pgd_device_info {
 } pgd_device_info;
 
 /* Enumerates every device of every platform. *out is an array of *count entries that the caller
- * frees with pgd_devices_free(); on error *out is NULL and *count 0. Zero devices is
+ * frees with pgd_free(); on error *out is NULL and *count 0. Zero devices is
  * PGD_ERR_NO_PLATFORM, with a message saying how to install one. */
-PGD_API int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err);
-PGD_API void pgd_devices_free(pgd_device_info *list);
+PGD_API pgd_status pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err);
 
 /* Picks a device from `list` by selector:
  *   NULL or ""            the default: a GPU if present, else an accelerator, else the CPU device
@@ -235,8 +212,8 @@ PGD_API void pgd_devices_free(pgd_device_info *list);
  *   anything else         the first device whose device or platform name contains it,
  *                         case-insensitively.
  * No match: PGD_ERR_DEVICE_NOT_FOUND with a message listing every device. */
-PGD_API int pgd_device_select(const pgd_device_info *list, size_t count, const char *selector,
-                              size_t *index, pgd_error **err);
+PGD_API pgd_status pgd_device_select(const pgd_device_info *list, size_t count,
+                                     const char *selector, size_t *index, pgd_error **err);
 
 /* Text for a device type: "cpu", "gpu", "accelerator", "other". */
 PGD_API const char *pgd_device_type_name(pgd_device_type type);
@@ -282,12 +259,20 @@ typedef enum pgd_attention_variant {
                                 * (head_dim % 4 == 0) */
 } pgd_attention_variant;
 
-/* Everything a context can be configured with. Zero / NULL in any field means its default, so
- * `pgd_ctx_options o = {0};` equals pgd_ctx_options_init(). Each field names the environment
- * variable pgd_ctx_options_from_env() reads into it; nothing else in the library reads the
- * environment. The library never keeps the caller's strings: pgd_ctx_create_with_options()
- * copies them. */
+/* The size of pgd_ctx_options.knobs, its terminating NUL included. */
+#define PGD_KNOBS_MAX 512
+
+/* Everything a context can be configured with. The structure grows at its end from one version
+ * to the next without breaking callers: `size` says how large the caller's copy is, the library
+ * reads and writes only the fields inside it, and fields past it take their defaults. Always
+ * start from pgd_ctx_options_init(), which sets `size` and the defaults (a `size` too small
+ * for this layout, such as the 0 of `= {0}`, is refused with PGD_ERR_INVALID_ARGUMENT). Each
+ * field names the environment variable pgd_ctx_options_from_env() reads into it; nothing else
+ * in the library reads the environment. The library never keeps the caller's strings:
+ * pgd_ctx_create_with_options() copies them. */
 typedef struct pgd_ctx_options {
+    /* sizeof (pgd_ctx_options) as the caller was built: set by pgd_ctx_options_init(). */
+    size_t size;
     /* $PAGODA_DEVICE: a selector as for pgd_device_select() ("cpu", "1:0", "llvmpipe", ...);
      * NULL: the best device (GPU, accelerator, CPU; software rasterisers last). */
     const char *device;
@@ -308,42 +293,17 @@ typedef struct pgd_ctx_options {
     pgd_gemm_backend gemm_backend;
     /* $PAGODA_GEMM_TUNE = create | request. */
     pgd_gemm_tuning gemm_tuning;
-    /* $PAGODA_GEMM_KCHUNK (> 0): split every GEMM's K into chunks of this many, accumulated
-     * through beta (tests). 0: the device's need (256 on software rasterisers, whose loops are
-     * cut after ~65,535 iterations; no split elsewhere). */
-    int64_t gemm_k_chunk;
-    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct. */
+    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct | winograd. */
     pgd_conv_algo conv_algo;
-    /* $PAGODA_CONV_MB (> 0): row tiles per work-item of the implicit-GEMM convolution (a
-     * tuning knob). 0: 1. */
-    int conv_mb;
-    /* $PAGODA_CONV_CHUNK (bytes, K/M/G suffix allowed): a smaller im2col chunk than the
-     * default 64 MiB (or the device's max allocation), so small shapes run the chunk loop
-     * (tests). 0: the default. */
-    uint64_t conv_chunk_bytes;
     /* $PAGODA_ATTENTION = auto | rows | tiled | generic | kt. */
     pgd_attention_variant attention;
-    /* $PAGODA_ROW_WG (> 0): an upper bound on the work-group size of the row kernels
-     * (LayerNorm, softmax) that replaces the CPU cap of a few SIMD widths, so CPU runs exercise
-     * a GPU's wide reductions (tests). 0: the device's own rule. */
-    int row_wg;
-    /* $PAGODA_MAX_LAUNCH_ROWS (> 0): rows per launch of every launch split into chunks
-     * (rounded to the launcher's unit), to exercise the chunk loops (tests). 0: a launch is cut
-     * at about 2^30 FLOPs. */
-    int64_t max_launch_rows;
     /* $PAGODA_GLOBAL_MEM, $PAGODA_MAX_ALLOC (bytes, K/M/G suffix allowed): lower what the
      * device reports (CL_DEVICE_GLOBAL_MEM_SIZE, CL_DEVICE_MAX_MEM_ALLOC_SIZE), to see how a
      * run behaves on a smaller device. Never raise them. 0: the device's values. */
     uint64_t global_mem_limit;
     uint64_t max_alloc_limit;
-    /* $PAGODA_MAX_BATCH (> 0): the most images the apps' models put in one pass (read by the
-     * apps through pgd_ctx_get_options; the library itself does not batch). 0: no cap. */
-    int max_batch;
-    /* $PAGODA_NL_KEY_CHUNK (> 0): keys per chunk of the non-local block's attention (tests).
-     * 0: the block's own choice. */
-    int64_t nl_key_chunk;
     /* $PAGODA_KERNEL_PARAMS: the GEMM kernel parameters to use instead of the stored tuning
-     * or the device's defaults, as pgd_ctx_kernel_params() prints them:
+     * or the device's defaults, as pgd_ctx_get_kernel_params() prints them:
      * "cpu:rm=6,vw=16,nv=2,ku=4" (gemm_cpu: rows per work-item, vector width 1/2/4/8/16,
      * vectors per row, K unroll) or "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4" (gemm_gpu: the
      * work-group tile and each work-item's). Checked against the device at context creation.
@@ -355,45 +315,79 @@ typedef struct pgd_ctx_options {
      * (vstore_half_rte, core OpenCL) once and widened back as the GEMM loads it; inputs,
      * accumulation and outputs stay fp32. Those layers then always run Pagoda's kernels. */
     int weights_f16;
-    /* $PAGODA_ATTN_KEY_BLOCK (> 0): keys per block of the CPU attention kernel (kt), every
-     * head then taken in blocks (tests). 0: blocks of ~128 KiB of K and V where a head's K and
-     * V exceed 512 KiB. Blocking never changes a result. */
-    int64_t attn_key_block;
+    /* Knobs for tests and tuning experiments, not part of the stable interface: a NUL-terminated
+     * list of key=value pairs separated by commas, "" for none. Each value is a positive
+     * whole number (conv_chunk_bytes also takes a K, M or G suffix); a knob not given takes
+     * the library's own choice. Known keys, with the variable pgd_ctx_options_from_env()
+     * reads each from:
+     *   gemm_k_chunk     $PAGODA_GEMM_KCHUNK     split every GEMM's K into chunks of this many,
+     *                    accumulated through beta (default: 256 on software rasterisers, whose
+     *                    loops are cut after ~65,535 iterations; no split elsewhere)
+     *   conv_mb          $PAGODA_CONV_MB         row tiles per work-item of the implicit-GEMM
+     *                    convolution (1 to 4096; default 1)
+     *   conv_chunk_bytes $PAGODA_CONV_CHUNK      a smaller im2col chunk than the default 64 MiB
+     *                    (or the device's max allocation), so small shapes run the chunk loop
+     *   row_wg           $PAGODA_ROW_WG          an upper bound on the work-group size of the
+     *                    row kernels (LayerNorm, softmax) replacing the CPU cap (up to 2^20)
+     *   max_launch_rows  $PAGODA_MAX_LAUNCH_ROWS rows per launch of every split launch
+     *                    (default: a launch is cut at about 2^30 FLOPs)
+     *   nl_key_chunk     $PAGODA_NL_KEY_CHUNK    keys per chunk of the non-local attention
+     *   attn_key_block   $PAGODA_ATTN_KEY_BLOCK  keys per block of the CPU attention kernel (kt)
+     *   max_batch        $PAGODA_MAX_BATCH       for applications (libpagoda-models reads it
+     *                    with pgd_ctx_get_knob): the most images put in one pass; the library
+     *                    itself does not batch
+     * Set them with pgd_ctx_options_set_knob() or by writing the text; they are checked when
+     * the context is created (an unknown key or a bad value is PGD_ERR_INVALID_ARGUMENT naming
+     * it) and the context keeps them normalised (pgd_ctx_get_options(ctx)->knobs). */
+    char knobs[PGD_KNOBS_MAX];
 } pgd_ctx_options;
 
-/* Fills *opt with the defaults (all zero / NULL). */
-PGD_API void pgd_ctx_options_init(pgd_ctx_options *opt);
+/* Fills *opt with the defaults (all zero / NULL / "") and opt->size with `size`, the caller's
+ * sizeof (pgd_ctx_options). Call it through pgd_ctx_options_init(), which passes the size. */
+PGD_API void pgd_ctx_options_init_size(pgd_ctx_options *opt, size_t size);
+static inline void pgd_ctx_options_init(pgd_ctx_options *opt)
+{
+    pgd_ctx_options_init_size(opt, sizeof *opt);
+}
+/* Sets knob `key` of opt->knobs to `value` (text as in the list above), replacing an earlier
+ * value of the key; value NULL or "" removes the knob (the library's own choice). An unknown
+ * key or a bad value is PGD_ERR_INVALID_ARGUMENT naming them, and opt is left unchanged. */
+PGD_API pgd_status pgd_ctx_options_set_knob(pgd_ctx_options *opt, const char *key,
+                                            const char *value, pgd_error **err);
 /* Reads the PAGODA_* variables documented in pgd_ctx_options into *opt, overwriting only the
- * fields whose variable is set and non-empty. Strict: a value that does not parse completely
- * (PAGODA_GEMM=fast, PAGODA_MAX_BATCH=-3, PAGODA_GLOBAL_MEM=lots, "12x") is
+ * fields (and knobs) whose variable is set and non-empty. Strict: a value that does not parse
+ * completely (PAGODA_GEMM=fast, PAGODA_MAX_BATCH=-3, PAGODA_GLOBAL_MEM=lots, "12x") is
  * PGD_ERR_INVALID_ARGUMENT with a message naming the variable, its value and what is accepted,
  * and *opt is left unchanged. String fields then point into the environment: they stay valid
  * until that variable changes. */
-PGD_API int pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err);
+PGD_API pgd_status pgd_ctx_options_from_env(pgd_ctx_options *opt, pgd_error **err);
 /* The same from an explicit list of "NAME=VALUE" strings ending in NULL (as execve's envp; a
  * name given twice: the last wins) instead of the process environment, which it does not read
  * (envp NULL: the process environment). For callers that configure contexts from their own
  * settings, and for tests that must not change process-wide state. String fields point into
  * envp's strings. */
-PGD_API int pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *envp,
-                                      pgd_error **err);
+PGD_API pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *envp,
+                                             pgd_error **err);
 /* Opens a context and an in-order profiling queue as `opt` says (NULL: the defaults; the
  * environment is not read). The context keeps its own copy of `opt` and its strings; the caller
  * keeps `opt`. Stored GEMM tuning choices are loaded here. On error nothing is allocated. */
-PGD_API int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out,
-                                        pgd_error **err);
+PGD_API pgd_status pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out,
+                                               pgd_error **err);
 /* The options the context was made with (its own copy, owned by the context; cache_dir is the
- * value asked for, see pgd_ctx_cache_dir for the one in use). */
+ * value asked for, see pgd_ctx_get_cache_dir for the one in use). */
 PGD_API const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx);
+/* The value of knob `key` (see pgd_ctx_options.knobs) the context was made with, into *value:
+ * 0 when it was not given. An unknown key is PGD_ERR_NOT_FOUND (*value unchanged). */
+PGD_API pgd_status pgd_ctx_get_knob(const pgd_ctx *ctx, const char *key, int64_t *value);
 /* pgd_ctx_options_init + pgd_ctx_options_from_env + a non-NULL `selector` replacing the
  * device, then pgd_ctx_create_with_options: a context configured by the environment (a bad
  * PAGODA_* value is an error). `selector` NULL means $PAGODA_DEVICE, or the default. */
-PGD_API int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
+PGD_API pgd_status pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
 PGD_API void pgd_ctx_destroy(pgd_ctx *ctx);
 /* The device the context runs on. Owned by the context. */
-PGD_API const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx);
+PGD_API const pgd_device_info *pgd_ctx_get_device(const pgd_ctx *ctx);
 /* Waits for all queued work. */
-PGD_API int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err);
+PGD_API pgd_status pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err);
 
 /* Counters about program builds, for tests and reports. */
 typedef struct pgd_build_stats {
@@ -406,7 +400,7 @@ typedef struct pgd_build_stats {
     double build_ms;             /* total wall time spent in builds (source or binary) */
 } pgd_build_stats;
 
-PGD_API void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
+PGD_API void pgd_ctx_get_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
 /* Drops the in-memory program table (the disk cache stays): frees the host and device memory the
  * built programs hold; the next request builds again (from the disk cache when it can). Kernels
  * of pgd_kernel handles stay valid. */
@@ -418,18 +412,18 @@ PGD_API const char *const *pgd_program_names(void);
  * build options `options` (may be NULL) ahead of use: a program that warms up at start-up so
  * its first forward pass pays no compile, or a benchmark timing compiles. An unknown name is
  * PGD_ERR_NOT_FOUND. */
-PGD_API int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options,
-                                pgd_error **err);
+PGD_API pgd_status pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *options,
+                                       pgd_error **err);
 
 /* The disk cache directory in use, or NULL when caching is off or unusable. */
-PGD_API const char *pgd_ctx_cache_dir(const pgd_ctx *ctx);
+PGD_API const char *pgd_ctx_get_cache_dir(const pgd_ctx *ctx);
 
 /* ---- profiling --------------------------------------------------------------------------- */
 
 PGD_API void pgd_ctx_set_profiling(pgd_ctx *ctx, int on);
 /* Prints per-kernel totals (launches, queued→start, start→end; total, mean, share) to `f`.
  * Waits for the queue first. */
-PGD_API int pgd_profile_print(pgd_ctx *ctx, FILE *f, pgd_error **err);
+PGD_API pgd_status pgd_profile_print(pgd_ctx *ctx, FILE *f, pgd_error **err);
 /* Forgets the collected timings. */
 PGD_API void pgd_profile_reset(pgd_ctx *ctx);
 
@@ -443,31 +437,32 @@ typedef struct pgd_tensor pgd_tensor;
  * undefined. Sizes larger than the device's max allocation or global memory fail early with
  * PGD_ERR_TOO_LARGE naming both sizes. Buffers are taken from and returned to a pool kept by
  * the context. */
-PGD_API int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor **out,
-                              pgd_error **err);
+PGD_API pgd_status pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_tensor **out,
+                                     pgd_error **err);
 /* Returns the buffer to the pool and frees the handle. NULL is accepted. */
 PGD_API void pgd_tensor_destroy(pgd_tensor *t);
-PGD_API int pgd_tensor_ndim(const pgd_tensor *t);
-PGD_API int64_t pgd_tensor_dim(const pgd_tensor *t, int i);
+PGD_API int pgd_tensor_get_ndim(const pgd_tensor *t);
+PGD_API int64_t pgd_tensor_get_dim(const pgd_tensor *t, int i);
 /* The element stride of dim i (contiguous: the product of the later dims). */
-PGD_API int64_t pgd_tensor_stride(const pgd_tensor *t, int i);
-PGD_API int64_t pgd_tensor_numel(const pgd_tensor *t);
+PGD_API int64_t pgd_tensor_get_stride(const pgd_tensor *t, int i);
+PGD_API int64_t pgd_tensor_get_numel(const pgd_tensor *t);
 /* Changes the shape of a contiguous tensor to one with the same element count. */
-PGD_API int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err);
+PGD_API pgd_status pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape,
+                                      pgd_error **err);
 /* Copies numel floats from host to device (blocking). */
-PGD_API int pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err);
+PGD_API pgd_status pgd_tensor_upload(pgd_tensor *t, const float *src, pgd_error **err);
 /* pgd_tensor_create followed by pgd_tensor_upload of `data` (numel floats, kept by the caller):
  * a device tensor holding a copy of host data. On error *out is NULL and nothing is allocated. */
-PGD_API int pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape,
-                                   const float *data, pgd_tensor **out, pgd_error **err);
+PGD_API pgd_status pgd_tensor_create_from(pgd_ctx *ctx, int ndim, const int64_t *shape,
+                                          const float *data, pgd_tensor **out, pgd_error **err);
 /* Copies numel floats from device to host (blocking). */
-PGD_API int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err);
+PGD_API pgd_status pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err);
 /* Writes a one-line shape like "[2, 197, 768]" into buf. Returns buf. */
 PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 
 /* Bytes currently held idle in the context's buffer pool, and how many buffers. */
-PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
-                                uint64_t *reused);
+PGD_API void pgd_ctx_get_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
+                                    uint64_t *reused);
 
 /* Device memory accounting of a context. `live_bytes` counts the buffers held by live tensors
  * (pooled idle buffers not included); `peak_bytes` is the most live_bytes seen since the last
@@ -478,7 +473,7 @@ typedef struct pgd_memory_stats {
     size_t idle_buffers;
     uint64_t reused;      /* tensor creations served from the pool */
 } pgd_memory_stats;
-PGD_API void pgd_ctx_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
+PGD_API void pgd_ctx_get_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
 /* Sets peak_bytes to the bytes live now, before a pass to be measured. */
 PGD_API void pgd_ctx_memory_reset_peak(pgd_ctx *ctx);
 
@@ -486,16 +481,16 @@ PGD_API void pgd_ctx_memory_reset_peak(pgd_ctx *ctx);
  * (flat, row-major element indices), on the device, in queue order. Both tensors belong to the
  * same context; the ranges must lie inside each tensor (else PGD_ERR_INVALID_ARGUMENT naming the
  * range and the tensor's shape) and must not overlap when src is dst. count 0 does nothing. */
-PGD_API int pgd_tensor_copy(const pgd_tensor *src, int64_t src_offset, pgd_tensor *dst,
-                            int64_t dst_offset, int64_t count, pgd_error **err);
+PGD_API pgd_status pgd_tensor_copy(const pgd_tensor *src, int64_t src_offset, pgd_tensor *dst,
+                                   int64_t dst_offset, int64_t count, pgd_error **err);
 /* dst = src narrowed along dimension `dim` to indices [start, start + length), made
  * contiguous (torch's src.narrow(dim, start, length).contiguous()). dst must have exactly that
  * shape, else PGD_ERR_SHAPE naming both shapes; start and length must fit the dimension. One
  * device copy, whatever dim is. dst must not be src. */
-PGD_API int pgd_tensor_slice(const pgd_tensor *src, int dim, int64_t start, int64_t length,
-                             pgd_tensor *dst, pgd_error **err);
+PGD_API pgd_status pgd_tensor_slice(const pgd_tensor *src, int dim, int64_t start, int64_t length,
+                                    pgd_tensor *dst, pgd_error **err);
 /* Sets every element of t to `value`. */
-PGD_API int pgd_tensor_fill(pgd_tensor *t, float value, pgd_error **err);
+PGD_API pgd_status pgd_tensor_fill(pgd_tensor *t, float value, pgd_error **err);
 
 /* ---- GEMM and linear layers --------------------------------------------------------------- */
 
@@ -515,8 +510,8 @@ typedef struct pgd_gemm_args {
  * 2-D [rows, cols] or 3-D [batch, rows, cols]; a 2-D B with 3-D A and C is shared by every
  * batch. Any sizes. The back end is the tuned choice of the shape class (see pgd_gemm_tune),
  * else Pagoda's kernels, or the one options.gemm_backend forces. */
-PGD_API int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
-                     const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
+PGD_API pgd_status pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
+                            const pgd_tensor *b, pgd_tensor *c, pgd_error **err);
 
 /* A matrix operand addressed inside a tensor's buffer, for GEMMs over parts of tensors (one
  * head's slice of a fused projection, a batch of matrices with gaps): element (b, r, c) of the
@@ -534,9 +529,9 @@ typedef struct pgd_matrix {
  * offsets and strides non-negative, the last element addressed within numel), else
  * PGD_ERR_INVALID_ARGUMENT naming the operand; C's batch_stride must not be 0 when batch > 1.
  * C must not overlap A or B. */
-PGD_API int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N,
-                             int64_t K, int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c,
-                             pgd_error **err);
+PGD_API pgd_status pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N,
+                                    int64_t K, int64_t batch, pgd_matrix a, pgd_matrix b,
+                                    pgd_matrix c, pgd_error **err);
 
 /* y = numpy.matmul(a, b) (ONNX MatMul): a [..., M, K] times b [..., K, N] is [..., M, N], the
  * batch dims (all but the last two) broadcasting against each other as NumPy's do, at any rank
@@ -544,20 +539,20 @@ PGD_API int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M,
  * removed from y. A broadcast operand is never copied (its matrices are shared through a batch
  * stride of 0). y must have exactly the result's shape (PGD_ERR_SHAPE naming all three) and
  * must not be a's or b's tensor. */
-PGD_API int pgd_matmul(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
-                       pgd_error **err);
+PGD_API pgd_status pgd_matmul(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
+                              pgd_error **err);
 
 /* A linear layer y = x·Wᵀ + b with W [out, in] as PyTorch stores it, prepared once for the
  * device (on CPU devices W is repacked into the GEMM's panel layout). The caller keeps `w` and
  * `bias` (bias may be NULL); the layer holds its own copies. On error nothing is allocated. */
 typedef struct pgd_linear pgd_linear;
-PGD_API int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
-                              pgd_linear **out, pgd_error **err);
+PGD_API pgd_status pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                                     pgd_linear **out, pgd_error **err);
 PGD_API void pgd_linear_destroy(pgd_linear *l);
 /* y[..., out] = act(x[..., in]·Wᵀ + b) + residual. residual may be NULL or y's own tensor. */
-PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x,
-                               pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
-                               pgd_error **err);
+PGD_API pgd_status pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x,
+                                      pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
+                                      pgd_error **err);
 
 /* GEMM back-end tuning. Where CLBlast is built in, the back end of a GEMM is chosen per device
  * and shape class: (op(A), op(B), batched?, M, N, K each rounded up to a power of two); linear
@@ -573,8 +568,9 @@ PGD_API int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tens
  * NULL) receives PGD_GEMM_BACKEND_PAGODA or PGD_GEMM_BACKEND_CLBLAST. Without CLBlast, or with
  * gemm_backend forced, nothing is measured and `chosen` is that back end. Sizes must be
  * positive (PGD_ERR_INVALID_ARGUMENT). */
-PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N,
-                          int64_t K, int64_t batch, pgd_gemm_backend *chosen, pgd_error **err);
+PGD_API pgd_status pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N,
+                                 int64_t K, int64_t batch, pgd_gemm_backend *chosen,
+                                 pgd_error **err);
 
 /* ---- per-device kernel tuning ------------------------------------------------------------ */
 
@@ -590,7 +586,7 @@ PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int
 typedef struct pgd_tune_progress {
     int index, count;  /* this candidate (0-based) of `count`; -1 in the runoff (of `count`
                           finalists, `ms` their median of 5 passes, best_ms -1) */
-    const char *params; /* its parameters, as pgd_ctx_kernel_params prints them */
+    const char *params; /* its parameters, as pgd_ctx_get_kernel_params prints them */
     double ms;          /* its time for the workload; < 0 when rejected (see `why`) */
     const char *why;    /* NULL, or why it was rejected: build failure, wrong result, too slow */
     double best_ms;     /* the best time so far */
@@ -628,28 +624,28 @@ typedef struct pgd_tune_result {
  * in the last fifth of the budget, its untuned choice always measured. `out` (may be NULL)
  * receives the result. The winners are stored when the context has a cache directory, and used
  * by this context from now. */
-PGD_API int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
-                     pgd_tune_result *out, pgd_error **err);
+PGD_API pgd_status pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, void *user,
+                            pgd_tune_result *out, pgd_error **err);
 
 /* The GEMM kernel parameters the context uses now ("cpu:rm=6,vw=16,nv=2,ku=4" or
  * "gpu:tsm=...") into buf, and where they came from: "defaults", "tuned" (stored by pgd_tune
  * for this device and driver) or "options" (options.kernel_params). */
-PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
 /* The attention kernel the context runs for a head dimension of 64 ("kt:kw=16,rows=6", "rows",
  * "tiled", "generic") into buf, and where the choice came from: "defaults", "tuned" (stored by
  * pgd_tune) or "options" (options.attention). */
-PGD_API const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
 /* Which entry of the parameters the context runs, into buf (returned): "db:<name>" (the shipped
  * parameter database's entry for this device: a known device such as "db:pocl-avx512", else its
  * class such as "db:cpu", else "db:generic", the rules from the device's limits),
  * "tuned:<store key>" (pgd_tune's result in the cache directory's tuning.json, under that key)
  * or "options" (options.kernel_params). */
-PGD_API const char *pgd_ctx_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
 /* The context's parameters (its GEMM parameters and attention kernel, as pgd_tune left or the
  * store gave them) as a line to add to the parameter database (runtime/tune/db.c), matching
  * this device: the known device's line with new values, or a new line under its class.
  * PGD_ERR_INVALID_ARGUMENT when buf is too small (2048 bytes is enough). */
-PGD_API int pgd_tune_export(const pgd_ctx *ctx, char *buf, size_t size, pgd_error **err);
+PGD_API pgd_status pgd_tune_export(const pgd_ctx *ctx, char *buf, size_t size, pgd_error **err);
 
 /* ---- attention --------------------------------------------------------------------------- */
 
@@ -706,7 +702,7 @@ typedef struct pgd_attention_args {
 /* Fused scaled-dot-product attention O = softmax(Q·Kᵀ·scale + mask)·V, flash style (online
  * softmax over key tiles; no nq × nk matrix in device memory), any sizes. A fully masked row
  * gives zeros. options.attention ($PAGODA_ATTENTION) forces a kernel variant. */
-PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
+PGD_API pgd_status pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_error **err);
 
 /* Grouped-query (and multi-query) attention: args->heads query heads over kv_heads key/value
  * heads (kv_heads divides heads; the k and v views address kv_heads heads), query head h
@@ -714,8 +710,8 @@ PGD_API int pgd_attention(pgd_ctx *ctx, const pgd_attention_args *args, pgd_erro
  * never copied: the call is heads / kv_heads launches of the fused kernel over strided views.
  * Soft attention without probabilities only (PGD_ERR_UNSUPPORTED otherwise); a mask with a
  * head stride is read per query head. kv_heads == heads is pgd_attention. */
-PGD_API int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *args, int64_t kv_heads,
-                              pgd_error **err);
+PGD_API pgd_status pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *args, int64_t kv_heads,
+                                     pgd_error **err);
 
 /* What pgd_attention_ex writes to pgd_attention_ext.scores (ONNX Attention's qk_matmul_output
  * modes 0, 2 and 3), dense [batch, heads, nq, nk] with nk counting the cache's past tokens. */
@@ -773,19 +769,13 @@ typedef struct pgd_attention_ext {
  * attention only; args->probs only where no field after v_head_dim is set and the value head
  * is the key's (ext->scores gives the probabilities of every row); PGD_ERR_UNSUPPORTED
  * otherwise. */
-PGD_API int pgd_attention_ex(pgd_ctx *ctx, const pgd_attention_args *args,
-                             const pgd_attention_ext *ext, pgd_error **err);
-
-/* The uniform number in [0, 1) that PGD_ATTENTION_SAMPLE draws for row i of head h of batch
- * entry b (24 random bits): key j is picked when it is the first whose cumulative softmax weight
- * exceeds u times the row's total. For references and tests. */
-PGD_API float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t heads,
-                                    int64_t nq);
+PGD_API pgd_status pgd_attention_ex(pgd_ctx *ctx, const pgd_attention_args *args,
+                                    const pgd_attention_ext *ext, pgd_error **err);
 
 /* Multi-head self-attention on a fused projection: qkv [B, N, 3·H·D] laid out (q|k|v, head,
  * d) as timm and torchvision produce it, out [B, N, H·D]. */
-PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
-                              pgd_tensor *out, pgd_error **err);
+PGD_API pgd_status pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads,
+                                     pgd_tensor *out, pgd_error **err);
 
 /* ---- Swin's windows --------------------------------------------------------------------- */
 
@@ -800,97 +790,20 @@ PGD_API int pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_t heads
  * window x window windows: out [B·nW, window², C], nW = (Hp/window)(Wp/window), windows
  * row-major and tokens row-major within each. Shifts lie in [0, rolled grid). out must not
  * alias x. */
-PGD_API int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window,
-                                 int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *out,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window,
+                                        int64_t shift_h, int64_t shift_w, int flags,
+                                        pgd_tensor *out, pgd_error **err);
 /* The inverse of pgd_window_partition with the same window, shifts and flags, added: every element of
  * y [B, H, W, C] gets the window token it was partitioned into (padding is dropped). The
  * residual add of a Swin block in one pass. */
-PGD_API int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window,
-                                 int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *y,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window,
+                                        int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *y,
+                                        pgd_error **err);
 /* Swin's patch merging gather: x [B, H, W, C] -> out [B, ceil(H/2), ceil(W/2), 4C], each 2 x 2
  * cell's pixels concatenated as (0,0), (1,0), (0,1), (1,1) (row offset, column offset), zeros
  * past an odd edge, as torchvision and timm order them. */
-PGD_API int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out,
-                            pgd_error **err);
-
-/* ---- writing files: complete or not at all ------------------------------------------------- */
-
-/* A file being written: every file Pagoda writes (.npy, the program cache, the GEMM tuning store)
- * and the CLI's outputs (JSON, heat maps, saved tensors) go through it.
- *
- *     pgd_outfile *f = NULL;
- *     int rc = pgd_outfile_open("out.json", &f, &err);        // checks the target, makes a temp
- *     if (!rc && json_dumpf(doc, pgd_outfile_stream(f), 0))   // or pgd_outfile_write
- *         rc = pgd_error_set(&err, PGD_ERR_IO, "out.json: cannot write");
- *     if (rc) pgd_outfile_abort(f);                           // the temp goes; NULL is fine
- *     else rc = pgd_outfile_commit(f, &err);                  // the file appears, complete
- *
- * The target may be absent or a regular file. Anything else that exists there — a directory, a
- * symbolic link, a FIFO, a socket, a device node such as /dev/null — is refused with
- * PGD_ERR_IO naming the path and what it is: the file replaces the target by rename(), and a
- * rename over a device node replaces the node (as root, /dev/null itself), so such targets are
- * never written, not even in place. Leave an output option out to discard that output.
- * The data goes to a new temporary file "<path>.tmp-<12 random characters>" in the target's
- * directory, created with O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC and mode 0600 (never an
- * existing file, never through a planted symbolic link; the name is unpredictable and unique
- * among threads and processes). Closing flushes and fsyncs it and gives it its final mode: the
- * replaced file's, else 0666 less the umask. Commit checks the target again and renames the
- * temporary file over it, so a reader, or a concurrent writer of the same path, only ever sees
- * a complete file (the last commit wins). */
-typedef struct pgd_outfile pgd_outfile;
-
-/* Checks `path` (see above) and creates its temporary file. On error *out is NULL and nothing
- * is left on disk. The caller keeps `path` (the handle holds a copy). */
-PGD_API int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err);
-/* Checks `path` as pgd_outfile_open would, creating nothing: for a command that checks every
- * output before its work starts. The target must be absent or a regular file (else PGD_ERR_IO
- * naming what it is), its name must not be a directory's ("out/", ".", "..") and, when it is
- * absent, its directory must exist. */
-PGD_API int pgd_outfile_check(const char *path, pgd_error **err);
-/* The temporary file as a stdio stream, for streaming writers (json_dumpf, an encoder's
- * callback); NULL after pgd_outfile_close. Write errors on it are found by pgd_outfile_close
- * (ferror). Owned by the handle: never fclose it. */
-PGD_API FILE *pgd_outfile_stream(pgd_outfile *f);
-/* The target path the handle was opened for (owned by the handle). */
-PGD_API const char *pgd_outfile_path(const pgd_outfile *f);
-/* Appends size bytes. A failure is remembered: pgd_outfile_close and commit then fail too. */
-PGD_API int pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error **err);
-/* Finishes the temporary file without renaming it: flush, fsync, final mode, close its
- * descriptor. For callers that stage many outputs and commit them together at the end of a
- * run without holding a descriptor each. Optional: commit does it when not done. The handle
- * stays valid either way (commit or abort it). */
-PGD_API int pgd_outfile_close(pgd_outfile *f, pgd_error **err);
-/* Closes (if not yet), checks the target again and renames the temporary file over it. Frees
- * the handle, also on failure, when the temporary file is removed and the target left as it
- * was. */
-PGD_API int pgd_outfile_commit(pgd_outfile *f, pgd_error **err);
-/* Removes the temporary file and frees the handle; the target is left as it was. NULL is a
- * no-op. */
-PGD_API void pgd_outfile_abort(pgd_outfile *f);
-/* The whole of it for data in memory: open, write, commit (abort on failure). */
-PGD_API int pgd_file_write_atomic(const char *path, const void *data, size_t size,
-                                  pgd_error **err);
-
-/* ---- input files ------------------------------------------------------------------------- */
-
-/* Reads the whole regular file at `path` into *data (malloc'd; the caller frees it with free()),
- * followed by one NUL byte that *size does not count, so text can be used as a C string. This is
- * the reader every Pagoda input goes through: the file is opened without blocking (a FIFO with
- * no writer cannot hang the open) and must be a regular file — a FIFO, a character device such
- * as /dev/zero, a directory or a socket is refused with PGD_ERR_IO naming the file and what it
- * is, before a byte is read. A file larger than max_bytes is PGD_ERR_TOO_LARGE, checked before
- * anything is allocated; a missing file is PGD_ERR_NOT_FOUND. The caller keeps `path`; on error
- * *data is NULL, *size 0 and nothing is allocated. */
-PGD_API int pgd_file_read(const char *path, uint64_t max_bytes, void **data, size_t *size,
-                          pgd_error **err);
-
-/* The SHA-256 of the regular file at `path` (pgd_file_read's rules: a FIFO or a device is
- * refused before a byte is read) as 64 lowercase hex digits and a NUL into hex, read in pieces
- * of 1 MiB whatever its size; *size (may be NULL) gets its length. For recording which weights
- * made a results file. */
-PGD_API int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_error **err);
+PGD_API pgd_status pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out,
+                                   pgd_error **err);
 
 /* ---- .npy files ---------------------------------------------------------------------------- */
 
@@ -902,21 +815,16 @@ PGD_API int pgd_file_sha256(const char *path, char hex[65], uint64_t *size, pgd_
  * pgd_file_read's rules (a regular file of at most PGD_NPY_MAX_BYTES). The header must be the
  * dict NumPy writes, parsed as numpy.load parses it: exactly the keys 'descr', 'fortran_order'
  * (True or False) and 'shape' (a tuple of non-negative integers, at most PGD_MAX_DIMS), each
- * once, at most 10,000 bytes; anything else is PGD_ERR_FORMAT. *data is malloc'd (caller
- * frees); *ndim and shape receive the shape. On error nothing is allocated and the message
+ * once, at most 10,000 bytes; anything else is PGD_ERR_FORMAT. *data is the caller's, for
+ * pgd_free(); *ndim and shape receive the shape. On error nothing is allocated and the message
  * names the file and the problem. */
-PGD_API int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
-                         pgd_error **err);
+PGD_API pgd_status pgd_npy_read(const char *path, float **data, int *ndim,
+                                int64_t shape[PGD_MAX_DIMS], pgd_error **err);
 /* Writes float32 data of the given shape as .npy at path through a pgd_outfile: the file
  * appears complete or not at all, and a target that exists and is not a regular file is
  * refused (PGD_ERR_IO naming it). */
-PGD_API int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
-                          pgd_error **err);
-/* As pgd_npy_write, into an open pgd_outfile that the caller then commits (or aborts): for
- * outputs staged until a whole run has succeeded. The caller keeps f, also on error. */
-PGD_API int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,
-                             pgd_error **err);
-
+PGD_API pgd_status pgd_npy_write(const char *path, const float *data, int ndim,
+                                 const int64_t *shape, pgd_error **err);
 /* ---- weights (safetensors) ---- */
 
 /* A read-only safetensors file (https://github.com/huggingface/safetensors): an 8-byte
@@ -982,36 +890,37 @@ typedef struct pgd_weight_info {
  * without blocking). On error *out is NULL and nothing is allocated or left open. A file that
  * is truncated or rewritten while open is never a crash: reading a tensor that is gone is
  * PGD_ERR_IO naming the file and the tensor. */
-PGD_API int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err);
+PGD_API pgd_status pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err);
 /* Closes the file and frees. NULL is accepted. */
-PGD_API void pgd_weights_close(pgd_weights *w);
+PGD_API void pgd_weights_destroy(pgd_weights *w);
 /* The number of tensors (the "__metadata__" entry is not a tensor). */
-PGD_API size_t pgd_weights_count(const pgd_weights *w);
+PGD_API size_t pgd_weights_get_count(const pgd_weights *w);
 /* The name of tensor i, tensors ordered by their offset in the file; NULL when i >= count. */
-PGD_API const char *pgd_weights_name(const pgd_weights *w, size_t i);
+PGD_API const char *pgd_weights_get_name(const pgd_weights *w, size_t i);
 /* Fills *info (may be NULL) for tensor `name`: PGD_OK, or PGD_ERR_NOT_FOUND when absent. */
-PGD_API int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info);
+PGD_API pgd_status pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info);
 /* The value of metadata key `key`, or NULL when absent. Owned by the handle. */
-PGD_API const char *pgd_weights_metadata(const pgd_weights *w, const char *key);
+PGD_API const char *pgd_weights_get_metadata(const pgd_weights *w, const char *key);
 /* Converts tensor `name` to numel float32 values in dst (host memory). F32 is copied, F16 and
  * BF16 converted exactly (subnormals, infinities and NaN included), F64 rounded to nearest
  * (beyond the float range: infinity). Other dtypes: PGD_ERR_UNSUPPORTED naming the dtype;
  * absent tensor: PGD_ERR_NOT_FOUND. */
-PGD_API int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst,
+                                        pgd_error **err);
 /* Copies tensor `name`'s bytes as stored (little-endian, `bytes` of pgd_weight_info) to dst.
  * PGD_ERR_NOT_FOUND when absent; PGD_ERR_IO (naming file and tensor) when the file has been
  * truncated since it was opened. */
-PGD_API int pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_error **err);
+PGD_API pgd_status pgd_weights_read(const pgd_weights *w, const char *name, void *dst,
+                                    pgd_error **err);
 /* Creates a float32 tensor of the tensor's shape (a scalar becomes shape [1]) on the context's
  * device and uploads the converted values. On error *out is NULL. */
-PGD_API int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
-                               pgd_tensor **out, pgd_error **err);
+PGD_API pgd_status pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
+                                      pgd_tensor **out, pgd_error **err);
 /* ---- images ---- */
 
 /* A decoded image: width x height pixels, RGB, 8 bits per channel, rows top to bottom, no
  * padding (data[(y * width + x) * 3 + c]). Opaque; the pixel buffer belongs to the image and
- * lives until pgd_image_free. */
+ * lives until pgd_image_destroy. */
 typedef struct pgd_image pgd_image;
 
 /* Largest accepted image: width x height <= PGD_IMAGE_MAX_PIXELS (8192 x 8192). */
@@ -1031,42 +940,28 @@ typedef struct pgd_image pgd_image;
  * a PNG with a truncated chunk, a wrong chunk CRC or no IEND. A decoder failure is
  * PGD_ERR_FORMAT with the decoder's reason. The path goes through
  * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
- * pgd_image_free. */
-PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
+ * pgd_image_destroy. */
+PGD_API pgd_status pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
 /* As pgd_image_load on size bytes in memory (the caller keeps them); name (may be NULL) is used
  * in messages. */
-PGD_API int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
-                                  pgd_error **err);
+PGD_API pgd_status pgd_image_load_memory(const void *data, size_t size, const char *name,
+                                         pgd_image **out, pgd_error **err);
 /* As pgd_image_load(_memory), but a JPEG decoded by libjpeg-turbo is scaled down inside the IDCT
  * to the smallest of 1/8, 1/4, 1/2 (else full size) whose shorter side stays >= min_side (>= 1),
  * e.g. 256 for the torchvision preset: a 4000 x 3000 photo decodes as 500 x 375, several times
  * faster. NOT bit-identical to Pillow (libjpeg's reduced IDCT, then Pillow's resize from the
  * smaller image); other formats and stb_image builds decode at full size, exactly as
  * pgd_image_load. pagoda vit/nonlocal --fast-decode. */
-PGD_API int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out,
-                                  pgd_error **err);
-PGD_API int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
-                                         int min_side, pgd_image **out, pgd_error **err);
-PGD_API int pgd_image_width(const pgd_image *img);
-PGD_API int pgd_image_height(const pgd_image *img);
+PGD_API pgd_status pgd_image_load_scaled(const char *path, int min_side, pgd_image **out,
+                                         pgd_error **err);
+PGD_API pgd_status pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
+                                                int min_side, pgd_image **out, pgd_error **err);
+PGD_API int pgd_image_get_width(const pgd_image *img);
+PGD_API int pgd_image_get_height(const pgd_image *img);
 /* The RGB pixels (width * height * 3 bytes), owned by the image. */
-PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
+PGD_API const uint8_t *pgd_image_get_data(const pgd_image *img);
 /* Frees the image; NULL is accepted. */
-PGD_API void pgd_image_free(pgd_image *img);
-/* The EXIF Orientation (1..8) of an encoded JPEG, PNG or WebP in memory, as Pillow's
- * ImageOps.exif_transpose reads it (IFD0 tag 0x0112 of the first APP1 "Exif" segment, the eXIf
- * chunk, the EXIF chunk); 1 when there is none or it is unreadable. Loading never applies it
- * (Pillow and torchvision don't); pgd_image_apply_orientation does (pagoda --exif-rotate). */
-PGD_API int pgd_image_exif_orientation(const void *data, size_t size);
-/* A new image (*out, for pgd_image_free): img turned as Pillow's exif_transpose turns it for
- * `orientation` 1..8 (5..8 swap width and height; 1 copies). */
-PGD_API int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
-                                        pgd_error **err);
-/* The decoder this build uses for `format` ("JPEG", "PNG", "BMP", "WebP"), e.g.
- * "libjpeg-turbo 2.1.5 (libjpeg API 62)", "libpng 1.6.39", "libwebp 1.2.4" or "stb_image"; NULL
- * for a format this build does not read. */
-PGD_API const char *pgd_image_decoder(const char *format);
-
+PGD_API void pgd_image_destroy(pgd_image *img);
 /* Preprocessing presets, each to a 3 x 224 x 224 float tensor, channel-major (CHW), RGB:
  *   TORCHVISION  shorter side to 256 (PIL bilinear, antialiased), centre crop 224,
  *                ImageNet mean (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225);
@@ -1084,37 +979,25 @@ typedef enum pgd_preprocess {
 
 /* Writes the preset's 3 x 224 x 224 floats to out (the caller's buffer of
  * 3 * PGD_PREPROCESS_SIZE * PGD_PREPROCESS_SIZE floats). */
-PGD_API int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out,
+                                        pgd_error **err);
 
 /* The rectangle {x0, y0, x1, y1} of the image, in its pixels, that pgd_image_preprocess's
  * output shows for `preset` (the centre crop after the resize; the whole image for hf). For a
  * thumbnail it is the rectangle its source image gives, scaled to the thumbnail, so maps drawn
  * over a thumbnail line up as over the source. PGD_OK, or PGD_ERR_INVALID_ARGUMENT for an empty
  * image or unknown preset. */
-PGD_API int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset,
-                                      double rect[4]);
-
-/* A copy of img whose longer side is at most max_side pixels (img's size when it is already
- * that small), resampled as Pillow's bilinear resize (antialiased): for keeping something to
- * draw maps over once the full image has been preprocessed and freed. The thumbnail remembers
- * its source's size (pgd_image_source_width/height) and pgd_image_preprocess_view answers for
- * the source's geometry; pgd_image_preprocess on a thumbnail preprocesses the thumbnail's
- * pixels, so preprocess the source. On success *out is a new image for pgd_image_free. */
-PGD_API int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out,
-                                pgd_error **err);
-/* The size of the decoded image that img is a thumbnail of (img's own size when it is not one). */
-PGD_API int pgd_image_source_width(const pgd_image *img);
-PGD_API int pgd_image_source_height(const pgd_image *img);
+PGD_API pgd_status pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset,
+                                             double rect[4]);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
 /* y = alpha * x. x and y have the same shape; y may alias x. */
-PGD_API int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y,
-                      pgd_error **err);
+PGD_API pgd_status pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y,
+                             pgd_error **err);
 /* y = a + b elementwise. a, b and y have the same shape; y may alias a or b. */
-PGD_API int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
-                    pgd_error **err);
+PGD_API pgd_status pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y,
+                           pgd_error **err);
 
 /* ---- broadcasting elementwise ops and reductions ------------------------------------------ */
 
@@ -1138,11 +1021,11 @@ typedef enum pgd_binary_op {
 } pgd_binary_op;
 
 /* y = a op b, broadcast. */
-PGD_API int pgd_binary(pgd_ctx *ctx, pgd_binary_op op, const pgd_tensor *a, const pgd_tensor *b,
-                       pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_binary(pgd_ctx *ctx, pgd_binary_op op, const pgd_tensor *a,
+                              const pgd_tensor *b, pgd_tensor *y, pgd_error **err);
 /* y = cond != 0 ? a : b, the three broadcast together (NaN in cond counts as true). */
-PGD_API int pgd_where(pgd_ctx *ctx, const pgd_tensor *cond, const pgd_tensor *a,
-                      const pgd_tensor *b, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_where(pgd_ctx *ctx, const pgd_tensor *cond, const pgd_tensor *a,
+                             const pgd_tensor *b, pgd_tensor *y, pgd_error **err);
 
 typedef enum pgd_unary_op {
     PGD_UNARY_EXP = 0,
@@ -1161,12 +1044,12 @@ typedef enum pgd_unary_op {
 } pgd_unary_op;
 
 /* y = op(x) elementwise; y has x's shape and may alias x. */
-PGD_API int pgd_unary(pgd_ctx *ctx, pgd_unary_op op, const pgd_tensor *x, pgd_tensor *y,
-                      pgd_error **err);
+PGD_API pgd_status pgd_unary(pgd_ctx *ctx, pgd_unary_op op, const pgd_tensor *x, pgd_tensor *y,
+                             pgd_error **err);
 /* y = min(max(x, lo), hi) elementwise (NumPy's clip: hi wins when lo > hi; NaN stays NaN). lo
  * and hi may be infinite (no bound), not NaN (PGD_ERR_INVALID_ARGUMENT). y may alias x. */
-PGD_API int pgd_clip(pgd_ctx *ctx, const pgd_tensor *x, float lo, float hi, pgd_tensor *y,
-                     pgd_error **err);
+PGD_API pgd_status pgd_clip(pgd_ctx *ctx, const pgd_tensor *x, float lo, float hi, pgd_tensor *y,
+                            pgd_error **err);
 
 typedef enum pgd_reduce_op {
     PGD_REDUCE_SUM = 0,  /* of nothing: 0 */
@@ -1190,8 +1073,8 @@ typedef enum pgd_reduce_op {
  * in NumPy. Sums accumulate in float in runs of at most 256 elements, then the runs' results
  * again: no work-item loops over more than 256 elements, whatever the size. y must not alias
  * x. */
-PGD_API int pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *x, const int *axes,
-                       int naxes, int keepdims, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *x, const int *axes,
+                              int naxes, int keepdims, pgd_tensor *y, pgd_error **err);
 
 /* ---- layout: transpose, slice, concat, gather, pad, depth-to-space ---------------------- */
 
@@ -1203,26 +1086,27 @@ PGD_API int pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *x, cons
 
 /* y = x with its dims permuted: y's dim d is x's dim perm[d] (numpy.transpose; perm NULL
  * reverses the dims). perm must name each dim once (PGD_ERR_INVALID_ARGUMENT). */
-PGD_API int pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor *y,
-                          pgd_error **err);
+PGD_API pgd_status pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor *y,
+                                 pgd_error **err);
 /* y = x[starts:ends:steps] along the n axes (ONNX Slice): axes NULL means 0..n-1, negative
  * axes count from the end, none twice; steps NULL means 1 each, a step is non-zero and may be
  * negative. Starts and ends are clamped as Python and NumPy do (negative ones count from the
  * end; INT64_MAX and INT64_MIN reach the ends), as ONNX's reference evaluator does. Axes not
  * named are taken whole. */
-PGD_API int pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes,
-                      const int64_t *starts, const int64_t *ends, const int64_t *steps,
-                      pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes,
+                             const int64_t *starts, const int64_t *ends, const int64_t *steps,
+                             pgd_tensor *y, pgd_error **err);
 /* y = the n tensors xs joined along `axis` (negative from the end): every one has xs[0]'s rank
  * and dims but along the axis (ONNX Concat, numpy.concatenate). */
-PGD_API int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_tensor *y,
-                       pgd_error **err);
+PGD_API pgd_status pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis,
+                              pgd_tensor *y, pgd_error **err);
 /* y = numpy.take(x, indices, axis) (ONNX Gather): the indices are on the host, idx_ndim dims of
  * idx_shape (0 dims: one index, and the axis disappears), each in [-dim, dim) of the axis
  * (negative from the end; else PGD_ERR_INVALID_ARGUMENT naming the index). y's shape is
  * x.shape[:axis] + idx_shape + x.shape[axis + 1:]. */
-PGD_API int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indices,
-                       int idx_ndim, const int64_t *idx_shape, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indices,
+                              int idx_ndim, const int64_t *idx_shape, pgd_tensor *y,
+                              pgd_error **err);
 
 typedef enum pgd_pad_mode {
     PGD_PAD_CONSTANT = 0, /* `value` outside x */
@@ -1234,20 +1118,20 @@ typedef enum pgd_pad_mode {
 /* y = x padded (ONNX Pad): pads[d] elements before dim d and pads[ndim + d] after it (ONNX's
  * order); a negative pad removes elements. A dim's size plus its pads' sizes at most 2^30; an
  * empty dim grows only in constant mode. */
-PGD_API int pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode,
-                    float value, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads,
+                           pgd_pad_mode mode, float value, pgd_tensor *y, pgd_error **err);
 
 typedef enum pgd_depth_mode {
     PGD_DEPTH_DCR = 0, /* ONNX's default: channel (b1·block + b2)·C' + c' */
     PGD_DEPTH_CRD = 1  /* PyTorch's pixel_shuffle: channel c'·block² + b1·block + b2 */
 } pgd_depth_mode;
 /* x [N, C, H, W] to y [N, C / block², H·block, W·block] (ONNX DepthToSpace). */
-PGD_API int pgd_depth_to_space(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_depth_mode mode,
-                               pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_depth_to_space(pgd_ctx *ctx, const pgd_tensor *x, int block,
+                                      pgd_depth_mode mode, pgd_tensor *y, pgd_error **err);
 /* x [N, C, H, W] to y [N, C·block², H / block, W / block]: y's channel (b1·block + b2)·C + c
  * holds x[c, h·block + b1, w·block + b2] (ONNX SpaceToDepth, the inverse of DCR). */
-PGD_API int pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_tensor *y,
-                               pgd_error **err);
+PGD_API pgd_status pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd_tensor *y,
+                                      pgd_error **err);
 
 /* ---- normalisation, activations, softmax, patch embedding ---- */
 
@@ -1258,8 +1142,8 @@ PGD_API int pgd_space_to_depth(pgd_ctx *ctx, const pgd_tensor *x, int block, pgd
  * accumulated in float with the mean taken relative to the row's first element (so a large
  * common offset costs no precision). w and b are 1-D [cols] each, or are both NULL (then
  * y = the normalised x). eps >= 0. */
-PGD_API int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
-                          const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
+                                 const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
 /* ---- normalisation over any axis ---- */
 
 /* The ops below take an axis in [-ndim, ndim) (negative from the end; else
@@ -1270,45 +1154,47 @@ PGD_API int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w
  * NaN or +inf, and rows of only -inf, are NaN, as in PyTorch. The last axis runs as
  * pgd_softmax does; another axis is moved last and back by two copies (a temporary of x's
  * size). */
-PGD_API int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, int log,
-                             pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale,
+                                    int log, pgd_tensor *y, pgd_error **err);
 /* LayerNorm over the dims from `axis` on (ONNX LayerNormalization, torch layer_norm with
  * normalized_shape = x.shape[axis:]): each group of those dims is normalised as pgd_layernorm
  * normalises a row. w and b (both or neither) have x.shape[axis:], or are 1-D of its product.
  * mean and rstd (both or neither) receive each group's mean and 1 / sqrt(var + eps) with x's
  * dims before the axis, then any 1s (ONNX's [.., 1, 1]); they are computed before y is
  * written. */
-PGD_API int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
-                               const pgd_tensor *b, float eps, pgd_tensor *y, pgd_tensor *mean,
-                               pgd_tensor *rstd, pgd_error **err);
+PGD_API pgd_status pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis,
+                                      const pgd_tensor *w, const pgd_tensor *b, float eps,
+                                      pgd_tensor *y, pgd_tensor *mean, pgd_tensor *rstd,
+                                      pgd_error **err);
 /* RMSNorm over the dims from `axis` on: y = x / sqrt(mean(x²) + eps) · w (w as
  * pgd_layernorm_axis's, or NULL for none). eps >= 0. */
-PGD_API int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
-                        float eps, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
+                               float eps, pgd_tensor *y, pgd_error **err);
 /* Batch norm for inference on x [N, C, ...] (2 dims or more): y = (x - mean_c) /
  * sqrt(var_c + eps) · w_c + b_c with mean, var, w and b 1-D [C] device tensors (ONNX
  * BatchNormalization in inference mode). */
-PGD_API int pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
-                           const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
-                           float eps, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
+                                  const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
+                                  float eps, pgd_tensor *y, pgd_error **err);
 /* Group norm on x [N, C, ...]: the channels in `groups` groups (groups divides C), each group of
  * each sample normalised over its channels and the dims after them, then y · w_c + b_c with w
  * and b 1-D [C] (both or neither; torch.nn.functional.group_norm). */
-PGD_API int pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups, const pgd_tensor *w,
-                           const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups,
+                                  const pgd_tensor *w, const pgd_tensor *b, float eps,
+                                  pgd_tensor *y, pgd_error **err);
 
 /* y = GELU(x) elementwise: the exact form x/2 (1 + erf(x/sqrt 2)), or with tanh_form != 0 the
  * approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). y may alias x. */
-PGD_API int pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form,
-                     pgd_error **err);
+PGD_API pgd_status pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form,
+                            pgd_error **err);
 /* y = max(x, 0) elementwise. y may alias x. */
-PGD_API int pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
 /* y = softmax(scale * x) over each row, computed with the row maximum subtracted. */
-PGD_API int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
-                        pgd_error **err);
+PGD_API pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
+                               pgd_error **err);
 /* y[r, c] = x[r, c] + bias[c]; bias is 1-D [cols]. y may alias x. */
-PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_tensor *y,
-                         pgd_error **err);
+PGD_API pgd_status pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias,
+                                pgd_tensor *y, pgd_error **err);
 
 /* ViT patch embedding: image [B, C, H, W] through a P x P stride-P convolution with weight
  * [D, C, P, P] and bias [D] (NULL: none) into out [B, T, D], T = extra + (H/P)(W/P). The first
@@ -1316,24 +1202,25 @@ PGD_API int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bi
  * NULL when absent; dist needs cls); then the patches row-major. pos [T, D] (NULL: none) is
  * added to every token. H and W must be multiples of P, else PGD_ERR_SHAPE naming both shapes.
  * out must not alias an input. */
-PGD_API int pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
-                            const pgd_tensor *bias, const pgd_tensor *cls, const pgd_tensor *dist,
-                            const pgd_tensor *pos, pgd_tensor *out, pgd_error **err);
+PGD_API pgd_status pgd_patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *weight,
+                                   const pgd_tensor *bias, const pgd_tensor *cls,
+                                   const pgd_tensor *dist, const pgd_tensor *pos, pgd_tensor *out,
+                                   pgd_error **err);
 /* A patch embedding's projection weight [D, C, P, P] prepared once, for a model's forward passes:
  * on CPU devices packed into the GEMM kernel's panels, which pgd_patch_embed does again on every
  * call. The weight tensor is referenced, not copied, and must outlive the object; its values
  * are read at creation (upload them first) and the panels follow ctx's GEMM parameters of that
  * moment. A weight that is not 4-D is PGD_ERR_SHAPE. */
 typedef struct pgd_patch_proj pgd_patch_proj;
-PGD_API int pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight, pgd_patch_proj **out,
-                                  pgd_error **err);
+PGD_API pgd_status pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight,
+                                         pgd_patch_proj **out, pgd_error **err);
 PGD_API void pgd_patch_proj_destroy(pgd_patch_proj *proj);
 /* pgd_patch_embed with the prepared projection proj (created on the same ctx): the same checks
  * and the same result, bit for bit. */
-PGD_API int pgd_patch_embed_proj(pgd_ctx *ctx, const pgd_tensor *image, const pgd_patch_proj *proj,
-                                 const pgd_tensor *bias, const pgd_tensor *cls,
-                                 const pgd_tensor *dist, const pgd_tensor *pos, pgd_tensor *out,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_patch_embed_proj(pgd_ctx *ctx, const pgd_tensor *image,
+                                        const pgd_patch_proj *proj, const pgd_tensor *bias,
+                                        const pgd_tensor *cls, const pgd_tensor *dist,
+                                        const pgd_tensor *pos, pgd_tensor *out, pgd_error **err);
 /* How pgd_pos_embed_resize resamples the position grid: the rule of each weight family when a
  * ViT runs at an image size other than the trained one. All are bicubic; they differ in how
  * output coordinates map to the source grid, in the cubic's A, and at the border. With in and
@@ -1363,15 +1250,16 @@ typedef enum pgd_resize_mode {
 /* Resizes a position-embedding table pos [extra + gh*gw, D] (any shape with D as last dim and
  * that many rows) to out [extra + gh2*gw2, D]: the first `extra` rows are copied, the gh x gw
  * grid is resampled to gh2 x gw2 by `mode` (see pgd_resize_mode). out must not alias pos. */
-PGD_API int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh, int gw,
-                                 int gh2, int gw2, pgd_resize_mode mode, pgd_tensor *out,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
+                                        int gw, int gh2, int gw2, pgd_resize_mode mode,
+                                        pgd_tensor *out, pgd_error **err);
 
 /* ---- convolution and pooling (NHWC activations) -------------------------------------------- */
 
 /* Activations of the CNN ops are NHWC: [batch, height, width, channels], channels contiguous.
  * pgd_nchw_to_nhwc converts an image batch [N, C, H, W] (as preprocessing writes it). */
-PGD_API int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y,
+                                    pgd_error **err);
 
 typedef struct pgd_conv2d_desc {
     int64_t cin, cout;  /* channels in and out; both multiples of groups */
@@ -1391,9 +1279,9 @@ typedef struct pgd_batchnorm {
  * b' = (b − mean)·γ/√(var+eps) + β). The caller keeps the host arrays. On error nothing is
  * allocated and the message names the rule broken. */
 typedef struct pgd_conv2d pgd_conv2d;
-PGD_API int pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
-                              const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out,
-                              pgd_error **err);
+PGD_API pgd_status pgd_conv2d_create(pgd_ctx *ctx, const pgd_conv2d_desc *desc, const float *weight,
+                                     const float *bias, const pgd_batchnorm *bn, pgd_conv2d **out,
+                                     pgd_error **err);
 PGD_API void pgd_conv2d_destroy(pgd_conv2d *conv);
 /* Output height and width for an input of h x w (PyTorch's floor rule); 0 when the kernel does
  * not fit. */
@@ -1407,16 +1295,17 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
  * options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct|winograd) forces one where it
  * applies (winograd: for layers created while it was forced, or wide enough for the automatic
  * choice). */
-PGD_API int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
-                               pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
-                               pgd_error **err);
+PGD_API pgd_status pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
+                                      pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
+                                      pgd_error **err);
 /* pgd_conv2d_forward with pads per side (ONNX's pads, [top, left, bottom, right], each 0 to
  * 4096) on a layer created with pad_h = pad_w = 0 (else PGD_ERR_INVALID_ARGUMENT): x is padded
  * with zeros into a temporary (pgd_pad; the padded input's size) and convolved unpadded, so
  * every algorithm applies. y is the size pgd_conv2d_out_size gives for the padded input. */
-PGD_API int pgd_conv2d_forward_pads(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
-                                    const int pads[4], pgd_act act, const pgd_tensor *residual,
-                                    pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_conv2d_forward_pads(pgd_ctx *ctx, const pgd_conv2d *conv,
+                                           const pgd_tensor *x, const int pads[4], pgd_act act,
+                                           const pgd_tensor *residual, pgd_tensor *y,
+                                           pgd_error **err);
 /* ONNX's auto_pad for an h x w input: the pads [top, left, bottom, right] that make the output
  * ceil(h / stride_h) x ceil(w / stride_w), the odd one at the end (SAME_UPPER, lower = 0) or at
  * the start (SAME_LOWER, lower = 1). The descriptor's own pads are ignored. */
@@ -1435,14 +1324,15 @@ PGD_API const char *pgd_conv2d_algorithm_batch(pgd_ctx *ctx, const pgd_conv2d *c
 /* Max pooling over k x k windows (padding counts as -inf; PyTorch's floor rule), NHWC. Pools need
  * k >= 1, stride >= 1 and 0 <= pad <= k/2 (PyTorch's rule) and a y that does not alias x, else
  * PGD_ERR_INVALID_ARGUMENT; y must be [N, OH, OW, C], else PGD_ERR_SHAPE naming both shapes. */
-PGD_API int pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
-                          pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
+                                 pgd_tensor *y, pgd_error **err);
 /* Average pooling over k x k windows, zero padding counted in the divisor
  * (count_include_pad = True, PyTorch's default), NHWC. */
-PGD_API int pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
-                          pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
+                                 pgd_tensor *y, pgd_error **err);
 /* y [N, C] = mean over H, W of x [N, H, W, C]. */
-PGD_API int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err);
+PGD_API pgd_status pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y,
+                                      pgd_error **err);
 
 /* Pooling with the whole of ONNX's MaxPool/AveragePool and PyTorch's max_pool2d/avg_pool2d:
  * a kh x kw window every sh x sw, taps dh x dw apart (0 counts as 1), pads per side, NHWC. */
@@ -1461,18 +1351,18 @@ typedef struct pgd_pool_desc {
 /* The output height and width of pooling an h x w input; PGD_ERR_INVALID_ARGUMENT for sizes
  * out of range (windows, strides, dilations 1 to 4096, pads 0 to 4096), PGD_ERR_SHAPE when the
  * window spans more than the padded input. */
-PGD_API int pgd_pool2d_output_size(const pgd_pool_desc *d, int64_t h, int64_t w, int64_t *oh,
-                                   int64_t *ow, pgd_error **err);
+PGD_API pgd_status pgd_pool2d_output_size(const pgd_pool_desc *d, int64_t h, int64_t w, int64_t *oh,
+                                          int64_t *ow, pgd_error **err);
 /* y [N, OH, OW, C] = the pool of x [N, H, W, C]. Max: NaN wins; padding counts as -inf (a
  * window with no tap inside x gives -inf); `indices` (NULL, or shaped like y) receives each
  * winner's index h·W + w within its channel's plane, as PyTorch's return_indices gives it (as
  * float, -1 for none). Average: the taps inside x summed, over the divisor count_include_pad
  * says (no tap counted: NaN). */
-PGD_API int pgd_pool2d(pgd_ctx *ctx, const pgd_tensor *x, const pgd_pool_desc *d, pgd_tensor *y,
-                       pgd_tensor *indices, pgd_error **err);
+PGD_API pgd_status pgd_pool2d(pgd_ctx *ctx, const pgd_tensor *x, const pgd_pool_desc *d,
+                              pgd_tensor *y, pgd_tensor *indices, pgd_error **err);
 /* y [N, C] = max over H, W of x [N, H, W, C] (NaN wins). */
-PGD_API int pgd_global_maxpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y,
-                               pgd_error **err);
+PGD_API pgd_status pgd_global_maxpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y,
+                                      pgd_error **err);
 
 /* ---- custom kernels --------------------------------------------------------------------- */
 
@@ -1486,29 +1376,30 @@ typedef struct pgd_kernel pgd_kernel;
  * `options` (may be NULL) and creates its kernel function `function`. `name` labels the program
  * in the cache and in messages. The kernel object is the caller's own: its arguments are not
  * shared with other pgd_kernel handles. On error *out is NULL. */
-PGD_API int pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source,
-                              const char *options, const char *function, pgd_kernel **out,
-                              pgd_error **err);
+PGD_API pgd_status pgd_kernel_create(pgd_ctx *ctx, const char *name, const char *source,
+                                     const char *options, const char *function, pgd_kernel **out,
+                                     pgd_error **err);
 PGD_API void pgd_kernel_destroy(pgd_kernel *k);
 /* Sets argument `index` to the buffer of tensor t (a __global pointer parameter). */
-PGD_API int pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t,
-                                  pgd_error **err);
+PGD_API pgd_status pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor *t,
+                                         pgd_error **err);
 /* Sets argument `index` to `size` bytes at `value` (a scalar or vector parameter; size must
  * be the parameter's OpenCL size: 4 for int/uint/float, 8 for long). */
-PGD_API int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, const void *value,
-                                 pgd_error **err);
+PGD_API pgd_status pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size,
+                                        const void *value, pgd_error **err);
 /* Sets argument `index`, a __local pointer parameter, to `bytes` (> 0) of local memory. */
-PGD_API int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err);
+PGD_API pgd_status pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes,
+                                        pgd_error **err);
 /* The largest work-group this kernel can be launched with on the context's device (at least 1). */
-PGD_API size_t pgd_kernel_max_work_group(const pgd_kernel *k);
+PGD_API size_t pgd_kernel_get_max_work_group(const pgd_kernel *k);
 /* A work-group size for a flat one-item-per-element launch: four times the device's preferred
- * multiple for this kernel (a SIMD width or warp), at most pgd_kernel_max_work_group. */
-PGD_API size_t pgd_kernel_preferred_work_group(const pgd_kernel *k);
+ * multiple for this kernel (a SIMD width or warp), at most pgd_kernel_get_max_work_group. */
+PGD_API size_t pgd_kernel_get_preferred_work_group(const pgd_kernel *k);
 /* Enqueues the kernel over `dims` (1-3) dimensions of `global` work-items in groups of `local`
  * (NULL: the driver chooses); global must be a multiple of local in each dimension. An unset
  * argument or a bad size is an error naming the kernel, not a crash. Does not wait. */
-PGD_API int pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global,
-                              const size_t *local, pgd_error **err);
+PGD_API pgd_status pgd_kernel_launch(pgd_kernel *k, unsigned dims, const size_t *global,
+                                     const size_t *local, pgd_error **err);
 
 /* ---- non-local blocks (NHWC activations) --------------------------------------------------- */
 
@@ -1563,9 +1454,9 @@ typedef struct pgd_nonlocal pgd_nonlocal;
  * PGD_ERR_INVALID_ARGUMENT, and
  * so is a missing array the mode needs (the message names it). On error *out is NULL and
  * nothing is allocated. */
-PGD_API int pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
-                                const pgd_nonlocal_params *params, pgd_nonlocal **out,
-                                pgd_error **err);
+PGD_API pgd_status pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
+                                       const pgd_nonlocal_params *params, pgd_nonlocal **out,
+                                       pgd_error **err);
 /* Frees the block; NULL is accepted. */
 PGD_API void pgd_nonlocal_destroy(pgd_nonlocal *nl);
 /* The description the block was created with (owned by the block); NULL for NULL. */
@@ -1579,8 +1470,8 @@ PGD_API int64_t pgd_nonlocal_key_grid(const pgd_nonlocal_desc *desc, int64_t h, 
  * expected; with subsampling H and W must be at least 2 (PGD_ERR_SHAPE). Scratch tensors
  * (P [B, H, W, 3·Ci], y [B, H, W, Ci], and for `unfused` the [B·N, N'] scores) come from the
  * context's pool and go back to it before the call returns. */
-PGD_API int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
-                                 pgd_tensor *z, pgd_error **err);
+PGD_API pgd_status pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                        pgd_tensor *z, pgd_error **err);
 /* The affinity row f(i, ·) of query position i = (qi, qj) (row, column on x's H x W grid) for
  * every batch item, into the caller's host array row [B, gh·gw], with *gh x *gw (either may be
  * NULL) the key grid (pgd_nonlocal_key_grid). Softmax forms: the probability row, from the
@@ -1588,9 +1479,9 @@ PGD_API int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd
  * (divided by N'), computed in double on the host from the device's θ and φ. x is checked as
  * for pgd_nonlocal_forward; a query outside the grid is PGD_ERR_INVALID_ARGUMENT. The
  * projections are recomputed: call it beside pgd_nonlocal_forward, for visualisation. */
-PGD_API int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
-                                  int64_t qi, int64_t qj, float *row, int64_t *gh, int64_t *gw,
-                                  pgd_error **err);
+PGD_API pgd_status pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                         int64_t qi, int64_t qj, float *row, int64_t *gh,
+                                         int64_t *gw, pgd_error **err);
 
 /* ---- graph attention (GATConv) ------------------------------------------------------------- */
 
@@ -1609,21 +1500,21 @@ typedef struct pgd_gat_graph pgd_gat_graph;
  * num_edges >= 0, add_self_loops 0 or 1, and each edge_index value in 0..N-1, else
  * PGD_ERR_INVALID_ARGUMENT naming the row, the edge and the value; E' of 2^31-1 or more is
  * PGD_ERR_TOO_LARGE. On error *out is NULL and nothing is allocated. */
-PGD_API int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
-                             int64_t num_edges, int add_self_loops, pgd_gat_graph **out,
-                             pgd_error **err);
+PGD_API pgd_status pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
+                                        int64_t num_edges, int add_self_loops, pgd_gat_graph **out,
+                                        pgd_error **err);
 /* Frees the graph; NULL is accepted. */
 PGD_API void pgd_gat_graph_destroy(pgd_gat_graph *g);
 /* N; 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_num_nodes(const pgd_gat_graph *g);
 /* E': the edges attention runs over, self loops included; 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_num_edges(const pgd_gat_graph *g);
 /* The largest number of incoming edges of a node (self loop included); 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_max_in_degree(const pgd_gat_graph *g);
 /* The graph's edges [2, E'] (int64, sources then destinations) in the order attention
  * coefficients come in: PyG's order after its self-loop rule, the edge_index GATConv returns
  * with return_attention_weights=True. Owned by the graph; NULL for NULL. */
-PGD_API const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g);
+PGD_API const int64_t *pgd_gat_graph_get_edge_index(const pgd_gat_graph *g);
 
 /* The activation fused after a GAT layer's bias (the one a model applies between layers). */
 typedef enum pgd_gat_act {
@@ -1671,23 +1562,23 @@ typedef struct pgd_gat pgd_gat;
  * holds its own copies. A size out of range, concat not 0/1, a non-finite slope, an unknown
  * activation or a missing required array is PGD_ERR_INVALID_ARGUMENT naming it. On error *out
  * is NULL and nothing is allocated. */
-PGD_API int pgd_gat_create(pgd_ctx *ctx, const pgd_gat_desc *desc, const pgd_gat_params *params,
-                           pgd_gat **out, pgd_error **err);
+PGD_API pgd_status pgd_gat_create(pgd_ctx *ctx, const pgd_gat_desc *desc,
+                                  const pgd_gat_params *params, pgd_gat **out, pgd_error **err);
 /* Frees the layer; NULL is accepted. */
 PGD_API void pgd_gat_destroy(pgd_gat *gat);
 /* The description the layer was made with (owned by it); NULL for NULL. */
 PGD_API const pgd_gat_desc *pgd_gat_get_desc(const pgd_gat *gat);
 /* y [N, out width] = the layer on graph g with node features x [N, F]. alpha, when not NULL, is
  * [E', H] and receives the attention coefficients α, row r for edge r of
- * pgd_gat_graph_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
- * (y must not alias x), else PGD_ERR_INVALID_ARGUMENT; a wrong shape is PGD_ERR_SHAPE naming
- * the shape found and the one expected. No launch is made per node: each node's incoming edges
- * are cut into segments of bounded length, so degrees of 10^5 and more cost no more than their
- * edges. Scratch tensors come from the context's pool and go back to it before the call
+ * pgd_gat_graph_get_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct
+ * tensors (y must not alias x), else PGD_ERR_INVALID_ARGUMENT; a wrong shape is PGD_ERR_SHAPE
+ * naming the shape found and the one expected. No launch is made per node: each node's incoming
+ * edges are cut into segments of bounded length, so degrees of 10^5 and more cost no more than
+ * their edges. Scratch tensors come from the context's pool and go back to it before the call
  * returns. */
-PGD_API int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g,
-                            const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha,
-                            pgd_error **err);
+PGD_API pgd_status pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g,
+                                   const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha,
+                                   pgd_error **err);
 
 #ifdef __cplusplus
 }

@@ -436,14 +436,14 @@ static int load_memory(const void *data, size_t size, const char *name, int min_
     return decode_with_stb(fmt, p, size, name, out, err);
 }
 
-int pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
-                          pgd_error **err)
+pgd_status pgd_image_load_memory(const void *data, size_t size, const char *name, pgd_image **out,
+                                 pgd_error **err)
 {
     return load_memory(data, size, name, 0, out, err);
 }
 
-int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name, int min_side,
-                                 pgd_image **out, pgd_error **err)
+pgd_status pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
+                                        int min_side, pgd_image **out, pgd_error **err)
 {
     if (min_side < 1) {
         if (out)
@@ -471,12 +471,12 @@ static int load_file(const char *path, int min_side, pgd_image **out, pgd_error 
     return rc;
 }
 
-int pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
+pgd_status pgd_image_load(const char *path, pgd_image **out, pgd_error **err)
 {
     return load_file(path, 0, out, err);
 }
 
-int pgd_image_load_scaled(const char *path, int min_side, pgd_image **out, pgd_error **err)
+pgd_status pgd_image_load_scaled(const char *path, int min_side, pgd_image **out, pgd_error **err)
 {
     if (min_side < 1) {
         if (out)
@@ -584,8 +584,8 @@ int pgd_image_exif_orientation(const void *data, size_t size)
     return 1;
 }
 
-int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
-                                pgd_error **err)
+pgd_status pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
+                                       pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -647,22 +647,22 @@ int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image
     return PGD_OK;
 }
 
-int pgd_image_width(const pgd_image *img)
+int pgd_image_get_width(const pgd_image *img)
 {
     return img ? img->width : 0;
 }
 
-int pgd_image_height(const pgd_image *img)
+int pgd_image_get_height(const pgd_image *img)
 {
     return img ? img->height : 0;
 }
 
-const uint8_t *pgd_image_data(const pgd_image *img)
+const uint8_t *pgd_image_get_data(const pgd_image *img)
 {
     return img ? img->data : NULL;
 }
 
-void pgd_image_free(pgd_image *img)
+void pgd_image_destroy(pgd_image *img)
 {
     if (!img)
         return;
@@ -673,12 +673,12 @@ void pgd_image_free(pgd_image *img)
     free(img);
 }
 
-int pgd_image_source_width(const pgd_image *img)
+int pgd_image_get_source_width(const pgd_image *img)
 {
     return img ? img->src_width : 0;
 }
 
-int pgd_image_source_height(const pgd_image *img)
+int pgd_image_get_source_height(const pgd_image *img)
 {
     return img ? img->src_height : 0;
 }

@@ -206,7 +206,8 @@ static int crop_offset(int size, int crop)
     return off;
 }
 
-int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out, pgd_error **err)
+pgd_status pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out,
+                                pgd_error **err)
 {
     if (!img || !img->data || !out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -268,7 +269,7 @@ int pgd_image_preprocess(const pgd_image *img, pgd_preprocess preset, float *out
     return PGD_OK;
 }
 
-int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, double rect[4])
+pgd_status pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, double rect[4])
 {
     if (!img || img->width < 1 || img->height < 1)
         return PGD_ERR_INVALID_ARGUMENT;
@@ -296,7 +297,7 @@ int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess preset, doubl
     return PGD_OK;
 }
 
-int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out, pgd_error **err)
+pgd_status pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_image_thumbnail: out is NULL");

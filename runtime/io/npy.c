@@ -259,8 +259,8 @@ static int convert_body(const unsigned char *src, const npy_header *h, int f64, 
     return PGD_OK;
 }
 
-int pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
-                 pgd_error **err)
+pgd_status pgd_npy_read(const char *path, float **data, int *ndim, int64_t shape[PGD_MAX_DIMS],
+                        pgd_error **err)
 {
     *data = NULL;
     *ndim = 0;
@@ -312,14 +312,14 @@ int pgd__npy_parse(const unsigned char *file, size_t size, const char *path, flo
     return PGD_OK;
 }
 
-int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,
-                     pgd_error **err)
+pgd_status pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t *shape,
+                            pgd_error **err)
 {
     if (!f || ndim < 0 || ndim > PGD_MAX_DIMS || (ndim > 0 && !shape))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "pgd_npy_write: no file, or ndim %d not in 0..%d", ndim,
                               PGD_MAX_DIMS);
-    const char *path = pgd_outfile_path(f);
+    const char *path = pgd_outfile_get_path(f);
     char dims[256] = "";
     size_t used = 0;
     uint64_t count = 1;
@@ -359,8 +359,8 @@ int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t 
     return rc;
 }
 
-int pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
-                  pgd_error **err)
+pgd_status pgd_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
+                         pgd_error **err)
 {
     pgd_outfile *f = NULL;
     int rc = pgd_outfile_open(path, &f, err);

@@ -465,7 +465,7 @@ static int parse_header(pgd_weights *w, const char *path, const unsigned char *h
 
 /* ---- opening ---- */
 
-void pgd_weights_close(pgd_weights *w)
+void pgd_weights_destroy(pgd_weights *w)
 {
     if (!w)
         return;
@@ -629,14 +629,14 @@ static int load_memory(pgd_weights *w, const char *path, pgd_error **err)
 static int weights_finish(pgd_weights *w, int rc, pgd_weights **out)
 {
     if (rc) {
-        pgd_weights_close(w);
+        pgd_weights_destroy(w);
         return rc;
     }
     *out = w;
     return PGD_OK;
 }
 
-int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
+pgd_status pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_open: out is NULL");
@@ -677,12 +677,12 @@ int pgd__weights_open_memory(const void *data, size_t size, const char *name, pg
 
 /* ---- accessors ---- */
 
-size_t pgd_weights_count(const pgd_weights *w)
+size_t pgd_weights_get_count(const pgd_weights *w)
 {
     return w ? w->count : 0;
 }
 
-const char *pgd_weights_name(const pgd_weights *w, size_t i)
+const char *pgd_weights_get_name(const pgd_weights *w, size_t i)
 {
     return w && i < w->count ? w->entries[i].name : NULL;
 }
@@ -706,7 +706,7 @@ static const st_entry *lookup(const pgd_weights *w, const char *name)
     return NULL;
 }
 
-int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info)
+pgd_status pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info)
 {
     const st_entry *e = lookup(w, name);
     if (!e)
@@ -726,7 +726,7 @@ int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *in
     return PGD_OK;
 }
 
-const char *pgd_weights_metadata(const pgd_weights *w, const char *key)
+const char *pgd_weights_get_metadata(const pgd_weights *w, const char *key)
 {
     if (!w || !w->meta || !key)
         return NULL;
@@ -869,7 +869,7 @@ static int not_found(const pgd_weights *w, const char *name, const char *what, p
                           name ? printable(name, pn, sizeof pn) : "(null)");
 }
 
-int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst, pgd_error **err)
+pgd_status pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst, pgd_error **err)
 {
     if (!w)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_to_float: w is NULL");
@@ -881,7 +881,7 @@ int pgd_weights_to_float(const pgd_weights *w, const char *name, float *dst, pgd
     return convert(w, e, "pgd_weights_to_float", dst, err);
 }
 
-int pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_error **err)
+pgd_status pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_error **err)
 {
     if (!w)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_read: w is NULL");
@@ -896,8 +896,8 @@ int pgd_weights_read(const pgd_weights *w, const char *name, void *dst, pgd_erro
     return n ? read_range(w, e, 0, dst, (size_t)n, "pgd_weights_read", err) : PGD_OK;
 }
 
-int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name, pgd_tensor **out,
-                       pgd_error **err)
+pgd_status pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *name,
+                              pgd_tensor **out, pgd_error **err)
 {
     if (!out)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_weights_upload: out is NULL");

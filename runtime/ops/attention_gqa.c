@@ -8,7 +8,8 @@
 
 #include "internal.h"
 
-int pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *a, int64_t kv_heads, pgd_error **err)
+pgd_status pgd_attention_gqa(pgd_ctx *ctx, const pgd_attention_args *a, int64_t kv_heads,
+                             pgd_error **err)
 {
     if (!a)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: args is NULL");

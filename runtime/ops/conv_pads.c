@@ -22,9 +22,9 @@ void pgd_conv2d_same_pads(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int
     }
 }
 
-int pgd_conv2d_forward_pads(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
-                            const int pads[4], pgd_act act, const pgd_tensor *residual,
-                            pgd_tensor *y, pgd_error **err)
+pgd_status pgd_conv2d_forward_pads(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
+                                   const int pads[4], pgd_act act, const pgd_tensor *residual,
+                                   pgd_tensor *y, pgd_error **err)
 {
     if (!ctx || !conv || !x || !y || !pads)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,

@@ -240,26 +240,27 @@ int pgd__graph_create_seg(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_i
     return PGD_OK;
 }
 
-int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index, int64_t num_edges,
-                     int add_self_loops, pgd_gat_graph **out, pgd_error **err)
+pgd_status pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_index,
+                                int64_t num_edges, int add_self_loops, pgd_gat_graph **out,
+                                pgd_error **err)
 {
     return pgd__graph_create_seg(ctx, num_nodes, edge_index, num_edges, add_self_loops, 0, out,
                                  err);
 }
 
-int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_num_nodes(const pgd_gat_graph *g)
 {
     return g ? g->n : 0;
 }
-int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_num_edges(const pgd_gat_graph *g)
 {
     return g ? g->e : 0;
 }
-int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_max_in_degree(const pgd_gat_graph *g)
 {
     return g ? g->max_deg : 0;
 }
-const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g)
+const int64_t *pgd_gat_graph_get_edge_index(const pgd_gat_graph *g)
 {
     return g ? g->edges : NULL;
 }
@@ -331,8 +332,8 @@ static int host_linear(pgd_ctx *ctx, int64_t rows, int64_t cols, const float *w,
     return rc;
 }
 
-int pgd_gat_create(pgd_ctx *ctx, const pgd_gat_desc *desc, const pgd_gat_params *params,
-                   pgd_gat **out, pgd_error **err)
+pgd_status pgd_gat_create(pgd_ctx *ctx, const pgd_gat_desc *desc, const pgd_gat_params *params,
+                          pgd_gat **out, pgd_error **err)
 {
     const char *op = "pgd_gat_create";
     if (out)
@@ -569,8 +570,8 @@ static int run_alpha(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, g
     return launch_flat(ctx, k, "gat_alpha", total, err);
 }
 
-int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, const pgd_tensor *x,
-                    pgd_tensor *y, pgd_tensor *alpha, pgd_error **err)
+pgd_status pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g,
+                           const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha, pgd_error **err)
 {
     const char *op = "pgd_gat_forward";
     if (!ctx || !gat || !g || !x || !y)

@@ -606,8 +606,8 @@ static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
  * into chunks accumulated through beta. options.gemm_k_chunk sets the chunk anywhere (tests). */
 static int64_t k_chunk(const pgd_ctx *ctx)
 {
-    if (ctx->opt.gemm_k_chunk > 0)
-        return ctx->opt.gemm_k_chunk;
+    if (ctx->knobs.gemm_k_chunk > 0)
+        return ctx->knobs.gemm_k_chunk;
     return ctx->dev.software_rasteriser ? 256 : INT64_MAX;
 }
 
@@ -687,8 +687,8 @@ static int mat_dims(const pgd_tensor *t, int64_t *batch, int64_t *rows, int64_t 
     return -1;
 }
 
-int pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a, const pgd_tensor *b,
-             pgd_tensor *c, pgd_error **err)
+pgd_status pgd_gemm(pgd_ctx *ctx, const pgd_gemm_args *args, const pgd_tensor *a,
+                    const pgd_tensor *b, pgd_tensor *c, pgd_error **err)
 {
     pgd_gemm_args def = {0, 0, 1.0f, 0.0f, NULL, PGD_ACT_NONE, NULL};
     if (!args)

@@ -14,7 +14,7 @@ static int check_operand(const char *what, pgd_matrix m, int64_t rows, int64_t c
                               what);
     char s[96];
     pgd_tensor_shape_str(m.t, s, sizeof s);
-    int64_t numel = pgd_tensor_numel(m.t);
+    int64_t numel = pgd_tensor_get_numel(m.t);
     if (m.offset < 0 || m.batch_stride < 0 || m.ld < cols || m.ld > INT32_MAX ||
         m.batch_stride > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -78,8 +78,9 @@ static int check_output(pgd_matrix a, pgd_matrix b, pgd_matrix c, int64_t ar, in
     return PGD_OK;
 }
 
-int pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N, int64_t K,
-                     int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c, pgd_error **err)
+pgd_status pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, int64_t N,
+                            int64_t K, int64_t batch, pgd_matrix a, pgd_matrix b, pgd_matrix c,
+                            pgd_error **err)
 {
     pgd_gemm_args def = {0, 0, 1.0f, 0.0f, NULL, PGD_ACT_NONE, NULL};
     if (!args)

@@ -88,15 +88,16 @@ static int copy_new(pgd_ctx *ctx, cl_mem src, int ndim, const int64_t *shape, pg
     int rc = pgd_tensor_create(ctx, ndim, shape, dst, err);
     if (rc)
         return rc;
-    cl_int cl = clEnqueueCopyBuffer(ctx->queue, src, (*dst)->buf, 0, 0,
-                                    (size_t)pgd_tensor_numel(*dst) * sizeof(float), 0, NULL, NULL);
+    cl_int cl =
+        clEnqueueCopyBuffer(ctx->queue, src, (*dst)->buf, 0, 0,
+                            (size_t)pgd_tensor_get_numel(*dst) * sizeof(float), 0, NULL, NULL);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying %s", what);
     return PGD_OK;
 }
 
-int pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias, pgd_linear **out,
-                      pgd_error **err)
+pgd_status pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
+                             pgd_linear **out, pgd_error **err)
 {
     *out = NULL;
     int rc = check_linear_args(w, bias, err);
@@ -151,8 +152,8 @@ void pgd_linear_destroy(pgd_linear *l)
     free(l);
 }
 
-int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, pgd_act act,
-                       const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
+pgd_status pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, pgd_act act,
+                              const pgd_tensor *residual, pgd_tensor *y, pgd_error **err)
 {
     char sx[96], sy[96];
     pgd_tensor_shape_str(x, sx, sizeof sx);
@@ -178,7 +179,7 @@ int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, p
     memset(&g, 0, sizeof g);
     g.params = &l->gp;
     g.trans_b = 1;
-    g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
+    g.M = l->k ? pgd_tensor_get_numel(x) / l->k : 0;
     g.N = l->n;
     g.K = l->k;
     g.batch = 1;

@@ -127,8 +127,9 @@ static int check_params(const pgd_nonlocal_desc *d, const pgd_nonlocal_params *p
     return PGD_OK;
 }
 
-int pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
-                        const pgd_nonlocal_params *params, pgd_nonlocal **out, pgd_error **err)
+pgd_status pgd_nonlocal_create(pgd_ctx *ctx, const pgd_nonlocal_desc *desc,
+                               const pgd_nonlocal_params *params, pgd_nonlocal **out,
+                               pgd_error **err)
 {
     if (out)
         *out = NULL;
@@ -226,7 +227,7 @@ const pgd_nonlocal_desc *pgd_nonlocal_get_desc(const pgd_nonlocal *nl)
  * nl_key_chunk option sets another length (tests). */
 static cl_int key_chunk(const pgd_ctx *ctx)
 {
-    int64_t n = ctx->opt.nl_key_chunk;
+    int64_t n = ctx->knobs.nl_key_chunk;
     return n > 0 && n <= INT32_MAX ? (cl_int)n : 8192;
 }
 
@@ -482,8 +483,8 @@ static int concatenation(pgd_ctx *ctx, const pgd_nonlocal *nl, const proj_set *s
     return rc;
 }
 
-int pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x, pgd_tensor *z,
-                         pgd_error **err)
+pgd_status pgd_nonlocal_forward(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                pgd_tensor *z, pgd_error **err)
 {
     const char *op = "pgd_nonlocal_forward";
     if (!ctx || !nl || !z)
@@ -563,8 +564,8 @@ static int affinity_host(const pgd_nonlocal *nl, const proj_set *s, int64_t Bn, 
     int64_t Ci = nl->d.inner, pc = nl->pc;
     const float *wc = nl->d.mode == PGD_NONLOCAL_CONCATENATION ? nl->concat : NULL;
     int rc = PGD_OK;
-    float *hp = malloc((size_t)pgd_tensor_numel(s->P) * sizeof *hp);
-    float *hpp = malloc((size_t)pgd_tensor_numel(s->Pk) * sizeof *hpp);
+    float *hp = malloc((size_t)pgd_tensor_get_numel(s->P) * sizeof *hp);
+    float *hpp = malloc((size_t)pgd_tensor_get_numel(s->Pk) * sizeof *hpp);
     if (!hp || !hpp)
         rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: host copies of θ and φ", op);
     if (!rc)
@@ -596,8 +597,9 @@ static int affinity_host(const pgd_nonlocal *nl, const proj_set *s, int64_t Bn, 
     return rc;
 }
 
-int pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x, int64_t qi,
-                          int64_t qj, float *row, int64_t *gh, int64_t *gw, pgd_error **err)
+pgd_status pgd_nonlocal_affinity(pgd_ctx *ctx, const pgd_nonlocal *nl, const pgd_tensor *x,
+                                 int64_t qi, int64_t qj, float *row, int64_t *gh, int64_t *gw,
+                                 pgd_error **err)
 {
     const char *op = "pgd_nonlocal_affinity";
     if (!ctx || !nl || !row)

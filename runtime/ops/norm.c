@@ -20,7 +20,7 @@ static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pg
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: x and y are required", op);
     if (!pgd__shape_equal(x, y))
         return pgd__shape_error(err, op, "output shape differs from input", x, y);
-    if (pgd_tensor_numel(x) > (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(x) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     return PGD_OK;
 }
@@ -63,7 +63,7 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
      * each barrier is a pass over all its items: two SIMD widths of items (at least 4) keep the
      * loops vectorised and the barriers cheap. On PoCL 3.1 a [1576, 768] LayerNorm took 28 ms
      * with 1024 items per row and 2.5 ms with 16. */
-    long forced = ctx->opt.row_wg;
+    long forced = ctx->knobs.row_wg;
     if (forced > 0) {
         /* A development and test knob: an upper bound on the work-group size of the row
          * kernels that replaces the cap below, so CPU runs can exercise the wide reductions a
@@ -82,8 +82,8 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
     return need;
 }
 
-int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const pgd_tensor *b,
-                  float eps, pgd_tensor *y, pgd_error **err)
+pgd_status pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
+                         const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err)
 {
     int rc = check_xy(x, y, "layernorm", err);
     if (rc)
@@ -97,7 +97,7 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
     if (!(eps >= 0.0f))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "layernorm: eps must be non-negative, got %g", (double)eps);
-    int64_t numel = pgd_tensor_numel(x);
+    int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
@@ -108,7 +108,7 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
      * a work-item, LVW floats a step: a [1576, 768] LayerNorm 2.66 -> 0.21 ms on PoCL,
      * 1.9-7.4 -> 0.28 ms on Intel's runtime, 21 -> 16 ms on llvmpipe. */
     int lvw = cols % 16 == 0 ? 16 : cols % 8 == 0 ? 8 : cols % 4 == 0 ? 4 : 0;
-    if (lvw && !ctx->dev.local_mem_dedicated && ctx->opt.row_wg <= 0) {
+    if (lvw && !ctx->dev.local_mem_dedicated && ctx->knobs.row_wg <= 0) {
         char opts[32];
         snprintf(opts, sizeof opts, "-DLVW=%d", lvw);
         if ((rc = pgd__args_kernel(&args, ctx, "norm", opts, "layernorm_vec", &k, err)))
@@ -147,12 +147,13 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
     return pgd__enqueue(ctx, k, "layernorm_rows", 1, &global, &wg, err);
 }
 
-int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y, pgd_error **err)
+pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
+                       pgd_error **err)
 {
     int rc = check_xy(x, y, "softmax", err);
     if (rc)
         return rc;
-    int64_t numel = pgd_tensor_numel(x);
+    int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
@@ -178,7 +179,7 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     int rc = check_xy(x, y, op, err);
     if (rc)
         return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
@@ -194,19 +195,20 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
 
-int pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form, pgd_error **err)
+pgd_status pgd_gelu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, int tanh_form,
+                    pgd_error **err)
 {
     return unary(ctx, x, y, tanh_form ? "gelu (tanh form)" : "gelu",
                  tanh_form ? "gelu_tanh" : "gelu_erf", err);
 }
 
-int pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err)
+pgd_status pgd_relu(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err)
 {
     return unary(ctx, x, y, "relu", "relu", err);
 }
 
-int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_tensor *y,
-                 pgd_error **err)
+pgd_status pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_tensor *y,
+                        pgd_error **err)
 {
     int rc = check_xy(x, y, "bias_add", err);
     if (rc)
@@ -215,7 +217,7 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "bias_add: bias is required");
     if ((rc = check_vec(x, bias, "bias_add", "bias", err)))
         return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(x), cols = (cl_uint)last_dim(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x), cols = (cl_uint)last_dim(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
@@ -291,8 +293,8 @@ static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, in
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
 
-int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, int log,
-                     pgd_tensor *y, pgd_error **err)
+pgd_status pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, int log,
+                            pgd_tensor *y, pgd_error **err)
 {
     const char *op = log ? "log_softmax" : "softmax";
     int a = 0, rc = check_xy(x, y, op, err);
@@ -301,7 +303,7 @@ int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, i
         return rc;
     const char *kernel = log ? "log_softmax_rows" : "softmax_rows";
     int64_t n = x->shape[a];
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     if (inner == 1)
         return softmax_like(ctx, kernel, x->buf, y->buf, outer, n, scale, err);
@@ -341,7 +343,7 @@ static int check_group(const pgd_tensor *x, int a, int64_t from, const pgd_tenso
 static int check_stats(const pgd_tensor *x, int a, int64_t outer, const pgd_tensor *s,
                        const char *name, pgd_error **err)
 {
-    int ok = !s || pgd_tensor_numel(s) == outer;
+    int ok = !s || pgd_tensor_get_numel(s) == outer;
     for (int d = 0; s && ok && d < s->ndim; d++)
         ok = d < a ? s->shape[d] == x->shape[d] : s->shape[d] == 1;
     if (ok && s && s->ndim < a)
@@ -353,9 +355,9 @@ static int check_stats(const pgd_tensor *x, int a, int64_t outer, const pgd_tens
     return pgd__shape_error(err, "layernorm", what, x, s);
 }
 
-int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
-                       const pgd_tensor *b, float eps, pgd_tensor *y, pgd_tensor *mean,
-                       pgd_tensor *rstd, pgd_error **err)
+pgd_status pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w,
+                              const pgd_tensor *b, float eps, pgd_tensor *y, pgd_tensor *mean,
+                              pgd_tensor *rstd, pgd_error **err)
 {
     int a = 0, rc = check_xy(x, y, "layernorm", err);
     int64_t outer = 0, from = 0, inner = 0;
@@ -380,7 +382,7 @@ int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_te
                               "layernorm: x's dims from axis %d on hold no elements: no mean or "
                               "rstd to give",
                               a);
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     if (mean) { /* first: y may be x */
         cl_kernel k;
@@ -408,8 +410,8 @@ int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_te
     return pgd_layernorm(ctx, &xv, w ? &wv : NULL, b ? &bv : NULL, eps, &yv, err);
 }
 
-int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w, float eps,
-                pgd_tensor *y, pgd_error **err)
+pgd_status pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w, float eps,
+                       pgd_tensor *y, pgd_error **err)
 {
     int a = 0, rc = check_xy(x, y, "rmsnorm", err);
     int64_t outer = 0, from = 0, inner = 0;
@@ -419,7 +421,7 @@ int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w
     if (!(eps >= 0.0f))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "rmsnorm: eps must be non-negative, got %g", (double)eps);
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     cl_kernel k;
     pgd__args args;
@@ -473,7 +475,7 @@ static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mea
                         float eps, int64_t channels, int64_t inner, pgd_tensor *y,
                         pgd_error **err)
 {
-    cl_uint n = (cl_uint)pgd_tensor_numel(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
@@ -498,9 +500,9 @@ static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mea
     return pgd__enqueue(ctx, k, "channel_norm", 1, &global, &wg, err);
 }
 
-int pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
-                   const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b, float eps,
-                   pgd_tensor *y, pgd_error **err)
+pgd_status pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
+                          const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
+                          float eps, pgd_tensor *y, pgd_error **err)
 {
     int64_t channels = 0, inner = 0;
     int rc = check_xy(x, y, "batch_norm", err);
@@ -516,8 +518,8 @@ int pgd_batch_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
     return channel_norm(ctx, x, mean, var, w, b, eps, channels, inner, y, err);
 }
 
-int pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups, const pgd_tensor *w,
-                   const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err)
+pgd_status pgd_group_norm(pgd_ctx *ctx, const pgd_tensor *x, int groups, const pgd_tensor *w,
+                          const pgd_tensor *b, float eps, pgd_tensor *y, pgd_error **err)
 {
     int64_t channels = 0, inner = 0;
     int rc = check_xy(x, y, "group_norm", err);

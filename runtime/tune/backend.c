@@ -132,8 +132,8 @@ int pgd__gemm_tune_call(pgd_ctx *ctx, const pgd__gemm_call *g, int linear, cl_me
     return b;
 }
 
-int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                  int64_t batch, pgd_gemm_backend *chosen, pgd_error **err)
+pgd_status pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                         int64_t batch, pgd_gemm_backend *chosen, pgd_error **err)
 {
     if (chosen)
         *chosen = PGD_GEMM_BACKEND_PAGODA;

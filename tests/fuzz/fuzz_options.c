@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -105,10 +106,12 @@ static void check_options(const pgd_ctx_options *o)
     if ((unsigned)o->profiling > 1 || o->profile_print_at_destroy != o->profiling ||
         (unsigned)o->gemm_backend > 2 || (unsigned)o->gemm_tuning > 1 ||
         (unsigned)o->conv_algo > PGD_CONV_ALGO_WINOGRAD ||
-        (unsigned)o->attention > PGD_ATTENTION_KT || o->gemm_k_chunk < 0 ||
-        o->gemm_k_chunk > INT32_MAX || o->conv_mb < 0 || o->conv_mb > 4096 || o->row_wg < 0 ||
-        o->row_wg > (1 << 20) || o->max_launch_rows < 0 || o->max_batch < 0 ||
-        o->nl_key_chunk < 0 || o->nl_key_chunk > INT32_MAX)
+        (unsigned)o->attention > PGD_ATTENTION_KT || !memchr(o->knobs, 0, sizeof o->knobs))
+        abort();
+    /* the knobs written are a list the library reads back (the setter parses the whole text) */
+    pgd_ctx_options copy = *o;
+    pgd_error *err = NULL;
+    if (pgd_ctx_options_set_knob(&copy, "conv_mb", NULL, &err) != PGD_OK)
         abort();
 }
 
@@ -148,10 +151,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_options(&o);
     } else {
         /* Refused: a message naming a variable, and the options untouched. */
-        if (!err || !strstr(pgd_error_message(err), "PAGODA_") ||
+        if (!err || !strstr(pgd_error_get_message(err), "PAGODA_") ||
             memcmp(&o, &before, sizeof o) != 0)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
     }
     for (int i = 0; i < nenv; i++)
         free(envp[i]);
