@@ -41,7 +41,7 @@ static const char usage[] =
     "  PAGODA_KERNEL_PARAMS=P  GEMM kernel parameters instead of the tuned ones ('pagoda tune')\n"
     "  PAGODA_MAX_BATCH=N    run batches as passes of at most N images\n"
     "  PAGODA_GEMM, PAGODA_CONV, PAGODA_ATTENTION, ...: back ends and variants (README,\n"
-    "                        'Environment'; the fields of pgd_ctx_options in pagoda.h)\n"
+    "                        'Environment'; pgd_ctx_options and its knobs in pagoda.h)\n"
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage error (a bad PAGODA_* value too).\n";
 

@@ -129,7 +129,7 @@ def _options(env: bool, kw: Dict[str, Any]) -> tuple:
         else:
             known = sorted(_STRINGS + tuple(_ENUMS) + _INTS + _KNOBS + _BOOLS)
             raise InvalidArgumentError(
-                f"Context: unknown option {k!r} (the fields of pgd_ctx_options: "
+                f"Context: unknown option {k!r} (the fields and knobs of pgd_ctx_options: "
                 f"{', '.join(known)})")
     return o, keep
 
@@ -139,9 +139,10 @@ class Context:
 
     `device` is a selector as for `pagoda devices` ("cpu", "gpu", "1:0", a name fragment such
     as "pocl" or "llvmpipe"); None means $PAGODA_DEVICE or the best device. The keyword
-    arguments are the fields of pgd_ctx_options and its knobs by key (cache_dir, kernel_dir, profiling,
-    gemm_backend="auto"|"pagoda"|"clblast", conv_algo="auto"|"gemm"|"implicit"|"im2col"|
-    "direct"|"winograd", attention="auto"|"rows"|"tiled"|"generic", max_batch, kernel_params, ...).
+    arguments are the fields of pgd_ctx_options and its knobs by key (cache_dir, kernel_dir,
+    profiling, gemm_backend="auto"|"pagoda"|"clblast", conv_algo="auto"|"gemm"|"implicit"|
+    "im2col"|"direct"|"winograd", attention="auto"|"rows"|"tiled"|"generic", max_batch,
+    kernel_params, row_wg, ...).
     With env=True (the default) the PAGODA_* environment variables are read first, as the CLI
     does, and the keywords override them.
 

@@ -44,3 +44,8 @@ s/\bpgd_gat_graph_num_nodes\b/pgd_gat_graph_get_num_nodes/g
 s/\bpgd_gat_graph_num_edges\b/pgd_gat_graph_get_num_edges/g
 s/\bpgd_gat_graph_max_in_degree\b/pgd_gat_graph_get_max_in_degree/g
 s/\bpgd_gat_graph_edge_index\b/pgd_gat_graph_get_edge_index/g
+# the test and tuning knobs left pgd_ctx_options for its `knobs` text; inside the library (and
+# white-box tests) the parsed values are ctx->knobs (int64_t each). Callers of the public
+# struct set them with pgd_ctx_options_set_knob(&o, "row_wg", "16", &err) instead (tests:
+# pgd_test_knob(&o, "row_wg", 16)); that is not a rename and has no expression here.
+s/->opt\.\(gemm_k_chunk\|conv_mb\|conv_chunk_bytes\|row_wg\|max_launch_rows\|nl_key_chunk\|attn_key_block\|max_batch\)\b/->knobs.\1/g
