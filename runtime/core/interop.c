@@ -1,4 +1,4 @@
-/* interop.c — Pagoda on the caller's OpenCL objects (pagoda_cl.h) and host views (pagoda.h):
+/* interop.c — Pagoda on the caller's OpenCL objects and host memory (pagoda_cl.h):
  * a context over a caller's cl_context, device and queue; tensors over a caller's cl_mem or host
  * memory with no copy; the cl_mem under a tensor; events; mapping a tensor for the host.
  *

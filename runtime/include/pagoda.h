@@ -465,36 +465,6 @@ PGD_API int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err
 /* Writes a one-line shape like "[2, 197, 768]" into buf. Returns buf. */
 PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 
-/* Host views (interop: docs/interop.md). On a device whose memory is the host's
- * (pgd_device_info.unified_memory: CL_DEVICE_HOST_UNIFIED_MEMORY, true for PoCL's and Intel's
- * CPU devices), a tensor can live in the caller's memory and a tensor's memory can be read and
- * written by the host, with no copy either way. The OpenCL objects themselves (a caller's
- * cl_context, queue and cl_mem, events) are in pagoda_cl.h, which includes <CL/cl.h>. */
-
-/* The alignment in bytes a host pointer needs for pgd_tensor_wrap_host on ctx's device
- * (CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 64); 0 when the device's memory is not the host's. */
-PGD_API size_t pgd_ctx_host_alignment(const pgd_ctx *ctx);
-/* A contiguous float32 tensor of `shape` over the caller's host memory at `data` (numel floats;
- * CL_MEM_USE_HOST_PTR), with no copy: what the host writes there is what ops read and the other
- * way round, once the work that uses the tensor has finished (pgd_ctx_finish) or between
- * pgd_tensor_map and pgd_tensor_unmap. The caller keeps the memory alive and unchanged while ops
- * run until pgd_tensor_destroy, which does not free it. PGD_ERR_UNSUPPORTED when the device's
- * memory is not the host's, or when the driver would copy after all (checked by mapping it);
- * PGD_ERR_INVALID_ARGUMENT for a NULL `data` or one not aligned to pgd_ctx_host_alignment.
- * The tensor is not counted in pgd_ctx_memory_stats. On error nothing is allocated. */
-PGD_API int pgd_tensor_wrap_host(pgd_ctx *ctx, void *data, int ndim, const int64_t *shape,
-                                 pgd_tensor **out, pgd_error **err);
-/* The caller's memory under a tensor made by pgd_tensor_wrap_host; NULL for any other. */
-PGD_API void *pgd_tensor_host_data(const pgd_tensor *t);
-/* Maps the tensor's numel floats for host access (blocking: waits for the work queued before):
- * *ptr gets their address, valid until pgd_tensor_unmap(t, *ptr). On a device with unified
- * memory this is the tensor's own memory (no copy; for pgd_tensor_wrap_host the caller's
- * pointer); elsewhere the driver may copy in and out. Each map needs its unmap before the
- * tensor is destroyed; ops may not write the tensor while it is mapped. */
-PGD_API int pgd_tensor_map(pgd_tensor *t, void **ptr, pgd_error **err);
-/* Ends a mapping made by pgd_tensor_map (queued; later work on the tensor sees host writes). */
-PGD_API int pgd_tensor_unmap(pgd_tensor *t, void *ptr, pgd_error **err);
-
 /* Bytes currently held idle in the context's buffer pool, and how many buffers. */
 PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                                 uint64_t *reused);

@@ -1,6 +1,7 @@
-/* pagoda_cl.h — OpenCL interop: a Pagoda context over the caller's OpenCL context, device and
- * queue; tensors over the caller's cl_mem buffers; the cl_mem under a tensor; events to order
- * the caller's queue after Pagoda's work and the other way round (docs/interop.md).
+/* pagoda_cl.h — interop: a Pagoda context over the caller's OpenCL context, device and queue;
+ * tensors over the caller's cl_mem buffers; the cl_mem under a tensor; events to order the
+ * caller's queue after Pagoda's work and the other way round; tensors over host memory and
+ * host access to tensors with no copy on CPU devices (docs/interop.md).
  *
  * Separate from pagoda.h so that callers who do not use OpenCL themselves never need the
  * OpenCL headers: this one includes <CL/cl.h> (OpenCL 1.2 API unless the caller chose another
@@ -78,6 +79,37 @@ PGD_API int pgd_tensor_wrap_cl(pgd_ctx *ctx, cl_mem buf, size_t offset, pgd_dtyp
  * buffer (offset 0; it may be larger than the tensor, being pooled). Owned by the tensor:
  * retain it to keep it past pgd_tensor_destroy. */
 PGD_API cl_mem pgd_tensor_cl_mem(const pgd_tensor *t, size_t *offset);
+
+/* ---- host views ---- */
+
+/* On a device whose memory is the host's (pgd_device_info.unified_memory:
+ * CL_DEVICE_HOST_UNIFIED_MEMORY, true for PoCL's and Intel's CPU devices and rusticl on
+ * llvmpipe), a tensor can live in the caller's memory and a tensor's memory can be read and
+ * written by the host, with no copy either way. These take no OpenCL types. */
+
+/* The alignment in bytes a host pointer needs for pgd_tensor_wrap_host on ctx's device
+ * (CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 64); 0 when the device's memory is not the host's. */
+PGD_API size_t pgd_ctx_host_alignment(const pgd_ctx *ctx);
+/* A contiguous float32 tensor of `shape` over the caller's host memory at `data` (numel floats;
+ * CL_MEM_USE_HOST_PTR), with no copy: what the host writes there is what ops read and the other
+ * way round, once the work that uses the tensor has finished (pgd_ctx_finish) or between
+ * pgd_tensor_map and pgd_tensor_unmap. The caller keeps the memory alive and unchanged while ops
+ * run until pgd_tensor_destroy, which does not free it. PGD_ERR_UNSUPPORTED when the device's
+ * memory is not the host's, or when the driver would copy after all (checked by mapping it);
+ * PGD_ERR_INVALID_ARGUMENT for a NULL `data` or one not aligned to pgd_ctx_host_alignment.
+ * The tensor is not counted in pgd_ctx_memory_stats. On error nothing is allocated. */
+PGD_API int pgd_tensor_wrap_host(pgd_ctx *ctx, void *data, int ndim, const int64_t *shape,
+                                 pgd_tensor **out, pgd_error **err);
+/* The caller's memory under a tensor made by pgd_tensor_wrap_host; NULL for any other. */
+PGD_API void *pgd_tensor_host_data(const pgd_tensor *t);
+/* Maps the tensor's numel floats for host access (blocking: waits for the work queued before):
+ * *ptr gets their address, valid until pgd_tensor_unmap(t, *ptr). On a device with unified
+ * memory this is the tensor's own memory (no copy; for pgd_tensor_wrap_host the caller's
+ * pointer); elsewhere the driver may copy in and out. Each map needs its unmap before the
+ * tensor is destroyed; ops may not write the tensor while it is mapped. */
+PGD_API int pgd_tensor_map(pgd_tensor *t, void **ptr, pgd_error **err);
+/* Ends a mapping made by pgd_tensor_map (queued; later work on the tensor sees host writes). */
+PGD_API int pgd_tensor_unmap(pgd_tensor *t, void *ptr, pgd_error **err);
 
 #ifdef __cplusplus
 }
