@@ -6,6 +6,11 @@
 #include <string.h>
 
 #include "harness.h"
+/* pagoda.h (through harness.h) must not bring in the OpenCL headers: callers who do not use
+ * interop need none. */
+#ifdef CL_VERSION_1_0
+#error "pagoda.h includes the OpenCL headers; only pagoda_cl.h may"
+#endif
 #include "pagoda_cl.h"
 
 /* The OpenCL handles of a listed device. */
