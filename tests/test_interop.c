@@ -100,10 +100,10 @@ START_TEST(caller_context_and_queue)
         ck_assert_ptr_eq(pgd_ctx_cl_context(ctx), c);
         ck_assert_ptr_eq(pgd_ctx_cl_device(ctx), dev);
         ck_assert_ptr_eq(pgd_ctx_cl_queue(ctx), q);
-        ck_assert_str_eq(pgd_ctx_device(ctx)->name, d->name);
-        ck_assert_int_eq(pgd_ctx_device(ctx)->platform_index, d->platform_index);
-        ck_assert_int_eq(pgd_ctx_device(ctx)->device_index, d->device_index);
-        ck_assert_uint_eq(pgd_ctx_device(ctx)->unified_memory, (unsigned)d->unified_memory);
+        ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, d->name);
+        ck_assert_int_eq(pgd_ctx_get_device(ctx)->platform_index, d->platform_index);
+        ck_assert_int_eq(pgd_ctx_get_device(ctx)->device_index, d->device_index);
+        ck_assert_uint_eq(pgd_ctx_get_device(ctx)->unified_memory, (unsigned)d->unified_memory);
         clReleaseCommandQueue(q); /* the context holds its own references from here */
         clReleaseContext(c);
         enum { M = 13, N = 9, K = 21 };

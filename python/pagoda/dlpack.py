@@ -260,7 +260,7 @@ def _wrap_capsule(ctx: "Context", cap: Any) -> Optional["Tensor"]:
     try:
         rc = api.pgd_tensor_wrap_host(h, data, len(shape), dims, byref(out), byref(err))
         if rc:
-            api.pgd_error_free(err)  # the driver would copy: the caller copies instead
+            api.pgd_error_destroy(err)  # the driver would copy: the caller copies instead
             return None
         _capsule_set_name(cap, _USED)  # ours now: the deleter is called when the tensor goes
         deleter = mtp.contents.deleter

@@ -374,7 +374,7 @@ void *pgd_tensor_host_data(const pgd_tensor *t)
 int pgd_tensor_map(pgd_tensor *t, void **ptr, pgd_error **err)
 {
     *ptr = NULL;
-    size_t bytes = (size_t)pgd_tensor_numel(t) * sizeof(float);
+    size_t bytes = (size_t)pgd_tensor_get_numel(t) * sizeof(float);
     if (!bytes) {
         /* Nothing to map; OpenCL refuses an empty region. Any non-NULL address will do. */
         *ptr = t->host ? t->host : (void *)t;
@@ -396,7 +396,7 @@ int pgd_tensor_unmap(pgd_tensor *t, void *ptr, pgd_error **err)
     if (!ptr)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "pgd_tensor_unmap: the pointer is NULL");
-    if (pgd_tensor_numel(t) == 0)
+    if (pgd_tensor_get_numel(t) == 0)
         return PGD_OK;
     cl_int cl = clEnqueueUnmapMemObject(t->ctx->queue, t->buf, ptr, 0, NULL, NULL);
     if (cl != CL_SUCCESS) {

@@ -69,7 +69,7 @@ PGD_API int pgd_ctx_wait_events(pgd_ctx *ctx, cl_uint count, const cl_event *eve
  * caller's is accepted (its origin is added). Otherwise PGD_ERR_INVALID_ARGUMENT (or
  * PGD_ERR_UNSUPPORTED for another dtype or layout) naming the rule and the sizes. The tensor
  * retains `buf`; pgd_tensor_destroy releases it and never frees or pools it; it is not counted
- * in pgd_ctx_memory_stats. The caller orders its own use of the buffer with Pagoda's through
+ * in pgd_ctx_get_memory_stats. The caller orders its own use of the buffer with Pagoda's through
  * the queue (pgd_ctx_last_event, pgd_ctx_wait_events). On error nothing is allocated. */
 PGD_API int pgd_tensor_wrap_cl(pgd_ctx *ctx, cl_mem buf, size_t offset, pgd_dtype dtype, int ndim,
                                const int64_t *shape, const int64_t *strides, pgd_tensor **out,
@@ -97,7 +97,7 @@ PGD_API size_t pgd_ctx_host_alignment(const pgd_ctx *ctx);
  * run until pgd_tensor_destroy, which does not free it. PGD_ERR_UNSUPPORTED when the device's
  * memory is not the host's, or when the driver would copy after all (checked by mapping it);
  * PGD_ERR_INVALID_ARGUMENT for a NULL `data` or one not aligned to pgd_ctx_host_alignment.
- * The tensor is not counted in pgd_ctx_memory_stats. On error nothing is allocated. */
+ * The tensor is not counted in pgd_ctx_get_memory_stats. On error nothing is allocated. */
 PGD_API int pgd_tensor_wrap_host(pgd_ctx *ctx, void *data, int ndim, const int64_t *shape,
                                  pgd_tensor **out, pgd_error **err);
 /* The caller's memory under a tensor made by pgd_tensor_wrap_host; NULL for any other. */
