@@ -110,6 +110,7 @@ from .ops import (
     transpose,
     where,
 )
+from .dlpack import empty_host, from_dlpack, host_alignment
 from .tensor import Tensor
 
 __version__ = "0.1.0"
@@ -135,4 +136,6 @@ __all__ = [
     # layout
     "concat", "concatenate", "depth_to_space", "gather", "pad", "slice_", "space_to_depth",
     "take", "transpose",
+    # interop: DLPack and host memory shared with CPU devices
+    "empty_host", "from_dlpack", "host_alignment",
 ]

@@ -370,6 +370,12 @@ _DECLS = [
     ("pgd_tensor_upload", c_int, V, V, ErrP),
     ("pgd_tensor_download", c_int, V, V, ErrP),
     ("pgd_tensor_fill", c_int, V, c_float, ErrP),
+    # host views (interop)
+    ("pgd_ctx_host_alignment", c_size_t, V),
+    ("pgd_tensor_wrap_host", c_int, V, V, c_int, I64P, POINTER(V), ErrP),
+    ("pgd_tensor_host_data", V, V),
+    ("pgd_tensor_map", c_int, V, POINTER(V), ErrP),
+    ("pgd_tensor_unmap", c_int, V, V, ErrP),
     ("pgd_tensor_copy", c_int, V, c_int64, V, c_int64, c_int64, ErrP),
     # ops
     ("pgd_gemm", c_int, V, POINTER(GemmArgs), V, V, V, ErrP),

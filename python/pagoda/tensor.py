@@ -91,6 +91,20 @@ def _shape_arg(shape: Any, what: str) -> Tuple[int, ...]:
     return s
 
 
+class _Capsule:
+    """A DLPack capsule presented to np.from_dlpack (which wants an object with __dlpack__)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, **_: Any) -> Any:
+        c, self._capsule = self._capsule, None
+        return c
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (1, 0)
+
+
 class Tensor(Handle):
     """A float32 tensor on a context's device. Make one with ctx.tensor(array) or
     ctx.empty(shape); read it back with t.numpy() (or np.asarray(t))."""
@@ -200,8 +214,52 @@ class Tensor(Handle):
             self._ctx._exit()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """np.asarray(t): a copy (as numpy()), unless copy=False asks for the host view
+        (host_view(): no copy, on devices whose memory is the host's; ValueError elsewhere or
+        with a dtype other than float32)."""
+        if copy is False:
+            if dtype is not None and np.dtype(dtype) != np.float32:
+                raise ValueError(f"pagoda: a view of a float32 tensor as {np.dtype(dtype)} needs "
+                                 f"a copy (copy=False was asked)")
+            try:
+                return self.host_view()
+            except BufferError as e:
+                raise ValueError(str(e)) from None
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+    def host_view(self) -> np.ndarray:
+        """An ndarray over the tensor's own memory, no copy: on devices whose memory is the
+        host's (PoCL's and Intel's CPU devices, rusticl on llvmpipe); BufferError elsewhere
+        (use numpy() for a copy). The tensor stays mapped and alive while the array lives;
+        writes through the array are the tensor's. Ops must not write the tensor while the
+        array is in use (finish the context's work before reading it: the view is made after
+        the work queued so far, later work is not waited for)."""
+        from .dlpack import export
+
+        return np.from_dlpack(_Capsule(export(self, copy=False, versioned=True)))
+
+    def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """The DLPack export ("dltensor" capsule, float32, CPU memory): over the tensor's own
+        memory, mapped, with no copy on devices whose memory is the host's; a copy of it
+        elsewhere (or with copy=True; copy=False there raises BufferError). The tensor stays
+        alive and mapped until the consumer lets go of it. `stream` must be None (there is no
+        stream on the CPU). A consumer that gives max_version (1, x) gets a DLPack 1.0
+        "dltensor_versioned" capsule (writable; IS_COPIED set on a copy), others the unversioned
+        "dltensor" one."""
+        from .dlpack import K_DL_CPU, export
+
+        if stream is not None:
+            raise BufferError("pagoda: __dlpack__ exports CPU memory: stream must be None")
+        if dl_device is not None and tuple(dl_device) != (K_DL_CPU, 0):
+            raise BufferError(f"pagoda: __dlpack__ exports to the CPU (1, 0), not {dl_device}")
+        versioned = max_version is not None and int(tuple(max_version)[0]) >= 1
+        return export(self, copy=copy, versioned=versioned)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(kDLCPU, 0): what __dlpack__ hands out is host memory, shared or copied."""
+        return (1, 0)
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -393,16 +393,12 @@ pgd_status pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out
     if (!rc)
         rc = pgd_device_select(list, count, ctx->opt.device, &idx, err);
     if (rc) {
-        free(list);
+        pgd_free(list);
         ctx_free(ctx);
         return rc;
     }
     ctx->dev = list[idx];
-    free(list);
-    lower(&ctx->dev.global_mem, ctx->opt.global_mem_limit);
-    lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
-    if (ctx->dev.max_alloc > ctx->dev.global_mem)
-        ctx->dev.max_alloc = ctx->dev.global_mem;
+    pgd_free(list);
 
     /* Look the handles up again by index: the info list holds no OpenCL handles. */
     cl_uint np = 0;
@@ -442,15 +438,25 @@ pgd_status pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out
         ctx_free(ctx);
         return rc;
     }
+    if ((rc = pgd__ctx_open_rest(ctx, err)))
+        return rc;
+    *out = ctx;
+    return PGD_OK;
+}
+
+int pgd__ctx_open_rest(pgd_ctx *ctx, pgd_error **err)
+{
+    lower(&ctx->dev.global_mem, ctx->opt.global_mem_limit);
+    lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
+    if (ctx->dev.max_alloc > ctx->dev.global_mem)
+        ctx->dev.max_alloc = ctx->dev.global_mem;
     ctx->cache_dir = pgd__cache_dir_resolve(ctx->opt.cache_dir);
     ctx->profiling = ctx->opt.profiling != 0;
     ctx->profile_at_exit = ctx->opt.profile_print_at_destroy != 0;
-    if ((rc = pgd__params_open(ctx, err))) {
+    int rc = pgd__params_open(ctx, err);
+    if (rc)
         pgd_ctx_destroy(ctx);
-        return rc;
-    }
-    *out = ctx;
-    return PGD_OK;
+    return rc;
 }
 
 void pgd_ctx_destroy(pgd_ctx *ctx)
@@ -468,6 +474,8 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->context)
         clReleaseContext(ctx->context);
+    if (ctx->device_retained)
+        clReleaseDevice(ctx->device);
     free(ctx->cache_dir);
     pgd__params_close(ctx);
     ctx_free(ctx);

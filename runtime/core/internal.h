@@ -52,6 +52,10 @@ int pgd__default_cache_dir(char *buf, size_t size);
 /* ---- devices (device.c) ---- */
 
 int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_device_info *info);
+/* The end of every context's creation, once ctx->opt, dev, platform, device, context and queue
+ * are set: limits lowered by the options, cache directory, profiling, parameters. On error the
+ * context is destroyed (pgd_ctx_destroy). */
+int pgd__ctx_open_rest(pgd_ctx *ctx, pgd_error **err);
 
 /* ---- programs (program.c) ---- */
 
@@ -137,8 +141,22 @@ struct pgd_tensor {
     int ndim;
     int64_t shape[PGD_MAX_DIMS];
     int64_t stride[PGD_MAX_DIMS];
+    /* Interop (interop.c): a tensor over memory the pool does not own. `foreign`: buf is
+     * released by pgd_tensor_destroy, never pooled, not counted live. `parent`: the caller's
+     * buffer (retained) when buf is a sub-buffer of it at byte `offset`; `host`: the caller's
+     * memory under a CL_MEM_USE_HOST_PTR buffer. */
+    int foreign;
+    cl_mem parent;
+    size_t offset;
+    void *host;
 };
 void pgd__pool_destroy(pgd_ctx *ctx);
+/* A new handle of `shape` (contiguous) on ctx with no buffer, or NULL when out of memory; the
+ * shape must have passed pgd__tensor_numel. */
+pgd_tensor *pgd__tensor_handle(pgd_ctx *ctx, int ndim, const int64_t *shape);
+/* Checks a shape (ndim in range, sizes >= 0, at most 2^62 bytes) and gives its element count;
+ * PGD_ERR_SHAPE naming the shape otherwise. */
+int pgd__tensor_numel(int ndim, const int64_t *shape, uint64_t *numel, pgd_error **err);
 /* Sets the peak to the bytes live now (before a pass to be measured). */
 void pgd__live_peak_reset(pgd_ctx *ctx);
 /* Checks a size against the device limits; the message names `what`. */
@@ -377,6 +395,7 @@ struct pgd_ctx {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
+    int device_retained; /* pgd_ctx_create_from_cl retained the device: released at destroy */
 
     pgd__program_entry *programs; /* linked list: the in-memory program table */
     char *cache_dir;              /* NULL: caching off */

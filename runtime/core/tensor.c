@@ -144,10 +144,41 @@ pgd_status pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_t
 
 void pgd__live_peak_reset(pgd_ctx *ctx) { ctx->live_peak = ctx->live_bytes; }
 
+int pgd__tensor_numel(int ndim, const int64_t *shape, uint64_t *numel, pgd_error **err)
+{
+    char desc[256];
+    return checked_numel(ndim, shape, numel, desc, sizeof desc, err);
+}
+
+pgd_tensor *pgd__tensor_handle(pgd_ctx *ctx, int ndim, const int64_t *shape)
+{
+    pgd_tensor *t = calloc(1, sizeof *t);
+    if (t) {
+        t->ctx = ctx;
+        set_contiguous(t, ndim, shape);
+    }
+    return t;
+}
+
+/* A tensor over memory the pool does not own (interop.c): its references go back, nothing is
+ * pooled or uncounted. */
+static void destroy_foreign(pgd_tensor *t)
+{
+    if (t->buf)
+        clReleaseMemObject(t->buf);
+    if (t->parent)
+        clReleaseMemObject(t->parent);
+    free(t);
+}
+
 void pgd_tensor_destroy(pgd_tensor *t)
 {
     if (!t)
         return;
+    if (t->foreign) {
+        destroy_foreign(t);
+        return;
+    }
     pgd_ctx *ctx = t->ctx;
     ctx->live_bytes -= t->bytes < ctx->live_bytes ? t->bytes : ctx->live_bytes;
     uint64_t cap = pool_cap_bytes(ctx);
