@@ -408,8 +408,17 @@ def case_errors():
     check(rc == 1 and "disk full" in err, "a full disk is said (%s)" % err.strip())
     for bad in ["../x", "org/a/b", "org/--x", "org/vit@../x"]:
         rc, out, err, _ = pull(home, bad)
-        check(rc in (1, 2) and ("not a hub repository" in err or "not a revision" in err),
+        check(rc == 2 and ("not a hub repository" in err or "not a revision" in err),
               "bad name refused: %s" % bad)
+    rc, out, err, _ = pull(home, "org/vit", "--file", "../../etc/passwd")
+    check(rc == 2 and "not a file of a repository" in err, "a --file leaving the repo refused")
+    for args, want in [((), "give one repository"), (("--retries", "x", "org/vit"), "--retries"),
+                       (("--list", "org/vit"), "--list takes no"), (("a", "b"), "give one")]:
+        rc, out, err, _ = pull(home, *args)
+        check(rc == 2 and want in err, "usage error: pull %s (%s)" % (" ".join(args), err.strip()))
+    reset()
+    rc, out, err, _ = pull(home, "--list")
+    check(rc == 0 and "facebook/detr-resnet-50" in out and not log(), "--list: no request")
 
 
 def case_sharded():

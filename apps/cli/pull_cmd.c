@@ -132,6 +132,15 @@ static void bar_end(bar *b)
 
 /* ---- pulling -------------------------------------------------------------------------------- */
 
+/* Prints err; a name refused before any request (a bad repository, revision or file) is a usage
+ * error (2), anything else a runtime failure (1). */
+static int pull_fail(pgd_error *err)
+{
+    int bad_name = pgd_error_code(err) == PGD_ERR_INVALID_ARGUMENT;
+    int rc = app_fail(err);
+    return bad_name ? EXIT_USAGE : rc;
+}
+
 typedef struct puller {
     pgd_hub_options o;
     bar bar;
@@ -211,7 +220,7 @@ static int pull_shards(puller *p, const char *index, FILE *out)
             rc = app_usage_error(NULL, "%s: weight_map['%s'] is not a file name",
                                  app_term_text(index, shown, sizeof shown), key);
         else if (pull_file(p, shard, 0, &path, &how, &err))
-            rc = app_fail(err);
+            rc = pull_fail(err);
         else
             fprintf(out, "%s\n", path), json_object_set_new(done, shard, json_true());
         free(path);
@@ -242,14 +251,14 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
         return EXIT_RUNTIME;
     }
     if (rc)
-        return app_fail(err);
+        return pull_fail(err);
     if (*how != PGD_HUB_CACHE_ONLY) { /* config.json too, where the repository has one */
         char *cfg = NULL;
         int h;
         if (!pull_file(p, "config.json", 0, &cfg, &h, &err))
             fprintf(out, "%s\n", cfg);
         else if (pgd_error_code(err) != PGD_ERR_NOT_FOUND)
-            rc = app_fail(err), err = NULL;
+            rc = pull_fail(err), err = NULL;
         pgd_error_free(err);
         free(cfg);
     }
@@ -316,7 +325,7 @@ int cmd_pull(int argc, char **argv)
         char *path = NULL;
         pgd_error *err = NULL;
         if (pull_file(&p, files[i], 0, &path, &how, &err))
-            rc = app_fail(err);
+            rc = pull_fail(err);
         else
             printf("%s\n", path);
         free(path);
