@@ -490,6 +490,11 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
                                   r->repo, st_code, r->file, r->url);
         if (size < 0)
             return PGD_OK; /* no length known: one complete answer is the file */
+        if (*have < (uint64_t)size && tries >= r->max_tries) /* short answers, each "complete" */
+            return pgd__error_set(err, PGD_ERR_IO,
+                                  "%s: '%s': %" PRIu64 " of %" PRId64 " bytes after %d tries "
+                                  "(%s); run the pull again to resume",
+                                  r->repo, r->file, *have, size, tries, r->url);
     }
 }
 
