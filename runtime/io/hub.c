@@ -618,9 +618,17 @@ int pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revisio
         return rc;
     if (how)
         *how = PGD_HUB_CACHE_ONLY;
-    if ((r.o->offline || (flags & PGD_HUB_CACHE_FIRST)) && !from_cache(&r, path))
+    /* A build without libcurl reads the cache as offline mode does. */
+    int offline = r.o->offline || !pgd__http_available();
+    if ((offline || (flags & PGD_HUB_CACHE_FIRST)) && !from_cache(&r, path))
         return PGD_OK;
-    if (r.o->offline)
+    if (!pgd__http_available())
+        return pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                              "%s: '%s' at revision '%s' is not in the cache %s, and this Pagoda "
+                              "was built without libcurl, so it cannot download (install "
+                              "libcurl4-openssl-dev and rebuild)",
+                              repo, file, r.rev, r.storage);
+    if (offline)
         return pgd__error_set(err, PGD_ERR_NOT_FOUND,
                               "%s: '%s' at revision '%s' is not in the cache %s, and "
                               "HF_HUB_OFFLINE is set (pull it with the network first)",
