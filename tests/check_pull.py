@@ -267,6 +267,7 @@ def case_layout():
         print("skip: this pagoda was built without libcurl")
         sys.exit(77)
     check(rc == 0, "pull org/vit exits 0 (%d: %s)" % (rc, err.strip()[-300:]))
+    check(err == "", "stderr is no terminal: no progress bar, nothing said (%r)" % err[-200:])
     st, sha = storage(home, "org/vit"), hashlib.sha256(VIT).hexdigest()
     snap = os.path.join(st, "snapshots", COMMIT)
     link = os.path.join(snap, "model.safetensors")

@@ -91,6 +91,7 @@ static void print_list(void)
 
 typedef struct bar {
     double last, start;
+    uint64_t shown; /* the bytes last drawn */
     int drawn;
 } bar;
 
@@ -108,9 +109,10 @@ static void draw(void *user, const char *file, uint64_t done, uint64_t total)
     double t = now_s();
     if (!b->start)
         b->start = t;
-    if (t - b->last < 0.1 && done != total)
+    if ((t - b->last < 0.1 && done != total) || (b->drawn && done == b->shown))
         return;
     b->last = t;
+    b->shown = done;
     char shown[64];
     enum { width = 30 };
     int fill = total ? (int)((double)done / (double)total * width) : 0;
