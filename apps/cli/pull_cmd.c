@@ -321,8 +321,15 @@ int cmd_pull(int argc, char **argv)
     if (retries >= 0)
         p.o.max_tries = (int)retries + 1;
     int how;
-    if (!nfiles)
-        return pull_model(&p, 0, stdout, NULL, &how);
+    if (!nfiles) {
+        rc = pull_model(&p, 0, stdout, NULL, &how);
+        if (!rc && !quiet && isatty(STDERR_FILENO)) {
+            char shown[1024];
+            fprintf(stderr, "pagoda: run it with: pagoda classify --weights hf:%s IMAGE\n",
+                    app_term_text(argv[optind], shown, sizeof shown));
+        }
+        return rc;
+    }
     for (int i = 0; i < nfiles && !rc; i++) {
         char *path = NULL;
         pgd_error *err = NULL;
