@@ -418,6 +418,12 @@ def case_errors():
     rc, out, err, _ = pull(fresh("offline"), "org/vit", HF_HUB_OFFLINE=1)
     check(rc == 1 and "not in the cache" in err and not log(),
           "HF_HUB_OFFLINE=1 with an empty cache: no request, said (%s)" % err.strip())
+    home = fresh("fifo")
+    os.makedirs(os.path.join(storage(home, "org/vit"), "refs"))
+    os.mkfifo(os.path.join(storage(home, "org/vit"), "refs", "main"))
+    rc, out, err, t = pull(home, "org/vit", HF_HUB_OFFLINE=1)
+    check(rc == 1 and "not in the cache" in err and t < 10,
+          "a FIFO as refs/main is no ref, and no hang (%s)" % err.strip())
     reset()
     home = fresh("full")
     rc, out, err, _ = pull(home, "org/big", "--retries", "0", fsize=400000)

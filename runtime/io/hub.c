@@ -176,22 +176,22 @@ static int setup(hub_req *r, pgd_error **err)
     const pgd_hub_options *o = r->o;
     char home[PATH_CAP], cache[PATH_CAP], rev[512], file[3 * 1024 + 1];
     const char *endpoint = o->endpoint ? o->endpoint : "https://huggingface.co";
+    int bad = 0;
     if (o->cache_dir)
-        fmt(cache, sizeof cache, "%s", o->cache_dir);
+        bad = fmt(cache, sizeof cache, "%s", o->cache_dir);
     else if (o->hf_home)
-        fmt(cache, sizeof cache, "%s/hub", o->hf_home);
+        bad = fmt(cache, sizeof cache, "%s/hub", o->hf_home);
     else if (!pgd__hub_default_home(home, sizeof home))
-        fmt(cache, sizeof cache, "%s/hub", home);
+        bad = fmt(cache, sizeof cache, "%s/hub", home);
     else
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "no hub cache: set HF_HUB_CACHE or HF_HOME (HOME is not set)");
-    char org_name[256];
-    fmt(org_name, sizeof org_name, "%s", r->repo);
-    for (char *p = strchr(org_name, '/'); p; p = NULL)
-        *p = 0;
-    const char *name = strchr(r->repo, '/') ? strchr(r->repo, '/') + 1 : NULL;
-    if (fmt(r->storage, sizeof r->storage, "%s/models--%s%s%s", cache, org_name, name ? "--" : "",
-            name ? name : "") ||
+    /* models--ORG--NAME: the repository's one slash becomes "--" (valid_repo allows one) */
+    const char *slash = strchr(r->repo, '/');
+    int org = slash ? (int)(slash - r->repo) : (int)strlen(r->repo);
+    if (bad ||
+        fmt(r->storage, sizeof r->storage, "%s/models--%.*s%s%s", cache, org, r->repo,
+            slash ? "--" : "", slash ? slash + 1 : "") ||
         url_encode(r->rev, 0, rev, sizeof rev) || url_encode(r->file, 1, file, sizeof file) ||
         fmt(r->url, sizeof r->url, "%s%s%s/resolve/%s/%s", endpoint,
             endpoint[0] && endpoint[strlen(endpoint) - 1] == '/' ? "" : "/", r->repo, rev, file))
@@ -237,12 +237,12 @@ static int cached_commit(const hub_req *r, char commit[72])
     char ref[PATH_CAP];
     if (fmt(ref, sizeof ref, "%s/refs/%s", r->storage, r->rev))
         return -1;
-    FILE *f = fopen(ref, "r");
-    if (!f)
+    void *text = NULL; /* through pgd_file_read: a FIFO planted there cannot hang us */
+    size_t n = 0;
+    if (pgd_file_read(ref, 71, &text, &n, NULL))
         return -1;
-    size_t n = fread(commit, 1, 71, f);
-    fclose(f);
-    commit[n] = 0;
+    fmt(commit, 72, "%s", (const char *)text);
+    free(text);
     commit[strcspn(commit, "\r\n")] = 0;
     return safe_component(commit, 64) ? 0 : -1;
 }
