@@ -209,6 +209,8 @@ STATE["repos"] = {
                         ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]),
     "org/gated": Repo({"model.safetensors": SHARD1}, ["model.safetensors"], gated=True),
     "org/nothing": Repo({"README.md": b"# no weights\n"}, []),
+    "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k": Repo({"model.safetensors": VIT},
+                                                            ["model.safetensors"]),
     "org/dino": Repo({"model.safetensors": open(os.path.join(DATA, "dino-tiny.safetensors"),
                                                 "rb").read()}, ["model.safetensors"]),
 }
@@ -327,6 +329,16 @@ def case_weights(home):
     recorded = json.load(open(feats + ".json"))["weights"] if emb.returncode == 0 else None
     check(recorded == link, "embed --weights hf: records the snapshot's path, not the blob's, "
           "for 'similar' (%s; %s)" % (recorded, emb.stderr.decode(errors="replace")[-300:]))
+    # the demo runs the ViT it names once pulled (here the test's tiny ViT under that name)
+    pull(fresh_home, "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k")
+    reset()
+    demo = subprocess.run([PAGODA, "demo", "--output-dir", os.path.join(fresh_home, "pics")],
+                          capture_output=True, timeout=300, env=env_for(fresh_home))
+    dout, derr = demo.stdout.decode(), demo.stderr.decode(errors="replace")
+    check(demo.returncode == 0 and "(weights: hf:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k,"
+          in dout and "seeded random weights (b" not in derr and "pagoda pull timm/resnet50" in
+          dout and not log(), "the demo runs a pulled ViT from the cache, no request, and names "
+          "the pull for the rest (%s)" % (dout[-300:] + derr[-300:]))
     bad = subprocess.run([PAGODA, "vit", "--weights", "hf:org/missing", img],
                          capture_output=True, timeout=120, env=env_for(fresh_home))
     check(bad.returncode == 1 and b"org/missing: no such model repository" in bad.stderr,

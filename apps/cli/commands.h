@@ -23,5 +23,8 @@ int cmd_pull(int argc, char **argv);
  * on stderr): the one place every command's --weights learns hf:. Nothing is done when argv
  * asks for --help. EXIT_OK, or the exit status with the error printed. */
 int pull_resolve_weights(int argc, char **argv);
+/* The cached model.safetensors of hub repository `repo` (ORG/NAME[@REV]) without a request or a
+ * message (malloc'd), or NULL when the cache lacks it. */
+char *pull_cached_weights(const char *repo);
 
 #endif

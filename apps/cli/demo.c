@@ -10,6 +10,10 @@
 #include "app.h"
 #include "commands.h"
 
+/* The hub checkpoints the demo runs when the Hugging Face cache has them ('pagoda pull'). */
+#define DEMO_VIT "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"
+#define DEMO_RESNET "timm/resnet50.tv_in1k"
+
 static const char usage[] =
     "usage: pagoda demo [--device SEL] [--profile] [--output-dir DIR]\n"
     "\n"
@@ -17,11 +21,14 @@ static const char usage[] =
     "(upload, y = 2x + x on the device, download) and checks every element against the host,\n"
     "then runs the two pipelines on the sample image (Chelsea the cat; $PAGODA_SAMPLE_IMAGE\n"
     "overrides): the ViT-B/16 classifier ('pagoda vit') and ResNet-50 with a non-local block\n"
-    "before layer3.5 ('pagoda nonlocal'), each with the weights in the weights directory\n"
-    "when they are present, else with seeded random weights (said so, with the one command\n"
-    "that runs it with real weights from the Hugging Face hub: --weights hf:ORG/NAME).\n"
-    "The ViT's attention map and the non-local block's affinity of the image centre are\n"
-    "written as PNGs into one folder, named at the end (default ./pagoda-demo).\n"
+    "before layer3.5 ('pagoda nonlocal'), each with the checkpoint 'pagoda pull' put into\n"
+    "the Hugging Face cache (no request is made):\n"
+    "  " DEMO_VIT "\n"
+    "  " DEMO_RESNET " (the non-local block added, identity-initialised)\n"
+    "else the weights directory's, else seeded random weights (said so, with the commands\n"
+    "that give real ones). The ViT's attention maps and the non-local block's affinity of\n"
+    "the image centre are written as PNGs into one folder, named at the end (default\n"
+    "./pagoda-demo).\n"
     "\n"
     "Options:\n"
     "  --device SEL   device selector (see 'pagoda devices --help'); default $PAGODA_DEVICE\n"
@@ -94,6 +101,19 @@ static int check_elementwise(pgd_ctx *ctx, int profile)
 /* `pagoda vit` and `pagoda nonlocal` on the sample image, on device d. A software rasteriser
  * manages ~0.3 GFLOP/s: ViT-B/16 would take minutes there, so it gets the two-block toy ViT
  * and ResNet-18 on a 64x64 synthetic input (1/27 of the work). */
+/* Adds --weights of the cached hub checkpoint `repo` to args (and --nonlocal SITE when given:
+ * a plain ResNet gets the demo's block); 1 when the cache has it. */
+static int add_hub_weights(char **args, int *n, const char *repo, const char *site, char **path)
+{
+    *path = pull_cached_weights(repo);
+    if (!*path)
+        return 0;
+    args[(*n)++] = "--weights", args[(*n)++] = *path;
+    if (site)
+        args[(*n)++] = "--nonlocal", args[(*n)++] = (char *)site;
+    return 1;
+}
+
 static int run_models(const pgd_device_info *d, char *image, int have_image, const char *dir)
 {
     char attention[4200], affinity[4200];
@@ -113,19 +133,36 @@ static int run_models(const pgd_device_info *d, char *image, int have_image, con
         vargv[vargc++] = "--random", vargv[vargc++] = "tiny";
         nargv[nargc++] = "--random", nargv[nargc++] = "18", nargv[nargc++] = "--nonlocal";
         nargv[nargc++] = "layer3.1", nargv[nargc++] = "--size", nargv[nargc++] = "64";
-    } else if (have_image) {
+    }
+    char *vw = NULL, *nw = NULL;
+    /* checkpoints pulled into the hub cache (pagoda pull) first */
+    int vreal = !soft && add_hub_weights(vargv, &vargc, DEMO_VIT, NULL, &vw);
+    int nreal = !soft && add_hub_weights(nargv, &nargc, DEMO_RESNET, "layer3.5", &nw);
+    if (!soft && have_image) {
         vargv[vargc++] = "--attention-map", vargv[vargc++] = attention;
         vargv[vargc++] = image;
         nargv[nargc++] = "--affinity-map", nargv[nargc++] = affinity;
         nargv[nargc++] = image;
     }
     vargv[vargc] = nargv[nargc] = NULL;
+    if (vreal)
+        printf("(weights: hf:%s, from the Hugging Face cache)\n", DEMO_VIT);
+    fflush(stdout);
     int rc = cmd_vit(vargc, vargv);
     if (rc == EXIT_OK) {
         printf("\nResNet-50 + non-local block before layer3.5 (pagoda nonlocal):\n");
+        if (nreal)
+            printf("(weights: hf:%s, from the Hugging Face cache; the non-local block "
+                   "identity-initialised)\n", DEMO_RESNET);
         fflush(stdout);
         rc = cmd_nonlocal(nargc, nargv);
     }
+    int real = vreal + nreal;
+    free(vw);
+    free(nw);
+    if (rc == EXIT_OK && !soft && real < 2)
+        printf("\nFor real classes: pagoda pull %s; pagoda pull %s (then the demo runs them)\n",
+               DEMO_VIT, DEMO_RESNET);
     if (rc == EXIT_OK && !soft && have_image) {
         char shown[1024];
         printf("\nThe pictures are in %s/: attention.png (the ViT's last-layer attention), "

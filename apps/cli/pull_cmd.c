@@ -377,6 +377,19 @@ static int resolve_hf(const char *spec, char **path)
     return rc;
 }
 
+char *pull_cached_weights(const char *repo)
+{
+    puller p;
+    char *path = NULL;
+    int how;
+    if (puller_init(&p, 1) || parse_spec(&p, repo, NULL))
+        return NULL;
+    p.o.offline = 1;
+    if (pgd_hub_file(&p.o, p.repo, p.rev, "model.safetensors", 0, &path, &how, NULL))
+        return NULL;
+    return path;
+}
+
 /* The paths put into argv, reachable until exit as argv's own strings are. */
 static char *kept[16];
 static size_t nkept;
