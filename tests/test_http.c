@@ -129,6 +129,35 @@ START_TEST(hub_file_arguments)
 }
 END_TEST
 
+START_TEST(options_from_env)
+{
+    pgd_hub_options o = {.endpoint = "keep"};
+    pgd_error *err = NULL;
+    setenv("HF_ENDPOINT", "http://mirror.example", 1);
+    setenv("HF_HUB_OFFLINE", "TRUE", 1);
+    setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5", 1);
+    unsetenv("HF_TOKEN");
+    ck_assert_int_eq(pgd_hub_options_from_env(&o, &err), PGD_OK);
+    ck_assert_str_eq(o.endpoint, "http://mirror.example");
+    ck_assert_int_eq(o.offline, 1);
+    ck_assert(o.timeout_s == 2.5);
+    ck_assert_ptr_null(o.token);
+    /* a bad value is refused by name and changes nothing */
+    const char *bad[][2] = {{"HF_HUB_OFFLINE", "maybe"}, {"HF_HUB_OFFLINE", "truetruetrue"}, {"HF_HUB_DOWNLOAD_TIMEOUT", "10s"},
+                            {"HF_HUB_DOWNLOAD_TIMEOUT", "0"}, {"HF_HUB_DOWNLOAD_TIMEOUT", "nan"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pgd_hub_options before = o;
+        setenv(bad[i][0], bad[i][1], 1);
+        ck_assert_int_eq(pgd_hub_options_from_env(&o, &err), PGD_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(pgd_error_message(err), bad[i][0]));
+        ck_assert_mem_eq(&before, &o, sizeof o);
+        pgd_error_free(err), err = NULL;
+        setenv("HF_HUB_OFFLINE", "1", 1);
+        setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5", 1);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("http");
@@ -137,6 +166,7 @@ int main(void)
     tcase_add_test(tc, new_response_starts_over);
     tcase_add_test(tc, malformed);
     tcase_add_test(tc, hub_file_arguments);
+    tcase_add_test(tc, options_from_env);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

@@ -219,8 +219,15 @@ int pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
         n.cache_dir = s;
     if ((s = lookup(NULL, "HF_HOME")))
         n.hf_home = s;
-    if ((s = lookup(NULL, "HF_HUB_OFFLINE")))
-        rc = parse_bool("HF_HUB_OFFLINE", s, &n.offline, err);
+    if ((s = lookup(NULL, "HF_HUB_OFFLINE"))) {
+        /* any case, as huggingface_hub reads it (HF_HUB_OFFLINE=TRUE) */
+        char low[8] = "";
+        for (size_t i = 0; s[i] && i + 1 < sizeof low; i++)
+            low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        rc = strlen(s) < sizeof low ? parse_bool("HF_HUB_OFFLINE", low, &n.offline, err)
+                                    : bad(err, "HF_HUB_OFFLINE", s, "1/0, true/false, yes/no "
+                                                                    "or on/off");
+    }
     if (!rc && (s = lookup(NULL, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
         char *end;
         double t = strtod(s, &end);
