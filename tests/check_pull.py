@@ -290,6 +290,9 @@ def case_layout():
     reset()
     rc, out, err, _ = pull(home, "org/vit")
     check(rc == 0 and not log("cdn"), "a second pull downloads nothing (asks the hub only)")
+    rc, out2, err, _ = pull(home, "org/vit", HF_ENDPOINT="http://127.0.0.1:1")
+    check(rc == 0 and out2 == out and err.count("could not be reached") == 1,
+          "the hub unreachable: the cached files, said once (%s)" % err.strip())
     reset()
     rc, out, err, _ = pull(home, "org/vit@v1", "--file", "config.json")
     check(rc == 0 and open(os.path.join(st, "refs", "v1")).read() == COMMIT,

@@ -186,6 +186,8 @@ static int pull_file(puller *p, const char *file, unsigned flags, char **path, i
 {
     int rc = pgd_hub_file(&p->o, p->repo, p->rev, file, flags, path, how, err);
     bar_end(&p->bar);
+    if (!rc && *how == PGD_HUB_UNREACHABLE)
+        p->o.offline = 1; /* the other files from the cache too, without waiting again */
     if (!rc && *how == PGD_HUB_UNREACHABLE && !p->quiet) {
         char shown[1024];
         fprintf(stderr, "pagoda: note: the hub could not be reached: the cached %s of %s is "
@@ -254,7 +256,7 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
     }
     if (rc)
         return pull_fail(err);
-    if (*how != PGD_HUB_CACHE_ONLY) { /* config.json too, where the repository has one */
+    if (!rc) { /* config.json too, where the repository (or offline, the cache) has one */
         char *cfg = NULL;
         int h;
         if (!pull_file(p, "config.json", 0, &cfg, &h, &err))
