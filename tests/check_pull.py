@@ -101,6 +101,8 @@ class Hub(Quiet):
     def serve(self, head):
         with LOCK:
             STATE["log"].append(("hub", self.command, self.path, dict(self.headers)))
+        if fault("hub_stall"):
+            time.sleep(4)
         status = fault("hub_status")
         if status:
             return self.answer(status, {"Retry-After": "0"} if status == 429 else {}, head=head)
@@ -293,6 +295,10 @@ def case_layout():
     rc, out2, err, _ = pull(home, "org/vit", HF_ENDPOINT="http://127.0.0.1:1")
     check(rc == 0 and out2 == out and err.count("could not be reached") == 1,
           "the hub unreachable: the cached files, said once (%s)" % err.strip())
+    reset(hub_stall=[1])
+    rc, out2, err, t = pull(home, "org/vit", HF_HUB_DOWNLOAD_TIMEOUT="1")
+    check(rc == 0 and out2 == out and "could not be reached" in err and t < 3.5,
+          "a stalled hub and a cached copy: the cache after one timeout (%.1f s)" % t)
     reset()
     rc, out, err, _ = pull(home, "org/vit@v1", "--file", "config.json")
     check(rc == 0 and open(os.path.join(st, "refs", "v1")).read() == COMMIT,

@@ -378,9 +378,11 @@ static int http_error(const hub_req *r, const pgd__http_res *res, pgd_error **er
                           res->h.error_message);
 }
 
-/* HEAD, retried on 429/5xx and transient failures, following relative redirects only (a
- * renamed repository) so that an LFS file's metadata is read from the hub's own answer. */
-static int head(hub_req *r, pgd__http_res *res, pgd_error **err)
+/* HEAD, retried on 429/5xx and (unless `cached`: the cache then answers at once, as
+ * huggingface_hub falls back) on timeouts and dropped connections, following relative
+ * redirects only (a renamed repository) so that an LFS file's metadata is read from the hub's
+ * own answer. */
+static int head(hub_req *r, int cached, pgd__http_res *res, pgd_error **err)
 {
     char url[PATH_CAP];
     fmt(url, sizeof url, "%s", r->url);
@@ -388,7 +390,7 @@ static int head(hub_req *r, pgd__http_res *res, pgd_error **err)
         pgd__http_req rq = {url, r->o->token, 1, 0, r->timeout_s, -1, 0, r->file, 0, r->o};
         pgd_error *e = NULL;
         int rc = pgd__http_request(&rq, res, &e);
-        int again = rc ? res->transient : retryable(res->h.status);
+        int again = rc ? res->transient && !cached : retryable(res->h.status);
         if (again && tries < r->max_tries) {
             pgd_error_free(e);
             pause_s(backoff(res, tries));
@@ -472,7 +474,7 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
             pause_s(backoff(&res, tries));
             continue;
         }
-        if (rc && res.transient) { /* tries spent: what arrived stays for the next pull */
+        if (rc && res.transient && *have) { /* tries spent: what arrived stays for the next */
             rc = pgd__error_set(err, rc, "%s; the %" PRIu64 " bytes of '%s' received are kept: "
                                 "run the pull again to resume", pgd_error_message(e), *have,
                                 r->file);
@@ -635,7 +637,10 @@ int pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revisio
                               repo, file, r.rev, r.storage);
     pgd__http_res res;
     pgd_error *e = NULL;
-    rc = head(&r, &res, &e);
+    char *cached = NULL;
+    int have_cache = !from_cache(&r, &cached);
+    free(cached);
+    rc = head(&r, have_cache, &res, &e);
     if (rc && res.h.status == 0 && !from_cache(&r, path)) {
         if (how)
             *how = PGD_HUB_UNREACHABLE;
