@@ -116,7 +116,7 @@ START_TEST(hub_file_arguments)
         int rc = pgd_hub_file(&o, bad[i][0], bad[i][1], bad[i][2], 0, &path, NULL, &err);
         ck_assert_msg(rc == PGD_ERR_INVALID_ARGUMENT, "case %zu: %d", i, rc);
         ck_assert_ptr_null(path);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
     }
     /* offline and not cached: PGD_ERR_NOT_FOUND naming the file, no request */
     o.offline = 1;
@@ -124,8 +124,8 @@ START_TEST(hub_file_arguments)
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_hub_file(&o, "org/x", NULL, "model.safetensors", 0, &path, NULL, &err),
                      PGD_ERR_NOT_FOUND);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "model.safetensors"));
-    pgd_error_free(err);
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), "model.safetensors"));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -149,9 +149,9 @@ START_TEST(options_from_env)
         pgd_hub_options before = o;
         setenv(bad[i][0], bad[i][1], 1);
         ck_assert_int_eq(pgd_hub_options_from_env(&o, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_ptr_nonnull(strstr(pgd_error_message(err), bad[i][0]));
+        ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), bad[i][0]));
         ck_assert_mem_eq(&before, &o, sizeof o);
-        pgd_error_free(err), err = NULL;
+        pgd_error_destroy(err), err = NULL;
         setenv("HF_HUB_OFFLINE", "1", 1);
         setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5", 1);
     }

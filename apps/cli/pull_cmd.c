@@ -138,7 +138,7 @@ static void bar_end(bar *b)
  * error (2), anything else a runtime failure (1). */
 static int pull_fail(pgd_error *err)
 {
-    int bad_name = pgd_error_code(err) == PGD_ERR_INVALID_ARGUMENT;
+    int bad_name = pgd_error_get_code(err) == PGD_ERR_INVALID_ARGUMENT;
     int rc = app_fail(err);
     return bad_name ? EXIT_USAGE : rc;
 }
@@ -242,13 +242,13 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
     pgd_error *err = NULL;
     int rc = pull_file(p, "model.safetensors", flags, &path, how, &err);
     int sharded = 0;
-    if (rc == PGD_ERR_NOT_FOUND && !p->o.offline && strstr(pgd_error_message(err), "no file")) {
-        pgd_error_free(err), err = NULL;
+    if (rc == PGD_ERR_NOT_FOUND && !p->o.offline && strstr(pgd_error_get_message(err), "no file")) {
+        pgd_error_destroy(err), err = NULL;
         rc = pull_file(p, "model.safetensors.index.json", flags, &path, how, &err);
         sharded = !rc;
     }
-    if (rc == PGD_ERR_NOT_FOUND && strstr(pgd_error_message(err), "no file")) {
-        pgd_error_free(err);
+    if (rc == PGD_ERR_NOT_FOUND && strstr(pgd_error_get_message(err), "no file")) {
+        pgd_error_destroy(err);
         fprintf(stderr, "pagoda: error: %s has no model.safetensors nor model.safetensors."
                         "index.json at revision '%s' (a pytorch_model.bin or .pth is not read: "
                         "convert it with tools/convert-pth)\n", p->repo, p->rev ? p->rev : "main");
@@ -261,9 +261,9 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
         int h;
         if (!pull_file(p, "config.json", 0, &cfg, &h, &err))
             fprintf(out, "%s\n", cfg);
-        else if (pgd_error_code(err) != PGD_ERR_NOT_FOUND)
+        else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
             rc = pull_fail(err), err = NULL;
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         free(cfg);
     }
     if (!rc)
@@ -364,7 +364,7 @@ static int resolve_hf(const char *spec, char **path)
         *path = found;
         return EXIT_OK;
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     free(found);
     if (!p.o.offline)
         fprintf(stderr, "pagoda: note: hf:%s is not in the hub cache yet: pulling it once "

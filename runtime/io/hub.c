@@ -315,7 +315,7 @@ static void pass_error(pgd_error **err, pgd_error *e)
     if (err && !*err)
         *err = e;
     else
-        pgd_error_free(e);
+        pgd_error_destroy(e);
 }
 
 static void pause_s(double s)
@@ -392,7 +392,7 @@ static int head(hub_req *r, int cached, pgd__http_res *res, pgd_error **err)
         int rc = pgd__http_request(&rq, res, &e);
         int again = rc ? res->transient && !cached : retryable(res->h.status);
         if (again && tries < r->max_tries) {
-            pgd_error_free(e);
+            pgd_error_destroy(e);
             pause_s(backoff(res, tries));
             continue;
         }
@@ -459,7 +459,7 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
         struct stat st;
         *have = fstat(fd, &st) ? 0 : (uint64_t)st.st_size;
         if (rc && no_space(res.write_errno)) {
-            pgd_error_free(e);
+            pgd_error_destroy(e);
             return pgd__error_set(err, PGD_ERR_IO,
                                   "disk full writing %s (%s): the %" PRIu64 " bytes written are "
                                   "kept; run the pull again to resume once there is space",
@@ -470,15 +470,15 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
             return PGD_OK; /* nothing past what we hold: the check below judges it */
         int again = rc ? res.transient : retryable(st_code);
         if (again && tries < r->max_tries) {
-            pgd_error_free(e);
+            pgd_error_destroy(e);
             pause_s(backoff(&res, tries));
             continue;
         }
         if (rc && res.transient && *have) { /* tries spent: what arrived stays for the next */
             rc = pgd__error_set(err, rc, "%s; the %" PRIu64 " bytes of '%s' received are kept: "
-                                "run the pull again to resume", pgd_error_message(e), *have,
+                                "run the pull again to resume", pgd_error_get_message(e), *have,
                                 r->file);
-            pgd_error_free(e);
+            pgd_error_destroy(e);
             return rc;
         }
         if (rc) {
@@ -644,7 +644,7 @@ int pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revisio
     if (rc && res.h.status == 0 && !from_cache(&r, path)) {
         if (how)
             *how = PGD_HUB_UNREACHABLE;
-        pgd_error_free(e);
+        pgd_error_destroy(e);
         return PGD_OK;
     }
     if (rc) {
