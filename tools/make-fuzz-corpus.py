@@ -2,7 +2,7 @@
 """tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
 
 Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options,
-jpeg,png,webp,gat_graph,memnet_story,detr_config}/: for each reader a few valid tiny files and
+jpeg,png,webp,gat_graph,memnet_story,detr_config,csv,results,eval_lists,http_header}/: for each reader a few valid tiny files and
 one file per rejection rule (so the fuzzer starts with every error path reached), all small.
 Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
 importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
@@ -518,6 +518,23 @@ def eval_lists_seeds():
             "err-list-no-label": b"\x01a.png\n"}
 
 
+def http_header_seeds():
+    """The hub's response headers as libcurl hands them to runtime/io/http.c: an LFS redirect,
+    a small file's answer, a CDN's 206, the hub's errors, and malformed status lines."""
+    commit = b"X-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\n"
+    return {"valid-lfs-redirect": b"HTTP/1.1 302 Found\r\n" + commit +
+            b'X-Linked-Etag: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"\r\n'
+            b"X-Linked-Size: 346293852\r\nLocation: https://cdn-lfs.hf.co/x?sig=1\r\n\r\n",
+            "valid-small-file": b"HTTP/2 200\r\n" + commit + b'ETag: W/"1a2b"\r\n'
+            b"Content-Length: 69665\r\n\r\n",
+            "valid-range": b"HTTP/1.1 302 Found\r\nLocation: /a\r\n\r\nHTTP/1.1 206 Partial\r\n"
+            b"Content-Range: bytes 500-999/1000\r\nContent-Length: 500\r\n\r\n",
+            "err-gated": b"HTTP/1.1 401 Unauthorized\r\nX-Error-Code: GatedRepo\r\n"
+            b"X-Error-Message: Access to model x is restricted\r\n\r\n",
+            "err-retry": b"HTTP/1.1 429 Too Many\r\nRetry-After: 17\r\n\r\n",
+            "err-status": b"HTTP/1.1 2x0 OK\r\nHTTP/1.1 99\r\nHTTP/\r\nContent-Length: -1\r\n"}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -527,7 +544,8 @@ def main():
             "labels": labels_seeds(), "bench_spec": bench_seeds(), "options": options_seeds(),
             "gat_graph": gat_graph_seeds(), "memnet_story": memnet_story_seeds(),
             "detr_config": detr_config_seeds(), "csv": csv_seeds(),
-            "results": results_seeds(), "eval_lists": eval_lists_seeds()}
+            "results": results_seeds(), "eval_lists": eval_lists_seeds(),
+            "http_header": http_header_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():

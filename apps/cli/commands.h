@@ -17,5 +17,14 @@ int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);
 int cmd_memnet(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+/* Replaces each `--weights hf:ORG/NAME[@REV]` (or --weights=hf:...) in argv by the local path
+ * of that model's weights in the hub cache, pulling them first when the cache lacks them (said
+ * on stderr): the one place every command's --weights learns hf:. Nothing is done when argv
+ * asks for --help. EXIT_OK, or the exit status with the error printed. */
+int pull_resolve_weights(int argc, char **argv);
+/* The cached model.safetensors of hub repository `repo` (ORG/NAME[@REV]) without a request or a
+ * message (malloc'd), or NULL when the cache lacks it. */
+char *pull_cached_weights(const char *repo);
 
 #endif

@@ -279,6 +279,7 @@ static int open_model(run *r)
         fprintf(stderr, "pagoda: note: no DETR weights (--weights, or detr-resnet-50.safetensors "
                         "in the weights directory): seeded random weights (DETR-R50), the "
                         "detections mean nothing\n");
+        app_note_real_weights("detect", "facebook/detr-resnet-50");
     }
     dopt.origin[0] = dopt.enc_heads ? r->config : NULL;
     dopt.origin[1] = dopt.dec_heads ? r->config : NULL;

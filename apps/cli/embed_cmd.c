@@ -405,8 +405,12 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
             snprintf(name, sizeof name, "%s[%d]", a->input, i);
         json_array_append_new(imgs, app_json_text(a->input ? name : paths[i]));
     }
-    /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere. */
-    char *abs = a->weights ? realpath(a->weights, NULL) : NULL;
+    /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere; one that
+     * is absolute already stays as it is, links unresolved (a hub snapshot's link has the
+     * repository's config.json beside it, its blob has not). */
+    char *abs = !a->weights         ? NULL
+                : a->weights[0] == '/' ? strdup(a->weights)
+                                       : realpath(a->weights, NULL);
     json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "weights",
                             a->weights ? app_json_text(abs ? abs : a->weights) : json_null(),
                             "random", a->random ? app_json_text(a->random) : json_null(), "pool",

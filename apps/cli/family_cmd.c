@@ -38,14 +38,16 @@ static int mixer_open(cli_state *s)
 }
 
 /* The random-weights note, and hard attention's (Swin). */
-static void note_random(const cli_state *s, const char *label)
+static void note_random(const cli_state *s, const char *label, const char *repo)
 {
     char a[64];
-    if (!s->weights)
+    if (!s->weights) {
         fprintf(stderr,
                 "pagoda: note: seeded random weights (%s %s): the classes printed are "
                 "meaningless\n",
                 label, s->random);
+        app_note_real_weights("classify", repo);
+    }
     if (s->attention.mode != PGD_ATTENTION_SOFT)
         fprintf(stderr, "pagoda: hard attention in every block: %s\n",
                 classify_attention_str(&s->attention, a, sizeof a));
@@ -63,7 +65,7 @@ static void mixer_describe(const cli_state *s)
                 "token MLP %d, channel MLP %d, %d classes\n",
                 app_term_text(s->weights, shown, sizeof shown), c->dim, c->depth, c->patch,
                 c->grid_h, c->grid_w, c->tokens_hidden, c->channels_hidden, c->classes);
-    note_random(s, "MLP-Mixer");
+    note_random(s, "MLP-Mixer", "timm/mixer_b16_224.goog_in21k_ft_in1k");
 }
 
 static void mixer_stream_label(const cli_state *s, char *buf, size_t size)
@@ -179,7 +181,7 @@ static void swin_describe(const cli_state *s)
             fprintf(stderr, " %d", c->depth[i]);
         fprintf(stderr, "), window %d, patch %d, %d classes\n", c->window[0], c->patch, c->classes);
     }
-    note_random(s, "Swin");
+    note_random(s, "Swin", "timm/swin_tiny_patch4_window7_224.ms_in1k");
 }
 
 static void swin_stream_label(const cli_state *s, char *buf, size_t size)

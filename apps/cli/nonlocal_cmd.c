@@ -204,11 +204,13 @@ static void nl_describe(const cli_state *s)
         snprintf(sites + strlen(sites), sizeof sites - strlen(sites), "%slayer%d.%d%s",
                  i ? ", " : "", cfg->nl[i].layer, cfg->nl[i].block,
                  cfg->nl[i].identity ? " (identity init)" : "");
-    if (!s->weights)
+    if (!s->weights) {
         fprintf(stderr,
                 "pagoda: note: seeded random weights (ResNet-%d): the classes printed "
                 "are meaningless\n",
                 v->depth);
+        app_note_real_weights("nonlocal", "timm/resnet50.tv_in1k");
+    }
     int blocks = cfg->blocks[0] + cfg->blocks[1] + cfg->blocks[2] + cfg->blocks[3];
     char shown[1024];
     fprintf(stderr,

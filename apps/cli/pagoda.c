@@ -15,6 +15,8 @@ static const char usage[] =
     "Commands:\n"
     "  devices    list OpenCL devices and their capabilities\n"
     "  demo       list devices and run a checked end-to-end example\n"
+    "  pull       download a model from the Hugging Face hub into its cache; then give it\n"
+    "             to any command as --weights hf:ORG/NAME ('pull --list': which ones)\n"
     "  bench      time kernels and program builds; compare saved results\n"
     "  tune       search the device's kernel parameters and store them\n"
     "  classify   classify with any model family, detected from the checkpoint\n"
@@ -40,6 +42,8 @@ static const char usage[] =
     "  PAGODA_PROFILE=1      print per-kernel timings\n"
     "  PAGODA_KERNEL_PARAMS=P  GEMM kernel parameters instead of the tuned ones ('pagoda tune')\n"
     "  PAGODA_MAX_BATCH=N    run batches as passes of at most N images\n"
+    "  HF_ENDPOINT, HF_TOKEN, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE: the hub and its cache\n"
+    "                        for 'pagoda pull' and --weights hf:ORG/NAME (as huggingface_hub)\n"
     "  PAGODA_GEMM, PAGODA_CONV, PAGODA_ATTENTION, ...: back ends and variants (README,\n"
     "                        'Environment'; pgd_ctx_options and its knobs in pagoda.h)\n"
     "\n"
@@ -98,6 +102,12 @@ int main(int argc, char **argv)
             print_features();
         return EXIT_OK;
     }
+    if (!strcmp(cmd, "pull"))
+        return cmd_pull(argc - 1, argv + 1);
+    /* --weights hf:ORG/NAME becomes the cached file's path here, for every command at once. */
+    int rc = pull_resolve_weights(argc - 1, argv + 1);
+    if (rc)
+        return rc;
     if (!strcmp(cmd, "devices"))
         return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "classify"))

@@ -131,12 +131,13 @@ static void vit_describe(const cli_state *s)
     if (s->o.json)
         return;
     char shown[1024];
-    if (!s->weights)
+    if (!s->weights) {
         fprintf(stderr,
                 "pagoda: note: seeded random weights (%s, width %d, depth %d, %d heads): "
                 "the classes printed are meaningless\n",
                 s->random, cfg->dim, cfg->depth, cfg->heads);
-    else
+        app_note_real_weights("vit", "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k");
+    } else
         fprintf(stderr,
                 "pagoda: %s: %s ViT, width %d, depth %d, %d heads, patch %d, %dx%d grid, "
                 "%d classes\n",

@@ -80,6 +80,10 @@ void app_labels_free(app_labels *l);
  * replaced by random weights. */
 int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size);
 
+/* After a seeded-random-weights note: the one command that runs `cmd` with real weights,
+ * "--weights hf:REPO" (pulled into the hub cache on first use), on stderr. */
+void app_note_real_weights(const char *cmd, const char *repo);
+
 /* Values a load assumed rather than read (model.h's model_assumptions): one stderr line each,
  * "pagoda: note: LABEL: KEY not given: assumed VALUE (HOW)", and as a JSON object
  * {"KEY": VALUE, ...} (NULL only out of memory). */

@@ -376,6 +376,14 @@ static int default_weights(const char *file, char *buf, size_t size)
     return access(buf, R_OK) == 0;
 }
 
+void app_note_real_weights(const char *cmd, const char *repo)
+{
+    fprintf(stderr,
+            "pagoda: note: real weights in one command: pagoda %s --weights hf:%s IMAGE (pulled "
+            "once into the Hugging Face cache; 'pagoda pull --list' shows more)\n",
+            cmd, repo);
+}
+
 int app_weights_or_default(const char **weights, const char *file, char *buf, size_t size)
 {
     if (*weights)

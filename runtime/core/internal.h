@@ -49,6 +49,10 @@ void pgd__options_free(pgd_ctx_options *opt);
 /* The platform's cache location for a NULL cache_dir; -1 when there is none. */
 int pgd__default_cache_dir(char *buf, size_t size);
 
+/* huggingface_hub's HF_HOME default: $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
+ * (options.c, the one reader of the environment); -1 when neither is set or it does not fit. */
+int pgd__hub_default_home(char *buf, size_t size);
+
 /* ---- devices (device.c) ---- */
 
 int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_device_info *info);

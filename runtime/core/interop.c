@@ -122,9 +122,11 @@ int pgd_ctx_create_from_cl(cl_context context, cl_device_id device, cl_command_q
     if (rc)
         return rc;
     pgd_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx || pgd__options_copy(&ctx->opt, opt) != 0) {
-        free(ctx);
+    if (!ctx)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "allocating a context");
+    if ((rc = pgd__options_copy(&ctx->opt, &ctx->knobs, opt, err))) {
+        free(ctx);
+        return rc;
     }
     if ((rc = describe_device(device, &ctx->platform, &ctx->dev, err))) {
         pgd__options_free(&ctx->opt);

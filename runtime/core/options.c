@@ -384,3 +384,53 @@ const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx)
 {
     return &ctx->opt;
 }
+
+/* ---- the hub's options: huggingface_hub's variables, read here with the others ---- */
+
+pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
+{
+    pgd_hub_options n = *o; /* committed only when every variable parsed */
+    const char *s;
+    int rc = PGD_OK;
+    if ((s = lookup(NULL, "HF_ENDPOINT")))
+        n.endpoint = s;
+    if ((s = lookup(NULL, "HF_TOKEN")))
+        n.token = s;
+    if ((s = lookup(NULL, "HF_HUB_CACHE")))
+        n.cache_dir = s;
+    if ((s = lookup(NULL, "HF_HOME")))
+        n.hf_home = s;
+    if ((s = lookup(NULL, "HF_HUB_OFFLINE"))) {
+        /* any case, as huggingface_hub reads it (HF_HUB_OFFLINE=TRUE) */
+        char low[8] = "";
+        for (size_t i = 0; s[i] && i + 1 < sizeof low; i++)
+            low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        rc = strlen(s) < sizeof low ? parse_bool("HF_HUB_OFFLINE", low, &n.offline, err)
+                                    : bad(err, "HF_HUB_OFFLINE", s, "1/0, true/false, yes/no "
+                                                                    "or on/off");
+    }
+    if (!rc && (s = lookup(NULL, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
+        char *end;
+        double t = strtod(s, &end);
+        if (*end || !(t > 0 && t <= 86400))
+            rc = bad(err, "HF_HUB_DOWNLOAD_TIMEOUT", s, "a number of seconds (0 < T <= 86400)");
+        n.timeout_s = t;
+    }
+    if (!rc)
+        *o = n;
+    return rc;
+}
+
+int pgd__hub_default_home(char *buf, size_t size)
+{
+    const char *xdg = lookup(NULL, "XDG_CACHE_HOME");
+    const char *home = lookup(NULL, "HOME");
+    int n;
+    if (xdg)
+        n = snprintf(buf, size, "%s/huggingface", xdg);
+    else if (home)
+        n = snprintf(buf, size, "%s/.cache/huggingface", home);
+    else
+        return -1;
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}

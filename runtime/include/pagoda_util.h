@@ -167,6 +167,60 @@ PGD_API int pgd_image_get_source_height(const pgd_image *img);
 PGD_API float pgd_attention_uniform(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t heads,
                                     int64_t nq);
 
+/* ---- the Hugging Face hub (pagoda pull) --------------------------------------------------- */
+
+/* How pgd_hub_file reaches the hub and where it keeps files. Zero / NULL means the default in
+ * every field; pgd_hub_options_from_env() fills it from huggingface_hub's variables, named per
+ * field. The library never keeps the caller's strings beyond the call. */
+typedef struct pgd_hub_options {
+    const char *endpoint;  /* $HF_ENDPOINT; NULL: https://huggingface.co */
+    const char *token;     /* $HF_TOKEN: sent as a Bearer token to the endpoint's host only */
+    const char *cache_dir; /* $HF_HUB_CACHE; NULL: <hf_home>/hub */
+    const char *hf_home;   /* $HF_HOME; NULL: $XDG_CACHE_HOME/huggingface, ~/.cache/huggingface */
+    int offline;           /* $HF_HUB_OFFLINE=1: the cache only, the network is never touched */
+    double timeout_s;      /* $HF_HUB_DOWNLOAD_TIMEOUT: connect and stall limit; 0: 10 s */
+    int max_tries;         /* tries per request on 429, 5xx, timeouts, dropped connections; 0: 5 */
+    /* Called as bytes arrive (total 0 when unknown); NULL: silent. */
+    void (*progress)(void *user, const char *file, uint64_t done, uint64_t total);
+    void *progress_user;
+} pgd_hub_options;
+
+/* Reads HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE, HF_HOME, HF_HUB_OFFLINE (1/0, true/false, yes/no,
+ * on/off) and HF_HUB_DOWNLOAD_TIMEOUT (seconds) into *o, overwriting only the fields whose
+ * variable is set and non-empty; a value that does not parse is PGD_ERR_INVALID_ARGUMENT naming
+ * it, *o unchanged. Strings point into the environment. */
+PGD_API pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err);
+
+/* pgd_hub_file's flags. CACHE_FIRST: a file the cache holds for `revision` is returned without
+ * asking the hub whether the revision moved (what `--weights hf:` wants on every run). */
+#define PGD_HUB_CACHE_FIRST 1u
+
+/* How pgd_hub_file found the file (*how). */
+typedef enum pgd_hub_how {
+    PGD_HUB_CACHED = 0,      /* the hub was asked; the cache already held that version */
+    PGD_HUB_DOWNLOADED = 1,  /* downloaded (or a partial download finished) and verified */
+    PGD_HUB_CACHE_ONLY = 2,  /* from the cache without asking (offline or CACHE_FIRST) */
+    PGD_HUB_UNREACHABLE = 3, /* the hub could not be reached; the cached copy is returned */
+} pgd_hub_how;
+
+/* The file `file` of the model repository `repo` ("ORG/NAME" or "NAME") at `revision` (a
+ * branch, tag or commit; NULL: "main"), in the cache layout huggingface_hub uses, so either
+ * finds the other's files: models--ORG--NAME/blobs/<etag>, snapshots/<commit>/<file> a
+ * relative symbolic link to the blob, refs/<revision> holding the commit. A download goes
+ * into blobs/<etag>.incomplete, resumes one left by an earlier run with an HTTP Range
+ * request, follows redirects (to a CDN), retries 429, 5xx and dropped connections, is checked
+ * against the size and, for LFS files, the SHA-256 the hub names, and is renamed into place
+ * only then. *path (the caller frees it with pgd_free) gets the snapshot path; *how (may be
+ * NULL) how it was found. Errors name the repository, file and revision: PGD_ERR_NOT_FOUND
+ * (404, or not cached offline), PGD_ERR_IO (401/403 with the HF_TOKEN advice, network, disk
+ * full), PGD_ERR_FORMAT (checksum or size mismatch: the partial file is removed),
+ * PGD_ERR_UNSUPPORTED (a build without libcurl, unless the cache has it). On error *path is
+ * NULL. */
+PGD_API pgd_status pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revision,
+                         const char *file, unsigned flags, char **path, int *how,
+                         pgd_error **err);
+
+
 #ifdef __cplusplus
 }
 #endif
