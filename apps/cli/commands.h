@@ -17,5 +17,6 @@ int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);
 int cmd_memnet(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif
