@@ -3,12 +3,13 @@
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
 #           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv |
-#           results | eval_lists
+#           results | eval_lists | tokenizer
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
 #           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
 #           writer, in a round trip; results: --resume over a JSON-lines or CSV results file;
-#           eval_lists: eval's --labels-map and labelled --list)
+#           eval_lists: eval's --labels-map and labelled --list; tokenizer: vocab.txt,
+#           vocab.json + merges.txt, tokenizer.json and the tokenizers on any text)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -23,10 +24,10 @@ cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
-targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists"
+targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|tokenizer"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
-  gat_graph|memnet_story|detr_config|csv|results|eval_lists) ;;
+  gat_graph|memnet_story|detr_config|csv|results|eval_lists|tokenizer) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#

@@ -30,7 +30,7 @@ static const char usage[] =
     "  --decode         the arguments are ids (also comma-separated): print their text\n"
     "  --json           {\"ids\": [...], \"tokens\": [...]} (with --decode: {\"text\": ...})\n"
     "  --lines          each line of --file is a text: one JSON object a line, {\"ids\": [...],\n"
-    "                   \"decoded\": the text of the ids, special tokens skipped} or {\"error\": ...}\n"
+    "                   \"decoded\": the ids' text, special tokens skipped} or {\"error\": ...}\n"
     "  --time           also the encoding speed in MB/s (stderr; the text encoded repeatedly\n"
     "                   for at least a second, one thread)\n"
     "  -h, --help       show this help\n";
@@ -42,29 +42,57 @@ typedef struct tok_opts {
 
 static int parse(int argc, char **argv, tok_opts *o)
 {
-    static const struct option opts[] = {
-        {"vocab", required_argument, 0, 'v'}, {"merges", required_argument, 0, 'm'},
-        {"tokenizer", required_argument, 0, 't'}, {"file", required_argument, 0, 'f'},
-        {"cased", no_argument, 0, 'c'}, {"no-special", no_argument, 0, 'n'},
-        {"decode", no_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
-        {"time", no_argument, 0, 'T'}, {"lines", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"vocab", required_argument, 0, 'v'},
+                                         {"merges", required_argument, 0, 'm'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"file", required_argument, 0, 'f'},
+                                         {"cased", no_argument, 0, 'c'},
+                                         {"no-special", no_argument, 0, 'n'},
+                                         {"decode", no_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"time", no_argument, 0, 'T'},
+                                         {"lines", no_argument, 0, 'l'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'v': o->vocab = optarg; break;
-        case 'm': o->merges = optarg; break;
-        case 't': o->json_path = optarg; break;
-        case 'f': o->file = optarg; break;
-        case 'c': o->cased = 1; break;
-        case 'n': o->no_special = 1; break;
-        case 'd': o->decode = 1; break;
-        case 'j': o->json = 1; break;
-        case 'T': o->time = 1; break;
-        case 'l': o->lines = 1; break;
-        case 'h': fputs(usage, stdout); return -1;
-        default: return app_usage_error("tokenize ", "bad option");
+        case 'v':
+            o->vocab = optarg;
+            break;
+        case 'm':
+            o->merges = optarg;
+            break;
+        case 't':
+            o->json_path = optarg;
+            break;
+        case 'f':
+            o->file = optarg;
+            break;
+        case 'c':
+            o->cased = 1;
+            break;
+        case 'n':
+            o->no_special = 1;
+            break;
+        case 'd':
+            o->decode = 1;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'T':
+            o->time = 1;
+            break;
+        case 'l':
+            o->lines = 1;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
+        default:
+            return app_usage_error("tokenize ", "bad option");
         }
     }
     if (!o->vocab == !o->json_path)
@@ -73,8 +101,7 @@ static int parse(int argc, char **argv, tok_opts *o)
         return app_usage_error("tokenize ", "--lines goes with --file");
     if (o->merges && !o->vocab)
         return app_usage_error("tokenize ", "--merges goes with --vocab VOCAB.json");
-    if (o->decode ? (o->file || optind >= argc)
-                  : (o->file ? optind != argc : optind != argc - 1))
+    if (o->decode ? (o->file || optind >= argc) : (o->file ? optind != argc : optind != argc - 1))
         return app_usage_error("tokenize ", o->decode ? "--decode wants ids as arguments"
                                                       : "give one TEXT or --file F");
     return EXIT_OK;

@@ -29,7 +29,10 @@ static int utf8_valid_len(const unsigned char *s, size_t n)
     unsigned c = s[0];
     if (c < 0x80)
         return 1;
-    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    int len = c >= 0xC2 && c <= 0xDF   ? 2
+              : c >= 0xE0 && c <= 0xEF ? 3
+              : c >= 0xF0 && c <= 0xF4 ? 4
+                                       : 0;
     if (!len || (size_t)len > n)
         return 0;
     unsigned lo = 0x80, hi = 0xBF;
@@ -184,11 +187,14 @@ int tok_add_token(tokenizer *t, int32_t id, const char *s, size_t n, const char 
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: id %ld of token '%.*s' outside 0..%d", what,
                              (long)id, (int)(n > 64 ? 64 : n), s, TOKENIZER_MAX_VOCAB - 1);
     if (n == 0 || n > TOKENIZER_MAX_TOKEN)
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: token of id %ld is %zu bytes (1..%d allowed)",
-                             what, (long)id, n, TOKENIZER_MAX_TOKEN);
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: token of id %ld is %zu bytes (1..%d allowed)", what, (long)id, n,
+                             TOKENIZER_MAX_TOKEN);
     if (tok_utf8_check(s, n) != n || memchr(s, 0, n))
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: token of id %ld is not valid UTF-8 "
-                             "without NUL", what, (long)id);
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: token of id %ld is not valid UTF-8 "
+                             "without NUL",
+                             what, (long)id);
     if (t->arena_len + n > t->arena_cap) {
         char *a = realloc(t->arena, (t->arena_len + n) * 2);
         if (!a)
@@ -254,8 +260,8 @@ int tok_index(tokenizer *t, const char *what, pgd_error **err)
     return PGD_OK;
 }
 
-int tok_add_special(tokenizer *t, const char *s, size_t n, const tok_added *how,
-                    const char *what, pgd_error **err)
+int tok_add_special(tokenizer *t, const char *s, size_t n, const tok_added *how, const char *what,
+                    pgd_error **err)
 {
     int32_t id = tok_lookup(t, s, n);
     if (id < 0)
@@ -263,8 +269,8 @@ int tok_add_special(tokenizer *t, const char *s, size_t n, const tok_added *how,
                              what, (int)(n > 64 ? 64 : n), s);
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].id == id)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: token '%.*s' added twice", what,
-                                 (int)n, s);
+            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: token '%.*s' added twice", what, (int)n,
+                                 s);
     if (t->n_added >= 1024)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 1024 added tokens", what);
     tok_added *a = realloc(t->added, (size_t)(t->n_added + 1) * sizeof *a);

@@ -78,9 +78,9 @@ int tok_bpe_add_merge(tokenizer *t, const char *a, size_t na, const char *b, siz
 {
     int32_t ia = tok_lookup(t, a, na), ib = tok_lookup(t, b, nb);
     if (ia < 0 || ib < 0)
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: merge %lu names '%.*s', not in the vocabulary",
-                             what, (unsigned long)rank + 1, (int)(ia < 0 ? na : nb),
-                             ia < 0 ? a : b);
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: merge %lu names '%.*s', not in the vocabulary", what,
+                             (unsigned long)rank + 1, (int)(ia < 0 ? na : nb), ia < 0 ? a : b);
     char joined[2 * TOKENIZER_MAX_TOKEN];
     memcpy(joined, a, na);
     memcpy(joined + na, b, nb);
@@ -93,8 +93,9 @@ int tok_bpe_add_merge(tokenizer *t, const char *a, size_t na, const char *b, siz
     uint32_t h = hash_pair(key) & t->merge_mask;
     for (; t->merges[h].id >= 0; h = (h + 1) & t->merge_mask)
         if (t->merges[h].pair == key)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: merge %lu ('%.*s' '%.*s') repeats merge %lu",
-                                 what, (unsigned long)rank + 1, (int)na, a, (int)nb, b,
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s: merge %lu ('%.*s' '%.*s') repeats merge %lu", what,
+                                 (unsigned long)rank + 1, (int)na, a, (int)nb, b,
                                  (unsigned long)t->merges[h].rank + 1);
     t->merges[h] = (tok_merge){key, rank, id};
     return PGD_OK;
@@ -367,7 +368,10 @@ int tok_bpe_encode(tokenizer *t, const char *s, size_t n, tok_ids *ids, pgd_erro
 static size_t invalid_len(const unsigned char *u, size_t n)
 {
     unsigned c = u[0];
-    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     if (!len || n < 2)
         return 1;
     unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
@@ -401,8 +405,8 @@ static char *lossy(const unsigned char *u, size_t n, size_t *len)
     return out;
 }
 
-int tok_bpe_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special,
-                   char **text, size_t *text_len, pgd_error **err)
+int tok_bpe_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                   size_t *text_len, pgd_error **err)
 {
     size_t cap = 1, w = 0;
     for (size_t i = 0; i < n; i++)
@@ -457,10 +461,12 @@ int tok_vocab_from_json(tokenizer *t, json_t *obj, const char *what, pgd_error *
         size_t klen = json_object_iter_key_len(it);
         json_t *v = json_object_iter_value(it);
         if (!json_is_integer(v))
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: the id of token '%.*s' is not an integer",
-                                 what, (int)(klen > 64 ? 64 : klen), key);
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s: the id of token '%.*s' is not an integer", what,
+                                 (int)(klen > 64 ? 64 : klen), key);
         json_int_t id = json_integer_value(v);
-        int rc = tok_add_token(t, id < 0 || id > INT32_MAX ? -1 : (int32_t)id, key, klen, what, err);
+        int rc =
+            tok_add_token(t, id < 0 || id > INT32_MAX ? -1 : (int32_t)id, key, klen, what, err);
         if (rc)
             return rc;
     }
@@ -491,8 +497,8 @@ static int read_merges_txt(tokenizer *t, const char *path, const char *data, siz
             return pgd_error_set(err, PGD_ERR_FORMAT,
                                  "%s: line %zu is not two tokens separated by one space", path,
                                  line);
-        rc = tok_bpe_add_merge(t, l, (size_t)(sp - l), sp + 1, (size_t)(l + len - sp - 1),
-                               rank++, path, err);
+        rc = tok_bpe_add_merge(t, l, (size_t)(sp - l), sp + 1, (size_t)(l + len - sp - 1), rank++,
+                               path, err);
     }
     return rc;
 }

@@ -10,8 +10,8 @@
 #include "tokenizer_parts.h"
 
 /* A boolean member (absent: `dflt`; JSON null: `null_is`); another type is an error. */
-static int get_bool(json_t *obj, const char *key, int dflt, int null_is, int *out,
-                    const char *what, pgd_error **err)
+static int get_bool(json_t *obj, const char *key, int dflt, int null_is, int *out, const char *what,
+                    pgd_error **err)
 {
     json_t *v = json_object_get(obj, key);
     if (!v)
@@ -46,10 +46,9 @@ static int read_normalizer(tokenizer *t, json_t *root, const char *what, pgd_err
     if (!n || json_is_null(n))
         return PGD_OK;
     if (t->kind != TOKENIZER_WORDPIECE || strcmp(type_of(n), "BertNormalizer"))
-        return unsupported(what, "normalizer", type_of(n),
-                           t->kind == TOKENIZER_WORDPIECE ? "BertNormalizer or none"
-                                                          : "none with BPE",
-                           err);
+        return unsupported(
+            what, "normalizer", type_of(n),
+            t->kind == TOKENIZER_WORDPIECE ? "BertNormalizer or none" : "none with BPE", err);
     t->normalizer = 1;
     int strip = -1;
     int rc = get_bool(n, "clean_text", 1, 0, &t->clean_text, what, err);
@@ -90,17 +89,20 @@ static int template_ids(tokenizer *t, json_t *pp, json_t *item, int32_t *dst, in
                         const char *what, pgd_error **err)
 {
     const char *name = json_string_value(json_object_get(item, "id"));
-    json_t *ids = json_object_get(json_object_get(json_object_get(pp, "special_tokens"),
-                                                  name ? name : ""),
-                                  "ids");
+    json_t *ids = json_object_get(
+        json_object_get(json_object_get(pp, "special_tokens"), name ? name : ""), "ids");
     if (!name || !json_is_array(ids))
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: post_processor names special token '%s' "
-                             "without ids", what, name ? name : "?");
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: post_processor names special token '%s' "
+                             "without ids",
+                             what, name ? name : "?");
     for (size_t i = 0; i < json_array_size(ids); i++) {
         json_int_t id = json_integer_value(json_array_get(ids, i));
         if (*n >= 4 || !tokenizer_token(t, (int32_t)id, &(size_t){0}) || id > INT32_MAX)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: post_processor: special token '%s' "
-                                 "has an id not in the vocabulary or more than 4 ids", what, name);
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s: post_processor: special token '%s' "
+                                 "has an id not in the vocabulary or more than 4 ids",
+                                 what, name);
         dst[(*n)++] = (int32_t)id;
     }
     return PGD_OK;
@@ -121,8 +123,10 @@ static int read_template(tokenizer *t, json_t *pp, const char *what, pgd_error *
         else if (sp)
             rc = template_ids(t, pp, sp, t->suffix, &t->n_suffix, what, err);
         else
-            rc = pgd_error_set(err, PGD_ERR_UNSUPPORTED, "%s: post_processor template item %zu "
-                               "is neither a SpecialToken nor the one Sequence", what, i);
+            rc = pgd_error_set(err, PGD_ERR_UNSUPPORTED,
+                               "%s: post_processor template item %zu "
+                               "is neither a SpecialToken nor the one Sequence",
+                               what, i);
     }
     return rc;
 }
@@ -134,8 +138,10 @@ static int read_pair(tokenizer *t, json_t *pp, const char *key, int32_t *dst, in
     json_int_t id = json_integer_value(json_array_get(json_object_get(pp, key), 1));
     if (!json_is_integer(json_array_get(json_object_get(pp, key), 1)) || id > INT32_MAX ||
         !tokenizer_token(t, (int32_t)id, &(size_t){0}))
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: post_processor '%s' is not [token, id] "
-                             "of the vocabulary", what, key);
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: post_processor '%s' is not [token, id] "
+                             "of the vocabulary",
+                             what, key);
     dst[0] = (int32_t)id;
     *n = 1;
     return PGD_OK;
@@ -173,7 +179,8 @@ static int read_decoder(tokenizer *t, json_t *root, const char *what, pgd_error 
     if (strcmp(type, "WordPiece"))
         return unsupported(what, "decoder", type, "WordPiece or none with WordPiece", err);
     const char *prefix = json_string_value(json_object_get(d, "prefix"));
-    if (prefix && (strlen(prefix) != t->wp_prefix_len || memcmp(prefix, t->wp_prefix, t->wp_prefix_len)))
+    if (prefix &&
+        (strlen(prefix) != t->wp_prefix_len || memcmp(prefix, t->wp_prefix, t->wp_prefix_len)))
         return unsupported(what, "decoder", "WordPiece with another prefix than the model's",
                            "the same prefix", err);
     t->wp_decoder = 1;
@@ -192,15 +199,17 @@ static int read_added_one(tokenizer *t, json_t *a, const char *what, pgd_error *
     json_int_t id = json_integer_value(jid);
     int32_t have = tok_lookup(t, content, len);
     if (have < 0) {
-        int rc = tok_add_token(t, id < 0 || id > INT32_MAX ? -1 : (int32_t)id, content, len,
-                               what, err);
+        int rc =
+            tok_add_token(t, id < 0 || id > INT32_MAX ? -1 : (int32_t)id, content, len, what, err);
         if (!rc)
             rc = tok_index(t, what, err);
         if (rc)
             return rc;
     } else if (have != id) {
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: added token '%.*s' has id %lld, the "
-                             "vocabulary %ld", what, (int)len, content, (long long)id, (long)have);
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: added token '%.*s' has id %lld, the "
+                             "vocabulary %ld",
+                             what, (int)len, content, (long long)id, (long)have);
     }
     tok_added how = {0};
     int single = 0;
@@ -240,19 +249,25 @@ static int read_wordpiece(tokenizer *t, json_t *model, const char *what, pgd_err
     json_t *max = json_object_get(model, "max_input_chars_per_word");
     t->unk = unk ? tok_lookup(t, unk, strlen(unk)) : -1;
     if (t->unk < 0)
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: model's unk_token '%s' is not in the "
-                             "vocabulary", what, unk ? unk : "(none)");
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: model's unk_token '%s' is not in the "
+                             "vocabulary",
+                             what, unk ? unk : "(none)");
     if (prefix) {
         if (strlen(prefix) >= sizeof t->wp_prefix)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: continuing_subword_prefix longer "
-                                 "than %zu bytes", what, sizeof t->wp_prefix - 1);
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s: continuing_subword_prefix longer "
+                                 "than %zu bytes",
+                                 what, sizeof t->wp_prefix - 1);
         t->wp_prefix_len = strlen(prefix);
         memcpy(t->wp_prefix, prefix, t->wp_prefix_len + 1);
     }
-    if (max && (!json_is_integer(max) || json_integer_value(max) < 1 ||
-                json_integer_value(max) > 1000000))
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: max_input_chars_per_word is not an "
-                             "integer in 1..1000000", what);
+    if (max &&
+        (!json_is_integer(max) || json_integer_value(max) < 1 || json_integer_value(max) > 1000000))
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: max_input_chars_per_word is not an "
+                             "integer in 1..1000000",
+                             what);
     if (max)
         t->max_chars = (int)json_integer_value(max);
     return PGD_OK;

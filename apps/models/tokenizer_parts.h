@@ -82,8 +82,8 @@ int tok_add_token(tokenizer *t, int32_t id, const char *s, size_t n, const char 
 int tok_index(tokenizer *t, const char *what, pgd_error **err);
 int32_t tok_lookup(const tokenizer *t, const char *s, size_t n);
 /* Marks an existing token as added (matched before the model). */
-int tok_add_special(tokenizer *t, const char *s, size_t n, const tok_added *how,
-                    const char *what, pgd_error **err);
+int tok_add_special(tokenizer *t, const char *s, size_t n, const tok_added *how, const char *what,
+                    pgd_error **err);
 /* Reads a whole regular file (at most TOKENIZER_MAX_FILE bytes), NUL-terminated. */
 int tok_read_file(const char *path, char **data, size_t *size, pgd_error **err);
 /* The byte offset of the first byte of invalid UTF-8 in s[0..n), or n. */
@@ -138,8 +138,8 @@ int tok_bpe_add_merge(tokenizer *t, const char *a, size_t na, const char *b, siz
                       uint32_t rank, const char *what, pgd_error **err);
 int tok_bpe_merges_begin(tokenizer *t, size_t count, pgd_error **err);
 int tok_bpe_finish(tokenizer *t, pgd_error **err);
-int tok_bpe_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special,
-                   char **text, size_t *len, pgd_error **err);
+int tok_bpe_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                   size_t *len, pgd_error **err);
 /* The vocabulary of a vocab.json-shaped object (token → id). */
 struct json_t;
 int tok_vocab_from_json(tokenizer *t, struct json_t *obj, const char *what, pgd_error **err);

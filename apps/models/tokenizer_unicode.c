@@ -87,8 +87,9 @@ int tok_ccc(uint32_t cp)
         else
             hi = mid;
     }
-    return lo < sizeof uc_ccc / sizeof uc_ccc[0] && (uc_ccc[lo] >> 8) == cp ? (int)(uc_ccc[lo] & 255)
-                                                                            : 0;
+    return lo < sizeof uc_ccc / sizeof uc_ccc[0] && (uc_ccc[lo] >> 8) == cp
+               ? (int)(uc_ccc[lo] & 255)
+               : 0;
 }
 
 int tok_lower(uint32_t cp, uint32_t dst[3])

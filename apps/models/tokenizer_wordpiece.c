@@ -134,7 +134,7 @@ static int wordpiece(const tokenizer *t, const char *w, size_t n, size_t chars, 
     size_t first = ids->n, start = 0;
     while (start < n) {
         size_t pre = start ? t->wp_prefix_len : 0;
-        size_t end = pre >= t->max_token                   ? start
+        size_t end = pre >= t->max_token              ? start
                      : n - start + pre > t->max_token ? start + (t->max_token - pre)
                                                       : n;
         int32_t found = -1;
@@ -166,9 +166,8 @@ static int pre_tokenize(const tokenizer *t, const char *s, size_t n, tok_ids *id
     for (size_t i = 0; i < n;) {
         int used;
         uint32_t cp = tok_utf8_next(s + i, &used);
-        unsigned c = cp < 0x80 && cp > ' ' && (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z'
-                         ? 0
-                         : tok_uclass(cp);
+        unsigned c =
+            cp < 0x80 && cp > ' ' && (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z' ? 0 : tok_uclass(cp);
         if (c & (TOK_PRE_WS | TOK_PUNCT)) {
             int rc = chars ? wordpiece(t, s + w, i - w, chars, ids) : PGD_OK;
             if (!rc && (c & TOK_PUNCT))
@@ -245,9 +244,9 @@ static void replace_all(char *s, size_t *n, const char *from, const char *to)
 static void cleanup(char *s, size_t *n)
 {
     static const char *const pairs[][2] = {
-        {" .", "."},       {" ?", "?"},     {" !", "!"},   {" ,", ","},
-        {" ' ", "'"},      {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"},
-        {" 's", "'s"},     {" 've", "'ve"}, {" 're", "'re"},
+        {" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},
+        {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},   {" do not", " don't"},
+        {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         replace_all(s, n, pairs[i][0], pairs[i][1]);
@@ -288,8 +287,7 @@ int tok_wordpiece_decode(const tokenizer *t, const int32_t *ids, size_t n, int s
 
 /* ---- vocab.txt ---- */
 
-static int read_vocab_txt(tokenizer *t, const char *path, char *data, size_t size,
-                          pgd_error **err)
+static int read_vocab_txt(tokenizer *t, const char *path, char *data, size_t size, pgd_error **err)
 {
     int32_t id = 0;
     for (size_t i = 0; i < size; id++) {
@@ -301,8 +299,9 @@ static int read_vocab_txt(tokenizer *t, const char *path, char *data, size_t siz
             return pgd_error_set(err, PGD_ERR_FORMAT, "%s: line %ld is empty (one token a line)",
                                  path, (long)id + 1);
         if (len > TOKENIZER_MAX_TOKEN)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: line %ld is %zu bytes (tokens of at most %d)",
-                                 path, (long)id + 1, len, TOKENIZER_MAX_TOKEN);
+            return pgd_error_set(err, PGD_ERR_FORMAT,
+                                 "%s: line %ld is %zu bytes (tokens of at most %d)", path,
+                                 (long)id + 1, len, TOKENIZER_MAX_TOKEN);
         if (id >= TOKENIZER_MAX_VOCAB)
             return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%s: more than %d tokens", path,
                                  TOKENIZER_MAX_VOCAB);
@@ -336,8 +335,7 @@ int tok_bert_specials(tokenizer *t, const char *what, pgd_error **err)
     return PGD_OK;
 }
 
-int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **out,
-                             pgd_error **err)
+int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **out, pgd_error **err)
 {
     *out = NULL;
     char *data = NULL;
