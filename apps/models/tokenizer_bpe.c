@@ -213,8 +213,12 @@ static int bpe_piece(const tokenizer *t, const char *w, size_t n, tok_ids *ids)
     }
     if (n > INT32_MAX / 8)
         return PGD_ERR_OUT_OF_HOST_MEMORY;
-    int32_t *sym = malloc(n * 4 * sizeof *sym);
-    heap_item *heap = malloc(n * 3 * sizeof *heap + sizeof *heap);
+    /* most pieces are short: their arrays on the stack */
+    int32_t sym_small[4 * 64];
+    heap_item heap_small[3 * 64];
+    int small = n <= 64;
+    int32_t *sym = small ? sym_small : malloc(n * 4 * sizeof *sym);
+    heap_item *heap = small ? heap_small : malloc(n * 3 * sizeof *heap + sizeof *heap);
     int rc = sym && heap ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
     int32_t k = 0;
     for (size_t i = 0; !rc && i < n; i++)
@@ -222,7 +226,8 @@ static int bpe_piece(const tokenizer *t, const char *w, size_t n, tok_ids *ids)
             sym[k++] = t->byte_id[(unsigned char)w[i]];
     if (!rc && k) /* merge_word lays its 4 arrays out for k symbols inside sym's 4n */
         rc = merge_word(t, sym, k, heap, ids);
-    free(sym), free(heap);
+    if (!small)
+        free(sym), free(heap);
     return rc;
 }
 

@@ -187,33 +187,39 @@ static int read_decoder(tokenizer *t, json_t *root, const char *what, pgd_error 
     return get_bool(d, "cleanup", 1, 0, &t->decode_cleanup, what, err);
 }
 
-/* One entry of "added_tokens": in the vocabulary with that id, or added with it. */
-static int read_added_one(tokenizer *t, json_t *a, const char *what, pgd_error **err)
+/* The id and content of an entry of "added_tokens". */
+static int added_entry(json_t *a, int32_t *id, const char **content, size_t *len, const char *what,
+                       pgd_error **err)
 {
     json_t *jid = json_object_get(a, "id");
-    const char *content = json_string_value(json_object_get(a, "content"));
-    size_t len = json_string_length(json_object_get(a, "content"));
-    if (!json_is_integer(jid) || !content || len == 0)
+    *content = json_string_value(json_object_get(a, "content"));
+    *len = json_string_length(json_object_get(a, "content"));
+    if (!json_is_integer(jid) || !*content || *len == 0)
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: an added token without an id or content",
                              what);
-    json_int_t id = json_integer_value(jid);
+    json_int_t v = json_integer_value(jid);
+    *id = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    return PGD_OK;
+}
+
+/* One entry of "added_tokens", now in the vocabulary: it must have its id there. */
+static int read_added_one(tokenizer *t, json_t *a, const char *what, pgd_error **err)
+{
+    int32_t id;
+    const char *content;
+    size_t len;
+    int rc = added_entry(a, &id, &content, &len, what, err);
+    if (rc)
+        return rc;
     int32_t have = tok_lookup(t, content, len);
-    if (have < 0) {
-        int rc =
-            tok_add_token(t, id < 0 || id > INT32_MAX ? -1 : (int32_t)id, content, len, what, err);
-        if (!rc)
-            rc = tok_index(t, what, err);
-        if (rc)
-            return rc;
-    } else if (have != id) {
+    if (have != id)
         return pgd_error_set(err, PGD_ERR_FORMAT,
-                             "%s: added token '%.*s' has id %lld, the "
+                             "%s: added token '%.*s' has id %ld, the "
                              "vocabulary %ld",
-                             what, (int)len, content, (long long)id, (long)have);
-    }
+                             what, (int)len, content, (long)id, (long)have);
     tok_added how = {0};
     int single = 0;
-    int rc = get_bool(a, "special", 0, 0, &how.special, what, err);
+    rc = get_bool(a, "special", 0, 0, &how.special, what, err);
     if (!rc)
         rc = get_bool(a, "normalized", 1, 1, &how.normalized, what, err);
     if (!rc)
@@ -227,6 +233,8 @@ static int read_added_one(tokenizer *t, json_t *a, const char *what, pgd_error *
     return rc ? rc : tok_add_special(t, content, len, &how, what, err);
 }
 
+/* The added tokens: those the model's vocabulary lacks are added to it first (one index for
+ * all of them), then each is marked as matched before the model. */
 static int read_added(tokenizer *t, json_t *root, const char *what, pgd_error **err)
 {
     json_t *added = json_object_get(root, "added_tokens");
@@ -234,12 +242,24 @@ static int read_added(tokenizer *t, json_t *root, const char *what, pgd_error **
         return PGD_OK;
     if (!json_is_array(added))
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: 'added_tokens' is not an array", what);
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        int rc = read_added_one(t, json_array_get(added, i), what, err);
-        if (rc)
-            return rc;
+    if (json_array_size(added) > 1024)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 1024 added tokens", what);
+    int rc = PGD_OK, new_tokens = 0;
+    for (size_t i = 0; i < json_array_size(added) && !rc; i++) {
+        int32_t id;
+        const char *content;
+        size_t len;
+        rc = added_entry(json_array_get(added, i), &id, &content, &len, what, err);
+        if (!rc && tok_lookup(t, content, len) < 0) {
+            rc = tok_add_token(t, id, content, len, what, err);
+            new_tokens = 1;
+        }
     }
-    return PGD_OK;
+    if (!rc && new_tokens)
+        rc = tok_index(t, what, err);
+    for (size_t i = 0; i < json_array_size(added) && !rc; i++)
+        rc = read_added_one(t, json_array_get(added, i), what, err);
+    return rc;
 }
 
 static int read_wordpiece(tokenizer *t, json_t *model, const char *what, pgd_error **err)

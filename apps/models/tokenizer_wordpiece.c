@@ -54,25 +54,52 @@ static int clean(const tokenizer *t, const char *s, size_t n, cps *out)
     return PGD_OK;
 }
 
-/* NFD (decomposition, then the canonical order of each run of combining marks), then the
+/* Sorts a run of combining marks by canonical combining class, stably (NFD's canonical
+ * order): insertion for short runs, by counting for long ones (a hostile text of many marks
+ * must not cost the square of its length). */
+static int order_marks(uint32_t *v, size_t n)
+{
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t x = v[i];
+            int c = tok_ccc(x);
+            size_t j = i;
+            for (; j > 0 && tok_ccc(v[j - 1]) > c; j--)
+                v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return PGD_OK;
+    }
+    size_t count[257] = {0};
+    uint32_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp)
+        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        count[tok_ccc(v[i]) + 1]++;
+    for (int c = 1; c < 257; c++)
+        count[c] += count[c - 1];
+    for (size_t i = 0; i < n; i++)
+        tmp[count[tok_ccc(v[i])]++] = v[i];
+    memcpy(v, tmp, n * sizeof *v);
+    free(tmp);
+    return PGD_OK;
+}
+
+/* NFD (decomposition, then each run of combining marks in canonical order), then the
  * nonspacing marks (Mn) dropped. */
 static int strip_accents(const cps *in, cps *out)
 {
     if (cps_room(out, in->n * 4 + 1))
         return PGD_ERR_OUT_OF_HOST_MEMORY;
-    for (size_t i = 0; i < in->n; i++) {
-        uint32_t d[4];
-        int k = tok_nfd(in->v[i], d);
-        for (int j = 0; j < k; j++) {
-            /* insertion into the run of non-starters before it, stable by combining class */
-            int ccc = tok_ccc(d[j]);
-            size_t at = out->n;
-            while (ccc && at > 0 && tok_ccc(out->v[at - 1]) > ccc)
-                at--;
-            memmove(out->v + at + 1, out->v + at, (out->n - at) * sizeof *out->v);
-            out->v[at] = d[j];
-            out->n++;
-        }
+    for (size_t i = 0; i < in->n; i++)
+        out->n += (size_t)tok_nfd(in->v[i], out->v + out->n);
+    for (size_t i = 0; i < out->n;) {
+        size_t j = i;
+        while (j < out->n && tok_ccc(out->v[j]))
+            j++;
+        if (j - i > 1 && order_marks(out->v + i, j - i))
+            return PGD_ERR_OUT_OF_HOST_MEMORY;
+        i = j > i ? j : i + 1;
     }
     size_t w = 0;
     for (size_t i = 0; i < out->n; i++)
