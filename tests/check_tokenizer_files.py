@@ -116,7 +116,9 @@ def bpe_cases(pagoda, work):
             ("m-result.txt", "w o\n", ("m-result.txt", "merge 1", "not in the vocabulary")),
             ("m-dup.txt", "h e\nh e\n", ("m-dup.txt", "merge 2", "repeats merge 1")),
             ("m-three.txt", "h e l\n", ("m-three.txt", "line 1", "one space")),
-            ("m-empty.txt", "h e\n\nl l\n", ("m-empty.txt", "line 2"))):
+            ("m-empty.txt", "h e\n\nl l\n", ("m-empty.txt", "line 2")),
+            # 5 M lines: more merges than any vocabulary, refused before the table is made
+            ("m-many.txt", "\n" * 5_000_000, ("m-many.txt", "merges (at most"))):
         expect_error(pagoda, ["--vocab", v, "--merges", write(work, name, text), "x"], *needles)
     for name, text, needles in (
             ("v-bad.json", "{\"a\": 0,", ("v-bad.json", "line 1")),

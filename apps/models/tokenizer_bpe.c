@@ -59,10 +59,14 @@ static const tok_merge *merge_find(const tokenizer *t, int32_t a, int32_t b)
     }
 }
 
-int tok_bpe_merges_begin(tokenizer *t, size_t count, pgd_error **err)
+int tok_bpe_merges_begin(tokenizer *t, size_t count, const char *what, pgd_error **err)
 {
+    /* each merge makes a token: more merges than tokens allowed is no vocabulary's */
+    if (count > TOKENIZER_MAX_VOCAB)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%s: %zu merges (at most %d)", what, count,
+                             TOKENIZER_MAX_VOCAB);
     uint32_t cap = 64;
-    while (cap < count * 2 + 1 && cap < (1u << 30))
+    while (cap < count * 2 + 1)
         cap *= 2;
     t->merges = malloc((size_t)cap * sizeof *t->merges);
     if (!t->merges)
@@ -484,7 +488,7 @@ static int read_merges_txt(tokenizer *t, const char *path, const char *data, siz
     size_t lines = 1;
     for (size_t i = 0; i < size; i++)
         lines += data[i] == '\n';
-    int rc = tok_bpe_merges_begin(t, lines, err);
+    int rc = tok_bpe_merges_begin(t, lines, path, err);
     uint32_t rank = 0;
     size_t line = 0;
     for (size_t i = 0; i < size && !rc;) {

@@ -339,7 +339,7 @@ static int read_bpe(tokenizer *t, json_t *model, const char *what, pgd_error **e
     if (!rc && !json_is_array(merges))
         rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s: model has no 'merges' array", what);
     if (!rc)
-        rc = tok_bpe_merges_begin(t, json_array_size(merges), err);
+        rc = tok_bpe_merges_begin(t, json_array_size(merges), what, err);
     for (size_t i = 0; !rc && i < json_array_size(merges); i++)
         rc = read_merge(t, json_array_get(merges, i), (uint32_t)i, what, err);
     return rc ? rc : tok_bpe_finish(t, err);

@@ -132,11 +132,12 @@ int tok_wordpiece_decode(const tokenizer *t, const int32_t *ids, size_t n, int s
 
 /* tokenizer_bpe.c */
 int tok_bpe_encode(tokenizer *t, const char *s, size_t n, tok_ids *ids, pgd_error **err);
-/* Reads merges ("a b" lines, or pairs from tokenizer.json through `next`) into the merge
- * table: both halves and their concatenation must be tokens. */
+/* Adds merge number rank + 1 (from merges.txt or tokenizer.json) to the merge table: both
+ * halves and their concatenation must be tokens, the pair new. */
 int tok_bpe_add_merge(tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
                       uint32_t rank, const char *what, pgd_error **err);
-int tok_bpe_merges_begin(tokenizer *t, size_t count, pgd_error **err);
+/* Room for `count` merges (at most TOKENIZER_MAX_VOCAB; `what` names the file). */
+int tok_bpe_merges_begin(tokenizer *t, size_t count, const char *what, pgd_error **err);
 int tok_bpe_finish(tokenizer *t, pgd_error **err);
 int tok_bpe_decode(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
                    size_t *len, pgd_error **err);
