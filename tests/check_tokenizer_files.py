@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """`pagoda tokenize` on small hand-made files (no Python package needed).
 
-    check_tokenizer_files.py PAGODA WORKDIR
+    check_tokenizer_files.py PAGODA WORKDIR [LIBPAGODA_MODELS]
 
 Known answers of a tiny WordPiece and a tiny byte-level BPE (ids, decoding, [CLS]/[SEP],
 special tokens in the text, invalid UTF-8 named by byte offset, invalid UTF-8 decoded to
 U+FFFD); then hostile vocabularies, merges and tokenizer.json files, each refused with exit 1
-and a message naming the file and the rule broken (never a crash or a silent result).
+and a message naming the file and the rule broken (never a crash or a silent result). With
+the path of libpagoda-models, the same through its exported pgd_tokenizer_* (ctypes).
 """
+import ctypes
 import json
 import os
 import subprocess
@@ -165,14 +167,70 @@ def json_cases(pagoda, work, vocab_txt):
                           "x"], "tok-trunc.json")
 
 
+def api_cases(lib_path, work, vocab_txt):
+    """pagoda_models.h's pgd_tokenizer_*: the CLI's answers, errors through pgd_error."""
+    lib = ctypes.CDLL(lib_path)
+    vp, c_int32, c_size = ctypes.c_void_p, ctypes.c_int32, ctypes.c_size_t
+    lib.pgd_tokenizer_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
+                                       ctypes.POINTER(vp), ctypes.POINTER(vp)]
+    lib.pgd_tokenizer_encode.argtypes = [vp, ctypes.c_char_p, c_size, ctypes.c_int,
+                                         ctypes.POINTER(ctypes.POINTER(c_int32)),
+                                         ctypes.POINTER(c_size), ctypes.POINTER(vp)]
+    lib.pgd_tokenizer_decode.argtypes = [vp, ctypes.POINTER(c_int32), c_size, ctypes.c_int,
+                                         ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(c_size),
+                                         ctypes.POINTER(vp)]
+    lib.pgd_tokenizer_release.argtypes = [vp]
+    lib.pgd_tokenizer_free.argtypes = [vp]
+    lib.pgd_tokenizer_vocab_size.argtypes = [vp]
+    lib.pgd_error_message.argtypes = [vp]
+    lib.pgd_error_message.restype = ctypes.c_char_p
+    lib.pgd_error_free.argtypes = [vp]
+    tok, err = vp(), vp()
+    if lib.pgd_tokenizer_load(vocab_txt.encode(), None, 1, ctypes.byref(tok), ctypes.byref(err)):
+        FAILS.append("api: pgd_tokenizer_load failed on the vocab.txt the CLI reads")
+        return
+    text = "Hello, worlds! Café 中文 [MASK].".encode()
+    ids, n = ctypes.POINTER(c_int32)(), c_size()
+    rc = lib.pgd_tokenizer_encode(tok, text, len(text), 1, ctypes.byref(ids), ctypes.byref(n),
+                                  ctypes.byref(err))
+    got = [ids[i] for i in range(n.value)] if rc == 0 else None
+    if got != [2, 5, 8, 6, 7, 9, 13, 14, 1, 4, 15, 3]:
+        FAILS.append(f"api: encode gave {got} (rc {rc})")
+    out, size = ctypes.c_char_p(), c_size()
+    rc = lib.pgd_tokenizer_decode(tok, ids, n, 1, ctypes.byref(out), ctypes.byref(size),
+                                  ctypes.byref(err))
+    if rc or out.value != b"hello, worlds! cafe \xe4\xb8\xad.":  # [UNK], [MASK] skipped
+        FAILS.append(f"api: decode gave {out.value!r} (rc {rc})")
+    lib.pgd_tokenizer_release(ctypes.cast(ids, vp))
+    lib.pgd_tokenizer_release(ctypes.cast(out, vp))
+    bad = b"ok \xff"
+    rc = lib.pgd_tokenizer_encode(tok, bad, len(bad), 0, ctypes.byref(ids), ctypes.byref(n),
+                                  ctypes.byref(err))
+    msg = lib.pgd_error_message(err) if err.value else b""
+    if rc == 0 or b"byte offset 3" not in msg:
+        FAILS.append(f"api: invalid UTF-8 gave rc {rc}, {msg!r}")
+    lib.pgd_error_free(err)
+    lib.pgd_tokenizer_free(tok)
+    err = vp()
+    rc = lib.pgd_tokenizer_load(os.path.join(work, "v-dup.json").encode(),
+                                os.path.join(work, "merges.txt").encode(), 0, ctypes.byref(tok),
+                                ctypes.byref(err))
+    msg = lib.pgd_error_message(err) if err.value else b""
+    if rc == 0 or tok.value or b"duplicate" not in msg:
+        FAILS.append(f"api: a duplicate key in vocab.json gave rc {rc}, {msg!r}")
+    lib.pgd_error_free(err)
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     pagoda, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     vocab_txt = wordpiece_cases(pagoda, work)
     bpe_cases(pagoda, work)
     json_cases(pagoda, work, vocab_txt)
+    if len(sys.argv) == 4:
+        api_cases(sys.argv[3], work, vocab_txt)
     for f in FAILS:
         print("FAIL:", f)
     if FAILS:

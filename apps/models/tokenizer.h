@@ -32,7 +32,8 @@ typedef enum tokenizer_kind {
     TOKENIZER_BPE = 2,       /* GPT-2's byte-level BPE */
 } tokenizer_kind;
 
-typedef struct tokenizer tokenizer;
+/* The public pgd_tokenizer of pagoda_models.h is this structure (api_tokenizer.c). */
+typedef struct pgd_tokenizer tokenizer;
 
 /* BERT's WordPiece from a vocab.txt (one token a line, the id its line number), as
  * transformers' BertTokenizer(vocab, do_lower_case=lowercase) builds it: lower-casing and accent

@@ -35,7 +35,7 @@ typedef struct tok_cache_entry {
 #define TOK_CACHE_SLOTS 4096
 #define TOK_CACHE_MAX_WORD 256
 
-struct tokenizer {
+struct pgd_tokenizer {
     tokenizer_kind kind;
     /* the vocabulary: id → bytes in `arena`; a hash of bytes → id */
     char *arena;
