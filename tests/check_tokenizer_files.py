@@ -182,9 +182,9 @@ def api_cases(lib_path, work, vocab_txt):
     lib.pgd_tokenizer_release.argtypes = [vp]
     lib.pgd_tokenizer_free.argtypes = [vp]
     lib.pgd_tokenizer_vocab_size.argtypes = [vp]
-    lib.pgd_error_message.argtypes = [vp]
-    lib.pgd_error_message.restype = ctypes.c_char_p
-    lib.pgd_error_free.argtypes = [vp]
+    lib.pgd_error_get_message.argtypes = [vp]
+    lib.pgd_error_get_message.restype = ctypes.c_char_p
+    lib.pgd_error_destroy.argtypes = [vp]
     tok, err = vp(), vp()
     if lib.pgd_tokenizer_load(vocab_txt.encode(), None, 1, ctypes.byref(tok), ctypes.byref(err)):
         FAILS.append("api: pgd_tokenizer_load failed on the vocab.txt the CLI reads")
@@ -206,19 +206,19 @@ def api_cases(lib_path, work, vocab_txt):
     bad = b"ok \xff"
     rc = lib.pgd_tokenizer_encode(tok, bad, len(bad), 0, ctypes.byref(ids), ctypes.byref(n),
                                   ctypes.byref(err))
-    msg = lib.pgd_error_message(err) if err.value else b""
+    msg = lib.pgd_error_get_message(err) if err.value else b""
     if rc == 0 or b"byte offset 3" not in msg:
         FAILS.append(f"api: invalid UTF-8 gave rc {rc}, {msg!r}")
-    lib.pgd_error_free(err)
+    lib.pgd_error_destroy(err)
     lib.pgd_tokenizer_free(tok)
     err = vp()
     rc = lib.pgd_tokenizer_load(os.path.join(work, "v-dup.json").encode(),
                                 os.path.join(work, "merges.txt").encode(), 0, ctypes.byref(tok),
                                 ctypes.byref(err))
-    msg = lib.pgd_error_message(err) if err.value else b""
+    msg = lib.pgd_error_get_message(err) if err.value else b""
     if rc == 0 or tok.value or b"duplicate" not in msg:
         FAILS.append(f"api: a duplicate key in vocab.json gave rc {rc}, {msg!r}")
-    lib.pgd_error_free(err)
+    lib.pgd_error_destroy(err)
 
 
 def main():

@@ -230,7 +230,7 @@ static int encode_lines(tokenizer *t, const char *data, size_t len, int special)
         json_t *j;
         if (tokenizer_encode(t, data + i, end - i, special, &ids, &n, &err) ||
             tokenizer_decode(t, ids, n, 1, &text, &text_len, &err)) {
-            j = json_pack("{s:o}", "error", app_json_text(pgd_error_message(err)));
+            j = json_pack("{s:o}", "error", app_json_text(pgd_error_get_message(err)));
         } else {
             json_t *a = json_array();
             for (size_t k = 0; k < n; k++)
@@ -243,7 +243,7 @@ static int encode_lines(tokenizer *t, const char *data, size_t len, int special)
             puts(line);
         free(line), free(ids), free(text);
         json_decref(j);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         if (!line)
             return app_fail(NULL);
         i = end + 1;

@@ -50,9 +50,9 @@ static int32_t *check_encode(tokenizer *t, const uint8_t *text, size_t n, int sp
     pgd_error *err = NULL;
     int valid = tok_utf8_check((const char *)text, n) == n;
     int rc = tokenizer_encode(t, (const char *)text, n, special, &ids, count, &err);
-    if ((rc == PGD_OK) != valid || (rc && (!err || ids || !pgd_error_message(err)[0])))
+    if ((rc == PGD_OK) != valid || (rc && (!err || ids || !pgd_error_get_message(err)[0])))
         abort();
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     for (size_t i = 0; ids && i < *count; i++)
         if (!tokenizer_token(t, ids[i], &(size_t){0}))
             abort();
@@ -65,11 +65,11 @@ static int32_t *check_encode(tokenizer *t, const uint8_t *text, size_t n, int sp
 
 static void check_load(int rc, tokenizer *t, pgd_error *err)
 {
-    if (rc != PGD_OK && (t || !err || !pgd_error_message(err)[0]))
+    if (rc != PGD_OK && (t || !err || !pgd_error_get_message(err)[0]))
         abort();
     if (rc == PGD_OK && !t)
         abort();
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 
 static tokenizer *fixed_wp, *fixed_bpe;
