@@ -3,13 +3,14 @@
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
 #           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv |
-#           results | eval_lists | http_header
+#           results | eval_lists | http_header | tokenizer
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
 #           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
 #           writer, in a round trip; results: --resume over a JSON-lines or CSV results file;
 #           eval_lists: eval's --labels-map and labelled --list; http_header: the hub client's
-#           response-header parser)
+#           response-header parser; tokenizer: vocab.txt, vocab.json + merges.txt,
+#           tokenizer.json and the tokenizers on any text)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -24,10 +25,10 @@ cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
-targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header"
+targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
-  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header) ;;
+  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#

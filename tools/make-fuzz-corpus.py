@@ -535,6 +535,45 @@ def http_header_seeds():
             "err-status": b"HTTP/1.1 2x0 OK\r\nHTTP/1.1 99\r\nHTTP/\r\nContent-Length: -1\r\n"}
 
 
+def tokenizer_seeds():
+    """fuzz_tokenizer's inputs: a mode byte, then files and text separated by \\0\\1."""
+    sep = b"\x00\x01"
+    vocab_txt = b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\n##s\n,\n!\n"
+    byte_chars = [chr(b) for b in range(33, 127)] + [chr(b) for b in range(161, 173)]
+    byte_chars += [chr(b) for b in range(174, 256)] + [chr(256 + n) for n in range(68)]
+    vocab = {c: i for i, c in enumerate(byte_chars)}
+    vocab.update({"he": 256, "ll": 257, "hell": 258, "hello": 259, "<|endoftext|>": 260})
+    vocab_json = json.dumps(vocab).encode()
+    merges = b"#version: 0.2\nh e\nl l\nhe ll\nhell o\n"
+    wp_json = json.dumps({"normalizer": {"type": "BertNormalizer", "lowercase": True},
+                          "pre_tokenizer": {"type": "BertPreTokenizer"},
+                          "decoder": {"type": "WordPiece", "prefix": "##"},
+                          "added_tokens": [{"id": 4, "content": "[MASK]", "special": True,
+                                            "lstrip": True, "normalized": False}],
+                          "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 2],
+                                             "sep": ["[SEP]", 3]},
+                          "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                                    "vocab": {t: i for i, t in enumerate(
+                                        vocab_txt.decode().split())}}}).encode()
+    bpe_json = json.dumps({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True},
+                           "decoder": {"type": "ByteLevel"},
+                           "added_tokens": [{"id": 260, "content": "<|endoftext|>",
+                                             "special": True}],
+                           "model": {"type": "BPE", "vocab": vocab,
+                                     "merges": ["h e", ["l", "l"], "he ll", "hell o"]}}).encode()
+    text = "Hello, worlds! Héllo 中文 [MASK] <|endoftext|> it's  \t 123 😀‍👍".encode()
+    return {"valid-wordpiece": b"\x04" + vocab_txt + sep + text,
+            "valid-wordpiece-cased": b"\x00" + vocab_txt + sep + text,
+            "valid-bpe": b"\x01" + vocab_json + sep + merges + sep + text,
+            "valid-wordpiece-json": b"\x02" + wp_json + sep + text,
+            "valid-bpe-json": b"\x02" + bpe_json + sep + text,
+            "valid-fixed": b"\x03" + text,
+            "err-fixed-utf8": b"\x03abc\xe2\x82 \xff",
+            "err-vocab-dup": b"\x00[UNK]\na\na\n" + sep + b"a",
+            "err-merges-unknown": b"\x01" + vocab_json + sep + b"zz q\n" + sep + b"x",
+            "err-json-model": b"\x02{\"model\": {\"type\": \"Unigram\"}}" + sep + b"x"}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -545,7 +584,8 @@ def main():
             "gat_graph": gat_graph_seeds(), "memnet_story": memnet_story_seeds(),
             "detr_config": detr_config_seeds(), "csv": csv_seeds(),
             "results": results_seeds(), "eval_lists": eval_lists_seeds(),
-            "http_header": http_header_seeds()}
+            "http_header": http_header_seeds(),
+            "tokenizer": tokenizer_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():

@@ -26,5 +26,6 @@ int pull_resolve_weights(int argc, char **argv);
 /* The cached model.safetensors of hub repository `repo` (ORG/NAME[@REV]) without a request or a
  * message (malloc'd), or NULL when the cache lacks it. */
 char *pull_cached_weights(const char *repo);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -28,6 +28,7 @@ static const char usage[] =
     "  detect     object detection with DETR: boxes, labels, attention per object\n"
     "  gat        classify the nodes of a graph with a graph attention network\n"
     "  memnet     answer questions about a story with a memory network, hop by hop\n"
+    "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -128,6 +129,8 @@ int main(int argc, char **argv)
         return cmd_memnet(argc - 1, argv + 1);
     if (!strcmp(cmd, "gat"))
         return cmd_gat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize"))
+        return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))

@@ -2,7 +2,8 @@
  * timm, Hugging Face and torchvision naming; ResNet in torchvision naming with non-local
  * blocks; MLP-Mixer in timm naming; Swin V1 in torchvision, timm and Hugging Face naming) behind
  * one small handle, for programs and bindings that want a whole model without its configuration
- * structures. Written against pagoda.h only, like the models themselves.
+ * structures; and the tokenizers (pgd_tokenizer_*: BERT's WordPiece, GPT-2's byte-level BPE).
+ * Written against pagoda.h only, like the models themselves.
  *
  *     pgd_model *m = NULL;
  *     pgd_model_info info;
@@ -133,6 +134,39 @@ PGD_MODELS_API pgd_status pgd_model_set_pool(pgd_model *m, int pool, pgd_error *
 
 /* The built-in ImageNet-1k class name of index i (0..999), or NULL. */
 PGD_MODELS_API const char *pgd_model_imagenet_label(int i);
+
+/* ---- tokenizers: text <-> token ids exactly as Hugging Face's tokenizers give them ---------
+ * (docs/tokenizers.md). No context needed; a tokenizer caches words, so one thread at a time. */
+typedef struct pgd_tokenizer pgd_tokenizer;
+
+/* Loads a tokenizer: with `merges` (merges.txt), `path` is GPT-2's vocab.json (byte-level BPE);
+ * else a path ending in ".json" is a tokenizer.json (WordPiece with BertNormalizer and
+ * BertPreTokenizer, or BPE with ByteLevel; another component is PGD_ERR_UNSUPPORTED naming it);
+ * else `path` is BERT's vocab.txt, lower-cased and accents stripped when `lowercase` (as
+ * BertTokenizer's do_lower_case). Hostile files are errors naming the file and the rule. On
+ * error *out is NULL. The caller keeps the paths. */
+PGD_MODELS_API int pgd_tokenizer_load(const char *path, const char *merges, int lowercase,
+                                      pgd_tokenizer **out, pgd_error **err);
+/* The ids of len bytes of UTF-8 text (else PGD_ERR_INVALID_ARGUMENT naming the byte offset);
+ * add_special: BERT's [CLS] ... [SEP] (or tokenizer.json's post-processor). *ids is allocated
+ * by the library: release it with pgd_tokenizer_release. */
+PGD_MODELS_API int pgd_tokenizer_encode(pgd_tokenizer *t, const char *text, size_t len,
+                                        int add_special, int32_t **ids, size_t *n, pgd_error **err);
+/* The text of n ids (skip_special: leave out special tokens), valid UTF-8, NUL-terminated, *len
+ * bytes (it may hold NUL characters). Release *text with pgd_tokenizer_release. */
+PGD_MODELS_API int pgd_tokenizer_decode(const pgd_tokenizer *t, const int32_t *ids, size_t n,
+                                        int skip_special, char **text, size_t *len,
+                                        pgd_error **err);
+/* The bytes of token `id` (*len of them, not NUL-terminated, owned by t), or NULL. */
+PGD_MODELS_API const char *pgd_tokenizer_token(const pgd_tokenizer *t, int32_t id, size_t *len);
+/* The id of a token, or -1. */
+PGD_MODELS_API int32_t pgd_tokenizer_id(const pgd_tokenizer *t, const char *token, size_t len);
+/* Highest id + 1. */
+PGD_MODELS_API int32_t pgd_tokenizer_vocab_size(const pgd_tokenizer *t);
+/* Frees what pgd_tokenizer_encode or pgd_tokenizer_decode returned; NULL is accepted. */
+PGD_MODELS_API void pgd_tokenizer_release(void *p);
+/* NULL is accepted. */
+PGD_MODELS_API void pgd_tokenizer_free(pgd_tokenizer *t);
 
 #ifdef __cplusplus
 }
