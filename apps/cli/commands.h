@@ -17,5 +17,7 @@ int cmd_similar(int argc, char **argv);
 int cmd_gat(int argc, char **argv);
 int cmd_memnet(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 #endif
