@@ -5,6 +5,7 @@
 #include "graph.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,61 +64,21 @@ static void ghost_set(ghost *h, int64_t k, double v)
         h->i[k] = (int64_t)v;
 }
 
-static const char *const host_ops[] = {"Constant",
-                                       "Shape",
-                                       "Size",
-                                       "Gather",
-                                       "Unsqueeze",
-                                       "Squeeze",
-                                       "Concat",
-                                       "Reshape",
-                                       "Slice",
-                                       "Cast",
-                                       "ConstantOfShape",
-                                       "Range",
-                                       "Add",
-                                       "Sub",
-                                       "Mul",
-                                       "Div",
-                                       "Mod",
-                                       "Pow",
-                                       "Equal",
-                                       "Less",
-                                       "Greater",
-                                       "LessOrEqual",
-                                       "GreaterOrEqual",
-                                       "And",
-                                       "Or",
-                                       "Not",
-                                       "Where",
-                                       "Expand",
-                                       "Identity",
-                                       "Transpose",
-                                       "Sqrt",
-                                       "Neg",
-                                       "Abs",
-                                       "Floor",
-                                       "Ceil",
-                                       "Min",
-                                       "Max",
-                                       "Flatten",
-                                       "Dropout",
-                                       "Reciprocal",
-                                       "Exp",
-                                       "ReduceProd",
-                                       "ReduceSum",
-                                       "ReduceMax",
-                                       "ReduceMin",
-                                       "Tile",
-                                       "CastLike",
-                                       NULL};
+/* The ops the host evaluates, each between spaces. */
+static const char host_ops[] =
+    " Constant Shape Size Gather Unsqueeze Squeeze Concat Reshape Slice Cast "
+    "ConstantOfShape Range Add Sub Mul Div Mod Pow Equal Less Greater LessOrEqual "
+    "GreaterOrEqual And Or Not Where Expand Identity Transpose Sqrt Neg Abs Floor "
+    "Ceil Min Max Flatten Dropout Reciprocal Exp ReduceProd ReduceSum ReduceMax "
+    "ReduceMin Tile CastLike ScatterND ";
 
 int pgd__graph_host_supported(const char *op)
 {
-    for (int i = 0; host_ops[i]; i++)
-        if (!strcmp(op, host_ops[i]))
-            return 1;
-    return 0;
+    char key[64];
+    if (strlen(op) + 3 > sizeof key || strchr(op, ' '))
+        return 0;
+    snprintf(key, sizeof key, " %s ", op);
+    return strstr(host_ops, key) != NULL;
 }
 
 static ghost *in_h(pgd_graph *g, gnode *n, int k)
@@ -707,6 +668,44 @@ static int eval_reduce(pgd_graph *g, gnode *n, pgd_error **err)
     return set_out(g, n, 0, y, err);
 }
 
+/* ScatterND without reduction: data with updates written at the index tuples. */
+static int eval_scatter_nd(pgd_graph *g, gnode *n, pgd_error **err)
+{
+    ghost *x = in_h(g, n, 0), *idx = in_h(g, n, 1), *up = in_h(g, n, 2);
+    if (!x || !idx || !up || !idx->i || idx->nd < 1)
+        return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "needs data, indices and updates");
+    if (strcmp(pgd__graph_attr_s(n, "reduction", "none"), "none"))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "reduction '%s'",
+                               pgd__graph_attr_s(n, "reduction", "none"));
+    int64_t k = idx->dim[idx->nd - 1], tuples = idx->n / (k ? k : 1), slice = 1;
+    if (k < 1 || k > x->nd)
+        return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "index tuples of %lld for %d dims",
+                               (long long)k, x->nd);
+    for (int d = (int)k; d < x->nd; d++)
+        slice *= x->dim[d];
+    if (up->n != tuples * slice)
+        return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "updates hold %lld values, %lld needed",
+                               (long long)up->n, (long long)(tuples * slice));
+    ghost *y = copy_reshaped(x, x->dtype, x->nd, x->dim);
+    for (int64_t t = 0; y && t < tuples; t++) {
+        int64_t off = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t i = idx->i[t * k + j], dn = x->dim[j];
+            i = i < 0 ? i + dn : i;
+            if (i < 0 || i >= dn) {
+                pgd__ghost_free(y);
+                return pgd__graph_fail(err, PGD_ERR_INVALID_ARGUMENT, g, n,
+                                       "index %lld out of range for a dim of %lld",
+                                       (long long)idx->i[t * k + j], (long long)dn);
+            }
+            off = off * dn + i;
+        }
+        for (int64_t r = 0; r < slice; r++)
+            ghost_set(y, off * slice + r, pgd__ghost_get(up, t * slice + r));
+    }
+    return set_out(g, n, 0, y, err);
+}
+
 static int cast_type(gnode *n, int src)
 {
     int to = (int)pgd__graph_attr_i(n, "to", src);
@@ -761,6 +760,8 @@ int pgd__graph_host_eval(pgd_graph *g, gnode *n, pgd_error **err)
         return eval_transpose(g, n, err);
     if (!strncmp(op, "Reduce", 6))
         return eval_reduce(g, n, err);
+    if (!strcmp(op, "ScatterND"))
+        return eval_scatter_nd(g, n, err);
     ghost *x = in_h(g, n, 0);
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout") || !strcmp(op, "Cast") ||
         !strcmp(op, "CastLike")) {
