@@ -70,7 +70,7 @@ static const char host_ops[] =
     "ConstantOfShape Range Add Sub Mul Div Mod Pow Equal Less Greater LessOrEqual "
     "GreaterOrEqual And Or Not Where Expand Identity Transpose Sqrt Neg Abs Floor "
     "Ceil Min Max Flatten Dropout Reciprocal Exp ReduceProd ReduceSum ReduceMax "
-    "ReduceMin Tile CastLike ScatterND ";
+    "ReduceMin Tile CastLike ScatterND Sin Cos Log Tanh Sigmoid Erf Relu CumSum Resize ";
 
 int pgd__graph_host_supported(const char *op)
 {
@@ -174,12 +174,27 @@ static double binop(const char *op, double x, double y, int isf)
         return x != 0 || y != 0;
     if (!strcmp(op, "Min"))
         return x < y ? x : y;
-    return x > y ? x : y; /* Max */
+    if (!strcmp(op, "Max"))
+        return x > y ? x : y;
+    return NAN; /* not reached: eval_binary checks the op first */
+}
+
+static int is_binop(const char *op)
+{
+    static const char names[] = " Add Sub Mul Div Mod Pow Equal Less Greater LessOrEqual "
+                                "GreaterOrEqual And Or Min Max ";
+    char key[40];
+    if (strlen(op) + 3 > sizeof key)
+        return 0;
+    snprintf(key, sizeof key, " %s ", op);
+    return strstr(names, key) != NULL;
 }
 
 static int eval_binary(pgd_graph *g, gnode *n, pgd_error **err)
 {
     ghost *a = in_h(g, n, 0), *b = in_h(g, n, 1);
+    if (!is_binop(n->op))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "no host evaluator for 2 inputs");
     if (!a || !b)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "needs two inputs");
     int64_t dim[PGD_MAX_DIMS];
@@ -202,33 +217,60 @@ static int eval_binary(pgd_graph *g, gnode *n, pgd_error **err)
     return set_out(g, n, 0, y, err);
 }
 
-static double unop(const char *op, double x)
+/* The unary ops the host evaluates, in the order of unary_fns. */
+static const char *const unary_names[] = {"Sqrt", "Neg",  "Abs", "Floor", "Ceil", "Reciprocal",
+                                          "Exp",  "Sin",  "Cos", "Log",   "Tanh", "Sigmoid",
+                                          "Erf",  "Relu", "Not", NULL};
+
+static double unop(int k, double x)
 {
-    if (!strcmp(op, "Sqrt"))
+    switch (k) {
+    case 0:
         return sqrt(x);
-    if (!strcmp(op, "Neg"))
+    case 1:
         return -x;
-    if (!strcmp(op, "Abs"))
+    case 2:
         return fabs(x);
-    if (!strcmp(op, "Floor"))
+    case 3:
         return floor(x);
-    if (!strcmp(op, "Ceil"))
+    case 4:
         return ceil(x);
-    if (!strcmp(op, "Reciprocal"))
+    case 5:
         return 1.0 / x;
-    if (!strcmp(op, "Exp"))
+    case 6:
         return exp(x);
-    return x == 0; /* Not */
+    case 7:
+        return sin(x);
+    case 8:
+        return cos(x);
+    case 9:
+        return log(x);
+    case 10:
+        return tanh(x);
+    case 11:
+        return 1 / (1 + exp(-x));
+    case 12:
+        return erf(x);
+    case 13:
+        return x > 0 ? x : 0;
+    default:
+        return x == 0; /* Not */
+    }
 }
 
 static int eval_unary(pgd_graph *g, gnode *n, pgd_error **err)
 {
+    int k = 0;
+    while (unary_names[k] && strcmp(unary_names[k], n->op))
+        k++;
+    if (!unary_names[k]) /* never a silent default: an op without an evaluator is refused */
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "no host evaluator");
     ghost *a = in_h(g, n, 0);
     ghost *y = a ? pgd__ghost_new(!strcmp(n->op, "Not") ? G_BOOL : a->dtype, a->nd, a->dim) : NULL;
     if (!y)
         return set_out(g, n, 0, NULL, err);
-    for (int64_t k = 0; k < a->n; k++)
-        ghost_set(y, k, unop(n->op, pgd__ghost_get(a, k)));
+    for (int64_t e = 0; e < a->n; e++)
+        ghost_set(y, e, unop(k, pgd__ghost_get(a, e)));
     return set_out(g, n, 0, y, err);
 }
 
@@ -706,6 +748,93 @@ static int eval_scatter_nd(pgd_graph *g, gnode *n, pgd_error **err)
     return set_out(g, n, 0, y, err);
 }
 
+/* CumSum along the axis input (exclusive and reverse as ONNX defines them). */
+static int eval_cumsum(pgd_graph *g, gnode *n, pgd_error **err)
+{
+    ghost *x = in_h(g, n, 0), *ax = in_h(g, n, 1);
+    if (!x || !ax || ax->n != 1)
+        return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "needs data and a scalar axis");
+    int64_t a = (int64_t)pgd__ghost_get(ax, 0);
+    a = a < 0 ? a + x->nd : a;
+    if (a < 0 || a >= x->nd)
+        return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis out of range");
+    int excl = (int)pgd__graph_attr_i(n, "exclusive", 0),
+        rev = (int)pgd__graph_attr_i(n, "reverse", 0);
+    int64_t outer = 1, inner = 1, len = x->dim[a];
+    for (int d = 0; d < a; d++)
+        outer *= x->dim[d];
+    for (int d = (int)a + 1; d < x->nd; d++)
+        inner *= x->dim[d];
+    ghost *y = copy_reshaped(x, x->dtype, x->nd, x->dim);
+    for (int64_t o = 0; y && o < outer; o++)
+        for (int64_t r = 0; r < inner; r++) {
+            double acc = 0;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t jj = rev ? len - 1 - j : j, k = (o * len + jj) * inner + r;
+                double v = pgd__ghost_get(x, k);
+                if (excl) {
+                    ghost_set(y, k, acc);
+                    acc += v;
+                } else {
+                    acc += v;
+                    ghost_set(y, k, acc);
+                }
+            }
+        }
+    return set_out(g, n, 0, y, err);
+}
+
+/* Resize in nearest mode (what exporters emit for masks): the output size from `sizes` or
+ * `scales`, each output coordinate mapped back as coordinate_transformation_mode says and
+ * rounded as nearest_mode says. */
+static int eval_resize(pgd_graph *g, gnode *n, pgd_error **err)
+{
+    ghost *x = in_h(g, n, 0), *sc = in_h(g, n, 2), *sz = in_h(g, n, 3);
+    const char *mode = pgd__graph_attr_s(n, "mode", "nearest");
+    if (!x || strcmp(mode, "nearest"))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "mode '%s' on the host", mode);
+    char ctm[64], nm[64];
+    snprintf(ctm, sizeof ctm, "%s",
+             pgd__graph_attr_s(n, "coordinate_transformation_mode", "half_pixel"));
+    snprintf(nm, sizeof nm, "%s", pgd__graph_attr_s(n, "nearest_mode", "round_prefer_floor"));
+    int64_t dim[PGD_MAX_DIMS];
+    double scale[PGD_MAX_DIMS];
+    for (int d = 0; d < x->nd; d++) {
+        if (sz && sz->n == x->nd)
+            dim[d] = (int64_t)pgd__ghost_get(sz, d);
+        else if (sc && sc->n == x->nd)
+            dim[d] = (int64_t)floor((double)x->dim[d] * pgd__ghost_get(sc, d));
+        else
+            return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                                   "needs scales or sizes for "
+                                   "every dim");
+        scale[d] = sz && sz->n == x->nd ? (double)dim[d] / (double)(x->dim[d] ? x->dim[d] : 1)
+                                        : pgd__ghost_get(sc, d);
+    }
+    ghost *y = pgd__ghost_new(x->dtype, x->nd, dim);
+    int64_t c[PGD_MAX_DIMS] = {0};
+    for (int64_t k = 0; y && k < y->n; k++, next_coord(x->nd, dim, c)) {
+        int64_t src = 0;
+        for (int d = 0; d < x->nd; d++) {
+            double o = (double)c[d], in;
+            if (!strcmp(ctm, "asymmetric"))
+                in = o / scale[d];
+            else if (!strcmp(ctm, "align_corners"))
+                in = dim[d] > 1 ? o * (double)(x->dim[d] - 1) / (double)(dim[d] - 1) : 0;
+            else /* half_pixel, pytorch_half_pixel */
+                in = (o + 0.5) / scale[d] - 0.5;
+            int64_t i = !strcmp(nm, "floor")               ? (int64_t)floor(in)
+                        : !strcmp(nm, "ceil")              ? (int64_t)ceil(in)
+                        : !strcmp(nm, "round_prefer_ceil") ? (int64_t)floor(in + 0.5)
+                                                           : (int64_t)ceil(in - 0.5);
+            i = i < 0 ? 0 : i >= x->dim[d] ? x->dim[d] - 1 : i;
+            src = src * x->dim[d] + i;
+        }
+        ghost_set(y, k, pgd__ghost_get(x, src));
+    }
+    return set_out(g, n, 0, y, err);
+}
+
 static int cast_type(gnode *n, int src)
 {
     int to = (int)pgd__graph_attr_i(n, "to", src);
@@ -762,6 +891,10 @@ int pgd__graph_host_eval(pgd_graph *g, gnode *n, pgd_error **err)
         return eval_reduce(g, n, err);
     if (!strcmp(op, "ScatterND"))
         return eval_scatter_nd(g, n, err);
+    if (!strcmp(op, "CumSum"))
+        return eval_cumsum(g, n, err);
+    if (!strcmp(op, "Resize"))
+        return eval_resize(g, n, err);
     ghost *x = in_h(g, n, 0);
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout") || !strcmp(op, "Cast") ||
         !strcmp(op, "CastLike")) {
