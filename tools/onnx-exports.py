@@ -186,7 +186,7 @@ def export(name, tier, exporter, out):
     torch.manual_seed(0)
     model = sensitise(make().eval(), 1, (3, h, w))
     x = torch.randn(2, 3, h, w)
-    tmp = path + ".tmp.onnx"
+    tmp = f"{path}.{os.getpid()}.tmp.onnx"  # parallel tests may export the same model
     if exporter == "ts":
         n_out = 2 if name == "detr_r50" else 1
         outs = ["logits", "boxes"][:n_out] if n_out == 2 else ["y"]

@@ -101,8 +101,7 @@ static int run_onnx(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
     if (!rc) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         snprintf(b->name, sizeof b->name, "%.56s:%ld", base, batch);
-        snprintf(b->params, sizeof b->params, "{\"batch\":%ld,\"onnx\":\"%.100s\"}", batch,
-                 base);
+        snprintf(b->params, sizeof b->params, "{\"batch\":%ld,\"onnx\":\"%.100s\"}", batch, base);
         b->flops = pgd_graph_flops(s.g);
         *nres = 1;
     }
