@@ -323,6 +323,39 @@ static int hard_sigmoid(pgd_graph *g, gnode *n, pgd_tensor *x, pgd_tensor *y, pg
     return rc;
 }
 
+/* A reduction's axes (input or attribute, -1 naxes: all) and its output dims. */
+static int reduce_shape(pgd_graph *g, gnode *n, const gview *x, int64_t *dim, int *ynd, int *axes,
+                        int *naxes, pgd_error **err)
+{
+    int nd = x->nd, keep = (int)pgd__graph_attr_i(n, "keepdims", 1), mark[PGD_MAX_DIMS] = {0};
+    const ghost *h = n->nin > 1 ? host_of(g, n->in[1]) : NULL;
+    const int64_t *aa = NULL;
+    int na =
+        h && h->i ? (int)(h->n <= PGD_MAX_DIMS ? h->n : -1) : pgd__graph_attr_ints(n, "axes", &aa);
+    if (h && h->i)
+        aa = h->i;
+    if (na > PGD_MAX_DIMS || (n->nin > 1 && n->in[1] >= 0 && !h))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "axes must be host constants");
+    *naxes = na < 0 || (na == 0 && !pgd__graph_attr_i(n, "noop_with_empty_axes", 0)) ? -1 : na;
+    for (int j = 0; j < *naxes; j++) {
+        int64_t a = aa[j] < 0 ? aa[j] + nd : aa[j];
+        if (a < 0 || a >= nd)
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis %lld out of range",
+                                   (long long)aa[j]);
+        axes[j] = (int)a;
+        mark[a] = 1;
+    }
+    *ynd = 0;
+    for (int d = 0; d < nd; d++) {
+        int r = *naxes < 0 || mark[d];
+        if (!r)
+            dim[(*ynd)++] = x->dim[d];
+        else if (keep)
+            dim[(*ynd)++] = 1;
+    }
+    return PGD_OK;
+}
+
 int pgd__graph_exec_rowop(pgd_graph *g, gnode *n, pgd_error **err)
 {
     gview xin, x, y = {0};
@@ -339,36 +372,9 @@ int pgd__graph_exec_rowop(pgd_graph *g, gnode *n, pgd_error **err)
     memcpy(dim, x.dim, sizeof dim);
     int red = !strncmp(op, "Reduce", 6), ynd = nd;
     int axes[PGD_MAX_DIMS], naxes = -1, keep = (int)pgd__graph_attr_i(n, "keepdims", 1);
-    if (red) {
-        int64_t a64[PGD_MAX_DIMS];
-        const ghost *h = n->nin > 1 ? host_of(g, n->in[1]) : NULL;
-        const int64_t *aa;
-        int na =
-            h && h->i && h->n <= PGD_MAX_DIMS ? (int)h->n : pgd__graph_attr_ints(n, "axes", &aa);
-        if (h && h->i)
-            aa = h->i;
-        for (int j = 0; j < na && j < PGD_MAX_DIMS; j++)
-            a64[j] = aa[j] < 0 ? aa[j] + nd : aa[j];
-        naxes = na < 0 ? -1 : na;
-        if (naxes == 0 && !pgd__graph_attr_i(n, "noop_with_empty_axes", 0))
-            naxes = -1;
-        int mark[PGD_MAX_DIMS] = {0};
-        for (int j = 0; j < naxes; j++) {
-            if (a64[j] < 0 || a64[j] >= nd) {
-                pgd__gview_drop(&x);
-                return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis out of range");
-            }
-            axes[j] = (int)a64[j];
-            mark[a64[j]] = 1;
-        }
-        ynd = 0;
-        for (int d = 0; d < nd; d++) {
-            int r = naxes < 0 || mark[d];
-            if (!r)
-                dim[ynd++] = x.dim[d];
-            else if (keep)
-                dim[ynd++] = 1;
-        }
+    if (red && (rc = reduce_shape(g, n, &x, dim, &ynd, axes, &naxes, err))) {
+        pgd__gview_drop(&x);
+        return rc;
     }
     rc = pgd__gview_new(g, ynd, dim, &y, err);
     pgd_tensor *xt = pgd__gview_tensor(&x), *yt = rc ? NULL : pgd__gview_tensor(&y);
