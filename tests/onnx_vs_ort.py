@@ -98,6 +98,8 @@ def main():
     ap.add_argument("--tier", default="small", choices=["small", "full"])
     ap.add_argument("--exporter", default="ts", choices=["ts", "dynamo", "both"])
     ap.add_argument("--cache", default=os.environ.get("PAGODA_ONNX_CACHE", "onnx-models"))
+    ap.add_argument("--quick", action="store_true",
+                    help="four architectures only (ResNet-50, ViT, Swin, DeiT): for slow devices")
     ap.add_argument("models", nargs="*")
     a = ap.parse_intermixed_args()
     r = subprocess.run([a.pagoda, "devices", "--json"], capture_output=True, text=True)
@@ -107,7 +109,9 @@ def main():
     ex = load_exports()
     os.makedirs(a.cache, exist_ok=True)
     failures = 0
-    for name in a.models or list(ex.MODELS):
+    names = a.models or (["resnet50", "vit_b_16", "swin_t", "deit_small"] if a.quick
+                         else list(ex.MODELS))
+    for name in names:
         for e in (["ts", "dynamo"] if a.exporter == "both" else [a.exporter]):
             path = ex.export(name, a.tier, e, a.cache)
             print(f"{os.path.basename(path)} on {a.device}:", flush=True)

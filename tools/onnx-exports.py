@@ -159,6 +159,12 @@ def sensitise(model, seed, shape):
                 p.fill_(0.5)  # LayerScale starts at 1e-5: the blocks would add nothing
     # Batch norms (torch's and frozen ones) take the statistics of the activations they see on
     # one random batch, layer after layer, so every layer passes on unit-scale activations.
+        # A random non-local block's embedded-Gaussian scores reach the hundreds (θ·φ over 512
+        # channels without a 1/sqrt(C') scale): its softmax then amplifies every rounding
+        # difference of the backbone; a quarter of θ keeps the block sharp but conditioned.
+        for m in model.modules():
+            if isinstance(m, NonLocal):
+                m.theta.weight *= 0.25
     bns = [m for m in model.modules()
            if hasattr(m, "running_mean") and hasattr(m, "running_var")]
     def calibrate(m, args):
