@@ -236,3 +236,12 @@ def test_reduce_max_empty_refused(any_ctx):
                  [("x", TensorProto.FLOAT, [2, 0, 4])], [("y", TensorProto.FLOAT, [1, 1, 1])])
     with pytest.raises(pagoda.UnsupportedError, match="empty set"):
         pagoda.onnx.load(m, any_ctx)(np.zeros((2, 0, 4), np.float32))
+
+
+def test_integer_output_named(any_ctx):
+    """An integer value computed on the host as a graph output (Shape's) is refused naming the
+    output and its type (the message named neither)."""
+    m = one_node(helper.make_node("Shape", ["x"], ["s"]), [("x", TensorProto.FLOAT, [2, 3])],
+                 [("s", TensorProto.INT64, [2])])
+    with pytest.raises(pagoda.UnsupportedError, match="output 's' is an integer tensor"):
+        pagoda.onnx.load(m, any_ctx)(np.zeros((2, 3), np.float32))

@@ -224,6 +224,11 @@ int pgd__graph_input_view(pgd_graph *g, gnode *n, int k, gview *out, pgd_error *
     }
     if (!x->h)
         return pgd__graph_fail(err, PGD_ERR_INTERNAL, g, n, "input '%s' is not known", x->name);
+    if (!x->h->f) /* named here: const_tensor's own message cannot say which node and value */
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                               "input '%s' is an integer tensor (type %d) used as device data "
+                               "(Pagoda computes in float32)",
+                               x->name, x->h->dtype);
     return pgd__graph_const_tensor(g, x->h, x->h->nd, x->h->dim, out, err);
 }
 
@@ -334,7 +339,12 @@ int pgd__graph_run(pgd_graph *g, const pgd_tensor *const *inputs, pgd_tensor **o
     for (int i = 0; !rc && i < g->noutputs; i++) {
         gvalue *y = &g->values[g->outputs[i]];
         gview m;
-        if (y->kind != V_DEVICE) {
+        if (y->kind != V_DEVICE && y->h && !y->h->f) {
+            rc = pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, NULL,
+                                 "output '%s' is an integer tensor (type %d) computed on the "
+                                 "host: Pagoda's outputs are float32 device tensors",
+                                 y->name, y->h->dtype);
+        } else if (y->kind != V_DEVICE) {
             rc = y->h ? pgd__graph_const_tensor(g, y->h, y->h->nd, y->h->dim, &m, err)
                       : pgd__graph_fail(err, PGD_ERR_INTERNAL, g, NULL, "output '%s' unknown",
                                         y->name);
