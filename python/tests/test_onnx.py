@@ -245,3 +245,14 @@ def test_integer_output_named(any_ctx):
                  [("s", TensorProto.INT64, [2])])
     with pytest.raises(pagoda.UnsupportedError, match="output 's' is an integer tensor"):
         pagoda.onnx.load(m, any_ctx)(np.zeros((2, 3), np.float32))
+
+
+def test_float64_out_of_range_refused(any_ctx):
+    """A float64 input beyond float32's range became inf silently (wrong results)."""
+    model = pagoda.onnx.load(mlp(), any_ctx)
+    x = np.ones((1, 6))
+    x[0, 2] = 1e200
+    with pytest.raises(pagoda.UnsupportedError, match="outside float32's range"):
+        model(x)
+    x[0, 2] = np.inf  # an infinity is a value float32 holds
+    assert np.isinf(model(x)[1][0, 2])

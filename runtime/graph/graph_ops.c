@@ -676,7 +676,9 @@ static int dropout_check(pgd_graph *g, gnode *n, pgd_error **err)
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                "training_mode true or computed on the device (only inference "
                                "Dropout, the identity, is supported)");
-    if (n->nout > 1 && n->out[1] >= 0)
+    /* a mask nobody reads (as converters emit) is fine: it is never made */
+    if (n->nout > 1 && n->out[1] >= 0 &&
+        (g->values[n->out[1]].uses || g->values[n->out[1]].graph_out))
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "the mask output is not supported");
     return PGD_OK;
 }

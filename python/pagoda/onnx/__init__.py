@@ -9,7 +9,8 @@
     print(model.report()["unsupported"])               # `pagoda info`'s report as a dict
 
 The graph computes in float32 on the device. Inputs declared float (float32, float16, double,
-bfloat16) take float arrays (float64 and float16 are converted to float32); the outputs come
+bfloat16) take float arrays (float64 and float16 are converted to float32; float64 values beyond float32's range are
+refused); the outputs come
 back in their declared type (float16/double outputs are float32 results converted; integer and
 bool outputs, e.g. ArgMax's indices or a comparison, are the float32 results cast). Integer or
 bool inputs, and float arrays for inputs declared integer, raise pagoda.UnsupportedError (also
@@ -125,7 +126,14 @@ class OnnxModel(Handle):
                 isinstance(d, int) and d != s for d, s in zip(shape, a.shape))):
             raise ShapeError(f"pagoda.onnx: input '{spec['name']}' is {list(a.shape)}, the "
                              f"model declares {shape}")
-        out = np.ascontiguousarray(a, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            out = np.ascontiguousarray(a, dtype=np.float32)
+        if a.dtype.itemsize > 4 and a.size and not np.array_equal(
+                np.isfinite(out), np.isfinite(a)):
+            # float64 values beyond float32's range would become inf: wrong results, refused
+            raise UnsupportedError(
+                f"pagoda.onnx: input '{spec['name']}' holds float64 values outside float32's "
+                f"range (Pagoda computes in float32)")
         return out.reshape(()) if a.ndim == 0 else out
 
     def _arrays(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[np.ndarray]:

@@ -11,6 +11,10 @@ pagoda.onnx.default_context() — "CPU" stands for Pagoda's default device, what
 run(inputs) takes a list in input order (or a dict by name) and returns the outputs as a
 namedtuple-like tuple. run_node runs one NodeProto as a one-node model.
 
+Old opsets: the C loader reads opsets 11 and newer; with convert_opset=True (the default here)
+a model of an older opset is converted to opset 13 by ONNX's own onnx.version_converter first
+(what it cannot convert is pagoda.UnsupportedError).
+
 Integer and bool inputs: Pagoda's graph inputs are float32 device tensors. With
 constant_inputs=True (the default here, not in pagoda.onnx.load) inputs declared integer or
 bool (a Reshape's shape, a Gather's indices, a Slice's starts) are bound as initialisers of
@@ -137,6 +141,30 @@ class PagodaRep(BackendRep):
         return namedtupledict("Outputs", self.output_names)(*outs)
 
 
+MIN_OPSET = 11  # the oldest default-domain opset the C loader reads
+CONVERT_TO = 13
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return o.version
+    return -1
+
+
+def _convert(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A model of an opset older than the loader reads, converted by ONNX's own
+    version_converter (semantics kept; what it cannot convert is unsupported)."""
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, CONVERT_TO)
+    except Exception as e:
+        raise UnsupportedError(f"pagoda.onnx.backend: opset {_opset(model)} (Pagoda reads "
+                               f"{MIN_OPSET} and newer) and onnx.version_converter cannot "
+                               f"convert it to {CONVERT_TO}: {str(e).splitlines()[0][:200]}")
+
+
 class PagodaBackend(Backend):
     """onnx.backend.base.Backend for Pagoda (see the module's docstring)."""
 
@@ -153,12 +181,15 @@ class PagodaBackend(Backend):
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", ctx: Optional[Context] = None,
-                constant_inputs: bool = True, **kwargs: Any) -> PagodaRep:
+                constant_inputs: bool = True, convert_opset: bool = True,
+                **kwargs: Any) -> PagodaRep:
         if not cls.supports_device(device):
             raise UnsupportedError(f"pagoda.onnx.backend: device {device!r}: Pagoda runs on "
                                    f"its OpenCL device, given to ONNX as 'CPU'")
         path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         proto = _as_model(model)
+        if convert_opset and 0 <= _opset(proto) < MIN_OPSET:
+            proto, path = _convert(proto), None
         return PagodaRep(proto, ctx or default_context(), constant_inputs, path)
 
     @classmethod
