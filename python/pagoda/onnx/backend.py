@@ -36,7 +36,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
 from ..device import Context
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from . import DTYPES, FLOAT_TYPES, TYPE_NAMES, OnnxModel, default_context, load
 
 
@@ -77,6 +77,7 @@ class PagodaRep(BackendRep):
                        if i.type.tensor_type.elem_type not in FLOAT_TYPES]
         self._cache: Tuple[Optional[bytes], Optional[OnnxModel]] = (None, None)
         self.model: Optional[OnnxModel] = None
+        self.converted_from = 0  # the opset the model was converted from, 0 if not
         self.input_names = [i.name for i in self._all_inputs]
         self.output_names = [o.name for o in model.graph.output]
         self._refused = _refusal(list(self._all_inputs), "input") or \
@@ -137,7 +138,15 @@ class PagodaRep(BackendRep):
         model = self._bound(feeds) if self.constant_inputs and self._fixed else self.model
         assert model is not None
         rest = {k: v for k, v in feeds.items() if k not in self._fixed or not self.constant_inputs}
-        outs = model(**rest)
+        try:
+            outs = model(**rest)
+        except ShapeError as e:
+            if not self.converted_from:
+                raise
+            # the converter kept declarations the old op's inputs do not meet (Scan 8's batch)
+            raise UnsupportedError(f"pagoda.onnx.backend: the model of opset "
+                                   f"{self.converted_from} as onnx.version_converter converted "
+                                   f"it does not take these inputs: {e}") from None
         return namedtupledict("Outputs", self.output_names)(*outs)
 
 
@@ -188,9 +197,13 @@ class PagodaBackend(Backend):
                                    f"its OpenCL device, given to ONNX as 'CPU'")
         path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         proto = _as_model(model)
+        converted = 0
         if convert_opset and 0 <= _opset(proto) < MIN_OPSET:
+            converted = _opset(proto)
             proto, path = _convert(proto), None
-        return PagodaRep(proto, ctx or default_context(), constant_inputs, path)
+        rep = PagodaRep(proto, ctx or default_context(), constant_inputs, path)
+        rep.converted_from = converted
+        return rep
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU",
