@@ -16,7 +16,7 @@ static const char run_usage[] =
     "usage: pagoda run MODEL.onnx [--input NAME=F.npy ...] [--image F [--preprocess P]]\n"
     "                  [--batch B] [--output-dir D] [--device SEL] [--repeat N] [--json]\n"
     "\n"
-    "Runs an ONNX model (opsets 11 to 25, float32) on an OpenCL device: the shape subgraphs\n"
+    "Runs an ONNX model (opsets 11 to 28, float32) on an OpenCL device: the shape subgraphs\n"
     "exporters emit are evaluated once on the host, matrix products with their bias, GELU/ReLU\n"
     "and residual run as fused linear layers, Conv + BatchNorm + residual + ReLU as one\n"
     "convolution, and attention blocks as fused attention. An op Pagoda lacks is an error naming\n"

@@ -106,6 +106,7 @@ typedef struct gnode {
 struct pgd_graph {
     pgd_ctx *ctx;
     char *path;
+    int external_ok; /* external data may be read (beside path); 0 for nameless bytes */
     Onnx__ModelProto *model;
     void *file; /* the file's bytes (protobuf-c keeps pointers into nothing; freed at destroy) */
     int64_t opset;

@@ -356,6 +356,43 @@ static int reduce_shape(pgd_graph *g, gnode *n, const gview *x, int64_t *dim, in
     return PGD_OK;
 }
 
+/* ReduceMax/ReduceMin over an empty set are -inf/+inf in ONNX but undefined (an error) in
+ * Pagoda's op: refused as unsupported rather than failing as a shape error. */
+static int reduce_empty(pgd_graph *g, gnode *n, const gview *x, int naxes, const int *axes,
+                        int code, pgd_error **err)
+{
+    if (code != PGD_REDUCE_MAX && code != PGD_REDUCE_MIN)
+        return PGD_OK;
+    for (int d = 0; d < x->nd; d++) {
+        int r = naxes < 0;
+        for (int j = 0; j < naxes; j++)
+            r |= axes[j] == d;
+        if (r && x->dim[d] == 0)
+            return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                                   "the max/min of an empty set (ONNX: -inf/+inf)");
+    }
+    return PGD_OK;
+}
+
+/* ReduceSum/Mean/Max/Min of x (naxes -1: all) into yt (scalar: the output has 0 dims). */
+static int run_reduce(pgd_graph *g, gnode *n, const gview *x, int naxes, const int *axes, int keep,
+                      int scalar, pgd_tensor *yt, pgd_error **err)
+{
+    static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
+    int code = -1;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(n->op, names[k]))
+            code = k;
+    int rc = code < 0 ? pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "this reduction")
+                      : reduce_empty(g, n, x, naxes, axes, code, err);
+    if (rc)
+        return rc;
+    if (scalar) /* the op wants [] where the view's buffer is [1] */
+        pgd_tensor_reshape(yt, 0, NULL, NULL);
+    return pgd_reduce(g->ctx, (pgd_reduce_op)code, pgd__gview_tensor(x), naxes < 0 ? NULL : axes,
+                      naxes < 0 ? 0 : naxes, keep, yt, err);
+}
+
 int pgd__graph_exec_rowop(pgd_graph *g, gnode *n, pgd_error **err)
 {
     gview xin, x, y = {0};
@@ -407,14 +444,7 @@ int pgd__graph_exec_rowop(pgd_graph *g, gnode *n, pgd_error **err)
             rc = pgd_batch_norm(g->ctx, xt, m, v, s, b, pgd__graph_attr_f(n, "epsilon", 1e-5f), yt,
                                 err);
     } else if (red) {
-        static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
-        int code = -1;
-        for (int k = 0; k < 4; k++)
-            if (!strcmp(op, names[k]))
-                code = k;
-        rc = code < 0 ? pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "this reduction")
-                      : pgd_reduce(g->ctx, (pgd_reduce_op)code, xt, naxes < 0 ? NULL : axes,
-                                   naxes < 0 ? 0 : naxes, keep, yt, err);
+        rc = run_reduce(g, n, &x, naxes, axes, keep, !ynd, yt, err);
     } else {
         rc = hard_sigmoid(g, n, xt, yt, err);
         gview yy;
@@ -594,8 +624,10 @@ int pgd__graph_exec_matmul(pgd_graph *g, gnode *n, pgd_error **err)
             out[o++] = b.dim[b.nd - 1];
         (void)ynd;
         if (!(rc = pgd__gview_new(g, o, out, &y, err))) {
-            rc = pgd_matmul(g->ctx, pgd__gview_tensor(&a), pgd__gview_tensor(&b),
-                            pgd__gview_tensor(&y), err);
+            pgd_tensor *yt = pgd__gview_tensor(&y);
+            if (!o) /* vector . vector: a scalar, which the view's [1] buffer holds as [] */
+                pgd_tensor_reshape(yt, 0, NULL, NULL);
+            rc = pgd_matmul(g->ctx, pgd__gview_tensor(&a), pgd__gview_tensor(&b), yt, err);
             if (rc)
                 pgd__gview_drop(&y);
             else {

@@ -277,6 +277,11 @@ static int read_external(const pgd_graph *g, const Onnx__TensorProto *t, const c
                                "tensor '%s': external data location '%s' must be a file name "
                                "relative to the model's folder (no '..', no absolute path)",
                                what, loc ? loc : "(none)");
+    if (!g->external_ok)
+        return pgd__graph_fail(err, PGD_ERR_FORMAT, g, NULL,
+                               "tensor '%s': external data, but the model was given as bytes "
+                               "without a name (no folder to read '%s' from)",
+                               what, loc);
     if (len >= 0 && (unsigned long long)len != want)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, NULL,
                                "tensor '%s': external length %lld, but its shape and type need "
@@ -637,9 +642,11 @@ static int read_opset(pgd_graph *g, pgd_error **err)
         if (!d || !*d || !strcmp(d, "ai.onnx"))
             g->opset = mp->opset_import[i]->version;
     }
-    if (g->opset < 11 || g->opset > 25)
+    /* 28 is ONNX 1.23's: of the ops Pagoda runs only Cast changed after 25 (new types, refused
+     * by the type checks like any other non-float cast) */
+    if (g->opset < 11 || g->opset > 28)
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, NULL,
-                               "default-domain opset %lld: Pagoda reads opsets 11 to 25 (export "
+                               "default-domain opset %lld: Pagoda reads opsets 11 to 28 (export "
                                "with opset_version=17 or newer)",
                                (long long)g->opset);
     return PGD_OK;
@@ -713,24 +720,21 @@ static int build(pgd_graph *g, pgd_error **err)
     return rc;
 }
 
-int pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_error **err)
+/* The shared part of both loaders: parse the bytes, check and build the graph. `name` is the
+ * file (external data resolves beside it) or the caller's label (path_is_file 0: no external
+ * data; NULL stands for "<memory>"). The bytes are not kept. */
+static int load_bytes(pgd_ctx *ctx, const void *data, size_t size, const char *name,
+                      int path_is_file, pgd_graph **out, pgd_error **err)
 {
-    if (!out || !path)
-        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "graph_load: NULL path or out");
-    *out = NULL;
-    void *data = NULL;
-    size_t size = 0;
-    int rc = pgd_file_read(path, MAX_MODEL_BYTES, &data, &size, err);
-    if (rc)
-        return rc;
     pgd_graph *g = calloc(1, sizeof *g);
-    if (!g || !(g->path = strdup(path))) {
-        free(data), free(g);
+    if (!g || !(g->path = strdup(name ? name : "<memory>"))) {
+        free(g);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
     g->ctx = ctx;
+    g->external_ok = path_is_file;
     g->model = onnx__model_proto__unpack(NULL, size, data);
-    free(data);
+    int rc;
     if (!g->model) {
         rc = pgd__graph_fail(err, PGD_ERR_FORMAT, g, NULL,
                              "not an ONNX model (the protobuf message is truncated or "
@@ -745,6 +749,36 @@ int pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_error **
     }
     *out = g;
     return PGD_OK;
+}
+
+int pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_error **err)
+{
+    if (!out || !path)
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "graph_load: NULL path or out");
+    *out = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    int rc = pgd_file_read(path, MAX_MODEL_BYTES, &data, &size, err);
+    if (rc)
+        return rc;
+    rc = load_bytes(ctx, data, size, path, 1, out, err);
+    free(data);
+    return rc;
+}
+
+int pgd_graph_load_memory(pgd_ctx *ctx, const void *data, size_t size, const char *name,
+                          pgd_graph **out, pgd_error **err)
+{
+    if (!out || (!data && size))
+        return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "graph_load_memory: NULL data or out");
+    *out = NULL;
+    if ((uint64_t)size > MAX_MODEL_BYTES)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "%s: %zu bytes: an ONNX message is at most 2 GiB (larger models "
+                             "keep their weights as external data)",
+                             name ? name : "<memory>", size);
+    /* with a name, external data resolves as for a file of that name */
+    return load_bytes(ctx, data ? data : "", size, name, name != NULL, out, err);
 }
 
 void pgd_graph_destroy(pgd_graph *g)

@@ -643,6 +643,10 @@ static int op_pad(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
     if (np != 2 * x->nd || (n->nin > 3 && n->in[3] >= 0))
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                "pads must be host constants for every dim (no axes input)");
+    if (n->nin > 2 && n->in[2] >= 0 && !(cv && cv->f && cv->n == 1))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                               "constant_value must be one float constant (not computed on the "
+                               "device)");
     pgd_pad_mode m = !strcmp(mode, "reflect") ? PGD_PAD_REFLECT
                      : !strcmp(mode, "edge")  ? PGD_PAD_EDGE
                      : !strcmp(mode, "wrap")  ? PGD_PAD_WRAP
@@ -661,6 +665,22 @@ static int op_pad(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
     }
     pgd__gview_drop(&xm);
     return rc;
+}
+
+/* Dropout is the identity at inference only: training mode (a true constant) drops at random,
+ * and the mask output is not made here. */
+static int dropout_check(pgd_graph *g, gnode *n, pgd_error **err)
+{
+    const ghost *tm = in_host(g, n, 2);
+    if (n->nin > 2 && n->in[2] >= 0 && (!tm || pgd__ghost_get(tm, 0) != 0))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                               "training_mode true or computed on the device (only inference "
+                               "Dropout, the identity, is supported)");
+    /* a mask nobody reads (as converters emit) is fine: it is never made */
+    if (n->nout > 1 && n->out[1] >= 0 &&
+        (g->values[n->out[1]].uses || g->values[n->out[1]].graph_out))
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "the mask output is not supported");
+    return PGD_OK;
 }
 
 int pgd__graph_exec_node(pgd_graph *g, gnode *n, pgd_error **err)
@@ -696,10 +716,12 @@ int pgd__graph_exec_node(pgd_graph *g, gnode *n, pgd_error **err)
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout") || !strcmp(op, "Cast") ||
         !strcmp(op, "CastLike")) {
         int to = !strcmp(op, "Cast") ? (int)pgd__graph_attr_i(n, "to", G_FLOAT) : G_FLOAT;
-        if (!pgd__ghost_is_float(to))
+        if (!strcmp(op, "Dropout"))
+            rc = dropout_check(g, n, err);
+        if (!rc && !pgd__ghost_is_float(to))
             rc = pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                  "a cast of device data to type %d (Pagoda computes float32)", to);
-        else {
+        else if (!rc) {
             gview y = x;
             y.b->refs++;
             set_view(g, n, 0, &y);

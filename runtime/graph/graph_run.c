@@ -224,6 +224,11 @@ int pgd__graph_input_view(pgd_graph *g, gnode *n, int k, gview *out, pgd_error *
     }
     if (!x->h)
         return pgd__graph_fail(err, PGD_ERR_INTERNAL, g, n, "input '%s' is not known", x->name);
+    if (!x->h->f) /* named here: const_tensor's own message cannot say which node and value */
+        return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
+                               "input '%s' is an integer tensor (type %d) used as device data "
+                               "(Pagoda computes in float32)",
+                               x->name, x->h->dtype);
     return pgd__graph_const_tensor(g, x->h, x->h->nd, x->h->dim, out, err);
 }
 
@@ -334,25 +339,39 @@ int pgd__graph_run(pgd_graph *g, const pgd_tensor *const *inputs, pgd_tensor **o
     for (int i = 0; !rc && i < g->noutputs; i++) {
         gvalue *y = &g->values[g->outputs[i]];
         gview m;
-        if (y->kind != V_DEVICE) {
+        if (y->kind != V_DEVICE && y->h && !y->h->f) {
+            rc = pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, NULL,
+                                 "output '%s' is an integer tensor (type %d) computed on the "
+                                 "host: Pagoda's outputs are float32 device tensors",
+                                 y->name, y->h->dtype);
+        } else if (y->kind != V_DEVICE) {
             rc = y->h ? pgd__graph_const_tensor(g, y->h, y->h->nd, y->h->dim, &m, err)
                       : pgd__graph_fail(err, PGD_ERR_INTERNAL, g, NULL, "output '%s' unknown",
                                         y->name);
+        } else if (!y->v.b) {
+            /* an op that leaves one of its outputs unmade must have refused; never read NULL */
+            rc = pgd__graph_fail(err, PGD_ERR_INTERNAL, g, NULL, "output '%s' was not computed",
+                                 y->name);
         } else {
             gview tmp;
             /* a fresh buffer the caller owns, never one shared with another output */
             rc = pgd__gview_new(g, y->v.nd, y->v.dim, &tmp, err);
             if (!rc) {
                 int64_t n = pgd_tensor_numel(y->v.b->t);
+                pgd_tensor *tt = pgd__gview_tensor(&tmp);
                 pgd_tensor_reshape(y->v.b->t, 1, &n, NULL);
-                rc = pgd_copy_strided(g->ctx, y->v.b->t, y->v.off, y->v.nd, y->v.dim, y->v.st,
-                                      pgd__gview_tensor(&tmp), err);
+                if (!tmp.nd) /* a scalar: the copy wants [] where the new buffer is [1] */
+                    pgd_tensor_reshape(tt, 0, NULL, NULL);
+                rc = pgd_copy_strided(g->ctx, y->v.b->t, y->v.off, y->v.nd, y->v.dim, y->v.st, tt,
+                                      err);
                 if (rc)
                     pgd__gview_drop(&tmp);
             }
             m = tmp;
         }
         if (!rc) {
+            if (!m.nd) /* a scalar output is [] for the caller, not the buffer's [1] */
+                pgd_tensor_reshape(m.b->t, 0, NULL, NULL);
             outputs[i] = m.b->t;
             free(m.b); /* the tensor now belongs to the caller */
         }

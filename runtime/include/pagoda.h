@@ -1699,7 +1699,7 @@ PGD_API int pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_grap
 
 /* ---- ONNX graphs ----------------------------------------------------------------------- */
 
-/* An ONNX model (.onnx, opsets 11 to 25; weights inline or as external data beside the file)
+/* An ONNX model (.onnx, opsets 11 to 28; weights inline or as external data beside the file)
  * compiled for a context: its shape subgraphs are evaluated on the host, its matrix products,
  * convolutions and attention blocks run as Pagoda's fused layers (MatMul/Gemm + bias + GELU or
  * ReLU + residual as one linear layer; Conv + BatchNormalization + residual + ReLU as one
@@ -1726,6 +1726,13 @@ typedef struct pgd_graph_io {
  * pgd_graph_run naming the node, op and opset; loading still succeeds so a report can be
  * made. */
 PGD_API int pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_error **err);
+/* The same from bytes in memory (a model built or downloaded in memory, e.g. by Python's onnx
+ * package): `name` stands for the file in messages and places external data: with a name,
+ * external tensors are read from files beside it as for a file of that name; with NULL the
+ * messages say "<memory>" and a model with external data is PGD_ERR_FORMAT. The bytes are
+ * parsed and copied: the caller may free them on return. At most 2 GiB (PGD_ERR_TOO_LARGE). */
+PGD_API int pgd_graph_load_memory(pgd_ctx *ctx, const void *data, size_t size, const char *name,
+                                  pgd_graph **out, pgd_error **err);
 PGD_API void pgd_graph_destroy(pgd_graph *g);
 PGD_API int pgd_graph_num_inputs(const pgd_graph *g);
 PGD_API int pgd_graph_num_outputs(const pgd_graph *g);
