@@ -32,6 +32,7 @@ STRUCTS = {
     "ModelInfo": "pgd_model_info",
     "PoolDesc": "pgd_pool_desc",
     "AttentionExt": "pgd_attention_ext",
+    "GraphIO": "pgd_graph_io",
 }
 
 

@@ -90,6 +90,7 @@ static const bench_item *const items[] = {
     &bench_item_nonlocal_unfused,
     &bench_item_gat,
     &bench_item_throughput,
+    &bench_item_onnx,
 #if PGD_HAVE_OPENBLAS
     &bench_item_blas,
 #endif
@@ -148,6 +149,8 @@ static const struct {
 
 static const bench_item *find_item(const char *spec)
 {
+    if (bench_is_onnx(spec))
+        return &bench_item_onnx;
     for (size_t i = 0; items[i]; i++) {
         size_t n = strlen(items[i]->prefix);
         if (!strncmp(spec, items[i]->prefix, n) && (spec[n] == 0 || spec[n] == ':'))

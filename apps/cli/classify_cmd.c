@@ -46,7 +46,8 @@ static const char usage[] =
     "'pagoda vit' and 'pagoda nonlocal' remain for their families, with the same options.\n";
 
 /* The families of the command line, in the order of family.h's table. */
-static const cli_family *const cli_families[] = {&cli_vit, &cli_resnet, &cli_mixer, &cli_swin};
+static const cli_family *const cli_families[] = {&cli_vit, &cli_resnet, &cli_mixer, &cli_swin,
+                                                 &cli_onnx};
 enum { N_FAMILIES = sizeof cli_families / sizeof cli_families[0] };
 
 /* Every family's options, parsed together (classify_parse adds the shared ones). */

@@ -79,7 +79,7 @@ struct cli_state {
     void *own;               /* the family's own state */
 };
 
-extern const cli_family cli_vit, cli_resnet, cli_swin, cli_mixer;
+extern const cli_family cli_vit, cli_resnet, cli_swin, cli_mixer, cli_onnx;
 
 /* Runs `pagoda classify` (fixed NULL: the family from --family or the checkpoint) or a family's
  * own command (fixed: `pagoda vit`, `pagoda nonlocal`) with the arguments after the command

@@ -1,4 +1,4 @@
-/* family_cmd.c — the MLP-Mixer and Swin families on the command line (classify_family.h):
+/* family_cmd.c — the MLP-Mixer, Swin and ONNX families on the command line (classify_family.h):
  * what `pagoda classify` runs for their checkpoints or --family mixer / swin. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,4 +231,68 @@ const cli_family cli_swin = {
     .json = swin_json,
     .stages = staged,
     .nstages = 4,
+};
+
+/* ---- ONNX image classifiers (--weights MODEL.onnx) ---- */
+
+static int onnx_open(cli_state *s)
+{
+    pgd_error *err = NULL;
+    if (!s->weights)
+        return app_usage_error(s->o.cmd, "an ONNX model needs --weights MODEL.onnx");
+    if (family_onnx.detect(&s->src, NULL, s->cfg, &err))
+        return app_fail(err);
+    pgd_model_info info;
+    memset(&info, 0, sizeof info);
+    family_onnx.info(s->cfg, s->weights, &info);
+    if (s->preset < 0)
+        s->preset = PGD_PREPROCESS_TORCHVISION;
+    s->side_h = info.input_h, s->side_w = info.input_w;
+    s->classes = info.classes;
+    return EXIT_OK;
+}
+
+static void onnx_describe(const cli_state *s)
+{
+    pgd_model_info info;
+    char shown[1024];
+    if (s->o.json)
+        return;
+    memset(&info, 0, sizeof info);
+    family_onnx.info(s->cfg, s->weights, &info);
+    fprintf(stderr, "pagoda: %s: %s (preprocessing %s; --preprocess to change it)\n",
+            app_term_text(s->weights, shown, sizeof shown), info.description,
+            app_preset_name((pgd_preprocess)s->preset));
+}
+
+static void onnx_stream_label(const cli_state *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "ONNX graph (onnx), preprocessing %s",
+             app_preset_name((pgd_preprocess)s->preset));
+}
+
+static json_t *onnx_json(const cli_state *s)
+{
+    pgd_model_info info;
+    memset(&info, 0, sizeof info);
+    family_onnx.info(s->cfg, s->weights, &info);
+    return json_pack("{s:s, s:i, s:i, s:i}", "family", "onnx", "classes", info.classes, "input_h",
+                     info.input_h, "input_w", info.input_w);
+}
+
+static const classify_stage onnx_stages[1] = {{"total", "total"}};
+static const int onnx_options[] = {CLI_WEIGHTS, CLI_PREPROCESS, 0};
+
+const cli_family cli_onnx = {
+    .family = &family_onnx,
+    .names = {"onnx"},
+    .cmd = "classify ",
+    .label = "ONNX",
+    .options = onnx_options,
+    .open = onnx_open,
+    .describe = onnx_describe,
+    .stream_label = onnx_stream_label,
+    .json = onnx_json,
+    .stages = onnx_stages,
+    .nstages = 1,
 };

@@ -28,6 +28,8 @@ static const char usage[] =
     "  detect     object detection with DETR: boxes, labels, attention per object\n"
     "  gat        classify the nodes of a graph with a graph attention network\n"
     "  memnet     answer questions about a story with a memory network, hop by hop\n"
+    "  run        run an ONNX model (inputs from .npy, an image or random data)\n"
+    "  info       what an ONNX model holds, what fuses, what Pagoda cannot run\n"
     "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
@@ -127,6 +129,10 @@ int main(int argc, char **argv)
         return cmd_nonlocal(argc - 1, argv + 1);
     if (!strcmp(cmd, "memnet"))
         return cmd_memnet(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "gat"))
         return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))

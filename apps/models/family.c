@@ -7,11 +7,12 @@
 #include "vit.h"
 
 const model_family *const model_families[] = {&family_vit, &family_resnet, &family_mixer,
-                                              &family_swin};
+                                              &family_swin, &family_onnx};
 const size_t model_family_count = sizeof model_families / sizeof model_families[0];
 
 /* Detection order: the most specific names first; the ViT's detector decides last. */
-static const model_family *const detect_order[] = {&family_mixer, &family_swin, &family_resnet};
+static const model_family *const detect_order[] = {&family_onnx, &family_mixer, &family_swin,
+                                                   &family_resnet};
 
 int family_detect(const model_source *src, const pgd_model_options *opt, const model_family **out,
                   pgd_error **err)

@@ -73,7 +73,7 @@ typedef struct model_family {
                          double *share, pgd_error **err);
 } model_family;
 
-extern const model_family family_vit, family_resnet, family_mixer, family_swin;
+extern const model_family family_vit, family_resnet, family_mixer, family_swin, family_onnx;
 
 /* The families, in the order pgd_model_random lists their names. */
 extern const model_family *const model_families[];

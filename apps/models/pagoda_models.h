@@ -40,6 +40,7 @@ typedef enum pgd_model_family {
     PGD_MODEL_RESNET = 2, /* ResNet, with or without non-local blocks */
     PGD_MODEL_MIXER = 3,  /* MLP-Mixer (timm naming) */
     PGD_MODEL_SWIN = 4,   /* Swin Transformer V1 (torchvision, timm, Hugging Face namings) */
+    PGD_MODEL_ONNX = 5,   /* an ONNX image classifier (.onnx: one input [N, 3, H, W]) */
 } pgd_model_family;
 
 /* What pgd_model_load reads beside the file; zero (or NULL options) means the file's own. */

@@ -341,9 +341,35 @@ static void st_release(void *u)
     pgd_weights_destroy(u);
 }
 
+/* An .onnx file is a source without tensors that names its format (onnx_family.c reads it). */
+static const char *onnx_meta(void *u, const char *key)
+{
+    (void)u;
+    return !strcmp(key, "pagoda.format") ? "onnx" : NULL;
+}
+
+static int onnx_shape(void *u, const char *name, int *ndim, int64_t shape[8])
+{
+    (void)u, (void)name, (void)ndim, (void)shape;
+    return -1;
+}
+
+static int onnx_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    (void)dst;
+    return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: an ONNX file has no tensor '%s' to read",
+                         (const char *)u, name);
+}
+
 int model_source_open(model_source *src, const char *path, pgd_error **err)
 {
     memset(src, 0, sizeof *src);
+    size_t n = strlen(path);
+    if (n > 5 && !strcmp(path + n - 5, ".onnx")) {
+        *src = (model_source){.u = (void *)path, .label = path, .shape = onnx_shape,
+                              .read = onnx_read, .meta = onnx_meta};
+        return PGD_OK;
+    }
     pgd_weights *w = NULL;
     int rc = pgd_weights_open(path, &w, err);
     if (rc)

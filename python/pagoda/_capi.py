@@ -322,6 +322,13 @@ class AttentionExt(Structure):
                 ("k_cache", View), ("v_cache", View), ("past", c_int64), ("half_io", c_int)]
 
 
+class GraphIO(Structure):
+    """pgd_graph_io."""
+
+    _fields_ = [("name", c_char_p), ("elem_type", c_int), ("ndim", c_int),
+                ("shape", c_int64 * MAX_DIMS), ("dim_name", c_char_p * MAX_DIMS)]
+
+
 ErrP = POINTER(c_void_p)  # pgd_error ** (the error itself stays opaque)
 I64P = POINTER(c_int64)
 V = c_void_p
@@ -448,6 +455,17 @@ _DECLS = [
     ("pgd_pad", c_int, V, V, POINTER(c_int64), c_int, c_float, V, ErrP),
     ("pgd_depth_to_space", c_int, V, V, c_int, c_int, V, ErrP),
     ("pgd_space_to_depth", c_int, V, V, c_int, V, ErrP),
+    # ONNX graphs (the report is malloc'd: freed with the C library's free, libc below)
+    ("pgd_graph_load", c_int, V, c_char_p, POINTER(V), ErrP),
+    ("pgd_graph_load_memory", c_int, V, V, c_size_t, c_char_p, POINTER(V), ErrP),
+    ("pgd_graph_destroy", None, V),
+    ("pgd_graph_num_inputs", c_int, V),
+    ("pgd_graph_num_outputs", c_int, V),
+    ("pgd_graph_get_input", c_int, V, c_int, POINTER(GraphIO)),
+    ("pgd_graph_get_output", c_int, V, c_int, POINTER(GraphIO)),
+    ("pgd_graph_run", c_int, V, POINTER(V), POINTER(V), ErrP),
+    ("pgd_graph_flops", c_double, V),
+    ("pgd_graph_report", V, V),
 ]
 
 _MODEL_DECLS = [
@@ -471,6 +489,10 @@ class _Api:
 
 
 api = _Api()
+# free() of the C library libpagoda uses (for the strings it returns malloc'd).
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+libc.free.restype = None
+libc.free.argtypes = [c_void_p]
 for _name, _res, *_args in _DECLS:
     setattr(api, _name, _fn(lib, _name, _res, *_args))
 for _name, _res, *_args in _MODEL_DECLS:

@@ -79,7 +79,10 @@ class ShapeError(Error, ValueError):
     status = -1103
 
 
-class UnsupportedError(Error):
+class UnsupportedError(Error, NotImplementedError):
+    """Something Pagoda does not implement (an op, attribute, dtype): NotImplementedError too,
+    so ONNX-style test runners count it as not implemented rather than wrong."""
+
     status = -1104
 
 

@@ -1088,6 +1088,14 @@ PGD_API pgd_status pgd_reduce(pgd_ctx *ctx, pgd_reduce_op op, const pgd_tensor *
  * reverses the dims). perm must name each dim once (PGD_ERR_INVALID_ARGUMENT). */
 PGD_API pgd_status pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor *y,
                                  pgd_error **err);
+/* y = the strided view of x whose element (i_0, ..., i_{nd-1}) is x's flat element
+ * offset + sum i_d·strides[d], made contiguous (a view of shape `shape`; strides >= 0, 0
+ * repeating an element as a broadcast does). Every element addressed must lie inside x
+ * (PGD_ERR_INVALID_ARGUMENT naming the last one) and y must have exactly `shape`. This is how
+ * a graph materialises the transposes, slices and expansions it keeps as views. */
+PGD_API pgd_status pgd_copy_strided(pgd_ctx *ctx, const pgd_tensor *x, int64_t offset, int nd,
+                                    const int64_t *shape, const int64_t *strides, pgd_tensor *y,
+                                    pgd_error **err);
 /* y = x[starts:ends:steps] along the n axes (ONNX Slice): axes NULL means 0..n-1, negative
  * axes count from the end, none twice; steps NULL means 1 each, a step is non-zero and may be
  * negative. Starts and ends are clamped as Python and NumPy do (negative ones count from the
@@ -1579,6 +1587,63 @@ PGD_API const pgd_gat_desc *pgd_gat_get_desc(const pgd_gat *gat);
 PGD_API pgd_status pgd_gat_forward(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g,
                                    const pgd_tensor *x, pgd_tensor *y, pgd_tensor *alpha,
                                    pgd_error **err);
+
+/* ---- ONNX graphs ----------------------------------------------------------------------- */
+
+/* An ONNX model (.onnx, opsets 11 to 28; weights inline or as external data beside the file)
+ * compiled for a context: its shape subgraphs are evaluated on the host, its matrix products,
+ * convolutions and attention blocks run as Pagoda's fused layers (MatMul/Gemm + bias + GELU or
+ * ReLU + residual as one linear layer; Conv + BatchNormalization + residual + ReLU as one
+ * convolution; MatMul-scale-Softmax-MatMul as fused attention, no N x N scores in memory), and
+ * transposes, reshapes, slices and expansions are strided views, copied only when an op needs
+ * contiguous data. Tensors on the device are float32. */
+typedef struct pgd_graph pgd_graph;
+
+/* An input or output as the file declares it: elem_type is ONNX's TensorProto data type (1 =
+ * float), ndim -1 when the file gives no shape; a dim of -1 is symbolic (dim_name holds its
+ * name, e.g. "batch"). Strings belong to the graph. */
+typedef struct pgd_graph_io {
+    const char *name;
+    int elem_type;
+    int ndim;
+    int64_t shape[PGD_MAX_DIMS];
+    const char *dim_name[PGD_MAX_DIMS];
+} pgd_graph_io;
+
+/* Loads and checks an ONNX file: a truncated or malformed message, a value used before it is
+ * produced or produced twice, a cycle, tensors whose data do not match their shapes, external
+ * data outside the model's folder or past its file's end are PGD_ERR_FORMAT naming the file,
+ * node and value. Ops Pagoda lacks are reported by pgd_graph_report and refused by
+ * pgd_graph_run naming the node, op and opset; loading still succeeds so a report can be
+ * made. */
+PGD_API pgd_status pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out,
+                                  pgd_error **err);
+/* The same from bytes in memory (a model built or downloaded in memory, e.g. by Python's onnx
+ * package): `name` stands for the file in messages and places external data: with a name,
+ * external tensors are read from files beside it as for a file of that name; with NULL the
+ * messages say "<memory>" and a model with external data is PGD_ERR_FORMAT. The bytes are
+ * parsed and copied: the caller may free them on return. At most 2 GiB (PGD_ERR_TOO_LARGE). */
+PGD_API pgd_status pgd_graph_load_memory(pgd_ctx *ctx, const void *data, size_t size,
+                                         const char *name, pgd_graph **out, pgd_error **err);
+PGD_API void pgd_graph_destroy(pgd_graph *g);
+PGD_API int pgd_graph_num_inputs(const pgd_graph *g);
+PGD_API int pgd_graph_num_outputs(const pgd_graph *g);
+/* PGD_ERR_INVALID_ARGUMENT when i is out of range. */
+PGD_API pgd_status pgd_graph_get_input(const pgd_graph *g, int i, pgd_graph_io *out);
+PGD_API pgd_status pgd_graph_get_output(const pgd_graph *g, int i, pgd_graph_io *out);
+/* One forward pass: inputs[i] is the i-th graph input (a float32 device tensor of the shape the
+ * model expects, any batch), outputs[i] receives a new tensor the caller destroys (NULL on
+ * error). The host-side shape computations are redone only when the input shapes change;
+ * layers are prepared (weights packed for the device) on the first run. */
+PGD_API pgd_status pgd_graph_run(pgd_graph *g, const pgd_tensor *const *inputs,
+                                 pgd_tensor **outputs, pgd_error **err);
+/* The floating-point operations of the last run's matrix products, convolutions and attention
+ * (2 per multiply-add). */
+PGD_API double pgd_graph_flops(const pgd_graph *g);
+/* A JSON report (the caller frees it with pgd_free): file, opset, producer, parameter count,
+ * inputs and outputs, op histogram, the fused groups, and every node Pagoda cannot run with the
+ * reason. */
+PGD_API char *pgd_graph_report(const pgd_graph *g);
 
 #ifdef __cplusplus
 }

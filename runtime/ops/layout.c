@@ -170,6 +170,42 @@ pgd_status pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd
     return strided_copy(ctx, x, 0, sx, y, 0, sy, nd, shape, err);
 }
 
+pgd_status pgd_copy_strided(pgd_ctx *ctx, const pgd_tensor *x, int64_t offset, int nd,
+                     const int64_t *shape, const int64_t *strides, pgd_tensor *y, pgd_error **err)
+{
+    if (nd < 0 || nd > PGD_MAX_DIMS || (nd > 0 && (!shape || !strides)))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "copy_strided: %d dims (0 to %d, with shape and strides)", nd,
+                              PGD_MAX_DIMS);
+    int rc = too_large(x, "copy_strided", "x", err);
+    if (!rc)
+        rc = pgd__check_out_shape("copy_strided", y, nd, shape, "the view is", err);
+    if (!rc)
+        rc = check_distinct("copy_strided", x, "x", y, err);
+    if (rc)
+        return rc;
+    /* Every element addressed lies inside x: the first at offset, the last at offset plus the
+     * sum of (dim - 1) * stride (strides are not negative). */
+    int64_t last = offset, n = 1;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] < 0 || strides[d] < 0)
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                                  "copy_strided: dim %d has size %lld and stride %lld (neither "
+                                  "may be negative)",
+                                  d, (long long)shape[d], (long long)strides[d]);
+        n *= shape[d];
+        if (shape[d] > 0)
+            last += (shape[d] - 1) * strides[d];
+    }
+    if (n > 0 && (offset < 0 || last >= pgd_tensor_get_numel(x)))
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "copy_strided: the view reaches element %lld of x, which has %lld",
+                              (long long)last, (long long)pgd_tensor_get_numel(x));
+    int64_t sy[PGD_MAX_DIMS];
+    strides_of(y, sy);
+    return strided_copy(ctx, x, offset, strides, y, 0, sy, nd, shape, err);
+}
+
 /* The start and count of one sliced axis of size n, clamped as Python and NumPy do (ONNX's
  * reference evaluator slices with NumPy): negative start and end count from the end, then
  * both are clamped to [0, n] with a positive step, to [-1, n - 1] with a negative one. */
