@@ -318,6 +318,69 @@ static int write_outputs(pgd_graph *gr, pgd_tensor **outs, const run_opts *o, js
     return EXIT_OK;
 }
 
+static void print_io(const char *what, json_t *list)
+{
+    size_t i, d;
+    json_t *io, *dim;
+    json_array_foreach(list, i, io)
+    {
+        printf("  %s %s [", what, json_string_value(json_object_get(io, "name")));
+        json_array_foreach(json_object_get(io, "shape"), d, dim)
+        {
+            if (json_is_string(dim))
+                printf("%s%s", d ? ", " : "", json_string_value(dim));
+            else if (json_is_integer(dim))
+                printf("%s%lld", d ? ", " : "", (long long)json_integer_value(dim));
+            else
+                printf("%s?", d ? ", " : "");
+        }
+        printf("] (ONNX type %d)\n", (int)json_integer_value(json_object_get(io, "elem_type")));
+    }
+}
+
+/* `pagoda info` for people: the report of pgd_graph_report and the run, as lines. */
+static void print_info(json_t *doc)
+{
+    const char *key;
+    json_t *v;
+    size_t i;
+    printf("%s: %s, opset %lld, %lld nodes, %.1f M parameters\n",
+           json_string_value(json_object_get(doc, "file")),
+           *json_string_value(json_object_get(doc, "producer"))
+               ? json_string_value(json_object_get(doc, "producer"))
+               : "(no producer)",
+           (long long)json_integer_value(json_object_get(doc, "opset")),
+           (long long)json_integer_value(json_object_get(doc, "nodes")),
+           (double)json_integer_value(json_object_get(doc, "parameters")) / 1e6);
+    print_io("input ", json_object_get(doc, "inputs"));
+    print_io("output", json_object_get(doc, "outputs"));
+    printf("  ops:");
+    json_object_foreach(json_object_get(doc, "ops"), key, v)
+        printf(" %s %lld", key, (long long)json_integer_value(v));
+    printf("\n  fused:");
+    json_object_foreach(json_object_get(doc, "fusions"), key, v)
+        printf(" %lld %s", (long long)json_integer_value(v), key);
+    if (!json_object_size(json_object_get(doc, "fusions")))
+        printf(" nothing");
+    json_t *un = json_object_get(doc, "unsupported");
+    printf("\n  unsupported: %s\n", json_array_size(un) ? "" : "none");
+    json_array_foreach(un, i, v)
+        printf("    node '%s' (%s): %s\n", json_string_value(json_object_get(v, "node")),
+               json_string_value(json_object_get(v, "op")),
+               json_string_value(json_object_get(v, "reason")));
+    json_t *run = json_object_get(doc, "run");
+    if (run)
+        printf("  a pass at batch 1 on %s: %.2f GFLOP, %.1f ms (first %.1f ms), peak device "
+               "memory %.1f MiB\n",
+               json_string_value(json_object_get(json_object_get(doc, "device"), "name")),
+               json_real_value(json_object_get(run, "gflop")),
+               1e3 * json_real_value(json_object_get(run, "median_s")),
+               1e3 * json_real_value(json_object_get(run, "first_s")),
+               (double)json_integer_value(json_object_get(run, "peak_device_bytes")) / 1048576.0);
+    else
+        printf("  not run (--no-run, or something is unsupported)\n");
+}
+
 static int run_model(const run_opts *o, int info)
 {
     pgd_ctx *ctx = NULL;
@@ -370,9 +433,7 @@ static int run_model(const run_opts *o, int info)
         if (o->json || !info)
             rc = app_print_json(doc);
         else {
-            char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-            puts(s ? s : "{}");
-            free(s);
+            print_info(doc);
             json_decref(doc);
         }
     } else if (!rc) {
