@@ -159,6 +159,16 @@ int pgd__graph_exec_conv(pgd_graph *g, gnode *n, const gfuse *f, pgd_error **err
     rc = pgd__gview_new(g, 4, dim, &y, err);
     if (!rc && f && f->residual >= 0)
         rc = nhwc_of(g, &g->values[f->residual].v, &r, err);
+    if (!rc && r.b == x.b) { /* the block's input is its residual: the op wants them apart */
+        gview rc2 = {0};
+        int64_t numel = pgd_tensor_get_numel(r.b->t);
+        if (!(rc = pgd__gview_new(g, r.nd, r.dim, &rc2, err))) {
+            pgd_tensor_reshape(r.b->t, 1, &numel, NULL);
+            rc = pgd_tensor_copy(r.b->t, 0, rc2.b->t, 0, numel, err);
+        }
+        pgd__gview_drop(&r);
+        r = rc2;
+    }
     if (!rc) {
         pgd_tensor *xt = pgd__gview_tensor(&x), *yt = pgd__gview_tensor(&y);
         pgd_tensor *rt = r.b ? pgd__gview_tensor(&r) : NULL;
