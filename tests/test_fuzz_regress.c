@@ -3,7 +3,7 @@
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
  * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
  * bench_spec-, options-, jpeg-, png-, webp-, gat_graph-, memnet_story-, detr_config-, csv-,
- * results-, eval_lists-.
+ * results-, eval_lists-, onnx-.
  * A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
@@ -30,6 +30,7 @@ int pgd_fuzz_webp(const uint8_t *data, size_t size);
 int pgd_fuzz_gat_graph(const uint8_t *data, size_t size);
 int pgd_fuzz_memnet_story(const uint8_t *data, size_t size);
 int pgd_fuzz_detr_config(const uint8_t *data, size_t size);
+int pgd_fuzz_onnx(const uint8_t *data, size_t size);
 
 static const struct {
     const char *prefix;
@@ -52,6 +53,7 @@ static const struct {
     {"gat_graph-", pgd_fuzz_gat_graph},
     {"memnet_story-", pgd_fuzz_memnet_story},
     {"detr_config-", pgd_fuzz_detr_config},
+    {"onnx-", pgd_fuzz_onnx},
 };
 
 START_TEST(regressions)
