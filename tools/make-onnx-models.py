@@ -73,7 +73,8 @@ def shape_model():
              ints("en", [2]), ints("rep", [2, 1]), ints("shp", [2, 3]),
              const("c23", np.arange(6, dtype=np.float32).reshape(2, 3)),
              const("lim", np.array(5, dtype=np.int64)), const("one", np.array(1, dtype=np.int64)),
-             const("z", np.array(0, dtype=np.int64))]
+             const("z", np.array(0, dtype=np.int64)), ints("sidx", [[1, 2], [0, -1]]),
+             const("sup", np.array([7, 8], dtype=np.float32))]
     n = helper.make_node
     nodes = [n("Shape", ["X"], ["s"], name="shape"),
              n("Gather", ["s", "z"], ["s0"], name="gather", axis=0),
@@ -97,10 +98,11 @@ def shape_model():
              n("Mul", ["sz", "s0"], ["mu"], name="mul"),
              n("Div", ["mu", "lim"], ["dv"], name="div"),
              n("Mod", ["mu", "lim"], ["md"], name="mod"),
-             n("Sqrt", ["rgf"], ["sqr"], name="sqrt")]
+             n("Sqrt", ["rgf"], ["sqr"], name="sqrt"),
+             n("ScatterND", ["c23", "sidx", "sup"], ["sc"], name="scatternd")]
     outs = [vi("Y", None)] + [vi(x, None, t) for x, t in
                               (("sl", F), ("rs", F), ("wh", F), ("cos", F), ("fl", F), ("dv", I64),
-                               ("md", I64), ("sq", I64), ("sqr", F))]
+                               ("md", I64), ("sq", I64), ("sqr", F), ("sc", F))]
     return model(nodes, [vi("X", ["batch", 3, 4])], outs, inits)
 
 
