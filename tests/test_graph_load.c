@@ -126,6 +126,34 @@ START_TEST(strings_not_utf8)
 }
 END_TEST
 
+START_TEST(report_latin1_path)
+{
+    /* a file name that is not UTF-8 (Latin-1 "café"): the report was NULL, as Jansson refuses
+     * the string; the name is now reported with U+FFFD for the byte */
+    char src[4096], path[] = "/tmp/pgd-test-caf\xe9-XXXXXX";
+    snprintf(src, sizeof src, "%s/fuzz-regress/onnx-size-scalar.onnx", data_dir());
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(pgd_test_read_file(src, &buf, &size), 0);
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, buf, size), (ssize_t)size);
+    close(fd);
+    free(buf);
+    pgd_graph *g = NULL;
+    pgd_error *err = NULL;
+    int rc = pgd_graph_load(NULL, path, &g, &err);
+    unlink(path);
+    ck_assert_msg(rc == PGD_OK, "%s", pgd_error_message(err));
+    char *report = pgd_graph_report(g);
+    ck_assert_ptr_nonnull(report);
+    ck_assert_msg(strstr(report, "pgd-test-caf\xef\xbf\xbd-"), "%s", report);
+    ck_assert_msg(strstr(report, "\"Size\": 1"), "%s", report);
+    free(report);
+    pgd_graph_destroy(g);
+}
+END_TEST
+
 /* A ModelProto whose graph nests `levels` If subgraphs (Graph > Node > Attribute > Graph), the
  * protobuf wire format written here from the innermost graph outwards, each wrapper prepended. */
 typedef struct wbuf {
@@ -227,6 +255,7 @@ int main(void)
     tcase_add_test(tc, zero_dim_beside_huge);
     tcase_add_test(tc, nesting_guard);
     tcase_add_test(tc, strings_not_utf8);
+    tcase_add_test(tc, report_latin1_path);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -10,6 +10,7 @@
 #include "graph.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Deep enough for ~20 levels of If/Loop subgraphs (3 messages per level) or nested TypeProtos;
@@ -208,4 +209,27 @@ int pgd__graph_check_strings(const Onnx__ModelProto *m, const char *path, pgd_er
                              "report are printed as UTF-8)",
                              path, type, field);
     return PGD_OK;
+}
+
+/* s with each byte that does not start a UTF-8 sequence as U+FFFD (malloc'd; NULL when out of
+ * memory): the model's path in the JSON report, which Jansson refuses unless UTF-8 (a Latin-1
+ * file name made the whole report NULL). */
+char *pgd__graph_utf8_copy(const char *s)
+{
+    size_t len = strlen(s);
+    char *out = malloc(3 * len + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_seq(p);
+        if (n) {
+            memcpy(o, p, (size_t)n);
+            o += n, p += n;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3, p++;
+        }
+    }
+    *o = 0;
+    return out;
 }
