@@ -230,6 +230,38 @@ static int load_nested(int levels, pgd_error **err)
     return rc;
 }
 
+START_TEST(message_cap)
+{
+    /* 2^23 + 1 empty NodeProtos (2 bytes each): refused before protobuf-c allocates a struct
+     * for each (some 100 times the file's size) */
+    size_t nodes = ((size_t)1 << 23) + 1, gsize = 2 * nodes, size = 0;
+    uint8_t *m = malloc(gsize + 32);
+    ck_assert_ptr_nonnull(m);
+    static const uint8_t head[6] = {1 << 3, 8, 8 << 3 | 2, 2, 2 << 3, 17}; /* ir 8, opset 17 */
+    memcpy(m, head, sizeof head);
+    size = sizeof head;
+    m[size++] = 7 << 3 | 2; /* graph, its length as a varint */
+    for (size_t v = gsize; v; v >>= 7)
+        m[size++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+    for (size_t k = 0; k < nodes; k++)
+        m[size++] = 1 << 3 | 2, m[size++] = 0;
+    char path[] = "/tmp/pgd-test-messages-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, m, size), (ssize_t)size);
+    close(fd);
+    free(m);
+    pgd_graph *g = NULL;
+    pgd_error *err = NULL;
+    int rc = pgd_graph_load(NULL, path, &g, &err);
+    unlink(path);
+    ck_assert_int_eq(rc, PGD_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(pgd_error_message(err), "more than 8388608 protobuf messages"), "%s",
+                  pgd_error_message(err));
+    pgd_error_free(err);
+}
+END_TEST
+
 START_TEST(nesting_guard)
 {
     pgd_error *err = NULL;
@@ -254,6 +286,7 @@ int main(void)
     tcase_add_test(tc, saturating_integers);
     tcase_add_test(tc, zero_dim_beside_huge);
     tcase_add_test(tc, nesting_guard);
+    tcase_add_test(tc, message_cap);
     tcase_add_test(tc, strings_not_utf8);
     tcase_add_test(tc, report_latin1_path);
     suite_add_tcase(s, tc);
