@@ -10,7 +10,9 @@ message naming the file and the words of the rule broken, and nothing from a san
 script is also run by the sanitizer build's suite). An unknown op loads: `info --json` lists
 it as unsupported with its node and opset, and `run` fails naming node, op and opset; 20 nested
 subgraphs (under the limit of 64) load. Needs the onnx package (exit 77 without it) and an
-OpenCL device (exit 77 without one: the commands open a context first).
+OpenCL device (exit 77 without one: the commands open a context first). Files that load but
+fail inside the op API (a Gather index out of range, a pool stride of 0, a MatMul of mismatched
+shapes) name the file and node too.
 """
 import importlib.util
 import json
@@ -100,6 +102,28 @@ def main():
         check(0 < p.returncode < 128, "unknown op: run exit status %d" % p.returncode)
         for w in (path, "'mystery'", "NoSuchOp", "opset %d" % mods.OPSET):
             check(w in p.stderr, "unknown op: run's message lacks %r" % w)
+
+        # files that load but fail inside the op API on the device: the message still names
+        # the file and node (the op's own words follow)
+        import numpy as np
+        n = helper.make_node
+        dev = {
+            "gather-oob": ([n("Gather", ["X", "I"], ["Y"], name="g")], [mods.vi("X", [4])],
+                           [mods.ints("I", [10])], ["node 'g' (Gather", "indices[0] = 10"]),
+            "avgpool-stride0": ([n("AveragePool", ["X"], ["Y"], name="p", kernel_shape=[2, 2],
+                                   strides=[0, 0])], [mods.vi("X", [1, 3, 8, 8])], [],
+                                ["node 'p' (AveragePool", "stride 0x0"]),
+            "matmul-mismatch": ([n("MatMul", ["X", "W"], ["Y"], name="m")], [mods.vi("X", [2, 3])],
+                                [mods.const("W", np.ones((4, 5), np.float32))],
+                                ["node 'm' (MatMul", "(3) must equal"]),
+        }
+        for name, (nodes, ins, inits, words) in dev.items():
+            path = write(d, name, mods.model(nodes, ins, [mods.vi("Y", None)], inits))
+            p = run(pagoda, ["run", path])
+            print("%-20s run  -> %d: %s" % (name, p.returncode, p.stderr.strip()))
+            check(0 < p.returncode < 128, "%s: run exit status %d" % (name, p.returncode))
+            for w in [path] + words:
+                check(w in p.stderr, "%s: run's message lacks %r" % (name, w))
 
         # nesting under the limit loads (the guard refuses only what is too deep)
         path = write(d, "deep-ok-20", mods.nested_bytes(20))

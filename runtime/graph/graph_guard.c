@@ -8,6 +8,7 @@
  * values are only skipped, never decoded. Whatever is malformed here protobuf-c refuses too, so
  * the walk stops there and leaves the message to unpack's error. */
 #include "graph.h"
+#include "internal.h" /* pgd__error_set_log */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -232,4 +233,21 @@ char *pgd__graph_utf8_copy(const char *s)
     }
     *o = 0;
     return out;
+}
+
+/* A node's failure inside the op API (pgd_gather, pgd_avgpool, a tensor of an impossible shape)
+ * names the op's arguments only: its message is prefixed with the file, node, op and opset, as
+ * the graph's own checks are. Returns rc. */
+int pgd__graph_error_context(const pgd_graph *g, const gnode *n, int rc, pgd_error **err)
+{
+    if (!err || !*err || strstr(pgd_error_message(*err), g->path))
+        return rc;
+    pgd_error *old = *err;
+    const char *log = pgd_error_log(old);
+    *err = NULL;
+    pgd__graph_fail(err, pgd_error_code(old), g, n, "%s", pgd_error_message(old));
+    if (log)
+        pgd__error_set_log(err, log);
+    pgd_error_free(old);
+    return rc;
 }
