@@ -116,6 +116,9 @@ def main():
             "matmul-mismatch": ([n("MatMul", ["X", "W"], ["Y"], name="m")], [mods.vi("X", [2, 3])],
                                 [mods.const("W", np.ones((4, 5), np.float32))],
                                 ["node 'm' (MatMul", "(3) must equal"]),
+            "flatten-axis-9": ([n("Flatten", ["X"], ["Y"], name="f", axis=9)],
+                               [mods.vi("X", [2, 3])], [],
+                               ["node 'f' (Flatten", "axis 9 out of range for 2 dims"]),
         }
         for name, (nodes, ins, inits, words) in dev.items():
             path = write(d, name, mods.model(nodes, ins, [mods.vi("Y", None)], inits))

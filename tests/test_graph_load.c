@@ -66,6 +66,19 @@ START_TEST(overflowing_shapes)
 }
 END_TEST
 
+START_TEST(flatten)
+{
+    /* axis 9 on 2 dims ran as axis 2 ([6, 1]); [0, 3] flattened to [0, 0] */
+    expect_error("flatten-axis-9", PGD_ERR_SHAPE, "axis 9 out of range for 2 dims");
+    pgd_graph *g = NULL;
+    pgd_error *err = NULL;
+    ck_assert_int_eq(host_run("flatten-zero", &g, &err), PGD_OK);
+    const ghost *y = value(g, "Y");
+    ck_assert(y && y->nd == 2 && y->dim[0] == 0 && y->dim[1] == 3);
+    pgd_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(saturating_integers)
 {
     pgd_graph *g = NULL;
@@ -284,6 +297,7 @@ int main(void)
     tcase_add_test(tc, shape_without_input);
     tcase_add_test(tc, overflowing_shapes);
     tcase_add_test(tc, saturating_integers);
+    tcase_add_test(tc, flatten);
     tcase_add_test(tc, zero_dim_beside_huge);
     tcase_add_test(tc, nesting_guard);
     tcase_add_test(tc, message_cap);

@@ -277,6 +277,12 @@ def regress_models():
                                  ints("e", [0]), ints("a", [0]), ints("p", [-2**63])])
     r["tile-overflow"] = model([n("Tile", ["T", "R"], ["Y"], name="t")], [], [vi("Y", None)],
                                [const("T", np.zeros(4, np.float32)), ints("R", [big])])
+    # Flatten: an axis past the rank was taken as the rank; a leading zero dim flattened
+    # [0, 3] to [0, 0]
+    r["flatten-axis-9"] = model([n("Flatten", ["T"], ["Y"], name="f", axis=9)], [],
+                                [vi("Y", None)], [const("T", np.zeros((2, 3), np.float32))])
+    r["flatten-zero"] = model([n("Flatten", ["T"], ["Y"], name="f", axis=1)], [],
+                              [vi("Y", None)], [raw_tensor("T", [0, 3], 0)])
     return r
 
 

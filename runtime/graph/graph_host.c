@@ -505,12 +505,15 @@ static int eval_reshape(pgd_graph *g, gnode *n, pgd_error **err)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
     int nd;
     if (!strcmp(n->op, "Flatten")) {
-        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1;
+        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1, b = 1;
         axis = axis < 0 ? axis + x->nd : axis;
-        for (int d = 0; d < axis && d < x->nd; d++)
-            a *= x->dim[d];
+        if (axis < 0 || axis > x->nd)
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis %lld out of range for %d dims",
+                                   (long long)pgd__graph_attr_i(n, "axis", 1), x->nd);
+        for (int d = 0; d < x->nd; d++) /* [0, 3] flattens to [0, 3], not [0, 0] */
+            *(d < axis ? &a : &b) *= x->dim[d];
         dim[0] = a;
-        dim[1] = a ? x->n / a : 0;
+        dim[1] = b;
         nd = 2;
     } else {
         int ns = int_list(g, n, 1, "shape", spec, PGD_MAX_DIMS);
