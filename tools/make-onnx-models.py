@@ -8,8 +8,8 @@ for its hostile cases). Valid models: a convolution, MatMul + Add + Softmax, a s
 (read from the model file itself, which is beside the model wherever it is written), Constant
 nodes of every attribute kind and an If with subgraphs. Hostile ones: each rule of
 runtime/graph/graph_load.c broken once. --regress writes DIR/onnx-NAME.onnx, the inputs that
-once broke the loader or the host evaluator (committed in tests/data/fuzz-regress). Needs the onnx package (tools/setup installs it in
-.deps/py-venv); exit 77 without it.
+once broke the loader or the host evaluator (committed in tests/data/fuzz-regress). Needs the
+onnx package (tools/setup installs it in .deps/py-venv); exit 77 without it.
 """
 import os
 import sys
