@@ -7,8 +7,9 @@ dim, a cycle, a missing input, a value produced twice, external data through '..
 absolute path, past its file's end (offset 2^40, or 16 bytes at 60 of 64), of the wrong length
 or in a missing file, opset 9, 200 nested subgraphs) must make both commands exit with an error
 status (not a signal), print one message naming the file and the words of the rule broken, and
-nothing from a sanitizer (when PAGODA is an ASan/UBSan build's). An unknown op loads: `info --json` lists it as unsupported with its node and opset, and `run` fails naming
-node, op and opset; 20 nested subgraphs (under the limit of 64) load. Needs the onnx package
+nothing from a sanitizer (when PAGODA is an ASan/UBSan build's). An unknown op loads:
+`info --json` lists it as unsupported with its node and opset, and `run` fails naming node, op
+and opset; 20 nested subgraphs (under the limit of 64) load. Needs the onnx package
 (exit 77 without it) and an OpenCL device (exit 77 without one: the commands open a context
 first). Files that load but fail inside the op API (a Gather index out of range, a pool stride
 of 0, a MatMul of mismatched shapes) name the file and node too.
