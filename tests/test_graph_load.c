@@ -79,6 +79,16 @@ START_TEST(flatten)
 }
 END_TEST
 
+START_TEST(resize_cumsum)
+{
+    /* Resize of an empty dim to 3 read x[-1] (ASan: heap overflow); a scale of 1e30 and a
+     * CumSum axis of 1e30 were cast to int64 out of range */
+    expect_error("resize-empty", PGD_ERR_SHAPE, "dim 0 of 0 elements cannot be resized to 3");
+    expect_error("resize-scale-huge", PGD_ERR_SHAPE, "dim 0 of 2 elements cannot be resized");
+    expect_error("cumsum-axis-huge", PGD_ERR_SHAPE, "axis out of range");
+}
+END_TEST
+
 START_TEST(saturating_integers)
 {
     pgd_graph *g = NULL;
@@ -298,6 +308,7 @@ int main(void)
     tcase_add_test(tc, overflowing_shapes);
     tcase_add_test(tc, saturating_integers);
     tcase_add_test(tc, flatten);
+    tcase_add_test(tc, resize_cumsum);
     tcase_add_test(tc, zero_dim_beside_huge);
     tcase_add_test(tc, nesting_guard);
     tcase_add_test(tc, message_cap);

@@ -74,7 +74,7 @@ def shape_model():
              const("c23", np.arange(6, dtype=np.float32).reshape(2, 3)),
              const("lim", np.array(5, dtype=np.int64)), const("one", np.array(1, dtype=np.int64)),
              const("z", np.array(0, dtype=np.int64)), ints("sidx", [[1, 2], [0, -1]]),
-             const("sup", np.array([7, 8], dtype=np.float32))]
+             const("sup", np.array([7, 8], dtype=np.float32)), ints("shp4", [4, 5])]
     n = helper.make_node
     nodes = [n("Shape", ["X"], ["s"], name="shape"),
              n("Gather", ["s", "z"], ["s0"], name="gather", axis=0),
@@ -99,10 +99,15 @@ def shape_model():
              n("Div", ["mu", "lim"], ["dv"], name="div"),
              n("Mod", ["mu", "lim"], ["md"], name="mod"),
              n("Sqrt", ["rgf"], ["sqr"], name="sqrt"),
-             n("ScatterND", ["c23", "sidx", "sup"], ["sc"], name="scatternd")]
+             n("ScatterND", ["c23", "sidx", "sup"], ["sc"], name="scatternd"),
+             n("CumSum", ["c23", "one"], ["cu"], name="cumsum", exclusive=1, reverse=1),
+             n("Resize", ["c23", "", "", "shp4"], ["rz"], name="resize",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             n("Sin", ["rgf"], ["sn"], name="sin"), n("Erf", ["rgf"], ["ef"], name="erf")]
     outs = [vi("Y", None)] + [vi(x, None, t) for x, t in
                               (("sl", F), ("rs", F), ("wh", F), ("cos", F), ("fl", F), ("dv", I64),
-                               ("md", I64), ("sq", I64), ("sqr", F), ("sc", F))]
+                               ("md", I64), ("sq", I64), ("sqr", F), ("sc", F), ("cu", F),
+                               ("rz", F), ("sn", F), ("ef", F))]
     return model(nodes, [vi("X", ["batch", 3, 4])], outs, inits)
 
 
@@ -283,6 +288,17 @@ def regress_models():
                                 [vi("Y", None)], [const("T", np.zeros((2, 3), np.float32))])
     r["flatten-zero"] = model([n("Flatten", ["T"], ["Y"], name="f", axis=1)], [],
                               [vi("Y", None)], [raw_tensor("T", [0, 3], 0)])
+    # Resize (host, nearest): an empty dim resized to 3 read x[-1]; a scale of 1e30 cast out
+    # of int64's range; CumSum: a float axis of 1e30 cast likewise
+    r["resize-empty"] = model([n("Resize", ["T", "", "", "S"], ["Y"], name="rs")], [],
+                              [vi("Y", None)], [raw_tensor("T", [0, 2], 0), ints("S", [3, 2])])
+    r["resize-scale-huge"] = model([n("Resize", ["T", "", "C"], ["Y"], name="rs")], [],
+                                   [vi("Y", None)], [const("T", np.zeros((2, 2), np.float32)),
+                                                     const("C", np.array([1e30, 1],
+                                                                         np.float32))])
+    r["cumsum-axis-huge"] = model([n("CumSum", ["T", "A"], ["Y"], name="cs")], [],
+                                  [vi("Y", None)], [const("T", np.zeros(3, np.float32)),
+                                                    const("A", np.array(1e30, np.float32))])
     return r
 
 

@@ -787,7 +787,7 @@ static int eval_cumsum(pgd_graph *g, gnode *n, pgd_error **err)
     ghost *x = in_h(g, n, 0), *ax = in_h(g, n, 1);
     if (!x || !ax || ax->n != 1)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "needs data and a scalar axis");
-    int64_t a = (int64_t)pgd__ghost_get(ax, 0);
+    int64_t a = sat_i64(pgd__ghost_get(ax, 0)); /* a float axis of 1e30 must not wrap */
     a = a < 0 ? a + x->nd : a;
     if (a < 0 || a >= x->nd)
         return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis out of range");
@@ -833,14 +833,21 @@ static int eval_resize(pgd_graph *g, gnode *n, pgd_error **err)
     int64_t dim[PGD_MAX_DIMS];
     double scale[PGD_MAX_DIMS];
     for (int d = 0; d < x->nd; d++) {
+        double want;
         if (sz && sz->n == x->nd)
-            dim[d] = (int64_t)pgd__ghost_get(sz, d);
+            want = pgd__ghost_get(sz, d);
         else if (sc && sc->n == x->nd)
-            dim[d] = (int64_t)floor((double)x->dim[d] * pgd__ghost_get(sc, d));
+            want = floor((double)x->dim[d] * pgd__ghost_get(sc, d));
         else
             return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                    "needs scales or sizes for "
                                    "every dim");
+        /* a size past the cap, NaN, or elements made from an empty dim (read before x) */
+        if (!(want >= 0 && want <= (double)HOST_MAX_ELEMS) || (!x->dim[d] && want > 0))
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n,
+                                   "dim %d of %lld elements cannot be resized to %g", d,
+                                   (long long)x->dim[d], want);
+        dim[d] = (int64_t)want;
         scale[d] = sz && sz->n == x->nd ? (double)dim[d] / (double)(x->dim[d] ? x->dim[d] : 1)
                                         : pgd__ghost_get(sc, d);
     }
@@ -856,10 +863,11 @@ static int eval_resize(pgd_graph *g, gnode *n, pgd_error **err)
                 in = dim[d] > 1 ? o * (double)(x->dim[d] - 1) / (double)(dim[d] - 1) : 0;
             else /* half_pixel, pytorch_half_pixel */
                 in = (o + 0.5) / scale[d] - 0.5;
-            int64_t i = !strcmp(nm, "floor")               ? (int64_t)floor(in)
-                        : !strcmp(nm, "ceil")              ? (int64_t)ceil(in)
-                        : !strcmp(nm, "round_prefer_ceil") ? (int64_t)floor(in + 0.5)
-                                                           : (int64_t)ceil(in - 0.5);
+            /* saturated: a scale of 1e-30 maps coordinates far past int64 */
+            int64_t i = !strcmp(nm, "floor")               ? sat_i64(floor(in))
+                        : !strcmp(nm, "ceil")              ? sat_i64(ceil(in))
+                        : !strcmp(nm, "round_prefer_ceil") ? sat_i64(floor(in + 0.5))
+                                                           : sat_i64(ceil(in - 0.5));
             i = i < 0 ? 0 : i >= x->dim[d] ? x->dim[d] - 1 : i;
             src = src * x->dim[d] + i;
         }
