@@ -24,7 +24,7 @@ static int host_run(const char *name, pgd_graph **gp, pgd_error **err)
     snprintf(path, sizeof path, "%s/fuzz-regress/onnx-%s.onnx", data_dir(), name);
     pgd_error *e = NULL;
     int rc = pgd_graph_load(NULL, path, gp, &e);
-    ck_assert_msg(rc == PGD_OK, "%s: %s", path, pgd_error_message(e));
+    ck_assert_msg(rc == PGD_OK, "%s: %s", path, pgd_error_get_message(e));
     return pgd__graph_host_only_run(*gp, 1 << 16, err);
 }
 
@@ -42,10 +42,10 @@ static void expect_error(const char *name, int code, const char *says)
     pgd_error *err = NULL;
     int rc = host_run(name, &g, &err);
     ck_assert_msg(rc == code, "%s: status %d, want %d (%s)", name, rc, code,
-                  pgd_error_message(err));
-    ck_assert_msg(strstr(pgd_error_message(err), says) && strstr(pgd_error_message(err), name),
-                  "%s: %s", name, pgd_error_message(err));
-    pgd_error_free(err);
+                  pgd_error_get_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), says) && strstr(pgd_error_get_message(err), name),
+                  "%s: %s", name, pgd_error_get_message(err));
+    pgd_error_destroy(err);
     pgd_graph_destroy(g);
 }
 
@@ -128,9 +128,9 @@ START_TEST(zero_dim_beside_huge)
     pgd_graph *g = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_graph_load(NULL, path, &g, &err), PGD_ERR_FORMAT);
-    ck_assert_msg(strstr(pgd_error_message(err), "tensor 'T': dim 1 is 4611686018427387904"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "tensor 'T': dim 1 is 4611686018427387904"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -143,9 +143,9 @@ START_TEST(strings_not_utf8)
     pgd_graph *g = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_graph_load(NULL, path, &g, &err), PGD_ERR_FORMAT);
-    ck_assert_msg(strstr(pgd_error_message(err), "onnx.ModelProto's producer_name is not UTF-8"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "onnx.ModelProto's producer_name is not UTF-8"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -167,7 +167,7 @@ START_TEST(report_latin1_path)
     pgd_error *err = NULL;
     int rc = pgd_graph_load(NULL, path, &g, &err);
     unlink(path);
-    ck_assert_msg(rc == PGD_OK, "%s", pgd_error_message(err));
+    ck_assert_msg(rc == PGD_OK, "%s", pgd_error_get_message(err));
     char *report = pgd_graph_report(g);
     ck_assert_ptr_nonnull(report);
     ck_assert_msg(strstr(report, "pgd-test-caf\xef\xbf\xbd-"), "%s", report);
@@ -279,9 +279,9 @@ START_TEST(message_cap)
     int rc = pgd_graph_load(NULL, path, &g, &err);
     unlink(path);
     ck_assert_int_eq(rc, PGD_ERR_TOO_LARGE);
-    ck_assert_msg(strstr(pgd_error_message(err), "more than 8388608 protobuf messages"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "more than 8388608 protobuf messages"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -289,13 +289,13 @@ START_TEST(nesting_guard)
 {
     pgd_error *err = NULL;
     /* 20 levels (61 messages deep) load: the graph's If nodes are only reported */
-    ck_assert_msg(load_nested(20, &err) == PGD_OK, "%s", pgd_error_message(err));
+    ck_assert_msg(load_nested(20, &err) == PGD_OK, "%s", pgd_error_get_message(err));
     /* 100 000 levels overflowed the stack inside protobuf-c's unpack; now refused by depth */
     ck_assert_int_eq(load_nested(100000, &err), PGD_ERR_FORMAT);
-    ck_assert_msg(strstr(pgd_error_message(err), "nested more than 64 deep") &&
-                      strstr(pgd_error_message(err), "pgd-test-nested-"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "nested more than 64 deep") &&
+                      strstr(pgd_error_get_message(err), "pgd-test-nested-"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 

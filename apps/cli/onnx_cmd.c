@@ -227,10 +227,10 @@ static void safe_name(const char *name, char *buf, size_t size)
 static json_t *output_json(const pgd_graph_io *io, pgd_tensor *t, const float *h)
 {
     json_t *shape = json_array();
-    int64_t n = pgd_tensor_numel(t), arg = 0;
+    int64_t n = pgd_tensor_get_numel(t), arg = 0;
     double sum = 0, mn = INFINITY, mx = -INFINITY;
-    for (int d = 0; d < pgd_tensor_ndim(t); d++)
-        json_array_append_new(shape, json_integer(pgd_tensor_dim(t, d)));
+    for (int d = 0; d < pgd_tensor_get_ndim(t); d++)
+        json_array_append_new(shape, json_integer(pgd_tensor_get_dim(t, d)));
     for (int64_t k = 0; k < n; k++) {
         sum += h[k];
         if (h[k] > mx)
@@ -281,7 +281,7 @@ static int write_outputs(pgd_graph *gr, pgd_tensor **outs, const run_opts *o, js
     for (int k = 0; k < pgd_graph_num_outputs(gr); k++) {
         pgd_graph_io io;
         pgd_graph_get_output(gr, k, &io);
-        int64_t n = pgd_tensor_numel(outs[k]), shape[PGD_MAX_DIMS];
+        int64_t n = pgd_tensor_get_numel(outs[k]), shape[PGD_MAX_DIMS];
         float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));
         if (!h)
             return app_usage_error("run ", "out of host memory");
@@ -289,13 +289,13 @@ static int write_outputs(pgd_graph *gr, pgd_tensor **outs, const run_opts *o, js
             free(h);
             return app_fail(err);
         }
-        for (int d = 0; d < pgd_tensor_ndim(outs[k]); d++)
-            shape[d] = pgd_tensor_dim(outs[k], d);
+        for (int d = 0; d < pgd_tensor_get_ndim(outs[k]); d++)
+            shape[d] = pgd_tensor_get_dim(outs[k], d);
         if (o->outdir) {
             char name[200], path[4096];
             safe_name(io.name, name, sizeof name);
             snprintf(path, sizeof path, "%s/%s.npy", o->outdir, name);
-            if (pgd_npy_write(path, h, pgd_tensor_ndim(outs[k]), shape, &err)) {
+            if (pgd_npy_write(path, h, pgd_tensor_get_ndim(outs[k]), shape, &err)) {
                 free(h);
                 return app_fail(err);
             }
@@ -356,7 +356,7 @@ static int run_model(const run_opts *o, int info)
         ran = !rc;
     }
     pgd_memory_stats ms;
-    pgd_ctx_memory_stats(ctx, &ms);
+    pgd_ctx_get_memory_stats(ctx, &ms);
     json_t *timing = json_pack("{s:f, s:f, s:f, s:f, s:I}", "load_s", t_load, "first_s", first,
                                "median_s", median, "gflop", pgd_graph_flops(gr) / 1e9,
                                "peak_device_bytes", (json_int_t)ms.peak_bytes);
@@ -364,7 +364,7 @@ static int run_model(const run_opts *o, int info)
         json_t *doc =
             info ? json_incref(rep)
                  : json_pack("{s:s, s:o}", "model", o->model, "outputs", json_incref(outj));
-        json_object_set_new(doc, "device", app_device_json(pgd_ctx_device(ctx)));
+        json_object_set_new(doc, "device", app_device_json(pgd_ctx_get_device(ctx)));
         if (ran)
             json_object_set(doc, "run", timing);
         if (o->json || !info)

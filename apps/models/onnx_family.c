@@ -90,9 +90,9 @@ static int onnx_forward(void *model, const float *images, int B, int H, int W, f
     int rc = pgd_tensor_create_from(m->ctx, 4, shape, images, &x, err);
     if (!rc)
         rc = pgd_graph_run(m->g, (const pgd_tensor *const *)&x, &y, err);
-    if (!rc && pgd_tensor_numel(y) != (int64_t)B * m->cfg.classes)
+    if (!rc && pgd_tensor_get_numel(y) != (int64_t)B * m->cfg.classes)
         rc = pgd_error_set(err, PGD_ERR_SHAPE, "%s: the first output has %lld values, not %d x %d",
-                           m->cfg.path, (long long)pgd_tensor_numel(y), B, m->cfg.classes);
+                           m->cfg.path, (long long)pgd_tensor_get_numel(y), B, m->cfg.classes);
     if (!rc)
         rc = pgd_tensor_download(y, logits, err);
     clock_gettime(CLOCK_MONOTONIC, &t1);

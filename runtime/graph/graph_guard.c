@@ -240,14 +240,14 @@ char *pgd__graph_utf8_copy(const char *s)
  * the graph's own checks are. Returns rc. */
 int pgd__graph_error_context(const pgd_graph *g, const gnode *n, int rc, pgd_error **err)
 {
-    if (!err || !*err || strstr(pgd_error_message(*err), g->path))
+    if (!err || !*err || strstr(pgd_error_get_message(*err), g->path))
         return rc;
     pgd_error *old = *err;
-    const char *log = pgd_error_log(old);
+    const char *log = pgd_error_get_log(old);
     *err = NULL;
-    pgd__graph_fail(err, pgd_error_code(old), g, n, "%s", pgd_error_message(old));
+    pgd__graph_fail(err, pgd_error_get_code(old), g, n, "%s", pgd_error_get_message(old));
     if (log)
         pgd__error_set_log(err, log);
-    pgd_error_free(old);
+    pgd_error_destroy(old);
     return rc;
 }

@@ -310,7 +310,7 @@ static int hard_sigmoid(pgd_graph *g, gnode *n, pgd_tensor *x, pgd_tensor *y, pg
     rc = pgd_tensor_fill(b, beta, err);
     if (!rc)
         rc = pgd_scale(g->ctx, x, alpha, y, err);
-    int64_t n1 = pgd_tensor_numel(y);
+    int64_t n1 = pgd_tensor_get_numel(y);
     pgd_tensor_reshape(y, 1, &n1, NULL);
     pgd_tensor_reshape(x, 1, &n1, NULL);
     if (!rc)
@@ -738,7 +738,7 @@ static int as_pgd_view(const gview *v, int64_t *batch, int64_t *heads, pgd_view 
     int bd = v->nd - 2;
     *batch = bd >= 1 ? v->dim[0] : 1;
     *heads = bd == 2 ? v->dim[1] : 1;
-    int64_t n = pgd_tensor_numel(v->b->t);
+    int64_t n = pgd_tensor_get_numel(v->b->t);
     pgd_tensor_reshape(v->b->t, 1, &n, NULL);
     pv->t = v->b->t;
     pv->offset = v->off;

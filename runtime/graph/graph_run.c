@@ -67,7 +67,7 @@ static void stride_order(const gview *v, int *perm)
 /* v covers its whole buffer, each element once, in some order of its dims. */
 int pgd__gview_dense(const gview *v)
 {
-    if (!v->b || v->off != 0 || view_numel(v) != pgd_tensor_numel(v->b->t))
+    if (!v->b || v->off != 0 || view_numel(v) != pgd_tensor_get_numel(v->b->t))
         return 0;
     int perm[PGD_MAX_DIMS];
     stride_order(v, perm);
@@ -84,7 +84,7 @@ int pgd__gview_dense(const gview *v)
 /* v is its buffer in row-major order (size-1 dims' strides do not matter). */
 int pgd__gview_contiguous(const gview *v)
 {
-    if (!v->b || v->off != 0 || view_numel(v) != pgd_tensor_numel(v->b->t))
+    if (!v->b || v->off != 0 || view_numel(v) != pgd_tensor_get_numel(v->b->t))
         return 0;
     int64_t s = 1;
     for (int d = v->nd - 1; d >= 0; d--) {
@@ -115,7 +115,7 @@ int pgd__gview_materialise(pgd_graph *g, const gview *v, gview *out, pgd_error *
     int rc = pgd__gview_new(g, v->nd, v->dim, &y, err);
     if (rc)
         return rc;
-    int64_t n = pgd_tensor_numel(v->b->t);
+    int64_t n = pgd_tensor_get_numel(v->b->t);
     pgd_tensor_reshape(v->b->t, 1, &n, NULL);
     rc =
         pgd_copy_strided(g->ctx, v->b->t, v->off, v->nd, v->dim, v->st, pgd__gview_tensor(&y), err);
@@ -241,10 +241,10 @@ static int same_shapes(pgd_graph *g, const pgd_tensor *const *inputs)
     if (!g->shapes_known)
         return 0;
     for (int i = 0; i < g->ninputs; i++) {
-        if (pgd_tensor_ndim(inputs[i]) != g->in_nd[i])
+        if (pgd_tensor_get_ndim(inputs[i]) != g->in_nd[i])
             return 0;
         for (int d = 0; d < g->in_nd[i]; d++)
-            if (pgd_tensor_dim(inputs[i], d) != g->in_dim[i][d])
+            if (pgd_tensor_get_dim(inputs[i], d) != g->in_dim[i][d])
                 return 0;
     }
     return 1;
@@ -259,14 +259,14 @@ static int bind_inputs(pgd_graph *g, const pgd_tensor *const *inputs, pgd_error 
             return pgd__graph_fail(err, PGD_ERR_INVALID_ARGUMENT, g, NULL, "input '%s' is NULL",
                                    x->name);
         gview v;
-        int nd = pgd_tensor_ndim(t);
+        int nd = pgd_tensor_get_ndim(t);
         int64_t dim[PGD_MAX_DIMS];
         for (int d = 0; d < nd; d++)
-            dim[d] = pgd_tensor_dim(t, d);
+            dim[d] = pgd_tensor_get_dim(t, d);
         /* the caller keeps its tensor: the graph works on a copy it may release early */
         int rc = pgd__gview_new(g, nd, dim, &v, err);
-        if (!rc && pgd_tensor_numel(t))
-            rc = pgd_tensor_copy(t, 0, v.b->t, 0, pgd_tensor_numel(t), err);
+        if (!rc && pgd_tensor_get_numel(t))
+            rc = pgd_tensor_copy(t, 0, v.b->t, 0, pgd_tensor_get_numel(t), err);
         if (rc) {
             pgd__gview_drop(&v);
             return rc;
@@ -343,7 +343,7 @@ int pgd__graph_run(pgd_graph *g, const pgd_tensor *const *inputs, pgd_tensor **o
             /* a fresh buffer the caller owns, never one shared with another output */
             rc = pgd__gview_new(g, y->v.nd, y->v.dim, &tmp, err);
             if (!rc) {
-                int64_t n = pgd_tensor_numel(y->v.b->t);
+                int64_t n = pgd_tensor_get_numel(y->v.b->t);
                 pgd_tensor_reshape(y->v.b->t, 1, &n, NULL);
                 rc = pgd_copy_strided(g->ctx, y->v.b->t, y->v.off, y->v.nd, y->v.dim, y->v.st,
                                       pgd__gview_tensor(&tmp), err);

@@ -20,10 +20,10 @@ static void check_error(int rc, pgd_error *err, const char *path)
 {
     if (!rc)
         return;
-    const char *msg = err ? pgd_error_message(err) : NULL;
+    const char *msg = err ? pgd_error_get_message(err) : NULL;
     if (!msg || !strstr(msg, path))
         abort();
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
