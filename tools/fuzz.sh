@@ -3,14 +3,15 @@
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
 #           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv |
-#           results | eval_lists | http_header | tokenizer
+#           results | eval_lists | http_header | tokenizer | onnx
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
 #           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
 #           writer, in a round trip; results: --resume over a JSON-lines or CSV results file;
 #           eval_lists: eval's --labels-map and labelled --list; http_header: the hub client's
 #           response-header parser; tokenizer: vocab.txt, vocab.json + merges.txt,
-#           tokenizer.json and the tokenizers on any text)
+#           tokenizer.json and the tokenizers on any text; onnx: ONNX model files, loaded,
+#           reported and their host-evaluated nodes run without a device)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -25,10 +26,10 @@ cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
-targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer"
+targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
-  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer) ;;
+  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#
@@ -46,11 +47,18 @@ ninja -C build-fuzz "tests/fuzz/fuzz_$target" >/dev/null
 py=python3
 if /usr/bin/python3 -c 'import PIL' 2>/dev/null; then py=/usr/bin/python3; fi  # JPEG seeds
 "$py" tools/make-fuzz-corpus.py build-fuzz/corpus-seed >/dev/null
+if [ "$target" = onnx ]; then
+  # the onnx package writes the seed models (tools/setup installs it in .deps/py-venv)
+  onnx_py=${PAGODA_ONNX_PYTHON:-.deps/py-venv/bin/python}
+  [ -x "$onnx_py" ] || onnx_py=python3
+  "$onnx_py" tools/make-onnx-models.py build-fuzz/corpus-seed/onnx
+fi
 mkdir -p "build-fuzz/corpus/$target" "build-fuzz/artifacts/$target"
 dict=()
 case "$target" in
   safetensors|model_config|gat_graph) dict=(-dict=tests/fuzz/safetensors.dict) ;;
   detr_config) dict=(-dict=tests/fuzz/detr_config.dict) ;;
+  onnx) dict=(-dict=tests/fuzz/onnx.dict) ;;
 esac
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}

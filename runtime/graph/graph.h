@@ -143,7 +143,15 @@ int pgd__graph_fail(pgd_error **err, int code, const pgd_graph *g, const gnode *
 #endif
     ;
 
+/* graph_guard.c */
+int pgd__graph_check_nesting(const void *data, size_t size, const char *path, pgd_error **err);
+int pgd__graph_check_strings(const Onnx__ModelProto *m, const char *path, pgd_error **err);
+char *pgd__graph_utf8_copy(const char *s);
+int pgd__graph_error_context(const pgd_graph *g, const gnode *n, int rc, pgd_error **err);
+int pgd__graph_host_only_run(pgd_graph *g, int64_t max_elems, pgd_error **err);
+
 /* graph_host.c */
+extern int64_t pgd__ghost_max_elems;
 ghost *pgd__ghost_new(int dtype, int nd, const int64_t *dim);
 void pgd__ghost_free(ghost *h);
 int pgd__ghost_is_float(int dtype);

@@ -161,13 +161,15 @@ char *pgd_graph_report(const pgd_graph *g)
                              names, "residual", fu->residual >= 0));
     }
     const Onnx__ModelProto *m = g->model;
+    char *file = pgd__graph_utf8_copy(g->path); /* a file name need not be UTF-8 */
     json_t *r = json_pack(
-        "{s:s, s:I, s:I, s:s, s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "file", g->path,
+        "{s:s, s:I, s:I, s:s, s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "file", file ? file : "",
         "ir_version", (json_int_t)m->ir_version, "opset", (json_int_t)g->opset, "producer",
         m->producer_name ? m->producer_name : "", "nodes", g->nnodes, "parameters",
         (json_int_t)params, "inputs", io_json(g, 0), "outputs", io_json(g, 1), "ops", ops,
         "fusions", kinds, "fused", fused, "unsupported", unsup);
     char *s = r ? json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(r);
+    free(file);
     return s;
 }

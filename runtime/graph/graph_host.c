@@ -16,12 +16,21 @@ int pgd__ghost_is_float(int dtype)
     return dtype == G_FLOAT || dtype == G_FLOAT16 || dtype == G_DOUBLE || dtype == G_BFLOAT16;
 }
 
+/* Elements of one host tensor at most; the onnx fuzz target lowers it (a 100-byte file may ask
+ * a Tile or Expand for 2^31 elements: legal, but minutes of work for every such input). */
+int64_t pgd__ghost_max_elems = HOST_MAX_ELEMS;
+
 ghost *pgd__ghost_new(int dtype, int nd, const int64_t *dim)
 {
-    int64_t n = 1;
+    /* the product of the non-zero dims is bounded too: a zero dim must not let the others be
+     * 2^62, which Concat would add and Tile or Flatten multiply */
+    int64_t n = 1, nz = 1;
     for (int d = 0; d < nd; d++) {
-        if (dim[d] < 0 || (dim[d] && n > HOST_MAX_ELEMS / dim[d]))
+        if (dim[d] < 0 || (dim[d] && nz > HOST_MAX_ELEMS / dim[d]))
             return NULL;
+        if (dim[d] && n > pgd__ghost_max_elems / dim[d])
+            return NULL;
+        nz *= dim[d] ? dim[d] : 1;
         n *= dim[d];
     }
     ghost *h = calloc(1, sizeof *h);
@@ -30,7 +39,8 @@ ghost *pgd__ghost_new(int dtype, int nd, const int64_t *dim)
     h->dtype = dtype;
     h->nd = nd;
     h->n = n;
-    memcpy(h->dim, dim, sizeof(int64_t) * (size_t)nd);
+    if (nd)
+        memcpy(h->dim, dim, sizeof(int64_t) * (size_t)nd);
     if (pgd__ghost_is_float(dtype))
         h->f = calloc((size_t)(n ? n : 1), sizeof(float));
     else
@@ -56,12 +66,22 @@ double pgd__ghost_get(const ghost *h, int64_t k)
     return h->f ? (double)h->f[k] : (double)h->i[k];
 }
 
+/* v as an int64, saturated (NaN is 0): a float out of range converts with undefined behaviour. */
+static int64_t sat_i64(double v)
+{
+    if (!(v == v))
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    return v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
+}
+
 static void ghost_set(ghost *h, int64_t k, double v)
 {
     if (h->f)
         h->f[k] = (float)v;
     else
-        h->i[k] = (int64_t)v;
+        h->i[k] = sat_i64(v);
 }
 
 /* The ops the host evaluates, each between spaces. */
@@ -147,14 +167,14 @@ static double binop(const char *op, double x, double y, int isf)
     if (!strcmp(op, "Mul"))
         return x * y;
     if (!strcmp(op, "Div"))
-        return isf ? x / y : (y == 0 ? 0 : (double)((int64_t)x / (int64_t)y));
+        return isf ? x / y : (y == 0 ? 0 : y == -1 ? -x : (double)(sat_i64(x) / sat_i64(y)));
     if (!strcmp(op, "Mod")) {
         if (isf)
             return fmod(x, y);
-        if (y == 0)
+        if (y == 0 || y == -1) /* INT64_MIN % -1 overflows */
             return 0;
-        int64_t r = (int64_t)x % (int64_t)y;
-        return (double)((r != 0 && ((r < 0) != (y < 0))) ? r + (int64_t)y : r);
+        int64_t r = sat_i64(x) % sat_i64(y);
+        return (double)((r != 0 && ((r < 0) != (y < 0))) ? r + sat_i64(y) : r);
     }
     if (!strcmp(op, "Pow"))
         return pow(x, y);
@@ -305,6 +325,8 @@ static int int_list(pgd_graph *g, gnode *n, int k, const char *attr, int64_t *v,
 
 static int eval_shape(pgd_graph *g, gnode *n, pgd_error **err)
 {
+    if (n->nin < 1 || n->in[0] < 0)
+        return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
     int v = n->in[0];
     gvalue *x = &g->values[v];
     int nd = x->h ? x->h->nd : x->v.nd;
@@ -460,6 +482,8 @@ int pgd__graph_reshape_dims(const int64_t *xdim, int xnd, int64_t xn, const int6
         } else if (dim[d] < 0) {
             return -1;
         } else {
+            if (dim[d] && known > INT64_MAX / dim[d])
+                return -1;
             known *= dim[d];
         }
     }
@@ -481,12 +505,15 @@ static int eval_reshape(pgd_graph *g, gnode *n, pgd_error **err)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
     int nd;
     if (!strcmp(n->op, "Flatten")) {
-        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1;
+        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1, b = 1;
         axis = axis < 0 ? axis + x->nd : axis;
-        for (int d = 0; d < axis && d < x->nd; d++)
-            a *= x->dim[d];
+        if (axis < 0 || axis > x->nd)
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis %lld out of range for %d dims",
+                                   (long long)pgd__graph_attr_i(n, "axis", 1), x->nd);
+        for (int d = 0; d < x->nd; d++) /* [0, 3] flattens to [0, 3], not [0, 0] */
+            *(d < axis ? &a : &b) *= x->dim[d];
         dim[0] = a;
-        dim[1] = a ? x->n / a : 0;
+        dim[1] = b;
         nd = 2;
     } else {
         int ns = int_list(g, n, 1, "shape", spec, PGD_MAX_DIMS);
@@ -517,6 +544,7 @@ static int eval_slice(pgd_graph *g, gnode *n, pgd_error **err)
         first[d] = 0, step[d] = 1, dim[d] = x->dim[d];
     for (int j = 0; j < ns; j++) {
         int64_t a = na >= 0 ? ax[j] : j, s = np >= 0 ? sp[j] : 1, len = 0;
+        s = s < -INT64_MAX ? -INT64_MAX : s; /* -s must exist */
         a = a < 0 ? a + x->nd : a;
         if (a < 0 || a >= x->nd || s == 0)
             return pgd__graph_fail(err, PGD_ERR_INVALID_ARGUMENT, g, n, "bad axis or step");
@@ -591,8 +619,13 @@ static int eval_where_expand(pgd_graph *g, gnode *n, pgd_error **err)
         if (!strcmp(n->op, "Tile")) {
             if (b->n != a->nd)
                 return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "repeats of the wrong rank");
-            for (int k = 0; k < a->nd; k++)
+            for (int k = 0; k < a->nd; k++) {
+                if (b->i[k] < 0 || (a->dim[k] && b->i[k] > HOST_MAX_ELEMS / a->dim[k]))
+                    return pgd__graph_fail(err, PGD_ERR_TOO_LARGE, g, n,
+                                           "repeats[%d] = %lld: negative or past 2^31 elements", k,
+                                           (long long)b->i[k]);
                 dim[k] = a->dim[k] * b->i[k];
+            }
             ghost *y = pgd__ghost_new(a->dtype, a->nd, dim);
             int64_t cc[PGD_MAX_DIMS] = {0};
             for (int64_t k = 0; y && k < y->n; k++, next_coord(a->nd, dim, cc)) {
@@ -754,7 +787,7 @@ static int eval_cumsum(pgd_graph *g, gnode *n, pgd_error **err)
     ghost *x = in_h(g, n, 0), *ax = in_h(g, n, 1);
     if (!x || !ax || ax->n != 1)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "needs data and a scalar axis");
-    int64_t a = (int64_t)pgd__ghost_get(ax, 0);
+    int64_t a = sat_i64(pgd__ghost_get(ax, 0)); /* a float axis of 1e30 must not wrap */
     a = a < 0 ? a + x->nd : a;
     if (a < 0 || a >= x->nd)
         return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis out of range");
@@ -800,14 +833,21 @@ static int eval_resize(pgd_graph *g, gnode *n, pgd_error **err)
     int64_t dim[PGD_MAX_DIMS];
     double scale[PGD_MAX_DIMS];
     for (int d = 0; d < x->nd; d++) {
+        double want;
         if (sz && sz->n == x->nd)
-            dim[d] = (int64_t)pgd__ghost_get(sz, d);
+            want = pgd__ghost_get(sz, d);
         else if (sc && sc->n == x->nd)
-            dim[d] = (int64_t)floor((double)x->dim[d] * pgd__ghost_get(sc, d));
+            want = floor((double)x->dim[d] * pgd__ghost_get(sc, d));
         else
             return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                    "needs scales or sizes for "
                                    "every dim");
+        /* a size past the cap, NaN, or elements made from an empty dim (read before x) */
+        if (!(want >= 0 && want <= (double)HOST_MAX_ELEMS) || (!x->dim[d] && want > 0))
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n,
+                                   "dim %d of %lld elements cannot be resized to %g", d,
+                                   (long long)x->dim[d], want);
+        dim[d] = (int64_t)want;
         scale[d] = sz && sz->n == x->nd ? (double)dim[d] / (double)(x->dim[d] ? x->dim[d] : 1)
                                         : pgd__ghost_get(sc, d);
     }
@@ -823,10 +863,11 @@ static int eval_resize(pgd_graph *g, gnode *n, pgd_error **err)
                 in = dim[d] > 1 ? o * (double)(x->dim[d] - 1) / (double)(dim[d] - 1) : 0;
             else /* half_pixel, pytorch_half_pixel */
                 in = (o + 0.5) / scale[d] - 0.5;
-            int64_t i = !strcmp(nm, "floor")               ? (int64_t)floor(in)
-                        : !strcmp(nm, "ceil")              ? (int64_t)ceil(in)
-                        : !strcmp(nm, "round_prefer_ceil") ? (int64_t)floor(in + 0.5)
-                                                           : (int64_t)ceil(in - 0.5);
+            /* saturated: a scale of 1e-30 maps coordinates far past int64 */
+            int64_t i = !strcmp(nm, "floor")               ? sat_i64(floor(in))
+                        : !strcmp(nm, "ceil")              ? sat_i64(ceil(in))
+                        : !strcmp(nm, "round_prefer_ceil") ? sat_i64(floor(in + 0.5))
+                                                           : sat_i64(ceil(in - 0.5));
             i = i < 0 ? 0 : i >= x->dim[d] ? x->dim[d] - 1 : i;
             src = src * x->dim[d] + i;
         }
@@ -849,7 +890,8 @@ int pgd__graph_host_eval(pgd_graph *g, gnode *n, pgd_error **err)
         ghost *h = NULL;
         if (a && a->t) {
             int rc = pgd__graph_tensor_to_host(
-                g, a->t, n->out[0] >= 0 ? g->values[n->out[0]].name : "Constant", &h, err);
+                g, a->t, n->nout > 0 && n->out[0] >= 0 ? g->values[n->out[0]].name : "Constant", &h,
+                err);
             return rc ? rc : set_out(g, n, 0, h, err);
         }
         if ((a = pgd__graph_attr(n, "value_float")) || (a = pgd__graph_attr(n, "value_int"))) {
@@ -906,7 +948,7 @@ int pgd__graph_host_eval(pgd_graph *g, gnode *n, pgd_error **err)
         ghost *y = copy_reshaped(x, to, x->nd, x->dim);
         if (y && y->i && x->f)
             for (int64_t k = 0; k < x->n; k++)
-                y->i[k] = to == G_BOOL ? x->f[k] != 0 : (int64_t)x->f[k];
+                y->i[k] = to == G_BOOL ? x->f[k] != 0 : sat_i64(x->f[k]);
         return set_out(g, n, 0, y, err);
     }
     if (n->nin == 2 && strcmp(op, "Not"))

@@ -386,13 +386,14 @@ int pgd__graph_tensor_to_host(const pgd_graph *g, const Onnx__TensorProto *t, co
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, NULL,
                                "tensor '%s' has %zu dims (at most %d)", what, t->n_dims,
                                PGD_MAX_DIMS);
-    int64_t n = 1;
+    int64_t n = 1, nz = 1; /* nz: the non-zero dims' product, bounded too (0 x 2^62) */
     for (size_t d = 0; d < t->n_dims; d++) {
-        if (t->dims[d] < 0 || (t->dims[d] && n > MAX_TENSOR_ELEMS / t->dims[d]))
+        if (t->dims[d] < 0 || (t->dims[d] && nz > MAX_TENSOR_ELEMS / t->dims[d]))
             return pgd__graph_fail(err, PGD_ERR_FORMAT, g, NULL,
                                    "tensor '%s': dim %zu is %lld (dims are 0 to 2^31 "
                                    "elements in all)",
                                    what, d, (long long)t->dims[d]);
+        nz *= t->dims[d] ? t->dims[d] : 1;
         n *= t->dims[d];
     }
     size_t want = (size_t)n * esz;
@@ -733,8 +734,13 @@ static int load_bytes(pgd_ctx *ctx, const void *data, size_t size, const char *n
     }
     g->ctx = ctx;
     g->external_ok = path_is_file;
+    /* protobuf-c's unpack recurses per nested message: the depth is checked first */
+    int rc = pgd__graph_check_nesting(data, size, g->path, err);
+    if (rc) {
+        pgd_graph_destroy(g);
+        return rc;
+    }
     g->model = onnx__model_proto__unpack(NULL, size, data);
-    int rc;
     if (!g->model) {
         rc = pgd__graph_fail(err, PGD_ERR_FORMAT, g, NULL,
                              "not an ONNX model (the protobuf message is truncated or "
@@ -742,7 +748,9 @@ static int load_bytes(pgd_ctx *ctx, const void *data, size_t size, const char *n
         pgd_graph_destroy(g);
         return rc;
     }
-    rc = build(g, err);
+    rc = pgd__graph_check_strings(g->model, g->path, err);
+    if (!rc)
+        rc = build(g, err);
     if (rc) {
         pgd_graph_destroy(g);
         return rc;

@@ -78,11 +78,14 @@ static int op_reshape(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
     int nd = -1;
     const char *op = n->op;
     if (!strcmp(op, "Flatten")) {
-        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1;
+        int64_t axis = pgd__graph_attr_i(n, "axis", 1), a = 1, b = 1;
         axis = axis < 0 ? axis + x->nd : axis;
-        for (int d = 0; d < axis && d < x->nd; d++)
-            a *= x->dim[d];
-        dim[0] = a, dim[1] = a ? xn / a : 0, nd = 2;
+        if (axis < 0 || axis > x->nd)
+            return pgd__graph_fail(err, PGD_ERR_SHAPE, g, n, "axis %lld out of range for %d dims",
+                                   (long long)pgd__graph_attr_i(n, "axis", 1), x->nd);
+        for (int d = 0; d < x->nd; d++) /* [0, 3] flattens to [0, 3], not [0, 0] */
+            *(d < axis ? &a : &b) *= x->dim[d];
+        dim[0] = a, dim[1] = b, nd = 2;
     } else if (!strcmp(op, "Reshape")) {
         int ns = host_ints(g, n, 1, "shape", spec, PGD_MAX_DIMS);
         if (ns == -2)

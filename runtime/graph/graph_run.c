@@ -317,8 +317,8 @@ static int run_nodes(pgd_graph *g, int keep_host, pgd_error **err)
         } else {
             rc = pgd__graph_exec_node(g, n, err);
         }
-        if (rc)
-            return rc;
+        if (rc) /* the op API's message, prefixed with the file and node */
+            return pgd__graph_error_context(g, n, rc, err);
         release_after(g, n, oi);
     }
     return PGD_OK;
