@@ -184,11 +184,22 @@ def sensitise(model, seed, shape):
 
 
 def export(name, tier, exporter, out):
-    full, fsize, small, ssize = MODELS[name]
-    make, (h, w) = (full, fsize) if tier == "full" else (small, ssize)
+    """The file of `name` at `tier` by `exporter` in `out`, exported when it is not there."""
     path = os.path.join(out, f"{name}-{tier}-{exporter}.onnx")
     if os.path.exists(path):
         return path
+    # Tests for several devices start together: one process exports, the others wait for it.
+    import fcntl
+    with open(os.path.join(out, ".export.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            return path
+        return export_locked(name, tier, exporter, out, path)
+
+
+def export_locked(name, tier, exporter, out, path):
+    full, fsize, small, ssize = MODELS[name]
+    make, (h, w) = (full, fsize) if tier == "full" else (small, ssize)
     torch.manual_seed(0)
     model = sensitise(make().eval(), 1, (3, h, w))
     x = torch.randn(2, 3, h, w)
