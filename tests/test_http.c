@@ -133,27 +133,26 @@ START_TEST(options_from_env)
 {
     pgd_hub_options o = {.endpoint = "keep"};
     pgd_error *err = NULL;
-    setenv("HF_ENDPOINT", "http://mirror.example", 1);
-    setenv("HF_HUB_OFFLINE", "TRUE", 1);
-    setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5", 1);
-    unsetenv("HF_TOKEN");
-    ck_assert_int_eq(pgd_hub_options_from_env(&o, &err), PGD_OK);
+    const char *const env[] = {"HF_ENDPOINT=http://mirror.example", "HF_HUB_OFFLINE=TRUE",
+                               "HF_HUB_DOWNLOAD_TIMEOUT=2.5", NULL};
+    ck_assert_int_eq(pgd_hub_options_from_envp(&o, env, &err), PGD_OK);
     ck_assert_str_eq(o.endpoint, "http://mirror.example");
     ck_assert_int_eq(o.offline, 1);
     ck_assert(o.timeout_s == 2.5);
     ck_assert_ptr_null(o.token);
     /* a bad value is refused by name and changes nothing */
-    const char *bad[][2] = {{"HF_HUB_OFFLINE", "maybe"}, {"HF_HUB_OFFLINE", "truetruetrue"}, {"HF_HUB_DOWNLOAD_TIMEOUT", "10s"},
-                            {"HF_HUB_DOWNLOAD_TIMEOUT", "0"}, {"HF_HUB_DOWNLOAD_TIMEOUT", "nan"}};
+    const char *bad[][2] = {{"HF_HUB_OFFLINE", "HF_HUB_OFFLINE=maybe"},
+                            {"HF_HUB_OFFLINE", "HF_HUB_OFFLINE=truetruetrue"},
+                            {"HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT=10s"},
+                            {"HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT=0"},
+                            {"HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT=nan"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pgd_hub_options before = o;
-        setenv(bad[i][0], bad[i][1], 1);
-        ck_assert_int_eq(pgd_hub_options_from_env(&o, &err), PGD_ERR_INVALID_ARGUMENT);
+        const char *const one[] = {bad[i][1], NULL};
+        ck_assert_int_eq(pgd_hub_options_from_envp(&o, one, &err), PGD_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), bad[i][0]));
         ck_assert_mem_eq(&before, &o, sizeof o);
         pgd_error_destroy(err), err = NULL;
-        setenv("HF_HUB_OFFLINE", "1", 1);
-        setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5", 1);
     }
 }
 END_TEST

@@ -389,18 +389,24 @@ const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx)
 
 pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
 {
+    return pgd_hub_options_from_envp(o, NULL, err);
+}
+
+pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp,
+                                     pgd_error **err)
+{
     pgd_hub_options n = *o; /* committed only when every variable parsed */
     const char *s;
     int rc = PGD_OK;
-    if ((s = lookup(NULL, "HF_ENDPOINT")))
+    if ((s = lookup(envp, "HF_ENDPOINT")))
         n.endpoint = s;
-    if ((s = lookup(NULL, "HF_TOKEN")))
+    if ((s = lookup(envp, "HF_TOKEN")))
         n.token = s;
-    if ((s = lookup(NULL, "HF_HUB_CACHE")))
+    if ((s = lookup(envp, "HF_HUB_CACHE")))
         n.cache_dir = s;
-    if ((s = lookup(NULL, "HF_HOME")))
+    if ((s = lookup(envp, "HF_HOME")))
         n.hf_home = s;
-    if ((s = lookup(NULL, "HF_HUB_OFFLINE"))) {
+    if ((s = lookup(envp, "HF_HUB_OFFLINE"))) {
         /* any case, as huggingface_hub reads it (HF_HUB_OFFLINE=TRUE) */
         char low[8] = "";
         for (size_t i = 0; s[i] && i + 1 < sizeof low; i++)
@@ -409,7 +415,7 @@ pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
                                     : bad(err, "HF_HUB_OFFLINE", s, "1/0, true/false, yes/no "
                                                                     "or on/off");
     }
-    if (!rc && (s = lookup(NULL, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
+    if (!rc && (s = lookup(envp, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
         char *end;
         double t = strtod(s, &end);
         if (*end || !(t > 0 && t <= 86400))

@@ -190,6 +190,10 @@ typedef struct pgd_hub_options {
  * variable is set and non-empty; a value that does not parse is PGD_ERR_INVALID_ARGUMENT naming
  * it, *o unchanged. Strings point into the environment. */
 PGD_API pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err);
+/* The same from a NULL-terminated list of "NAME=VALUE" strings instead of the process's
+ * environment (envp NULL: the environment), as pgd_ctx_options_from_envp. */
+PGD_API pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp,
+                                            pgd_error **err);
 
 /* pgd_hub_file's flags. CACHE_FIRST: a file the cache holds for `revision` is returned without
  * asking the hub whether the revision moved (what `--weights hf:` wants on every run). */
