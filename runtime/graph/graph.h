@@ -158,6 +158,7 @@ int pgd__ghost_is_float(int dtype);
 int pgd__graph_host_supported(const char *op);
 int pgd__graph_host_eval(pgd_graph *g, gnode *n, pgd_error **err);
 double pgd__ghost_get(const ghost *h, int64_t k);
+int pgd__graph_ints(pgd_graph *g, gnode *n, int k, const char *attr, int64_t *v, int max);
 
 /* graph_fuse.c */
 int pgd__graph_fuse(pgd_graph *g, pgd_error **err);

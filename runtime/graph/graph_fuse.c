@@ -117,6 +117,21 @@ static int match_gelu(fctx *c, int x, int *members, int *nm)
     return m2->out[0];
 }
 
+/* A group of `kind` headed by node `head`, with no value of its own named yet. */
+static gfuse new_group(int kind, int head)
+{
+    return (gfuse){.kind = kind,
+                   .head = head,
+                   .act = PGD_ACT_NONE,
+                   .residual = -1,
+                   .bias = -1,
+                   .out = -1,
+                   .q = -1,
+                   .k = -1,
+                   .v = -1,
+                   .mask = -1};
+}
+
 static int fuse_linear(fctx *c, int ni)
 {
     pgd_graph *g = c->g;
@@ -127,15 +142,7 @@ static int fuse_linear(fctx *c, int ni)
         return PGD_OK;
     int members[16], nm = 0;
     members[nm++] = ni;
-    gfuse f = {.kind = F_LINEAR,
-               .head = ni,
-               .act = PGD_ACT_NONE,
-               .residual = -1,
-               .bias = -1,
-               .mask = -1,
-               .q = -1,
-               .k = -1,
-               .v = -1};
+    gfuse f = new_group(F_LINEAR, ni);
     int y = n->out[0];
     gnode *r = only_reader(c, y);
     if (!gemm && r && is_op(r, "Add") && is_const(c, other_in(r, y))) {
@@ -181,15 +188,7 @@ static int fuse_conv(fctx *c, int ni)
         return PGD_OK;
     int members[8], nm = 0;
     members[nm++] = ni;
-    gfuse f = {.kind = F_CONV,
-               .head = ni,
-               .act = PGD_ACT_NONE,
-               .residual = -1,
-               .bias = -1,
-               .mask = -1,
-               .q = -1,
-               .k = -1,
-               .v = -1};
+    gfuse f = new_group(F_CONV, ni);
     int y = n->out[0];
     gnode *r = only_reader(c, y);
     if (r && is_op(r, "BatchNormalization") && r->nout == 1) {
@@ -227,14 +226,8 @@ static int fuse_attention(fctx *c, int ni)
     if (n->nin != 2 || !is_dev(c, n->in[0]) || !is_dev(c, n->in[1]))
         return PGD_OK;
     int members[16], nm = 0;
-    gfuse f = {.kind = F_ATTENTION,
-               .head = ni,
-               .residual = -1,
-               .bias = -1,
-               .mask = -1,
-               .q = n->in[0],
-               .k = n->in[1],
-               .v = -1};
+    gfuse f = new_group(F_ATTENTION, ni);
+    f.q = n->in[0], f.k = n->in[1];
     /* scalings of q and kᵀ before the product */
     for (int side = 0; side < 2; side++) {
         int v = n->in[side];
@@ -284,15 +277,8 @@ static int fuse_gelu(fctx *c, int ni)
     int y = match_gelu(c, n->in[0], members, &nm);
     if (y < 0 || members[0] != ni)
         return PGD_OK;
-    gfuse f = {.kind = F_GELU,
-               .head = ni,
-               .residual = -1,
-               .bias = -1,
-               .mask = -1,
-               .q = n->in[0],
-               .k = -1,
-               .v = -1,
-               .out = y};
+    gfuse f = new_group(F_GELU, ni);
+    f.q = n->in[0], f.out = y;
     return add_group(c, &f, members, nm);
 }
 

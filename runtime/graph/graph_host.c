@@ -307,14 +307,20 @@ static ghost *copy_reshaped(const ghost *a, int dtype, int nd, const int64_t *di
 }
 
 /* Integer list input k (or attribute `attr` for older opsets) into v; count or -1. */
-static int int_list(pgd_graph *g, gnode *n, int k, const char *attr, int64_t *v, int max)
+/* Integer list input k (or, where the input is absent, attribute `attr`: older opsets) into
+ * v[max]: its count, -1 when there is neither or it is too long, -2 when the input is computed on
+ * the device (the graph needs it on the host). */
+int pgd__graph_ints(pgd_graph *g, gnode *n, int k, const char *attr, int64_t *v, int max)
 {
-    ghost *h = in_h(g, n, k);
+    const gvalue *x = k < n->nin && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    const ghost *h = x && x->kind != V_DEVICE ? x->h : NULL;
     if (h && h->i && h->n <= max) {
         for (int64_t j = 0; j < h->n; j++)
             v[j] = h->i[j];
         return (int)h->n;
     }
+    if (x && !h)
+        return -2;
     const int64_t *a;
     int na = attr ? pgd__graph_attr_ints(n, attr, &a) : -1;
     if (na < 0 || na > max)
@@ -395,7 +401,7 @@ static int eval_squeeze(pgd_graph *g, gnode *n, pgd_error **err)
 {
     ghost *x = in_h(g, n, 0);
     int64_t axes[PGD_MAX_DIMS], dim[PGD_MAX_DIMS];
-    int na = int_list(g, n, 1, "axes", axes, PGD_MAX_DIMS), nd = 0;
+    int na = pgd__graph_ints(g, n, 1, "axes", axes, PGD_MAX_DIMS), nd = 0;
     int uns = !strcmp(n->op, "Unsqueeze");
     if (!x)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
@@ -516,7 +522,7 @@ static int eval_reshape(pgd_graph *g, gnode *n, pgd_error **err)
         dim[1] = b;
         nd = 2;
     } else {
-        int ns = int_list(g, n, 1, "shape", spec, PGD_MAX_DIMS);
+        int ns = pgd__graph_ints(g, n, 1, "shape", spec, PGD_MAX_DIMS);
         nd = ns < 0 ? -1
                     : pgd__graph_reshape_dims(x->dim, x->nd, x->n, spec, ns,
                                               (int)pgd__graph_attr_i(n, "allowzero", 0), dim);
@@ -533,10 +539,10 @@ static int eval_slice(pgd_graph *g, gnode *n, pgd_error **err)
     int64_t st[PGD_MAX_DIMS], en[PGD_MAX_DIMS], ax[PGD_MAX_DIMS], sp[PGD_MAX_DIMS];
     if (!x)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
-    int ns = int_list(g, n, 1, "starts", st, PGD_MAX_DIMS);
-    int ne = int_list(g, n, 2, "ends", en, PGD_MAX_DIMS);
-    int na = int_list(g, n, 3, "axes", ax, PGD_MAX_DIMS);
-    int np = int_list(g, n, 4, NULL, sp, PGD_MAX_DIMS);
+    int ns = pgd__graph_ints(g, n, 1, "starts", st, PGD_MAX_DIMS);
+    int ne = pgd__graph_ints(g, n, 2, "ends", en, PGD_MAX_DIMS);
+    int na = pgd__graph_ints(g, n, 3, "axes", ax, PGD_MAX_DIMS);
+    int np = pgd__graph_ints(g, n, 4, NULL, sp, PGD_MAX_DIMS);
     if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (np >= 0 && np != ns))
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "starts, ends, axes, steps disagree");
     int64_t first[PGD_MAX_DIMS], step[PGD_MAX_DIMS], dim[PGD_MAX_DIMS];
@@ -698,7 +704,7 @@ static int eval_reduce(pgd_graph *g, gnode *n, pgd_error **err)
     int64_t axes[PGD_MAX_DIMS];
     if (!x)
         return pgd__graph_fail(err, PGD_ERR_FORMAT, g, n, "no input");
-    int na = int_list(g, n, 1, "axes", axes, PGD_MAX_DIMS);
+    int na = pgd__graph_ints(g, n, 1, "axes", axes, PGD_MAX_DIMS);
     int keep = (int)pgd__graph_attr_i(n, "keepdims", 1), red[PGD_MAX_DIMS] = {0};
     for (int j = 0; j < na; j++) {
         int64_t a = axes[j] < 0 ? axes[j] + x->nd : axes[j];

@@ -33,24 +33,6 @@ static const ghost *in_host(pgd_graph *g, gnode *n, int k)
     return x->kind == V_DEVICE ? NULL : x->h;
 }
 
-static int host_ints(pgd_graph *g, gnode *n, int k, const char *attr, int64_t *v, int max)
-{
-    const ghost *h = in_host(g, n, k);
-    if (h && h->i && h->n <= max) {
-        for (int64_t j = 0; j < h->n; j++)
-            v[j] = h->i[j];
-        return (int)h->n;
-    }
-    if (k < n->nin && n->in[k] >= 0 && !h)
-        return -2; /* computed on the device: not supported */
-    const int64_t *a;
-    int na = attr ? pgd__graph_attr_ints(n, attr, &a) : -1;
-    if (na < 0 || na > max)
-        return -1;
-    memcpy(v, a, sizeof(int64_t) * (size_t)na);
-    return na;
-}
-
 /* ---- views ------------------------------------------------------------------------------ */
 
 static int reshape_to(pgd_graph *g, gnode *n, const gview *x, int nd, const int64_t *dim)
@@ -87,7 +69,7 @@ static int op_reshape(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
             *(d < axis ? &a : &b) *= x->dim[d];
         dim[0] = a, dim[1] = b, nd = 2;
     } else if (!strcmp(op, "Reshape")) {
-        int ns = host_ints(g, n, 1, "shape", spec, PGD_MAX_DIMS);
+        int ns = pgd__graph_ints(g, n, 1, "shape", spec, PGD_MAX_DIMS);
         if (ns == -2)
             return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
                                    "the target shape is computed on the device");
@@ -96,7 +78,7 @@ static int op_reshape(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
                                               (int)pgd__graph_attr_i(n, "allowzero", 0), dim);
     } else { /* Squeeze, Unsqueeze */
         int64_t axes[PGD_MAX_DIMS];
-        int na = host_ints(g, n, 1, "axes", axes, PGD_MAX_DIMS), uns = op[0] == 'U';
+        int na = pgd__graph_ints(g, n, 1, "axes", axes, PGD_MAX_DIMS), uns = op[0] == 'U';
         int out_nd = uns ? x->nd + (na < 0 ? 0 : na) : x->nd, mark[PGD_MAX_DIMS] = {0};
         if (na == -2 || out_nd > PGD_MAX_DIMS)
             return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "axes unsupported");
@@ -147,10 +129,10 @@ static int op_transpose(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
 static int op_slice(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
 {
     int64_t st[PGD_MAX_DIMS], en[PGD_MAX_DIMS], ax[PGD_MAX_DIMS], sp[PGD_MAX_DIMS];
-    int ns = host_ints(g, n, 1, "starts", st, PGD_MAX_DIMS);
-    int ne = host_ints(g, n, 2, "ends", en, PGD_MAX_DIMS);
-    int na = host_ints(g, n, 3, "axes", ax, PGD_MAX_DIMS);
-    int np = host_ints(g, n, 4, NULL, sp, PGD_MAX_DIMS);
+    int ns = pgd__graph_ints(g, n, 1, "starts", st, PGD_MAX_DIMS);
+    int ne = pgd__graph_ints(g, n, 2, "ends", en, PGD_MAX_DIMS);
+    int na = pgd__graph_ints(g, n, 3, "axes", ax, PGD_MAX_DIMS);
+    int np = pgd__graph_ints(g, n, 4, NULL, sp, PGD_MAX_DIMS);
     if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (np >= 0 && np != ns) || na == -2 ||
         np == -2)
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n,
@@ -188,7 +170,7 @@ static int op_split(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
     axis = axis < 0 ? axis + x->nd : axis;
     if (axis < 0 || axis >= x->nd || n->nout > 64)
         return pgd__graph_fail(err, PGD_ERR_INVALID_ARGUMENT, g, n, "axis out of range");
-    int ns = host_ints(g, n, 1, "split", sizes, 64);
+    int ns = pgd__graph_ints(g, n, 1, "split", sizes, 64);
     int64_t total = 0, dn = x->dim[axis];
     if (ns < 0) {
         int64_t parts = n->nout, each = (dn + parts - 1) / parts;
@@ -260,7 +242,7 @@ static int op_gather(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
 static int op_expand(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
 {
     int64_t shp[PGD_MAX_DIMS];
-    int ns = host_ints(g, n, 1, NULL, shp, PGD_MAX_DIMS);
+    int ns = pgd__graph_ints(g, n, 1, NULL, shp, PGD_MAX_DIMS);
     if (ns < 0)
         return pgd__graph_fail(err, PGD_ERR_UNSUPPORTED, g, n, "the shape must be known");
     int nd = ns > x->nd ? ns : x->nd;
@@ -640,7 +622,7 @@ static int op_concat(pgd_graph *g, gnode *n, pgd_error **err)
 static int op_pad(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
 {
     int64_t pads[2 * PGD_MAX_DIMS], dim[PGD_MAX_DIMS];
-    int np = host_ints(g, n, 1, "pads", pads, 2 * PGD_MAX_DIMS);
+    int np = pgd__graph_ints(g, n, 1, "pads", pads, 2 * PGD_MAX_DIMS);
     const char *mode = pgd__graph_attr_s(n, "mode", "constant");
     const ghost *cv = in_host(g, n, 2);
     if (np != 2 * x->nd || (n->nin > 3 && n->in[3] >= 0))
