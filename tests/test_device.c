@@ -124,6 +124,65 @@ START_TEST(real_devices)
 }
 END_TEST
 
+/* Low-precision capabilities agree with the extension list, and a precision the device cannot
+ * run is refused by name at context creation (PGD_ERR_UNSUPPORTED naming the device and the
+ * extension), never run silently in float32. On PoCL 3.1 and rusticl both are refused; on
+ * Intel's CPU runtime both are accepted. */
+START_TEST(lowp_capabilities_and_refusals)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    for (size_t i = 0; i < n; i++) {
+        pgd_device_lowp l;
+        memset(&l, 0xff, sizeof l);
+        l.size = sizeof l;
+        pgd_error *err = NULL;
+        ck_assert_int_eq(pgd_device_get_lowp(&d[i], &l, &err), PGD_OK);
+        ck_assert_int_eq(l.fp16, d[i].fp16);
+        ck_assert(l.int_dot == 0 || l.int_dot == 1);
+        ck_assert_msg(l.int_dot || (l.int_dot_caps == 0 && l.dot8_accel == 0),
+                      "%s: dot-product properties without the extension", d[i].name);
+        ck_assert_msg(l.fp16 || l.half_fp_config == 0, "%s: half config without fp16", d[i].name);
+        static const char *const precisions[] = {"f16", "int8"};
+        for (int p = 0; p < 2; p++) {
+            int can = p == 0 ? l.fp16 : l.int_dot && (l.int_dot_caps & 1);
+            pgd_ctx_options o;
+            pgd_test_options(&d[i], NULL, &o);
+            ck_assert_int_eq(pgd_ctx_options_set_knob(&o, "precision", precisions[p], NULL), 0);
+            pgd_ctx *ctx = NULL;
+            err = NULL;
+            int rc = pgd_ctx_create_with_options(&o, &ctx, &err);
+            if (can) {
+                ck_assert_msg(rc == PGD_OK, "%s on %s: %s", precisions[p], d[i].name,
+                              pgd_error_get_message(err));
+                int64_t v = 0;
+                ck_assert_int_eq(pgd_ctx_get_knob(ctx, "precision", &v), PGD_OK);
+                ck_assert_int_eq(v, p + 2); /* 1 f32, 2 f16, 3 int8 */
+                pgd_ctx_destroy(ctx);
+                continue;
+            }
+            ck_assert_ptr_null(ctx);
+            ck_assert_msg(err && strstr(pgd_error_get_message(err), d[i].name) &&
+                              strstr(pgd_error_get_message(err),
+                                     p == 0 ? "cl_khr_fp16" : "cl_khr_integer_dot_product"),
+                          "refusal on %s should name it and the extension: %s", d[i].name,
+                          pgd_error_get_message(err));
+            pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED, precisions[p]);
+        }
+    }
+    /* A result too small for the first fields, and an unknown precision, are refused. */
+    pgd_device_lowp tiny = {.size = 4};
+    pgd_error *err = NULL;
+    int rc = pgd_device_get_lowp(&d[0], &tiny, &err);
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "sizeof(pgd_device_lowp)");
+    pgd_ctx_options o;
+    pgd_ctx_options_init(&o);
+    err = NULL;
+    rc = pgd_ctx_options_set_knob(&o, "precision", "bf16", &err);
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "one of f32, f16, int8");
+}
+END_TEST
+
 /* PAGODA_DEVICE picks the device, read from an explicit list (the process environment is
  * shared by every test, so it is never changed here). */
 START_TEST(env_selector)
@@ -165,6 +224,7 @@ int main(void)
     tcase_add_test(tc, selection_rules);
     tcase_add_test(tc, real_devices);
     tcase_add_test(tc, env_selector);
+    tcase_add_test(tc, lowp_capabilities_and_refusals);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
 }

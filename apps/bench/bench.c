@@ -421,7 +421,9 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
         json_object_set_new(r, "intensity", json_real(b->flops / b->bytes));
     if (b->peak_kind != BENCH_PEAK_NONE)
         json_object_set_new(r, "peak_kind",
-                            json_string(b->peak_kind == BENCH_PEAK_FLOPS ? "flops" : "bytes"));
+                            json_string(b->peak_kind == BENCH_PEAK_FLOPS   ? "flops"
+                                        : b->peak_kind == BENCH_PEAK_LOWP ? "lowp_ops"
+                                                                          : "bytes"));
     else if (b->flops > 0 && pk->gflops > 0)
         json_object_set_new(r, "peak_fraction", json_real(gflops / pk->gflops));
     if (b->peak_kind == BENCH_PEAK_NONE && b->bytes > 0 && pk->gbs > 0)

@@ -18,7 +18,9 @@ typedef struct bench_opts {
 } bench_opts;
 
 /* What a result contributes to the device's measured peak (the `peak` item). */
-enum { BENCH_PEAK_NONE = 0, BENCH_PEAK_FLOPS = 1, BENCH_PEAK_BYTES = 2 };
+/* BENCH_PEAK_LOWP: an fp16 or int8 peak, reported beside the fp32 one but not the roof that
+ * float32 results are placed under. */
+enum { BENCH_PEAK_NONE = 0, BENCH_PEAK_FLOPS = 1, BENCH_PEAK_BYTES = 2, BENCH_PEAK_LOWP = 3 };
 
 typedef struct bench_result {
     char name[64]; /* the spec, e.g. "gemm:197,768,768": results are matched by it */

@@ -46,54 +46,28 @@ static int peak_kernel(pgd_ctx *ctx, const char *opts, const char *function, pgd
 }
 
 
-static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench_result *b,
-                   pgd_error **err)
+/* What a compute peak runs: float or half FMA chains, or 8-bit dot products. */
+enum { PEAK_F32, PEAK_F16, PEAK_DOT_SS, PEAK_DOT_US };
+
+/* Grows the loop count (argument 3) until one launch lasts about PEAK_TARGET_MS, then times
+ * the launch into *b; *iters: the count it ran with. The first launch is left out: some
+ * drivers (PoCL) finish compiling the kernel on it. */
+static int calibrate_and_time(pgd_ctx *ctx, peak_state *s, int *iters, const bench_opts *o,
+                              bench_result *b, pgd_error **err)
 {
-    char opts[64];
-    /* llvmpipe has no fused multiply-add instruction path: fma() there is a slow exact
-     * emulation, and its mad() is the fastest multiply-add it has. */
-    const char *op = pgd_ctx_get_device(ctx)->software_rasteriser ? "mad" : "fma";
-    snprintf(opts, sizeof opts, "-DPEAK_VEC=%d -DPEAK_CHAINS=%d -DPEAK_OP=%s", vec, chains, op);
-    peak_state s = {NULL, 0, 0};
-    double build_ms = 0;
-    int rc = peak_kernel(ctx, opts, "peak_fma", &s.k, &build_ms, err);
-    if (rc)
-        return rc;
-    const pgd_device_info *d = pgd_ctx_get_device(ctx);
-    s.local = pgd_kernel_get_preferred_work_group(s.k);
-    /* Enough groups that every compute unit has several in flight. */
-    size_t cus = d->compute_units ? d->compute_units : 1;
-    s.global = s.local * cus * 8;
-    int64_t outn = (int64_t)s.global;
-    pgd_tensor *out = NULL;
-    rc = pgd_tensor_create(ctx, 1, &outn, &out, err);
-    if (rc) {
-        pgd_kernel_destroy(s.k);
-        return rc;
-    }
-    float m = 0.999999f, c = 1e-6f;
-    int iters = 4;
-    rc = pgd_kernel_set_tensor(s.k, 0, out, err);
+    int rc = pgd_kernel_set_value(s->k, 3, sizeof *iters, iters, err);
     if (!rc)
-        rc = pgd_kernel_set_value(s.k, 1, sizeof m, &m, err);
-    if (!rc)
-        rc = pgd_kernel_set_value(s.k, 2, sizeof c, &c, err);
-    /* Calibrate: grow the loop count until one launch lasts about PEAK_TARGET_MS. The first
-     * launch is left out: some drivers (PoCL) finish compiling the kernel on it. */
-    if (!rc)
-        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
-    if (!rc)
-        rc = peak_once(&s, err);
+        rc = peak_once(s, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
     for (int tries = 0; !rc && tries < 12; tries++) {
-        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
+        rc = pgd_kernel_set_value(s->k, 3, sizeof *iters, iters, err);
         /* The faster of two launches: one slow sample on a busy machine must not stop the
          * growth early. */
         double t = 1e30;
         for (int k = 0; !rc && k < 2; k++) {
             double t0 = bench_now_ms();
-            rc = peak_once(&s, err);
+            rc = peak_once(s, err);
             if (!rc)
                 rc = pgd_ctx_finish(ctx, err);
             double tk = bench_now_ms() - t0;
@@ -104,26 +78,84 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
         double grow = t > 0.05 ? PEAK_TARGET_MS / t : 64.0;
         if (grow > 64.0)
             grow = 64.0;
-        if ((double)iters * grow > 4e8)
+        if ((double)*iters * grow > 4e8)
             break;
-        iters = (int)((double)iters * grow) + 1;
+        *iters = (int)((double)*iters * grow) + 1;
     }
     if (!rc)
-        rc = pgd_kernel_set_value(s.k, 3, sizeof iters, &iters, err);
+        rc = pgd_kernel_set_value(s->k, 3, sizeof *iters, iters, err);
     if (!rc)
-        rc = bench_time(ctx, peak_once, &s, o, b, err);
+        rc = bench_time(ctx, peak_once, s, o, b, err);
+    return rc;
+}
+
+/* The kernel's arguments 1 and 2: m, c of the FMA chains (half needs values that stay normal
+ * in binary16: 0.999999 rounds to 1 there), or the dot product's packed operands. */
+static int peak_args(pgd_kernel *k, int kind, pgd_error **err)
+{
+    float m = kind == PEAK_F16 ? 0.99f : 0.999999f, c = kind == PEAK_F16 ? 0.01f : 1e-6f;
+    unsigned a = 0x01fe02fdu, bb = 0x7f80037cu;
+    int dot = kind == PEAK_DOT_SS || kind == PEAK_DOT_US;
+    int rc = pgd_kernel_set_value(k, 1, 4, dot ? (const void *)&a : (const void *)&m, err);
+    if (!rc)
+        rc = pgd_kernel_set_value(k, 2, 4, dot ? (const void *)&bb : (const void *)&c, err);
+    return rc;
+}
+
+static int run_fma(pgd_ctx *ctx, int kind, int vec, int chains, const bench_opts *o,
+                   bench_result *b, pgd_error **err)
+{
+    char opts[96];
+    /* llvmpipe has no fused multiply-add instruction path: fma() there is a slow exact
+     * emulation, and its mad() is the fastest multiply-add it has. */
+    const char *op = pgd_ctx_get_device(ctx)->software_rasteriser ? "mad" : "fma";
+    int dot = kind == PEAK_DOT_SS || kind == PEAK_DOT_US;
+    if (dot)
+        snprintf(opts, sizeof opts, "-cl-std=CL3.0 -DPEAK_NOSAT -DPEAK_DOT=%s -DPEAK_CHAINS=%d",
+                 kind == PEAK_DOT_SS ? "ss" : "us", chains);
+    else
+        snprintf(opts, sizeof opts, "-DPEAK_VEC=%d -DPEAK_CHAINS=%d -DPEAK_OP=%s%s", vec, chains,
+                 op, kind == PEAK_F16 ? " -DPEAK_HALF" : "");
+    peak_state s = {NULL, 0, 0};
+    double build_ms = 0;
+    int rc = peak_kernel(ctx, opts, dot ? "peak_dot" : "peak_fma", &s.k, &build_ms, err);
+    if (rc)
+        return rc;
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
+    s.local = pgd_kernel_get_preferred_work_group(s.k);
+    /* Enough groups that every compute unit has several in flight. */
+    size_t cus = d->compute_units ? d->compute_units : 1;
+    s.global = s.local * cus * 8;
+    int64_t outn = (int64_t)s.global;
+    pgd_tensor *out = NULL;
+    rc = pgd_tensor_create(ctx, 1, &outn, &out, err);
+    int iters = 4;
+    if (!rc)
+        rc = pgd_kernel_set_tensor(s.k, 0, out, err);
+    if (!rc)
+        rc = peak_args(s.k, kind, err);
+    if (!rc)
+        rc = calibrate_and_time(ctx, &s, &iters, o, b, err);
     pgd_tensor_destroy(out);
     pgd_kernel_destroy(s.k);
     if (rc)
         return rc;
-    snprintf(b->name, sizeof b->name, "peak:fma:float%dx%d", vec, chains);
+    if (dot)
+        snprintf(b->name, sizeof b->name, "peak:dot8:%sx%d", kind == PEAK_DOT_SS ? "ss" : "us",
+                 chains);
+    else
+        snprintf(b->name, sizeof b->name, "peak:fma:%s%dx%d", kind == PEAK_F16 ? "half" : "float",
+                 vec, chains);
     snprintf(b->params, sizeof b->params,
-             "{\"vec\":%d,\"chains\":%d,\"op\":\"%s\",\"iters\":%d,\"global\":%zu,"
-             "\"local\":%zu}",
-             vec, chains, op, iters, s.global, s.local);
+             "{\"vec\":%d,\"chains\":%d,\"op\":\"%s\",\"precision\":\"%s\",\"iters\":%d,"
+             "\"global\":%zu,\"local\":%zu}",
+             vec, chains, dot ? "dot_acc_sat_4x8packed" : op,
+             dot ? "int8" : kind == PEAK_F16 ? "f16" : "f32", iters, s.global, s.local);
     b->compile_ms += build_ms;
-    b->flops = 2.0 * 4.0 * (double)iters * chains * vec * (double)s.global;
-    b->peak_kind = BENCH_PEAK_FLOPS;
+    /* Operations: 2 per lane and FMA; a 4x8-bit dot product is 4 multiply-adds, 8 operations
+     * (as clpeak counts them). */
+    b->flops = (dot ? 8.0 : 2.0) * 4.0 * (double)iters * chains * vec * (double)s.global;
+    b->peak_kind = kind == PEAK_F32 ? BENCH_PEAK_FLOPS : BENCH_PEAK_LOWP;
     return 0;
 }
 
@@ -184,6 +216,13 @@ static int validate_peak(const char *spec)
     return strcmp(spec, "peak") && strcmp(spec, "peak:fma") && strcmp(spec, "peak:bw") ? -1 : 0;
 }
 
+/* The fp16 FMA and int8 dot-product variants, run where the device has the extension. */
+static const struct {
+    int kind, vec, chains;
+} lowp_variants[] = {{PEAK_F16, 8, 8},     {PEAK_F16, 16, 8},   {PEAK_F16, 16, 16},
+                     {PEAK_DOT_SS, 1, 8},  {PEAK_DOT_SS, 1, 16}, {PEAK_DOT_US, 1, 8},
+                     {PEAK_DOT_US, 1, 16}};
+
 static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
                     int *nres, int cap, pgd_error **err)
 {
@@ -196,7 +235,23 @@ static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
         int vec = soft ? fma_variants_soft[i].vec : fma_variants[i].vec;
         int chains = soft ? fma_variants_soft[i].chains : fma_variants[i].chains;
         bench_progress("peak: fma float%dx%d", vec, chains);
-        rc = run_fma(ctx, vec, chains, o, &res[n], err);
+        rc = run_fma(ctx, PEAK_F32, vec, chains, o, &res[n], err);
+        if (!rc)
+            n++;
+    }
+    pgd_device_lowp l;
+    memset(&l, 0, sizeof l);
+    l.size = sizeof l;
+    if (pgd_device_get_lowp(pgd_ctx_get_device(ctx), &l, NULL))
+        memset(&l, 0, sizeof l);
+    for (size_t i = 0; fma && !soft && !rc && i < sizeof lowp_variants / sizeof lowp_variants[0] &&
+                       n < cap;
+         i++) {
+        int kind = lowp_variants[i].kind;
+        if (kind == PEAK_F16 ? !l.fp16 : !(l.int_dot && (l.int_dot_caps & 1)))
+            continue;
+        bench_progress("peak: %s", kind == PEAK_F16 ? "fma half" : "dot8");
+        rc = run_fma(ctx, kind, lowp_variants[i].vec, lowp_variants[i].chains, o, &res[n], err);
         if (!rc)
             n++;
     }
@@ -212,5 +267,6 @@ static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
 
 const bench_item bench_item_peak = {
     "peak", "peak[:fma|:bw]",
-    "the device's fp32 FMA rate and global memory bandwidth (cl/peak.cl microkernels)",
+    "the device's fp32 FMA rate, its fp16 FMA and int8 dot-product rates where it has them, and "
+    "global memory bandwidth (cl/peak.cl microkernels)",
     validate_peak, run_peak};

@@ -24,7 +24,14 @@
 
 #define PEAK_CAT(a, b) a##b
 #define PEAK_XCAT(a, b) PEAK_CAT(a, b)
-#define vecf PEAK_XCAT(float, PEAK_VEC)
+/* -DPEAK_HALF: the same chains in half precision (cl_khr_fp16), for the fp16 FMA peak. */
+#ifdef PEAK_HALF
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#define PEAK_ELT half
+#else
+#define PEAK_ELT float
+#endif
+#define vecf PEAK_XCAT(PEAK_ELT, PEAK_VEC)
 
 /* The chains as separate variables (not an array), so no compiler keeps them in memory. */
 #define PEAK_C4(X) X(0) X(1) X(2) X(3)
@@ -32,7 +39,7 @@
 #define PEAK_C16(X) PEAK_C8(X) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 #define PEAK_CHAINS_OF(X) PEAK_XCAT(PEAK_C, PEAK_CHAINS)(X)
 
-#define PEAK_DECL(j) vecf acc##j = (vecf)(seed + (float)(j) * 1e-3f);
+#define PEAK_DECL(j) vecf acc##j = (vecf)((PEAK_ELT)(seed + (float)(j) * 1e-3f));
 #define PEAK_ONE(j) acc##j = PEAK_OP(acc##j, m, c);
 #define PEAK_SUM(j) s += acc##j;
 /* One step of every chain: acc = acc * m + c. The chains never depend on each other, so the
@@ -44,18 +51,54 @@
  * m just below 1 keeps the values finite. The sum is stored so the work is not dead. */
 __kernel void peak_fma(__global float *out, float m0, float c0, int iters)
 {
-    vecf m = (vecf)(m0), c = (vecf)(c0);
+    vecf m = (vecf)((PEAK_ELT)m0), c = (vecf)((PEAK_ELT)c0);
     float seed = (float)get_global_id(0) * 1e-7f;
     PEAK_CHAINS_OF(PEAK_DECL)
     for (int i = 0; i < iters; i++) {
         PEAK_STEP PEAK_STEP PEAK_STEP PEAK_STEP
     }
-    vecf s = (vecf)(0.0f);
+    vecf s = (vecf)((PEAK_ELT)0.0f);
     PEAK_CHAINS_OF(PEAK_SUM)
     float t = 0.0f;
     for (int l = 0; l < PEAK_VEC; l++)
-        t += ((float *)&s)[l];
+        t += (float)((PEAK_ELT *)&s)[l];
     out[get_global_id(0)] = t;
+}
+
+#elif defined(PEAK_DOT) /* -DPEAK_DOT=ss|us: the 8-bit integer dot-product peak */
+
+#ifndef PEAK_CHAINS
+#define PEAK_CHAINS 8
+#endif
+#define PEAK_CAT(a, b) a##b
+#define PEAK_XCAT(a, b) PEAK_CAT(a, b)
+#define PEAK_C4(X) X(0) X(1) X(2) X(3)
+#define PEAK_C8(X) PEAK_C4(X) X(4) X(5) X(6) X(7)
+#define PEAK_C16(X) PEAK_C8(X) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define PEAK_CHAINS_OF(X) PEAK_XCAT(PEAK_C, PEAK_CHAINS)(X)
+/* dot_acc_sat_4x8packed_ss_int (signed x signed) or _us_ (unsigned x signed, the form x86
+ * VNNI has in hardware) of cl_khr_integer_dot_product: 4 multiply-adds per call. Each chain
+ * feeds its accumulator back in as the packed operand, so nothing is loop-invariant. */
+#ifdef PEAK_NOSAT
+#define PEAK_DOTF(a, b, c) (c + PEAK_XCAT(PEAK_XCAT(dot_4x8packed_, PEAK_DOT), _int)(a, b))
+#else
+#define PEAK_DOTF PEAK_XCAT(PEAK_XCAT(dot_acc_sat_4x8packed_, PEAK_DOT), _int)
+#endif
+#define PEAK_IDECL(j) int acc##j = (int)(seed + (uint)(j));
+#define PEAK_IONE(j) acc##j = PEAK_DOTF(as_uint(acc##j) ^ a, b, acc##j);
+#define PEAK_ISUM(j) s += acc##j;
+#define PEAK_ISTEP PEAK_CHAINS_OF(PEAK_IONE)
+
+__kernel void peak_dot(__global int *out, uint a, uint b, int iters)
+{
+    uint seed = (uint)get_global_id(0);
+    PEAK_CHAINS_OF(PEAK_IDECL)
+    for (int i = 0; i < iters; i++) {
+        PEAK_ISTEP PEAK_ISTEP PEAK_ISTEP PEAK_ISTEP
+    }
+    int s = 0;
+    PEAK_CHAINS_OF(PEAK_ISUM)
+    out[get_global_id(0)] = s;
 }
 
 #else /* the streaming kernels */

@@ -36,6 +36,24 @@ static void mib(char *buf, size_t size, uint64_t bytes)
         snprintf(buf, size, "%.0f KiB", (double)bytes / 1024.0);
 }
 
+/* The low-precision line: what --precision f16 and int8 need (see docs/precision.md). */
+static void print_lowp(const pgd_device_info *d)
+{
+    pgd_device_lowp l;
+    memset(&l, 0, sizeof l);
+    l.size = sizeof l;
+    if (pgd_device_get_lowp(d, &l, NULL))
+        memset(&l, 0, sizeof l);
+    char a8[96] = "", ap[96] = "";
+    app_dot_accel_text(l.dot8_accel, a8, sizeof a8);
+    app_dot_accel_text(l.dot8_packed_accel, ap, sizeof ap);
+    printf("      low precision   fp16 arithmetic %s, int8 dot product %s", l.fp16 ? "yes" : "no",
+           l.int_dot && (l.int_dot_caps & 1) ? "yes" : "no");
+    if (l.int_dot)
+        printf(" (accelerated 8-bit: %s; packed 4x8-bit: %s)", a8, ap);
+    printf(", bf16 conversions %s\n", l.bf16_conversions ? "yes" : "no");
+}
+
 int cmd_devices(int argc, char **argv)
 {
     int json = 0;
@@ -95,6 +113,7 @@ int cmd_devices(int argc, char **argv)
                "memory %s, float vector width %u\n",
                d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no", d->subgroups ? "yes" : "no",
                d->images ? "yes" : "no", d->unified_memory ? "yes" : "no", d->pref_vector_float);
+        print_lowp(d);
     }
     pgd_free(list);
     return EXIT_OK;

@@ -48,6 +48,8 @@ int app_weights_f16(void);
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \
     "                      arithmetic still fp32; see README for the accuracy measured)\n"
 /* The device's capabilities as a JSON object (new reference). */
+/* PGD_DOT_* bits as space-separated words ("none" for 0) into buf. */
+void app_dot_accel_text(unsigned bits, char *buf, size_t size);
 json_t *app_device_json(const pgd_device_info *d);
 /* Writes a JSON value to a file through a pgd_outfile (a regular file only, complete or not at
  * all), or to stdout for "-" or NULL. Returns 0 or prints an error and returns EXIT_RUNTIME. */

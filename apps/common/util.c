@@ -206,6 +206,47 @@ int app_usage_error(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+static const char *const dot_names[] = {"signed",     "unsigned",     "mixed",
+                                        "sat_signed", "sat_unsigned", "sat_mixed"};
+
+/* The PGD_DOT_* bits as words, "a, b" (text) or a JSON array. */
+void app_dot_accel_text(unsigned bits, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 6; i++)
+        if (bits & (1u << i) && used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "",
+                                     dot_names[i]);
+    if (!used)
+        snprintf(buf, size, "none");
+}
+
+static json_t *dot_accel_json(unsigned bits)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < 6; i++)
+        if (bits & (1u << i))
+            json_array_append_new(a, json_string(dot_names[i]));
+    return a;
+}
+
+/* The device's low-precision capabilities (pgd_device_get_lowp); all false when the query
+ * fails: the object is still written, so a reader need not handle its absence. */
+static json_t *lowp_json(const pgd_device_info *d)
+{
+    pgd_device_lowp l;
+    memset(&l, 0, sizeof l);
+    l.size = sizeof l;
+    if (pgd_device_get_lowp(d, &l, NULL))
+        memset(&l, 0, sizeof l);
+    return json_pack("{s:b, s:b, s:b, s:o, s:o, s:b}", "fp16_arithmetic", l.fp16,
+                     "integer_dot_product", l.int_dot, "integer_dot_product_packed",
+                     (l.int_dot_caps & 1) != 0, "dot8_accelerated", dot_accel_json(l.dot8_accel),
+                     "dot8_packed_accelerated", dot_accel_json(l.dot8_packed_accel),
+                     "bf16_conversions", l.bf16_conversions);
+}
+
 json_t *app_device_json(const pgd_device_info *d)
 {
     json_t *items = json_array();
@@ -217,7 +258,7 @@ json_t *app_device_json(const pgd_device_info *d)
      * (json_pack's "s" would refuse it and lose the whole object). */
     return json_pack(
         "{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b, s:i, s:i, s:I, s:I, s:I, "
-        "s:s, s:I, s:o, s:b, s:b, s:b, s:b, s:b, s:i}",
+        "s:s, s:I, s:o, s:b, s:b, s:b, s:b, s:b, s:i, s:o}",
         "selector", sel, "platform_index", d->platform_index, "device_index", d->device_index,
         "name", app_json_text(d->name), "vendor", app_json_text(d->vendor), "platform",
         app_json_text(d->platform), "platform_version", app_json_text(d->platform_version),
@@ -229,7 +270,8 @@ json_t *app_device_json(const pgd_device_info *d)
         "local_mem_type", d->local_mem_dedicated ? "local" : "global", "max_work_group_size",
         (json_int_t)d->max_work_group, "max_work_item_sizes", items, "fp16", d->fp16, "fp64",
         d->fp64, "subgroups", d->subgroups, "images", d->images, "unified_memory",
-        d->unified_memory, "preferred_vector_width_float", (int)d->pref_vector_float);
+        d->unified_memory, "preferred_vector_width_float", (int)d->pref_vector_float,
+        "low_precision", lowp_json(d));
 }
 
 int app_write_json_to(json_t *value, pgd_outfile *f)

@@ -453,7 +453,9 @@ int pgd__ctx_open_rest(pgd_ctx *ctx, pgd_error **err)
     ctx->cache_dir = pgd__cache_dir_resolve(ctx->opt.cache_dir);
     ctx->profiling = ctx->opt.profiling != 0;
     ctx->profile_at_exit = ctx->opt.profile_print_at_destroy != 0;
-    int rc = pgd__params_open(ctx, err);
+    int rc = pgd__lowp_open(ctx, err);
+    if (!rc)
+        rc = pgd__params_open(ctx, err);
     if (rc)
         pgd_ctx_destroy(ctx);
     return rc;

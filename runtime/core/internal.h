@@ -37,7 +37,11 @@ int pgd__status_from_cl(cl_int cl_code);
 typedef struct pgd__knobs {
     int64_t gemm_k_chunk, conv_mb, conv_chunk_bytes, row_wg, max_launch_rows, nl_key_chunk,
         attn_key_block, max_batch;
+    int64_t precision; /* 0: not given (f32), else PGD__PREC_* + 1 */
 } pgd__knobs;
+/* The arithmetic precisions of knob `precision` (lowp.c), in the order of pgd__precision_names. */
+enum { PGD__PREC_F32 = 0, PGD__PREC_F16 = 1, PGD__PREC_INT8 = 2 };
+extern const char *const pgd__precision_names[]; /* "f32", "f16", "int8", NULL */
 /* Parses a knobs text ("key=value,..."); PGD_ERR_INVALID_ARGUMENT naming a bad key or value. */
 int pgd__knobs_parse(const char *text, pgd__knobs *out, pgd_error **err);
 /* Copies src (NULL: the defaults; any size from pgd_ctx_options_init) with its strings into dst
@@ -60,6 +64,9 @@ int pgd__device_query(cl_platform_id p, cl_device_id d, int pi, int di, pgd_devi
  * are set: limits lowered by the options, cache directory, profiling, parameters. On error the
  * context is destroyed (pgd_ctx_destroy). */
 int pgd__ctx_open_rest(pgd_ctx *ctx, pgd_error **err);
+/* ctx->lowp from the device, ctx->precision from the knob; PGD_ERR_UNSUPPORTED naming the
+ * device and the extension when the device cannot run the precision asked for (lowp.c). */
+int pgd__lowp_open(pgd_ctx *ctx, pgd_error **err);
 
 /* ---- programs (program.c) ---- */
 
@@ -400,6 +407,8 @@ struct pgd_ctx {
     cl_context context;
     cl_command_queue queue;
     int device_retained; /* pgd_ctx_create_from_cl retained the device: released at destroy */
+    pgd_device_lowp lowp; /* the device's low-precision capabilities (lowp.c) */
+    int precision;        /* PGD__PREC_*: knob precision, checked against lowp at creation */
 
     pgd__program_entry *programs; /* linked list: the in-memory program table */
     char *cache_dir;              /* NULL: caching off */

@@ -125,16 +125,18 @@ static const struct knob {
     int64_t max;           /* values are 1..max */
     int bytes;             /* a byte count: K, M or G suffix allowed */
     size_t offset;         /* of the int64_t in pgd__knobs */
+    const char *const *names; /* a named knob: one of these, stored as its index + 1 */
 } knob_table[] = {
-    {"gemm_k_chunk", "PAGODA_GEMM_KCHUNK", INT32_MAX, 0, offsetof(pgd__knobs, gemm_k_chunk)},
-    {"conv_mb", "PAGODA_CONV_MB", 4096, 0, offsetof(pgd__knobs, conv_mb)},
-    {"conv_chunk_bytes", "PAGODA_CONV_CHUNK", INT64_MAX, 1, offsetof(pgd__knobs, conv_chunk_bytes)},
-    {"row_wg", "PAGODA_ROW_WG", 1 << 20, 0, offsetof(pgd__knobs, row_wg)},
+    {"gemm_k_chunk", "PAGODA_GEMM_KCHUNK", INT32_MAX, 0, offsetof(pgd__knobs, gemm_k_chunk), NULL},
+    {"conv_mb", "PAGODA_CONV_MB", 4096, 0, offsetof(pgd__knobs, conv_mb), NULL},
+    {"conv_chunk_bytes", "PAGODA_CONV_CHUNK", INT64_MAX, 1, offsetof(pgd__knobs, conv_chunk_bytes), NULL},
+    {"row_wg", "PAGODA_ROW_WG", 1 << 20, 0, offsetof(pgd__knobs, row_wg), NULL},
     {"max_launch_rows", "PAGODA_MAX_LAUNCH_ROWS", INT64_MAX, 0,
-     offsetof(pgd__knobs, max_launch_rows)},
-    {"nl_key_chunk", "PAGODA_NL_KEY_CHUNK", INT32_MAX, 0, offsetof(pgd__knobs, nl_key_chunk)},
-    {"attn_key_block", "PAGODA_ATTN_KEY_BLOCK", INT32_MAX, 0, offsetof(pgd__knobs, attn_key_block)},
-    {"max_batch", "PAGODA_MAX_BATCH", INT32_MAX, 0, offsetof(pgd__knobs, max_batch)},
+     offsetof(pgd__knobs, max_launch_rows), NULL},
+    {"nl_key_chunk", "PAGODA_NL_KEY_CHUNK", INT32_MAX, 0, offsetof(pgd__knobs, nl_key_chunk), NULL},
+    {"attn_key_block", "PAGODA_ATTN_KEY_BLOCK", INT32_MAX, 0, offsetof(pgd__knobs, attn_key_block), NULL},
+    {"max_batch", "PAGODA_MAX_BATCH", INT32_MAX, 0, offsetof(pgd__knobs, max_batch), NULL},
+    {"precision", "PAGODA_PRECISION", 3, 0, offsetof(pgd__knobs, precision), pgd__precision_names},
 };
 #define NKNOBS (sizeof knob_table / sizeof knob_table[0])
 
@@ -156,6 +158,13 @@ static const struct knob *knob_find(const char *key, size_t len)
 static int knob_value(const struct knob *kn, const char *name, const char *s, int64_t *out,
                       pgd_error **err)
 {
+    if (kn->names) {
+        int i = 0;
+        int rc = parse_enum(name, s, kn->names, &i, err);
+        if (!rc)
+            *out = i + 1;
+        return rc;
+    }
     if (kn->bytes) {
         uint64_t b;
         int rc = parse_bytes(name, s, &b, err);
@@ -217,7 +226,10 @@ static void knobs_format(const pgd__knobs *k, char buf[PGD_KNOBS_MAX])
     buf[0] = 0;
     for (size_t i = 0; i < NKNOBS; i++) {
         int64_t v = *knob_slot((pgd__knobs *)k, &knob_table[i]);
-        if (v > 0)
+        if (v > 0 && knob_table[i].names)
+            used += (size_t)snprintf(buf + used, PGD_KNOBS_MAX - used, "%s%s=%s", used ? "," : "",
+                                     knob_table[i].key, knob_table[i].names[v - 1]);
+        else if (v > 0)
             used += (size_t)snprintf(buf + used, PGD_KNOBS_MAX - used, "%s%s=%lld", used ? "," : "",
                                      knob_table[i].key, (long long)v);
     }

@@ -86,10 +86,11 @@ static char *build_log(pgd_ctx *ctx, cl_program prog)
 }
 
 /* Options every program gets: the OpenCL C standard the device supports, capped at 1.2 since
- * our kernels are written for 1.2. */
+ * our kernels are written for 1.2; a program whose options name a standard themselves (the
+ * integer dot products of cl_khr_integer_dot_product exist only from OpenCL C 2.0) keeps it. */
 static void full_options(const pgd_ctx *ctx, const char *extra, char *buf, size_t size)
 {
-    const char *std = (ctx->dev.opencl_c_major > 1 || ctx->dev.opencl_c_minor >= 2) ? "-cl-std=CL1.2"
+    const char *std = extra && strstr(extra, "-cl-std=") ? "" : (ctx->dev.opencl_c_major > 1 || ctx->dev.opencl_c_minor >= 2) ? "-cl-std=CL1.2"
                       : ctx->dev.opencl_c_minor >= 1                                 ? "-cl-std=CL1.1"
                                                                                      : "";
     snprintf(buf, size, "%s%s%s", std, extra && *extra ? " " : "", extra ? extra : "");

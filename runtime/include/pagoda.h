@@ -215,6 +215,34 @@ PGD_API pgd_status pgd_devices_list(pgd_device_info **out, size_t *count, pgd_er
 PGD_API pgd_status pgd_device_select(const pgd_device_info *list, size_t count,
                                      const char *selector, size_t *index, pgd_error **err);
 
+/* Low-precision capabilities of a device, as its driver reports them (pgd_device_get_lowp).
+ * Carries its size: set .size = sizeof(pgd_device_lowp) before the call. The *_accel fields are
+ * the bits of cl_khr_integer_dot_product's acceleration properties: PGD_DOT_* below. */
+typedef struct pgd_device_lowp {
+    size_t size;
+    int fp16;             /* cl_khr_fp16: half-precision arithmetic in kernels */
+    unsigned half_fp_config; /* CL_DEVICE_HALF_FP_CONFIG bits (0 without cl_khr_fp16) */
+    int int_dot;          /* cl_khr_integer_dot_product */
+    unsigned int_dot_caps; /* 1: packed 4x8-bit inputs, 2: char4/uchar4 inputs */
+    unsigned dot8_accel;   /* ACCELERATION_PROPERTIES_8BIT_KHR as PGD_DOT_* bits */
+    unsigned dot8_packed_accel; /* ACCELERATION_PROPERTIES_4x8BIT_PACKED_KHR as PGD_DOT_* bits */
+    int bf16_conversions; /* cl_intel_bfloat16_conversions (or cl_intel_bfloat16) */
+} pgd_device_lowp;
+enum {
+    PGD_DOT_SIGNED = 1,
+    PGD_DOT_UNSIGNED = 2,
+    PGD_DOT_MIXED = 4,
+    PGD_DOT_SAT_SIGNED = 8,
+    PGD_DOT_SAT_UNSIGNED = 16,
+    PGD_DOT_SAT_MIXED = 32,
+};
+
+/* Fills *out (out->size set by the caller; fields past it are left alone) for the device `dev`
+ * of pgd_devices_list or pgd_ctx_get_device. PGD_ERR_DEVICE_NOT_FOUND when the device is gone,
+ * PGD_ERR_INVALID_ARGUMENT for a size below the first fields'. */
+PGD_API pgd_status pgd_device_get_lowp(const pgd_device_info *dev, pgd_device_lowp *out,
+                                       pgd_error **err);
+
 /* Text for a device type: "cpu", "gpu", "accelerator", "other". */
 PGD_API const char *pgd_device_type_name(pgd_device_type type);
 
@@ -317,7 +345,7 @@ typedef struct pgd_ctx_options {
     int weights_f16;
     /* Knobs for tests and tuning experiments, not part of the stable interface: a NUL-terminated
      * list of key=value pairs separated by commas, "" for none. Each value is a positive
-     * whole number (conv_chunk_bytes also takes a K, M or G suffix); a knob not given takes
+     * whole number (conv_chunk_bytes also takes a K, M or G suffix; precision a name); a knob not given takes
      * the library's own choice. Known keys, with the variable pgd_ctx_options_from_env()
      * reads each from:
      *   gemm_k_chunk     $PAGODA_GEMM_KCHUNK     split every GEMM's K into chunks of this many,
@@ -336,6 +364,10 @@ typedef struct pgd_ctx_options {
      *   max_batch        $PAGODA_MAX_BATCH       for applications (libpagoda-models reads it
      *                    with pgd_ctx_get_knob): the most images put in one pass; the library
      *                    itself does not batch
+     *   precision        $PAGODA_PRECISION       f32 | f16 | int8 (pgd_ctx_get_knob: 1, 2, 3): the
+     *                    arithmetic of linear layers (docs/precision.md). f16 needs cl_khr_fp16,
+     *                    int8 cl_khr_integer_dot_product; a device without it refuses the
+     *                    context with PGD_ERR_UNSUPPORTED naming the device and the extension
      * Set them with pgd_ctx_options_set_knob() or by writing the text; they are checked when
      * the context is created (an unknown key or a bad value is PGD_ERR_INVALID_ARGUMENT naming
      * it) and the context keeps them normalised (pgd_ctx_get_options(ctx)->knobs). */
