@@ -23,7 +23,7 @@
 
 static const char usage[] =
     "usage: pagoda bench [--device SEL|all] [--budget-ms MS] [--repeat N] [--warmup N]\n"
-    "                    [--json] [--output FILE] ITEM|SUITE...\n"
+    "                    [--precision f32|f16|int8] [--json] [--output FILE] ITEM|SUITE...\n"
     "       pagoda bench --compare A.json B.json...\n"
     "       pagoda bench --list\n"
     "\n"
@@ -47,6 +47,9 @@ static const char usage[] =
     "                   local-rank mod n of a --device P:D,P:D list); one document with a\n"
     "                   run per rank (\"rank\")\n"
     "  --warmup N       untimed runs before timing (overrides the budget; 3 with --repeat)\n"
+    "  --precision P    f32 (default), f16 or int8 arithmetic for the model items' linear\n"
+    "                   layers; a device without the capability is refused (recorded in the\n"
+    "                   JSON as \"precision\")\n"
     "  --json           print the results as JSON on stdout instead of the table\n"
     "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
     "                   directory, symlink, FIFO or device such as /dev/null is refused);\n"
@@ -601,8 +604,9 @@ static json_t *peak_json(const peak_numbers *pk)
 static json_t *device_run_json(device_run *dr)
 {
     const pgd_device_info *d = dr->d;
-    json_t *run = json_pack("{s:o, s:s, s:s}", "device", app_device_json(d), "driver",
-                            d->driver_version, "platform_version", d->platform_version);
+    json_t *run = json_pack("{s:o, s:s, s:s, s:s}", "device", app_device_json(d), "driver",
+                            d->driver_version, "platform_version", d->platform_version,
+                            "precision", app_precision(dr->ctx));
     if (dr->pk.gflops > 0 || dr->pk.gbs > 0)
         json_object_set_new(run, "peak", peak_json(&dr->pk));
     /* Which GEMM kernel parameters ran, and whether pgd_tune chose them. */
@@ -674,7 +678,7 @@ static int parse_options(int argc, char **argv, bench_args *a)
         {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
         {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'},         {"mpi", no_argument, 0, 'M'},
-        {0, 0, 0, 0}};
+        {"precision", required_argument, 0, 'P'}, {0, 0, 0, 0}};
     static char suite_help[2048], item_help[4096];
     help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
@@ -685,6 +689,10 @@ static int parse_options(int argc, char **argv, bench_args *a)
         switch (c) {
         case 'd':
             a->device = optarg;
+            break;
+        case 'P':
+            if (app_set_precision("bench ", optarg))
+                return EXIT_USAGE;
             break;
         case 'j':
             a->json = 1;

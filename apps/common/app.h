@@ -43,6 +43,16 @@ int app_set_weights_dtype(const char *cmd, const char *arg);
 /* 1 when contexts app_ctx_open makes store weights as f16 (--weights-dtype, else
  * $PAGODA_WEIGHTS_DTYPE), else 0: results files record it (results.h). */
 int app_weights_f16(void);
+/* --precision f32|f16|int8: the arithmetic of the contexts app_ctx_open makes afterwards (knob
+ * precision; overrides $PAGODA_PRECISION). A device without the capability refuses it at
+ * app_ctx_open, naming the device and the extension. A bad value: usage error, EXIT_USAGE. */
+int app_set_precision(const char *cmd, const char *arg);
+/* The precision ctx runs in ("f32", "f16", "int8"); ctx NULL: the one asked for. */
+const char *app_precision(const pgd_ctx *ctx);
+#define APP_PRECISION_HELP                                                                         \
+    "  --precision f32|f16|int8  arithmetic of the linear layers: fp32 (default), fp16 (needs\n"  \
+    "                      cl_khr_fp16) or int8 dot products (cl_khr_integer_dot_product);\n"   \
+    "                      refused on a device without it (docs/precision.md: accuracy)\n"
 #define APP_WEIGHTS_DTYPE_HELP                                                                     \
     "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \

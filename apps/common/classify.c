@@ -21,6 +21,7 @@ static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
     {"jobs", required_argument, 0, 0x104},      {"batch", required_argument, 0, 0x105},
     {"strict", no_argument, 0, 0x106},          {"quiet", no_argument, 0, 0x107},
     {"device-per-rank", no_argument, 0, 0x108}, {"mpi-schedule", required_argument, 0, 0x109},
+    {"precision", required_argument, 0, 'P' + 256},
 };
 
 
@@ -77,6 +78,7 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     case 'F': o->fast_decode = 1; return 1;
     case 'E': o->exif_rotate = 1; return 1;
     case 'W' + 256: return app_set_weights_dtype(o->cmd, arg) ? -1 : 1;
+    case 'P' + 256: return app_set_precision(o->cmd, arg) ? -1 : 1;
     case 0x100: o->output = arg; return 1;
     case 0x101: o->list = arg; return 1;
     case 0x102: o->resume = 1; return 1;

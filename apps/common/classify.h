@@ -45,6 +45,7 @@ typedef struct classify_opts {
     "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
     "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
     APP_WEIGHTS_DTYPE_HELP                                                                     \
+    APP_PRECISION_HELP                                                                         \
     "  --output F          stream: one line per image, written as the batches finish, to F\n"     \
     "                      (.jsonl: JSON lines; .csv: CSV); without it, JSON lines on stdout\n"  \
     "  --list F            stream the paths listed in F, one per line ('-': stdin)\n"            \
@@ -73,7 +74,7 @@ typedef struct classify_opts {
     "a run writes it (a second run is refused) and left as it was by a run that fails before\n"   \
     "its first results.\n"
 
-#define CLASSIFY_OPTION_COUNT 22
+#define CLASSIFY_OPTION_COUNT 23
 
 /* The attention a transformer's blocks use, from --attention: "soft", "topk:K" (K >= 1) or
  * "sample:SEED" (SEED a whole number from 0 to 2^63 - 1). */

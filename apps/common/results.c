@@ -51,9 +51,10 @@ json_t *results_identity(const classify_opts *o, const stream_model *m, pgd_prep
         json_decref(labels);
         return NULL;
     }
-    json_t *id = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "model",
+    json_t *id = json_pack("{s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:o}", "model",
                            app_json_text(m->label[0] ? m->label : o->cmd), "weights", weights,
-                           "weights_dtype", app_weights_f16() ? "f16" : "f32", "preprocess",
+                           "weights_dtype", app_weights_f16() ? "f16" : "f32", "precision",
+                           app_precision(NULL), "preprocess",
                            pre, "topk", o->topk, "classes", classes, "labels",
                            labels);
     if (!id)

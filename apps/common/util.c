@@ -173,6 +173,26 @@ int app_weights_f16(void)
     return opt.weights_f16 != 0;
 }
 
+static const char *precision; /* --precision; NULL: not given (knob or $PAGODA_PRECISION) */
+
+int app_set_precision(const char *cmd, const char *arg)
+{
+    if (!strcmp(arg, "f32") || !strcmp(arg, "f16") || !strcmp(arg, "int8")) {
+        precision = arg;
+        return EXIT_OK;
+    }
+    return app_usage_error(cmd, "--precision wants f32, f16 or int8, got '%s'", arg);
+}
+
+const char *app_precision(const pgd_ctx *ctx)
+{
+    int64_t v = 0;
+    static const char *const names[] = {"f32", "f16", "int8"};
+    if (ctx && pgd_ctx_get_knob(ctx, "precision", &v) == PGD_OK && v >= 1 && v <= 3)
+        return names[v - 1];
+    return precision ? precision : "f32";
+}
+
 int app_ctx_open(const char *device, pgd_ctx **ctx)
 {
     pgd_ctx_options opt;
@@ -187,6 +207,10 @@ int app_ctx_open(const char *device, pgd_ctx **ctx)
         opt.device = device;
     if (weights_f16 >= 0)
         opt.weights_f16 = weights_f16;
+    if (precision && pgd_ctx_options_set_knob(&opt, "precision", precision, &err)) {
+        app_fail(err);
+        return EXIT_USAGE;
+    }
     if (pgd_ctx_create_with_options(&opt, ctx, &err))
         return app_fail(err);
     return EXIT_OK;

@@ -134,6 +134,20 @@ class DeviceInfo(Structure):
     ]
 
 
+class DeviceLowp(Structure):
+    """pgd_device_lowp: carries its size (set before pgd_device_get_lowp)."""
+    _fields_ = [
+        ("size", c_size_t),
+        ("fp16", c_int),
+        ("half_fp_config", c_uint),
+        ("int_dot", c_int),
+        ("int_dot_caps", c_uint),
+        ("dot8_accel", c_uint),
+        ("dot8_packed_accel", c_uint),
+        ("bf16_conversions", c_int),
+    ]
+
+
 KNOBS_MAX = 512  # PGD_KNOBS_MAX
 
 
@@ -353,6 +367,7 @@ _DECLS = [
     # devices and contexts
     ("pgd_devices_list", c_int, POINTER(POINTER(DeviceInfo)), POINTER(c_size_t), ErrP),
     ("pgd_free", None, c_void_p),
+    ("pgd_device_get_lowp", c_int, POINTER(DeviceInfo), POINTER(DeviceLowp), ErrP),
     ("pgd_device_select", c_int, POINTER(DeviceInfo), c_size_t, c_char_p, POINTER(c_size_t), ErrP),
     ("pgd_device_type_name", c_char_p, c_int),
     ("pgd_ctx_options_init_size", None, POINTER(CtxOptions), c_size_t),

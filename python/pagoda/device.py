@@ -7,12 +7,35 @@ import weakref
 from ctypes import POINTER, byref, c_int64, c_size_t, c_void_p, sizeof
 from typing import Any, Callable, Dict, List, Optional
 
-from ._capi import CtxOptions, DeviceInfo, MemoryStats, api, c_integer
+from ._capi import CtxOptions, DeviceInfo, DeviceLowp, MemoryStats, api, c_integer
 from .errors import ClosedError, ConcurrentUseError, InvalidArgumentError, raise_from
 
 
 def _s(b: bytes) -> str:
     return b.decode("utf-8", "replace")
+
+
+_DOT_NAMES = ("signed", "unsigned", "mixed", "sat_signed", "sat_unsigned", "sat_mixed")
+
+
+def _lowp_dict(d: DeviceInfo) -> Dict[str, Any]:
+    """The low-precision capabilities, as `pagoda devices --json` writes them."""
+    lp = DeviceLowp()
+    lp.size = sizeof(lp)
+    err = c_void_p()
+    if api.pgd_device_get_lowp(byref(d), byref(lp), byref(err)):
+        api.pgd_error_destroy(err)
+        lp = DeviceLowp()
+    def bits(v: int) -> List[str]:
+        return [n for i, n in enumerate(_DOT_NAMES) if v & (1 << i)]
+    return {
+        "fp16_arithmetic": bool(lp.fp16),
+        "integer_dot_product": bool(lp.int_dot),
+        "integer_dot_product_packed": bool(lp.int_dot_caps & 1),
+        "dot8_accelerated": bits(lp.dot8_accel),
+        "dot8_packed_accelerated": bits(lp.dot8_packed_accel),
+        "bf16_conversions": bool(lp.bf16_conversions),
+    }
 
 
 def _device_dict(d: DeviceInfo) -> Dict[str, Any]:
@@ -44,6 +67,7 @@ def _device_dict(d: DeviceInfo) -> Dict[str, Any]:
         "images": bool(d.images),
         "unified_memory": bool(d.unified_memory),
         "preferred_vector_width_float": d.pref_vector_float,
+        "low_precision": _lowp_dict(d),
     }
 
 
@@ -83,6 +107,9 @@ _INTS = ("global_mem_limit", "max_alloc_limit")
 _KNOBS = ("gemm_k_chunk", "conv_mb", "conv_chunk_bytes", "row_wg", "max_launch_rows",
           "nl_key_chunk", "attn_key_block", "max_batch")
 _BOOLS = ("profiling", "profile_print_at_destroy", "weights_f16")
+# Named knobs: a text value the library checks (precision: "f32", "f16" or "int8"; a device
+# without the capability refuses the context with UnsupportedError naming the extension).
+_NAMED_KNOBS = ("precision",)
 _FIELD_TYPES = dict(CtxOptions._fields_)
 
 
@@ -124,10 +151,16 @@ def _options(env: bool, kw: Dict[str, Any]) -> tuple:
             raise_from(api.pgd_ctx_options_set_knob(byref(o), k.encode(),
                                                     str(v).encode() if v else None,
                                                     byref(err)), err)
+        elif k in _NAMED_KNOBS:
+            if not isinstance(v, str):
+                raise InvalidArgumentError(f"Context: {k} wants a str, not {type(v).__name__}")
+            err = c_void_p()
+            raise_from(api.pgd_ctx_options_set_knob(byref(o), k.encode(), v.encode(),
+                                                    byref(err)), err)
         elif k in _BOOLS:
             setattr(o, k, 1 if v else 0)
         else:
-            known = sorted(_STRINGS + tuple(_ENUMS) + _INTS + _KNOBS + _BOOLS)
+            known = sorted(_STRINGS + tuple(_ENUMS) + _INTS + _KNOBS + _BOOLS + _NAMED_KNOBS)
             raise InvalidArgumentError(
                 f"Context: unknown option {k!r} (the fields and knobs of pgd_ctx_options: "
                 f"{', '.join(known)})")
@@ -142,7 +175,7 @@ class Context:
     arguments are the fields of pgd_ctx_options and its knobs by key (cache_dir, kernel_dir,
     profiling, gemm_backend="auto"|"pagoda"|"clblast", conv_algo="auto"|"gemm"|"implicit"|
     "im2col"|"direct"|"winograd", attention="auto"|"rows"|"tiled"|"generic", max_batch,
-    kernel_params, row_wg, ...).
+    kernel_params, row_wg, precision="f32"|"f16"|"int8", ...).
     With env=True (the default) the PAGODA_* environment variables are read first, as the CLI
     does, and the keywords override them.
 

@@ -78,6 +78,24 @@ def test_context_bad_options(kw, exc, text):
     assert e.value.status < 0 and e.value.name.startswith("PGD_")
 
 
+def test_precision_keyword_refused_by_name_where_unsupported():
+    """precision= is the knob: accepted where the device has the extension, refused with
+    UnsupportedError naming the device and the extension elsewhere (never a silent f32)."""
+    for d in DEVICES:
+        lp = d["low_precision"]
+        for prec, ok, ext in (("f16", lp["fp16_arithmetic"], "cl_khr_fp16"),
+                              ("int8", lp["integer_dot_product_packed"],
+                               "cl_khr_integer_dot_product")):
+            if ok:
+                pagoda.Context(d["selector"], env=False, cache_dir="off", precision=prec).close()
+                continue
+            with pytest.raises(pagoda.UnsupportedError) as e:
+                pagoda.Context(d["selector"], env=False, cache_dir="off", precision=prec)
+            assert ext in str(e.value) and d["name"] in str(e.value)
+    with pytest.raises(pagoda.InvalidArgumentError, match="precision"):
+        pagoda.Context(env=False, precision="bf16")
+
+
 def test_env_is_read_and_strict(monkeypatch):
     monkeypatch.setenv("PAGODA_GEMM", "fast")
     with pytest.raises(pagoda.InvalidArgumentError, match="PAGODA_GEMM"):
