@@ -370,6 +370,51 @@ __kernel void gemm_pack_b(const int N, const int K,
         }                                                                                      \
     }
 
+/* HALF_ARITH (with B_HALF, on a device with cl_khr_fp16: precision f16): the products and
+ * their sums in half, HK k steps at a time, each block's sums then added into the float
+ * accumulators. A block's error is a few half roundings of its partial sums (unit 2^-11);
+ * adding the blocks in float keeps the error from growing with K as a half sum over K would.
+ * A is read as float and each element rounded to half (inf beyond 65504). */
+#ifdef HALF_ARITH
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#ifndef HK
+#define HK 16
+#endif
+#if VW == 1
+#define HVT half
+#define HVLOAD(o, p) ((p)[o])
+#define HTOF(x) ((float)(x))
+#else
+#define HVT CAT(half, VW)
+#define HVLOAD CAT(vload, VW)
+#define HTOF CAT(convert_float, VW)
+#endif
+#define GEMM_HALF_STEP(kk_, AEL)                                                               \
+    {                                                                                          \
+        HVT bv[NV];                                                                            \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] =                                 \
+            HVLOAD(0, bp + (long)(kk_) * NB + v * VW);                                         \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+        {                                                                                      \
+            const HVT a = (HVT)((half)(AEL(r, kk_)));                                          \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) hacc[r][v] =                        \
+                fma(a, bv[v], hacc[r][v]);                                                     \
+        }                                                                                      \
+    }
+/* All K steps, in blocks of HK summed in half and added into acc in float. */
+#define GEMM_HALF_RUN(AEL)                                                                     \
+    for (int kb = 0; kb < K; kb += HK) {                                                       \
+        HVT hacc[RM][NV];                                                                      \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) hacc[r][v] = (HVT)((half)0.0f);     \
+        const int kn = min(HK, K - kb);                                                        \
+        for (int k = 0; k < kn; ++k)                                                           \
+            GEMM_HALF_STEP(kb + k, AEL)                                                        \
+        _Pragma("unroll") for (int r = 0; r < RM; ++r)                                         \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[r][v] += HTOF(hacc[r][v]);      \
+    }
+#endif
+
 __kernel void gemm_cpu(const int M, const int N, const int K,
                        const float alpha, const float beta,
                        __global const float *A, const int offA, const int lda, const long strideA,
@@ -415,7 +460,11 @@ __kernel void gemm_cpu(const int M, const int N, const int K,
     __global const float *Rb = R + offR + (long)bt * strideR;
     __global const float *bb = bias + offBias;
     GEMM_CPU_PREFETCH()
+#ifdef HALF_ARITH
+    GEMM_HALF_RUN(AELEM)
+#else
     GEMM_CPU_RUN(K, AELEM)
+#endif
     GEMM_CPU_STORE()
 }
 
@@ -740,3 +789,96 @@ __kernel void gemm_to_half(const long n, __global const float *X, __global half 
     const long i = get_global_id(0);
     if (i < n) vstore_half_rte(X[i], i, H);
 }
+
+/* ------------------------------------------------------------ int8 (precision int8) */
+/*
+ * Built with -cl-std=CL3.0 -DQ8 on a device with cl_khr_integer_dot_product (packed 4x8-bit).
+ * q8_rows: symmetric int8 quantisation of each row of X (M rows of K floats, ld K): scale
+ *   S[r] = max|x| / 127, Q[r] = round(x / S[r]) clamped to [-127, 127], four to a uint (byte t:
+ *   element 4j + t), K4 = ceil(K/4) words a row, zero padded. A row holding NaN or infinity
+ *   gets S[r] = NaN, so its outputs are NaN (never a silently finite result). Used at load for
+ *   the weights (per output channel: rows of the [N, K] matrix) and per forward for the
+ *   activations (per row, as ONNX Runtime's dynamic quantisation does per tensor).
+ * gemm_q8: C[m, n] = SA[m]·SB[n]·Σ_k QA[m,k]·QB[n,k] with the epilogue of gemm_cpu (bias,
+ *   activation, residual; epi bits as EPI_*), QR x QC outputs a work-item. The int32 sums are
+ *   exact while K·127² < 2^31 (K < 133,000: the host checks).
+ */
+#ifdef Q8
+#ifndef QR
+#define QR 4
+#endif
+#ifndef QC
+#define QC 4
+#endif
+__kernel void q8_rows(const int K, const int K4, __global const float *X, __global uint *Q,
+                      __global float *S)
+{
+    const int r = get_global_id(0);
+    __global const float *x = X + (long)r * K;
+    float m = 0.0f;
+    int bad = 0;
+    for (int k = 0; k < K; ++k) {
+        m = fmax(m, fabs(x[k]));
+        bad |= !isfinite(x[k]);
+    }
+    const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+    S[r] = bad ? NAN : m / 127.0f;
+    for (int j = 0; j < K4; ++j) {
+        uint p = 0;
+        for (int t = 0; t < 4; ++t) {
+            const int k = 4 * j + t;
+            const int q = (k < K && !bad) ? clamp((int)rint(x[k] * inv), -127, 127) : 0;
+            p |= (uint)(q & 0xff) << (8 * t);
+        }
+        Q[(long)r * K4 + j] = p;
+    }
+}
+
+__kernel void gemm_q8(const int M, const int N, const int K4, __global const uint *A,
+                      __global const float *SA, __global const uint *B, __global const float *SB,
+                      __global float *C, const int ldc, __global const float *bias,
+                      __global const float *R, const int ldr, const int epi)
+{
+    const int n0 = get_global_id(0) * QC;
+    const int m0 = get_global_id(1) * QR;
+    if (m0 >= M || n0 >= N) return;
+    __global const uint *ar[QR];
+    __global const uint *bc[QC];
+#pragma unroll
+    for (int r = 0; r < QR; ++r) ar[r] = A + (long)min(m0 + r, M - 1) * K4;
+#pragma unroll
+    for (int c = 0; c < QC; ++c) bc[c] = B + (long)min(n0 + c, N - 1) * K4;
+    int acc[QR][QC];
+#pragma unroll
+    for (int r = 0; r < QR; ++r)
+#pragma unroll
+        for (int c = 0; c < QC; ++c) acc[r][c] = 0;
+    for (int j = 0; j < K4; ++j) {
+        uint a[QR], b[QC];
+#pragma unroll
+        for (int r = 0; r < QR; ++r) a[r] = ar[r][j];
+#pragma unroll
+        for (int c = 0; c < QC; ++c) b[c] = bc[c][j];
+#pragma unroll
+        for (int r = 0; r < QR; ++r)
+#pragma unroll
+            for (int c = 0; c < QC; ++c) acc[r][c] += dot_4x8packed_ss_int(a[r], b[c]);
+    }
+    const int hb = EPI_BIAS(epi), hr = EPI_RES(epi), act = EPI_ACT(epi);
+    const int hr0 = hr && EPI_RES_FIRST(epi), hr1 = hr && !EPI_RES_FIRST(epi);
+    for (int r = 0; r < QR; ++r) {
+        const int m = m0 + r;
+        if (m >= M) break;
+        for (int c = 0; c < QC; ++c) {
+            const int n = n0 + c;
+            if (n >= N) break;
+            float x = (float)acc[r][c] * (SA[m] * SB[n]);
+            if (hb) x += bias[n];
+            if (hr0) x += R[(long)m * ldr + n];
+            x = act_s(x, act);
+            if (hr1) x += R[(long)m * ldr + n];
+            C[(long)m * ldc + n] = x;
+        }
+    }
+}
+#endif

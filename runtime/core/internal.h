@@ -201,6 +201,7 @@ typedef struct pgd__gemm_call {
     int b_packed;          /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
     int b_half;            /* b holds halves (offsets, ld and stride count halves); b_own */
     int b_own;             /* use Pagoda's kernels (the back end was chosen already) */
+    int half_arith;        /* with b_half and b_packed: products and sums in half (gemm.cl) */
     const pgd__mat *bias;  /* off used; NULL for none */
     const pgd__mat *residual;
     pgd_act act;
@@ -208,6 +209,23 @@ typedef struct pgd__gemm_call {
 } pgd__gemm_call;
 
 enum { PGD__GEMM_PAGODA = 0, PGD__GEMM_CLBLAST = 1 };
+
+/* ---- int8 linear layers (linear_int8.c; precision int8) ---- */
+
+/* A linear layer's weights quantised at load: symmetric int8 per output channel, four to a
+ * 32-bit word (tensors are float32-only: the words ride in a float tensor of n·k4 elements,
+ * as pgd__to_half's halves ride two to a float). */
+typedef struct pgd__linear_q8 {
+    pgd_tensor *wq;     /* [n, k4] packed 4x8-bit signed weights; NULL: none */
+    pgd_tensor *wscale; /* [n] float scales */
+    int64_t n, k, k4;
+} pgd__linear_q8;
+int pgd__linear_q8_create(pgd_ctx *ctx, const pgd_tensor *w, pgd__linear_q8 *q, pgd_error **err);
+void pgd__linear_q8_destroy(pgd__linear_q8 *q);
+/* y = dequant(quant(x)·quant(W)ᵀ) + bias, act, + residual; x's rows quantised per row here. */
+int pgd__linear_q8_forward(pgd_ctx *ctx, const pgd__linear_q8 *q, const pgd_tensor *x,
+                           const pgd_tensor *bias, pgd_act act, const pgd_tensor *residual,
+                           pgd_tensor *y, pgd_error **err);
 
 /* Strided-batched GEMM with epilogue on raw buffers; the workhorse of every launcher. */
 int pgd__gemm(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err);

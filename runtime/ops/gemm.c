@@ -331,11 +331,12 @@ static int panels_first_for(int64_t K)
     return K <= PANELS_FIRST_K;
 }
 
-/* gemm_cpu's build options for op(A) (trans_a), B's transpose flag and storage (b_half), its
- * tile height *rm and work order *panels_first, for M rows of K elements. */
-static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
-                        int trans_a, int trans_b, int b_half, char *opts, size_t size, int *rm,
-                        int *panels_first)
+/* gemm_cpu's build options for op(A) (trans_a), B's transpose flag and storage (b_half), the
+ * half arithmetic of precision f16 (half_arith), its tile height *rm and work order
+ * *panels_first, for M rows of K elements. */
+static void cpu_options_ex(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
+                           int trans_a, int trans_b, int b_half, int half_arith, char *opts,
+                           size_t size, int *rm, int *panels_first)
 {
     char trans[64];
     trans_opts(trans, sizeof trans, trans_a, trans_b);
@@ -348,9 +349,18 @@ static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M
      * class sets the prefetch fact: tune/db.c). AMD EPYC
      * (AVX-512), 2026-12-06: ResNet-50's 56x56 1x1 convolution 64 -> 256 with its residual,
      * buffers cold as inside the model, 0.84 -> 0.71 ms; resnet50:8 325-327 -> 318-320 ms. */
-    snprintf(opts, size, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s", trans, *rm, p->vw, p->nv,
-             p->ku, b_half ? " -DB_HALF" : "", *panels_first ? " -DPANELS_FIRST" : "",
+    snprintf(opts, size, "%s -DRM=%d -DVW=%d -DNV=%d -DKU=%d%s%s%s%s", trans, *rm, p->vw, p->nv,
+             p->ku, b_half ? " -DB_HALF" : "", half_arith ? " -DHALF_ARITH" : "",
+             *panels_first ? " -DPANELS_FIRST" : "",
              pgd__params_of(ctx)->prefetch ? " -DPREFETCH" : "");
+}
+
+
+static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
+                        int trans_a, int trans_b, int b_half, char *opts, size_t size, int *rm,
+                        int *panels_first)
+{
+    cpu_options_ex(ctx, p, M, K, trans_a, trans_b, b_half, 0, opts, size, rm, panels_first);
 }
 
 void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
@@ -463,7 +473,7 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     pgd__mat b = g->b;
     pgd_tensor *tmp = NULL;
     int rc;
-    if (g->b_half && !g->b_packed)
+    if ((g->b_half || g->half_arith) && !g->b_packed)
         return pgd__error_set(err, PGD_ERR_INTERNAL, "gemm: half weights must be packed for gemm_cpu");
     if (!g->b_packed) {
         /* B changes from call to call here (not weights): pack it now into a pooled buffer. */
@@ -485,9 +495,10 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     }
     char opts[320];
     int rm, panels_first;
-    cpu_options(ctx, p, g->M, g->K, g->trans_a, g->trans_b, g->b_half, opts, sizeof opts, &rm,
-                &panels_first);
-    if (run_cpu_few_rows(ctx, g, opts, rm, &rc, err)) {
+    cpu_options_ex(ctx, p, g->M, g->K, g->trans_a, g->trans_b, g->b_half, g->half_arith, opts,
+                   sizeof opts, &rm, &panels_first);
+    /* The few-rows kernel has no half arithmetic: precision f16 runs gemm_cpu. */
+    if (!g->half_arith && run_cpu_few_rows(ctx, g, opts, rm, &rc, err)) {
         pgd_tensor_destroy(tmp);
         return rc;
     }

@@ -14,7 +14,9 @@ struct pgd_linear {
     pgd_tensor *w;    /* packed panels on CPU devices; the [N, K] weights elsewhere */
     pgd_tensor *bias; /* [N] or NULL */
     int packed;
-    int half;            /* w holds halves (options.weights_f16) */
+    int half;            /* w holds halves (options.weights_f16, or precision f16) */
+    int precision;       /* PGD__PREC_* of the context when the layer was made */
+    pgd__linear_q8 q8;   /* precision int8: the quantised weights (linear_int8.c) */
     pgd__gemm_params gp; /* the GEMM parameters the weights were packed for */
     int backend;         /* PGD__GEMM_CLBLAST when CLBlast measured faster for this layer's class */
 };
@@ -96,6 +98,36 @@ static int copy_new(pgd_ctx *ctx, cl_mem src, int ndim, const int64_t *shape, pg
     return PGD_OK;
 }
 
+/* l's weights for the float and half kernels (packed panels, halves or a copy of w) and its
+ * GEMM back end. */
+static int float_weights(pgd_ctx *ctx, pgd_linear *l, const pgd_tensor *w, pgd_error **err)
+{
+    int64_t n = l->n, k = l->k;
+    pgd_tensor *panels = NULL;
+    int rc = 0;
+    if (l->gp.cpu)
+        rc = pack_weights(ctx, &l->gp, w, l->half, &panels, err);
+    /* Half weights run Pagoda's kernels only (CLBlast takes fp32 operands). */
+    int backend = rc || l->half ? PGD__GEMM_PAGODA : choose_backend(ctx, &l->gp, w, panels);
+    if (rc) {
+        /* reported */
+    } else if (backend == PGD__GEMM_PAGODA && panels) {
+        l->w = panels;
+        panels = NULL;
+        l->packed = 1;
+    } else if (l->half) {
+        rc = pgd__to_half(ctx, w->buf, n * k, &l->w, err);
+    } else {
+        l->backend = backend;
+        char sw[96], what[128];
+        snprintf(what, sizeof what, "linear weights %s", pgd_tensor_shape_str(w, sw, sizeof sw));
+        int64_t shape[2] = {n, k};
+        rc = copy_new(ctx, w->buf, 2, shape, &l->w, what, err);
+    }
+    pgd_tensor_destroy(panels);
+    return rc;
+}
+
 pgd_status pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor *bias,
                              pgd_linear **out, pgd_error **err)
 {
@@ -111,26 +143,19 @@ pgd_status pgd_linear_create(pgd_ctx *ctx, const pgd_tensor *w, const pgd_tensor
     l->n = n;
     l->k = k;
     l->gp = pgd__params_of(ctx)->gemm;
-    l->half = ctx->opt.weights_f16 != 0;
-    pgd_tensor *panels = NULL;
-    if (l->gp.cpu)
-        rc = pack_weights(ctx, &l->gp, w, l->half, &panels, err);
-    /* Half weights run Pagoda's kernels only (CLBlast takes fp32 operands). */
-    int backend = rc || l->half ? PGD__GEMM_PAGODA : choose_backend(ctx, &l->gp, w, panels);
-    if (!rc && backend == PGD__GEMM_PAGODA && panels) {
-        l->w = panels;
-        panels = NULL;
-        l->packed = 1;
-    } else if (!rc && l->half) {
-        rc = pgd__to_half(ctx, w->buf, n * k, &l->w, err);
-    } else if (!rc) {
-        l->backend = backend;
-        char sw[96], what[128];
-        snprintf(what, sizeof what, "linear weights %s", pgd_tensor_shape_str(w, sw, sizeof sw));
-        int64_t shape[2] = {n, k};
-        rc = copy_new(ctx, w->buf, 2, shape, &l->w, what, err);
-    }
-    pgd_tensor_destroy(panels);
+    l->precision = ctx->precision;
+    /* Precision f16 keeps the weights as halves, as weights_f16 does, and runs gemm_cpu's half
+     * arithmetic on them; the device kernel (gemm_gpu) has no half variant yet. */
+    l->half = ctx->opt.weights_f16 != 0 || l->precision == PGD__PREC_F16;
+    if (l->precision == PGD__PREC_F16 && !l->gp.cpu)
+        rc = pgd__error_set(err, PGD_ERR_UNSUPPORTED,
+                            "linear %lldx%lld: precision f16 runs on the CPU GEMM kernel only; "
+                            "device '%s' uses the device kernel (use precision f32 there)",
+                            (long long)n, (long long)k, ctx->dev.name);
+    else if (l->precision == PGD__PREC_INT8)
+        rc = pgd__linear_q8_create(ctx, w, &l->q8, err);
+    else
+        rc = float_weights(ctx, l, w, err);
     if (!rc && bias) {
         int64_t shape[1] = {n};
         rc = copy_new(ctx, bias->buf, 1, shape, &l->bias, "a linear bias", err);
@@ -149,6 +174,7 @@ void pgd_linear_destroy(pgd_linear *l)
         return;
     pgd_tensor_destroy(l->w);
     pgd_tensor_destroy(l->bias);
+    pgd__linear_q8_destroy(&l->q8);
     free(l);
 }
 
@@ -175,6 +201,8 @@ pgd_status pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tenso
                               "output %s",
                               pgd_tensor_shape_str(residual, sr, sizeof sr), sy);
     }
+    if (l->precision == PGD__PREC_INT8)
+        return pgd__linear_q8_forward(ctx, &l->q8, x, l->bias, act, residual, y, err);
     pgd__gemm_call g;
     memset(&g, 0, sizeof g);
     g.params = &l->gp;
@@ -189,6 +217,7 @@ pgd_status pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tenso
     g.b = (pgd__mat){l->w->buf, 0, (int)l->k, 0};
     g.b_packed = l->packed;
     g.b_half = l->half;
+    g.half_arith = l->precision == PGD__PREC_F16;
     g.b_own = 1; /* the back end was chosen when the layer was created */
     g.c = (pgd__mat){y->buf, 0, (int)l->n, 0};
     pgd__mat bias, res;
