@@ -1159,11 +1159,19 @@ START_TEST(direct_launches)
 END_TEST
 
 /* Last: every kernel of cl/ ran at least once above. */
+/* Kernels that need an extension Oclgrind 21.10 lacks (cl_khr_integer_dot_product: precision
+ * int8), built only where the device has it; test_lowp runs them against the reference on every
+ * device that does. */
+static int needs_missing_extension(const char *name)
+{
+    return !strcmp(name, "q8_rows") || !strcmp(name, "gemm_q8");
+}
+
 START_TEST(every_kernel_ran)
 {
     int missing = 0;
     for (int i = 0; i < kernel_count; i++)
-        if (kernel_runs[i] == 0) {
+        if (kernel_runs[i] == 0 && !needs_missing_extension(kernel_names[i])) {
             fprintf(stderr, "kernel %s was never launched: add it to test_oclgrind.c\n",
                     kernel_names[i]);
             missing++;
