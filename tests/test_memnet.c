@@ -1,7 +1,7 @@
 /* test_memnet.c — the end-to-end memory network (apps/models/memnet.c) against the PyTorch model
- * of tools/train-memnet.py --golden on every device: the logits of every test question within
- * 1e-4, the same answers (so the same accuracy), each hop's attention over the sentences; and
- * model and story files that must be refused, the error naming the tensor, line or word. */
+ * of tools/golden/train-memnet.py --golden on every device: the logits of every test question
+ * within 1e-4, the same answers (so the same accuracy), each hop's attention over the sentences;
+ * and model and story files that must be refused, the error naming the tensor, line or word. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
-/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch (tools/make-nonlocal-golden.py):
- * small torchvision-named ResNets with a non-local block in each of the four modes, with and
- * without subsampling, batch > 1, a bottleneck net with two blocks; the affinity row; the
- * zero-initialised block is the identity; malformed weights name the key. Every device. */
+/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch
+ * (tools/golden/make-nonlocal-golden.py): small torchvision-named ResNets with a non-local block in
+ * each of the four modes, with and without subsampling, batch > 1, a bottleneck net with two
+ * blocks; the affinity row; the zero-initialised block is the identity; malformed weights name the
+ * key. Every device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static void check_close(const float *got, const float *want, size_t n, double re
 /* The image-dependent part of the logits (each image minus image 0), within 1e-3 of its own
  * size: average pooling over random images leaves it 2 to 20 % of the logits, where a slip
  * would hide below check_close's 1e-4 of the whole (the blocks left out move it by 0.16 or
- * more, tools/make-nonlocal-golden.py). */
+ * more, tools/golden/make-nonlocal-golden.py). */
 static void check_rows(const float *got, const float *want, int rows, int width,
                        const char *what)
 {

@@ -51,9 +51,9 @@ static const char usage[] =
     "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
     "                   directory, symlink, FIFO or device such as /dev/null is refused);\n"
     "                   it appears complete or not at all; '-': stdout\n"
-    "  --compare F...   print saved JSON files (pagoda's or tools/bench-peers') side by side,\n"
-    "                   matched by item spec, with the ratio first/other (above 1: the other\n"
-    "                   is faster)\n"
+    "  --compare F...   print saved JSON files (pagoda's or tools/bench/bench-peers') side by\n"
+    "                   side, matched by item spec, with the ratio first/other (above 1: the\n"
+    "                   other is faster)\n"
     "  --list           list the suites and items\n"
     "  -h, --help       show this help\n";
 

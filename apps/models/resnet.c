@@ -231,7 +231,7 @@ static int read_optional(const model_source *src, const char *name, int64_t n, f
 
 /* The parts of the file's block at prefix p that its mode does not use, left out on purpose:
  * recorded as consumed. θ and φ under the Gaussian form (the paper's block, as
- * tools/make-nonlocal-golden.py writes it, keeps them whatever its mode; their shapes were
+ * tools/golden/make-nonlocal-golden.py writes it, keeps them whatever its mode; their shapes were
  * checked by check_site), and, only when the options force the mode (`forced`), the
  * concatenation weight under another mode. */
 static void mark_unused_parts(const model_source *src, nl_mode mode, int forced, const char *p)
