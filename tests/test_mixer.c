@@ -103,6 +103,8 @@ static void refuse_variant(pgd_ctx *ctx, const char *tag, const craft_edit *e, s
 
 START_TEST(strict_loading)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -132,6 +134,8 @@ END_TEST
  * side (patch x grid) in classify. */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -169,6 +173,8 @@ END_TEST
 /* Seeded random weights of the named sizes load and run (the bench and the demo use them). */
 START_TEST(random_weights)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -52,6 +52,8 @@ END_TEST
 
 START_TEST(bad_shapes_and_limits)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -128,6 +130,8 @@ END_TEST
 
 START_TEST(pool_reuses_buffers)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
