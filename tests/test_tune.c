@@ -409,6 +409,11 @@ static void on_runoff(const pgd_tune_progress *p, void *user)
  * now with the first candidates built. */
 static void check_runoff(double budget_s, int attempts)
 {
+    /* one device per machine, as before the tests ran per device: the first real CPU device of
+     * the primary device's run (Intel's runtime builds a candidate in tens of seconds, and a
+     * 15 s search there measured one) */
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     size_t di = 0;
