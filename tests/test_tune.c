@@ -562,6 +562,8 @@ END_TEST
  * the key tile; the context then reports the parameters it runs. */
 START_TEST(attention_rows)
 {
+    if (!pgd_test_primary()) /* on the first CPU device, as before the per-device split */
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = NULL;
