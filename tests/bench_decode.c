@@ -71,13 +71,13 @@ int main(int argc, char **argv)
                              ? pgd_image_load_memory(buf, size, argv[1], &img, &err)
                              : pgd_image_load_memory_scaled(buf, size, argv[1], 256, &img, &err);
                 if (rc) {
-                    fprintf(stderr, "%s\n", pgd_error_message(err));
+                    fprintf(stderr, "%s\n", pgd_error_get_message(err));
                     return 1;
                 }
-                w = pgd_image_width(img), h = pgd_image_height(img);
+                w = pgd_image_get_width(img), h = pgd_image_get_height(img);
                 if (n == 0 && want && wsize == (size_t)w * h * 3)
-                    diff = max_diff(pgd_image_data(img), want, wsize);
-                pgd_image_free(img);
+                    diff = max_diff(pgd_image_get_data(img), want, wsize);
+                pgd_image_destroy(img);
             }
             n++;
             t = now() - t0;
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
         pgd_image_load_memory_scaled(buf, size, argv[1], 256, &ib, &err) ||
         pgd_image_preprocess(ia, PGD_PREPROCESS_TORCHVISION, a, &err) ||
         pgd_image_preprocess(ib, PGD_PREPROCESS_TORCHVISION, b, &err)) {
-        fprintf(stderr, "%s\n", pgd_error_message(err));
+        fprintf(stderr, "%s\n", pgd_error_get_message(err));
         return 1;
     }
     double sum = 0, worst = 0;
@@ -112,8 +112,8 @@ int main(int argc, char **argv)
     printf("--fast-decode vs exact, torchvision input: mean abs diff %.4f, max %.4f "
            "(normalised units; one 8-bit level is ~0.0175)\n",
            sum / (sizeof a / sizeof a[0]), worst);
-    pgd_image_free(ia);
-    pgd_image_free(ib);
+    pgd_image_destroy(ia);
+    pgd_image_destroy(ib);
     free(buf);
     free(want);
     return 0;

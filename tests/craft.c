@@ -191,19 +191,19 @@ void craft_try_variant(pgd_ctx *ctx, const craft_loader *l, const char *base, co
     void *m = NULL;
     int rc = l->load(ctx, &src, l->user, &m, &err);
     if (!named) {
-        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_message(err) : "?");
+        ck_assert_msg(rc == PGD_OK, "%s: %s", tag, err ? pgd_error_get_message(err) : "?");
         ck_assert_ptr_nonnull(m);
     } else {
         ck_assert_msg(rc != PGD_OK, "%s: the variant loaded", tag);
         ck_assert_ptr_null(m);
-        const char *msg = pgd_error_message(err);
+        const char *msg = pgd_error_get_message(err);
         ck_assert_msg(strstr(msg, named) && (!also || strstr(msg, also)),
                       "%s: '%s'%s%s not named in: %s", tag, named, also ? " and " : "",
                       also ? also : "", msg);
         printf("%s: %s\n", tag, msg);
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     l->unload(m);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     remove(out);
 }

@@ -43,8 +43,8 @@ const pgd_device_info *pgd_test_devices(size_t *count)
     if (!devices) {
         pgd_error *err = NULL;
         if (pgd_devices_list(&all_devices, &all_count, &err) != PGD_OK) {
-            fprintf(stderr, "SKIP: %s\n", pgd_error_message(err));
-            pgd_error_free(err);
+            fprintf(stderr, "SKIP: %s\n", pgd_error_get_message(err));
+            pgd_error_destroy(err);
             exit(77);
         }
         const char *want = getenv("PAGODA_TEST_DEVICE");
@@ -118,7 +118,7 @@ pgd_ctx *pgd_test_ctx(const pgd_device_info *d)
     pgd_ctx *ctx = NULL;
     pgd_error *err = NULL;
     int rc = pgd_ctx_create(pgd_test_selector(d), &ctx, &err);
-    ck_assert_msg(rc == PGD_OK, "context on %s: %s", d->name, pgd_error_message(err));
+    ck_assert_msg(rc == PGD_OK, "context on %s: %s", d->name, pgd_error_get_message(err));
     return ctx;
 }
 
@@ -129,7 +129,7 @@ void pgd_test_options(const pgd_device_info *d, const char *const *vars, pgd_ctx
     int rc = pgd_ctx_options_from_env(o, &err);
     if (!rc && vars)
         rc = pgd_ctx_options_from_envp(o, vars, &err);
-    ck_assert_msg(rc == PGD_OK, "test options: %s", pgd_error_message(err));
+    ck_assert_msg(rc == PGD_OK, "test options: %s", pgd_error_get_message(err));
     if (d)
         o->device = pgd_test_selector(d);
 }
@@ -140,7 +140,7 @@ pgd_ctx *pgd_test_ctx_opts(const pgd_ctx_options *o)
     pgd_error *err = NULL;
     int rc = pgd_ctx_create_with_options(o, &ctx, &err);
     ck_assert_msg(rc == PGD_OK, "context on %s: %s", o->device ? o->device : "the default device",
-                  pgd_error_message(err));
+                  pgd_error_get_message(err));
     return ctx;
 }
 
@@ -160,7 +160,7 @@ long pgd_test_launches(pgd_ctx *ctx, const char *name)
     pgd_error *err = NULL;
     int rc = pgd_profile_print(ctx, f, &err);
     fclose(f);
-    ck_assert_msg(rc == PGD_OK, "profile: %s", pgd_error_message(err));
+    ck_assert_msg(rc == PGD_OK, "profile: %s", pgd_error_get_message(err));
     long n = 0;
     size_t len = strlen(name);
     /* the table's rows begin with the kernel's name, then its launches */
@@ -320,7 +320,7 @@ pgd_tensor *pgd_test_prefix(const pgd_tensor *t, int ndim, const int64_t *shape)
         v->stride[i] = s;
         s *= shape[i];
     }
-    ck_assert_msg(s <= pgd_tensor_numel(t), "prefix larger than its tensor");
+    ck_assert_msg(s <= pgd_tensor_get_numel(t), "prefix larger than its tensor");
     return v;
 }
 
@@ -388,8 +388,8 @@ double *pgd_test_read_doubles(const char *name, size_t n)
 void pgd_test_expect_error(int rc, pgd_error *err, int code, const char *part)
 {
     ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
-    ck_assert_msg(err && strstr(pgd_error_message(err), part), "'%s' lacks '%s'",
-                  err ? pgd_error_message(err) : "no error", part);
-    pgd_error_free(err);
+                  pgd_status_name(code), err ? pgd_error_get_message(err) : "no error");
+    ck_assert_msg(err && strstr(pgd_error_get_message(err), part), "'%s' lacks '%s'",
+                  err ? pgd_error_get_message(err) : "no error", part);
+    pgd_error_destroy(err);
 }

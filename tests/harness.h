@@ -136,7 +136,7 @@ void pgd_test_case_unavailable(const char *tcase, const char *why);
     do {                                                                                           \
         int pgd_rc_ = (call);                                                                      \
         ck_assert_msg(pgd_rc_ == PGD_OK, "%s failed: %s (%s)", #call,                              \
-                      *(errp) ? pgd_error_message(*(errp)) : "(no error object)",                 \
+                      *(errp) ? pgd_error_get_message(*(errp)) : "(no error object)",                 \
                       pgd_status_name(pgd_rc_));                                                   \
     } while (0)
 

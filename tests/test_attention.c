@@ -57,11 +57,11 @@ static int same_again(pgd_ctx *ctx, pgd_attention_args *a, const float *ho, int6
         p2[i] = NAN;
     if (np)
         PGD_CHECK_OK(pgd_tensor_upload(a->probs, p2, &err), &err);
-    ctx->opt.max_launch_rows = launch_rows;
-    ctx->opt.attn_key_block = key_block;
+    ctx->knobs.max_launch_rows = launch_rows;
+    ctx->knobs.attn_key_block = key_block;
     PGD_CHECK_OK(pgd_attention(ctx, a, &err), &err);
-    ctx->opt.max_launch_rows = 0;
-    ctx->opt.attn_key_block = 0;
+    ctx->knobs.max_launch_rows = 0;
+    ctx->knobs.attn_key_block = 0;
     PGD_CHECK_OK(pgd_tensor_download(a->o.t, o2, &err), &err);
     if (np)
         PGD_CHECK_OK(pgd_tensor_download(a->probs, p2, &err), &err);
@@ -294,8 +294,8 @@ START_TEST(qkv_entry_point)
         pgd_tensor *wrong = NULL;
         PGD_CHECK_OK(pgd_tensor_create(ctx, 3, bad, &wrong, &err), &err);
         ck_assert_int_eq(pgd_attention_qkv(ctx, qkv, H, wrong, &err), PGD_ERR_SHAPE);
-        ck_assert(strstr(pgd_error_message(err), "[2, ") != NULL);
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "[2, ") != NULL);
+        pgd_error_destroy(err);
         pgd_tensor_destroy(wrong);
         pgd_tensor_destroy(qkv);
         pgd_tensor_destroy(out);

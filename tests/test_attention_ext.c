@@ -71,7 +71,7 @@ static void download(const pgd_tensor *t, int64_t n, int half, float *out)
         PGD_CHECK_OK(pgd_tensor_download(t, out, &err), &err);
         return;
     }
-    uint16_t *h = malloc((size_t)(pgd_tensor_numel(t) * 2) * sizeof *h);
+    uint16_t *h = malloc((size_t)(pgd_tensor_get_numel(t) * 2) * sizeof *h);
     PGD_CHECK_OK(pgd_tensor_download(t, (float *)(void *)h, &err), &err);
     for (int64_t i = 0; i < n; i++)
         out[i] = half_value(h[i]);

@@ -367,13 +367,13 @@ START_TEST(nan_rows_and_errors)
     c.a.mode = PGD_ATTENTION_TOPK;
     c.a.topk = 0;
     ck_assert_int_eq(pgd_attention(ctx, &c.a, &err), PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "k >= 1"), "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "k >= 1"), "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     c.a.mode = (pgd_attention_mode)7;
     ck_assert_int_eq(pgd_attention(ctx, &c.a, &err), PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "mode 7"), "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "mode 7"), "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     free(o);
     free(p);
     free_case(&c);

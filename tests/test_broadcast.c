@@ -440,11 +440,11 @@ static pgd_tensor *blank(pgd_ctx *ctx, int nd, const int64_t *shape)
 static void expect_error(int rc, pgd_error *err, int code, const char *const *parts)
 {
     ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc), pgd_status_name(code),
-                  err ? pgd_error_message(err) : "no error");
+                  err ? pgd_error_get_message(err) : "no error");
     for (int i = 0; parts[i]; i++)
-        ck_assert_msg(strstr(pgd_error_message(err), parts[i]), "'%s' lacks '%s'",
-                      pgd_error_message(err), parts[i]);
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), parts[i]), "'%s' lacks '%s'",
+                      pgd_error_get_message(err), parts[i]);
+    pgd_error_destroy(err);
 }
 
 START_TEST(shape_and_argument_errors)

@@ -51,7 +51,7 @@ static pgd_build_stats build_once(const pgd_device_info *d, const char *dir)
     clReleaseMemObject(b);
     clReleaseKernel(pk);
     pgd_build_stats st;
-    pgd_ctx_build_stats(ctx, &st);
+    pgd_ctx_get_build_stats(ctx, &st);
     pgd_ctx_destroy(ctx);
     return st;
 }
@@ -223,7 +223,7 @@ START_TEST(disabled_and_unusable)
     ck_assert_uint_eq(s.disk_writes, 0);
     ck_assert_uint_eq(s.source_builds, 2);
     pgd_ctx *ctx = ctx_in(&d[0], "off", NULL);
-    ck_assert_ptr_null(pgd_ctx_cache_dir(ctx));
+    ck_assert_ptr_null(pgd_ctx_get_cache_dir(ctx));
     pgd_ctx_destroy(ctx);
 
     /* a regular file where the directory should be */
@@ -418,7 +418,7 @@ static pgd_build_stats scale_once(const pgd_device_info *d, const char *dir, con
     pgd_tensor_destroy(tx);
     pgd_tensor_destroy(ty);
     pgd_build_stats st;
-    pgd_ctx_build_stats(ctx, &st);
+    pgd_ctx_get_build_stats(ctx, &st);
     pgd_ctx_destroy(ctx);
     return st;
 }
@@ -558,19 +558,19 @@ START_TEST(valid_header_missing_kernel)
         ck_assert_int_eq(
             pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k, &err),
             PGD_ERR_NOT_FOUND);
-        const char *m = pgd_error_message(err);
+        const char *m = pgd_error_get_message(err);
         ck_assert_msg(strstr(m, "no_such_kernel") && strstr(m, "elementwise.cl") &&
                           strstr(m, "-DPGD_TEST_X=1"),
                       "message lacks kernel, file or options: %s", m);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         /* The same, now from the disk cache: rebuilt once from source, then the same error. */
         pgd_ctx_clear_programs(ctx);
         ck_assert_int_eq(
             pgd__kernel_get(ctx, "elementwise", "-DPGD_TEST_X=1", "no_such_kernel", &k, &err),
             PGD_ERR_NOT_FOUND);
-        ck_assert(strstr(pgd_error_message(err), "no_such_kernel") != NULL);
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "no_such_kernel") != NULL);
+        pgd_error_destroy(err);
         err = NULL;
         /* The good kernels of that program are still there. */
         PGD_CHECK_OK(
@@ -708,8 +708,8 @@ static int child_build(const char *selector, const char *dir)
     if (rc || pgd_ctx_create_with_options(&o, &ctx, &err) ||
         pgd__program_get_source(ctx, "probe", probe_src, NULL, &prog, &err) ||
         pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err)) {
-        fprintf(stderr, "child: %s\n", pgd_error_message(err));
-        pgd_error_free(err);
+        fprintf(stderr, "child: %s\n", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         pgd_ctx_destroy(ctx);
         return 1;
     }

@@ -184,9 +184,9 @@ static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *v
         h[i] = y_init ? y_init[i] : pgd_test_canary();
     PGD_CHECK_OK(pgd_tensor_upload(vy, h, &err), &err); /* vy: the output's prefix view */
     free(h);
-    ctx->opt.max_launch_rows = 1;
+    ctx->knobs.max_launch_rows = 1;
     int rc = pgd_conv2d_forward(ctx, conv, vx, (pgd_act)act, y_init ? vy : vr, vy, &err);
-    ctx->opt.max_launch_rows = 0;
+    ctx->knobs.max_launch_rows = 0;
     PGD_CHECK_OK(rc, &err);
     float *again = malloc((size_t)ny * sizeof *again);
     ck_assert_ptr_nonnull(again);
@@ -348,12 +348,12 @@ static void conv_shapes_few(const char *alg, uint64_t seed, int few)
              * built in small chunks half of the time. */
             ctx->opt.gemm_backend =
                 trial % 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
-            ctx->opt.conv_chunk_bytes = trial % 2 ? (trial % 4 == 1 ? 4096 : 300) : 0;
+            ctx->knobs.conv_chunk_bytes = trial % 2 ? (trial % 4 == 1 ? 4096 : 300) : 0;
             conv_case c = random_case(&r, alg, trial, cap, kmax);
             failed += !run_case(ctx, dev, &r, &c, alg, trial);
         }
         ctx->opt.gemm_backend = PGD_GEMM_BACKEND_AUTO;
-        ctx->opt.conv_chunk_bytes = 0;
+        ctx->knobs.conv_chunk_bytes = 0;
         ck_assert_msg(failed == 0, "%s: %d of %d convolutions failed (algorithm '%s')", dev->name,
                       failed, CONV_TRIALS, alg);
         if (few && pgd__gemm_uses_cpu_kernel(ctx)) {
@@ -630,10 +630,10 @@ static void expect_error(int rc, int code, pgd_error **err, const char *a, const
 {
     ck_assert_msg(rc == code, "want %s, got %s", pgd_status_name(code), pgd_status_name(rc));
     ck_assert_ptr_nonnull(*err);
-    const char *m = pgd_error_message(*err);
+    const char *m = pgd_error_get_message(*err);
     ck_assert_msg((!a || strstr(m, a)) && (!b || strstr(m, b)), "message lacks '%s' / '%s': %s",
                   a ? a : "", b ? b : "", m);
-    pgd_error_free(*err);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 

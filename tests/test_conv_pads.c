@@ -110,9 +110,9 @@ START_TEST(errors)
     int pads[4] = {1, 0, 1, 0};
     int rc = pgd_conv2d_forward_pads(ctx, conv, x, pads, PGD_ACT_NONE, NULL, y, &err);
     ck_assert_int_eq(rc, PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "the layer pads by itself (pad_h 1, pad_w 1)"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "the layer pads by itself (pad_h 1, pad_w 1)"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     pgd_conv2d_destroy(conv);
     desc.pad_h = desc.pad_w = 0;
@@ -120,14 +120,14 @@ START_TEST(errors)
     pads[3] = -1;
     rc = pgd_conv2d_forward_pads(ctx, conv, x, pads, PGD_ACT_NONE, NULL, y, &err);
     ck_assert_int_eq(rc, PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "pads 1, 0, 1, -1 (top, left, bottom, right)"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "pads 1, 0, 1, -1 (top, left, bottom, right)"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     pads[3] = 0; /* [1, 6, 4, 2] padded: 3x3 gives [1, 4, 2, 2], not y [1, 4, 4, 2] */
     rc = pgd_conv2d_forward_pads(ctx, conv, x, pads, PGD_ACT_NONE, NULL, y, &err);
     ck_assert_int_eq(rc, PGD_ERR_SHAPE);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     pgd_conv2d_destroy(conv);
     pgd_tensor_destroy(x), pgd_tensor_destroy(y);
     pgd_ctx_destroy(ctx);

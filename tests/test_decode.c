@@ -100,20 +100,20 @@ START_TEST(pixels_equal_pillow)
         int rc = pgd_image_load(path, &img, &err);
         if (!dec) { /* WebP without libwebp */
             ck_assert_msg(rc == PGD_ERR_UNSUPPORTED, "%s: %d", e[i].file, rc);
-            ck_assert(strstr(pgd_error_message(err), "WebP"));
-            pgd_error_free(err);
+            ck_assert(strstr(pgd_error_get_message(err), "WebP"));
+            pgd_error_destroy(err);
             refused++;
             continue;
         }
         PGD_CHECK_OK(rc, &err);
-        ck_assert_int_eq(pgd_image_width(img), e[i].w);
-        ck_assert_int_eq(pgd_image_height(img), e[i].h);
+        ck_assert_int_eq(pgd_image_get_width(img), e[i].w);
+        ck_assert_int_eq(pgd_image_get_height(img), e[i].h);
         ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s.rgb", data_dir(), e[i].name) <
                   sizeof path);
         size_t len;
         unsigned char *want = slurp(path, &len);
         ck_assert_uint_eq(len, (size_t)e[i].w * e[i].h * 3);
-        const uint8_t *got = pgd_image_data(img);
+        const uint8_t *got = pgd_image_get_data(img);
         int worst = 0;
         size_t first = len;
         for (size_t k = 0; k < len; k++) {
@@ -142,7 +142,7 @@ START_TEST(pixels_equal_pillow)
             tolerated++;
         }
         free(want);
-        pgd_image_free(img);
+        pgd_image_destroy(img);
     }
     printf("decoders: JPEG %s, PNG %s, WebP %s\n", pgd_image_decoder("JPEG"),
            pgd_image_decoder("PNG"),
@@ -174,7 +174,7 @@ START_TEST(preprocess_equals_torchvision)
         pgd_error *err = NULL;
         PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
         PGD_CHECK_OK(pgd_image_preprocess(img, PGD_PREPROCESS_TORCHVISION, out, &err), &err);
-        pgd_image_free(img);
+        pgd_image_destroy(img);
         char stem[64];
         snprintf(stem, sizeof stem, "%.*s", (int)(strrchr(names[i], '.') - names[i]), names[i]);
         ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/%s.torchvision.f32", data_dir(),
@@ -244,15 +244,15 @@ START_TEST(damaged_files)
                 /* The cuts lose at least 1/37 of the file: never decodable. A flipped byte may
                  * decode (entropy-coded data has no checksum), even at another size (SOF). */
                 ck_assert_msg(k >= 37, "%s cut to %zu of %zu bytes decoded", e[i].file, cut, len);
-                ck_assert(pgd_image_width(img) > 0 && pgd_image_data(img) != NULL);
+                ck_assert(pgd_image_get_width(img) > 0 && pgd_image_get_data(img) != NULL);
                 ok++;
             } else {
-                ck_assert_msg(err && strstr(pgd_error_message(err), "damaged"), "%s: %d", e[i].file,
+                ck_assert_msg(err && strstr(pgd_error_get_message(err), "damaged"), "%s: %d", e[i].file,
                               rc);
                 refused++;
             }
-            pgd_image_free(img);
-            pgd_error_free(err);
+            pgd_image_destroy(img);
+            pgd_error_destroy(err);
             free(b);
         }
         free(file);
@@ -283,22 +283,22 @@ START_TEST(scaled_decode)
         pgd_image *img = NULL;
         PGD_CHECK_OK(pgd_image_load_scaled(path, cases[i].min_side, &img, &err), &err);
         int w = lib ? cases[i].w : 64, h = lib ? cases[i].h : 48;
-        ck_assert_int_eq(pgd_image_width(img), w);
-        ck_assert_int_eq(pgd_image_height(img), h);
+        ck_assert_int_eq(pgd_image_get_width(img), w);
+        ck_assert_int_eq(pgd_image_get_height(img), h);
         if (w == 64)
-            ck_assert(!memcmp(pgd_image_data(img), pgd_image_data(full), (size_t)64 * 48 * 3));
-        pgd_image_free(img);
+            ck_assert(!memcmp(pgd_image_get_data(img), pgd_image_get_data(full), (size_t)64 * 48 * 3));
+        pgd_image_destroy(img);
     }
-    pgd_image_free(full);
+    pgd_image_destroy(full);
     ck_assert((size_t)snprintf(path, sizeof path, "%s/decode/png_rgb16.png", data_dir()) <
               sizeof path);
     pgd_image *img = NULL;
     PGD_CHECK_OK(pgd_image_load_scaled(path, 1, &img, &err), &err);
-    ck_assert_int_eq(pgd_image_width(img), 33);
-    pgd_image_free(img);
+    ck_assert_int_eq(pgd_image_get_width(img), 33);
+    pgd_image_destroy(img);
     ck_assert_int_eq(pgd_image_load_scaled(path, 0, &img, &err), PGD_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(img);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -328,19 +328,19 @@ START_TEST(exif_orientation)
                                    e[i].name) < sizeof path);
         unsigned char *want = slurp(path, &wlen);
         int swap = orientation >= 5;
-        ck_assert_int_eq(pgd_image_width(up), swap ? e[i].h : e[i].w);
-        ck_assert_int_eq(pgd_image_height(up), swap ? e[i].w : e[i].h);
+        ck_assert_int_eq(pgd_image_get_width(up), swap ? e[i].h : e[i].w);
+        ck_assert_int_eq(pgd_image_get_height(up), swap ? e[i].w : e[i].h);
         ck_assert_uint_eq(wlen, (size_t)e[i].w * e[i].h * 3);
         /* Exact through the libraries; within the fallback's tolerance through stb_image. */
         int tol = is_stb(format_of(e[i].file)) ? STB_JPEG_TOLERANCE : 0, worst = 0;
         for (size_t k = 0; k < wlen; k++) {
-            int d = abs((int)pgd_image_data(up)[k] - (int)want[k]);
+            int d = abs((int)pgd_image_get_data(up)[k] - (int)want[k]);
             worst = d > worst ? d : worst;
         }
         ck_assert_msg(worst <= tol, "%s: max diff %d from exif_transpose's pixels", e[i].file,
                       worst);
-        pgd_image_free(img);
-        pgd_image_free(up);
+        pgd_image_destroy(img);
+        pgd_image_destroy(up);
         free(want);
         free(file);
         checked++;

@@ -183,7 +183,7 @@ static void run_case(const char *file, detr_naming want, int every_device)
     free(boxes);
     free(cross);
     json_decref(g.meta);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 START_TEST(hf4) { run_case("detr-hf4.safetensors", DETR_HF4, 1); }
@@ -244,7 +244,7 @@ START_TEST(dc5)
     free(logits);
     free(boxes);
     json_decref(g.meta);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -298,7 +298,7 @@ START_TEST(wrong_heads_seen)
     free(logits);
     free(boxes);
     json_decref(g.meta);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -433,11 +433,11 @@ START_TEST(assumptions)
     opt.enc_heads = 3;
     opt.origin[0] = "dir/config.json";
     ck_assert_int_eq(detr_detect(&src, &opt, &cfg, &err), PGD_ERR_SHAPE);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "encoder_attention_heads from "
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), "encoder_attention_heads from "
                                                          "dir/config.json"));
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     /* the random model's configuration is its own, not assumed */
     PGD_CHECK_OK(detr_random_source(&src, 50, 1, &err), &err);
     PGD_CHECK_OK(detr_detect(&src, NULL, &cfg, &err), &err);

@@ -24,7 +24,7 @@ static size_t pick(const pgd_device_info *list, size_t n, const char *sel)
     size_t idx = 999;
     pgd_error *err = NULL;
     int rc = pgd_device_select(list, n, sel, &idx, &err);
-    ck_assert_msg(rc == PGD_OK, "selector '%s': %s", sel ? sel : "(null)", pgd_error_message(err));
+    ck_assert_msg(rc == PGD_OK, "selector '%s': %s", sel ? sel : "(null)", pgd_error_get_message(err));
     ck_assert_uint_lt(idx, n);
     return idx;
 }
@@ -36,12 +36,12 @@ static void pick_fails(const pgd_device_info *list, size_t n, const char *sel)
     int rc = pgd_device_select(list, n, sel, &idx, &err);
     ck_assert_msg(rc == PGD_ERR_DEVICE_NOT_FOUND, "selector '%s' gave %s", sel, pgd_status_name(rc));
     ck_assert_ptr_nonnull(err);
-    const char *m = pgd_error_message(err);
+    const char *m = pgd_error_get_message(err);
     /* The message lists every device so the user can pick one. */
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(strstr(m, list[i].name) != NULL, "'%s' missing from: %s", list[i].name, m);
     ck_assert_uint_eq(idx, 999);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 
 START_TEST(selection_rules)
@@ -87,17 +87,17 @@ START_TEST(selection_rules)
         int rc = pgd_device_select(l, 5, bad_pd[i], &idx, &e);
         ck_assert_msg(rc != PGD_OK, "selector '%s' picked %zu", bad_pd[i], idx);
         ck_assert_uint_eq(idx, 999);
-        ck_assert_msg(e && strstr(pgd_error_message(e), bad_pd[i]), "selector '%s': %s",
-                      bad_pd[i], e ? pgd_error_message(e) : "(no error)");
-        pgd_error_free(e);
+        ck_assert_msg(e && strstr(pgd_error_get_message(e), bad_pd[i]), "selector '%s': %s",
+                      bad_pd[i], e ? pgd_error_get_message(e) : "(no error)");
+        pgd_error_destroy(e);
     }
 
     pgd_error *err = NULL;
     size_t idx;
     ck_assert_int_eq(pgd_device_select(l, 0, NULL, &idx, &err), PGD_ERR_NO_PLATFORM);
-    ck_assert_msg(strstr(pgd_error_message(err), "pocl-opencl-icd") != NULL,
-                  "no-device message should say how to get one: %s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "pocl-opencl-icd") != NULL,
+                  "no-device message should say how to get one: %s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -116,8 +116,8 @@ START_TEST(real_devices)
         ck_assert_int_ge(d[i].opencl_c_major, 1);
         /* Each device is reachable by its P:D selector and by its exact name. */
         pgd_ctx *ctx = pgd_test_ctx(&d[i]);
-        ck_assert_str_eq(pgd_ctx_device(ctx)->name, d[i].name);
-        ck_assert_int_eq(pgd_ctx_device(ctx)->platform_index, d[i].platform_index);
+        ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, d[i].name);
+        ck_assert_int_eq(pgd_ctx_get_device(ctx)->platform_index, d[i].platform_index);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -138,12 +138,12 @@ START_TEST(env_selector)
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_ctx_options_from_envp(&o, (const char *const[]){var, NULL}, &err), &err);
     PGD_CHECK_OK(pgd_ctx_create_with_options(&o, &ctx, &err), &err);
-    ck_assert_str_eq(pgd_ctx_device(ctx)->name, last->name);
+    ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, last->name);
     pgd_ctx_destroy(ctx);
     /* pgd_ctx_create's selector picks the device (meson's environment sets no PAGODA_DEVICE for
      * it to win over: that precedence is not tested without changing the environment). */
     PGD_CHECK_OK(pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err), &err);
-    ck_assert_str_eq(pgd_ctx_device(ctx)->name, d[0].name);
+    ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, d[0].name);
     pgd_ctx_destroy(ctx);
     pgd_ctx_options_init(&o);
     PGD_CHECK_OK(pgd_ctx_options_from_envp(
@@ -151,8 +151,8 @@ START_TEST(env_selector)
                  &err);
     ck_assert_int_eq(pgd_ctx_create_with_options(&o, &ctx, &err), PGD_ERR_DEVICE_NOT_FOUND);
     ck_assert_ptr_null(ctx);
-    ck_assert(strstr(pgd_error_message(err), "surely-not-a-device") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "surely-not-a-device") != NULL);
+    pgd_error_destroy(err);
 }
 END_TEST
 

@@ -69,8 +69,8 @@ START_TEST(scale_and_add_random_sizes)
         PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s1, &a, &err), &err);
         PGD_CHECK_OK(pgd_tensor_create(ctx, 1, s2, &b, &err), &err);
         ck_assert_int_eq(pgd_add(ctx, a, b, b, &err), PGD_ERR_SHAPE);
-        ck_assert(strstr(pgd_error_message(err), "[3]") && strstr(pgd_error_message(err), "[4]"));
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "[3]") && strstr(pgd_error_get_message(err), "[4]"));
+        pgd_error_destroy(err);
         pgd_tensor_destroy(a);
         pgd_tensor_destroy(b);
         pgd_ctx_destroy(ctx);

@@ -34,13 +34,13 @@ static void expect(int rc, int want, pgd_error **errp, const char *path, const c
     pgd_error *err = *errp;
     *errp = NULL;
     ck_assert_msg(rc == want, "%s: got %s, want %s (%s)", path, pgd_status_name(rc),
-                  pgd_status_name(want), pgd_error_message(err));
-    ck_assert_msg(strstr(pgd_error_message(err), path) != NULL, "no '%s' in: %s", path,
-                  pgd_error_message(err));
+                  pgd_status_name(want), pgd_error_get_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), path) != NULL, "no '%s' in: %s", path,
+                  pgd_error_get_message(err));
     if (kind)
-        ck_assert_msg(strstr(pgd_error_message(err), kind) != NULL, "no '%s' in: %s", kind,
-                      pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), kind) != NULL, "no '%s' in: %s", kind,
+                      pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 static void setup(void)
@@ -164,7 +164,7 @@ START_TEST(weights_truncated_while_open)
         off_t keep = trial == 3 ? 5 : (off_t)(total - (size_t)(4 * n) / (size_t)(trial + 1)) + 1;
         ck_assert_int_eq(truncate(p, keep), 0);
         expect(pgd_weights_to_float(w, "t", x, &err), PGD_ERR_IO, &err, p, "tensor 't'");
-        pgd_weights_close(w);
+        pgd_weights_destroy(w);
     }
     /* Untouched, the same file reads back exactly. */
     weights_file(p, n);
@@ -175,7 +175,7 @@ START_TEST(weights_truncated_while_open)
     for (int i = 0; i < n; i += 4099)
         ck_assert_float_eq(x[i], (float)i);
     ck_assert_float_eq(x[n - 1], (float)(n - 1));
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(x);
 }
 END_TEST

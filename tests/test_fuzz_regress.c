@@ -99,9 +99,9 @@ START_TEST(regressions)
                 ck_assert_int_eq(pgd_image_load_memory(buf, size, e->d_name, &img, &err),
                                  PGD_ERR_FORMAT);
                 pgd__image_use_stb(0);
-                ck_assert_msg(!stb || strstr(pgd_error_message(err), refused[i].says), "%s: %s",
-                              e->d_name, pgd_error_message(err));
-                pgd_error_free(err);
+                ck_assert_msg(!stb || strstr(pgd_error_get_message(err), refused[i].says), "%s: %s",
+                              e->d_name, pgd_error_get_message(err));
+                pgd_error_destroy(err);
             }
         }
         free(buf);

@@ -127,7 +127,7 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
     PGD_CHECK_OK(pgd__graph_create_seg(ctx, N, c->ei, c->E, c->add_loops, c->seg, &g, &err), &err);
     pgd_gat_params p = {c->w, c->wd, c->as, c->ad, c->bias, c->resw};
     PGD_CHECK_OK(pgd_gat_create(ctx, &c->d, &p, &gat, &err), &err);
-    int64_t E2 = pgd_gat_graph_num_edges(g);
+    int64_t E2 = pgd_gat_graph_get_num_edges(g);
     /* segments of one edge: one work unit per attended edge */
     if (c->seg == 1)
         ck_assert_int_eq(pgd__graph_segments(g), E2);
@@ -176,7 +176,7 @@ static int run_case(pgd_ctx *ctx, const gat_case *c, const char *what)
         ok = 0;
     }
     /* The graph's edge list follows PyG's rule, in order. */
-    const int64_t *gei = pgd_gat_graph_edge_index(g);
+    const int64_t *gei = pgd_gat_graph_get_edge_index(g);
     size_t k = 0;
     for (int64_t e = 0; ok && e < c->E + (c->add_loops ? N : 0); e++) {
         int64_t rs = e < c->E ? c->ei[e] : e - c->E, rd = e < c->E ? c->ei[c->E + e] : e - c->E;
@@ -286,9 +286,9 @@ static void expect_error(int rc, int want, pgd_error **errp, const char *const *
                   pgd_status_name(want));
     ck_assert_msg(err != NULL, "%s: no error object", what);
     for (const char *const *s = named; *s; s++)
-        ck_assert_msg(strstr(pgd_error_message(err), *s) != NULL, "%s: '%s' not named in: %s", what,
-                      *s, pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), *s) != NULL, "%s: '%s' not named in: %s", what,
+                      *s, pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 #define NAMED(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -324,30 +324,30 @@ START_TEST(bad_graphs)
 
     /* E = 0 and N = 1 are graphs like any other */
     PGD_CHECK_OK(pgd_gat_graph_create(ctx, 5, NULL, 0, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 5);
-    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 1);
+    ck_assert_int_eq(pgd_gat_graph_get_num_edges(g), 5);
+    ck_assert_int_eq(pgd_gat_graph_get_max_in_degree(g), 1);
     pgd_gat_graph_destroy(g);
     PGD_CHECK_OK(pgd_gat_graph_create(ctx, 5, NULL, 0, 0, &g, &err), &err);
-    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 0);
-    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 0);
+    ck_assert_int_eq(pgd_gat_graph_get_num_edges(g), 0);
+    ck_assert_int_eq(pgd_gat_graph_get_max_in_degree(g), 0);
     pgd_gat_graph_destroy(g);
     int64_t loop[2] = {0, 0};
     PGD_CHECK_OK(pgd_gat_graph_create(ctx, 1, loop, 1, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 1);
+    ck_assert_int_eq(pgd_gat_graph_get_num_edges(g), 1);
     pgd_gat_graph_destroy(g);
     /* self loops removed then one added per node; multi-edges kept */
     int64_t m[2 * 5] = {0, 1, 1, 2, 2, /* dst */ 0, 0, 0, 2, 1};
     PGD_CHECK_OK(pgd_gat_graph_create(ctx, 3, m, 5, 1, &g, &err), &err);
-    ck_assert_int_eq(pgd_gat_graph_num_edges(g), 3 + 3);
-    const int64_t *ge = pgd_gat_graph_edge_index(g);
+    ck_assert_int_eq(pgd_gat_graph_get_num_edges(g), 3 + 3);
+    const int64_t *ge = pgd_gat_graph_get_edge_index(g);
     int64_t want[2 * 6] = {1, 1, 2, 0, 1, 2, /* dst */ 0, 0, 1, 0, 1, 2};
     for (int i = 0; i < 12; i++)
         ck_assert_int_eq(ge[i], want[i]);
-    ck_assert_int_eq(pgd_gat_graph_max_in_degree(g), 3);
+    ck_assert_int_eq(pgd_gat_graph_get_max_in_degree(g), 3);
     pgd_gat_graph_destroy(g);
     pgd_gat_graph_destroy(NULL);
-    ck_assert_int_eq(pgd_gat_graph_num_edges(NULL), 0);
-    ck_assert_ptr_null(pgd_gat_graph_edge_index(NULL));
+    ck_assert_int_eq(pgd_gat_graph_get_num_edges(NULL), 0);
+    ck_assert_ptr_null(pgd_gat_graph_get_edge_index(NULL));
     pgd_ctx_destroy(ctx);
 }
 END_TEST
@@ -429,7 +429,7 @@ START_TEST(bad_layers)
     /* every node has its self loop: each row of α sums to 1 over a node's incoming edges */
     float al[14];
     PGD_CHECK_OK(pgd_tensor_download(a, al, &err), &err);
-    const int64_t *ge = pgd_gat_graph_edge_index(g);
+    const int64_t *ge = pgd_gat_graph_get_edge_index(g);
     for (int node = 0; node < 4; node++)
         for (int h = 0; h < 2; h++) {
             double s = 0;
@@ -497,7 +497,7 @@ START_TEST(golden_pyg)
     PGD_CHECK_OK(pgd_weights_to_float(ew, "logits", want_l, &err), &err);
     PGD_CHECK_OK(pgd_weights_to_float(ew, "alpha", want_a, &err), &err);
     PGD_CHECK_OK(pgd_weights_read(ew, "pred", pred, &err), &err);
-    pgd_weights_close(ew);
+    pgd_weights_destroy(ew);
     double *wl = malloc((size_t)(g.n * K) * sizeof *wl),
            *wa = malloc((size_t)(E2 * H) * sizeof *wa);
     for (int64_t i = 0; i < g.n * K; i++)
@@ -598,13 +598,13 @@ START_TEST(strict_files)
         int rc = load_model(ctx, out, &m, &err);
         ck_assert_msg(rc == models[i].code, "model variant %zu: got %s, expected %s (%s)", i,
                       pgd_status_name(rc), pgd_status_name(models[i].code),
-                      err ? pgd_error_message(err) : "no error");
+                      err ? pgd_error_get_message(err) : "no error");
         ck_assert_ptr_null(m);
         for (int k = 0; k < 2 && models[i].named[k]; k++)
-            ck_assert_msg(strstr(pgd_error_message(err), models[i].named[k]),
+            ck_assert_msg(strstr(pgd_error_get_message(err), models[i].named[k]),
                           "model variant %zu: '%s' not named in: %s", i, models[i].named[k],
-                          pgd_error_message(err));
-        pgd_error_free(err);
+                          pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     struct {
@@ -624,12 +624,12 @@ START_TEST(strict_files)
         int rc = gat_graph_load(out, &g, &err);
         ck_assert_msg(rc == graphs[i].code, "graph variant %zu: got %s, expected %s (%s)", i,
                       pgd_status_name(rc), pgd_status_name(graphs[i].code),
-                      err ? pgd_error_message(err) : "no error");
+                      err ? pgd_error_get_message(err) : "no error");
         ck_assert_ptr_null(g.x);
-        ck_assert_msg(strstr(pgd_error_message(err), graphs[i].named),
+        ck_assert_msg(strstr(pgd_error_get_message(err), graphs[i].named),
                       "graph variant %zu: '%s' not named in: %s", i, graphs[i].named,
-                      pgd_error_message(err));
-        pgd_error_free(err);
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     /* bad edge indices reach pgd_gat_graph_create through the model */
@@ -642,17 +642,17 @@ START_TEST(strict_files)
     g.edge_index[g.e + 17] = g.n;
     ck_assert_int_eq(gat_model_run(ctx, m, &g, logits, NULL, NULL, NULL, NULL, &err),
                      PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "edge_index[1][17] = 240"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "edge_index[1][17] = 240"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     g.edge_index[g.e + 17] = keep;
     g.edge_index[3] = -1;
     ck_assert_int_eq(gat_model_run(ctx, m, &g, logits, NULL, NULL, NULL, NULL, &err),
                      PGD_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(pgd_error_message(err), "edge_index[0][3] = -1"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "edge_index[0][3] = -1"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
     free(logits);
     gat_model_free(m);
     gat_graph_free(&g);
@@ -684,7 +684,7 @@ static int64_t layer_meta(pgd_weights *w, const char *pre, const char *key)
 {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", pre, key);
-    const char *v = pgd_weights_metadata(w, k);
+    const char *v = pgd_weights_get_metadata(w, k);
     ck_assert_msg(v != NULL, "gat-layers: no __metadata__ %s", k);
     if (!strcmp(v, "true"))
         return 1;
@@ -700,7 +700,7 @@ START_TEST(pyg_layers)
     pgd_error *err = NULL;
     pgd_weights *w = NULL;
     PGD_CHECK_OK(pgd_weights_open(path, &w, &err), &err);
-    int cases = atoi(pgd_weights_metadata(w, "cases"));
+    int cases = atoi(pgd_weights_get_metadata(w, "cases"));
     ck_assert_int_ge(cases, 7);
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
@@ -722,7 +722,7 @@ START_TEST(pyg_layers)
             pgd_gat_desc_init(&desc, F, C, H);
             desc.concat = (int)layer_meta(w, pre, "concat");
             snprintf(key, sizeof key, "%s.negative_slope", pre);
-            desc.negative_slope = (float)atof(pgd_weights_metadata(w, key));
+            desc.negative_slope = (float)atof(pgd_weights_get_metadata(w, key));
             int loops = (int)layer_meta(w, pre, "add_self_loops");
             float *x = layer_tensor(w, pre, "x", NULL);
             float *lw = layer_tensor(w, pre, "lin.weight", NULL), *lwd = NULL;
@@ -743,7 +743,7 @@ START_TEST(pyg_layers)
             pgd_gat_graph *g = NULL;
             PGD_CHECK_OK(pgd_gat_create(ctx, &desc, &p, &gat, &err), &err);
             PGD_CHECK_OK(pgd_gat_graph_create(ctx, N, edges, E, loops, &g, &err), &err);
-            int64_t E2 = pgd_gat_graph_num_edges(g), od = pgd_gat_out_width(&desc);
+            int64_t E2 = pgd_gat_graph_get_num_edges(g), od = pgd_gat_out_width(&desc);
             ck_assert_int_eq(nout, N * od);
             ck_assert_int_eq(nalpha, E2 * H);
             int64_t xs[2] = {N, F}, ys[2] = {N, od}, als[2] = {E2, H};
@@ -776,7 +776,7 @@ START_TEST(pyg_layers)
         }
         pgd_ctx_destroy(ctx);
     }
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 

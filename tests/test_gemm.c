@@ -167,11 +167,11 @@ START_TEST(long_k)
         for (int trial = 0; trial < 24; trial++) {
             ctx->opt.gemm_backend =
                 trial % 3 == 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
-            ctx->opt.gemm_k_chunk = trial % 2 ? 97 : 0;
+            ctx->knobs.gemm_k_chunk = trial % 2 ? 97 : 0;
             failed += !one_case_k(ctx, &r, trial, 1, trial % 4 == 3 ? 2 : 1);
         }
         ctx->opt.gemm_backend = PGD_GEMM_BACKEND_AUTO;
-        ctx->opt.gemm_k_chunk = 0;
+        ctx->knobs.gemm_k_chunk = 0;
         ck_assert_msg(failed == 0, "%s: %d of 24 long-K GEMM cases failed", d[i].name, failed);
         pgd_ctx_destroy(ctx);
     }
@@ -282,15 +282,15 @@ START_TEST(shape_errors)
     PGD_CHECK_OK(pgd_tensor_create(ctx, 2, s2, &b, &err), &err);
     PGD_CHECK_OK(pgd_tensor_create(ctx, 2, s3, &c, &err), &err);
     ck_assert_int_eq(pgd_gemm(ctx, NULL, a, b, c, &err), PGD_ERR_SHAPE);
-    ck_assert_msg(strstr(pgd_error_message(err), "[4, 5]") && strstr(pgd_error_message(err), "[6, 7]"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "[4, 5]") && strstr(pgd_error_get_message(err), "[6, 7]"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     pgd_linear *lin = NULL;
     PGD_CHECK_OK(pgd_linear_create(ctx, b, NULL, &lin, &err), &err); /* 7 -> 6 */
     ck_assert_int_eq(pgd_linear_forward(ctx, lin, a, PGD_ACT_NONE, NULL, c, &err), PGD_ERR_SHAPE);
-    ck_assert(strstr(pgd_error_message(err), "[4, 5]") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "[4, 5]") != NULL);
+    pgd_error_destroy(err);
     pgd_linear_destroy(lin);
     pgd_tensor_destroy(a);
     pgd_tensor_destroy(b);
@@ -305,9 +305,9 @@ END_TEST
 static void expect_shape_error(int rc, pgd_error **err, const char *shape)
 {
     ck_assert_int_eq(rc, PGD_ERR_SHAPE);
-    ck_assert_msg(strstr(pgd_error_message(*err), shape), "'%s' does not name %s",
-                  pgd_error_message(*err), shape);
-    pgd_error_free(*err);
+    ck_assert_msg(strstr(pgd_error_get_message(*err), shape), "'%s' does not name %s",
+                  pgd_error_get_message(*err), shape);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 
@@ -623,7 +623,7 @@ START_TEST(forward_pass_does_not_tune)
                   "classes not recorded: %s", text);
     free(text);
     ck_assert_int_eq(pgd_gemm_tune(ctx, 0, 0, 0, 4, 4, 1, NULL, &err), PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
 
     /* tuning on request: creating a layer of a new class measures nothing */

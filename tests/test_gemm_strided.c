@@ -150,8 +150,8 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
     int rcode = pgd_gemm_strided(ctx, &args, M, N, K, batch, ma, mb, mc, &err);
     int ok = rcode == PGD_OK;
     if (!ok)
-        fprintf(stderr, "%s: %s\n", what, pgd_error_message(err));
-    pgd_error_free(err);
+        fprintf(stderr, "%s: %s\n", what, pgd_error_get_message(err));
+    pgd_error_destroy(err);
     float *got = malloc((size_t)lc.numel * sizeof *got);
     float *g2 = malloc((size_t)lc.numel * sizeof *g2);
     double *w2 = malloc((size_t)lc.numel * sizeof *w2);
@@ -271,13 +271,13 @@ static void expect(int rc, int code, pgd_error **err, const char *operand, const
                    const char *what)
 {
     ck_assert_msg(rc == code, "%s: got %s, want %s (%s)", what, pgd_status_name(rc),
-                  pgd_status_name(code), *err ? pgd_error_message(*err) : "no error object");
+                  pgd_status_name(code), *err ? pgd_error_get_message(*err) : "no error object");
     ck_assert_ptr_nonnull(*err);
-    const char *m = pgd_error_message(*err);
+    const char *m = pgd_error_get_message(*err);
     ck_assert_msg(!operand || names(m, operand), "%s: message does not name %s: %s", what, operand,
                   m);
     ck_assert_msg(!also || strstr(m, also), "%s: message lacks '%s': %s", what, also, m);
-    pgd_error_free(*err);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 

@@ -113,8 +113,8 @@ static long walk_allocations(const char *what, int (*fn)(pgd_error **err))
         armed = 1;
         pgd_error *err = NULL;
         int rc = fn(&err);
-        int has_msg = err && pgd_error_message(err)[0];
-        pgd_error_free(err);
+        int has_msg = err && pgd_error_get_message(err)[0];
+        pgd_error_destroy(err);
         armed = 0;
         ck_assert_msg(n_live == 0, "%s: allocation %ld failing leaks %zu allocation(s)", what, n,
                       n_live);
@@ -163,7 +163,7 @@ static int open_weights(pgd_error **err)
         if (pgd_weights_find(w, "cls_token", &info) == PGD_OK && info.numel <= 8)
             rc = pgd_weights_to_float(w, "cls_token", x, err);
     }
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     return rc;
 }
 
@@ -185,7 +185,7 @@ static int load_png(pgd_error **err)
         static float out[3 * 224 * 224];
         rc = pgd_image_preprocess(img, PGD_PREPROCESS_TIMM, out, err);
     }
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return rc;
 }
 
@@ -193,7 +193,7 @@ static int load_extra(pgd_error **err)
 {
     pgd_image *img = NULL;
     int rc = pgd_image_load_memory(extra_bytes[extra_i], extra_size[extra_i], "extra", &img, err);
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return rc;
 }
 
@@ -250,7 +250,7 @@ static int write_png(const char *path, pgd_error **err)
         return rc;
     static const float map[4] = {0, 1, 2, 3};
     rc = map_write_png(path, img, map, 2, 2, err);
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return rc;
 }
 
@@ -265,8 +265,8 @@ static void check_failed_write(const char *what, writer fn)
     snprintf(path, sizeof path, "%s/target", sub);
     ck_assert_int_eq(mkdir(path, 0755), 0);
     ck_assert_int_eq(fn(path, &err), PGD_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "target"));
-    pgd_error_free(err);
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), "target"));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(count_entries(sub), 1);
     ck_assert_int_eq(count_entries(path), 0);
@@ -274,7 +274,7 @@ static void check_failed_write(const char *what, writer fn)
     /* The directory does not exist, or is a file. */
     snprintf(path, sizeof path, "%s/missing/out", sub);
     ck_assert_int_eq(fn(path, &err), PGD_ERR_IO);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(count_entries(sub), 1);
 
@@ -283,7 +283,7 @@ static void check_failed_write(const char *what, writer fn)
         ck_assert_int_eq(chmod(sub, 0555), 0);
         snprintf(path, sizeof path, "%s/out", sub);
         ck_assert_int_eq(fn(path, &err), PGD_ERR_IO);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(chmod(sub, 0755), 0);
         ck_assert_int_eq(count_entries(sub), 1);

@@ -88,17 +88,17 @@ START_TEST(roundtrip_png_bmp)
             pgd_image *img = NULL;
             pgd_error *err = NULL;
             PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
-            ck_assert_int_eq(pgd_image_width(img), w);
-            ck_assert_int_eq(pgd_image_height(img), h);
-            ck_assert_msg(!memcmp(pgd_image_data(img), p, (size_t)w * h * 3),
+            ck_assert_int_eq(pgd_image_get_width(img), w);
+            ck_assert_int_eq(pgd_image_get_height(img), h);
+            ck_assert_msg(!memcmp(pgd_image_get_data(img), p, (size_t)w * h * 3),
                           "%s %dx%d pixels differ", kind ? "BMP" : "PNG", w, h);
-            pgd_image_free(img);
+            pgd_image_destroy(img);
             /* And from memory. */
             size_t n;
             unsigned char *file = slurp(path, &n);
             PGD_CHECK_OK(pgd_image_load_memory(file, n, "mem", &img, &err), &err);
-            ck_assert(!memcmp(pgd_image_data(img), p, (size_t)w * h * 3));
-            pgd_image_free(img);
+            ck_assert(!memcmp(pgd_image_get_data(img), p, (size_t)w * h * 3));
+            pgd_image_destroy(img);
             free(file);
             free(p);
         }
@@ -117,9 +117,9 @@ START_TEST(roundtrip_grey_alpha)
         pgd_image *img = NULL;
         pgd_error *err = NULL;
         PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
-        ck_assert_int_eq(pgd_image_width(img), w);
-        ck_assert_int_eq(pgd_image_height(img), h);
-        const uint8_t *d = pgd_image_data(img);
+        ck_assert_int_eq(pgd_image_get_width(img), w);
+        ck_assert_int_eq(pgd_image_get_height(img), h);
+        const uint8_t *d = pgd_image_get_data(img);
         int bad = -1; /* Check's asserts are slow without fork: one per image */
         for (int i = 0; i < w * h * 3 && bad < 0; i++) {
             int want = comp <= 2 ? p[(size_t)(i / 3) * comp] : p[(size_t)(i / 3) * comp + i % 3];
@@ -127,7 +127,7 @@ START_TEST(roundtrip_grey_alpha)
                 bad = i;
         }
         ck_assert_msg(bad < 0, "comp %d: byte %d differs", comp, bad);
-        pgd_image_free(img);
+        pgd_image_destroy(img);
         free(p);
     }
 }
@@ -143,15 +143,15 @@ START_TEST(roundtrip_jpeg)
         pgd_image *img = NULL;
         pgd_error *err = NULL;
         PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
-        ck_assert_int_eq(pgd_image_width(img), w);
-        ck_assert_int_eq(pgd_image_height(img), h);
+        ck_assert_int_eq(pgd_image_get_width(img), w);
+        ck_assert_int_eq(pgd_image_get_height(img), h);
         double sum = 0;
-        const uint8_t *d = pgd_image_data(img);
+        const uint8_t *d = pgd_image_get_data(img);
         for (size_t i = 0; i < (size_t)w * h * 3; i++)
             sum += fabs((double)d[i] - p[i]);
         double mad = sum / ((double)w * h * 3);
         ck_assert_msg(mad < 12.0, "JPEG %dx%d mean abs diff %g", w, h, mad);
-        pgd_image_free(img);
+        pgd_image_destroy(img);
         free(p);
     }
 }
@@ -167,14 +167,14 @@ static void expect_fail(const void *data, size_t n, int code, const char *needle
     ck_assert_ptr_null(img);
     ck_assert_ptr_nonnull(err);
     if (code)
-        ck_assert_msg(rc == code, "status %s: %s", pgd_status_name(rc), pgd_error_message(err));
-    const char *m = pgd_error_message(err);
+        ck_assert_msg(rc == code, "status %s: %s", pgd_status_name(rc), pgd_error_get_message(err));
+    const char *m = pgd_error_get_message(err);
     ck_assert_msg(strstr(m, "probe.bin"), "message lacks the name: %s", m);
     if (needle1)
         ck_assert_msg(strstr(m, needle1), "message lacks '%s': %s", needle1, m);
     if (needle2)
         ck_assert_msg(strstr(m, needle2), "message lacks '%s': %s", needle2, m);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 
 START_TEST(reject_formats)
@@ -203,16 +203,16 @@ START_TEST(reject_formats)
     pgd_image *img = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_image_load(tpath("empty.png"), &img, &err), PGD_ERR_FORMAT);
-    ck_assert(strstr(pgd_error_message(err), "empty.png"));
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "empty.png"));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(pgd_image_load(tpath("no-such-file.png"), &img, &err), PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "no-such-file.png"));
+    ck_assert(strstr(pgd_error_get_message(err), "no-such-file.png"));
     ck_assert_ptr_null(img);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(pgd_image_load(tmpdir, &img, &err), PGD_ERR_IO); /* a directory */
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -244,8 +244,8 @@ START_TEST(reject_sizes)
     pgd_image *img = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_image_load(tpath("huge.png"), &img, &err), PGD_ERR_TOO_LARGE);
-    ck_assert_msg(strstr(pgd_error_message(err), "9000 x 9000"), "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "9000 x 9000"), "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     n = png_header(b, 8192, 8193);
     expect_fail(b, n, PGD_ERR_TOO_LARGE, "8192 x 8193", NULL);
     n = png_header(b, 100000, 1);
@@ -285,17 +285,17 @@ START_TEST(reject_truncated)
                  * whole. */
                 ck_assert_msg(rc != PGD_OK, "%s cut to %zu bytes accepted", kind ? "JPEG" : "PNG",
                               len);
-                ck_assert(strstr(pgd_error_message(err), "probe.bin"));
+                ck_assert(strstr(pgd_error_get_message(err), "probe.bin"));
             } else if (rc == PGD_OK) {
                 /* stb fills a JPEG cut inside the entropy data with grey; no crash is the bar. */
-                ck_assert_int_eq(pgd_image_width(img), w);
-                ck_assert_int_eq(pgd_image_height(img), h);
+                ck_assert_int_eq(pgd_image_get_width(img), w);
+                ck_assert_int_eq(pgd_image_get_height(img), h);
                 jpeg_ok++;
             } else {
                 jpeg_err++;
             }
-            pgd_image_free(img);
-            pgd_error_free(err);
+            pgd_image_destroy(img);
+            pgd_error_destroy(err);
             free(cut);
         }
         free(file);
@@ -335,18 +335,18 @@ START_TEST(refuse_invented_pixels)
         pgd_error *err = NULL;
         int rc = pgd_image_load(path, &img, &err);
         ck_assert_msg(rc == PGD_ERR_FORMAT, "%s: got %s (%s)", cases[i].file, pgd_status_name(rc),
-                      pgd_error_message(err));
+                      pgd_error_get_message(err));
         ck_assert_ptr_null(img);
-        ck_assert_msg(strstr(pgd_error_message(err), cases[i].says) != NULL, "no '%s' in: %s",
-                      cases[i].says, pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), cases[i].says) != NULL, "no '%s' in: %s",
+                      cases[i].says, pgd_error_get_message(err));
+        pgd_error_destroy(err);
     }
     snprintf(path, sizeof path, "%s/png-ok-16x16.png", data_dir());
     pgd_image *img = NULL;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
-    ck_assert_int_eq(pgd_image_width(img), 16);
-    pgd_image_free(img);
+    ck_assert_int_eq(pgd_image_get_width(img), 16);
+    pgd_image_destroy(img);
 }
 END_TEST
 
@@ -360,11 +360,11 @@ START_TEST(thumbnail_view)
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_image_load(path, &full, &err), &err);
     PGD_CHECK_OK(pgd_image_thumbnail(full, 100, &t, &err), &err);
-    ck_assert_int_eq(pgd_image_width(t), 100);
-    ck_assert_int_eq(pgd_image_height(t), 67);
-    ck_assert_int_eq(pgd_image_source_width(t), 300);
-    ck_assert_int_eq(pgd_image_source_height(t), 200);
-    ck_assert_int_eq(pgd_image_source_width(full), 300);
+    ck_assert_int_eq(pgd_image_get_width(t), 100);
+    ck_assert_int_eq(pgd_image_get_height(t), 67);
+    ck_assert_int_eq(pgd_image_get_source_width(t), 300);
+    ck_assert_int_eq(pgd_image_get_source_height(t), 200);
+    ck_assert_int_eq(pgd_image_get_source_width(full), 300);
     for (int p = 0; p < 3; p++) {
         double vf[4], vt[4];
         ck_assert_int_eq(pgd_image_preprocess_view(full, (pgd_preprocess)p, vf), PGD_OK);
@@ -377,20 +377,20 @@ START_TEST(thumbnail_view)
     /* the average colour survives the resampling */
     double mf = 0, mt = 0;
     for (int i = 0; i < 300 * 200 * 3; i++)
-        mf += pgd_image_data(full)[i];
+        mf += pgd_image_get_data(full)[i];
     for (int i = 0; i < 100 * 67 * 3; i++)
-        mt += pgd_image_data(t)[i];
+        mt += pgd_image_get_data(t)[i];
     ck_assert_double_eq_tol(mt / (100 * 67 * 3), mf / (300 * 200 * 3), 2.0);
     /* already small enough: the same size */
     PGD_CHECK_OK(pgd_image_thumbnail(full, 1024, &same, &err), &err);
-    ck_assert_int_eq(pgd_image_width(same), 300);
-    ck_assert_int_eq(memcmp(pgd_image_data(same), pgd_image_data(full), 300 * 200 * 3), 0);
-    pgd_image_free(same);
+    ck_assert_int_eq(pgd_image_get_width(same), 300);
+    ck_assert_int_eq(memcmp(pgd_image_get_data(same), pgd_image_get_data(full), 300 * 200 * 3), 0);
+    pgd_image_destroy(same);
     ck_assert_int_eq(pgd_image_thumbnail(full, 0, &same, &err), PGD_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(same);
-    pgd_error_free(err);
-    pgd_image_free(t);
-    pgd_image_free(full);
+    pgd_error_destroy(err);
+    pgd_image_destroy(t);
+    pgd_image_destroy(full);
 }
 END_TEST
 
@@ -412,7 +412,7 @@ START_TEST(preprocess_golden)
             pgd_error *err = NULL;
             PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
             PGD_CHECK_OK(pgd_image_preprocess(img, ids[p], out, &err), &err);
-            pgd_image_free(img);
+            pgd_image_destroy(img);
             snprintf(path, sizeof path, "%s/%s.%s.f32", data_dir(), images[i], presets[p]);
             FILE *f = fopen(path, "rb");
             ck_assert_msg(f, "cannot open %s", path);
@@ -457,13 +457,13 @@ START_TEST(preprocess_odd_sizes)
                     bad = i;
             ck_assert_msg(bad < 0, "%dx%d preset %d: out[%d] = %g", w, h, p, bad,
                           bad < 0 ? 0.0 : out[bad]);
-            pgd_image_free(img);
+            pgd_image_destroy(img);
             free(px);
         }
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_image_preprocess(NULL, PGD_PREPROCESS_HF, out, &err),
                      PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     free(out);
 }
 END_TEST
@@ -516,18 +516,18 @@ START_TEST(bmp_top_down)
             PGD_CHECK_OK(pgd_image_load_memory(file, n, td ? "top-down.bmp" : "bottom-up.bmp",
                                                &img[td], &err),
                          &err);
-            ck_assert_int_eq(pgd_image_width(img[td]), w);
-            ck_assert_int_eq(pgd_image_height(img[td]), h);
+            ck_assert_int_eq(pgd_image_get_width(img[td]), w);
+            ck_assert_int_eq(pgd_image_get_height(img[td]), h);
         }
-        const uint8_t *a = pgd_image_data(img[0]), *b = pgd_image_data(img[1]);
+        const uint8_t *a = pgd_image_get_data(img[0]), *b = pgd_image_get_data(img[1]);
         for (int i = 0; i < w * h * 3; i++) {
             int want = bpp == 8 ? rgb[i / 3 * 3] : rgb[i];
             ck_assert_msg(a[i] == want && b[i] == want,
                           "%d-bit pixel %d channel %d: %d, %d, not %d", bpp, i / 3, i % 3, a[i],
                           b[i], want);
         }
-        pgd_image_free(img[0]);
-        pgd_image_free(img[1]);
+        pgd_image_destroy(img[0]);
+        pgd_image_destroy(img[1]);
     }
     /* -INT32_MIN has no int32: refused with a message, not decoded. */
     size_t n = bmp_file(file, rgb, w, h, 24, 1);
@@ -536,8 +536,8 @@ START_TEST(bmp_top_down)
     pgd_error *err = NULL;
     ck_assert_int_ne(pgd_image_load_memory(file, n, "min.bmp", &bad, &err), PGD_OK);
     ck_assert_ptr_null(bad);
-    ck_assert(pgd_error_message(err)[0] != '\0');
-    pgd_error_free(err);
+    ck_assert(pgd_error_get_message(err)[0] != '\0');
+    pgd_error_destroy(err);
     free(rgb);
 }
 END_TEST

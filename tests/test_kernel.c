@@ -59,7 +59,7 @@ START_TEST(saxpy_reduction)
     for (size_t di = 0; di < nd; di++) {
         pgd_ctx *ctx = pgd_test_ctx(&d[di]);
         pgd_kernel *k = create(ctx, "saxpy_sum");
-        size_t maxwg = pgd_kernel_max_work_group(k), pref = pgd_kernel_preferred_work_group(k);
+        size_t maxwg = pgd_kernel_get_max_work_group(k), pref = pgd_kernel_get_preferred_work_group(k);
         ck_assert_uint_ge(maxwg, 1);
         ck_assert_uint_ge(pref, 1);
         ck_assert_uint_le(pref, maxwg);
@@ -135,28 +135,28 @@ START_TEST(build_and_name_errors)
                       pgd_status_name(rc));
         ck_assert_ptr_null(k);
         ck_assert_ptr_nonnull(err);
-        ck_assert_int_eq(pgd_error_code(err), PGD_ERR_BUILD);
-        ck_assert_msg(pgd_error_log(err) && *pgd_error_log(err), "%s: no build log", d[di].name);
-        ck_assert_msg(strstr(pgd_error_log(err), "undeclared_thing") != NULL,
+        ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_BUILD);
+        ck_assert_msg(pgd_error_get_log(err) && *pgd_error_get_log(err), "%s: no build log", d[di].name);
+        ck_assert_msg(strstr(pgd_error_get_log(err), "undeclared_thing") != NULL,
                       "%s: the log does not point at the error: %s", d[di].name,
-                      pgd_error_log(err));
-        pgd_error_free(err);
+                      pgd_error_get_log(err));
+        pgd_error_destroy(err);
         err = NULL;
 
         k = (pgd_kernel *)&k;
         rc = pgd_kernel_create(ctx, "test_saxpy", saxpy_src, NULL, "no_such_function", &k, &err);
         ck_assert_int_ne(rc, PGD_OK);
         ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(pgd_error_message(err), "no_such_function") != NULL, "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "no_such_function") != NULL, "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
 
         /* Missing pieces. */
         ck_assert_int_eq(pgd_kernel_create(ctx, "", saxpy_src, NULL, "scale", &k, &err),
                          PGD_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_null(k);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_kernel_create(ctx, "x", NULL, NULL, "scale", &k, NULL),
                          PGD_ERR_INVALID_ARGUMENT);
@@ -191,40 +191,40 @@ START_TEST(argument_and_launch_errors)
         /* Launching with no argument set is an error naming the kernel, not a crash. */
         int rc = pgd_kernel_launch(k, 1, &global, &local, &err);
         ck_assert_int_ne(rc, PGD_OK);
-        ck_assert_msg(strstr(pgd_error_message(err), "saxpy_sum") != NULL, "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "saxpy_sum") != NULL, "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
 
         /* A double where a float is wanted: the index and the kernel are named. */
         double wide = 2.0;
         rc = pgd_kernel_set_value(k, 2, sizeof wide, &wide, &err);
         ck_assert_int_ne(rc, PGD_OK);
-        const char *m = pgd_error_message(err);
+        const char *m = pgd_error_get_message(err);
         ck_assert_msg(strstr(m, "argument 2") && strstr(m, "saxpy_sum"), "%s", m);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_ne(pgd_kernel_set_value(k, 3, 2, &wide, NULL), PGD_OK);
         ck_assert_int_eq(pgd_kernel_set_value(k, 3, 4, NULL, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), "saxpy_sum"), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "saxpy_sum"), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         /* Past the last argument; local memory of no bytes; a tensor of another context. */
         float f = 1.0f;
         rc = pgd_kernel_set_value(k, 6, sizeof f, &f, &err);
         ck_assert_int_ne(rc, PGD_OK);
-        ck_assert_msg(strstr(pgd_error_message(err), "argument 6"), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "argument 6"), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_ne(pgd_kernel_set_local(k, 4, 0, &err), PGD_OK);
-        ck_assert_msg(strstr(pgd_error_message(err), "argument 4"), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "argument 4"), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_kernel_set_tensor(k, 0, far, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), "argument 0") &&
-                          strstr(pgd_error_message(err), "saxpy_sum"),
-                      "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "argument 0") &&
+                          strstr(pgd_error_get_message(err), "saxpy_sum"),
+                      "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_kernel_set_tensor(k, 0, NULL, NULL), PGD_ERR_INVALID_ARGUMENT);
 
@@ -245,14 +245,14 @@ START_TEST(argument_and_launch_errors)
         size_t bad_local = 24, zero = 0;
         rc = pgd_kernel_launch(k, 1, &global, &bad_local, &err);
         ck_assert_int_eq(rc, PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), "saxpy_sum") &&
-                          strstr(pgd_error_message(err), "24"),
-                      "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "saxpy_sum") &&
+                          strstr(pgd_error_get_message(err), "24"),
+                      "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_kernel_launch(k, 2, g2, l2, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), "dimension 1"), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "dimension 1"), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_kernel_launch(k, 1, &global, &zero, NULL), PGD_ERR_INVALID_ARGUMENT);
         ck_assert_int_eq(pgd_kernel_launch(k, 0, &global, &local, NULL), PGD_ERR_INVALID_ARGUMENT);
@@ -327,9 +327,9 @@ START_TEST(separate_handles_and_cache)
         pgd_ctx *ctx = pgd_test_ctx(&d[di]);
         pgd_build_stats s0, s1, s2;
         pgd_kernel *k1 = create(ctx, "scale");
-        pgd_ctx_build_stats(ctx, &s0);
+        pgd_ctx_get_build_stats(ctx, &s0);
         pgd_kernel *k2 = create(ctx, "scale");
-        pgd_ctx_build_stats(ctx, &s1);
+        pgd_ctx_get_build_stats(ctx, &s1);
         ck_assert_uint_eq(s1.memory_hits, s0.memory_hits + 1);
         ck_assert_uint_eq(s1.source_builds, s0.source_builds);
         ck_assert_uint_eq(s1.disk_hits, s0.disk_hits);
@@ -339,7 +339,7 @@ START_TEST(separate_handles_and_cache)
         PGD_CHECK_OK(
             pgd_kernel_create(ctx, "test_saxpy", saxpy_src, "-DUNUSED=1", "scale", &k3, &err),
             &err);
-        pgd_ctx_build_stats(ctx, &s2);
+        pgd_ctx_get_build_stats(ctx, &s2);
         ck_assert_uint_eq(s2.memory_hits, s1.memory_hits);
         ck_assert_uint_eq(s2.source_builds + s2.disk_hits, s1.source_builds + s1.disk_hits + 1);
 

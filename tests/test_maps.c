@@ -86,8 +86,8 @@ START_TEST(heatmap_png)
     map[3] = NAN;                                    /* counts as the minimum */
     PGD_CHECK_OK(map_write_png(tpath("heat.png"), base, map, mw, mh, &err), &err);
     PGD_CHECK_OK(pgd_image_load(tpath("heat.png"), &got, &err), &err);
-    ck_assert_int_eq(pgd_image_width(got), w);
-    ck_assert_int_eq(pgd_image_height(got), h);
+    ck_assert_int_eq(pgd_image_get_width(got), w);
+    ck_assert_int_eq(pgd_image_get_height(got), h);
     uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
     for (int i = 0; i <= 1000; i++) {
         uint8_t c[3];
@@ -99,7 +99,7 @@ START_TEST(heatmap_png)
                 hi[k] = c[k];
         }
     }
-    const uint8_t *b = pgd_image_data(base), *g = pgd_image_data(got);
+    const uint8_t *b = pgd_image_get_data(base), *g = pgd_image_get_data(got);
     int bad = -1;
     for (int i = 0; i < w * h * 3 && bad < 0; i++) {
         int k = i % 3, bv = b[i], gv = g[i];
@@ -118,28 +118,28 @@ START_TEST(heatmap_png)
         ck_assert_int_eq(g[k], (b[k] + c0[k] + 1) / 2);
         ck_assert_int_eq(g[last + k], (b[last + k] + c1[k] + 1) / 2);
     }
-    pgd_image_free(got);
+    pgd_image_destroy(got);
     /* A constant map and a 1 x 1 map work. */
     float one = 5.0f;
     PGD_CHECK_OK(map_write_png(tpath("heat1.png"), base, &one, 1, 1, &err), &err);
     /* Failures: a directory that does not exist, a target that is a directory, bad sizes. */
     ck_assert_int_eq(map_write_png(tpath("nodir/heat.png"), base, map, mw, mh, &err), PGD_ERR_IO);
-    ck_assert(strstr(pgd_error_message(err), "nodir/heat.png"));
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "nodir/heat.png"));
+    pgd_error_destroy(err);
     err = NULL;
     struct stat st;
     ck_assert(stat(tpath("nodir"), &st) != 0);
     ck_assert(mkdir(tpath("adir"), 0755) == 0);
     ck_assert_int_eq(map_write_png(tpath("adir"), base, map, mw, mh, &err), PGD_ERR_IO);
-    ck_assert_msg(strstr(pgd_error_message(err), "is a directory"), "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "is a directory"), "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(count_temp_files(tmpdir), 0);
     ck_assert_int_eq(map_write_png(tpath("x.png"), base, map, 0, 5, &err),
                      PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     ck_assert(stat(tpath("x.png"), &st) != 0);
-    pgd_image_free(base);
+    pgd_image_destroy(base);
 }
 END_TEST
 

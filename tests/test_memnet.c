@@ -47,7 +47,7 @@ START_TEST(golden_pytorch)
     PGD_CHECK_OK(pgd_weights_to_float(ew, "logits", wl, &err), &err);
     PGD_CHECK_OK(pgd_weights_to_float(ew, "attention", wa, &err), &err);
     PGD_CHECK_OK(pgd_weights_read(ew, "pred", pred, &err), &err);
-    pgd_weights_close(ew);
+    pgd_weights_destroy(ew);
     double *dl = malloc((size_t)(Q * V) * sizeof *dl),
            *da = malloc((size_t)(Q * K * M) * sizeof *da);
     for (int64_t i = 0; i < Q * V; i++)
@@ -144,11 +144,11 @@ START_TEST(strict_files)
         memnet_model *m = (memnet_model *)&err;
         int rc = load(ctx, out, &m, &err);
         ck_assert_msg(rc == models[i].code, "variant %zu: got %s (%s)", i, pgd_status_name(rc),
-                      err ? pgd_error_message(err) : "no error");
+                      err ? pgd_error_get_message(err) : "no error");
         ck_assert_ptr_null(m);
-        ck_assert_msg(strstr(pgd_error_message(err), models[i].named), "variant %zu: %s", i,
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), models[i].named), "variant %zu: %s", i,
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     memnet_model *m = NULL;
@@ -168,9 +168,9 @@ START_TEST(strict_files)
         memnet_story s;
         const char *p = write_story(dir, "story.txt", stories[i].text);
         ck_assert_int_eq(memnet_story_load(m, p, &s, &err), PGD_ERR_FORMAT);
-        ck_assert_msg(strstr(pgd_error_message(err), stories[i].named), "story %zu: %s", i,
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), stories[i].named), "story %zu: %s", i,
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     /* A new story (line 1) forgets the sentences before it. */
@@ -290,9 +290,9 @@ START_TEST(large_vocabulary)
     m = (memnet_model *)&err;
     ck_assert_int_eq(memnet_load(ctx, &src, &m, &err), PGD_ERR_FORMAT);
     ck_assert_ptr_null(m);
-    ck_assert_msg(strstr(pgd_error_message(err), "lists 'ljwg' twice"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "lists 'ljwg' twice"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     free(b.vocab);
     /* The empty word is a word too: listed again, it is a duplicate. */
@@ -301,9 +301,9 @@ START_TEST(large_vocabulary)
     m = (memnet_model *)&err;
     ck_assert_int_eq(memnet_load(ctx, &src, &m, &err), PGD_ERR_FORMAT);
     ck_assert_ptr_null(m);
-    ck_assert_msg(strstr(pgd_error_message(err), "lists '<nil>' twice"), "%s",
-                  pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "lists '<nil>' twice"), "%s",
+                  pgd_error_get_message(err));
+    pgd_error_destroy(err);
     free(b.vocab);
     pgd_test_rmtree(dir);
     free(dir);
@@ -336,8 +336,8 @@ START_TEST(nul_byte)
     ck_assert_int_eq(memnet_story_load(m, path, &s, &err), PGD_ERR_FORMAT);
     char want[64];
     snprintf(want, sizeof want, ":3: a NUL byte at byte offset %zu", strlen(head));
-    ck_assert_msg(strstr(pgd_error_message(err), want), "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), want), "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     memnet_free(m);
     pgd_test_rmtree(dir);
     free(dir);

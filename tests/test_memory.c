@@ -10,13 +10,13 @@ static void expect_error(int rc, int code, pgd_error **err, const char *const *n
                          const char *what)
 {
     ck_assert_msg(rc == code, "%s: got %s, want %s (%s)", what, pgd_status_name(rc),
-                  pgd_status_name(code), *err ? pgd_error_message(*err) : "no error object");
+                  pgd_status_name(code), *err ? pgd_error_get_message(*err) : "no error object");
     ck_assert_msg(*err != NULL, "%s: no error object", what);
-    const char *m = pgd_error_message(*err);
+    const char *m = pgd_error_get_message(*err);
     for (size_t i = 0; needles && needles[i]; i++)
         ck_assert_msg(strstr(m, needles[i]) != NULL, "%s: message lacks '%s': %s", what, needles[i],
                       m);
-    pgd_error_free(*err);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 
@@ -32,7 +32,7 @@ static pgd_memory_stats stats(pgd_ctx *ctx)
 {
     pgd_memory_stats s;
     memset(&s, 0xab, sizeof s); /* every field must be written */
-    pgd_ctx_memory_stats(ctx, &s);
+    pgd_ctx_get_memory_stats(ctx, &s);
     return s;
 }
 

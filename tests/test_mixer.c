@@ -65,16 +65,16 @@ START_TEST(golden_logits)
         ck_assert_msg(pgd_test_allclose(one, want + CLASSES, CLASSES, 1e-4, 1e-5, what), "alone");
         /* The token MLPs fix the grid: another size is refused by name. */
         ck_assert_int_eq(mixer_forward(m, x, 1, 48, 48, got, NULL, &err), PGD_ERR_SHAPE);
-        ck_assert_msg(strstr(pgd_error_message(err), "[B, 3, 40, 40]"), "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "[B, 3, 40, 40]"), "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         mixer_free(m);
         pgd_ctx_destroy(ctx);
     }
     free(x);
     free(wf);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 

@@ -109,7 +109,7 @@ static void run_case(const char *name, nl_mode mode, int subsample, int n_nl,
     ck_assert_int_eq(as[0], B);
 
     /* The query position the golden used, on the block's own grid ("y,x"). */
-    const char *q = pgd_weights_metadata(w, "golden.query");
+    const char *q = pgd_weights_get_metadata(w, "golden.query");
     ck_assert_ptr_nonnull(q);
     int qy = -1, qx = -1;
     ck_assert_int_eq(sscanf(q, "%d,%d", &qy, &qx), 2);
@@ -160,7 +160,7 @@ static void run_case(const char *name, nl_mode mode, int subsample, int n_nl,
     free(want_aff);
     free(got);
     free(aff);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 #define CASE(fn, name, mode, sub)                                                                  \
@@ -228,7 +228,7 @@ START_TEST(identity_init)
         pgd_ctx_destroy(ctx);
     }
     free(x);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 
     /* Every mode, with and without subsampling: the file's block (layer2.1) run in that mode,
      * with and without identity blocks added before layer1.0 and layer4.0. */
@@ -265,7 +265,7 @@ START_TEST(identity_init)
             pgd_ctx_destroy(ctx);
         }
         free(xb);
-        pgd_weights_close(w);
+        pgd_weights_destroy(w);
     }
 }
 END_TEST
@@ -309,15 +309,15 @@ static const char *f_meta(void *u, const char *key)
     faulty *f = u;
     if (f->meta_key && !strcmp(key, f->meta_key))
         return f->meta_value;
-    return pgd_weights_metadata(f->w, key);
+    return pgd_weights_get_metadata(f->w, key);
 }
 
 static const char *f_name_at(void *u, size_t i)
 {
     faulty *f = u;
-    size_t n = pgd_weights_count(f->w);
+    size_t n = pgd_weights_get_count(f->w);
     if (i < n)
-        return pgd_weights_name(f->w, i);
+        return pgd_weights_get_name(f->w, i);
     return i == n ? f->extra : NULL;
 }
 
@@ -369,10 +369,10 @@ START_TEST(malformed)
             rc = resnet_load(ctx, &src, &cfg, &m, &err);
         ck_assert_msg(rc != PGD_OK, "case %zu (%s) was accepted", c, cases[c].named);
         ck_assert_ptr_null(m);
-        ck_assert_msg(strstr(pgd_error_message(err), cases[c].named) != NULL,
+        ck_assert_msg(strstr(pgd_error_get_message(err), cases[c].named) != NULL,
                       "case %zu: '%s' not named in: %s", c, cases[c].named,
-                      pgd_error_message(err));
-        pgd_error_free(err);
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
     }
     /* --nonlocal specs: bad syntax, a block that doesn't exist, one that has a block already */
     const char *specs[][2] = {{"layer3", "layerL.B"},
@@ -384,12 +384,12 @@ START_TEST(malformed)
         resnet_options opt = {specs[c][0], NULL, -1};
         pgd_error *err = NULL;
         ck_assert_int_ne(resnet_detect(&file, &opt, &cfg, &err), PGD_OK);
-        ck_assert_msg(strstr(pgd_error_message(err), specs[c][1]) != NULL, "'%s' not in: %s",
-                      specs[c][1], pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), specs[c][1]) != NULL, "'%s' not in: %s",
+                      specs[c][1], pgd_error_get_message(err));
+        pgd_error_destroy(err);
     }
     pgd_ctx_destroy(ctx);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -453,7 +453,7 @@ START_TEST(assumed_settings)
     pgd_error *err = NULL;
     PGD_CHECK_OK(resnet_detect(&file, &opt, &cfg, &err), &err);
     ck_assert_int_eq(cfg.assumed.n, 0);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -595,7 +595,7 @@ START_TEST(nonfinite_stage)
     }
     free(logits);
     free(x);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -627,8 +627,8 @@ START_TEST(random_models)
     model_source_free(&src);
     ck_assert_int_ne(resnet_random_source(&src, 19, 10, NULL, NL_EMBEDDED_GAUSSIAN, 1, &err),
                      PGD_OK);
-    ck_assert(strstr(pgd_error_message(err), "18, 34, 50") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "18, 34, 50") != NULL);
+    pgd_error_destroy(err);
 }
 END_TEST
 

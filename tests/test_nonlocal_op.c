@@ -199,9 +199,9 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, pgd_nonlocal_mode mode, int trial,
     ck_assert_msg(agh == gh && agw == gw, "%s: key grid %lldx%lld, expected %lldx%lld", what,
                   (long long)agh, (long long)agw, (long long)gh, (long long)gw);
     ck_assert_msg(pgd_test_is_canary(aff[na]), "%s: affinity wrote past its row", what);
-    ctx->opt.nl_key_chunk = chunk; /* 0: the default */
+    ctx->knobs.nl_key_chunk = chunk; /* 0: the default */
     PGD_CHECK_OK(pgd_nonlocal_forward(ctx, nl, x, z, &err), &err);
-    ctx->opt.nl_key_chunk = 0;
+    ctx->knobs.nl_key_chunk = 0;
     PGD_CHECK_OK(pgd_tensor_download(z, got, &err), &err);
 
     double *want = malloc(nz * sizeof *want), *mag = malloc(nz * sizeof *mag);
@@ -279,9 +279,9 @@ static void expect_error(int rc, int want, pgd_error **errp, const char *const *
                   pgd_status_name(want));
     ck_assert_msg(err != NULL, "%s: no error object", what);
     for (const char *const *s = named; *s; s++)
-        ck_assert_msg(strstr(pgd_error_message(err), *s) != NULL, "%s: '%s' not named in: %s", what,
-                      *s, pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), *s) != NULL, "%s: '%s' not named in: %s", what,
+                      *s, pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 START_TEST(bad_arguments)

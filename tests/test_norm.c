@@ -309,9 +309,9 @@ static void expect_shape_error(int rc, pgd_error **err, const char *a, const cha
 {
     ck_assert_msg(rc == PGD_ERR_SHAPE, "want PGD_ERR_SHAPE, got %s", pgd_status_name(rc));
     ck_assert_ptr_nonnull(*err);
-    const char *m = pgd_error_message(*err);
+    const char *m = pgd_error_get_message(*err);
     ck_assert_msg(strstr(m, a) && strstr(m, b), "message lacks %s and %s: %s", a, b, m);
-    pgd_error_free(*err);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 
@@ -337,7 +337,7 @@ START_TEST(shape_errors_name_both_shapes)
     expect_shape_error(pgd_bias_add(ctx, x, v, x, &err), &err, "[3, 4]", "[5]");
     expect_shape_error(pgd_bias_add(ctx, x, v, y, &err), &err, "[3, 4]", "[4, 3]");
     ck_assert_int_eq(pgd_layernorm(ctx, x, v, NULL, 1e-5f, x, &err), PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     pgd_tensor_destroy(x);
     pgd_tensor_destroy(y);
     pgd_tensor_destroy(v);

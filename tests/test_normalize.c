@@ -54,7 +54,7 @@ static pgd_tensor *dev_tensor(pgd_ctx *ctx, int nd, const int64_t *shape, const 
 static void expect_near(const pgd_tensor *t, const double *want, double rtol, double atol,
                         const char *what, const char *dev, int trial)
 {
-    int64_t n = pgd_tensor_numel(t);
+    int64_t n = pgd_tensor_get_numel(t);
     float *got = malloc((size_t)(n ? n : 1) * sizeof *got);
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_tensor_download(t, got, &err), &err);

@@ -128,11 +128,11 @@ static void expect_reject(const unsigned char *buf, size_t n, const char *word)
     ck_assert_msg(rc != PGD_OK, "accepted a bad file (%zu bytes, expected '%s')", n, word);
     ck_assert_ptr_null(y);
     ck_assert_int_eq(nd, 0);
-    ck_assert_msg(strstr(pgd_error_message(err), "bad.npy") != NULL, "%s", pgd_error_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), "bad.npy") != NULL, "%s", pgd_error_get_message(err));
     if (word)
-        ck_assert_msg(strstr(pgd_error_message(err), word) != NULL, "'%s' not in: %s", word,
-                      pgd_error_message(err));
-    pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), word) != NULL, "'%s' not in: %s", word,
+                      pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 
 START_TEST(rejections)
@@ -168,15 +168,15 @@ START_TEST(rejections)
     int nd;
     int64_t s[8];
     ck_assert_int_eq(pgd_npy_read(p, &y, &nd, s, &err), PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "missing.npy") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "missing.npy") != NULL);
+    pgd_error_destroy(err);
     err = NULL;
     /* writing into a directory that does not exist fails cleanly */
     path_of(p, sizeof p, "no/such/dir/out.npy");
     int64_t sh[1] = {6};
     ck_assert_int_eq(pgd_npy_write(p, f, 1, sh, &err), PGD_ERR_IO);
-    ck_assert(strstr(pgd_error_message(err), "out.npy") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "out.npy") != NULL);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -241,7 +241,7 @@ START_TEST(numpy_header_grammar)
         int nd = 0;
         int64_t s[8];
         ck_assert_msg(pgd_npy_read(p, &y, &nd, s, &err) == PGD_OK, "refused %s: %s",
-                      cases[i].header, pgd_error_message(err));
+                      cases[i].header, pgd_error_get_message(err));
         ck_assert_int_eq(s[0] * (nd == 2 ? s[1] : 1), 6);
         ck_assert_float_eq(y[5], 5.0f);
         free(y);

@@ -136,7 +136,7 @@ static pgd_ctx *make_ctx(const form *f)
     PGD_CHECK_OK(pgd_ctx_create_with_options(&o, &ctx, &err), &err);
     if (f)
         pgd__params_of(ctx)->conv_few_rows = f->few_rows;
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     ck_assert_msg(any_device || strstr(d->name, "Oclgrind"),
                   "the device is '%s', not Oclgrind's: run this under tests/oclgrind.sh", d->name);
     pgd_ctx_set_profiling(ctx, 1);
@@ -184,7 +184,7 @@ static pgd_tensor *poisoned(pgd_ctx *ctx, int ndim, const int64_t *shape)
 static float *download(const pgd_tensor *t)
 {
     pgd_error *err = NULL;
-    int64_t n = pgd_tensor_numel(t);
+    int64_t n = pgd_tensor_get_numel(t);
     float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
     PGD_CHECK_OK(pgd_tensor_download(t, h, &err), &err);
     return h;
@@ -195,7 +195,7 @@ static void expect_close(const pgd_tensor *t, double *want, double rtol, double 
                          const char *what)
 {
     float *got = download(t);
-    size_t n = (size_t)pgd_tensor_numel(t);
+    size_t n = (size_t)pgd_tensor_get_numel(t);
     ck_assert_msg(pgd_test_allclose(got, want, n, rtol, atol, what), "%s differs", what);
     free(got);
     free(want);
@@ -1038,7 +1038,7 @@ static void gat_case(pgd_ctx *ctx, pgd_rng *r, int concat)
     pgd_gat *gat = NULL;
     PGD_CHECK_OK(pgd__graph_create_seg(ctx, N, ei, E, 1, 2, &g, &err), &err);
     PGD_CHECK_OK(pgd_gat_create(ctx, &d, &p, &gat, &err), &err);
-    int64_t E2 = pgd_gat_graph_num_edges(g), sx[2] = {N, F}, sy[2] = {N, od}, sa[2] = {E2, H};
+    int64_t E2 = pgd_gat_graph_get_num_edges(g), sx[2] = {N, F}, sy[2] = {N, od}, sa[2] = {E2, H};
     pgd_tensor *x = upload_rand(ctx, r, 2, sx, &hx), *y = poisoned(ctx, 2, sy);
     pgd_tensor *alpha = poisoned(ctx, 2, sa);
     PGD_CHECK_OK(pgd_gat_forward(ctx, gat, g, x, y, alpha, &err), &err);

@@ -191,15 +191,15 @@ START_TEST(bad_values)
         pgd_error *err = NULL;
         ck_assert_int_eq(pgd_ctx_options_from_envp(&o, list, &err), PGD_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(err);
-        ck_assert_int_eq(pgd_error_code(err), PGD_ERR_INVALID_ARGUMENT);
-        const char *msg = pgd_error_message(err);
+        ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_INVALID_ARGUMENT);
+        const char *msg = pgd_error_get_message(err);
         ck_assert_msg(strstr(msg, cases[i].var) && strstr(msg, cases[i].value) &&
                           strstr(msg, cases[i].accepted),
                       "%s=%s: message '%s' lacks the variable, value or '%s'", cases[i].var,
                       cases[i].value, msg, cases[i].accepted);
         ck_assert_msg(memcmp(&o, &before, sizeof o) == 0, "%s: options changed on error",
                       cases[i].var);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
     }
 }
 END_TEST
@@ -239,13 +239,13 @@ START_TEST(contexts_apart)
     ck_assert_str_eq(pgd_ctx_get_options(b)->cache_dir, "off");
     ck_assert_int_eq(pgd_ctx_get_options(a)->max_batch, 2);
     ck_assert_int_eq(pgd_ctx_get_options(b)->max_batch, 0);
-    ck_assert_ptr_null(pgd_ctx_cache_dir(b));
+    ck_assert_ptr_null(pgd_ctx_get_cache_dir(b));
     if (keep)
-        ck_assert_ptr_nonnull(pgd_ctx_cache_dir(a));
+        ck_assert_ptr_nonnull(pgd_ctx_get_cache_dir(a));
     uint64_t real = d[0].global_mem;
-    ck_assert_uint_eq(pgd_ctx_device(a)->global_mem,
+    ck_assert_uint_eq(pgd_ctx_get_device(a)->global_mem,
                       real < (UINT64_C(64) << 20) ? real : UINT64_C(64) << 20);
-    ck_assert_uint_eq(pgd_ctx_device(b)->global_mem, real);
+    ck_assert_uint_eq(pgd_ctx_get_device(b)->global_mem, real);
     ck_assert_int_eq(a->profiling, 0);
     ck_assert_int_eq(b->profiling, 1);
 
@@ -303,10 +303,10 @@ START_TEST(env_bad)
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_ctx_create(NULL, &ctx, &err), PGD_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(ctx);
-    ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_MAX_BATCH") &&
-                      strstr(pgd_error_message(err), "abc"),
-                  "message: %s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "PAGODA_MAX_BATCH") &&
+                      strstr(pgd_error_get_message(err), "abc"),
+                  "message: %s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -322,7 +322,7 @@ START_TEST(env_create)
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd_ctx_create(pgd_test_selector(&d[0]), &ctx, &err), &err);
     ck_assert_int_eq(pgd_ctx_get_options(ctx)->conv_algo, PGD_CONV_ALGO_DIRECT);
-    ck_assert_str_eq(pgd_ctx_device(ctx)->name, d[0].name);
+    ck_assert_str_eq(pgd_ctx_get_device(ctx)->name, d[0].name);
     pgd_ctx_destroy(ctx);
 }
 END_TEST

@@ -106,12 +106,12 @@ START_TEST(writes_complete_file_with_mode)
     /* Streaming, then close, then commit. */
     pgd_outfile *f = NULL;
     PGD_CHECK_OK(pgd_outfile_open(path, &f, &err), &err);
-    ck_assert_str_eq(pgd_outfile_path(f), path);
+    ck_assert_str_eq(pgd_outfile_get_path(f), path);
     ck_assert_int_eq(count_entries(d), 2); /* the target and its temporary file */
-    fprintf(pgd_outfile_stream(f), "%s-%d", "streamed", 3);
+    fprintf(pgd_outfile_get_stream(f), "%s-%d", "streamed", 3);
     PGD_CHECK_OK(pgd_outfile_write(f, "!", 1, &err), &err);
     PGD_CHECK_OK(pgd_outfile_close(f, &err), &err);
-    ck_assert_ptr_null(pgd_outfile_stream(f));
+    ck_assert_ptr_null(pgd_outfile_get_stream(f));
     assert_file_is(path, "second"); /* nothing visible before the commit */
     PGD_CHECK_OK(pgd_outfile_commit(f, &err), &err);
     assert_file_is(path, "streamed-3!");
@@ -128,13 +128,13 @@ START_TEST(writes_complete_file_with_mode)
     /* A missing directory: an error naming the path, nothing created. */
     snprintf(path, sizeof path, "%s/missing/out.bin", d);
     ck_assert_int_eq(pgd_file_write_atomic(path, "x", 1, &err), PGD_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), path));
-    pgd_error_free(err);
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), path));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(count_entries(d), 1);
     ck_assert_int_eq(pgd_outfile_open(NULL, &f, &err), PGD_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(f);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     free(d);
 }
 END_TEST
@@ -166,7 +166,7 @@ static int write_png(const char *path, pgd_error **err)
         return rc;
     static const float map[4] = {0, 1, 2, 3};
     rc = map_write_png(path, img, map, 2, 2, err);
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return rc;
 }
 
@@ -181,9 +181,9 @@ static void expect_refused(writer fn, const char *d, const char *path, const cha
     int rc = fn(path, &err);
     ck_assert_msg(rc == PGD_ERR_IO, "writing over %s (%s) gave %s, not PGD_ERR_IO", path, what,
                   pgd_status_name(rc));
-    ck_assert_msg(strstr(pgd_error_message(err), path) && strstr(pgd_error_message(err), what),
-                  "the message does not name %s and '%s': %s", path, what, pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), path) && strstr(pgd_error_get_message(err), what),
+                  "the message does not name %s and '%s': %s", path, what, pgd_error_get_message(err));
+    pgd_error_destroy(err);
     ck_assert_int_eq(lstat(path, &after), 0);
     ck_assert_int_eq(before.st_mode, after.st_mode);
     ck_assert_int_eq(before.st_ino, after.st_ino);
@@ -242,8 +242,8 @@ START_TEST(commit_checks_again)
     PGD_CHECK_OK(pgd_outfile_write(f, "abc", 3, &err), &err);
     ck_assert_int_eq(mkfifo(path, 0644), 0);
     ck_assert_int_eq(pgd_outfile_commit(f, &err), PGD_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "a FIFO"));
-    pgd_error_free(err);
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), "a FIFO"));
+    pgd_error_destroy(err);
     struct stat st;
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert(S_ISFIFO(st.st_mode));
@@ -438,15 +438,15 @@ START_TEST(check_refuses_before_creating)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(path, sizeof path, "%s%s", d, bad[i]);
         ck_assert_msg(pgd_outfile_check(path, &err) == PGD_ERR_IO, "%s passed", path);
-        ck_assert_msg(strstr(pgd_error_message(err), path), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), path), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     snprintf(path, sizeof path, "%s/fifo", d);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     ck_assert_int_eq(pgd_outfile_check(path, &err), PGD_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(pgd_error_message(err), "a FIFO"));
-    pgd_error_free(err);
+    ck_assert_ptr_nonnull(strstr(pgd_error_get_message(err), "a FIFO"));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(count_entries(d), 2); /* absent.npy and the FIFO: nothing created */
     free(d);
@@ -486,7 +486,7 @@ START_TEST(sha256_of_a_file)
     snprintf(path, sizeof path, "%s/fifo", d);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     ck_assert_int_eq(pgd_file_sha256(path, hex, NULL, &err), PGD_ERR_IO); /* not a hang */
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     free(d);
 }
 END_TEST

@@ -323,7 +323,7 @@ START_TEST(pos_resize_antialias_known_values)
         /* An unknown mode is refused. */
         ck_assert_int_eq(pgd_pos_embed_resize(ctx, p, 1, 1, 2, 1, 2, (pgd_resize_mode)9, p, &err),
                          PGD_ERR_INVALID_ARGUMENT);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         pgd_tensor_destroy(p);
         pgd_tensor_destroy(o);
         pgd_ctx_destroy(ctx);
@@ -349,9 +349,9 @@ static void expect_shape_error(int rc, pgd_error **err, const char *a, const cha
 {
     ck_assert_msg(rc == PGD_ERR_SHAPE, "want PGD_ERR_SHAPE, got %s", pgd_status_name(rc));
     ck_assert_ptr_nonnull(*err);
-    const char *m = pgd_error_message(*err);
+    const char *m = pgd_error_get_message(*err);
     ck_assert_msg(strstr(m, a) && strstr(m, b), "message lacks %s and %s: %s", a, b, m);
-    pgd_error_free(*err);
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 
@@ -391,7 +391,7 @@ START_TEST(patch_shape_errors)
                        "[1, 65, 8]", "[64, 8]");
     ck_assert_int_eq(pgd_patch_embed(ctx, img_ok, w, NULL, NULL, cls, NULL, out, &err),
                      PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     /* Position tables: 65 rows are 1 + 8 x 8, not 1 + 7 x 7; output must have 1 + 4 x 4. */
     int64_t sp[2] = {65, 8}, sp2[2] = {17, 8};

@@ -41,7 +41,7 @@ static int pool_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
     int64_t c = pgd_rng_int(r, 1, 9), oh, ow;
     pgd_error *err = NULL;
     if (pgd_pool2d_output_size(&d, h, w, &oh, &ow, &err) != PGD_OK) {
-        pgd_error_free(err); /* a window wider than the padded input: checked in errors */
+        pgd_error_destroy(err); /* a window wider than the padded input: checked in errors */
         return 0;
     }
     if (sym && d.pad_top <= d.kh / 2 && d.pad_left <= d.kw / 2) {

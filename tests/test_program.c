@@ -38,8 +38,8 @@ START_TEST(embedded_sources_listed)
     ck_assert(strstr(src, "elementwise_scale") != NULL);
     free(src);
     ck_assert_int_eq(pgd__source_load(NULL, "no_such_file", &src, &err), PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "no_such_file") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "no_such_file") != NULL);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -55,15 +55,15 @@ START_TEST(syntax_error_returns_log)
                                          &err);
         ck_assert_int_eq(rc, PGD_ERR_BUILD);
         ck_assert_ptr_null(prog);
-        const char *m = pgd_error_message(err);
+        const char *m = pgd_error_get_message(err);
         ck_assert_msg(strstr(m, d[i].name) != NULL, "device name missing: %s", m);
         ck_assert_msg(strstr(m, "-DPGD_TEST_OPTION=3") != NULL, "options missing: %s", m);
         ck_assert_msg(strstr(m, "clBuildProgram") != NULL, "call missing: %s", m);
-        const char *log = pgd_error_log(err);
+        const char *log = pgd_error_get_log(err);
         ck_assert_ptr_nonnull(log);
         ck_assert_msg(strstr(log, "this_is_not_defined") != NULL || strstr(log, "error") != NULL,
                       "build log on %s does not show the error: %s", d[i].name, log);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -80,7 +80,7 @@ START_TEST(memory_table_and_options)
         PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k1, &err), &err);
         PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_add", &k2, &err), &err);
         pgd_build_stats st;
-        pgd_ctx_build_stats(ctx, &st);
+        pgd_ctx_get_build_stats(ctx, &st);
         ck_assert_uint_eq(st.source_builds, 1);
         ck_assert_uint_eq(st.memory_hits, 1);
         ck_assert_uint_eq(st.disk_writes, 0); /* caching is off */
@@ -88,12 +88,12 @@ START_TEST(memory_table_and_options)
         PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", "-DUNUSED=1", "elementwise_add", &k3, &err),
                      &err);
         ck_assert_ptr_ne(k2, k3);
-        pgd_ctx_build_stats(ctx, &st);
+        pgd_ctx_get_build_stats(ctx, &st);
         ck_assert_uint_eq(st.source_builds, 2);
         ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", NULL, "nope", &k1, &err),
                          PGD_ERR_NOT_FOUND);
-        ck_assert(strstr(pgd_error_message(err), "nope") != NULL);
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "nope") != NULL);
+        pgd_error_destroy(err);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -134,8 +134,8 @@ START_TEST(cl_dir_override)
     cl_kernel k;
     ck_assert_int_eq(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k, &err),
                      PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "elementwise.cl") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "elementwise.cl") != NULL);
+    pgd_error_destroy(err);
     pgd_ctx_destroy(ctx);
     pgd_test_rmtree(dir);
     free(dir);
@@ -174,18 +174,18 @@ START_TEST(kernel_args_checked)
         ck_assert_uint_eq(a.next, 4);
         int rc = pgd__args_end(&a, &err);
         ck_assert_int_ne(rc, PGD_OK);
-        cl_int cl = pgd_error_cl_code(err);
+        cl_int cl = pgd_error_get_cl_code(err);
         ck_assert_msg(cl == CL_INVALID_ARG_SIZE || cl == CL_INVALID_MEM_OBJECT,
                       "%s: clSetKernelArg of a 4-byte cl_mem gave %s (%d)", d[i].name,
                       pgd_cl_error_name(cl), (int)cl);
         ck_assert_int_eq(rc, pgd__status_from_cl(cl));
-        const char *m = pgd_error_message(err);
+        const char *m = pgd_error_get_message(err);
         ck_assert_msg(strstr(m, "clSetKernelArg") != NULL, "call missing: %s", m);
         ck_assert_msg(strstr(m, pgd_cl_error_name(cl)) != NULL, "CL code missing: %s", m);
         ck_assert_msg(strstr(m, "argument 1 of kernel 'elementwise_scale'") != NULL,
                       "argument or kernel missing: %s", m);
         ck_assert_msg(strstr(m, d[i].name) != NULL, "device name missing: %s", m);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
 
         /* An index past the kernel's arguments, reached with seek. */
@@ -193,11 +193,11 @@ START_TEST(kernel_args_checked)
         pgd__args_seek(&a, 7);
         pgd__arg_uint(&a, 4);
         ck_assert_int_ne(pgd__args_end(&a, &err), PGD_OK);
-        ck_assert_int_eq(pgd_error_cl_code(err), CL_INVALID_ARG_INDEX);
-        m = pgd_error_message(err);
+        ck_assert_int_eq(pgd_error_get_cl_code(err), CL_INVALID_ARG_INDEX);
+        m = pgd_error_get_message(err);
         ck_assert_msg(strstr(m, "argument 7 of kernel 'elementwise_scale'") != NULL,
                       "argument or kernel missing: %s", m);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
 
         /* Set right, the values reach the kernel (the float and the uint by value). */

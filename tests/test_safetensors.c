@@ -76,14 +76,14 @@ static void expect_fail_path(const char *path, const char *fname, int code, cons
     pgd_weights *w = (pgd_weights *)&err; /* must be reset to NULL */
     int rc = pgd_weights_open(path, &w, &err);
     ck_assert_msg(rc == code, "%s: got %s, want %s (%s)", fname, pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_message(err) : "no error");
+                  pgd_status_name(code), err ? pgd_error_get_message(err) : "no error");
     ck_assert_ptr_null(w);
     ck_assert_ptr_nonnull(err);
-    ck_assert_int_eq(pgd_error_code(err), code);
-    const char *msg = pgd_error_message(err);
+    ck_assert_int_eq(pgd_error_get_code(err), code);
+    const char *msg = pgd_error_get_message(err);
     ck_assert_msg(strstr(msg, fname) != NULL, "message lacks the file name: %s", msg);
     ck_assert_msg(strstr(msg, word) != NULL, "message lacks '%s': %s", word, msg);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 
 /* Writes header + dlen zero bytes as fname and expects PGD_ERR_FORMAT naming `word`. */
@@ -277,16 +277,16 @@ START_TEST(valid_mixed)
 {
     char *path = write_mixed("mixed.safetensors");
     pgd_weights *w = open_ok(path);
-    ck_assert_uint_eq(pgd_weights_count(w), 8);
+    ck_assert_uint_eq(pgd_weights_get_count(w), 8);
     /* listed in offset order; the zero-size tensor at the end */
     const char *order[] = {"w.f32", "w.f16", "w.bf16", "ids", "w.f64", "scalar", "u16", "empty"};
     for (size_t i = 0; i < 8; i++)
-        ck_assert_str_eq(pgd_weights_name(w, i), order[i]);
-    ck_assert_ptr_null(pgd_weights_name(w, 8));
+        ck_assert_str_eq(pgd_weights_get_name(w, i), order[i]);
+    ck_assert_ptr_null(pgd_weights_get_name(w, 8));
 
-    ck_assert_str_eq(pgd_weights_metadata(w, "format"), "pt");
-    ck_assert_str_eq(pgd_weights_metadata(w, "note"), "caf\xc3\xa9");
-    ck_assert_ptr_null(pgd_weights_metadata(w, "absent"));
+    ck_assert_str_eq(pgd_weights_get_metadata(w, "format"), "pt");
+    ck_assert_str_eq(pgd_weights_get_metadata(w, "note"), "caf\xc3\xa9");
+    ck_assert_ptr_null(pgd_weights_get_metadata(w, "absent"));
 
     pgd_weight_info info;
     ck_assert_int_eq(pgd_weights_find(w, "w.f32", &info), PGD_OK);
@@ -347,24 +347,24 @@ START_TEST(valid_mixed)
     PGD_CHECK_OK(pgd_weights_to_float(w, "empty", NULL, &err), &err);
 
     ck_assert_int_eq(pgd_weights_to_float(w, "ids", out, &err), PGD_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(pgd_error_message(err), "I64") &&
-                      strstr(pgd_error_message(err), "mixed.safetensors"),
-                  "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), "I64") &&
+                      strstr(pgd_error_get_message(err), "mixed.safetensors"),
+                  "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(pgd_weights_to_float(w, "u16", out, &err), PGD_ERR_UNSUPPORTED);
-    ck_assert(strstr(pgd_error_message(err), "U16") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "U16") != NULL);
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(pgd_weights_to_float(w, "missing", out, &err), PGD_ERR_NOT_FOUND);
-    ck_assert(strstr(pgd_error_message(err), "missing") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "missing") != NULL);
+    pgd_error_destroy(err);
 
     ck_assert_str_eq(pgd_dtype_name(PGD_DTYPE_BF16), "BF16");
     ck_assert_uint_eq(pgd_dtype_size(PGD_DTYPE_F8_E5M2), 1);
     ck_assert_uint_eq(pgd_dtype_size(PGD_DTYPE_I64), 8);
-    pgd_weights_close(w);
-    pgd_weights_close(NULL);
+    pgd_weights_destroy(w);
+    pgd_weights_destroy(NULL);
     free(path);
 }
 END_TEST
@@ -395,7 +395,7 @@ START_TEST(half_all_patterns)
     /* NaN payloads survive: quiet bit and low bits shifted into place */
     ck_assert_uint_eq(bits(out[0x7e01]), 0x7fc02000u);
     ck_assert_uint_eq(bits(out[0x7c01]), 0x7f802000u);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(out);
     free(want);
     free(d);
@@ -430,7 +430,7 @@ START_TEST(many_and_empty)
             put_f32(d + begin[i] + 4 * j, (float)(i * 10 + j));
     char *path = write_st("many.safetensors", h, d, at);
     pgd_weights *w = open_ok(path);
-    ck_assert_uint_eq(pgd_weights_count(w), n);
+    ck_assert_uint_eq(pgd_weights_get_count(w), n);
     pgd_error *err = NULL;
     for (size_t i = 0; i < n; i++) {
         char name[64];
@@ -448,28 +448,28 @@ START_TEST(many_and_empty)
     uint64_t prev = 0;
     for (size_t i = 0; i < n; i++) {
         pgd_weight_info info;
-        ck_assert_int_eq(pgd_weights_find(w, pgd_weights_name(w, i), &info), PGD_OK);
+        ck_assert_int_eq(pgd_weights_find(w, pgd_weights_get_name(w, i), &info), PGD_OK);
         ck_assert_uint_ge(info.offset, prev);
         prev = info.offset;
     }
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(path);
 
     /* no tensors at all */
     path = write_st("empty.safetensors", "{}", NULL, 0);
     w = open_ok(path);
-    ck_assert_uint_eq(pgd_weights_count(w), 0);
-    ck_assert_ptr_null(pgd_weights_name(w, 0));
-    ck_assert_ptr_null(pgd_weights_metadata(w, "x"));
+    ck_assert_uint_eq(pgd_weights_get_count(w), 0);
+    ck_assert_ptr_null(pgd_weights_get_name(w, 0));
+    ck_assert_ptr_null(pgd_weights_get_metadata(w, "x"));
     ck_assert_int_eq(pgd_weights_find(w, "x", NULL), PGD_ERR_NOT_FOUND);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(path);
     /* only metadata, padded header (trailing spaces are allowed by the format) */
     path = write_st("meta-only.safetensors", "{\"__metadata__\":{\"a\":\"b\"}}    ", NULL, 0);
     w = open_ok(path);
-    ck_assert_uint_eq(pgd_weights_count(w), 0);
-    ck_assert_str_eq(pgd_weights_metadata(w, "a"), "b");
-    pgd_weights_close(w);
+    ck_assert_uint_eq(pgd_weights_get_count(w), 0);
+    ck_assert_str_eq(pgd_weights_get_metadata(w, "a"), "b");
+    pgd_weights_destroy(w);
     free(path);
     /* only zero-size tensors */
     path = write_st("zeros.safetensors",
@@ -477,8 +477,8 @@ START_TEST(many_and_empty)
                     "\"b\":{\"dtype\":\"I8\",\"shape\":[4,0,2],\"data_offsets\":[0,0]}}",
                     NULL, 0);
     w = open_ok(path);
-    ck_assert_uint_eq(pgd_weights_count(w), 2);
-    pgd_weights_close(w);
+    ck_assert_uint_eq(pgd_weights_get_count(w), 2);
+    pgd_weights_destroy(w);
     free(path);
     free(d);
     free(h);
@@ -529,14 +529,14 @@ START_TEST(upload_every_device)
             pgd_tensor *x = NULL;
             PGD_CHECK_OK(pgd_weights_upload(ctx, w, names[t], &x, &err), &err);
             if (info.ndim == 0) {
-                ck_assert_int_eq(pgd_tensor_ndim(x), 1);
-                ck_assert_int_eq(pgd_tensor_dim(x, 0), 1);
+                ck_assert_int_eq(pgd_tensor_get_ndim(x), 1);
+                ck_assert_int_eq(pgd_tensor_get_dim(x, 0), 1);
             } else {
-                ck_assert_int_eq(pgd_tensor_ndim(x), info.ndim);
+                ck_assert_int_eq(pgd_tensor_get_ndim(x), info.ndim);
                 for (int i = 0; i < info.ndim; i++)
-                    ck_assert_int_eq(pgd_tensor_dim(x, i), info.shape[i]);
+                    ck_assert_int_eq(pgd_tensor_get_dim(x, i), info.shape[i]);
             }
-            ck_assert_uint_eq((uint64_t)pgd_tensor_numel(x), info.numel);
+            ck_assert_uint_eq((uint64_t)pgd_tensor_get_numel(x), info.numel);
             if (info.numel) {
                 PGD_CHECK_OK(pgd_weights_to_float(w, names[t], host, &err), &err);
                 PGD_CHECK_OK(pgd_tensor_download(x, back, &err), &err);
@@ -554,16 +554,16 @@ START_TEST(upload_every_device)
         x = (pgd_tensor *)&err;
         ck_assert_int_eq(pgd_weights_upload(ctx, w, "i", &x, &err), PGD_ERR_UNSUPPORTED);
         ck_assert_ptr_null(x);
-        ck_assert(strstr(pgd_error_message(err), "I32") != NULL);
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "I32") != NULL);
+        pgd_error_destroy(err);
         err = NULL;
         ck_assert_int_eq(pgd_weights_upload(ctx, w, "absent", &x, &err), PGD_ERR_NOT_FOUND);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         pgd_ctx_destroy(ctx);
     }
     free(host);
     free(back);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(path);
     free(d);
 }
@@ -587,15 +587,15 @@ START_TEST(truncated_every_length)
         pgd_weights *w = NULL;
         int rc = pgd_weights_open(path, &w, &err);
         if (len == total) {
-            ck_assert_msg(rc == PGD_OK, "full file rejected: %s", pgd_error_message(err));
-            ck_assert_uint_eq(pgd_weights_count(w), 2);
-            pgd_weights_close(w);
+            ck_assert_msg(rc == PGD_OK, "full file rejected: %s", pgd_error_get_message(err));
+            ck_assert_uint_eq(pgd_weights_get_count(w), 2);
+            pgd_weights_destroy(w);
         } else {
             ck_assert_msg(rc == PGD_ERR_FORMAT, "prefix of %zu bytes: %s", len,
                           pgd_status_name(rc));
             ck_assert_ptr_null(w);
-            ck_assert(strstr(pgd_error_message(err), "trunc.safetensors") != NULL);
-            pgd_error_free(err);
+            ck_assert(strstr(pgd_error_get_message(err), "trunc.safetensors") != NULL);
+            pgd_error_destroy(err);
         }
         free(path);
     }
@@ -685,7 +685,7 @@ START_TEST(reject_io)
     expect_fail_path(tmp_dir, "pagoda-safetensors", PGD_ERR_IO, "regular file");
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_weights_open(NULL, NULL, &err), PGD_ERR_INVALID_ARGUMENT);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -791,7 +791,7 @@ START_TEST(reject_fields)
     char *path = write_st("name1024.safetensors", h, NULL, 8);
     pgd_weights *w = open_ok(path);
     ck_assert_int_eq(pgd_weights_find(w, longname, NULL), PGD_OK);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     free(path);
     reject("meta.safetensors", "{\"__metadata__\":{\"a\":\"b\",\"n\":1}}", 0,
            "__metadata__ value of 'n' is not a string");
@@ -816,9 +816,9 @@ START_TEST(reject_layout)
     char *path = write_st("unordered.safetensors",
                           "{" T("b", F32_2(8, 16)) "," T("a", F32_2(0, 8)) "}", NULL, 16);
     pgd_weights *w = open_ok(path);
-    ck_assert_str_eq(pgd_weights_name(w, 0), "a");
-    ck_assert_str_eq(pgd_weights_name(w, 1), "b");
-    pgd_weights_close(w);
+    ck_assert_str_eq(pgd_weights_get_name(w, 0), "a");
+    ck_assert_str_eq(pgd_weights_get_name(w, 1), "b");
+    pgd_weights_destroy(w);
     free(path);
 }
 END_TEST

@@ -51,31 +51,31 @@ START_TEST(error_object)
     int rc = pgd__error_set(&err, PGD_ERR_SHAPE, "tensor %s is [%d]", "x", 3);
     ck_assert_int_eq(rc, PGD_ERR_SHAPE);
     ck_assert_ptr_nonnull(err);
-    ck_assert_int_eq(pgd_error_code(err), PGD_ERR_SHAPE);
-    ck_assert_str_eq(pgd_error_message(err), "tensor x is [3]");
-    ck_assert_str_eq(pgd_error_summary(err), pgd_status_str(PGD_ERR_SHAPE));
-    ck_assert_ptr_null(pgd_error_log(err));
+    ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_SHAPE);
+    ck_assert_str_eq(pgd_error_get_message(err), "tensor x is [3]");
+    ck_assert_str_eq(pgd_error_get_summary(err), pgd_status_str(PGD_ERR_SHAPE));
+    ck_assert_ptr_null(pgd_error_get_log(err));
     /* Set at most once: the first cause stays. */
     rc = pgd__error_set(&err, PGD_ERR_IO, "second");
     ck_assert_int_eq(rc, PGD_ERR_IO);
-    ck_assert_str_eq(pgd_error_message(err), "tensor x is [3]");
-    pgd_error_free(err);
+    ck_assert_str_eq(pgd_error_get_message(err), "tensor x is [3]");
+    pgd_error_destroy(err);
 
     /* A NULL out-parameter is allowed everywhere. */
     ck_assert_int_eq(pgd__error_set(NULL, PGD_ERR_IO, "ignored"), PGD_ERR_IO);
-    pgd_error_free(NULL);
+    pgd_error_destroy(NULL);
 
     err = NULL;
     rc = pgd__cl_fail(&err, CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", "kernel '%s'", "k");
     ck_assert_int_eq(rc, PGD_ERR_OUT_OF_RESOURCES);
-    ck_assert_int_eq(pgd_error_cl_code(err), CL_OUT_OF_RESOURCES);
-    const char *m = pgd_error_message(err);
+    ck_assert_int_eq(pgd_error_get_cl_code(err), CL_OUT_OF_RESOURCES);
+    const char *m = pgd_error_get_message(err);
     ck_assert_msg(strstr(m, "clEnqueueNDRangeKernel") && strstr(m, "CL_OUT_OF_RESOURCES") &&
                       strstr(m, "(-5)") && strstr(m, "kernel 'k'"),
                   "message: %s", m);
     pgd__error_set_log(&err, "line 1: error");
-    ck_assert_str_eq(pgd_error_log(err), "line 1: error");
-    pgd_error_free(err);
+    ck_assert_str_eq(pgd_error_get_log(err), "line 1: error");
+    pgd_error_destroy(err);
 }
 END_TEST
 
@@ -101,27 +101,27 @@ START_TEST(public_error_set)
                            (size_t)16, 43.75);
     ck_assert_int_eq(rc, PGD_ERR_IO);
     ck_assert_ptr_nonnull(err);
-    ck_assert_int_eq(pgd_error_code(err), PGD_ERR_IO);
-    ck_assert_str_eq(pgd_error_message(err), "reading 'w.bin': 7 of 16 bytes, 43.75%");
-    ck_assert_str_eq(pgd_error_summary(err), pgd_status_str(PGD_ERR_IO));
-    ck_assert_int_eq(pgd_error_cl_code(err), 0);
-    ck_assert_ptr_null(pgd_error_log(err));
+    ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_IO);
+    ck_assert_str_eq(pgd_error_get_message(err), "reading 'w.bin': 7 of 16 bytes, 43.75%");
+    ck_assert_str_eq(pgd_error_get_summary(err), pgd_status_str(PGD_ERR_IO));
+    ck_assert_int_eq(pgd_error_get_cl_code(err), 0);
+    ck_assert_ptr_null(pgd_error_get_log(err));
     /* Set once: a second call returns its own code but keeps the first error. */
     pgd_error *first = err;
     rc = pgd_error_set(&err, PGD_ERR_SHAPE, "second %d", 2);
     ck_assert_int_eq(rc, PGD_ERR_SHAPE);
     ck_assert_ptr_eq(err, first);
-    ck_assert_int_eq(pgd_error_code(err), PGD_ERR_IO);
-    ck_assert_str_eq(pgd_error_message(err), "reading 'w.bin': 7 of 16 bytes, 43.75%");
+    ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_IO);
+    ck_assert_str_eq(pgd_error_get_message(err), "reading 'w.bin': 7 of 16 bytes, 43.75%");
     /* The library's own errors keep it too, and it keeps theirs. */
     ck_assert_int_eq(pgd__error_set(&err, PGD_ERR_BUILD, "internal"), PGD_ERR_BUILD);
-    ck_assert_int_eq(pgd_error_code(err), PGD_ERR_IO);
-    pgd_error_free(err);
+    ck_assert_int_eq(pgd_error_get_code(err), PGD_ERR_IO);
+    pgd_error_destroy(err);
     err = NULL;
     pgd__error_set(&err, PGD_ERR_TOO_LARGE, "from the library");
     ck_assert_int_eq(pgd_error_set(&err, PGD_ERR_IO, "from a model"), PGD_ERR_IO);
-    ck_assert_str_eq(pgd_error_message(err), "from the library");
-    pgd_error_free(err);
+    ck_assert_str_eq(pgd_error_get_message(err), "from the library");
+    pgd_error_destroy(err);
 
     /* A NULL out-parameter: the code comes back, nothing else happens. */
     ck_assert_int_eq(pgd_error_set(NULL, PGD_ERR_INVALID_ARGUMENT, "ignored %s", "x"),
@@ -131,30 +131,30 @@ START_TEST(public_error_set)
      * (cut, but still a NUL-terminated prefix of the text). */
     err = NULL;
     pgd_error_set(&err, PGD_ERR_UNSUPPORTED, "%s", "");
-    ck_assert_str_eq(pgd_error_message(err), "");
-    pgd_error_free(err);
+    ck_assert_str_eq(pgd_error_get_message(err), "");
+    pgd_error_destroy(err);
     err = NULL;
     pgd_error_set(&err, PGD_ERR_UNSUPPORTED, "100%% of %s", "it");
-    ck_assert_str_eq(pgd_error_message(err), "100% of it");
-    pgd_error_free(err);
+    ck_assert_str_eq(pgd_error_get_message(err), "100% of it");
+    pgd_error_destroy(err);
     static char longtext[10000];
     memset(longtext, 'a', sizeof longtext - 1);
     err = NULL;
     pgd_error_set(&err, PGD_ERR_IO, "%s!", longtext);
-    const char *m = pgd_error_message(err);
+    const char *m = pgd_error_get_message(err);
     ck_assert_uint_gt(strlen(m), 100);
     ck_assert_uint_le(strlen(m), sizeof longtext);
     ck_assert_int_eq(strncmp(m, longtext, strlen(m) < 9999 ? strlen(m) : 9999), 0);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     /* Every status code round-trips, with its summary. */
     for (size_t i = 0; i < sizeof all_codes / sizeof all_codes[0]; i++) {
         if (all_codes[i] == PGD_OK)
             continue;
         err = NULL;
         ck_assert_int_eq(pgd_error_set(&err, all_codes[i], "code %d", all_codes[i]), all_codes[i]);
-        ck_assert_int_eq(pgd_error_code(err), all_codes[i]);
-        ck_assert_str_eq(pgd_error_summary(err), pgd_status_str(all_codes[i]));
-        pgd_error_free(err);
+        ck_assert_int_eq(pgd_error_get_code(err), all_codes[i]);
+        ck_assert_str_eq(pgd_error_get_summary(err), pgd_status_str(all_codes[i]));
+        pgd_error_destroy(err);
     }
 }
 END_TEST

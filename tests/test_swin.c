@@ -107,7 +107,7 @@ static void run_case(const char *name, swin_family want_family)
     free(wl);
     free(want);
     free(got);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 START_TEST(torchvision) { run_case("torchvision", SWIN_TORCHVISION); }
@@ -260,21 +260,21 @@ START_TEST(mask_limits)
         int B = 8, H = 800, W = 800;
         float *x = calloc((size_t)B * 3 * H * W, sizeof *x), logits[8 * 7];
         pgd_memory_stats before, after;
-        pgd_ctx_memory_stats(ctx, &before);
+        pgd_ctx_get_memory_stats(ctx, &before);
         int rc = swin_forward(m, x, B, H, W, logits, NULL, &err);
         ck_assert_int_eq(rc, PGD_ERR_TOO_LARGE);
-        const char *msg = pgd_error_message(err);
+        const char *msg = pgd_error_get_message(err);
         ck_assert_msg(strstr(msg, "window 64") && strstr(msg, "block 1"), "%s", msg);
         printf("%s: %s\n", d[i].name, msg);
-        pgd_ctx_memory_stats(ctx, &after);
+        pgd_ctx_get_memory_stats(ctx, &after);
         ck_assert_msg(after.peak_bytes == before.peak_bytes, "memory was allocated first");
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         free(x);
         swin_free(m);
         pgd_ctx_destroy(ctx);
     }
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     remove(out);
 }
 END_TEST

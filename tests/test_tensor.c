@@ -15,14 +15,14 @@ START_TEST(roundtrip_and_shape)
         int64_t shape[3] = {2, 197, 13};
         pgd_tensor *t = NULL;
         PGD_CHECK_OK(pgd_tensor_create(ctx, 3, shape, &t, &err), &err);
-        ck_assert_int_eq(pgd_tensor_ndim(t), 3);
-        ck_assert_int_eq(pgd_tensor_numel(t), 2 * 197 * 13);
-        ck_assert_int_eq(pgd_tensor_stride(t, 0), 197 * 13);
-        ck_assert_int_eq(pgd_tensor_stride(t, 1), 13);
-        ck_assert_int_eq(pgd_tensor_stride(t, 2), 1);
+        ck_assert_int_eq(pgd_tensor_get_ndim(t), 3);
+        ck_assert_int_eq(pgd_tensor_get_numel(t), 2 * 197 * 13);
+        ck_assert_int_eq(pgd_tensor_get_stride(t, 0), 197 * 13);
+        ck_assert_int_eq(pgd_tensor_get_stride(t, 1), 13);
+        ck_assert_int_eq(pgd_tensor_get_stride(t, 2), 1);
         char s[64];
         ck_assert_str_eq(pgd_tensor_shape_str(t, s, sizeof s), "[2, 197, 13]");
-        size_t count = (size_t)pgd_tensor_numel(t);
+        size_t count = (size_t)pgd_tensor_get_numel(t);
         float *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
         pgd_rng r;
         pgd_rng_seed(&r, 11);
@@ -36,11 +36,11 @@ START_TEST(roundtrip_and_shape)
 
         int64_t flat[2] = {394, 13};
         PGD_CHECK_OK(pgd_tensor_reshape(t, 2, flat, &err), &err);
-        ck_assert_int_eq(pgd_tensor_dim(t, 0), 394);
+        ck_assert_int_eq(pgd_tensor_get_dim(t, 0), 394);
         int64_t wrong[1] = {7};
         ck_assert_int_eq(pgd_tensor_reshape(t, 1, wrong, &err), PGD_ERR_SHAPE);
-        ck_assert(strstr(pgd_error_message(err), "[394, 13]") && strstr(pgd_error_message(err), "[7]"));
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "[394, 13]") && strstr(pgd_error_get_message(err), "[7]"));
+        pgd_error_destroy(err);
         err = NULL;
         pgd_tensor_destroy(t);
         free(in);
@@ -62,16 +62,16 @@ START_TEST(bad_shapes_and_limits)
     int64_t neg[2] = {3, -1};
     ck_assert_int_eq(pgd_tensor_create(ctx, 2, neg, &t, &err), PGD_ERR_SHAPE);
     ck_assert_ptr_null(t);
-    ck_assert(strstr(pgd_error_message(err), "-1") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "-1") != NULL);
+    pgd_error_destroy(err);
     err = NULL;
     int64_t many[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     ck_assert_int_eq(pgd_tensor_create(ctx, 9, many, &t, &err), PGD_ERR_SHAPE);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     int64_t overflow[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 16};
     ck_assert_int_eq(pgd_tensor_create(ctx, 3, overflow, &t, &err), PGD_ERR_SHAPE);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     /* Just above the max allocation: refused before any allocation, both sizes named. */
     uint64_t too_many = ctx->dev.max_alloc / 4 + 1;
@@ -79,10 +79,10 @@ START_TEST(bad_shapes_and_limits)
     ck_assert_int_eq(pgd_tensor_create(ctx, 1, big, &t, &err), PGD_ERR_TOO_LARGE);
     char want[64];
     snprintf(want, sizeof want, "%llu", (unsigned long long)ctx->dev.max_alloc);
-    ck_assert_msg(strstr(pgd_error_message(err), want) != NULL, "%s", pgd_error_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), want) != NULL, "%s", pgd_error_get_message(err));
     snprintf(want, sizeof want, "%llu", (unsigned long long)(too_many * 4));
-    ck_assert_msg(strstr(pgd_error_message(err), want) != NULL, "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), want) != NULL, "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     err = NULL;
     /* Zero-sized tensors are legal and cost nothing to move. */
     int64_t empty[2] = {0, 5};
@@ -110,10 +110,10 @@ START_TEST(create_from_host)
             in[j] = pgd_rng_float(&r);
         pgd_tensor *t = NULL;
         PGD_CHECK_OK(pgd_tensor_create_from(ctx, 3, shape, in, &t, &err), &err);
-        ck_assert_int_eq(pgd_tensor_ndim(t), 3);
-        ck_assert_int_eq(pgd_tensor_dim(t, 0), 3);
-        ck_assert_int_eq(pgd_tensor_dim(t, 1), 17);
-        ck_assert_int_eq(pgd_tensor_dim(t, 2), 5);
+        ck_assert_int_eq(pgd_tensor_get_ndim(t), 3);
+        ck_assert_int_eq(pgd_tensor_get_dim(t, 0), 3);
+        ck_assert_int_eq(pgd_tensor_get_dim(t, 1), 17);
+        ck_assert_int_eq(pgd_tensor_get_dim(t, 2), 5);
         PGD_CHECK_OK(pgd_tensor_download(t, out, &err), &err);
         ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
         pgd_tensor_destroy(t);
@@ -121,8 +121,8 @@ START_TEST(create_from_host)
         t = (pgd_tensor *)&err; /* must be reset to NULL on failure */
         ck_assert_int_eq(pgd_tensor_create_from(ctx, 2, bad, in, &t, &err), PGD_ERR_SHAPE);
         ck_assert_ptr_null(t);
-        ck_assert(strstr(pgd_error_message(err), "-2") != NULL);
-        pgd_error_free(err);
+        ck_assert(strstr(pgd_error_get_message(err), "-2") != NULL);
+        pgd_error_destroy(err);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -142,14 +142,14 @@ START_TEST(pool_reuses_buffers)
     pgd_tensor_destroy(a);
     uint64_t idle, reused;
     size_t bufs;
-    pgd_ctx_pool_stats(ctx, &idle, &bufs, &reused);
+    pgd_ctx_get_pool_stats(ctx, &idle, &bufs, &reused);
     ck_assert_uint_eq(bufs, 1);
     ck_assert_uint_ge(idle, 4000);
     ck_assert_uint_eq(reused, 0);
     /* A slightly different size of the same class reuses the buffer. */
     shape[0] = 990;
     PGD_CHECK_OK(pgd_tensor_create(ctx, 1, shape, &b, &err), &err);
-    pgd_ctx_pool_stats(ctx, &idle, &bufs, &reused);
+    pgd_ctx_get_pool_stats(ctx, &idle, &bufs, &reused);
     ck_assert_uint_eq(bufs, 0);
     ck_assert_uint_eq(reused, 1);
     /* and works as a tensor of its own shape */

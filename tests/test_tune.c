@@ -165,9 +165,9 @@ START_TEST(params_text)
         pgd__gemm_params p;
         pgd_error *err = NULL;
         ck_assert_int_eq(pgd__gemm_params_parse(bad[i], &p, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), "expected cpu:rm=") != NULL, "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "expected cpu:rm=") != NULL, "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
     }
     ck_assert_int_eq(pgd__gemm_params_parse(NULL, NULL, NULL), PGD_ERR_INVALID_ARGUMENT);
 }
@@ -192,17 +192,17 @@ START_TEST(params_rules)
         pgd_error *err = NULL;
         PGD_CHECK_OK(pgd__gemm_params_parse(invalid[i], &p, &err), &err);
         ck_assert_int_eq(pgd__gemm_params_check(ctx, &p, &err), PGD_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(pgd_error_message(err), invalid[i]) != NULL, "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), invalid[i]) != NULL, "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
     }
     pgd__gemm_params p;
     pgd_error *err = NULL;
     PGD_CHECK_OK(pgd__gemm_params_parse("gpu:tsm=256,tsn=256,tsk=64,wptm=1,wptn=1", &p, &err),
                  &err);
     ck_assert_int_eq(pgd__gemm_params_check(ctx, &p, &err), PGD_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(pgd_error_message(err), d[0].name) != NULL, "%s", pgd_error_message(err));
-    pgd_error_free(err);
+    ck_assert_msg(strstr(pgd_error_get_message(err), d[0].name) != NULL, "%s", pgd_error_get_message(err));
+    pgd_error_destroy(err);
     pgd_ctx_destroy(ctx);
 }
 END_TEST
@@ -273,7 +273,7 @@ static void write_text(const char *path, const char *text)
 
 static const char *from_of(pgd_ctx *ctx, char *buf, size_t size)
 {
-    return pgd_ctx_kernel_params(ctx, buf, size);
+    return pgd_ctx_get_kernel_params(ctx, buf, size);
 }
 
 /* A temporary cache directory for one test, the options.cache_dir of its contexts (ctx_in):
@@ -344,7 +344,7 @@ START_TEST(tune_stores_winner)
                               res.attention_ms == res.attention_default_ms,
                           "%s: attention '%s' %g ms, untuned %g ms", d[di].name, res.attention,
                           res.attention_ms, res.attention_default_ms);
-            ck_assert_str_eq(pgd_ctx_attention_params(ctx, attn, sizeof attn), "tuned");
+            ck_assert_str_eq(pgd_ctx_get_attention_params(ctx, attn, sizeof attn), "tuned");
             ck_assert_str_eq(attn, res.attention);
             pgd_ctx *fresh = NULL;
             pgd_ctx_options o;
@@ -352,7 +352,7 @@ START_TEST(tune_stores_winner)
             o.device = pgd_test_selector(&d[di]);
             o.cache_dir = "off";
             PGD_CHECK_OK(pgd_ctx_create_with_options(&o, &fresh, &err), &err);
-            ck_assert_str_eq(pgd_ctx_attention_params(fresh, attn_before, sizeof attn_before),
+            ck_assert_str_eq(pgd_ctx_get_attention_params(fresh, attn_before, sizeof attn_before),
                              "defaults");
             ck_assert_str_eq(attn_before, attn); /* the untuned choice won: nothing else ran */
             pgd_ctx_destroy(fresh);
@@ -456,7 +456,7 @@ static void check_runoff(double budget_s, int attempts)
                       s.ms[won], s.params[i], s.ms[i]);
     pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
     char now[128];
-    ck_assert_str_eq(pgd_ctx_kernel_params(ctx, now, sizeof now), "tuned");
+    ck_assert_str_eq(pgd_ctx_get_kernel_params(ctx, now, sizeof now), "tuned");
     ck_assert_str_eq(now, res.params);
     pgd_ctx_destroy(ctx);
     cache_dir_end(&cd);
@@ -510,9 +510,9 @@ START_TEST(given_params)
         int rc = pgd_ctx_create_with_options(&o, &ctx, &err);
         ck_assert_int_ne(rc, PGD_OK);
         ck_assert_ptr_null(ctx);
-        ck_assert_msg(strstr(pgd_error_message(err), "PAGODA_KERNEL_PARAMS") != NULL, "%s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "PAGODA_KERNEL_PARAMS") != NULL, "%s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
 }
@@ -587,7 +587,7 @@ START_TEST(attention_rows)
         pgd__params_of(ctx)->attn_rows = rows;
         pgd__params_of(ctx)->attn_tuned = 1;
         char text[64], want_text[64];
-        ck_assert_str_eq(pgd_ctx_attention_params(ctx, text, sizeof text), "tuned");
+        ck_assert_str_eq(pgd_ctx_get_attention_params(ctx, text, sizeof text), "tuned");
         snprintf(want_text, sizeof want_text, "kt:kw=%d,rows=%d", kw, rows);
         ck_assert_str_eq(text, want_text);
         const int64_t tok = 3 * H * D;
@@ -826,7 +826,7 @@ START_TEST(store_overrides_db)
         pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
         char entry[96], want[96], now[128], line[2048];
         snprintf(want, sizeof want, "db:%s", e->name);
-        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
+        ck_assert_str_eq(pgd_ctx_get_params_entry(ctx, entry, sizeof entry), want);
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "defaults");
         if (gemm && fits(ctx, gemm))
             ck_assert_str_eq(now, gemm);
@@ -835,7 +835,7 @@ START_TEST(store_overrides_db)
         PGD_CHECK_OK(pgd_tune_export(ctx, line, sizeof line, &err), &err);
         ck_assert_msg(strstr(line, now) && strstr(line, "PGD__DB_DEVICE"), "%s", line);
         ck_assert_int_eq(pgd_tune_export(ctx, line, 20, &err), PGD_ERR_INVALID_ARGUMENT);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         char key[65], old_key[65];
         snprintf(key, sizeof key, "%s", pgd__params_of(ctx)->id);
         pgd__cache_key(&d[di], "gemm-choices", "", old_key);
@@ -853,11 +853,11 @@ START_TEST(store_overrides_db)
                     "{\"choices\": {\"gemm:00:1:64,64,64\": \"clblast\"}}");
         ctx = ctx_in(&d[di], &cd, NULL);
         snprintf(want, sizeof want, "tuned:%s", key);
-        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), want);
+        ck_assert_str_eq(pgd_ctx_get_params_entry(ctx, entry, sizeof entry), want);
         ck_assert_str_eq(from_of(ctx, now, sizeof now), "tuned");
         ck_assert_str_eq(now, mine);
         char at[64];
-        ck_assert_str_eq(pgd_ctx_attention_params(ctx, at, sizeof at), "tuned");
+        ck_assert_str_eq(pgd_ctx_get_attention_params(ctx, at, sizeof at), "tuned");
         ck_assert_str_eq(at, "rows");
         json_t *ch = pgd__params_of(ctx)->choices;
         ck_assert_str_eq(json_string_value(json_object_get(ch, "gemm:00:1:64,64,64")), "clblast");
@@ -875,7 +875,7 @@ START_TEST(store_overrides_db)
 
         /* given parameters win over both */
         ctx = ctx_in(&d[di], &cd, given ? given : mine);
-        ck_assert_str_eq(pgd_ctx_params_entry(ctx, entry, sizeof entry), "options");
+        ck_assert_str_eq(pgd_ctx_get_params_entry(ctx, entry, sizeof entry), "options");
         pgd_ctx_destroy(ctx);
         char path[4200];
         snprintf(path, sizeof path, "%s/tuning.json", cd.dir);

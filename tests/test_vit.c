@@ -138,7 +138,7 @@ static void run_case(const char *name, vit_family fam, int extra)
     free(got);
     free(map);
     free(roll);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 START_TEST(timm) { run_case("timm", VIT_TIMM, 1); }
@@ -207,7 +207,7 @@ static void wrong_heads_case(const char *name)
     pgd_ctx_destroy(ctx);
     free(x);
     free(want);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 START_TEST(wrong_heads_seen)
@@ -250,7 +250,7 @@ static int f_read(void *u, const char *name, float *dst, pgd_error **err)
 static const char *f_meta(void *u, const char *key)
 {
     faulty *f = u;
-    return pgd_weights_metadata(f->w, key);
+    return pgd_weights_get_metadata(f->w, key);
 }
 
 /* __metadata__ num_heads replaced by `heads_meta` (NULL: absent). */
@@ -282,8 +282,8 @@ START_TEST(num_heads_metadata)
         heads_meta = bad[i];
         int rc = vit_detect(&src, 0, &cfg, &err);
         ck_assert_msg(rc == PGD_ERR_FORMAT, "num_heads '%s' gave %s", bad[i], pgd_status_name(rc));
-        ck_assert_msg(strstr(pgd_error_message(err), "num_heads"), "%s", pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "num_heads"), "%s", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     heads_meta = "2";
@@ -292,9 +292,9 @@ START_TEST(num_heads_metadata)
     PGD_CHECK_OK(vit_detect(&src, 2, &cfg, &err), &err); /* --heads 2 agrees */
     ck_assert_int_eq(cfg.heads, 2);
     ck_assert_int_eq(vit_detect(&src, 4, &cfg, &err), PGD_ERR_INVALID_ARGUMENT);
-    const char *m = pgd_error_message(err);
+    const char *m = pgd_error_get_message(err);
     ck_assert_msg(strstr(m, "4 heads") && strstr(m, "num_heads 2"), "%s", m);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     err = NULL;
     ck_assert_int_eq(cfg.assumed.n, 0);
     heads_meta = NULL; /* no metadata: the explicit count */
@@ -307,7 +307,7 @@ START_TEST(num_heads_metadata)
     ck_assert_str_eq(cfg.assumed.a[0].key, "heads");
     ck_assert_str_eq(cfg.assumed.a[0].value, "1");
     ck_assert_ptr_nonnull(strstr(cfg.assumed.a[0].how, "--heads"));
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -339,9 +339,9 @@ START_TEST(missing_and_misshaped)
         const char *who = cases[c][0] ? cases[c][0] : cases[c][1];
         ck_assert_msg(rc != PGD_OK, "case %zu loaded", c);
         ck_assert_ptr_null(m);
-        ck_assert_msg(strstr(pgd_error_message(err), who) != NULL, "'%s' not named in: %s", who,
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), who) != NULL, "'%s' not named in: %s", who,
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
     }
     /* Not a ViT at all. */
@@ -349,10 +349,10 @@ START_TEST(missing_and_misshaped)
     model_source src = {&f, "other.safetensors", f_shape, f_read, f_meta, NULL, NULL, NULL};
     vit_config cfg;
     ck_assert_int_eq(vit_detect(&src, 0, &cfg, &err), PGD_ERR_FORMAT);
-    ck_assert(strstr(pgd_error_message(err), "not a ViT") != NULL);
-    pgd_error_free(err);
+    ck_assert(strstr(pgd_error_get_message(err), "not a ViT") != NULL);
+    pgd_error_destroy(err);
     pgd_ctx_destroy(ctx);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -479,7 +479,7 @@ START_TEST(nonfinite_stage)
         pgd_ctx_destroy(ctx);
     }
     free(x);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -519,15 +519,15 @@ START_TEST(device_limits)
         o = base;
         o.global_mem_limit = need / 2;
         pgd_ctx *ctx = pgd_test_ctx_opts(&o);
-        ck_assert_uint_eq(pgd_ctx_device(ctx)->global_mem, need / 2);
+        ck_assert_uint_eq(pgd_ctx_get_device(ctx)->global_mem, need / 2);
         vit_model *m = NULL;
         ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
         ck_assert_ptr_null(m);
-        const char *msg = pgd_error_message(err);
+        const char *msg = pgd_error_get_message(err);
         snprintf(lim, sizeof lim, "%llu bytes", (unsigned long long)need);
         ck_assert_msg(strstr(msg, path) && strstr(msg, lim) && strstr(msg, "global memory"),
                       "message: %s", msg);
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         err = NULL;
         pgd_ctx_destroy(ctx);
 
@@ -535,11 +535,11 @@ START_TEST(device_limits)
         o = base;
         o.max_alloc_limit = 4096;
         ctx = pgd_test_ctx_opts(&o);
-        ck_assert_uint_eq(pgd_ctx_device(ctx)->max_alloc, 4096);
+        ck_assert_uint_eq(pgd_ctx_get_device(ctx)->max_alloc, 4096);
         ck_assert_int_eq(vit_load(ctx, &src, &cfg, &m, &err), PGD_ERR_TOO_LARGE);
-        ck_assert_msg(strstr(pgd_error_message(err), "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), "message: %s",
-                      pgd_error_message(err));
-        pgd_error_free(err);
+        ck_assert_msg(strstr(pgd_error_get_message(err), "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), "message: %s",
+                      pgd_error_get_message(err));
+        pgd_error_destroy(err);
         err = NULL;
         pgd_ctx_destroy(ctx);
 
@@ -569,17 +569,17 @@ START_TEST(device_limits)
                         whole++;
                 } else {
                     ck_assert_msg(rc == PGD_ERR_TOO_LARGE, "%s bytes: %s", lim,
-                                  pgd_error_message(err));
+                                  pgd_error_get_message(err));
                     refused++;
-                    pgd_error_free(err);
+                    pgd_error_destroy(err);
                     err = NULL;
                 }
                 vit_free(m);
                 m = NULL;
             } else {
                 ck_assert_msg(rc == PGD_ERR_TOO_LARGE, "%s bytes: %s", lim,
-                              pgd_error_message(err));
-                pgd_error_free(err);
+                              pgd_error_get_message(err));
+                pgd_error_destroy(err);
                 err = NULL;
             }
             pgd_ctx_destroy(ctx);
@@ -604,7 +604,7 @@ START_TEST(device_limits)
     free(x);
     free(want);
     free(got);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 
@@ -675,7 +675,7 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
     free(want_cls);
     free(want_mean);
     model_source_free(&src);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 
 /* Hugging Face's headless ViTModel (facebook/dino-vits16's naming: no "vit." prefix, an unused
@@ -725,7 +725,7 @@ START_TEST(headless_features)
     }
     free(x);
     free(want);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
 }
 END_TEST
 

@@ -145,9 +145,9 @@ END_TEST
 static void expect(int rc, int want, pgd_error **err, const char *text)
 {
     ck_assert_int_eq(rc, want);
-    ck_assert_msg(strstr(pgd_error_message(*err), text), "'%s' not in: %s", text,
-                  pgd_error_message(*err));
-    pgd_error_free(*err);
+    ck_assert_msg(strstr(pgd_error_get_message(*err), text), "'%s' not in: %s", text,
+                  pgd_error_get_message(*err));
+    pgd_error_destroy(*err);
     *err = NULL;
 }
 

@@ -280,12 +280,12 @@ int bench_time(pgd_ctx *ctx, int (*fn)(void *state, pgd_error **err), void *stat
                const bench_opts *o, bench_result *b, pgd_error **err)
 {
     pgd_build_stats s0, s1;
-    pgd_ctx_build_stats(ctx, &s0);
+    pgd_ctx_get_build_stats(ctx, &s0);
     bench_progress("first run (builds)");
     int rc = fn(state, err);
     if (!rc)
         rc = pgd_ctx_finish(ctx, err);
-    pgd_ctx_build_stats(ctx, &s1);
+    pgd_ctx_get_build_stats(ctx, &s1);
     if (rc)
         return rc;
     double budget = o->budget_ms > 0 ? o->budget_ms : 1000.0;
@@ -449,15 +449,15 @@ typedef struct device_run {
 
 static void print_table_header(pgd_ctx *ctx)
 {
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     printf("device %d:%d %s (%s, driver %s)\n", d->platform_index, d->device_index, d->name,
            d->platform, d->driver_version);
     char kp[128], ap[64];
-    const char *from = pgd_ctx_kernel_params(ctx, kp, sizeof kp);
-    const char *afrom = pgd_ctx_attention_params(ctx, ap, sizeof ap);
+    const char *from = pgd_ctx_get_kernel_params(ctx, kp, sizeof kp);
+    const char *afrom = pgd_ctx_get_attention_params(ctx, ap, sizeof ap);
     char entry[96];
     printf("kernels gemm %s (%s), attention %s (%s), params %s\n", kp, from, ap, afrom,
-           pgd_ctx_params_entry(ctx, entry, sizeof entry));
+           pgd_ctx_get_params_entry(ctx, entry, sizeof entry));
     printf("%-30s %10s %10s %10s %9s %8s %6s %7s %10s\n", "item", "median ms", "p90 ms", "min ms",
            "GFLOP/s", "GB/s", "%peak", "FLOP/B", "compile ms");
 }
@@ -546,7 +546,7 @@ static int run_spec(device_run *dr, const spec_entry *e, int index, int n)
     int r = e->item->run(dr->ctx, e->spec, dr->o, res, &nres, 64, &err);
     progress_clear();
     if (r == EXIT_USAGE) {
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return EXIT_USAGE;
     }
     if (r) {
@@ -556,7 +556,7 @@ static int run_spec(device_run *dr, const spec_entry *e, int index, int n)
         /* One failing item does not stop a suite: it is reported and recorded. */
         json_array_append_new(dr->skipped,
                               json_pack("{s:o, s:o}", "spec", app_json_text(e->spec), "reason",
-                                        app_json_text(err ? pgd_error_message(err) : "failed")));
+                                        app_json_text(err ? pgd_error_get_message(err) : "failed")));
         char what[512];
         snprintf(what, sizeof what, "%s on %s", e->spec, dr->d->name);
         app_fail_in(what, err);
@@ -602,16 +602,16 @@ static json_t *device_run_json(device_run *dr)
         json_object_set_new(run, "peak", peak_json(&dr->pk));
     /* Which GEMM kernel parameters ran, and whether pgd_tune chose them. */
     char kp[128];
-    const char *from = pgd_ctx_kernel_params(dr->ctx, kp, sizeof kp);
+    const char *from = pgd_ctx_get_kernel_params(dr->ctx, kp, sizeof kp);
     char ap[64];
-    const char *afrom = pgd_ctx_attention_params(dr->ctx, ap, sizeof ap);
+    const char *afrom = pgd_ctx_get_attention_params(dr->ctx, ap, sizeof ap);
     json_object_set_new(run, "kernel_params",
                         json_pack("{s:s, s:s, s:s, s:s}", "gemm", kp, "from", from, "attention", ap,
                                   "attention_from", afrom));
     /* which entry ran: "db:<name>" (the shipped database), "tuned:<store key>" or "options" */
     char entry[96];
     json_object_set_new(run, "params",
-                        json_string(pgd_ctx_params_entry(dr->ctx, entry, sizeof entry)));
+                        json_string(pgd_ctx_get_params_entry(dr->ctx, entry, sizeof entry)));
     json_object_set_new(run, "results", dr->results);
     json_object_set_new(run, "skipped", dr->skipped);
     return run;
@@ -624,7 +624,7 @@ static int run_device(const char *selector, const spec_entry *specs, int nspecs,
     int open_rc = app_ctx_open(selector, &dr.ctx);
     if (open_rc)
         return open_rc;
-    dr.d = pgd_ctx_device(dr.ctx);
+    dr.d = pgd_ctx_get_device(dr.ctx);
     if (table)
         print_table_header(dr.ctx);
     dr.results = json_array();
@@ -772,7 +772,7 @@ static int run_devices(const char *device, const spec_entry *specs, int nspecs, 
             printf("\n");
         rc = run_device(sel, specs, nspecs, o, table, runs, failures);
     }
-    pgd_devices_free(list);
+    pgd_free(list);
     return rc;
 }
 

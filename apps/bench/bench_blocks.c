@@ -330,12 +330,12 @@ static int run_gat(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_re
     if (!rc)
         rc = time_runs(ctx, (timed_fn){gat_once, &s}, o, b, err);
     if (!rc) {
-        int64_t ea = pgd_gat_graph_num_edges(s.g);
+        int64_t ea = pgd_gat_graph_get_num_edges(s.g);
         snprintf(b->name, sizeof b->name, "gat:%ld,%ld", v[0], v[1]);
         snprintf(b->params, sizeof b->params,
                  "{\"nodes\":%ld,\"edges\":%ld,\"edges_attended\":%lld,\"max_in_degree\":%lld,"
                  "\"in\":64,\"heads\":8,\"channels\":8}",
-                 v[0], v[1], (long long)ea, (long long)pgd_gat_graph_max_in_degree(s.g));
+                 v[0], v[1], (long long)ea, (long long)pgd_gat_graph_get_max_in_degree(s.g));
         /* h = x·Wᵀ, the scores, and per attended edge and channel one exp-weighted FMA */
         b->flops = 2.0 * (double)N * (double)(F * H * C) + 4.0 * (double)N * (double)(H * C) +
                    2.0 * (double)ea * (double)(H * C);

@@ -19,8 +19,8 @@ static json_t *load_json(const char *path)
     size_t size = 0;
     pgd_error *err = NULL;
     if (pgd_file_read(path, COMPARE_MAX_BYTES, &text, &size, &err) != PGD_OK) {
-        fprintf(stderr, "pagoda: error: %s\n", pgd_error_message(err));
-        pgd_error_free(err);
+        fprintf(stderr, "pagoda: error: %s\n", pgd_error_get_message(err));
+        pgd_error_destroy(err);
         return NULL;
     }
     json_error_t je;

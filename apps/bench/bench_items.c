@@ -23,7 +23,7 @@ static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
     /* Compiles are seconds each on PoCL: a few repetitions give a stable median. */
     int reps = o->repeat < 0 ? 3 : o->repeat < 5 ? o->repeat : 5;
     const char *const *names = pgd_program_names();
-    int have_cache = pgd_ctx_cache_dir(ctx) != NULL;
+    int have_cache = pgd_ctx_get_cache_dir(ctx) != NULL;
     if (!have_cache)
         fprintf(stderr, "pagoda: note: the binary cache is off (PAGODA_CACHE_DIR); only cold "
                         "builds are timed\n");
@@ -147,7 +147,7 @@ static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 int check_fits(pgd_ctx *ctx, int64_t largest, int64_t total, int64_t host,
                pgd_error **err)
 {
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     uint64_t lb = (uint64_t)mul_sat(largest, 4), tb = (uint64_t)mul_sat(total, 4),
              hb = (uint64_t)mul_sat(host, 4), hl = host_limit_bytes();
     if (largest == INT64_MAX || total == INT64_MAX || host == INT64_MAX ||

@@ -38,9 +38,9 @@ static int peak_kernel(pgd_ctx *ctx, const char *opts, const char *function, pgd
                        double *build_ms, pgd_error **err)
 {
     pgd_build_stats s0, s1;
-    pgd_ctx_build_stats(ctx, &s0);
+    pgd_ctx_get_build_stats(ctx, &s0);
     int rc = pgd_kernel_create(ctx, "peak", bench_peak_sources[0].text, opts, function, k, err);
-    pgd_ctx_build_stats(ctx, &s1);
+    pgd_ctx_get_build_stats(ctx, &s1);
     *build_ms = s1.build_ms - s0.build_ms;
     return rc;
 }
@@ -52,15 +52,15 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
     char opts[64];
     /* llvmpipe has no fused multiply-add instruction path: fma() there is a slow exact
      * emulation, and its mad() is the fastest multiply-add it has. */
-    const char *op = pgd_ctx_device(ctx)->software_rasteriser ? "mad" : "fma";
+    const char *op = pgd_ctx_get_device(ctx)->software_rasteriser ? "mad" : "fma";
     snprintf(opts, sizeof opts, "-DPEAK_VEC=%d -DPEAK_CHAINS=%d -DPEAK_OP=%s", vec, chains, op);
     peak_state s = {NULL, 0, 0};
     double build_ms = 0;
     int rc = peak_kernel(ctx, opts, "peak_fma", &s.k, &build_ms, err);
     if (rc)
         return rc;
-    const pgd_device_info *d = pgd_ctx_device(ctx);
-    s.local = pgd_kernel_preferred_work_group(s.k);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
+    s.local = pgd_kernel_get_preferred_work_group(s.k);
     /* Enough groups that every compute unit has several in flight. */
     size_t cus = d->compute_units ? d->compute_units : 1;
     s.global = s.local * cus * 8;
@@ -129,7 +129,7 @@ static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench
 
 static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result *b, pgd_error **err)
 {
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     /* Far larger than any cache (hundreds of MiB), within the device's allocation limit. */
     uint64_t bytes = (uint64_t)256 << 20;
     if (bytes > d->max_alloc)
@@ -143,7 +143,7 @@ static int run_stream(pgd_ctx *ctx, int copy, const bench_opts *o, bench_result 
     int rc = peak_kernel(ctx, NULL, kname, &s.k, &build_ms, err);
     if (rc)
         return rc;
-    s.local = pgd_kernel_preferred_work_group(s.k);
+    s.local = pgd_kernel_get_preferred_work_group(s.k);
     /* PEAK_PER_ITEM (16) float4s per work-item: the buffer is a whole number of groups. */
     size_t per_group = s.local * 16;
     n4 = (uint32_t)(n4 / per_group * per_group);
@@ -189,7 +189,7 @@ static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
 {
     int fma = strcmp(spec, "peak:bw") != 0, bw = strcmp(spec, "peak:fma") != 0;
     int n = 0, rc = 0;
-    int soft = pgd_ctx_device(ctx)->software_rasteriser;
+    int soft = pgd_ctx_get_device(ctx)->software_rasteriser;
     size_t nv = soft ? sizeof fma_variants_soft / sizeof fma_variants_soft[0]
                      : sizeof fma_variants / sizeof fma_variants[0];
     for (size_t i = 0; fma && !rc && i < nv && n < cap; i++) {

@@ -81,7 +81,7 @@ static int run(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result
     }
     for (int i = 0; i < n; i++)
         paths[i] = image;
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     char sel[32];
     snprintf(sel, sizeof sel, "%d:%d", d->platform_index, d->device_index);
     classify_opts co;

@@ -32,21 +32,21 @@ static void list_devices(void)
     pgd_device_info *list = NULL;
     size_t n = 0;
     if (pgd_devices_list(&list, &n, &err)) {
-        pgd_error_free(err); /* the context below reports the problem in full */
+        pgd_error_destroy(err); /* the context below reports the problem in full */
         return;
     }
     printf("OpenCL devices:\n");
     for (size_t i = 0; i < n; i++)
         printf("  %d:%d  %-40s %s, %s\n", list[i].platform_index, list[i].device_index,
                list[i].name, list[i].platform, pgd_device_type_name(list[i].type));
-    pgd_devices_free(list);
+    pgd_free(list);
 }
 
 /* y = 2x + x on the device over a prime number of elements, compared exactly on the host. */
 static int check_elementwise(pgd_ctx *ctx, int profile)
 {
     enum { N = 1000003 }; /* a prime: no work-group size divides it, so edges are exercised */
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     pgd_tensor *tx = NULL, *ty = NULL;
     pgd_error *err = NULL;
@@ -75,7 +75,7 @@ static int check_elementwise(pgd_ctx *ctx, int profile)
     }
     if (!rc) {
         pgd_build_stats st;
-        pgd_ctx_build_stats(ctx, &st);
+        pgd_ctx_get_build_stats(ctx, &st);
         printf("check passed: y = 2x + x over %d elements, all exact (kernel build %.0f ms, %s)\n",
                N, st.build_ms, st.disk_hits ? "from the binary cache" : "compiled");
     }
@@ -158,7 +158,7 @@ int cmd_demo(int argc, char **argv)
         return rc;
     if (profile)
         pgd_ctx_set_profiling(ctx, 1);
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     printf("running on %d:%d %s (%s)\n", d->platform_index, d->device_index, d->name, d->platform);
     rc = check_elementwise(ctx, profile);
     if (rc == EXIT_OK)

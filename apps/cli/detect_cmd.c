@@ -386,8 +386,8 @@ static void filt_free(filt *f)
 static int preprocess(const pgd_image *img, int rw, int rh, int H, int W, float *x)
 {
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    int w = pgd_image_width(img), h = pgd_image_height(img);
-    const uint8_t *px = pgd_image_data(img);
+    int w = pgd_image_get_width(img), h = pgd_image_get_height(img);
+    const uint8_t *px = pgd_image_get_data(img);
     filt fx = {0}, fy = {0};
     float *tmp = malloc((size_t)h * rw * 3 * sizeof *tmp);
     int rc = tmp && !filt_make(w, rw, &fx) && !filt_make(h, rh, &fy) ? 0 : -1;
@@ -435,7 +435,7 @@ static int load_images(run *r)
         it->name = r->o.images[b];
         if (pgd_image_load(it->name, &it->img, &err))
             return app_fail(err);
-        it->w = pgd_image_width(it->img), it->h = pgd_image_height(it->img);
+        it->w = pgd_image_get_width(it->img), it->h = pgd_image_get_height(it->img);
         if (target_size(it->h, it->w, &it->rh, &it->rw)) {
             char shown[1024];
             fprintf(stderr, "pagoda: error: %s: %d x %d is too narrow: resized to a longer side "
@@ -682,7 +682,7 @@ static int draw_boxes(run *r, const item *it, const detr_detection *d, int n, co
     uint8_t *px = malloc((size_t)w * h * 3);
     if (!px)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", path);
-    memcpy(px, pgd_image_data(it->img), (size_t)w * h * 3);
+    memcpy(px, pgd_image_get_data(it->img), (size_t)w * h * 3);
     int t = (w < h ? w : h) / 250 + 2, s = (w < h ? w : h) / 300 + 1;
     static const uint8_t white[3] = {255, 255, 255};
     for (int k = 0; k < n; k++) {
@@ -916,14 +916,14 @@ static int detect(run *r)
 static void run_free(run *r)
 {
     for (int b = 0; r->items && b < r->B; b++)
-        pgd_image_free(r->items[b].img);
+        pgd_image_destroy(r->items[b].img);
     free(r->items);
     free(r->x);
     free(r->mask);
     outset_free(&r->out); /* a run that did not commit leaves no output */
     detr_free(r->m);
     model_source_free(&r->src);
-    pgd_weights_close(r->wf);
+    pgd_weights_destroy(r->wf);
     json_decref(r->id2label);
     app_labels_free(&r->labels);
     pgd_ctx_destroy(r->ctx);

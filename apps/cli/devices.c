@@ -70,7 +70,7 @@ int cmd_devices(int argc, char **argv)
         }
         int rc = app_write_json(arr, NULL);
         json_decref(arr);
-        pgd_devices_free(list);
+        pgd_free(list);
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
@@ -96,6 +96,6 @@ int cmd_devices(int argc, char **argv)
                d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no", d->subgroups ? "yes" : "no",
                d->images ? "yes" : "no", d->unified_memory ? "yes" : "no", d->pref_vector_float);
     }
-    pgd_devices_free(list);
+    pgd_free(list);
     return EXIT_OK;
 }

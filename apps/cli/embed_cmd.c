@@ -297,7 +297,7 @@ static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet
                             err);
         free(maps);
         for (int i = 0; thumbs && i < b; i++)
-            pgd_image_free(thumbs[i]);
+            pgd_image_destroy(thumbs[i]);
         free(thumbs);
         free(x);
         if (progress) {
@@ -413,8 +413,8 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
                             pool_name(a->pool), "preprocess", app_preset_name(e->preset), "dim",
                             (int)width, "heads", e->cfg.heads, "images", imgs);
     int rc = PGD_OK;
-    if (!doc || json_dumpf(doc, pgd_outfile_stream(fj), JSON_INDENT(1)))
-        rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_path(fj));
+    if (!doc || json_dumpf(doc, pgd_outfile_get_stream(fj), JSON_INDENT(1)))
+        rc = pgd_error_set(err, PGD_ERR_IO, "%s: writing the image list", pgd_outfile_get_path(fj));
     json_decref(doc);
     free(abs);
     return rc;

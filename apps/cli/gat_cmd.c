@@ -146,7 +146,7 @@ static void print_text(const gat_opts *o, pgd_ctx *ctx, const gat_model *m, cons
     printf("graph     %s: %lld nodes x %lld features, %lld edges (%lld attended)\n",
            app_term_text(o->graph, buf, sizeof buf), (long long)g->n, (long long)g->f,
            (long long)g->e, (long long)edges2);
-    printf("device    %s\n", app_term_text(pgd_ctx_device(ctx)->name, buf, sizeof buf));
+    printf("device    %s\n", app_term_text(pgd_ctx_get_device(ctx)->name, buf, sizeof buf));
     printf("time      graph %.2f ms, forward %.2f ms\n", t[0], t[1]);
     if (g->y && counted)
         printf("accuracy  %.4f (%lld of %lld %s)\n", (double)correct / (double)counted,
@@ -192,7 +192,7 @@ static int run(const gat_opts *o, outset *out, pgd_ctx *ctx, const gat_model *m,
     if (!rc && o->json) {
         json_t *doc = json_pack(
             "{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:s, s:f, s:f}", "device",
-            app_json_text(pgd_ctx_device(ctx)->name), "weights", app_json_text(o->weights), "graph",
+            app_json_text(pgd_ctx_get_device(ctx)->name), "weights", app_json_text(o->weights), "graph",
             app_json_text(o->graph), "nodes", (json_int_t)g->n, "features", (json_int_t)g->f,
             "edges", (json_int_t)g->e, "classes", (json_int_t)classes, "layers", layers_json(m),
             "activation", m->act_name, "graph_ms", t[0], "forward_ms", t[1]);

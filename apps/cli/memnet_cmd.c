@@ -172,7 +172,7 @@ static int report(const memnet_opts *o, pgd_ctx *ctx, const memnet_model *m, con
     if (qs) {
         json_t *doc =
             json_pack("{s:o, s:o, s:i, s:i, s:o}", "device",
-                      app_json_text(pgd_ctx_device(ctx)->name), "story", app_json_text(o->story),
+                      app_json_text(pgd_ctx_get_device(ctx)->name), "story", app_json_text(o->story),
                       "hops", m->hops, "questions", s->n_questions, "answers", qs);
         if (doc && answered) {
             json_object_set_new(doc, "accuracy", json_real((double)correct / answered));

@@ -243,9 +243,9 @@ static int affinity_setup(nl_own *v, const char *image, classify_run *r, const r
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
                              "out of host memory for the affinity map");
     /* r->loaded holds thumbnails: the query is in the source image's pixels. */
-    int iw = pgd_image_source_width(r->loaded[0]), ih = pgd_image_source_height(r->loaded[0]);
-    double sx = (double)pgd_image_width(r->loaded[0]) / iw,
-           sy = (double)pgd_image_height(r->loaded[0]) / ih;
+    int iw = pgd_image_get_source_width(r->loaded[0]), ih = pgd_image_get_source_height(r->loaded[0]);
+    double sx = (double)pgd_image_get_width(r->loaded[0]) / iw,
+           sy = (double)pgd_image_get_height(r->loaded[0]) / ih;
     if (v->qx < 0)
         v->qx = iw / 2.0, v->qy = ih / 2.0;
     if (v->qx >= iw || v->qy >= ih) {

@@ -136,9 +136,9 @@ int cmd_tune(int argc, char **argv)
     if (rc)
         return rc;
     char entry[96];
-    if (export && !strncmp(pgd_ctx_params_entry(ctx, entry, sizeof entry), "tuned:", 6))
+    if (export && !strncmp(pgd_ctx_get_params_entry(ctx, entry, sizeof entry), "tuned:", 6))
         return export_entry(ctx);
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     char name[256] = "";
     if (!pr.quiet)
         fprintf(stderr, "tune: %s (driver %s), budget %.0f s\n",
@@ -151,7 +151,7 @@ int cmd_tune(int argc, char **argv)
     }
     if (export)
         return export_entry(ctx);
-    const char *dir = pgd_ctx_cache_dir(ctx);
+    const char *dir = pgd_ctx_get_cache_dir(ctx);
     if (json) {
         json_t *doc =
             json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",

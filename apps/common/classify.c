@@ -327,7 +327,7 @@ int classify_after_forward(const classify_opts *o, classify_run *r, int split)
     if (split < r->B)
         fprintf(stderr, "pagoda: note: the batch of %d images ran as passes of at most %d (%s%s%s)\n",
                 r->B, split, app_max_batch(r->ctx) ? "$PAGODA_MAX_BATCH, or " : "",
-                "what fits in the memory of ", pgd_ctx_device(r->ctx)->name);
+                "what fits in the memory of ", pgd_ctx_get_device(r->ctx)->name);
     if (o->save_logits) {
         pgd_error *err = NULL;
         pgd_outfile *f = NULL;
@@ -389,7 +389,7 @@ json_t *classify_report(const classify_opts *o, classify_run *r)
 int classify_emit(const classify_opts *o, classify_run *r, const char *weights, json_t *model,
                   const classify_stage *stages, const double *t, int n)
 {
-    const pgd_device_info *d = pgd_ctx_device(r->ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(r->ctx);
     json_t *results = classify_report(o, r);
     if (!o->json) {
         json_decref(model);
@@ -427,7 +427,7 @@ void classify_free(classify_run *r)
 {
     outset_free(&r->outputs); /* a run that did not reach classify_finish leaves no output */
     for (int i = 0; r->loaded && i < r->B; i++)
-        pgd_image_free(r->loaded[i]);
+        pgd_image_destroy(r->loaded[i]);
     free(r->loaded);
     free(r->x);
     free(r->logits);

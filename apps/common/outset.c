@@ -82,9 +82,9 @@ static int claim(outset *s, const char *option, const char *path, pgd_error **er
     char shown[2][1024];
     pgd_error *why = NULL;
     if (pgd_outfile_check(path, &why)) {
-        int code = pgd_error_code(why);
-        snprintf(shown[0], sizeof shown[0], "%s", pgd_error_message(why));
-        pgd_error_free(why);
+        int code = pgd_error_get_code(why);
+        snprintf(shown[0], sizeof shown[0], "%s", pgd_error_get_message(why));
+        pgd_error_destroy(why);
         return pgd_error_set(err, code, "%s: %s", option, shown[0]);
     }
     outset_item it = {0};

@@ -146,9 +146,9 @@ static void fail_locked(stream *s, int rc)
 
 static char *errdup(pgd_error *err, const char *fallback)
 {
-    const char *m = err ? pgd_error_message(err) : NULL;
+    const char *m = err ? pgd_error_get_message(err) : NULL;
     char *out = strdup(m && *m ? m : fallback);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     return out ? out : strdup("out of host memory");
 }
 
@@ -164,7 +164,7 @@ static void decode_one(stream *s, sbatch *b, int i)
     int rc = app_load_image(path, s->min_side, o->exif_rotate, &img, &err);
     if (!rc)
         rc = pgd_image_preprocess(img, s->preset, x, &err);
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     if (rc) {
         b->err[i] = errdup(err, "cannot read the image");
         return;
@@ -286,9 +286,9 @@ static void *device_loop(void *arg)
             d->busy_s += t1 - t0;
             if (rc) {
                 char shown[1024];
-                fprintf(stderr, "pagoda: error: on %s: %s\n", pgd_ctx_device(d->ctx)->name,
-                        app_term_text(pgd_error_message(err), shown, sizeof shown));
-                pgd_error_free(err);
+                fprintf(stderr, "pagoda: error: on %s: %s\n", pgd_ctx_get_device(d->ctx)->name,
+                        app_term_text(pgd_error_get_message(err), shown, sizeof shown));
+                pgd_error_destroy(err);
                 fail_locked(s, EXIT_RUNTIME);
                 break;
             }
@@ -449,7 +449,7 @@ static int open_devices(stream *s)
             if (list_add(&sels, p))
                 rc = oom();
         }
-        pgd_devices_free(list);
+        pgd_free(list);
     } else if (sel && strchr(sel, ',')) {
         char *copy = strdup(sel);
         if (!copy)
@@ -739,7 +739,7 @@ static void summary(stream *s, double el)
     fputc('\n', stderr);
     for (int i = 0; i < s->ndev && (s->ndev > 1 || s->ranks > 1); i++)
         fprintf(stderr, "pagoda:   rank %d, %s: %ld images, %.1f img/s while busy\n", s->rank,
-                app_term_text(pgd_ctx_device(s->dev[i].ctx)->name, shown, sizeof shown),
+                app_term_text(pgd_ctx_get_device(s->dev[i].ctx)->name, shown, sizeof shown),
                 s->dev[i].images, s->dev[i].busy_s > 0 ? s->dev[i].images / s->dev[i].busy_s : 0);
 }
 

@@ -137,10 +137,10 @@ int app_fail_in(const char *what, pgd_error *err)
         fputs(": ", stderr);
     }
     /* Every failing path sets an error; a missing one is a bug, reported as such. */
-    fput_text(err ? pgd_error_message(err) : "internal error: a failure without a message",
+    fput_text(err ? pgd_error_get_message(err) : "internal error: a failure without a message",
               stderr, 1);
     fputc('\n', stderr);
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     return EXIT_RUNTIME;
 }
 
@@ -163,7 +163,7 @@ int app_weights_f16(void)
     pgd_error *err = NULL;
     pgd_ctx_options_init(&opt);
     if (pgd_ctx_options_from_env(&opt, &err)) {
-        pgd_error_free(err); /* app_ctx_open reports it */
+        pgd_error_destroy(err); /* app_ctx_open reports it */
         return 0;
     }
     return opt.weights_f16 != 0;
@@ -231,10 +231,10 @@ json_t *app_device_json(const pgd_device_info *d)
 int app_write_json_to(json_t *value, pgd_outfile *f)
 {
     pgd_error *err = NULL;
-    if (json_dumpf(value, pgd_outfile_stream(f), JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
-        fputc('\n', pgd_outfile_stream(f)) == EOF) {
+    if (json_dumpf(value, pgd_outfile_get_stream(f), JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
+        fputc('\n', pgd_outfile_get_stream(f)) == EOF) {
         fprintf(stderr, "pagoda: error: %s: cannot write the JSON document\n",
-                pgd_outfile_path(f));
+                pgd_outfile_get_path(f));
         pgd_outfile_abort(f);
         return EXIT_RUNTIME;
     }
@@ -298,8 +298,8 @@ int app_labels_load(const char *path, app_labels *out)
     if (pgd_file_read(path, LABELS_MAX_BYTES, &text, &size, &err) != PGD_OK) {
         char shown[1024];
         fprintf(stderr, "pagoda: error: cannot read labels: %s\n",
-                app_term_text(pgd_error_message(err), shown, sizeof shown));
-        pgd_error_free(err);
+                app_term_text(pgd_error_get_message(err), shown, sizeof shown));
+        pgd_error_destroy(err);
         return EXIT_RUNTIME;
     }
     return app_labels_parse(text, size, path, out);
@@ -516,12 +516,12 @@ int app_load_image(const char *path, int min_side, int exif_rotate, pgd_image **
     if (!rc && orientation != 1) {
         pgd_image *up = NULL;
         rc = pgd_image_apply_orientation(img, orientation, &up, err);
-        pgd_image_free(img);
+        pgd_image_destroy(img);
         img = up;
     }
     *out = rc ? NULL : img;
     if (rc)
-        pgd_image_free(img);
+        pgd_image_destroy(img);
     return rc;
 }
 
@@ -544,11 +544,11 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
             rc = pgd_image_preprocess(full, preset, *x + i * per, err);
         if (!rc)
             rc = pgd_image_thumbnail(full, APP_MAP_BASE_SIDE, &(*loaded)[i], err);
-        pgd_image_free(full);
+        pgd_image_destroy(full);
     }
     if (rc) {
         for (int i = 0; *loaded && i < n; i++)
-            pgd_image_free((*loaded)[i]);
+            pgd_image_destroy((*loaded)[i]);
         free(*loaded);
         free(*x);
         *loaded = NULL;
@@ -623,8 +623,8 @@ int app_side_json(const char *weights, const char *name, char *path, size_t size
     size_t n = 0;
     pgd_error *err = NULL;
     if (pgd_file_read(path, UINT64_C(1) << 20, &text, &n, &err)) {
-        if (pgd_error_code(err) == PGD_ERR_NOT_FOUND) {
-            pgd_error_free(err);
+        if (pgd_error_get_code(err) == PGD_ERR_NOT_FOUND) {
+            pgd_error_destroy(err);
             return EXIT_OK;
         }
         return app_fail(err);

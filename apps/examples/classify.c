@@ -18,8 +18,8 @@
 /* Prints the error, frees it and returns the exit status 1. */
 static int fail(const char *what, pgd_error *err)
 {
-    fprintf(stderr, "classify: %s: %s\n", what, err ? pgd_error_message(err) : "failed");
-    pgd_error_free(err);
+    fprintf(stderr, "classify: %s: %s\n", what, err ? pgd_error_get_message(err) : "failed");
+    pgd_error_destroy(err);
     return 1;
 }
 
@@ -83,14 +83,14 @@ int main(int argc, char **argv)
         status = fail("forward pass", err);
         goto done;
     }
-    printf("%s on %s: %s\n", argv[2], pgd_ctx_device(ctx)->name, info.description);
+    printf("%s on %s: %s\n", argv[2], pgd_ctx_get_device(ctx)->name, info.description);
     print_top(logits, info.classes, 5);
     status = 0;
 done:
     free(x);
     free(logits);
-    pgd_image_free(img);
-    pgd_model_free(m);
+    pgd_image_destroy(img);
+    pgd_model_destroy(m);
     pgd_ctx_destroy(ctx);
     return status;
 }

@@ -68,7 +68,7 @@ int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_model_options *opt,
         rc = fam->load(ctx, &src, m->cfg, &m->model, err);
     model_source_free(&src);
     if (rc) {
-        pgd_model_free(m);
+        pgd_model_destroy(m);
         return rc;
     }
     *out = m;
@@ -103,14 +103,14 @@ int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out, pgd_error 
     free(cfg);
     model_source_free(&src);
     if (rc) {
-        pgd_model_free(m);
+        pgd_model_destroy(m);
         return rc;
     }
     *out = m;
     return PGD_OK;
 }
 
-void pgd_model_free(pgd_model *m)
+void pgd_model_destroy(pgd_model *m)
 {
     if (!m)
         return;

@@ -100,10 +100,10 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *p, int
     snprintf(wn, sizeof wn, "%.200s.weight", p);
     snprintf(bn, sizeof bn, "%.200s.bias", p);
     if (detr_need_linear(src, p, out, in, err))
-        return pgd_error_code(*err);
+        return pgd_error_get_code(*err);
     float *w = read_host(src, wn, out * in, err);
     float *b = w ? read_host(src, bn, out, err) : NULL;
-    int rc = b ? model_linear_from_host(ctx, w, b, out, in, l, err) : pgd_error_code(*err);
+    int rc = b ? model_linear_from_host(ctx, w, b, out, in, l, err) : pgd_error_get_code(*err);
     free(w);
     free(b);
     return rc;
@@ -739,9 +739,9 @@ int detr_forward(detr_model *m, const float *images, const float *pixel_mask, in
     int rc = feature_masks(pixel_mask, B, H, W, fh, fw, &fmask, &kmask, err);
     if (!rc)
         rc = resnet_features(m->backbone, images, B, H, W, &c5, err);
-    if (!rc && (pgd_tensor_dim(c5, 1) != fh || pgd_tensor_dim(c5, 2) != fw))
+    if (!rc && (pgd_tensor_get_dim(c5, 1) != fh || pgd_tensor_get_dim(c5, 2) != fw))
         rc = pgd_error_set(err, PGD_ERR_SHAPE, "detr: backbone output %lldx%lld, expected %dx%d",
-                           (long long)pgd_tensor_dim(c5, 1), (long long)pgd_tensor_dim(c5, 2),
+                           (long long)pgd_tensor_get_dim(c5, 1), (long long)pgd_tensor_get_dim(c5, 2),
                            fh, fw);
     t1 = model_stage_end(m->ctx, times != NULL, &rc, err);
     if (!rc)

@@ -371,8 +371,8 @@ static int read_ints(pgd_weights *w, const char *path, const pgd_weight_info *in
 /* Every tensor must be a known one: a misnamed x or y is not silently ignored. */
 static int graph_names(pgd_weights *w, const char *path, pgd_error **err)
 {
-    for (size_t i = 0; i < pgd_weights_count(w); i++) {
-        const char *n = pgd_weights_name(w, i);
+    for (size_t i = 0; i < pgd_weights_get_count(w); i++) {
+        const char *n = pgd_weights_get_name(w, i);
         if (strcmp(n, "x") && strcmp(n, "edge_index") && strcmp(n, "y") && strcmp(n, "test_mask") &&
             strcmp(n, "train_mask") && strcmp(n, "val_mask"))
             return pgd_error_set(err, PGD_ERR_FORMAT,
@@ -462,7 +462,7 @@ int gat_graph_load(const char *path, gat_graph_file *g, pgd_error **err)
     int rc = pgd_weights_open(path, &w, err);
     if (!rc)
         rc = graph_tensors(w, path, g, err);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     if (rc)
         gat_graph_free(g);
     return rc;
@@ -498,7 +498,7 @@ int gat_model_run(pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g, flo
     if (!rc)
         rc = model_upload(ctx, g->x, 2, xs, &x, err);
     const pgd_gat_graph *last = graphs[m->info[m->n_layers - 1].add_self_loops];
-    int64_t H = m->info[m->n_layers - 1].desc.heads, E2 = pgd_gat_graph_num_edges(last);
+    int64_t H = m->info[m->n_layers - 1].desc.heads, E2 = pgd_gat_graph_get_num_edges(last);
     if (!rc && alpha) {
         int64_t as[2] = {E2, H};
         rc = pgd_tensor_create(ctx, 2, as, &a, err);
@@ -528,7 +528,7 @@ int gat_model_run(pgd_ctx *ctx, const gat_model *m, const gat_graph_file *g, flo
                 rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "edge_index [2, %lld]",
                                    (long long)E2);
             else
-                memcpy(*alpha_edges, pgd_gat_graph_edge_index(last),
+                memcpy(*alpha_edges, pgd_gat_graph_get_edge_index(last),
                        (size_t)(2 * E2) * sizeof **alpha_edges);
         }
         if (alpha_rows)

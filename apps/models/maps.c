@@ -116,7 +116,7 @@ int map_write_rgb_png_to(pgd_outfile *f, const uint8_t *rgb, int w, int h, pgd_e
     png_sink sink = {f, 0};
     if (!stbi_write_png_to_func(png_write_cb, &sink, w, h, 3, rgb, w * 3))
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
-                             "'%s': stbi_write_png failed (out of memory?)", pgd_outfile_path(f));
+                             "'%s': stbi_write_png failed (out of memory?)", pgd_outfile_get_path(f));
     if (sink.failed)
         return pgd_outfile_write(f, NULL, 0, err); /* reports the remembered write error */
     return PGD_OK;
@@ -125,7 +125,7 @@ int map_write_rgb_png_to(pgd_outfile *f, const uint8_t *rgb, int w, int h, pgd_e
 int map_write_png(const char *path, const pgd_image *base, const float *map, int mw, int mh,
                   pgd_error **err)
 {
-    double full[4] = {0, 0, base ? pgd_image_width(base) : 0, base ? pgd_image_height(base) : 0};
+    double full[4] = {0, 0, base ? pgd_image_get_width(base) : 0, base ? pgd_image_get_height(base) : 0};
     return map_write_png_view(path, base, map, mw, mh, full, err);
 }
 
@@ -149,8 +149,8 @@ int map_write_png_view(const char *path, const pgd_image *base, const float *map
 int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw, int mh,
                           const double rect[4], pgd_error **err)
 {
-    const char *path = pgd_outfile_path(f);
-    if (!f || !base || !pgd_image_data(base) || !map)
+    const char *path = pgd_outfile_get_path(f);
+    if (!f || !base || !pgd_image_get_data(base) || !map)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "map_write_png: file, image or map is NULL");
     if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
@@ -160,7 +160,7 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
     if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1]))
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "heat map '%s': the map's rectangle is empty", path);
-    int w = pgd_image_width(base), h = pgd_image_height(base);
+    int w = pgd_image_get_width(base), h = pgd_image_get_height(base);
     size_t n = (size_t)mw * mh;
     float *norm = malloc(n * sizeof *norm);
     uint8_t *pix = malloc((size_t)w * h * 3);
@@ -170,7 +170,7 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "heat map '%s': out of memory", path);
     }
     normalise(map, n, norm);
-    draw(pgd_image_data(base), w, h, norm, mw, mh, rect, pix);
+    draw(pgd_image_get_data(base), w, h, norm, mw, mh, rect, pix);
     free(norm);
     png_sink sink = {f, 0};
     int rc = PGD_OK;
@@ -186,8 +186,8 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
 int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
                                int count, int mw, int mh, const double rect[4], pgd_error **err)
 {
-    const char *path = f ? pgd_outfile_path(f) : "?";
-    if (!f || !base || !pgd_image_data(base) || !maps || count < 1 || count > 1024)
+    const char *path = f ? pgd_outfile_get_path(f) : "?";
+    if (!f || !base || !pgd_image_get_data(base) || !maps || count < 1 || count > 1024)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "map grid '%s': file, image or maps missing, or not 1..1024 maps",
                              path);
@@ -199,7 +199,7 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "map grid '%s': the maps' rectangle is empty", path);
     /* Tiles of the image's size, as square a grid as the count allows, row-major. */
-    int w = pgd_image_width(base), h = pgd_image_height(base);
+    int w = pgd_image_get_width(base), h = pgd_image_get_height(base);
     int cols = 1;
     while (cols * cols < count)
         cols++;
@@ -215,7 +215,7 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
         rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "map grid '%s': out of memory", path);
     for (int k = 0; !rc && k < count; k++) {
         normalise(maps + (size_t)k * n, n, norm);
-        draw(pgd_image_data(base), w, h, norm, mw, mh, rect, tile);
+        draw(pgd_image_get_data(base), w, h, norm, mw, mh, rect, tile);
         size_t x0 = (size_t)(k % cols) * w, y0 = (size_t)(k / cols) * h;
         for (int y = 0; y < h; y++)
             memcpy(grid + ((y0 + y) * gw + x0) * 3, tile + (size_t)y * w * 3, (size_t)w * 3);

@@ -9,7 +9,7 @@
  *     int rc = pgd_model_load(ctx, "vit_b16_timm.safetensors", NULL, &m, &err);
  *     if (!rc) rc = pgd_model_get_info(m, &info);      // family, classes, input size, preset
  *     if (!rc) rc = pgd_model_forward(m, images, B, 224, 224, logits, NULL, &err);
- *     pgd_model_free(m);
+ *     pgd_model_destroy(m);
  *
  * The conventions are pagoda.h's: a pgd_status return, an optional `pgd_error **err` set at
  * most once, nothing allocated on error, free functions accept NULL. A model belongs to the
@@ -96,7 +96,7 @@ PGD_MODELS_API int pgd_model_load(pgd_ctx *ctx, const char *path, const pgd_mode
 PGD_MODELS_API int pgd_model_random(pgd_ctx *ctx, const char *name, pgd_model **out,
                                     pgd_error **err);
 /* Frees the model (before its context); NULL is accepted. */
-PGD_MODELS_API void pgd_model_free(pgd_model *m);
+PGD_MODELS_API void pgd_model_destroy(pgd_model *m);
 /* Fills *info. PGD_ERR_INVALID_ARGUMENT for NULL arguments. */
 PGD_MODELS_API int pgd_model_get_info(const pgd_model *m, pgd_model_info *info);
 

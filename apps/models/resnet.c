@@ -131,10 +131,10 @@ static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname
                         int dil, conv_layer *cl, pgd_error **err)
 {
     if (resnet_need_conv(src, wname, cout, cin, k, err) || resnet_need_bn(src, bnprefix, cout, err))
-        return pgd_error_code(*err);
+        return pgd_error_get_code(*err);
     float *w = read_host(src, wname, cout * cin * k * k, err), *bnarr = NULL;
     if (!w)
-        return pgd_error_code(*err);
+        return pgd_error_get_code(*err);
     pgd_batchnorm bn;
     int rc = read_bn(src, bnprefix, cout, &bnarr, &bn, err);
     if (!rc)
@@ -226,7 +226,7 @@ static int read_optional(const model_source *src, const char *name, int64_t n, f
     if (!model_has(src, name))
         return PGD_OK;
     *out = read_host(src, name, n, err);
-    return *out ? PGD_OK : pgd_error_code(*err);
+    return *out ? PGD_OK : pgd_error_get_code(*err);
 }
 
 /* The parts of the file's block at prefix p that its mode does not use, left out on purpose:
@@ -296,7 +296,7 @@ static int nl_host_read(const model_source *src, const resnet_config *c, const r
     return PGD_OK;
 fail:
     resnet_nl_weights_free(h);
-    return pgd_error_code(*err);
+    return pgd_error_get_code(*err);
 }
 
 static int load_nl(resnet_model *m, const model_source *src, const resnet_nl_site *s, nl_block *nb,
@@ -347,11 +347,11 @@ static int load_fc(resnet_model *m, const model_source *src, pgd_error **err)
 {
     int64_t ws[2] = {m->cfg.classes, m->cfg.out[3]};
     if (model_need(src, "fc.weight", 2, ws, err) || model_need(src, "fc.bias", 1, ws, err))
-        return pgd_error_code(*err);
+        return pgd_error_get_code(*err);
     float *w = read_host(src, "fc.weight", ws[0] * ws[1], err);
     float *b = w ? read_host(src, "fc.bias", ws[0], err) : NULL;
     pgd_tensor *tw = NULL, *tb = NULL;
-    int rc = b ? PGD_OK : pgd_error_code(*err);
+    int rc = b ? PGD_OK : pgd_error_get_code(*err);
     if (!rc)
         rc = model_upload(m->ctx, w, 2, ws, &tw, err);
     if (!rc)
@@ -430,7 +430,7 @@ int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-static int64_t dimv(const pgd_tensor *t, int i) { return pgd_tensor_dim(t, i); }
+static int64_t dimv(const pgd_tensor *t, int i) { return pgd_tensor_get_dim(t, i); }
 
 static int new4(pgd_ctx *ctx, int64_t a, int64_t b, int64_t c, int64_t d, pgd_tensor **out,
                 pgd_error **err)

@@ -797,9 +797,9 @@ static int check_plan(swin_model *m, int64_t B, int64_t H, int64_t W, pgd_error 
         }
         H = (H + 1) / 2, W = (W + 1) / 2;
     }
-    const pgd_device_info *d = pgd_ctx_device(m->ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(m->ctx);
     pgd_memory_stats mem;
-    pgd_ctx_memory_stats(m->ctx, &mem);
+    pgd_ctx_get_memory_stats(m->ctx, &mem);
     uint64_t room = d->global_mem > mem.live_bytes ? d->global_mem - mem.live_bytes : 0;
     if (!rc && total > room)
         rc = pgd_error_set(err, PGD_ERR_TOO_LARGE,

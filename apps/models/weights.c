@@ -27,11 +27,11 @@ static int st_read(void *u, const char *name, float *dst, pgd_error **err)
     return pgd_weights_to_float(u, name, dst, err);
 }
 
-static const char *st_meta(void *u, const char *key) { return pgd_weights_metadata(u, key); }
+static const char *st_meta(void *u, const char *key) { return pgd_weights_get_metadata(u, key); }
 
 static const char *st_name_at(void *u, size_t i)
 {
-    return i < pgd_weights_count(u) ? pgd_weights_name(u, i) : NULL;
+    return i < pgd_weights_get_count(u) ? pgd_weights_get_name(u, i) : NULL;
 }
 
 void model_shape_str(int ndim, const int64_t *s, char *buf, size_t size)
@@ -309,7 +309,7 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
 {
     if (!p || p->stage[0])
         return PGD_OK;
-    int64_t n = pgd_tensor_numel(t);
+    int64_t n = pgd_tensor_get_numel(t);
     float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
     if (!h)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "checking a stage's output");
@@ -333,7 +333,7 @@ void model_weights_source(model_source *src, pgd_weights *w, const char *label)
                           .meta = st_meta, .name_at = st_name_at};
 }
 
-static void st_release(void *u) { pgd_weights_close(u); }
+static void st_release(void *u) { pgd_weights_destroy(u); }
 
 int model_source_open(model_source *src, const char *path, pgd_error **err)
 {
@@ -405,7 +405,7 @@ int model_check_alloc(pgd_ctx *ctx, int host, int64_t bytes, const char *what, p
                              "%s needs %lld bytes (%.1f MiB) of host memory, more than the "
                              "%" PRIu64 " bytes (%.1f MiB) this machine has",
                              what, (long long)bytes, mib((uint64_t)bytes), have, mib(have));
-    const pgd_device_info *d = ctx ? pgd_ctx_device(ctx) : NULL;
+    const pgd_device_info *d = ctx ? pgd_ctx_get_device(ctx) : NULL;
     if (d && (uint64_t)bytes > d->max_alloc)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
                              "%s needs a buffer of %lld bytes (%.1f MiB), more than the %" PRIu64
@@ -441,7 +441,7 @@ uint64_t model_weight_bytes(const model_source *src)
 int model_check_fits(pgd_ctx *ctx, const model_source *src, const char *what, pgd_error **err)
 {
     uint64_t need = model_weight_bytes(src);
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     if (need > d->global_mem)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
                               "%s '%s' need %" PRIu64 " bytes (%.1f MiB) as float32 on "
@@ -456,10 +456,10 @@ int model_check_fits(pgd_ctx *ctx, const model_source *src, const char *what, pg
 static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest, const char *what,
                       pgd_error **err)
 {
-    const pgd_device_info *d = pgd_ctx_device(ctx);
+    const pgd_device_info *d = pgd_ctx_get_device(ctx);
     /* Leave an eighth of the device for the driver, kernels' scratch and other programs. */
     pgd_memory_stats mem;
-    pgd_ctx_memory_stats(ctx, &mem);
+    pgd_ctx_get_memory_stats(ctx, &mem);
     uint64_t usable = d->global_mem - d->global_mem / 8, held = mem.live_bytes;
     uint64_t room = usable > held ? usable - held : 0;
     uint64_t fit = per_image ? room / per_image : (uint64_t)B;
@@ -502,7 +502,7 @@ static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass
         int n = B - i < b ? B - i : b;
         double t[8] = {0};
         pgd_memory_stats mem;
-        pgd_ctx_memory_stats(ctx, &mem);
+        pgd_ctx_get_memory_stats(ctx, &mem);
         uint64_t base = mem.live_bytes;
         pgd_ctx_memory_reset_peak(ctx);
         /* No times asked for: none asked of the pass either, so that it does not drain the
@@ -513,7 +513,7 @@ static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass
             n > 1) {
             /* Out of device memory after all: the same images in smaller passes. */
             if (err) {
-                pgd_error_free(*err);
+                pgd_error_destroy(*err);
                 *err = NULL;
             }
             b = n / 2;
@@ -522,7 +522,7 @@ static int run_passes(pgd_ctx *ctx, int B, int b, int ntimes, model_pass_fn pass
             continue;
         }
         if (!rc) {
-            pgd_ctx_memory_stats(ctx, &mem);
+            pgd_ctx_get_memory_stats(ctx, &mem);
             *peak_per_image = (mem.peak_bytes - base) / (uint64_t)n;
             for (int k = 0; k < ntimes && k < 8; k++)
                 sum[k] += t[k];
@@ -681,7 +681,7 @@ int model_load_tensor(pgd_ctx *ctx, const model_source *src, const char *name, i
 
 int model_mean_row(pgd_ctx *ctx, int64_t n, pgd_tensor **row, pgd_error **err)
 {
-    if (*row && pgd_tensor_numel(*row) == n)
+    if (*row && pgd_tensor_get_numel(*row) == n)
         return PGD_OK;
     pgd_tensor_destroy(*row);
     *row = NULL;

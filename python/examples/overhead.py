@@ -8,7 +8,7 @@
    on the same device, so machine noise hits both alike.
 2. A 64x64x64 GEMM call: `pagoda bench gemm-nn:64,64,64` (the C call + finish) against
    pagoda.gemm(a, b, c=c) + ctx.finish() from Python, and the cost of one bare ctypes call
-   into the library (pgd_tensor_numel).
+   into the library (pgd_tensor_get_numel).
 3. Because a separate process and a shared machine add noise of their own, both are also
    measured in one process, interleaved call by call (alternating which goes first): the binding's call against the bare C
    call through ctypes (api.pgd_model_forward, api.pgd_gemm + api.pgd_ctx_finish: no checks,
@@ -105,7 +105,7 @@ def gemm(a, ctx, sel) -> None:
     h = ta._h
     t0 = time.perf_counter()
     for _ in range(n):
-        api.pgd_tensor_numel(h)
+        api.pgd_tensor_get_numel(h)
     ffi_us = 1e6 * (time.perf_counter() - t0) / n
     print(f"GEMM 64x64x64 call + finish: CLI bench {1e3 * c:.1f} us, binding {1e3 * q:.1f} us "
           f"({1e3 * (q - c):+.1f} us per call); one bare ctypes call {ffi_us:.2f} us")

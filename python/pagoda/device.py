@@ -62,12 +62,12 @@ def devices() -> List[Dict[str, Any]]:
         e2 = c_void_p()
         rc = api.pgd_device_select(lst, n, None, byref(idx), byref(e2))
         if e2.value:
-            api.pgd_error_free(e2)
+            api.pgd_error_destroy(e2)
         for i, d in enumerate(out):
             d["default"] = rc == 0 and i == idx.value
         return out
     finally:
-        api.pgd_devices_free(lst)
+        api.pgd_free(lst)
 
 
 _ENUMS = {
@@ -204,7 +204,7 @@ class Context:
         """The device the context runs on (the fields of pagoda.devices())."""
         h = self._enter()
         try:
-            d = _device_dict(api.pgd_ctx_device(h).contents)
+            d = _device_dict(api.pgd_ctx_get_device(h).contents)
             d.pop("default", None)
             return d
         finally:
@@ -224,7 +224,7 @@ class Context:
         h = self._enter()
         try:
             s = MemoryStats()
-            api.pgd_ctx_memory_stats(h, byref(s))
+            api.pgd_ctx_get_memory_stats(h, byref(s))
             return {k: getattr(s, k) for k, _ in MemoryStats._fields_}
         finally:
             self._exit()
@@ -236,7 +236,7 @@ class Context:
             from ctypes import create_string_buffer
 
             buf = create_string_buffer(128)
-            src = api.pgd_ctx_kernel_params(h, buf, 128)
+            src = api.pgd_ctx_get_kernel_params(h, buf, 128)
             return f"{buf.value.decode()} ({src.decode() if src else '?'})"
         finally:
             self._exit()

@@ -125,13 +125,13 @@ def raise_from(rc: int, err: c_void_p, what: str = "") -> None:
 
     if rc == 0:
         if err.value:
-            api.pgd_error_free(err)
+            api.pgd_error_destroy(err)
         return
     try:
         if err.value:
-            msg = api.pgd_error_message(err).decode("utf-8", "replace")
-            cl = api.pgd_error_cl_code(err)
-            log = api.pgd_error_log(err)
+            msg = api.pgd_error_get_message(err).decode("utf-8", "replace")
+            cl = api.pgd_error_get_cl_code(err)
+            log = api.pgd_error_get_log(err)
             log = log.decode("utf-8", "replace") if log else None
         else:
             msg = api.pgd_status_str(rc).decode()
@@ -140,5 +140,5 @@ def raise_from(rc: int, err: c_void_p, what: str = "") -> None:
             cl, log = 0, None
     finally:
         if err.value:
-            api.pgd_error_free(err)
+            api.pgd_error_destroy(err)
     raise error_for(rc, msg, cl, log)

@@ -85,7 +85,7 @@ def preprocess(image: ImageLike, preset: str = "torchvision") -> np.ndarray:
         raise_from(api.pgd_image_preprocess(h, PRESETS[preset], _fp(out), byref(err)), err)
         return out
     finally:
-        api.pgd_image_free(h)
+        api.pgd_image_destroy(h)
 
 
 def imagenet_label(i: int) -> Optional[str]:
@@ -97,7 +97,7 @@ class Model(Handle):
     """A model loaded on a context (pagoda.load or pagoda.random_model)."""
 
     def __init__(self, ctx: Context, h: int) -> None:
-        super().__init__(ctx, h, api.pgd_model_free)
+        super().__init__(ctx, h, api.pgd_model_destroy)
         info = ModelInfo()
         api.pgd_model_get_info(h, byref(info))
         self.family: str = info.family_name.decode()

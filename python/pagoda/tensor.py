@@ -102,8 +102,8 @@ class Tensor(Handle):
         super().__init__(ctx, h, destroy)
         # Kept on the Python side (only reshape_ changes it): an op's shape checks then cost
         # no calls into the library.
-        self._shape = shape or tuple(api.pgd_tensor_dim(h, i)
-                                     for i in range(api.pgd_tensor_ndim(h)))
+        self._shape = shape or tuple(api.pgd_tensor_get_dim(h, i)
+                                     for i in range(api.pgd_tensor_get_ndim(h)))
 
     @classmethod
     def empty(cls, ctx: "Context", shape: Sequence[int]) -> "Tensor":

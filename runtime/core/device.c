@@ -232,7 +232,7 @@ int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_devices_free(pgd_device_info *list)
+void pgd_free(pgd_device_info *list)
 {
     free(list);
 }
@@ -390,12 +390,12 @@ int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out, pgd_e
     if (!rc)
         rc = pgd_device_select(list, count, ctx->opt.device, &idx, err);
     if (rc) {
-        pgd_devices_free(list);
+        pgd_free(list);
         ctx_free(ctx);
         return rc;
     }
     ctx->dev = list[idx];
-    pgd_devices_free(list);
+    pgd_free(list);
     lower(&ctx->dev.global_mem, ctx->opt.global_mem_limit);
     lower(&ctx->dev.max_alloc, ctx->opt.max_alloc_limit);
     if (ctx->dev.max_alloc > ctx->dev.global_mem)
@@ -470,7 +470,7 @@ void pgd_ctx_destroy(pgd_ctx *ctx)
     ctx_free(ctx);
 }
 
-const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx)
+const pgd_device_info *pgd_ctx_get_device(const pgd_ctx *ctx)
 {
     return &ctx->dev;
 }
@@ -483,11 +483,11 @@ int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err)
     return PGD_OK;
 }
 
-void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out)
+void pgd_ctx_get_build_stats(const pgd_ctx *ctx, pgd_build_stats *out)
 {
     *out = ctx->stats;
 }
-const char *pgd_ctx_cache_dir(const pgd_ctx *ctx)
+const char *pgd_ctx_get_cache_dir(const pgd_ctx *ctx)
 {
     return ctx->cache_dir;
 }

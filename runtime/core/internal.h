@@ -304,7 +304,7 @@ void pgd__arg_float(pgd__args *a, float v);
 /* A __local buffer of `bytes`. */
 void pgd__arg_local(pgd__args *a, size_t bytes);
 /* PGD_OK, or the first failure as "clSetKernelArg failed with CL_… (n): argument i of kernel
- * 'name' on 'device'" (the status mapped from the code; the code in pgd_error_cl_code). */
+ * 'name' on 'device'" (the status mapped from the code; the code in pgd_error_get_cl_code). */
 int pgd__args_end(const pgd__args *a, pgd_error **err);
 
 size_t pgd__kernel_info(pgd_ctx *ctx, cl_kernel k, cl_kernel_work_group_info what);

@@ -99,9 +99,9 @@ int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error 
     return set(k, index, bytes, NULL, err);
 }
 
-size_t pgd_kernel_max_work_group(const pgd_kernel *k) { return pgd__kernel_wg(k->ctx, k->kernel); }
+size_t pgd_kernel_get_max_work_group(const pgd_kernel *k) { return pgd__kernel_wg(k->ctx, k->kernel); }
 
-size_t pgd_kernel_preferred_work_group(const pgd_kernel *k)
+size_t pgd_kernel_get_preferred_work_group(const pgd_kernel *k)
 {
     return pgd__flat_wg(k->ctx, k->kernel);
 }

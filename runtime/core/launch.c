@@ -109,8 +109,8 @@ int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_ro
      * memory, 5 % of the forward pass): one launch. */
     if (ctx->dev.type == PGD_DEVICE_CPU && !ctx->dev.software_rasteriser)
         n = UINT64_MAX;
-    if (ctx->opt.max_launch_rows > 0)
-        n = (uint64_t)ctx->opt.max_launch_rows;
+    if (ctx->knobs.max_launch_rows > 0)
+        n = (uint64_t)ctx->knobs.max_launch_rows;
     if (n < (uint64_t)unit)
         n = (uint64_t)unit;
     n = n / (uint64_t)unit * (uint64_t)unit;
@@ -140,9 +140,9 @@ int pgd__shape_error(pgd_error **err, const char *op, const char *what, const pg
 int pgd__check_out_shape(const char *op, const pgd_tensor *y, int nd, const int64_t *shape,
                          const char *what, pgd_error **err)
 {
-    int same = pgd_tensor_ndim(y) == nd;
+    int same = pgd_tensor_get_ndim(y) == nd;
     for (int d = 0; same && d < nd; d++)
-        same = pgd_tensor_dim(y, d) == shape[d];
+        same = pgd_tensor_get_dim(y, d) == shape[d];
     if (same)
         return PGD_OK;
     char sy[128], want[256];

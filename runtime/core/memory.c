@@ -4,7 +4,7 @@
 
 #include "internal.h"
 
-void pgd_ctx_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out)
+void pgd_ctx_get_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out)
 {
     memset(out, 0, sizeof *out);
     out->live_bytes = ctx->live_bytes;
@@ -20,7 +20,7 @@ void pgd_ctx_memory_reset_peak(pgd_ctx *ctx) { pgd__live_peak_reset(ctx); }
 static int check_range(const pgd_tensor *t, int64_t off, int64_t n, const char *what,
                        pgd_error **err)
 {
-    int64_t numel = pgd_tensor_numel(t);
+    int64_t numel = pgd_tensor_get_numel(t);
     if (off >= 0 && n >= 0 && off <= numel && n <= numel - off)
         return PGD_OK;
     char s[96];
@@ -111,7 +111,7 @@ int pgd_tensor_slice(const pgd_tensor *src, int dim, int64_t start, int64_t leng
 
 int pgd_tensor_fill(pgd_tensor *t, float value, pgd_error **err)
 {
-    int64_t n = pgd_tensor_numel(t);
+    int64_t n = pgd_tensor_get_numel(t);
     if (n == 0)
         return PGD_OK;
     cl_int cl = clEnqueueFillBuffer(t->ctx->queue, t->buf, &value, sizeof value, 0,

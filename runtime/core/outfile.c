@@ -218,12 +218,12 @@ int pgd_outfile_open(const char *path, pgd_outfile **out, pgd_error **err)
     return PGD_OK;
 }
 
-FILE *pgd_outfile_stream(pgd_outfile *f)
+FILE *pgd_outfile_get_stream(pgd_outfile *f)
 {
     return f ? f->stream : NULL;
 }
 
-const char *pgd_outfile_path(const pgd_outfile *f)
+const char *pgd_outfile_get_path(const pgd_outfile *f)
 {
     return f ? f->path : NULL;
 }

@@ -210,30 +210,30 @@ void pgd__error_set_log(pgd_error **err, const char *log)
         (*err)->log = pgd__strdup(log);
 }
 
-int pgd_error_code(const pgd_error *err)
+int pgd_error_get_code(const pgd_error *err)
 {
     return err ? err->code : PGD_OK;
 }
-const char *pgd_error_summary(const pgd_error *err)
+const char *pgd_error_get_summary(const pgd_error *err)
 {
     return pgd_status_str(err ? err->code : PGD_OK);
 }
-const char *pgd_error_message(const pgd_error *err)
+const char *pgd_error_get_message(const pgd_error *err)
 {
     if (!err)
         return "no error";
     return err->message ? err->message : pgd_status_str(err->code);
 }
-int pgd_error_cl_code(const pgd_error *err)
+int pgd_error_get_cl_code(const pgd_error *err)
 {
     return err ? err->cl_code : 0;
 }
-const char *pgd_error_log(const pgd_error *err)
+const char *pgd_error_get_log(const pgd_error *err)
 {
     return err ? err->log : NULL;
 }
 
-void pgd_error_free(pgd_error *err)
+void pgd_error_destroy(pgd_error *err)
 {
     if (!err)
         return;

@@ -189,7 +189,7 @@ void pgd__pool_destroy(pgd_ctx *ctx)
     ctx->pool_idle_bytes = 0;
 }
 
-void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
+void pgd_ctx_get_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                         uint64_t *reused)
 {
     if (idle_bytes)
@@ -200,16 +200,16 @@ void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_b
         *reused = ctx->pool_reused;
 }
 
-int pgd_tensor_ndim(const pgd_tensor *t) { return t->ndim; }
-int64_t pgd_tensor_dim(const pgd_tensor *t, int i)
+int pgd_tensor_get_ndim(const pgd_tensor *t) { return t->ndim; }
+int64_t pgd_tensor_get_dim(const pgd_tensor *t, int i)
 {
     return i >= 0 && i < t->ndim ? t->shape[i] : 1;
 }
-int64_t pgd_tensor_stride(const pgd_tensor *t, int i)
+int64_t pgd_tensor_get_stride(const pgd_tensor *t, int i)
 {
     return i >= 0 && i < t->ndim ? t->stride[i] : 1;
 }
-int64_t pgd_tensor_numel(const pgd_tensor *t)
+int64_t pgd_tensor_get_numel(const pgd_tensor *t)
 {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
@@ -234,7 +234,7 @@ int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error 
     int rc = checked_numel(ndim, shape, &numel, desc, sizeof desc, err);
     if (rc)
         return rc;
-    if ((int64_t)numel != pgd_tensor_numel(t))
+    if ((int64_t)numel != pgd_tensor_get_numel(t))
         return pgd__error_set(err, PGD_ERR_SHAPE, "cannot reshape %s to [%s]: element counts differ",
                               pgd_tensor_shape_str(t, old, sizeof old), desc);
     set_contiguous(t, ndim, shape);
@@ -245,7 +245,7 @@ int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error 
  * memory `dst` (the pointer not used is NULL). */
 static int transfer(const pgd_tensor *t, int upload, const float *src, float *dst, pgd_error **err)
 {
-    size_t bytes = (size_t)pgd_tensor_numel(t) * sizeof(float);
+    size_t bytes = (size_t)pgd_tensor_get_numel(t) * sizeof(float);
     if (!bytes)
         return PGD_OK;
     cl_int cl =

@@ -26,12 +26,12 @@
  *         if (!rc) rc = pgd_tensor_upload(x, in, &err);
  *         if (!rc) rc = pgd_linear_forward(ctx, fc, x, PGD_ACT_RELU, NULL, y, &err);
  *         if (!rc) rc = pgd_tensor_download(y, out, &err);  // waits for the device
- *         if (rc) fprintf(stderr, "error: %s\n", pgd_error_message(err));
+ *         if (rc) fprintf(stderr, "error: %s\n", pgd_error_get_message(err));
  *         else printf("y[1][3] = %.6f\n", out[16 + 3]);
- *         pgd_error_free(err);
+ *         pgd_error_destroy(err);
  *         pgd_linear_destroy(fc);
  *         pgd_tensor_destroy(w), pgd_tensor_destroy(b), pgd_tensor_destroy(x), pgd_tensor_destroy(y);
- *         pgd_weights_close(file);
+ *         pgd_weights_destroy(file);
  *         pgd_ctx_destroy(ctx);
  *         return rc != 0;
  *     }
@@ -41,7 +41,7 @@
  * Conventions: every call that can fail returns a pgd_status (0 success, negative error) and,
  * where the reason can be detailed, takes a `pgd_error **err` last argument. `err` may be NULL;
  * otherwise *err must be NULL on entry and is set at most once, to an error the caller frees
- * with pgd_error_free(). The library never aborts or exits. Every _create has a _destroy;
+ * with pgd_error_destroy(). The library never aborts or exits. Every _create has a _destroy;
  * destroy functions accept NULL.
  *
  * This header is C99-clean and does not include the OpenCL headers.
@@ -124,17 +124,17 @@ PGD_API const char *pgd_cl_error_name(int cl_code);
 typedef struct pgd_error pgd_error;
 
 /* The status code carried by the error. */
-PGD_API int pgd_error_code(const pgd_error *err);
+PGD_API int pgd_error_get_code(const pgd_error *err);
 /* The fixed summary of the status (pgd_status_str of the code). */
-PGD_API const char *pgd_error_summary(const pgd_error *err);
+PGD_API const char *pgd_error_get_summary(const pgd_error *err);
 /* The full formatted message: what failed, where, and why. Never NULL for a non-NULL err. */
-PGD_API const char *pgd_error_message(const pgd_error *err);
+PGD_API const char *pgd_error_get_message(const pgd_error *err);
 /* The OpenCL error code behind the error, or 0 when it did not come from OpenCL. */
-PGD_API int pgd_error_cl_code(const pgd_error *err);
+PGD_API int pgd_error_get_cl_code(const pgd_error *err);
 /* The build log for PGD_ERR_BUILD, else NULL. Owned by the error. */
-PGD_API const char *pgd_error_log(const pgd_error *err);
+PGD_API const char *pgd_error_get_log(const pgd_error *err);
 /* Frees the error; NULL is accepted. */
-PGD_API void pgd_error_free(pgd_error *err);
+PGD_API void pgd_error_destroy(pgd_error *err);
 
 #if defined(__GNUC__)
 #define PGD_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -221,10 +221,10 @@ typedef struct pgd_device_info {
 } pgd_device_info;
 
 /* Enumerates every device of every platform. *out is an array of *count entries that the caller
- * frees with pgd_devices_free(); on error *out is NULL and *count 0. Zero devices is
+ * frees with pgd_free(); on error *out is NULL and *count 0. Zero devices is
  * PGD_ERR_NO_PLATFORM, with a message saying how to install one. */
 PGD_API int pgd_devices_list(pgd_device_info **out, size_t *count, pgd_error **err);
-PGD_API void pgd_devices_free(pgd_device_info *list);
+PGD_API void pgd_free(pgd_device_info *list);
 
 /* Picks a device from `list` by selector:
  *   NULL or ""            the default: a GPU if present, else an accelerator, else the CPU device
@@ -343,7 +343,7 @@ typedef struct pgd_ctx_options {
      * 0: the block's own choice. */
     int64_t nl_key_chunk;
     /* $PAGODA_KERNEL_PARAMS: the GEMM kernel parameters to use instead of the stored tuning
-     * or the device's defaults, as pgd_ctx_kernel_params() prints them:
+     * or the device's defaults, as pgd_ctx_get_kernel_params() prints them:
      * "cpu:rm=6,vw=16,nv=2,ku=4" (gemm_cpu: rows per work-item, vector width 1/2/4/8/16,
      * vectors per row, K unroll) or "gpu:tsm=64,tsn=64,tsk=16,wptm=4,wptn=4" (gemm_gpu: the
      * work-group tile and each work-item's). Checked against the device at context creation.
@@ -383,7 +383,7 @@ PGD_API int pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *e
 PGD_API int pgd_ctx_create_with_options(const pgd_ctx_options *opt, pgd_ctx **out,
                                         pgd_error **err);
 /* The options the context was made with (its own copy, owned by the context; cache_dir is the
- * value asked for, see pgd_ctx_cache_dir for the one in use). */
+ * value asked for, see pgd_ctx_get_cache_dir for the one in use). */
 PGD_API const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx);
 /* pgd_ctx_options_init + pgd_ctx_options_from_env + a non-NULL `selector` replacing the
  * device, then pgd_ctx_create_with_options: a context configured by the environment (a bad
@@ -391,7 +391,7 @@ PGD_API const pgd_ctx_options *pgd_ctx_get_options(const pgd_ctx *ctx);
 PGD_API int pgd_ctx_create(const char *selector, pgd_ctx **out, pgd_error **err);
 PGD_API void pgd_ctx_destroy(pgd_ctx *ctx);
 /* The device the context runs on. Owned by the context. */
-PGD_API const pgd_device_info *pgd_ctx_device(const pgd_ctx *ctx);
+PGD_API const pgd_device_info *pgd_ctx_get_device(const pgd_ctx *ctx);
 /* Waits for all queued work. */
 PGD_API int pgd_ctx_finish(pgd_ctx *ctx, pgd_error **err);
 
@@ -406,7 +406,7 @@ typedef struct pgd_build_stats {
     double build_ms;             /* total wall time spent in builds (source or binary) */
 } pgd_build_stats;
 
-PGD_API void pgd_ctx_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
+PGD_API void pgd_ctx_get_build_stats(const pgd_ctx *ctx, pgd_build_stats *out);
 /* Drops the in-memory program table (the disk cache stays): frees the host and device memory the
  * built programs hold; the next request builds again (from the disk cache when it can). Kernels
  * of pgd_kernel handles stay valid. */
@@ -422,7 +422,7 @@ PGD_API int pgd_program_prepare(pgd_ctx *ctx, const char *name, const char *opti
                                 pgd_error **err);
 
 /* The disk cache directory in use, or NULL when caching is off or unusable. */
-PGD_API const char *pgd_ctx_cache_dir(const pgd_ctx *ctx);
+PGD_API const char *pgd_ctx_get_cache_dir(const pgd_ctx *ctx);
 
 /* ---- profiling --------------------------------------------------------------------------- */
 
@@ -447,11 +447,11 @@ PGD_API int pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_
                               pgd_error **err);
 /* Returns the buffer to the pool and frees the handle. NULL is accepted. */
 PGD_API void pgd_tensor_destroy(pgd_tensor *t);
-PGD_API int pgd_tensor_ndim(const pgd_tensor *t);
-PGD_API int64_t pgd_tensor_dim(const pgd_tensor *t, int i);
+PGD_API int pgd_tensor_get_ndim(const pgd_tensor *t);
+PGD_API int64_t pgd_tensor_get_dim(const pgd_tensor *t, int i);
 /* The element stride of dim i (contiguous: the product of the later dims). */
-PGD_API int64_t pgd_tensor_stride(const pgd_tensor *t, int i);
-PGD_API int64_t pgd_tensor_numel(const pgd_tensor *t);
+PGD_API int64_t pgd_tensor_get_stride(const pgd_tensor *t, int i);
+PGD_API int64_t pgd_tensor_get_numel(const pgd_tensor *t);
 /* Changes the shape of a contiguous tensor to one with the same element count. */
 PGD_API int pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd_error **err);
 /* Copies numel floats from host to device (blocking). */
@@ -466,7 +466,7 @@ PGD_API int pgd_tensor_download(const pgd_tensor *t, float *dst, pgd_error **err
 PGD_API char *pgd_tensor_shape_str(const pgd_tensor *t, char *buf, size_t size);
 
 /* Bytes currently held idle in the context's buffer pool, and how many buffers. */
-PGD_API void pgd_ctx_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
+PGD_API void pgd_ctx_get_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, size_t *idle_buffers,
                                 uint64_t *reused);
 
 /* Device memory accounting of a context. `live_bytes` counts the buffers held by live tensors
@@ -478,7 +478,7 @@ typedef struct pgd_memory_stats {
     size_t idle_buffers;
     uint64_t reused;      /* tensor creations served from the pool */
 } pgd_memory_stats;
-PGD_API void pgd_ctx_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
+PGD_API void pgd_ctx_get_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
 /* Sets peak_bytes to the bytes live now, before a pass to be measured. */
 PGD_API void pgd_ctx_memory_reset_peak(pgd_ctx *ctx);
 
@@ -590,7 +590,7 @@ PGD_API int pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t M, int
 typedef struct pgd_tune_progress {
     int index, count;  /* this candidate (0-based) of `count`; -1 in the runoff (of `count`
                           finalists, `ms` their median of 5 passes, best_ms -1) */
-    const char *params; /* its parameters, as pgd_ctx_kernel_params prints them */
+    const char *params; /* its parameters, as pgd_ctx_get_kernel_params prints them */
     double ms;          /* its time for the workload; < 0 when rejected (see `why`) */
     const char *why;    /* NULL, or why it was rejected: build failure, wrong result, too slow */
     double best_ms;     /* the best time so far */
@@ -634,17 +634,17 @@ PGD_API int pgd_tune(pgd_ctx *ctx, double budget_s, pgd_tune_progress_fn fn, voi
 /* The GEMM kernel parameters the context uses now ("cpu:rm=6,vw=16,nv=2,ku=4" or
  * "gpu:tsm=...") into buf, and where they came from: "defaults", "tuned" (stored by pgd_tune
  * for this device and driver) or "options" (options.kernel_params). */
-PGD_API const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_kernel_params(const pgd_ctx *ctx, char *buf, size_t size);
 /* The attention kernel the context runs for a head dimension of 64 ("kt:kw=16,rows=6", "rows",
  * "tiled", "generic") into buf, and where the choice came from: "defaults", "tuned" (stored by
  * pgd_tune) or "options" (options.attention). */
-PGD_API const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_attention_params(const pgd_ctx *ctx, char *buf, size_t size);
 /* Which entry of the parameters the context runs, into buf (returned): "db:<name>" (the shipped
  * parameter database's entry for this device: a known device such as "db:pocl-avx512", else its
  * class such as "db:cpu", else "db:generic", the rules from the device's limits),
  * "tuned:<store key>" (pgd_tune's result in the cache directory's tuning.json, under that key)
  * or "options" (options.kernel_params). */
-PGD_API const char *pgd_ctx_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
+PGD_API const char *pgd_ctx_get_params_entry(const pgd_ctx *ctx, char *buf, size_t size);
 /* The context's parameters (its GEMM parameters and attention kernel, as pgd_tune left or the
  * store gave them) as a line to add to the parameter database (runtime/tune/db.c), matching
  * this device: the known device's line with new values, or a new line under its class.
@@ -822,7 +822,7 @@ PGD_API int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out,
  *
  *     pgd_outfile *f = NULL;
  *     int rc = pgd_outfile_open("out.json", &f, &err);        // checks the target, makes a temp
- *     if (!rc && json_dumpf(doc, pgd_outfile_stream(f), 0))   // or pgd_outfile_write
+ *     if (!rc && json_dumpf(doc, pgd_outfile_get_stream(f), 0))   // or pgd_outfile_write
  *         rc = pgd_error_set(&err, PGD_ERR_IO, "out.json: cannot write");
  *     if (rc) pgd_outfile_abort(f);                           // the temp goes; NULL is fine
  *     else rc = pgd_outfile_commit(f, &err);                  // the file appears, complete
@@ -852,9 +852,9 @@ PGD_API int pgd_outfile_check(const char *path, pgd_error **err);
 /* The temporary file as a stdio stream, for streaming writers (json_dumpf, an encoder's
  * callback); NULL after pgd_outfile_close. Write errors on it are found by pgd_outfile_close
  * (ferror). Owned by the handle: never fclose it. */
-PGD_API FILE *pgd_outfile_stream(pgd_outfile *f);
+PGD_API FILE *pgd_outfile_get_stream(pgd_outfile *f);
 /* The target path the handle was opened for (owned by the handle). */
-PGD_API const char *pgd_outfile_path(const pgd_outfile *f);
+PGD_API const char *pgd_outfile_get_path(const pgd_outfile *f);
 /* Appends size bytes. A failure is remembered: pgd_outfile_close and commit then fail too. */
 PGD_API int pgd_outfile_write(pgd_outfile *f, const void *data, size_t size, pgd_error **err);
 /* Finishes the temporary file without renaming it: flush, fsync, final mode, close its
@@ -984,15 +984,15 @@ typedef struct pgd_weight_info {
  * PGD_ERR_IO naming the file and the tensor. */
 PGD_API int pgd_weights_open(const char *path, pgd_weights **out, pgd_error **err);
 /* Closes the file and frees. NULL is accepted. */
-PGD_API void pgd_weights_close(pgd_weights *w);
+PGD_API void pgd_weights_destroy(pgd_weights *w);
 /* The number of tensors (the "__metadata__" entry is not a tensor). */
-PGD_API size_t pgd_weights_count(const pgd_weights *w);
+PGD_API size_t pgd_weights_get_count(const pgd_weights *w);
 /* The name of tensor i, tensors ordered by their offset in the file; NULL when i >= count. */
-PGD_API const char *pgd_weights_name(const pgd_weights *w, size_t i);
+PGD_API const char *pgd_weights_get_name(const pgd_weights *w, size_t i);
 /* Fills *info (may be NULL) for tensor `name`: PGD_OK, or PGD_ERR_NOT_FOUND when absent. */
 PGD_API int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *info);
 /* The value of metadata key `key`, or NULL when absent. Owned by the handle. */
-PGD_API const char *pgd_weights_metadata(const pgd_weights *w, const char *key);
+PGD_API const char *pgd_weights_get_metadata(const pgd_weights *w, const char *key);
 /* Converts tensor `name` to numel float32 values in dst (host memory). F32 is copied, F16 and
  * BF16 converted exactly (subnormals, infinities and NaN included), F64 rounded to nearest
  * (beyond the float range: infinity). Other dtypes: PGD_ERR_UNSUPPORTED naming the dtype;
@@ -1011,7 +1011,7 @@ PGD_API int pgd_weights_upload(pgd_ctx *ctx, const pgd_weights *w, const char *n
 
 /* A decoded image: width x height pixels, RGB, 8 bits per channel, rows top to bottom, no
  * padding (data[(y * width + x) * 3 + c]). Opaque; the pixel buffer belongs to the image and
- * lives until pgd_image_free. */
+ * lives until pgd_image_destroy. */
 typedef struct pgd_image pgd_image;
 
 /* Largest accepted image: width x height <= PGD_IMAGE_MAX_PIXELS (8192 x 8192). */
@@ -1031,7 +1031,7 @@ typedef struct pgd_image pgd_image;
  * a PNG with a truncated chunk, a wrong chunk CRC or no IEND. A decoder failure is
  * PGD_ERR_FORMAT with the decoder's reason. The path goes through
  * pgd_file_read's rules (a regular file; at most 512 MiB). On success *out is a new image for
- * pgd_image_free. */
+ * pgd_image_destroy. */
 PGD_API int pgd_image_load(const char *path, pgd_image **out, pgd_error **err);
 /* As pgd_image_load on size bytes in memory (the caller keeps them); name (may be NULL) is used
  * in messages. */
@@ -1047,18 +1047,18 @@ PGD_API int pgd_image_load_scaled(const char *path, int min_side, pgd_image **ou
                                   pgd_error **err);
 PGD_API int pgd_image_load_memory_scaled(const void *data, size_t size, const char *name,
                                          int min_side, pgd_image **out, pgd_error **err);
-PGD_API int pgd_image_width(const pgd_image *img);
-PGD_API int pgd_image_height(const pgd_image *img);
+PGD_API int pgd_image_get_width(const pgd_image *img);
+PGD_API int pgd_image_get_height(const pgd_image *img);
 /* The RGB pixels (width * height * 3 bytes), owned by the image. */
-PGD_API const uint8_t *pgd_image_data(const pgd_image *img);
+PGD_API const uint8_t *pgd_image_get_data(const pgd_image *img);
 /* Frees the image; NULL is accepted. */
-PGD_API void pgd_image_free(pgd_image *img);
+PGD_API void pgd_image_destroy(pgd_image *img);
 /* The EXIF Orientation (1..8) of an encoded JPEG, PNG or WebP in memory, as Pillow's
  * ImageOps.exif_transpose reads it (IFD0 tag 0x0112 of the first APP1 "Exif" segment, the eXIf
  * chunk, the EXIF chunk); 1 when there is none or it is unreadable. Loading never applies it
  * (Pillow and torchvision don't); pgd_image_apply_orientation does (pagoda --exif-rotate). */
 PGD_API int pgd_image_exif_orientation(const void *data, size_t size);
-/* A new image (*out, for pgd_image_free): img turned as Pillow's exif_transpose turns it for
+/* A new image (*out, for pgd_image_destroy): img turned as Pillow's exif_transpose turns it for
  * `orientation` 1..8 (5..8 swap width and height; 1 copies). */
 PGD_API int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image **out,
                                         pgd_error **err);
@@ -1098,14 +1098,14 @@ PGD_API int pgd_image_preprocess_view(const pgd_image *img, pgd_preprocess prese
 /* A copy of img whose longer side is at most max_side pixels (img's size when it is already
  * that small), resampled as Pillow's bilinear resize (antialiased): for keeping something to
  * draw maps over once the full image has been preprocessed and freed. The thumbnail remembers
- * its source's size (pgd_image_source_width/height) and pgd_image_preprocess_view answers for
+ * its source's size (pgd_image_get_source_width/height) and pgd_image_preprocess_view answers for
  * the source's geometry; pgd_image_preprocess on a thumbnail preprocesses the thumbnail's
- * pixels, so preprocess the source. On success *out is a new image for pgd_image_free. */
+ * pixels, so preprocess the source. On success *out is a new image for pgd_image_destroy. */
 PGD_API int pgd_image_thumbnail(const pgd_image *img, int max_side, pgd_image **out,
                                 pgd_error **err);
 /* The size of the decoded image that img is a thumbnail of (img's own size when it is not one). */
-PGD_API int pgd_image_source_width(const pgd_image *img);
-PGD_API int pgd_image_source_height(const pgd_image *img);
+PGD_API int pgd_image_get_source_width(const pgd_image *img);
+PGD_API int pgd_image_get_source_height(const pgd_image *img);
 
 /* ---- elementwise ops ----------------------------------------------------------------------- */
 
@@ -1500,10 +1500,10 @@ PGD_API int pgd_kernel_set_value(pgd_kernel *k, unsigned index, size_t size, con
 /* Sets argument `index`, a __local pointer parameter, to `bytes` (> 0) of local memory. */
 PGD_API int pgd_kernel_set_local(pgd_kernel *k, unsigned index, size_t bytes, pgd_error **err);
 /* The largest work-group this kernel can be launched with on the context's device (at least 1). */
-PGD_API size_t pgd_kernel_max_work_group(const pgd_kernel *k);
+PGD_API size_t pgd_kernel_get_max_work_group(const pgd_kernel *k);
 /* A work-group size for a flat one-item-per-element launch: four times the device's preferred
- * multiple for this kernel (a SIMD width or warp), at most pgd_kernel_max_work_group. */
-PGD_API size_t pgd_kernel_preferred_work_group(const pgd_kernel *k);
+ * multiple for this kernel (a SIMD width or warp), at most pgd_kernel_get_max_work_group. */
+PGD_API size_t pgd_kernel_get_preferred_work_group(const pgd_kernel *k);
 /* Enqueues the kernel over `dims` (1-3) dimensions of `global` work-items in groups of `local`
  * (NULL: the driver chooses); global must be a multiple of local in each dimension. An unset
  * argument or a bad size is an error naming the kernel, not a crash. Does not wait. */
@@ -1615,15 +1615,15 @@ PGD_API int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t 
 /* Frees the graph; NULL is accepted. */
 PGD_API void pgd_gat_graph_destroy(pgd_gat_graph *g);
 /* N; 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_num_nodes(const pgd_gat_graph *g);
 /* E': the edges attention runs over, self loops included; 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_num_edges(const pgd_gat_graph *g);
 /* The largest number of incoming edges of a node (self loop included); 0 for NULL. */
-PGD_API int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g);
+PGD_API int64_t pgd_gat_graph_get_max_in_degree(const pgd_gat_graph *g);
 /* The graph's edges [2, E'] (int64, sources then destinations) in the order attention
  * coefficients come in: PyG's order after its self-loop rule, the edge_index GATConv returns
  * with return_attention_weights=True. Owned by the graph; NULL for NULL. */
-PGD_API const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g);
+PGD_API const int64_t *pgd_gat_graph_get_edge_index(const pgd_gat_graph *g);
 
 /* The activation fused after a GAT layer's bias (the one a model applies between layers). */
 typedef enum pgd_gat_act {
@@ -1679,7 +1679,7 @@ PGD_API void pgd_gat_destroy(pgd_gat *gat);
 PGD_API const pgd_gat_desc *pgd_gat_get_desc(const pgd_gat *gat);
 /* y [N, out width] = the layer on graph g with node features x [N, F]. alpha, when not NULL, is
  * [E', H] and receives the attention coefficients α, row r for edge r of
- * pgd_gat_graph_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
+ * pgd_gat_graph_get_edge_index (PyG's order). x, y, alpha and g belong to ctx and are distinct tensors
  * (y must not alias x), else PGD_ERR_INVALID_ARGUMENT; a wrong shape is PGD_ERR_SHAPE naming
  * the shape found and the one expected. No launch is made per node: each node's incoming edges
  * are cut into segments of bounded length, so degrees of 10^5 and more cost no more than their

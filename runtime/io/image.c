@@ -647,22 +647,22 @@ int pgd_image_apply_orientation(const pgd_image *img, int orientation, pgd_image
     return PGD_OK;
 }
 
-int pgd_image_width(const pgd_image *img)
+int pgd_image_get_width(const pgd_image *img)
 {
     return img ? img->width : 0;
 }
 
-int pgd_image_height(const pgd_image *img)
+int pgd_image_get_height(const pgd_image *img)
 {
     return img ? img->height : 0;
 }
 
-const uint8_t *pgd_image_data(const pgd_image *img)
+const uint8_t *pgd_image_get_data(const pgd_image *img)
 {
     return img ? img->data : NULL;
 }
 
-void pgd_image_free(pgd_image *img)
+void pgd_image_destroy(pgd_image *img)
 {
     if (!img)
         return;
@@ -673,12 +673,12 @@ void pgd_image_free(pgd_image *img)
     free(img);
 }
 
-int pgd_image_source_width(const pgd_image *img)
+int pgd_image_get_source_width(const pgd_image *img)
 {
     return img ? img->src_width : 0;
 }
 
-int pgd_image_source_height(const pgd_image *img)
+int pgd_image_get_source_height(const pgd_image *img)
 {
     return img ? img->src_height : 0;
 }

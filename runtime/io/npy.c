@@ -319,7 +319,7 @@ int pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const int64_t 
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "pgd_npy_write: no file, or ndim %d not in 0..%d", ndim,
                               PGD_MAX_DIMS);
-    const char *path = pgd_outfile_path(f);
+    const char *path = pgd_outfile_get_path(f);
     char dims[256] = "";
     size_t used = 0;
     uint64_t count = 1;

@@ -465,7 +465,7 @@ static int parse_header(pgd_weights *w, const char *path, const unsigned char *h
 
 /* ---- opening ---- */
 
-void pgd_weights_close(pgd_weights *w)
+void pgd_weights_destroy(pgd_weights *w)
 {
     if (!w)
         return;
@@ -629,7 +629,7 @@ static int load_memory(pgd_weights *w, const char *path, pgd_error **err)
 static int weights_finish(pgd_weights *w, int rc, pgd_weights **out)
 {
     if (rc) {
-        pgd_weights_close(w);
+        pgd_weights_destroy(w);
         return rc;
     }
     *out = w;
@@ -677,12 +677,12 @@ int pgd__weights_open_memory(const void *data, size_t size, const char *name, pg
 
 /* ---- accessors ---- */
 
-size_t pgd_weights_count(const pgd_weights *w)
+size_t pgd_weights_get_count(const pgd_weights *w)
 {
     return w ? w->count : 0;
 }
 
-const char *pgd_weights_name(const pgd_weights *w, size_t i)
+const char *pgd_weights_get_name(const pgd_weights *w, size_t i)
 {
     return w && i < w->count ? w->entries[i].name : NULL;
 }
@@ -726,7 +726,7 @@ int pgd_weights_find(const pgd_weights *w, const char *name, pgd_weight_info *in
     return PGD_OK;
 }
 
-const char *pgd_weights_metadata(const pgd_weights *w, const char *key)
+const char *pgd_weights_get_metadata(const pgd_weights *w, const char *key)
 {
     if (!w || !w->meta || !key)
         return NULL;

@@ -88,7 +88,7 @@ int pgd__attn_check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "attention: %s has no tensor", what);
     int64_t last = v->offset + (B - 1) * v->batch_stride + (H - 1) * v->head_stride +
                    (N - 1) * v->token_stride + D - 1;
-    if (B > 0 && H > 0 && N > 0 && D > 0 && last >= pgd_tensor_numel(v->t) * (halves ? 2 : 1)) {
+    if (B > 0 && H > 0 && N > 0 && D > 0 && last >= pgd_tensor_get_numel(v->t) * (halves ? 2 : 1)) {
         char s[96];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "attention: %s view (offset %lld, strides %lld/%lld/%lld) reaches "
@@ -155,7 +155,7 @@ static uint64_t block_above(const pgd_ctx *ctx)
 static int kt_blocking(const pgd_ctx *ctx, int64_t Nk, int64_t D, cl_int *kb)
 {
     const int tk = kt_tile(ctx);
-    int64_t forced = ctx->opt.attn_key_block;
+    int64_t forced = ctx->knobs.attn_key_block;
     if (forced <= 0 && (uint64_t)Nk * (uint64_t)D * 8u <= block_above(ctx)) {
         *kb = (cl_int)(Nk + tk < INT32_MAX ? Nk + tk : INT32_MAX); /* one block */
         return 1;
@@ -207,7 +207,7 @@ static int forward_kernel(pgd_ctx *ctx, int var, int64_t Nk, int64_t D, cl_kerne
     }
     if (var == V_ROWS) {
         *rows = 4;
-        const char *vw16 = pgd_ctx_device(ctx)->pref_vector_float >= 16 ? " -DVW16" : "";
+        const char *vw16 = pgd_ctx_get_device(ctx)->pref_vector_float >= 16 ? " -DVW16" : "";
         snprintf(opts, sizeof opts, "-DHEAD_DIM=%lld -DROWS=4 -DTK=32%s%s", (long long)D, fma,
                  vw16);
         rc = pgd__kernel_get(ctx, "attention", opts, "attn_fwd_rows", k, err);
@@ -285,7 +285,7 @@ static int check_probs(const pgd_attention_args *a, pgd_error **err)
     if (!a->probs)
         return PGD_OK;
     if (q0 < 0 || q1 > Nq || q0 >= q1 || a->probs_head >= H ||
-        pgd_tensor_numel(a->probs) < B * hsel * (q1 - q0) * Nk) {
+        pgd_tensor_get_numel(a->probs) < B * hsel * (q1 - q0) * Nk) {
         char s[96];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "attention: probabilities of rows [%lld, %lld) of head %d need "
@@ -709,7 +709,7 @@ static const char *attn_check(pgd_ctx *ctx, attn_work *p, const float *x)
 {
     pgd_error *e = NULL;
     if (pgd_attention_qkv(ctx, p->qkv, p->h, p->out, &e)) {
-        pgd_error_free(e);
+        pgd_error_destroy(e);
         return "failed to run";
     }
     int64_t n = p->n, h = p->h, tok = 3 * h * 64;
@@ -717,7 +717,7 @@ static const char *attn_check(pgd_ctx *ctx, attn_work *p, const float *x)
     double *s = malloc((size_t)n * sizeof *s);
     const char *why = NULL;
     if (!got || !s || pgd_tensor_download(p->out, got, &e)) {
-        pgd_error_free(e);
+        pgd_error_destroy(e);
         why = "could not read the output";
     }
     for (int64_t hh = 0; !why && hh < h; hh++)
@@ -755,7 +755,7 @@ static double attn_time(pgd_ctx *ctx, attn_work *w, int nw)
         for (int i = 0; i < nw; i++) {
             pgd_error *e = NULL;
             if (pgd_attention_qkv(ctx, w[i].qkv, w[i].h, w[i].out, &e) || pgd_ctx_finish(ctx, &e)) {
-                pgd_error_free(e);
+                pgd_error_destroy(e);
                 return -1;
             }
         }
@@ -841,7 +841,7 @@ int pgd__attention_tune(pgd_ctx *ctx, double deadline_ms, char *winner, size_t s
     return PGD_OK;
 }
 
-const char *pgd_ctx_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
+const char *pgd_ctx_get_attention_params(const pgd_ctx *ctx, char *buf, size_t size)
 {
     const pgd__params *P = pgd__params_of(ctx);
     if (P->attn_variant && P->attn_tuned) {

@@ -133,7 +133,7 @@ static int ext_views(const pgd_attention_args *a, const pgd_attention_ext *e, in
         return rc;
     if (a->o.t == a->q.t || a->o.t == a->k.t || a->o.t == a->v.t || a->o.t == e->scores)
         return bad(err, "the output must not share a tensor with Q, K, V or the scores");
-    if (e->scores && pgd_tensor_numel(e->scores) < B * H * nq * nk) {
+    if (e->scores && pgd_tensor_get_numel(e->scores) < B * H * nq * nk) {
         char s[96];
         return pgd__error_set(err, PGD_ERR_SHAPE,
                               "attention: scores of [%lld, %lld, %lld, %lld] need %lld floats; "

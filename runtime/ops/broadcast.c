@@ -38,7 +38,7 @@ static cl_uint8 vec8(const cl_uint *v)
 
 static int too_large(const pgd_tensor *t, const char *op, const char *what, pgd_error **err)
 {
-    if (pgd_tensor_numel(t) <= (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(t) <= (int64_t)UINT32_MAX)
         return PGD_OK;
     char s[128];
     return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: %s %s has more than 2^32 elements", op, what,
@@ -60,9 +60,9 @@ static int broadcast_shape(const char *op, int n, const pgd_tensor *const *t,
         int rc = too_large(t[k], op, names[k], err);
         if (rc)
             return rc;
-        int nd = pgd_tensor_ndim(t[k]);
+        int nd = pgd_tensor_get_ndim(t[k]);
         for (int e = 0; e < nd; e++) { /* e: dim counted from the end */
-            int64_t s = pgd_tensor_dim(t[k], nd - 1 - e), *have = &shape[PGD_MAX_DIMS - 1 - e];
+            int64_t s = pgd_tensor_get_dim(t[k], nd - 1 - e), *have = &shape[PGD_MAX_DIMS - 1 - e];
             if (s == *have || s == 1)
                 continue;
             if (*have != 1) {
@@ -111,14 +111,14 @@ static void geo_push(geo *g, int n, int64_t size, const int64_t *st)
 static void broadcast_geo(int n, const pgd_tensor *const *t, const pgd_tensor *y, geo *g)
 {
     memset(g, 0, sizeof *g);
-    int nd = pgd_tensor_ndim(y);
+    int nd = pgd_tensor_get_ndim(y);
     for (int d = nd - 1; d >= 0; d--) {
         int64_t st[3];
         for (int k = 0; k < n; k++) {
-            int dk = d - (nd - pgd_tensor_ndim(t[k]));
-            st[k] = dk >= 0 && pgd_tensor_dim(t[k], dk) != 1 ? pgd_tensor_stride(t[k], dk) : 0;
+            int dk = d - (nd - pgd_tensor_get_ndim(t[k]));
+            st[k] = dk >= 0 && pgd_tensor_get_dim(t[k], dk) != 1 ? pgd_tensor_get_stride(t[k], dk) : 0;
         }
-        geo_push(g, n, pgd_tensor_dim(y, d), st);
+        geo_push(g, n, pgd_tensor_get_dim(y, d), st);
     }
     for (int d = g->rank; d < PGD_MAX_DIMS; d++)
         g->shape[d] = 1;
@@ -140,7 +140,7 @@ static int launch_broadcast(pgd_ctx *ctx, const char *op_name, const char *kerne
         rc = too_large(y, op_name, "y", err);
     if (rc)
         return rc;
-    cl_uint count = (cl_uint)pgd_tensor_numel(y);
+    cl_uint count = (cl_uint)pgd_tensor_get_numel(y);
     if (count == 0)
         return PGD_OK;
     geo g;
@@ -207,7 +207,7 @@ static int launch_unary(pgd_ctx *ctx, const char *name, int op, const pgd_tensor
         return rc;
     if (!pgd__shape_equal(x, y))
         return pgd__shape_error(err, name, "y must have x's shape", y, x);
-    cl_uint count = (cl_uint)pgd_tensor_numel(x);
+    cl_uint count = (cl_uint)pgd_tensor_get_numel(x);
     if (count == 0)
         return PGD_OK;
     cl_kernel k;
@@ -292,7 +292,7 @@ static int reduce_pass(pgd_ctx *ctx, int op, const pass *p, float div, pgd_error
 static int reduce_mask(const char *op, const pgd_tensor *x, const int *axes, int naxes, int *mask,
                        pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x);
+    int nd = pgd_tensor_get_ndim(x);
     for (int d = 0; d < nd; d++)
         mask[d] = axes == NULL;
     if (!axes)
@@ -318,7 +318,7 @@ static int reduce_mask(const char *op, const pgd_tensor *x, const int *axes, int
 static int reduce_setup(const char *op, int opc, const pgd_tensor *x, const int *axes, int naxes,
                         int keepdims, const pgd_tensor *y, pass *p, pgd_error **err)
 {
-    int mask[PGD_MAX_DIMS], nd = pgd_tensor_ndim(x), ny = 0;
+    int mask[PGD_MAX_DIMS], nd = pgd_tensor_get_ndim(x), ny = 0;
     int rc = too_large(x, op, "x", err);
     if (!rc)
         rc = reduce_mask(op, x, axes, naxes, mask, err);
@@ -327,13 +327,13 @@ static int reduce_setup(const char *op, int opc, const pgd_tensor *x, const int 
     int64_t yshape[PGD_MAX_DIMS], nout = 1, nred = 1;
     memset(p, 0, sizeof *p);
     for (int d = nd - 1; d >= 0; d--) {
-        int64_t s = pgd_tensor_dim(x, d), st = pgd_tensor_stride(x, d);
+        int64_t s = pgd_tensor_get_dim(x, d), st = pgd_tensor_get_stride(x, d);
         geo_push(mask[d] ? &p->red : &p->kept, 1, s, &st);
         *(mask[d] ? &nred : &nout) *= s;
     }
     for (int d = 0; d < nd; d++)
         if (!mask[d] || keepdims)
-            yshape[ny++] = mask[d] ? 1 : pgd_tensor_dim(x, d);
+            yshape[ny++] = mask[d] ? 1 : pgd_tensor_get_dim(x, d);
     if ((rc = pgd__check_out_shape(op, y, ny, yshape, "reducing x gives", err)))
         return rc;
     int arg = opc == PGD_REDUCE_ARGMAX || opc == PGD_REDUCE_ARGMIN;

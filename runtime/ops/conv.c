@@ -103,7 +103,7 @@ int pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error
         return pgd__shape_error(err, op, "y must be [N, H, W, C] for x [N, C, H, W]", x, y);
     if (x->buf == y->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias x", op);
-    int64_t total = pgd_tensor_numel(x);
+    int64_t total = pgd_tensor_get_numel(x);
     if (total > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
     if (total == 0)
@@ -569,7 +569,7 @@ static int run_implicit(const fwd *f, pgd_error **err)
      * big layers and unequal work-items on small ones (7x7 3x3 512: 3.1 ms with 1, 4.0 with
      * 8). PAGODA_CONV_MB is a tuning knob. */
     int64_t tiles = (f->m + rm - 1) / rm;
-    cl_int mb = ctx->opt.conv_mb > 0 ? ctx->opt.conv_mb : 1;
+    cl_int mb = ctx->knobs.conv_mb > 0 ? ctx->knobs.conv_mb : 1;
     pgd__arg(&args, sizeof mb, &mb);
     rc = pgd__args_end(&args, err);
     /* Long launches go in chunks of work-items (MB row tiles each) at their global offset. */
@@ -600,8 +600,8 @@ static int run_im2col(const fwd *f, pgd_error **err)
     uint64_t cap =
         IM2COL_CHUNK_BYTES < ctx->dev.max_alloc ? IM2COL_CHUNK_BYTES : ctx->dev.max_alloc;
     /* A test knob: a smaller chunk (bytes) so small shapes run the chunk loop. */
-    if (ctx->opt.conv_chunk_bytes > 0 && ctx->opt.conv_chunk_bytes < cap)
-        cap = ctx->opt.conv_chunk_bytes;
+    if (ctx->knobs.conv_chunk_bytes > 0 && ctx->knobs.conv_chunk_bytes < cap)
+        cap = ctx->knobs.conv_chunk_bytes;
     int64_t chunk = (int64_t)(cap / row_bytes);
     if (chunk < 1)
         chunk = 1;
@@ -657,7 +657,7 @@ static int run_direct(const fwd *f, pgd_error **err)
     if (rc)
         return rc;
     cl_int16 geo = geometry(f);
-    int64_t total = pgd_tensor_numel(f->y);
+    int64_t total = pgd_tensor_get_numel(f->y);
     cl_int t = (cl_int)total, flags = epi_code(f);
     cl_mem bias = c->bias ? c->bias->buf : f->y->buf, res = f->res ? f->res->buf : f->y->buf;
     pgd__arg_mem(&args, f->x->buf);
@@ -835,7 +835,7 @@ int pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x
     if (y->buf == x->buf || (residual && residual->buf == x->buf))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: y and the residual must not alias x", op);
-    if (pgd_tensor_numel(x) > INT32_MAX || pgd_tensor_numel(y) > INT32_MAX)
+    if (pgd_tensor_get_numel(x) > INT32_MAX || pgd_tensor_get_numel(y) > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: a tensor has more than 2^31 elements",
                               op);
     f.m = f.n * f.oh * f.ow;
@@ -899,9 +899,9 @@ static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tens
     }
     if (x->buf == y->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias x", op);
-    if (pgd_tensor_numel(x) > INT32_MAX)
+    if (pgd_tensor_get_numel(x) > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
-    int64_t total = pgd_tensor_numel(y);
+    int64_t total = pgd_tensor_get_numel(y);
     if (total == 0)
         return PGD_OK;
     int pvw;
@@ -956,7 +956,7 @@ int pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
         return pgd__shape_error(err, op, "x has no pixels to average", x, y);
     if (x->buf == y->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias x", op);
-    if (pgd_tensor_numel(x) > INT32_MAX)
+    if (pgd_tensor_get_numel(x) > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
     int64_t total = N * C;
     if (total == 0)

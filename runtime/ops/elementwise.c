@@ -11,7 +11,7 @@ static int check_same(const pgd_tensor *a, const pgd_tensor *b, const char *op, 
                               pgd_tensor_shape_str(a, sa, sizeof sa),
                               pgd_tensor_shape_str(b, sb, sizeof sb));
     }
-    if (pgd_tensor_numel(a) > (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(a) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     return PGD_OK;
 }
@@ -43,7 +43,7 @@ int pgd_scale(pgd_ctx *ctx, const pgd_tensor *x, float alpha, pgd_tensor *y, pgd
     if (rc)
         return rc;
     cl_mem mem[2] = {x->buf, y->buf};
-    return launch(ctx, "elementwise_scale", mem, 2, &alpha, (cl_uint)pgd_tensor_numel(x), err);
+    return launch(ctx, "elementwise_scale", mem, 2, &alpha, (cl_uint)pgd_tensor_get_numel(x), err);
 }
 
 int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *y, pgd_error **err)
@@ -54,5 +54,5 @@ int pgd_add(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tensor *
     if (rc)
         return rc;
     cl_mem mem[3] = {a->buf, b->buf, y->buf};
-    return launch(ctx, "elementwise_add", mem, 3, NULL, (cl_uint)pgd_tensor_numel(a), err);
+    return launch(ctx, "elementwise_add", mem, 3, NULL, (cl_uint)pgd_tensor_get_numel(a), err);
 }

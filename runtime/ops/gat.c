@@ -247,19 +247,19 @@ int pgd_gat_graph_create(pgd_ctx *ctx, int64_t num_nodes, const int64_t *edge_in
                                  err);
 }
 
-int64_t pgd_gat_graph_num_nodes(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_num_nodes(const pgd_gat_graph *g)
 {
     return g ? g->n : 0;
 }
-int64_t pgd_gat_graph_num_edges(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_num_edges(const pgd_gat_graph *g)
 {
     return g ? g->e : 0;
 }
-int64_t pgd_gat_graph_max_in_degree(const pgd_gat_graph *g)
+int64_t pgd_gat_graph_get_max_in_degree(const pgd_gat_graph *g)
 {
     return g ? g->max_deg : 0;
 }
-const int64_t *pgd_gat_graph_edge_index(const pgd_gat_graph *g)
+const int64_t *pgd_gat_graph_get_edge_index(const pgd_gat_graph *g)
 {
     return g ? g->edges : NULL;
 }

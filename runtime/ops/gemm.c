@@ -606,8 +606,8 @@ static int gemm_one(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
  * into chunks accumulated through beta. options.gemm_k_chunk sets the chunk anywhere (tests). */
 static int64_t k_chunk(const pgd_ctx *ctx)
 {
-    if (ctx->opt.gemm_k_chunk > 0)
-        return ctx->opt.gemm_k_chunk;
+    if (ctx->knobs.gemm_k_chunk > 0)
+        return ctx->knobs.gemm_k_chunk;
     return ctx->dev.software_rasteriser ? 256 : INT64_MAX;
 }
 

@@ -14,7 +14,7 @@ static int check_operand(const char *what, pgd_matrix m, int64_t rows, int64_t c
                               what);
     char s[96];
     pgd_tensor_shape_str(m.t, s, sizeof s);
-    int64_t numel = pgd_tensor_numel(m.t);
+    int64_t numel = pgd_tensor_get_numel(m.t);
     if (m.offset < 0 || m.batch_stride < 0 || m.ld < cols || m.ld > INT32_MAX ||
         m.batch_stride > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,

@@ -47,7 +47,7 @@ static void copy_geo_make(int nd, const int64_t *shape, const int64_t *sx, const
 
 static int too_large(const pgd_tensor *t, const char *op, const char *what, pgd_error **err)
 {
-    if (pgd_tensor_numel(t) <= MAX_ELEMS)
+    if (pgd_tensor_get_numel(t) <= MAX_ELEMS)
         return PGD_OK;
     char s[128];
     return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: %s %s has more than 2^31 - 1 elements",
@@ -138,14 +138,14 @@ static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const i
 /* The contiguous strides of a tensor's dims. */
 static void strides_of(const pgd_tensor *t, int64_t *st)
 {
-    for (int d = 0; d < pgd_tensor_ndim(t); d++)
-        st[d] = pgd_tensor_stride(t, d);
+    for (int d = 0; d < pgd_tensor_get_ndim(t); d++)
+        st[d] = pgd_tensor_get_stride(t, d);
 }
 
 int pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor *y,
                   pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x), seen[PGD_MAX_DIMS] = {0}, p[PGD_MAX_DIMS];
+    int nd = pgd_tensor_get_ndim(x), seen[PGD_MAX_DIMS] = {0}, p[PGD_MAX_DIMS];
     for (int d = 0; d < nd; d++) {
         p[d] = perm ? perm[d] : nd - 1 - d;
         if (p[d] < 0 || p[d] >= nd || seen[p[d]]++)
@@ -156,8 +156,8 @@ int pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd_tensor
     }
     int64_t shape[PGD_MAX_DIMS], sx[PGD_MAX_DIMS], sy[PGD_MAX_DIMS];
     for (int d = 0; d < nd; d++) {
-        shape[d] = pgd_tensor_dim(x, p[d]);
-        sx[d] = pgd_tensor_stride(x, p[d]);
+        shape[d] = pgd_tensor_get_dim(x, p[d]);
+        sx[d] = pgd_tensor_get_stride(x, p[d]);
     }
     int rc = too_large(x, "transpose", "x", err);
     if (!rc)
@@ -191,7 +191,7 @@ static void slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int
 int pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes, const int64_t *starts,
               const int64_t *ends, const int64_t *steps, pgd_tensor *y, pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x), rc = too_large(x, "slice", "x", err);
+    int nd = pgd_tensor_get_ndim(x), rc = too_large(x, "slice", "x", err);
     if (rc)
         return rc;
     if (n < 0 || n > nd || (n > 0 && (!starts || !ends)))
@@ -202,8 +202,8 @@ int pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes, const i
     int64_t shape[PGD_MAX_DIMS], sx[PGD_MAX_DIMS], sy[PGD_MAX_DIMS], off = 0;
     int done[PGD_MAX_DIMS] = {0};
     for (int d = 0; d < nd; d++) {
-        shape[d] = pgd_tensor_dim(x, d);
-        sx[d] = pgd_tensor_stride(x, d);
+        shape[d] = pgd_tensor_get_dim(x, d);
+        sx[d] = pgd_tensor_get_stride(x, d);
     }
     for (int i = 0; i < n; i++) {
         int a = 0;
@@ -235,7 +235,7 @@ int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_t
     if (n < 1 || !xs)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "concat: no tensors to join (n %d)",
                               n);
-    int nd = pgd_tensor_ndim(xs[0]), a = 0, rc;
+    int nd = pgd_tensor_get_ndim(xs[0]), a = 0, rc;
     if (nd == 0)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "concat: the tensors are scalars (0 dims): nothing to join along");
@@ -243,7 +243,7 @@ int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_t
         return rc;
     int64_t shape[PGD_MAX_DIMS];
     for (int d = 0; d < nd; d++)
-        shape[d] = pgd_tensor_dim(xs[0], d);
+        shape[d] = pgd_tensor_get_dim(xs[0], d);
     shape[a] = 0;
     for (int i = 0; i < n; i++) {
         char what[32];
@@ -251,14 +251,14 @@ int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_t
         if ((rc = too_large(xs[i], "concat", what, err)) ||
             (rc = check_distinct("concat", xs[i], what, y, err)))
             return rc;
-        int same = pgd_tensor_ndim(xs[i]) == nd;
+        int same = pgd_tensor_get_ndim(xs[i]) == nd;
         for (int d = 0; same && d < nd; d++)
-            same = d == a || pgd_tensor_dim(xs[i], d) == pgd_tensor_dim(xs[0], d);
+            same = d == a || pgd_tensor_get_dim(xs[i], d) == pgd_tensor_get_dim(xs[0], d);
         if (!same)
             return pgd__shape_error(err, "concat",
                                     "every tensor must have xs[0]'s dims but along the axis",
                                     xs[i], xs[0]);
-        shape[a] += pgd_tensor_dim(xs[i], a);
+        shape[a] += pgd_tensor_get_dim(xs[i], a);
     }
     if ((rc = pgd__check_out_shape("concat", y, nd, shape, "the tensors joined are", err)) ||
         (rc = too_large(y, "concat", "y", err)))
@@ -269,7 +269,7 @@ int pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis, pgd_t
         int64_t sx[PGD_MAX_DIMS], part[PGD_MAX_DIMS];
         strides_of(xs[i], sx);
         for (int d = 0; d < nd; d++)
-            part[d] = pgd_tensor_dim(xs[i], d);
+            part[d] = pgd_tensor_get_dim(xs[i], d);
         rc = strided_copy(ctx, xs[i], 0, sx, y, at * sy[a], sy, nd, part, err);
         at += part[a];
     }
@@ -312,7 +312,7 @@ static int gather_indices(pgd_ctx *ctx, const int64_t *indices, int64_t nidx, in
 int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indices, int idx_ndim,
                const int64_t *idx_shape, pgd_tensor *y, pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x), a = 0, rc;
+    int nd = pgd_tensor_get_ndim(x), a = 0, rc;
     if (nd == 0)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "gather: x is a scalar (0 dims): no axis to gather along");
@@ -323,10 +323,10 @@ int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indic
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "gather: indices of %d dims into x of %d dims give more than %d",
                               idx_ndim, nd, PGD_MAX_DIMS);
-    int64_t shape[PGD_MAX_DIMS], nidx = 1, outer = 1, inner = 1, dim = pgd_tensor_dim(x, a);
+    int64_t shape[PGD_MAX_DIMS], nidx = 1, outer = 1, inner = 1, dim = pgd_tensor_get_dim(x, a);
     int k = 0;
     for (int d = 0; d < a; d++)
-        outer *= shape[k++] = pgd_tensor_dim(x, d);
+        outer *= shape[k++] = pgd_tensor_get_dim(x, d);
     for (int d = 0; d < idx_ndim; d++) {
         if (idx_shape[d] < 0 || (idx_shape[d] > 0 && nidx > MAX_ELEMS / idx_shape[d]))
             return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -335,7 +335,7 @@ int pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t *indic
         nidx *= shape[k++] = idx_shape[d];
     }
     for (int d = a + 1; d < nd; d++)
-        inner *= shape[k++] = pgd_tensor_dim(x, d);
+        inner *= shape[k++] = pgd_tensor_get_dim(x, d);
     if (nidx > 0 && !indices)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "gather: indices is NULL");
     if ((rc = pgd__check_out_shape("gather", y, k, shape, "x gathered is", err)) ||
@@ -375,9 +375,9 @@ static const char *const pad_modes[] = {"constant", "reflect", "edge", "wrap"};
 static int pad_shape(const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode,
                      int64_t *shape, pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x);
+    int nd = pgd_tensor_get_ndim(x);
     for (int d = 0; d < nd; d++) {
-        int64_t n = pgd_tensor_dim(x, d), b = pads[d], e = pads[nd + d];
+        int64_t n = pgd_tensor_get_dim(x, d), b = pads[d], e = pads[nd + d];
         /* The kernel's reflection period 2 (n - 1) and source coordinate c - before in int. */
         if (b < -PAD_LIMIT || b > PAD_LIMIT || e < -PAD_LIMIT || e > PAD_LIMIT ||
             n + (b < 0 ? -b : b) + (e < 0 ? -e : e) > PAD_LIMIT)
@@ -404,7 +404,7 @@ static int pad_shape(const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode
 int pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode,
             float value, pgd_tensor *y, pgd_error **err)
 {
-    int nd = pgd_tensor_ndim(x), rc;
+    int nd = pgd_tensor_get_ndim(x), rc;
     if ((int)mode < 0 || (int)mode > PGD_PAD_WRAP)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "pad: mode %d is not a pgd_pad_mode (0..3)", (int)mode);
@@ -424,8 +424,8 @@ int pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_pad_mode
     for (int d = 0; d < nd; d++) {
         out[nd - 1 - d] = shape[d];
         before[nd - 1 - d] = pads[d];
-        size[nd - 1 - d] = pgd_tensor_dim(x, d);
-        st[nd - 1 - d] = pgd_tensor_stride(x, d);
+        size[nd - 1 - d] = pgd_tensor_get_dim(x, d);
+        st[nd - 1 - d] = pgd_tensor_get_stride(x, d);
     }
     cl_kernel k;
     pgd__args args;
@@ -453,14 +453,14 @@ static int nchw_block(const char *op, const pgd_tensor *x, int block, int64_t *s
                       pgd_error **err)
 {
     char sx[128];
-    if (pgd_tensor_ndim(x) != 4)
+    if (pgd_tensor_get_ndim(x) != 4)
         return pgd__error_set(err, PGD_ERR_SHAPE, "%s: x is %s, want [N, C, H, W]", op,
                               pgd_tensor_shape_str(x, sx, sizeof sx));
     if (block < 1)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: the block size is %d (it must be at least 1)", op, block);
     for (int d = 0; d < 4; d++)
-        s[d] = pgd_tensor_dim(x, d);
+        s[d] = pgd_tensor_get_dim(x, d);
     return too_large(x, op, "x", err);
 }
 

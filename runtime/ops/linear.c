@@ -89,7 +89,7 @@ static int copy_new(pgd_ctx *ctx, cl_mem src, int ndim, const int64_t *shape, pg
     if (rc)
         return rc;
     cl_int cl = clEnqueueCopyBuffer(ctx->queue, src, (*dst)->buf, 0, 0,
-                                    (size_t)pgd_tensor_numel(*dst) * sizeof(float), 0, NULL, NULL);
+                                    (size_t)pgd_tensor_get_numel(*dst) * sizeof(float), 0, NULL, NULL);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying %s", what);
     return PGD_OK;
@@ -178,7 +178,7 @@ int pgd_linear_forward(pgd_ctx *ctx, const pgd_linear *l, const pgd_tensor *x, p
     memset(&g, 0, sizeof g);
     g.params = &l->gp;
     g.trans_b = 1;
-    g.M = l->k ? pgd_tensor_numel(x) / l->k : 0;
+    g.M = l->k ? pgd_tensor_get_numel(x) / l->k : 0;
     g.N = l->n;
     g.K = l->k;
     g.batch = 1;

@@ -124,7 +124,7 @@ int pgd_matmul(pgd_ctx *ctx, const pgd_tensor *a, const pgd_tensor *b, pgd_tenso
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "matmul: y must not be a's or b's memory");
     int64_t M = sa[na - 2], K = sa[na - 1], N = sb[nb - 1];
-    if (pgd_tensor_numel(y) == 0)
+    if (pgd_tensor_get_numel(y) == 0)
         return PGD_OK;
     if (K == 0) /* sums of nothing */
         return pgd_tensor_fill(y, 0.0f, err);

@@ -226,7 +226,7 @@ const pgd_nonlocal_desc *pgd_nonlocal_get_desc(const pgd_nonlocal *nl)
  * nl_key_chunk option sets another length (tests). */
 static cl_int key_chunk(const pgd_ctx *ctx)
 {
-    int64_t n = ctx->opt.nl_key_chunk;
+    int64_t n = ctx->knobs.nl_key_chunk;
     return n > 0 && n <= INT32_MAX ? (cl_int)n : 8192;
 }
 
@@ -563,8 +563,8 @@ static int affinity_host(const pgd_nonlocal *nl, const proj_set *s, int64_t Bn, 
     int64_t Ci = nl->d.inner, pc = nl->pc;
     const float *wc = nl->d.mode == PGD_NONLOCAL_CONCATENATION ? nl->concat : NULL;
     int rc = PGD_OK;
-    float *hp = malloc((size_t)pgd_tensor_numel(s->P) * sizeof *hp);
-    float *hpp = malloc((size_t)pgd_tensor_numel(s->Pk) * sizeof *hpp);
+    float *hp = malloc((size_t)pgd_tensor_get_numel(s->P) * sizeof *hp);
+    float *hpp = malloc((size_t)pgd_tensor_get_numel(s->Pk) * sizeof *hpp);
     if (!hp || !hpp)
         rc = pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: host copies of θ and φ", op);
     if (!rc)

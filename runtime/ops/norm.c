@@ -20,7 +20,7 @@ static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pg
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: x and y are required", op);
     if (!pgd__shape_equal(x, y))
         return pgd__shape_error(err, op, "output shape differs from input", x, y);
-    if (pgd_tensor_numel(x) > (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(x) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     return PGD_OK;
 }
@@ -63,7 +63,7 @@ static size_t row_wg(pgd_ctx *ctx, cl_kernel k, int64_t cols)
      * each barrier is a pass over all its items: two SIMD widths of items (at least 4) keep the
      * loops vectorised and the barriers cheap. On PoCL 3.1 a [1576, 768] LayerNorm took 28 ms
      * with 1024 items per row and 2.5 ms with 16. */
-    long forced = ctx->opt.row_wg;
+    long forced = ctx->knobs.row_wg;
     if (forced > 0) {
         /* A development and test knob: an upper bound on the work-group size of the row
          * kernels that replaces the cap below, so CPU runs can exercise the wide reductions a
@@ -97,7 +97,7 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
     if (!(eps >= 0.0f))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "layernorm: eps must be non-negative, got %g", (double)eps);
-    int64_t numel = pgd_tensor_numel(x);
+    int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
@@ -108,7 +108,7 @@ int pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w, const 
      * a work-item, LVW floats a step: a [1576, 768] LayerNorm 2.66 -> 0.21 ms on PoCL,
      * 1.9-7.4 -> 0.28 ms on Intel's runtime, 21 -> 16 ms on llvmpipe. */
     int lvw = cols % 16 == 0 ? 16 : cols % 8 == 0 ? 8 : cols % 4 == 0 ? 4 : 0;
-    if (lvw && !ctx->dev.local_mem_dedicated && ctx->opt.row_wg <= 0) {
+    if (lvw && !ctx->dev.local_mem_dedicated && ctx->knobs.row_wg <= 0) {
         char opts[32];
         snprintf(opts, sizeof opts, "-DLVW=%d", lvw);
         if ((rc = pgd__args_kernel(&args, ctx, "norm", opts, "layernorm_vec", &k, err)))
@@ -152,7 +152,7 @@ int pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y, p
     int rc = check_xy(x, y, "softmax", err);
     if (rc)
         return rc;
-    int64_t numel = pgd_tensor_numel(x);
+    int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
     cl_kernel k;
@@ -178,7 +178,7 @@ static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *o
     int rc = check_xy(x, y, op, err);
     if (rc)
         return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
@@ -215,7 +215,7 @@ int pgd_bias_add(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *bias, pgd_
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "bias_add: bias is required");
     if ((rc = check_vec(x, bias, "bias_add", "bias", err)))
         return rc;
-    cl_uint n = (cl_uint)pgd_tensor_numel(x), cols = (cl_uint)last_dim(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x), cols = (cl_uint)last_dim(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;
@@ -301,7 +301,7 @@ int pgd_softmax_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, float scale, i
         return rc;
     const char *kernel = log ? "log_softmax_rows" : "softmax_rows";
     int64_t n = x->shape[a];
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     if (inner == 1)
         return softmax_like(ctx, kernel, x->buf, y->buf, outer, n, scale, err);
@@ -341,7 +341,7 @@ static int check_group(const pgd_tensor *x, int a, int64_t from, const pgd_tenso
 static int check_stats(const pgd_tensor *x, int a, int64_t outer, const pgd_tensor *s,
                        const char *name, pgd_error **err)
 {
-    int ok = !s || pgd_tensor_numel(s) == outer;
+    int ok = !s || pgd_tensor_get_numel(s) == outer;
     for (int d = 0; s && ok && d < s->ndim; d++)
         ok = d < a ? s->shape[d] == x->shape[d] : s->shape[d] == 1;
     if (ok && s && s->ndim < a)
@@ -380,7 +380,7 @@ int pgd_layernorm_axis(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_te
                               "layernorm: x's dims from axis %d on hold no elements: no mean or "
                               "rstd to give",
                               a);
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     if (mean) { /* first: y may be x */
         cl_kernel k;
@@ -419,7 +419,7 @@ int pgd_rmsnorm(pgd_ctx *ctx, const pgd_tensor *x, int axis, const pgd_tensor *w
     if (!(eps >= 0.0f))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "rmsnorm: eps must be non-negative, got %g", (double)eps);
-    if (pgd_tensor_numel(x) == 0)
+    if (pgd_tensor_get_numel(x) == 0)
         return PGD_OK;
     cl_kernel k;
     pgd__args args;
@@ -473,7 +473,7 @@ static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mea
                         float eps, int64_t channels, int64_t inner, pgd_tensor *y,
                         pgd_error **err)
 {
-    cl_uint n = (cl_uint)pgd_tensor_numel(x);
+    cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)
         return PGD_OK;
     cl_kernel k;

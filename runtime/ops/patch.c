@@ -49,9 +49,9 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
     if (bias && (bias->ndim != 1 || bias->shape[0] != D))
         return pgd__shape_error(err, op, "bias must be 1-D [D]", weight, bias);
     /* Tokens as the libraries store them: [D], [1, D] or [1, 1, D]. */
-    if (cls && (last_dim(cls) != D || pgd_tensor_numel(cls) != D))
+    if (cls && (last_dim(cls) != D || pgd_tensor_get_numel(cls) != D))
         return pgd__shape_error(err, op, "class token must be [D] (or [1, 1, D])", weight, cls);
-    if (dist && (last_dim(dist) != D || pgd_tensor_numel(dist) != D))
+    if (dist && (last_dim(dist) != D || pgd_tensor_get_numel(dist) != D))
         return pgd__shape_error(err, op, "distillation token must be [D] (or [1, 1, D])", weight,
                                 dist);
     if (out->ndim != 3 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != D) {
@@ -60,15 +60,15 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
                  (long long)B, (long long)T, (long long)D);
         return pgd__shape_error(err, op, what, image, out);
     }
-    if (pos && (last_dim(pos) != D || pgd_tensor_numel(pos) != T * D)) {
+    if (pos && (last_dim(pos) != D || pgd_tensor_get_numel(pos) != T * D)) {
         char what[160];
         snprintf(what, sizeof what, "position embeddings must be [T, D] = [%lld, %lld]",
                  (long long)T, (long long)D);
         return pgd__shape_error(err, op, what, out, pos);
     }
-    if (pgd_tensor_numel(image) > (int64_t)UINT32_MAX ||
-        pgd_tensor_numel(weight) > (int64_t)UINT32_MAX ||
-        pgd_tensor_numel(out) > (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(image) > (int64_t)UINT32_MAX ||
+        pgd_tensor_get_numel(weight) > (int64_t)UINT32_MAX ||
+        pgd_tensor_get_numel(out) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: a tensor has more than 2^32 elements",
                               op);
     *g = (patch_dims){B, C, H, W, D, P, gw, np, extra, T};
@@ -175,7 +175,7 @@ static int patch_embed(pgd_ctx *ctx, const pgd_tensor *image, const pgd_tensor *
 {
     patch_dims g = {0};
     int rc = check_patch_args(image, weight, bias, cls, dist, pos, out, &g, err);
-    if (rc || pgd_tensor_numel(out) == 0)
+    if (rc || pgd_tensor_get_numel(out) == 0)
         return rc;
     cl_uint flags = (bias ? PE_HAS_BIAS : 0) | (pos ? PE_HAS_POS : 0);
     /* Absent optional tensors are never read; their arguments still need a valid buffer. */
@@ -279,19 +279,19 @@ int pgd_pos_embed_resize(pgd_ctx *ctx, const pgd_tensor *pos, int extra, int gh,
                               (int)mode);
     int64_t D = last_dim(pos);
     int64_t rows = (int64_t)extra + (int64_t)gh * gw, rows2 = (int64_t)extra + (int64_t)gh2 * gw2;
-    if (pgd_tensor_numel(pos) != rows * D) {
+    if (pgd_tensor_get_numel(pos) != rows * D) {
         char what[160];
         snprintf(what, sizeof what, "pos must have %d + %d x %d rows of its last dim", extra, gh,
                  gw);
         return pgd__shape_error(err, op, what, pos, out);
     }
-    if (last_dim(out) != D || pgd_tensor_numel(out) != rows2 * D) {
+    if (last_dim(out) != D || pgd_tensor_get_numel(out) != rows2 * D) {
         char what[160];
         snprintf(what, sizeof what, "out must be [%lld, %lld] (%d + %d x %d rows)",
                  (long long)rows2, (long long)D, extra, gh2, gw2);
         return pgd__shape_error(err, op, what, pos, out);
     }
-    if (pgd_tensor_numel(out) > (int64_t)UINT32_MAX || pgd_tensor_numel(pos) > (int64_t)UINT32_MAX)
+    if (pgd_tensor_get_numel(out) > (int64_t)UINT32_MAX || pgd_tensor_get_numel(pos) > (int64_t)UINT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^32 elements", op);
     if (pos->buf == out->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias pos", op);

@@ -74,12 +74,12 @@ int pgd_pool2d(pgd_ctx *ctx, const pgd_tensor *x, const pgd_pool_desc *d, pgd_te
     if (x->buf == y->buf || (indices && (indices->buf == x->buf || indices->buf == y->buf)))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y and indices must not alias x "
                               "or each other", op);
-    if (pgd_tensor_numel(x) > INT32_MAX || pgd_tensor_numel(y) > INT32_MAX)
+    if (pgd_tensor_get_numel(x) > INT32_MAX || pgd_tensor_get_numel(y) > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
     if (indices && x->shape[1] * x->shape[2] > (1 << 24))
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
                               "%s: indices are floats, exact to 2^24 pixels a plane", op);
-    cl_int total = (cl_int)pgd_tensor_numel(y);
+    cl_int total = (cl_int)pgd_tensor_get_numel(y);
     if (total == 0)
         return PGD_OK;
     const char *kernel = d->mode == PGD_POOL_AVG ? "pool2d_avg" : "pool2d_max";
@@ -117,7 +117,7 @@ int pgd_global_maxpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_err
     if (y->ndim != 2 || y->shape[0] != x->shape[0] || y->shape[1] != x->shape[3])
         return pgd__shape_error(err, "global_maxpool", "y must be [N, C] for x [N, H, W, C]", x,
                                 y);
-    if (x->shape[1] * x->shape[2] == 0 && pgd_tensor_numel(y) > 0)
+    if (x->shape[1] * x->shape[2] == 0 && pgd_tensor_get_numel(y) > 0)
         return pgd__shape_error(err, "global_maxpool", "x has no pixels to take the max of", x, y);
     static const int axes[2] = {1, 2};
     return pgd_reduce(ctx, PGD_REDUCE_MAX, x, axes, 2, 0, y, err);

@@ -86,7 +86,7 @@ int pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window, int6
     cl_int v[11] = {(cl_int)B,  (cl_int)x->shape[1], (cl_int)x->shape[2], (cl_int)C,
                     (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
                     (cl_int)Rh, (cl_int)Rw};
-    return launch(ctx, "window_partition", x->buf, out->buf, v, 11, pgd_tensor_numel(out), err);
+    return launch(ctx, "window_partition", x->buf, out->buf, v, 11, pgd_tensor_get_numel(out), err);
 }
 
 int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window, int64_t shift_h,
@@ -113,7 +113,7 @@ int pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window
     cl_int v[11] = {(cl_int)B,  (cl_int)y->shape[1], (cl_int)y->shape[2], (cl_int)C,
                     (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
                     (cl_int)Rh, (cl_int)Rw};
-    return launch(ctx, "window_merge_add", windows->buf, y->buf, v, 11, pgd_tensor_numel(y), err);
+    return launch(ctx, "window_merge_add", windows->buf, y->buf, v, 11, pgd_tensor_get_numel(y), err);
 }
 
 int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out, pgd_error **err)
@@ -134,5 +134,5 @@ int pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out, pgd_erro
     if (out->buf == x->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias x", op);
     cl_int v[4] = {(cl_int)B, (cl_int)H, (cl_int)W, (cl_int)C};
-    return launch(ctx, "patch_merge", x->buf, out->buf, v, 4, pgd_tensor_numel(out), err);
+    return launch(ctx, "patch_merge", x->buf, out->buf, v, 4, pgd_tensor_get_numel(out), err);
 }

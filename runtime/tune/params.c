@@ -128,10 +128,10 @@ int pgd__params_open(pgd_ctx *ctx, pgd_error **err)
         json_decref(all);
         if (pgd__gemm_params_parse(ctx->opt.kernel_params, &q, &why) ||
             pgd__gemm_params_check(ctx, &q, &why)) {
-            int rc = pgd__error_set(err, pgd_error_code(why),
+            int rc = pgd__error_set(err, pgd_error_get_code(why),
                                     "options.kernel_params (PAGODA_KERNEL_PARAMS): %s",
-                                    pgd_error_message(why));
-            pgd_error_free(why);
+                                    pgd_error_get_message(why));
+            pgd_error_destroy(why);
             return rc;
         }
         p->gemm = q;
@@ -178,7 +178,7 @@ int pgd__params_save(pgd_ctx *ctx, json_t *fields)
     int stored = 0;
     pgd_outfile *f = NULL;
     if (!pgd_outfile_open(path, &f, NULL)) {
-        if (json_dumpf(all, pgd_outfile_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
+        if (json_dumpf(all, pgd_outfile_get_stream(f), JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
             pgd_outfile_abort(f);
         else
             stored = pgd_outfile_commit(f, NULL) == PGD_OK;
@@ -188,14 +188,14 @@ int pgd__params_save(pgd_ctx *ctx, json_t *fields)
     return stored;
 }
 
-const char *pgd_ctx_params_entry(const pgd_ctx *ctx, char *buf, size_t size)
+const char *pgd_ctx_get_params_entry(const pgd_ctx *ctx, char *buf, size_t size)
 {
     if (buf && size)
         snprintf(buf, size, "%s", ctx->params->entry);
     return buf;
 }
 
-const char *pgd_ctx_kernel_params(const pgd_ctx *ctx, char *buf, size_t size)
+const char *pgd_ctx_get_kernel_params(const pgd_ctx *ctx, char *buf, size_t size)
 {
     if (buf && size)
         pgd__gemm_params_format(&ctx->params->gemm, buf, size);

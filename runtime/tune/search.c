@@ -156,7 +156,7 @@ static int run_one(search *s, const pgd__gemm_params *p, pgd_tensor *a, pgd_tens
                    pgd_tensor *c, pgd_tensor *bias, pgd_tensor **packed, pgd_error **err)
 {
     pgd_ctx *ctx = s->ctx;
-    int64_t m = pgd_tensor_dim(a, 0), k = pgd_tensor_dim(a, 1), n = pgd_tensor_dim(wt, 0);
+    int64_t m = pgd_tensor_get_dim(a, 0), k = pgd_tensor_get_dim(a, 1), n = pgd_tensor_get_dim(wt, 0);
     pgd__gemm_call g;
     memset(&g, 0, sizeof g);
     g.params = p;
@@ -204,8 +204,8 @@ static const char *check(search *s, const pgd__gemm_params *p, char *why, size_t
         rc = pgd_tensor_download(s->pc, got, &e);
     pgd_tensor_destroy(packed);
     if (rc) {
-        snprintf(why, size, "failed: %s", pgd_error_message(e));
-        pgd_error_free(e);
+        snprintf(why, size, "failed: %s", pgd_error_get_message(e));
+        pgd_error_destroy(e);
         return why;
     }
     for (int i = 0; i < PM * PN; i++) {

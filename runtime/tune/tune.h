@@ -26,7 +26,7 @@ typedef struct pgd__db_entry {
     const char *driver;   /* driver version prefix */
     unsigned vector_width; /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, 0 any */
     /* the parameters */
-    const char *gemm;      /* as pgd_ctx_kernel_params prints them */
+    const char *gemm;      /* as pgd_ctx_get_kernel_params prints them */
     const char *attention; /* "rows", "kt:kw=K,rows=R" */
     int prefetch;          /* gemm_cpu prefetches its tiles' rows of C (-1: the parent's) */
     const char *note;      /* where the numbers come from */

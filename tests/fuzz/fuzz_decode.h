@@ -23,13 +23,13 @@ static int fuzz_decode(const uint8_t *data, size_t size)
     pgd_image *img = NULL;
     pgd_error *err = NULL;
     if (pgd_image_load_memory(data, size, "fuzz.img", &img, &err) != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0] || img)
+        if (!err || !pgd_error_get_message(err)[0] || img)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
-    int w = pgd_image_width(img), h = pgd_image_height(img);
-    const uint8_t *px = pgd_image_data(img);
+    int w = pgd_image_get_width(img), h = pgd_image_get_height(img);
+    const uint8_t *px = pgd_image_get_data(img);
     if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > PGD_IMAGE_MAX_PIXELS || !px)
         abort();
     /* Every byte is read: an uninitialised or short buffer shows up under the sanitizers. */
@@ -42,9 +42,9 @@ static int fuzz_decode(const uint8_t *data, size_t size)
         static float out[3 * 224 * 224];
         pgd_error *e2 = NULL;
         (void)pgd_image_preprocess(img, PGD_PREPROCESS_TORCHVISION, out, &e2);
-        pgd_error_free(e2);
+        pgd_error_destroy(e2);
     }
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return 0;
 }
 

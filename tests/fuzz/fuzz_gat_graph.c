@@ -20,13 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gat_graph_file g;
     pgd_error *err = NULL;
     if (gat_graph_load(path, &g, &err) != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0] || g.x || g.edge_index || g.y || g.test_mask ||
+        if (!err || !pgd_error_get_message(err)[0] || g.x || g.edge_index || g.y || g.test_mask ||
             g.n || g.e)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     if (g.n < 1 || g.f < 1 || g.e < 0 || !g.x || !g.edge_index)
         abort();
     for (int64_t i = 0; i < g.n * g.f; i++)

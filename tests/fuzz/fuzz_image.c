@@ -19,14 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = pgd_image_load_memory(data, size, "fuzz.img", &img, &err);
     pgd__image_use_stb(0);
     if (rc != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0] || img)
+        if (!err || !pgd_error_get_message(err)[0] || img)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
-    int w = pgd_image_width(img), h = pgd_image_height(img);
+    int w = pgd_image_get_width(img), h = pgd_image_get_height(img);
     if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > PGD_IMAGE_MAX_PIXELS ||
-        !pgd_image_data(img))
+        !pgd_image_get_data(img))
         abort();
     /* Resampling costs grow with the image, and with the longer side alone (a 4 x 32771 BMP of
      * 78 bytes takes 3 s per preset in this instrumented build: legitimate work, ~50 ms in a
@@ -38,9 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
             pgd_error *e2 = NULL;
             (void)pgd_image_preprocess(img, presets[i], out, &e2);
-            pgd_error_free(e2);
+            pgd_error_destroy(e2);
         }
     }
-    pgd_image_free(img);
+    pgd_image_destroy(img);
     return 0;
 }

@@ -73,12 +73,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memnet_story s;
     pgd_error *err = NULL;
     if (memnet_story_load(&m, path, &s, &err) != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0] || s.q || s.text || s.n_questions)
+        if (!err || !pgd_error_get_message(err)[0] || s.q || s.text || s.n_questions)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     check(&m, &s, size);
     memnet_story_free(&s);
     return 0;

@@ -17,12 +17,12 @@ static void check_vit(const model_source *src, int heads)
     vit_config cfg;
     pgd_error *err = NULL;
     if (vit_detect(src, heads, &cfg, &err) != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0])
+        if (!err || !pgd_error_get_message(err)[0])
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return;
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     /* What vit_load and vit_forward rely on. */
     if (cfg.depth < 1 || cfg.dim < 1 || cfg.heads < 1 || cfg.patch < 1 || cfg.mlp < 1 ||
         cfg.classes < 1 || cfg.grid_h < 1 || cfg.grid_w < 1 || cfg.extra < 1 || cfg.extra > 2 ||
@@ -36,12 +36,12 @@ static void check_resnet(const model_source *src, const char *spec, const char *
     resnet_options opt = {spec, mode, sub};
     pgd_error *err = NULL;
     if (resnet_detect(src, &opt, &cfg, &err) != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0])
+        if (!err || !pgd_error_get_message(err)[0])
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return;
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     /* What resnet_load and resnet_forward rely on. */
     if (cfg.stem < 1 || cfg.classes < 1 || cfg.n_nl < 0 || cfg.n_nl > RESNET_MAX_NL)
         abort();
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pgd_weights *w = NULL;
     pgd_error *err = NULL;
     if (pgd__weights_open_memory(data, size, "fuzz.safetensors", &w, &err) != PGD_OK) {
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
     model_source src;
@@ -72,6 +72,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The ResNet detector: the file's own blocks and metadata, and with overrides. */
     check_resnet(&src, NULL, NULL, -1);
     check_resnet(&src, "layer1.0,layer3.1", "concatenation", 1);
-    pgd_weights_close(w);
+    pgd_weights_destroy(w);
     return 0;
 }

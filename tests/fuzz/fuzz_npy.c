@@ -16,9 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pgd_error *err = NULL;
     int rc = pgd__npy_parse(data, size, "fuzz.npy", &out, &ndim, shape, &err);
     if (rc != PGD_OK) {
-        if (!err || !pgd_error_message(err)[0] || out || ndim != 0)
+        if (!err || !pgd_error_get_message(err)[0] || out || ndim != 0)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
     if (!out || ndim < 0 || ndim > PGD_MAX_DIMS)

@@ -148,10 +148,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_options(&o);
     } else {
         /* Refused: a message naming a variable, and the options untouched. */
-        if (!err || !strstr(pgd_error_message(err), "PAGODA_") ||
+        if (!err || !strstr(pgd_error_get_message(err), "PAGODA_") ||
             memcmp(&o, &before, sizeof o) != 0)
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
     }
     for (int i = 0; i < nenv; i++)
         free(envp[i]);

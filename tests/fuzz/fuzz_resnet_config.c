@@ -176,10 +176,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (err)
             abort();
         check_config(&cfg);
-    } else if (!err || !pgd_error_message(err)[0]) {
+    } else if (!err || !pgd_error_get_message(err)[0]) {
         abort(); /* a refusal always says why */
     }
-    pgd_error_free(err);
+    pgd_error_destroy(err);
     free(f);
     free(text);
     return 0;

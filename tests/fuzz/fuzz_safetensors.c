@@ -17,15 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pgd_error *err = NULL;
     if (pgd__weights_open_memory(data, size, "fuzz.safetensors", &w, &err) != PGD_OK) {
         /* Every rejection must carry a message. */
-        if (!err || !pgd_error_message(err)[0])
+        if (!err || !pgd_error_get_message(err)[0])
             abort();
-        pgd_error_free(err);
+        pgd_error_destroy(err);
         return 0;
     }
-    size_t n = pgd_weights_count(w);
+    size_t n = pgd_weights_get_count(w);
     uint64_t budget = 1u << 20; /* floats converted per input */
     for (size_t i = 0; i < n; i++) {
-        const char *name = pgd_weights_name(w, i);
+        const char *name = pgd_weights_get_name(w, i);
         pgd_weight_info info;
         if (!name || pgd_weights_find(w, name, &info) != PGD_OK)
             abort();
@@ -40,12 +40,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         pgd_error *e2 = NULL;
         (void)pgd_weights_to_float(w, name, dst, &e2);
-        pgd_error_free(e2);
+        pgd_error_destroy(e2);
         free(dst);
     }
     (void)pgd_weights_find(w, "no.such.tensor", &(pgd_weight_info){0});
-    (void)pgd_weights_metadata(w, "format");
-    (void)pgd_weights_metadata(w, "num_heads");
-    pgd_weights_close(w);
+    (void)pgd_weights_get_metadata(w, "format");
+    (void)pgd_weights_get_metadata(w, "num_heads");
+    pgd_weights_destroy(w);
     return 0;
 }
