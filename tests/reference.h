@@ -62,12 +62,12 @@ void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, s
 /* y [n, c] = mean over h·w of x [n, h, w, c]. */
 void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y);
 
-/* A non-local block (Wang et al. 2018) as tools/make-nonlocal-golden.py's PyTorch module defines
- * it, on x NHWC [b, h, w, c] with inner width ci: θ, φ, g 1x1 convolutions (weights [ci, c],
- * biases [ci] or NULL), φ and g (and for the Gaussian form the keys x) max-pooled 2x2 stride 2
- * (floor) when subsampling, f by mode (a pgd_nonlocal_mode: softmax of θ·φ, softmax of x·x, θ·φ
- * / N', ReLU(w_θ·θ + w_φ·φ) / N' with concat_w [2ci]), y = f·g, z = x + BN(W·y + W_b) with W
- * [c, ci], W_b [c] or NULL and bn = {γ, β, mean, var} (bn[0] NULL: none). */
+/* A non-local block (Wang et al. 2018) as tools/golden/make-nonlocal-golden.py's PyTorch module
+ * defines it, on x NHWC [b, h, w, c] with inner width ci: θ, φ, g 1x1 convolutions (weights [ci,
+ * c], biases [ci] or NULL), φ and g (and for the Gaussian form the keys x) max-pooled 2x2 stride 2
+ * (floor) when subsampling, f by mode (a pgd_nonlocal_mode: softmax of θ·φ, softmax of x·x, θ·φ /
+ * N', ReLU(w_θ·θ + w_φ·φ) / N' with concat_w [2ci]), y = f·g, z = x + BN(W·y + W_b) with W [c, ci],
+ * W_b [c] or NULL and bn = {γ, β, mean, var} (bn[0] NULL: none). */
 typedef struct pgd_ref_nonlocal {
     size_t b, h, w, c, ci;
     int mode, subsample;

@@ -647,6 +647,8 @@ static pgd_tensor *shaped(pgd_ctx *ctx, int ndim, const int64_t *shape)
 
 START_TEST(shape_errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     pgd_ctx *ctx = pgd_test_ctx(&devs[0]);

@@ -1,5 +1,5 @@
 /* test_golden.c — attention and patch embedding against golden outputs computed by PyTorch
- * (tools/make-golden.py, run with /usr/bin/python3), on every device.
+ * (tools/golden/make-golden.py, run with /usr/bin/python3), on every device.
  *
  * Data format (tests/data, directory from $PAGODA_TEST_DATA): per case <case> a JSON file
  * golden-<case>.json
@@ -236,8 +236,8 @@ static int compare(const pgd_tensor *t, const golden_array *want, double rtol, d
 /* The query-dependent part of an attention output on its own: in each of `groups` blocks of
  * `rows` query rows `width` wide, every row minus the block's first, within 1e-3 of that
  * difference's size. Near-uniform attention gives every query the same output, so a slip (heads
- * split the wrong way moved it by 1.0 and 1.6 of its size, tools/make-golden.py) could hide in
- * what the rows share; the goldens' peaked softmax and this check keep it visible. */
+ * split the wrong way moved it by 1.0 and 1.6 of its size, tools/golden/make-golden.py) could hide
+ * in what the rows share; the goldens' peaked softmax and this check keep it visible. */
 static void check_query_part(const float *got, const golden_array *want, int64_t groups,
                              int64_t rows, int64_t width, const char *what)
 {

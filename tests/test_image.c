@@ -1,6 +1,6 @@
 /* test_image.c — image loading (JPEG, PNG, BMP round trips through stb's writers, odd sizes,
  * grey and alpha), rejection of other formats, truncated and oversized files, the preprocessing
- * presets against golden data made with torchvision/PIL (tools/make-image-golden.py). Host
+ * presets against golden data made with torchvision/PIL (tools/golden/make-image-golden.py). Host
  * only: no OpenCL device needed. (The heat-map PNG writer moved with the models: test_maps.c.) */
 #include <math.h>
 #include <stdio.h>
@@ -318,8 +318,8 @@ static const char *data_dir(void)
     return d && *d ? d : "tests/data";
 }
 
-/* Files stb_image 2.27 decodes by inventing what they lack (tools/make-bad-images.py): refused
- * with the reason, while the intact PNG they were made from still loads. */
+/* Files stb_image 2.27 decodes by inventing what they lack (tools/golden/make-bad-images.py):
+ * refused with the reason, while the intact PNG they were made from still loads. */
 START_TEST(refuse_invented_pixels)
 {
     static const struct {

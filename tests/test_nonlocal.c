@@ -1,7 +1,8 @@
-/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch (tools/make-nonlocal-golden.py):
- * small torchvision-named ResNets with a non-local block in each of the four modes, with and
- * without subsampling, batch > 1, a bottleneck net with two blocks; the affinity row; the
- * zero-initialised block is the identity; malformed weights name the key. Every device. */
+/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch
+ * (tools/golden/make-nonlocal-golden.py): small torchvision-named ResNets with a non-local block in
+ * each of the four modes, with and without subsampling, batch > 1, a bottleneck net with two
+ * blocks; the affinity row; the zero-initialised block is the identity; malformed weights name the
+ * key. Every device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static void check_close(const float *got, const float *want, size_t n, double re
 /* The image-dependent part of the logits (each image minus image 0), within 1e-3 of its own
  * size: average pooling over random images leaves it 2 to 20 % of the logits, where a slip
  * would hide below check_close's 1e-4 of the whole (the blocks left out move it by 0.16 or
- * more, tools/make-nonlocal-golden.py). */
+ * more, tools/golden/make-nonlocal-golden.py). */
 static void check_rows(const float *got, const float *want, int rows, int width,
                        const char *what)
 {
@@ -322,6 +323,8 @@ static const char *f_name_at(void *u, size_t i)
 
 START_TEST(malformed)
 {
+    if (!pgd_test_primary())
+        return;
     char path[4096];
     model_source file;
     pgd_weights *w = open_case("basic-concatenation", &file, path, sizeof path);
@@ -456,6 +459,8 @@ END_TEST
 
 START_TEST(strict_variants)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -525,6 +530,8 @@ END_TEST
  * error now says which tensor has the zero dimension, and huge sizes beside it stay shapes. */
 START_TEST(zero_dimensions)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -1,9 +1,9 @@
 /* test_swin.c — Swin Transformer V1 against PyTorch: one tiny random-weight model in each naming
  * (torchvision, timm, timm's older layout, transformers 5.x and 4.x), made by
- * tools/make-swin-golden.py: configuration detection; logits on every device for a batch of two
- * 40 x 40 images (a 10 x 10 grid padded to windows of 3) and for one 48 x 44 image (each library's
- * own way of running another size); hard attention modes run; misshaped, missing and V2 tensors
- * refused by name. */
+ * tools/golden/make-swin-golden.py: configuration detection; logits on every device for a batch of
+ * two 40 x 40 images (a 10 x 10 grid padded to windows of 3) and for one 48 x 44 image (each
+ * library's own way of running another size); hard attention modes run; misshaped, missing and V2
+ * tensors refused by name. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +81,7 @@ static void run_case(const char *name, swin_family want_family)
                       "%s", what);
         /* Batches of two: the image-dependent part (image 1 - image 0) on its own, where a slip
          * the biases would hide shows (no window shift moves it by 0.38 of its size,
-         * tools/make-swin-golden.py). */
+         * tools/golden/make-swin-golden.py). */
         ck_assert_msg(B < 2 || pgd_test_diffclose(got, want, (size_t)B, (size_t)classes,
                                                   (size_t)classes, 1e-3, what),
                       "%s", what);
@@ -152,6 +152,8 @@ static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_
 
 START_TEST(strict_loading)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -182,6 +184,8 @@ END_TEST
  * zero, a 0-class head failed as an empty device copy, huge rows overflowed the window). */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -1,9 +1,9 @@
 /* test_vit.c — the ViT against PyTorch: tiny random-weight models in each naming (timm, timm
- * DeiT distilled, Hugging Face, torchvision), made by tools/make-vit-golden.py; configuration
- * detection, logits on every device (at the trained image size and at another one, where each
- * family resamples its position grid its own way; the image-dependent part, image 1 - image 0,
- * checked on its own), a wrong head count shown to fall far outside the goldens, and errors
- * for missing or misshaped tensors. */
+ * DeiT distilled, Hugging Face, torchvision), made by tools/golden/make-vit-golden.py;
+ * configuration detection, logits on every device (at the trained image size and at another one,
+ * where each family resamples its position grid its own way; the image-dependent part, image 1 -
+ * image 0, checked on its own), a wrong head count shown to fall far outside the goldens, and
+ * errors for missing or misshaped tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +95,8 @@ static void run_case(const char *name, vit_family fam, int extra)
         ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), rtol, atol, what), "%s",
                       what);
         /* What the image decides, on its own (image 1 - image 0): the goldens' sharpened
-         * attention makes a wrong head count move it by 0.8 or more (tools/make-vit-golden.py),
-         * a right run stays near 1e-6 (f16 weights: 1e-3). */
+         * attention makes a wrong head count move it by 0.8 or more
+         * (tools/golden/make-vit-golden.py), a right run stays near 1e-6 (f16 weights: 1e-3). */
         ck_assert_msg(pgd_test_diffclose(got, want, (size_t)B, (size_t)classes, (size_t)classes,
                                          f16_weights ? 3e-2 : 1e-3, what),
                       "%s", what);
@@ -314,6 +314,8 @@ END_TEST
 
 START_TEST(missing_and_misshaped)
 {
+    if (!pgd_test_primary())
+        return;
     char path[4096];
     snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
@@ -387,6 +389,8 @@ static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const c
  * non-finite values. Each is refused, naming the tensor; the unedited copy loads. */
 START_TEST(strict_variants)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -607,7 +611,7 @@ END_TEST
 
 /* Headless features of `weights` for the golden batch `case_` ([B, 3, H, W]): the class token
  * after the final norm and the mean of the patch tokens, as PyTorch computed them
- * (tools/make-dino-golden.py), on every device. */
+ * (tools/golden/make-dino-golden.py), on every device. */
 static void headless_case(const char *weights, const char *case_, int B, int H, int W,
                           int layer_scale)
 {
@@ -643,7 +647,7 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
         ck_assert_msg(pgd_test_allclose(got, want_cls, (size_t)B * 32, 1e-4, 1e-5, what), "%s",
                       what);
         /* Batches of two: the image-dependent part on its own (a wrong head count moves it by
-         * 0.46 or more, tools/make-dino-golden.py). */
+         * 0.46 or more, tools/golden/make-dino-golden.py). */
         ck_assert_msg(B < 2 || pgd_test_diffclose(got, want_cls, (size_t)B, 32, 32, 1e-3, what),
                       "%s", what);
         vit_set_pool(m, VIT_POOL_MEAN);
@@ -740,6 +744,8 @@ END_TEST
 /* A LayerScale gamma missing from one block, or a misshaped register token, are refused by name. */
 START_TEST(layer_scale_strict)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -764,6 +770,8 @@ END_TEST
  * error names the tensor; none reaches arithmetic (this runs clean under UBSan). */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

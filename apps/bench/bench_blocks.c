@@ -225,7 +225,7 @@ const bench_item bench_item_patch_embed = {
 /* ---- gat[:N,E] — one GATConv layer (64 -> 8 heads x 8, concat, ELU) on a generated power-law
  * graph ------------------------------------------------------------------------------------ */
 
-/* The graph of the item, the same one tools/bench-gat-peers builds for PyG: edge k has source
+/* The graph of the item, the same one tools/bench/bench-gat-peers builds for PyG: edge k has source
  * h(2k) mod N and destination 0 for every tenth edge (a hub: 10^5 in-edges at the default
  * size), else floor(N·u²) with u = h(2k+1) / 2^64 in 53 bits (more edges into low ids); h is
  * splitmix64's finaliser over k·golden + seed. */

@@ -42,7 +42,7 @@ static const char usage[] =
     "boxes, and post_process_object_detection's, may reach past it: --save-boxes keeps them).\n"
     "\n"
     "Weights: safetensors in Hugging Face naming (facebook/detr-resnet-50 and -101: transformers\n"
-    "4.x names, or 5.x's state_dict() names) or the original repository's (tools/convert-pth\n"
+    "4.x names, or 5.x's state_dict() names) or the original repository's (tools/user/convert-pth\n"
     "turns its .pth into safetensors). A config.json beside the file (as save_pretrained writes\n"
     "it) gives the heads, DC5 and the label names (a bad one is an error naming the key); the\n"
     "options below override it. What neither gives is assumed (8 heads, no dilation, COCO's 91\n"

@@ -1,4 +1,4 @@
-/* memnet.c — the end-to-end memory network of tools/train-memnet.py (see memnet.h). */
+/* memnet.c — the end-to-end memory network of tools/golden/train-memnet.py (see memnet.h). */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -125,7 +125,7 @@ int memnet_load(pgd_ctx *ctx, const model_source *src0, memnet_model **out, pgd_
     if (!rc && (!fmt || strcmp(fmt, "pagoda-memn2n")))
         rc = pgd_error_set(err, PGD_ERR_FORMAT,
                            "%s: not a memory network (__metadata__ format is '%.40s', expected "
-                           "pagoda-memn2n; tools/train-memnet.py writes one)",
+                           "pagoda-memn2n; tools/golden/train-memnet.py writes one)",
                            src->label, fmt ? fmt : "absent");
     if (!rc)
         rc = meta_int(src, "hops", 1, 16, &m->hops, err);

@@ -1,7 +1,7 @@
 /* memnet.h — an end-to-end memory network (Sukhbaatar et al., NeurIPS 2015) as
- * tools/train-memnet.py defines it, and stories in bAbI's text format. Written against pagoda.h
- * only. The bags of words are summed on the host (an embedding lookup); the hops run on the
- * device on existing ops, every question of a file at once: scores = u·mᵀ (batched GEMM), the
+ * tools/golden/train-memnet.py defines it, and stories in bAbI's text format. Written against
+ * pagoda.h only. The bags of words are summed on the host (an embedding lookup); the hops run on
+ * the device on existing ops, every question of a file at once: scores = u·mᵀ (batched GEMM), the
  * mask of empty slots added, softmax, u ← p·c + u (GEMM with u as residual), logits = u·Wᵀ. */
 #ifndef PAGODA_MEMNET_H
 #define PAGODA_MEMNET_H
