@@ -58,9 +58,11 @@ const pgd_device_info *pgd_test_devices(size_t *count)
                 if (wanted(&all_devices[i], want))
                     devices[device_count++] = all_devices[i];
             if (!device_count) {
-                fprintf(stderr, "SKIP: PAGODA_TEST_DEVICE=%s: no such device here (keys pocl, "
+                fprintf(stderr,
+                        "SKIP: PAGODA_TEST_DEVICE=%s: no such device here (keys pocl, "
                         "rusticl, intel, gpu, other, or a selector; `pagoda devices` lists "
-                        "them)\n", want);
+                        "them)\n",
+                        want);
                 exit(77);
             }
             printf("devices: %zu of %zu (PAGODA_TEST_DEVICE=%s)\n", device_count, all_count, want);
@@ -227,12 +229,17 @@ int pgd_test_diffclose(const float *got, const double *want, size_t rows, size_t
            "relative%s\n",
            what, share, e, ok ? "" : " -- FAILS");
     if (!ok)
-        fprintf(stderr, "%s: rows minus row 0 differ from PyTorch's by %.3g of their size "
-                "(tolerance %.3g)\n", what, e, rtol);
+        fprintf(stderr,
+                "%s: rows minus row 0 differ from PyTorch's by %.3g of their size "
+                "(tolerance %.3g)\n",
+                what, e, rtol);
     return ok;
 }
 
-void pgd_rng_seed(pgd_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
+void pgd_rng_seed(pgd_rng *r, uint64_t seed)
+{
+    r->s = seed * 0x9E3779B97F4A7C15ull + 1;
+}
 
 uint64_t pgd_rng_next(pgd_rng *r)
 {
@@ -402,8 +409,8 @@ double *pgd_test_read_doubles(const char *name, size_t n)
 
 void pgd_test_expect_error(int rc, pgd_error *err, int code, const char *part)
 {
-    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc),
-                  pgd_status_name(code), err ? pgd_error_get_message(err) : "no error");
+    ck_assert_msg(rc == code, "status %s, want %s (%s)", pgd_status_name(rc), pgd_status_name(code),
+                  err ? pgd_error_get_message(err) : "no error");
     ck_assert_msg(err && strstr(pgd_error_get_message(err), part), "'%s' lacks '%s'",
                   err ? pgd_error_get_message(err) : "no error", part);
     pgd_error_destroy(err);

@@ -47,18 +47,18 @@ void pgd_test_knob(pgd_ctx_options *o, const char *key, int64_t value);
 
 /* Runs the statements after `seed` once per device, with `ctx` a context on it, `dev` its name
  * and `r` a generator seeded with seed + the device's index; the context is destroyed after. */
-#define PGD_TEST_EACH_DEVICE(seed, ...)                                                           \
-    do {                                                                                          \
-        size_t nd_;                                                                               \
-        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
-        for (size_t di_ = 0; di_ < nd_; di_++) {                                                  \
-            pgd_ctx *ctx = pgd_test_ctx(&d_[di_]);                                                \
-            const char *dev = d_[di_].name;                                                       \
-            pgd_rng r;                                                                            \
-            pgd_rng_seed(&r, (seed) + pgd_test_device_ordinal(&d_[di_]));                         \
-            __VA_ARGS__;                                                                          \
-            pgd_ctx_destroy(ctx);                                                                 \
-        }                                                                                         \
+#define PGD_TEST_EACH_DEVICE(seed, ...)                                                            \
+    do {                                                                                           \
+        size_t nd_;                                                                                \
+        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                        \
+        for (size_t di_ = 0; di_ < nd_; di_++) {                                                   \
+            pgd_ctx *ctx = pgd_test_ctx(&d_[di_]);                                                 \
+            const char *dev = d_[di_].name;                                                        \
+            pgd_rng r;                                                                             \
+            pgd_rng_seed(&r, (seed) + pgd_test_device_ordinal(&d_[di_]));                          \
+            __VA_ARGS__;                                                                           \
+            pgd_ctx_destroy(ctx);                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Asserts that a call returned status `code` with an error whose message holds `part`, then
@@ -139,7 +139,7 @@ void pgd_test_case_unavailable(const char *tcase, const char *why);
     do {                                                                                           \
         int pgd_rc_ = (call);                                                                      \
         ck_assert_msg(pgd_rc_ == PGD_OK, "%s failed: %s (%s)", #call,                              \
-                      *(errp) ? pgd_error_get_message(*(errp)) : "(no error object)",                 \
+                      *(errp) ? pgd_error_get_message(*(errp)) : "(no error object)",              \
                       pgd_status_name(pgd_rc_));                                                   \
     } while (0)
 

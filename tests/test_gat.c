@@ -765,8 +765,8 @@ START_TEST(pyg_layers)
             ck_assert(pgd_test_allclose(got, want, (size_t)nout, 1e-4, 1e-5, what));
             /* Every node minus node 0 within 1e-3 of its size (random layers leave part of the
              * output to the bias; the attention coefficients are compared as they are). */
-            ck_assert(N < 2 || pgd_test_diffclose(got, want, (size_t)N, (size_t)od, (size_t)od,
-                                                  1e-3, what));
+            ck_assert(N < 2 ||
+                      pgd_test_diffclose(got, want, (size_t)N, (size_t)od, (size_t)od, 1e-3, what));
             ck_assert(pgd_test_allclose(got + nout, want + nout, (size_t)nalpha, 1e-4, 1e-6, what));
             free(got), free(want), free(edges), free(x), free(lw), free(lwd), free(as), free(ad);
             free(bias), free(res), free(out), free(alpha);

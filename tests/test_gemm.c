@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "reference.h"
 #include "internal.h" /* white-box: reaches library internals */
-#include "tune.h"     /* white-box: the context's parameters */
 #include "pgd_config.h"
+#include "reference.h"
+#include "tune.h" /* white-box: the context's parameters */
 
 /* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */
 static void ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch, int b_shared,
@@ -100,7 +100,8 @@ static int one_case_k(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int long_k
     int64_t sb[3] = {b_shared ? 1 : batch, tb ? N : K, tb ? K : N};
     int64_t sc[3] = {batch, M, N};
     pgd_tensor *ta_ = pgd_test_upload(ctx, 3, sa, A);
-    pgd_tensor *tb_ = b_shared ? pgd_test_upload(ctx, 2, sb + 1, B) : pgd_test_upload(ctx, 3, sb, B);
+    pgd_tensor *tb_ =
+        b_shared ? pgd_test_upload(ctx, 2, sb + 1, B) : pgd_test_upload(ctx, 3, sb, B);
     /* C lives at the start of a larger buffer: the tail is a NaN canary; with beta = 0 the
      * output is poisoned with NaN too, so an unwritten element fails. */
     float *cinit = malloc((nc + canary) * sizeof *cinit);
@@ -228,7 +229,8 @@ START_TEST(linear_layers)
                      use_res ? R : NULL, want);
             int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
             pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W);
-            pgd_tensor *tbias = pgd_test_upload(ctx, 1, &out, bias), *tr = pgd_test_upload(ctx, 2, sy, R);
+            pgd_tensor *tbias = pgd_test_upload(ctx, 1, &out, bias),
+                       *tr = pgd_test_upload(ctx, 2, sy, R);
             pgd_tensor *ty = NULL;
             pgd_linear *lin = NULL;
             pgd_error *err = NULL;
@@ -236,7 +238,8 @@ START_TEST(linear_layers)
             PGD_CHECK_OK(pgd_linear_create(ctx, tw, use_bias ? tbias : NULL, &lin, &err), &err);
             /* The layer keeps its own copy: changing the caller's weights must not matter. */
             pgd_tensor_destroy(tw);
-            PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err), &err);
+            PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err),
+                         &err);
             PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
             char what[128];
             snprintf(what, sizeof what, "%s linear %lld x %lld -> %lld act %d%s", d[di].name,
@@ -321,7 +324,8 @@ START_TEST(operand_shapes_exact)
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     pgd_error *err = NULL;
     int64_t sa[2] = {4, 5}, sb[2] = {5, 6}, sc[2] = {4, 6}, sbias[1] = {6}, sbias2[2] = {1, 6};
-    int64_t sct[2] = {6, 4}, sc3[3] = {1, 4, 6}, sw[2] = {6, 5}, swb[2] = {6, 1}, sy3[3] = {2, 2, 6};
+    int64_t sct[2] = {6, 4}, sc3[3] = {1, 4, 6}, sw[2] = {6, 5}, swb[2] = {6, 1},
+            sy3[3] = {2, 2, 6};
     int64_t sflat[1] = {24};
     pgd_tensor *a, *b, *c, *bias, *bias2, *ct, *c3, *w, *wb, *y3, *flat;
     PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sa, &a, &err), &err);
@@ -394,8 +398,8 @@ START_TEST(gelu_epilogue_accuracy)
             x[rows++] = v;
             x[rows++] = nextafterf(v, (float)sgn * INFINITY);
         }
-    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-10f, -1e-10f, 1e-3f, 30.0f, -30.0f,
-                             1e30f, -1e30f, NAN, INFINITY, -INFINITY};
+    const float special[] = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-10f, -1e-10f,  1e-3f,
+                             30.0f, -30.0f, 1e30f,  -1e30f,  NAN,    INFINITY, -INFINITY};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
         x[rows++] = special[i];
     float w[COLS];

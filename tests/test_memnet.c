@@ -269,8 +269,12 @@ START_TEST(large_vocabulary)
     pgd_error *err = NULL;
     big_vocab b;
     big_vocab_make(&b, 200000, 0);
-    model_source src = {.u = &b, .label = "big-vocab", .shape = bv_shape, .read = bv_read,
-                        .meta = bv_meta, .name_at = bv_name_at};
+    model_source src = {.u = &b,
+                        .label = "big-vocab",
+                        .shape = bv_shape,
+                        .read = bv_read,
+                        .meta = bv_meta,
+                        .name_at = bv_name_at};
     double t0 = model_now_ms();
     memnet_model *m = NULL;
     PGD_CHECK_OK(memnet_load(ctx, &src, &m, &err), &err);

@@ -91,7 +91,10 @@ static int mixer_variant_load(pgd_ctx *ctx, const model_source *src, void *user,
     return rc;
 }
 
-static void mixer_variant_free(void *m) { mixer_free(m); }
+static void mixer_variant_free(void *m)
+{
+    mixer_free(m);
+}
 
 /* A variant of mixer-tiny.safetensors made with e[0..n) must fail naming `named`. */
 static void refuse_variant(pgd_ctx *ctx, const char *tag, const craft_edit *e, size_t n,
@@ -148,9 +151,15 @@ START_TEST(hostile_sizes)
     } cases[] = {
         {"head.weight", "head.bias", 2, {0, 24}, "zero dimension: 0 classes"},
         {"head.weight", NULL, 2, {INT64_C(1) << 40, 0}, "classes: it must be 1 .."},
-        {"blocks.0.mlp_channels.fc1.weight", "blocks.0.mlp_channels.fc1.bias", 2, {0, 24},
+        {"blocks.0.mlp_channels.fc1.weight",
+         "blocks.0.mlp_channels.fc1.bias",
+         2,
+         {0, 24},
          "zero dimension: 0 channel MLP width"},
-        {"blocks.0.mlp_tokens.fc1.weight", "blocks.0.mlp_tokens.fc1.bias", 2, {0, 25},
+        {"blocks.0.mlp_tokens.fc1.weight",
+         "blocks.0.mlp_tokens.fc1.bias",
+         2,
+         {0, 25},
          "zero dimension: 0 token MLP width"},
         {"blocks.0.mlp_tokens.fc1.weight", NULL, 2, {12, 0}, "zero dimension: 0 tokens"},
         {"stem.proj.weight", NULL, 4, {24, 3, 0, 0}, "zero dimension: 0 patch size"},

@@ -25,8 +25,8 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: GAT segments of a few edges, so gat_combine merges several */
-#include "tune.h"     /* white-box: conv_few_rows_cpu forced */
 #include "reference.h"
+#include "tune.h" /* white-box: conv_few_rows_cpu forced */
 
 static const char *cl_dir;
 static int any_device;
@@ -1238,15 +1238,23 @@ int main(int argc, char **argv)
         const char *name;
         const TTest *test;
     } cases[] = {
-        {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
-        {"broadcast", broadcast_ops}, {"layout", layout_ops},
-        {"normalize", normalize_ops}, {"pool2d", pool_general},
-        {"gemm", gemm_forms},         {"attention", attention_forms},
+        {"kernels", kernels_listed},
+        {"rows", rows_and_elementwise},
+        {"broadcast", broadcast_ops},
+        {"layout", layout_ops},
+        {"normalize", normalize_ops},
+        {"pool2d", pool_general},
+        {"gemm", gemm_forms},
+        {"attention", attention_forms},
         {"attention_ext", attention_ext_forms},
-        {"conv", conv_forms},         {"pool", pools},
-        {"patch", patch_and_pos},     {"window", windows},
-        {"nonlocal", nonlocal_modes}, {"gat", gat_layers},
-        {"direct", direct_launches},  {"coverage", every_kernel_ran},
+        {"conv", conv_forms},
+        {"pool", pools},
+        {"patch", patch_and_pos},
+        {"window", windows},
+        {"nonlocal", nonlocal_modes},
+        {"gat", gat_layers},
+        {"direct", direct_launches},
+        {"coverage", every_kernel_ran},
     };
     Suite *s = suite_create("oclgrind");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

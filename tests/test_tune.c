@@ -11,8 +11,8 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: forces ctx->gemm */
-#include "tune.h"     /* white-box: the context's parameters */
 #include "reference.h"
+#include "tune.h" /* white-box: the context's parameters */
 
 static void ref(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
                 const float *bias, pgd_act act, const float *R, double *out)
@@ -453,8 +453,8 @@ static void check_runoff(double budget_s, int attempts)
     ck_assert_msg(won >= 0, "the winner %s was not a finalist", res.params);
     ck_assert(res.best_ms == s.ms[won]);
     for (int i = 0; i < s.finalists; i++)
-        ck_assert_msg(s.ms[won] <= s.ms[i], "%s won with %g ms, %s had %g", res.params,
-                      s.ms[won], s.params[i], s.ms[i]);
+        ck_assert_msg(s.ms[won] <= s.ms[i], "%s won with %g ms, %s had %g", res.params, s.ms[won],
+                      s.params[i], s.ms[i]);
     pgd_ctx *ctx = ctx_in(&d[di], &cd, NULL);
     char now[128];
     ck_assert_str_eq(pgd_ctx_get_kernel_params(ctx, now, sizeof now), "tuned");
@@ -673,8 +673,8 @@ START_TEST(db_lookup)
               "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-haswell", PGD_DEVICE_CPU, 8, 0),
          "pocl-avx2", 1},
         {fake("pthread-cortex-a72", "ARM", "Portable Computing Language", pocl,
-              "OpenCL 3.0 PoCL HSTR: pthread-aarch64-unknown-linux-gnu-cortex-a72",
-              PGD_DEVICE_CPU, 4, 0),
+              "OpenCL 3.0 PoCL HSTR: pthread-aarch64-unknown-linux-gnu-cortex-a72", PGD_DEVICE_CPU,
+              4, 0),
          "pocl-neon", 1},
         /* x86 with SSE only: no known entry, the PoCL class (prefetch) */
         {fake("pthread-nehalem", "GenuineIntel", "Portable Computing Language", pocl,
@@ -686,11 +686,10 @@ START_TEST(db_lookup)
         {fake("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa/X.org", "rusticl", "OpenCL 3.0 ",
               "OpenCL 3.0 ", PGD_DEVICE_CPU, 4, 1),
          "llvmpipe", 0},
-        {fake("softpipe", "Mesa", "Clover", "OpenCL 1.1 Mesa", "OpenCL 1.1", PGD_DEVICE_CPU, 4,
-              1),
+        {fake("softpipe", "Mesa", "Clover", "OpenCL 1.1 Mesa", "OpenCL 1.1", PGD_DEVICE_CPU, 4, 1),
          "software-rasteriser", 0},
-        {fake("Some CPU", "Someone", "Some OpenCL", "OpenCL 3.0", "OpenCL 3.0", PGD_DEVICE_CPU,
-              8, 0),
+        {fake("Some CPU", "Someone", "Some OpenCL", "OpenCL 3.0", "OpenCL 3.0", PGD_DEVICE_CPU, 8,
+              0),
          "cpu", 0},
         {fake("NVIDIA H100", "NVIDIA Corporation", "NVIDIA CUDA", "OpenCL 3.0 CUDA 12",
               "OpenCL 3.0 CUDA", PGD_DEVICE_GPU, 1, 0),
@@ -701,14 +700,14 @@ START_TEST(db_lookup)
         {fake("Intel(R) Arc(TM) A770", "Intel(R) Corporation", "Intel(R) OpenCL Graphics",
               "OpenCL 3.0", "OpenCL 3.0 NEO", PGD_DEVICE_GPU, 1, 0),
          "intel-gpu", 0},
-        {fake("Mali-G78", "ARM", "ARM Platform", "OpenCL 3.0 v1.r40", "OpenCL 3.0",
-              PGD_DEVICE_GPU, 4, 0),
+        {fake("Mali-G78", "ARM", "ARM Platform", "OpenCL 3.0 v1.r40", "OpenCL 3.0", PGD_DEVICE_GPU,
+              4, 0),
          "arm-gpu", 0},
         {fake("Adreno 740", "QUALCOMM", "QUALCOMM Snapdragon", "OpenCL 3.0", "OpenCL 3.0 Adreno",
               PGD_DEVICE_GPU, 1, 0),
          "gpu", 0},
-        {fake("An FPGA", "Someone", "FPGA SDK", "OpenCL 1.2", "OpenCL 1.2",
-              PGD_DEVICE_ACCELERATOR, 1, 0),
+        {fake("An FPGA", "Someone", "FPGA SDK", "OpenCL 1.2", "OpenCL 1.2", PGD_DEVICE_ACCELERATOR,
+              1, 0),
          "generic", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -722,8 +721,8 @@ START_TEST(db_lookup)
         /* every value the database gives is well formed */
         pgd__gemm_params p;
         int v, kw, rows;
-        ck_assert_msg(!gemm || !pgd__gemm_params_parse(gemm, &p, NULL), "%s: gemm '%s'",
-                      e->name, gemm);
+        ck_assert_msg(!gemm || !pgd__gemm_params_parse(gemm, &p, NULL), "%s: gemm '%s'", e->name,
+                      gemm);
         ck_assert_msg(!attn || !pgd__attention_params_parse(attn, &v, &kw, &rows),
                       "%s: attention '%s'", e->name, attn);
         if (cases[i].d.type == PGD_DEVICE_GPU)
@@ -761,8 +760,8 @@ START_TEST(db_fallback_chain)
          NULL, -1, NULL},
     };
     const size_t n = sizeof db / sizeof db[0];
-    pgd_device_info d = fake("the devx one", "Vend Inc", "Plat", "OpenCL 3.0", "OpenCL 3.0",
-                             PGD_DEVICE_CPU, 8, 0);
+    pgd_device_info d =
+        fake("the devx one", "Vend Inc", "Plat", "OpenCL 3.0", "OpenCL 3.0", PGD_DEVICE_CPU, 8, 0);
     snprintf(d.driver_version, sizeof d.driver_version, "2.5");
     const char *gemm, *attn;
     int prefetch;
@@ -771,7 +770,7 @@ START_TEST(db_fallback_chain)
     pgd__db_resolve(db, n, e, &gemm, &attn, &prefetch);
     ck_assert_str_eq(gemm, "cpu:rm=4,vw=8,nv=2,ku=4"); /* the class's */
     ck_assert_str_eq(attn, "kt:kw=8,rows=4");          /* its own */
-    ck_assert_int_eq(prefetch, 1);                      /* the class's */
+    ck_assert_int_eq(prefetch, 1);                     /* the class's */
     /* each match field on its own keeps the device out */
     pgd_device_info other[5] = {d, d, d, d, d};
     snprintf(other[0].driver_version, sizeof other[0].driver_version, "3.0");

@@ -18,8 +18,8 @@
 #include "app.h"
 #include "bench.h"
 #include "bench_cmd.h"
-#include "stream_mpi.h"
 #include "pgd_version.h"
+#include "stream_mpi.h"
 
 static const char usage[] =
     "usage: pagoda bench [--device SEL|all] [--budget-ms MS] [--repeat N] [--warmup N]\n"
@@ -51,7 +51,8 @@ static const char usage[] =
     "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
     "                   directory, symlink, FIFO or device such as /dev/null is refused);\n"
     "                   it appears complete or not at all; '-': stdout\n"
-    "  --compare F...   print saved JSON files (pagoda's or tools/bench-peers') side by side,\n"
+    "  --compare F...   print saved JSON files (pagoda's or tools/bench/bench-peers') side by "
+    "side,\n"
     "                   matched by item spec, with the ratio first/other (above 1: the other\n"
     "                   is faster)\n"
     "  --list           list the suites and items\n"
@@ -666,13 +667,17 @@ typedef struct bench_args {
  * --list, or a usage error). */
 static int parse_options(int argc, char **argv, bench_args *a)
 {
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
-        {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
-        {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
-        {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},         {"mpi", no_argument, 0, 'M'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"budget-ms", required_argument, 0, 'b'},
+                                         {"repeat", required_argument, 0, 'r'},
+                                         {"warmup", required_argument, 0, 'w'},
+                                         {"compare", no_argument, 0, 'c'},
+                                         {"list", no_argument, 0, 'l'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"mpi", no_argument, 0, 'M'},
+                                         {0, 0, 0, 0}};
     static char suite_help[2048], item_help[4096];
     help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
@@ -681,15 +686,9 @@ static int parse_options(int argc, char **argv, bench_args *a)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd':
-            a->device = optarg;
-            break;
-        case 'j':
-            a->json = 1;
-            break;
-        case 'o':
-            a->out_path = optarg;
-            break;
+        case 'd': a->device = optarg; break;
+        case 'j': a->json = 1; break;
+        case 'o': a->out_path = optarg; break;
         case 'b':
             if (parse_count(optarg, "budget-ms", 1, 3600000, &v))
                 return EXIT_USAGE;
@@ -705,20 +704,11 @@ static int parse_options(int argc, char **argv, bench_args *a)
                 return EXIT_USAGE;
             a->o.warmup = (int)v;
             break;
-        case 'c':
-            a->do_compare = 1;
-            break;
-        case 'M':
-            a->mpi = 1;
-            break;
-        case 'l':
-            printf("Suites:\n%s\nItems:\n%s", suite_help, item_help);
-            return EXIT_OK;
-        case 'h':
-            printf(usage, suite_help, item_help);
-            return EXIT_OK;
-        default:
-            return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
+        case 'c': a->do_compare = 1; break;
+        case 'M': a->mpi = 1; break;
+        case 'l': printf("Suites:\n%s\nItems:\n%s", suite_help, item_help); return EXIT_OK;
+        case 'h': printf(usage, suite_help, item_help); return EXIT_OK;
+        default: return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
         }
     }
     return -1;

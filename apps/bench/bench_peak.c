@@ -45,7 +45,6 @@ static int peak_kernel(pgd_ctx *ctx, const char *opts, const char *function, pgd
     return rc;
 }
 
-
 static int run_fma(pgd_ctx *ctx, int vec, int chains, const bench_opts *o, bench_result *b,
                    pgd_error **err)
 {

@@ -44,7 +44,7 @@ int app_set_weights_dtype(const char *cmd, const char *arg);
  * $PAGODA_WEIGHTS_DTYPE), else 0: results files record it (results.h). */
 int app_weights_f16(void);
 #define APP_WEIGHTS_DTYPE_HELP                                                                     \
-    "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
+    "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"        \
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \
     "                      arithmetic still fp32; see README for the accuracy measured)\n"
 /* The device's capabilities as a JSON object (new reference). */
@@ -127,9 +127,8 @@ int app_vit_detect(struct model_source *src, const char *weights, int heads,
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the
  * file's, else ImageNet-1k's for 1000 classes, else "class N". */
-json_t *app_report_topk(const float *logits, int B, int classes, int topk,
-                        const app_labels *labels, char **sources, const char *fallback_source,
-                        int json);
+json_t *app_report_topk(const float *logits, int B, int classes, int topk, const app_labels *labels,
+                        char **sources, const char *fallback_source, int json);
 
 /* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it), one image
  * at a time (min_side > 0: pgd_image_load_scaled, --fast-decode; 0: exact; exif_rotate: turned

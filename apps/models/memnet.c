@@ -58,9 +58,8 @@ static int split_vocab(const model_source *src, memnet_model *m, pgd_error **err
     qsort(m->sorted, n, sizeof *m->sorted, by_word);
     for (size_t i = 1; i < n; i++)
         if (!strcmp(m->sorted[i].word, m->sorted[i - 1].word))
-            return pgd_error_set(err, PGD_ERR_FORMAT,
-                                 "%s: __metadata__ vocab lists '%.40s' twice", src->label,
-                                 m->sorted[i].word);
+            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: __metadata__ vocab lists '%.40s' twice",
+                                 src->label, m->sorted[i].word);
     return PGD_OK;
 }
 

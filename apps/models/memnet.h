@@ -19,13 +19,13 @@ typedef struct memnet_word {
 
 typedef struct memnet_model {
     int hops, memory, sent, dim, vocab;
-    char **words;       /* [vocab]; words[0] is the empty word */
+    char **words;        /* [vocab]; words[0] is the empty word */
     memnet_word *sorted; /* [vocab]: the words sorted by strcmp, for lookups in log time */
-    char *word_text;    /* what words point into */
-    float *embed;       /* [hops + 1, vocab, dim] */
-    float *temporal;    /* [hops + 1, memory, dim] */
-    float *pe;          /* [sent, dim] position encoding */
-    pgd_tensor *answer; /* embed[hops] on the device [vocab, dim] */
+    char *word_text;     /* what words point into */
+    float *embed;        /* [hops + 1, vocab, dim] */
+    float *temporal;     /* [hops + 1, memory, dim] */
+    float *pe;           /* [sent, dim] position encoding */
+    pgd_tensor *answer;  /* embed[hops] on the device [vocab, dim] */
 } memnet_model;
 
 /* Loads embed.0 .. embed.K [V, d] and temporal.0 .. temporal.K [M, d] with __metadata__ format

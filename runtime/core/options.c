@@ -281,7 +281,8 @@ pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *en
 {
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
-    static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", "winograd", NULL};
+    static const char *const convs[] = {"auto",   "gemm",     "implicit", "im2col",
+                                        "direct", "winograd", NULL};
     static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
     static const char *const dtypes[] = {"f32", "f16", NULL};
     pgd_ctx_options o; /* committed only when every variable parsed */
@@ -301,14 +302,17 @@ pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *en
         o.kernel_dir = s;
     if ((s = lookup(envp, "PAGODA_KERNEL_PARAMS")))
         o.kernel_params = s; /* checked against the device at context creation */
-    if (!rc && (s = lookup(envp, "PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_PROFILE")) &&
+        !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
         o.profiling = o.profile_print_at_destroy = e;
-    if (!rc && (s = lookup(envp, "PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_GEMM")) &&
+        !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
         o.gemm_backend = (pgd_gemm_backend)e;
     if (!rc && (s = lookup(envp, "PAGODA_GEMM_TUNE")) &&
         !(rc = parse_enum("PAGODA_GEMM_TUNE", s, tunings, &e, err)))
         o.gemm_tuning = (pgd_gemm_tuning)e;
-    if (!rc && (s = lookup(envp, "PAGODA_CONV")) && !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_CONV")) &&
+        !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
         o.conv_algo = (pgd_conv_algo)e;
     if (!rc && (s = lookup(envp, "PAGODA_ATTENTION")) &&
         !(rc = parse_enum("PAGODA_ATTENTION", s, attns, &e, err)))
@@ -392,8 +396,7 @@ pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
     return pgd_hub_options_from_envp(o, NULL, err);
 }
 
-pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp,
-                                     pgd_error **err)
+pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp, pgd_error **err)
 {
     pgd_hub_options n = *o; /* committed only when every variable parsed */
     const char *s;
@@ -412,8 +415,9 @@ pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp
         for (size_t i = 0; s[i] && i + 1 < sizeof low; i++)
             low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
         rc = strlen(s) < sizeof low ? parse_bool("HF_HUB_OFFLINE", low, &n.offline, err)
-                                    : bad(err, "HF_HUB_OFFLINE", s, "1/0, true/false, yes/no "
-                                                                    "or on/off");
+                                    : bad(err, "HF_HUB_OFFLINE", s,
+                                          "1/0, true/false, yes/no "
+                                          "or on/off");
     }
     if (!rc && (s = lookup(envp, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
         char *end;

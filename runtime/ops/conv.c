@@ -384,12 +384,9 @@ static int applies(const pgd_conv2d *c, int alg)
     case ALG_GEMM:
         return d->kh == 1 && d->kw == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_h == 0 &&
                d->pad_w == 0 && d->groups == 1;
-    case ALG_IMPLICIT:
-        return c->gp.cpu;
-    case ALG_WINOGRAD:
-        return c->wino != NULL;
-    default:
-        return 1;
+    case ALG_IMPLICIT: return c->gp.cpu;
+    case ALG_WINOGRAD: return c->wino != NULL;
+    default: return 1;
     }
 }
 
@@ -757,7 +754,8 @@ static int run_winograd(const fwd *f, pgd_error **err)
         if (!rc)
             rc = wino_temp(ctx, nt, 16 * cout, "conv2d Winograd products", &m, err);
         /* element strides of a tile and of a position in the temporaries */
-        const cl_int sti = (cl_int)(grouped ? 16 * cin : cin), sxi = (cl_int)(grouped ? cin : nt * cin);
+        const cl_int sti = (cl_int)(grouped ? 16 * cin : cin),
+                     sxi = (cl_int)(grouped ? cin : nt * cin);
         const cl_int sto = (cl_int)(grouped ? 16 * cout : cout),
                      sxo = (cl_int)(grouped ? cout : nt * cout);
         pgd__args args;
@@ -844,16 +842,11 @@ pgd_status pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_te
     if (f.m == 0)
         return PGD_OK;
     switch (choose(ctx, conv, f.n, f.h, f.w)) {
-    case ALG_GEMM:
-        return run_gemm(&f, err);
-    case ALG_IMPLICIT:
-        return run_implicit(&f, err);
-    case ALG_IM2COL:
-        return run_im2col(&f, err);
-    case ALG_WINOGRAD:
-        return run_winograd(&f, err);
-    default:
-        return run_direct(&f, err);
+    case ALG_GEMM: return run_gemm(&f, err);
+    case ALG_IMPLICIT: return run_implicit(&f, err);
+    case ALG_IM2COL: return run_im2col(&f, err);
+    case ALG_WINOGRAD: return run_winograd(&f, err);
+    default: return run_direct(&f, err);
     }
 }
 

@@ -11,7 +11,6 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-
 /* Checks the rules every op here shares: y has x's shape and x fits the 32-bit indices of
  * the kernels. */
 static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pgd_error **err)
@@ -37,9 +36,6 @@ static int check_vec(const pgd_tensor *x, const pgd_tensor *v, const char *op, c
     }
     return PGD_OK;
 }
-
-
-
 
 /* Work-group size of a row kernel (one group per row, a power-of-two tree reduction over a
  * __local scratch of one float per item): the largest power of two that the compiled kernel,
@@ -258,8 +254,8 @@ static int split_axis(const pgd_tensor *x, int axis, const char *op, int *a, int
     int nd = x->ndim;
     if (axis < -nd || axis >= nd)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: axis %d is outside [-%d, %d) for x of %d dims", op, axis, nd,
-                              nd, nd);
+                              "%s: axis %d is outside [-%d, %d) for x of %d dims", op, axis, nd, nd,
+                              nd);
     *a = axis < 0 ? axis + nd : axis;
     *outer = *inner = 1;
     for (int d = 0; d < nd; d++) {
@@ -471,9 +467,8 @@ static int check_channel_vec(const pgd_tensor *x, const pgd_tensor *v, int64_t c
 /* channel_norm over x [N, C, inner] into y: with mean and var the batch-norm form, without
  * them the affine step alone. */
 static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
-                        const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
-                        float eps, int64_t channels, int64_t inner, pgd_tensor *y,
-                        pgd_error **err)
+                        const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b, float eps,
+                        int64_t channels, int64_t inner, pgd_tensor *y, pgd_error **err)
 {
     cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)
