@@ -93,8 +93,9 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     conv_case c;
     memset(&c, 0, sizeof c);
     pgd_ref_conv *g = &c.g;
-    int gemm = !strcmp(alg, "gemm") && trial % 8 != 7;     /* 1 in 8: a shape gemm does not fit */
-    int wino = !strcmp(alg, "winograd") && trial % 8 != 7; /* likewise for winograd */
+    int gemm = !strcmp(alg, "gemm") && trial % 8 != 7;       /* 1 in 8: a shape gemm does not fit */
+    int wino = !strcmp(alg, "winograd") && trial % 8 != 7;   /* likewise for winograd */
+    int dwise = !strcmp(alg, "depthwise") && trial % 8 != 7; /* and for depthwise */
     g->kh = (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->kw = pgd_rng_int(r, 0, 3) ? g->kh : (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->sh = (size_t)pgd_rng_int(r, 1, 3);
@@ -104,6 +105,8 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     g->ph = (size_t)pgd_rng_int(r, 0, (int64_t)g->kh / 2 + (pgd_rng_int(r, 0, 5) ? 0 : 1));
     g->pw = (size_t)pgd_rng_int(r, 0, (int64_t)g->kw / 2 + (pgd_rng_int(r, 0, 5) ? 0 : 1));
     int kind = (int)pgd_rng_int(r, 0, 9); /* 0-6 one group, 7 depthwise, 8-9 a few groups */
+    if (dwise)
+        kind = 7;
     g->groups = kind < 7 ? 1 : kind == 7 ? 0 : (size_t)pgd_rng_int(r, 2, 4);
     size_t cing = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
     size_t coutg = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
@@ -128,7 +131,7 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     if (g->groups == 0) { /* depthwise: groups = channels */
         g->groups = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
         cing = coutg = 1;
-        if (pgd_rng_int(r, 0, 2) == 0)
+        if (!dwise && pgd_rng_int(r, 0, 2) == 0)
             coutg = 2; /* channel multiplier 2 */
     }
     while (cing > 1 && g->kh * g->kw * cing > kmax)
@@ -267,13 +270,19 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     /* The algorithm asked for is used wherever it applies. */
     int gemm_fits = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
                     g->pw == 0 && g->groups == 1;
+    int depthwise = g->groups == g->cin && g->cin == g->cout;
     int applies =
-        !strcmp(alg, "im2col") || !strcmp(alg, "direct") || (!strcmp(alg, "gemm") && gemm_fits) ||
+        !strcmp(alg, "im2col") || !strcmp(alg, "direct") ||
+        (!strcmp(alg, "depthwise") && depthwise) || (!strcmp(alg, "gemm") && gemm_fits) ||
         (!strcmp(alg, "implicit") && pgd__gemm_uses_cpu_kernel(ctx)) ||
         (!strcmp(alg, "winograd") && pgd__gemm_uses_cpu_kernel(ctx) && g->kh == 3 && g->kw == 3 &&
          g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1);
     if (*alg && applies && strcmp(used, alg)) {
         fprintf(stderr, "%s: algorithm %s, not the forced one\n", what, used);
+        ok = 0;
+    }
+    if (!*alg && depthwise && strcmp(used, "depthwise")) {
+        fprintf(stderr, "%s: a depthwise convolution should use depthwise, not %s\n", what, used);
         ok = 0;
     }
     if (!*alg && gemm_fits && strcmp(used, "gemm")) {
@@ -390,6 +399,13 @@ END_TEST
 START_TEST(conv_winograd)
 {
     conv_shapes("winograd", 17);
+}
+END_TEST
+/* The depthwise kernel forced: 7 in 8 shapes depthwise (every kernel size, stride, dilation and
+ * padding of the generator; widths that are no multiple of its 4 outputs a work-item). */
+START_TEST(conv_depthwise)
+{
+    conv_shapes("depthwise", 18);
 }
 END_TEST
 START_TEST(conv_auto)
@@ -749,6 +765,7 @@ int main(void)
     tcase_add_test(tc, conv_im2col);
     tcase_add_test(tc, conv_direct);
     tcase_add_test(tc, conv_winograd);
+    tcase_add_test(tc, conv_depthwise);
     tcase_add_test(tc, conv_auto);
     tcase_add_test(tc, conv_few_rows);
     tcase_add_test(tc, conv_resnet_layers);

@@ -281,8 +281,8 @@ pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *en
 {
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
-    static const char *const convs[] = {"auto",   "gemm",     "implicit", "im2col",
-                                        "direct", "winograd", NULL};
+    static const char *const convs[] = {"auto",   "gemm",     "implicit",  "im2col",
+                                        "direct", "winograd", "depthwise", NULL};
     static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
     static const char *const dtypes[] = {"f32", "f16", NULL};
     pgd_ctx_options o; /* committed only when every variable parsed */

@@ -240,12 +240,13 @@ typedef enum pgd_gemm_tuning {
 
 /* The convolution algorithm; a forced one is used only where it applies, else AUTO's. */
 typedef enum pgd_conv_algo {
-    PGD_CONV_ALGO_AUTO = 0,     /* per shape and device */
-    PGD_CONV_ALGO_GEMM = 1,     /* 1x1, stride 1, no padding, one group: a plain GEMM */
-    PGD_CONV_ALGO_IMPLICIT = 2, /* implicit GEMM (CPU devices) */
-    PGD_CONV_ALGO_IM2COL = 3,   /* im2col matrix in chunks, then GEMM */
-    PGD_CONV_ALGO_DIRECT = 4,   /* direct kernel */
-    PGD_CONV_ALGO_WINOGRAD = 5, /* 3x3 stride 1, one group, CPU devices: F(2x2, 3x3) + GEMMs */
+    PGD_CONV_ALGO_AUTO = 0,      /* per shape and device */
+    PGD_CONV_ALGO_GEMM = 1,      /* 1x1, stride 1, no padding, one group: a plain GEMM */
+    PGD_CONV_ALGO_IMPLICIT = 2,  /* implicit GEMM (CPU devices) */
+    PGD_CONV_ALGO_IM2COL = 3,    /* im2col matrix in chunks, then GEMM */
+    PGD_CONV_ALGO_DIRECT = 4,    /* direct kernel */
+    PGD_CONV_ALGO_WINOGRAD = 5,  /* 3x3 stride 1, one group, CPU devices: F(2x2, 3x3) + GEMMs */
+    PGD_CONV_ALGO_DEPTHWISE = 6, /* groups = channels: the depthwise kernel */
 } pgd_conv_algo;
 
 /* The attention kernel; a forced one is used only where it applies, else AUTO's. */
@@ -293,7 +294,7 @@ typedef struct pgd_ctx_options {
     pgd_gemm_backend gemm_backend;
     /* $PAGODA_GEMM_TUNE = create | request. */
     pgd_gemm_tuning gemm_tuning;
-    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct | winograd. */
+    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct | winograd | depthwise. */
     pgd_conv_algo conv_algo;
     /* $PAGODA_ATTENTION = auto | rows | tiled | generic | kt. */
     pgd_attention_variant attention;
@@ -1299,10 +1300,10 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
  * shaped like y, may not alias x; may be y itself) added before the activation as ResNet does.
  * y may not alias x (PGD_ERR_INVALID_ARGUMENT). Wrong shapes are PGD_ERR_SHAPE naming both
  * tensors. The algorithm (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct, Winograd
- * F(2x2, 3x3) for wide 3x3 layers on CPU devices) is chosen per shape and device;
- * options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct|winograd) forces one where it
- * applies (winograd: for layers created while it was forced, or wide enough for the automatic
- * choice). */
+ * F(2x2, 3x3) for wide 3x3 layers on CPU devices, depthwise where groups = channels) is chosen
+ * per shape and device; options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct|winograd|
+ * depthwise) forces one where it applies (winograd: for layers created while it was forced, or wide
+ * enough for the automatic choice). */
 PGD_API pgd_status pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                       pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                       pgd_error **err);

@@ -101,6 +101,9 @@ static int launch_flat(pgd_ctx *ctx, cl_kernel k, const char *kernel, int64_t co
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
 
+/* The shortest innermost run that layout_copy_rows moves a work-item a row. */
+#define ROWS_MIN 8
+
 /* y[yoff + c·sy] = x[xoff + c·sx] over every coordinate c of shape (nd dims, outermost first).
  * The caller has checked that every offset lies inside its operand. */
 static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const int64_t *sx,
@@ -114,9 +117,13 @@ static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const i
         return PGD_OK;
     copy_geo g;
     copy_geo_make(nd, shape, sx, sy, &g);
+    /* Rows of at least ROWS_MIN contiguous elements on CPU-like devices: layout_copy_rows. */
+    int by_rows = !ctx->dev.local_mem_dedicated && g.rank >= 2 && g.st[0][0] == 1 &&
+                  g.st[1][0] == 1 && g.shape[0] >= ROWS_MIN;
+    const char *name = by_rows ? "layout_copy_rows" : "layout_copy";
     cl_kernel k;
     pgd__args args;
-    int rc = pgd__args_kernel(&args, ctx, "layout", NULL, "layout_copy", &k, err);
+    int rc = pgd__args_kernel(&args, ctx, "layout", NULL, name, &k, err);
     if (rc)
         return rc;
     pgd__arg_mem(&args, x->buf);
@@ -129,10 +136,11 @@ static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const i
     pgd__arg_int(&args, (cl_int)xoff);
     pgd__arg_uint(&args, (cl_uint)yoff);
     pgd__arg_uint(&args, (cl_uint)g.rank);
-    pgd__arg_uint(&args, (cl_uint)count);
+    int64_t items = by_rows ? count / g.shape[0] : count;
+    pgd__arg_uint(&args, (cl_uint)items);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return launch_flat(ctx, k, "layout_copy", count, err);
+    return launch_flat(ctx, k, name, items, err);
 }
 
 /* The contiguous strides of a tensor's dims. */

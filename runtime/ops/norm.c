@@ -143,6 +143,9 @@ pgd_status pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
     return pgd__enqueue(ctx, k, "layernorm_rows", 1, &global, &wg, err);
 }
 
+static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, int64_t rows,
+                        int64_t cols, float scale, pgd_error **err);
+
 pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
                        pgd_error **err)
 {
@@ -152,21 +155,8 @@ pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tenso
     int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
-    cl_kernel k;
-    pgd__args args;
-    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "softmax_rows", &k, err)))
-        return rc;
-    cl_uint cols = (cl_uint)last_dim(x);
-    size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
-    pgd__arg_mem(&args, x->buf);
-    pgd__arg_mem(&args, y->buf);
-    pgd__arg_uint(&args, cols);
-    pgd__arg_float(&args, scale);
-    pgd__arg_local(&args, wg * sizeof(float));
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    size_t global = rows * wg;
-    return pgd__enqueue(ctx, k, "softmax_rows", 1, &global, &wg, err);
+    int64_t cols = last_dim(x);
+    return softmax_like(ctx, "softmax_rows", x->buf, y->buf, numel / cols, cols, scale, err);
 }
 
 static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *op,
@@ -268,10 +258,39 @@ static int split_axis(const pgd_tensor *x, int axis, const char *op, int *a, int
     return PGD_OK;
 }
 
-/* One row kernel over [rows, cols] with the arguments (x, y, cols, scale, scratch). */
+/* Rows at most this long run softmax_short (a work-item a row) where local memory is emulated:
+ * a work-group a row with its barriers cost a few microseconds a row there (PoCL 3.1, Xeon:
+ * Swin-T's [64·3·49, 49] window scores took 24.6 ms a call; see softmax_short). */
+#define SHORT_ROW_COLS 256
+
+static int softmax_short(pgd_ctx *ctx, int log, cl_mem x, cl_mem y, int64_t rows, int64_t cols,
+                         float scale, pgd_error **err)
+{
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "norm", NULL, "softmax_short", &k, err);
+    if (rc)
+        return rc;
+    pgd__arg_mem(&args, x);
+    pgd__arg_mem(&args, y);
+    pgd__arg_uint(&args, (cl_uint)cols);
+    pgd__arg_float(&args, scale);
+    pgd__arg_uint(&args, (cl_uint)rows);
+    pgd__arg_uint(&args, (cl_uint)(log != 0));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)rows, wg);
+    return pgd__enqueue(ctx, k, "softmax_short", 1, &global, &wg, err);
+}
+
+/* One row kernel over [rows, cols] with the arguments (x, y, cols, scale, scratch), or
+ * softmax_short for short rows where local memory is emulated. */
 static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, int64_t rows,
                         int64_t cols, float scale, pgd_error **err)
 {
+    if (!ctx->dev.local_mem_dedicated && cols <= SHORT_ROW_COLS && ctx->knobs.row_wg <= 0)
+        return softmax_short(ctx, !strcmp(kernel, "log_softmax_rows"), x, y, rows, cols, scale,
+                             err);
     cl_kernel k;
     pgd__args args;
     int rc = pgd__args_kernel(&args, ctx, "norm", NULL, kernel, &k, err);
