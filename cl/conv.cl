@@ -152,6 +152,88 @@ __kernel void conv_direct(__global const float *X, __global const float *Wt,
     Y[i] = acc;
 }
 
+/*
+ * conv_depthwise: a depthwise convolution (groups = channels, one input and one output channel
+ * a group), y = act(conv(x) + bias + residual) with conv_direct's flags. One work-item computes
+ * DW_XB neighbouring output pixels of a row for DW_CV neighbouring channels (a vector: DW_CV is
+ * set at build, 16, 8, 4 or 1, the widest dividing C), channels fastest: each weight vector is
+ * read once for DW_XB outputs and every load is a vector of channels. W is [KH, KW, C]
+ * (tap-major). total = N·OH·ceil(OW / DW_XB)·(C / DW_CV).
+ */
+#ifndef DW_CV
+#define DW_CV 1
+#endif
+#define DW_XB 4
+#if DW_CV == 1
+#define DWV float
+#define DW_LOAD(i, p) (p)[(i)]
+#define DW_STORE(v, i, p) ((p)[(i)] = (v))
+#else
+#define DWV PCAT(float, DW_CV)
+#define DW_LOAD(i, p) PCAT(vload, DW_CV)((i), (p))
+#define DW_STORE(v, i, p) PCAT(vstore, DW_CV)((v), (i), (p))
+#endif
+/* ReLU as conv_act's compare (NaN stays NaN); other codes are handled by the caller. */
+inline DWV dw_relu(DWV x)
+{
+#if DW_CV == 1
+    return x < 0.0f ? 0.0f : x;
+#else
+    return select(x, (DWV)0.0f, x < (DWV)0.0f);
+#endif
+}
+__kernel void conv_depthwise(__global const float *X, __global const float *Wt,
+                             __global const float *bias, __global const float *R,
+                             __global float *Y, const int16 geo, const int total, const int flags)
+{
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    const int C = G_COUT, cvs = C / DW_CV, cb = i % cvs;
+    const int owb = (G_OW + DW_XB - 1) / DW_XB;
+    int t = i / cvs;
+    const int ox0 = (t % owb) * DW_XB;
+    t /= owb;
+    const int oy = t % G_OH, n = t / G_OH;
+    __global const float *xn = X + (long)n * G_H * G_W * C + cb * DW_CV;
+    DWV acc[DW_XB];
+#pragma unroll
+    for (int o = 0; o < DW_XB; ++o) acc[o] = (DWV)0.0f;
+    for (int ky = 0; ky < G_KH; ++ky) {
+        const int iy = oy * G_SH - G_PH + ky * G_DH;
+        if (iy < 0 || iy >= G_H) continue;
+        __global const float *xr = xn + (long)iy * G_W * C;
+        for (int kx = 0; kx < G_KW; ++kx) {
+            const DWV w = DW_LOAD(0, Wt + (ky * G_KW + kx) * C + cb * DW_CV);
+            const int ix0 = ox0 * G_SW - G_PW + kx * G_DW;
+#pragma unroll
+            for (int o = 0; o < DW_XB; ++o) {
+                const int ix = ix0 + o * G_SW;
+                if (ix >= 0 && ix < G_W) acc[o] = fma(DW_LOAD(0, xr + (long)ix * C), w, acc[o]);
+            }
+        }
+    }
+    const DWV b = (flags & 1) ? DW_LOAD(0, bias + cb * DW_CV) : (DWV)0.0f;
+    const int hr = (flags >> 1) & 1, act = (flags >> 2) & 3, first = (flags >> 4) & 1;
+#pragma unroll
+    for (int o = 0; o < DW_XB; ++o) {
+        if (ox0 + o >= G_OW) break;
+        const long yi = (((long)n * G_OH + oy) * G_OW + ox0 + o) * C + cb * DW_CV;
+        DWV v = acc[o] + b;
+        if (hr && first) v += DW_LOAD(0, R + yi);
+        if (act == 2) {
+            /* GELU element by element: conv_act's NaN and -inf rules */
+            float e[DW_CV];
+            DW_STORE(v, 0, e);
+            for (int j = 0; j < DW_CV; ++j) e[j] = conv_act(e[j], 2);
+            v = DW_LOAD(0, e);
+        } else if (act == 1) {
+            v = dw_relu(v);
+        }
+        if (hr && !first) v += DW_LOAD(0, R + yi);
+        DW_STORE(v, 0, Y + yi);
+    }
+}
+
 /* The pools' output element i of [N, OH, OW, C]: its channel c, image n and the top-left
  * corner (y0, x0) of its window in the input (negative inside the padding). */
 inline void pool_window(int i, int C, int OH, int OW, int S, int P, int *c, int *n, int *y0,

@@ -115,7 +115,7 @@
 #define EPI_RES_FIRST(e) (((e) >> 4) & 1)
 
 /* erf(z) in float to within one ulp (checked against double erf on 2^23 points of [0, 8] by
- * tools/erf-coefficients.py, which fitted these polynomials), with no exp and no branch, so that
+ * tools/dev/erf-coefficients, which fitted these polynomials), with no exp and no branch, so that
  * it vectorises: the built-in erf is a library call of a few hundred instructions per vector
  * (PoCL 3.1: GELU took a quarter of ViT-B/16's fc1 GEMM). |z| < 1: z + z·Q(z²); 1 <= |z| < 2.5
  * and 2.5 <= |z| < 4: polynomials in (|z| - 1.75)·4/3 and (|z| - 3.25)·4/3; |z| >= 4: ±1. NaN

@@ -148,6 +148,64 @@ __kernel void softmax_rows(__global const float *x, __global float *y, uint cols
         yr[c] = exp(scale * xr[c] - m) * inv;
 }
 
+/* softmax_rows (log_form: log_softmax_rows) with one work-item a row and no barrier, `rows`
+ * rows: for short rows on devices where local memory is emulated, where a work-group a row
+ * costs more than the row's arithmetic. The row goes in vectors of 8 (one scalar tail), so that
+ * exp runs as a vector function; the exponentials are kept in y between the sum and the scaling
+ * (one exp an element). The same NaN and infinity rules as softmax_rows through the arithmetic:
+ * a NaN, a +inf (inf - inf) or a row of only -inf makes the sum NaN and the row NaN; the sum is
+ * taken in vector lanes instead of as a tree. y may alias x (each element is read before its own
+ * work-item writes it). */
+__kernel void softmax_short(__global const float *x, __global float *y, uint cols, float scale,
+                            uint rows, uint log_form)
+{
+    const size_t row = get_global_id(0);
+    if (row >= rows) return;
+    __global const float *xr = x + row * cols;
+    __global float *yr = y + row * cols;
+    const uint n8 = cols / 8;
+    float8 mv = (float8)(-INFINITY);
+    for (uint c = 0; c < n8; c++)
+        mv = fmax(mv, scale * vload8(c, xr));
+    float m = fmax(fmax(fmax(mv.s0, mv.s1), fmax(mv.s2, mv.s3)),
+                   fmax(fmax(mv.s4, mv.s5), fmax(mv.s6, mv.s7)));
+    for (uint c = 8 * n8; c < cols; c++)
+        m = fmax(m, scale * xr[c]);
+    float8 sv = (float8)(0.0f);
+    float s = 0.0f;
+    if (log_form) {
+        for (uint c = 0; c < n8; c++)
+            sv += exp(scale * vload8(c, xr) - m);
+        for (uint c = 8 * n8; c < cols; c++)
+            s += exp(scale * xr[c] - m);
+    } else {
+        for (uint c = 0; c < n8; c++) {
+            const float8 e = exp(scale * vload8(c, xr) - m);
+            sv += e;
+            vstore8(e, c, yr);
+        }
+        for (uint c = 8 * n8; c < cols; c++) {
+            const float e = exp(scale * xr[c] - m);
+            s += e;
+            yr[c] = e;
+        }
+    }
+    s += ((sv.s0 + sv.s1) + (sv.s2 + sv.s3)) + ((sv.s4 + sv.s5) + (sv.s6 + sv.s7));
+    if (log_form) {
+        const float lse = log(s);
+        for (uint c = 0; c < n8; c++)
+            vstore8((scale * vload8(c, xr) - m) - lse, c, yr);
+        for (uint c = 8 * n8; c < cols; c++)
+            yr[c] = (scale * xr[c] - m) - lse;
+    } else {
+        const float inv = 1.0f / s;
+        for (uint c = 0; c < n8; c++)
+            vstore8(vload8(c, yr) * inv, c, yr);
+        for (uint c = 8 * n8; c < cols; c++)
+            yr[c] *= inv;
+    }
+}
+
 /* y = log_softmax(scale * x) per row: scale·x - max - log Σ exp(scale·x - max), never the log
  * of a rounded probability (a tiny probability keeps its digits). NaN, +inf and all -inf rows
  * give NaN as softmax_rows does. y may alias x (each element is read and written by one

@@ -22,8 +22,10 @@ static int fail(const char *what, const char *detail)
 static int write_npy(const char *path, float value, const long dims[4])
 {
     char hdr[128];
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%ld, "
-                     "%ld, %ld, %ld), }", dims[0], dims[1], dims[2], dims[3]);
+    int n = snprintf(hdr, sizeof hdr,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%ld, "
+                     "%ld, %ld, %ld), }",
+                     dims[0], dims[1], dims[2], dims[3]);
     int total = 10 + n + 1, pad = (64 - total % 64) % 64;
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -81,8 +83,8 @@ int main(int argc, char **argv)
     for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
         if (!strcmp(argv[a], "--exit") && a + 1 < argc) {
             want_exit = atoi(argv[++a]);
-        } else if ((!strcmp(argv[a], "--stderr") || !strcmp(argv[a], "--stdout")) &&
-                   a + 1 < argc && nwant < 16) {
+        } else if ((!strcmp(argv[a], "--stderr") || !strcmp(argv[a], "--stdout")) && a + 1 < argc &&
+                   nwant < 16) {
             want[nwant++] = argv[++a];
         } else if (!strcmp(argv[a], "--npy") && a + 6 < argc) {
             long dims[4];
@@ -93,7 +95,8 @@ int main(int argc, char **argv)
             a += 6;
         } else {
             return fail("usage: check_cli [--exit N] [--stderr TEXT]... [--stdout TEXT]... [--npy "
-                        "PATH VALUE B C H W] PAGODA ARGS...", NULL);
+                        "PATH VALUE B C H W] PAGODA ARGS...",
+                        NULL);
         }
     }
     if (a >= argc)

@@ -2,7 +2,8 @@
 """tests/check_detect.py PAGODA DATA_DIR OUT_DIR — `pagoda detect` end to end (plain Python, no
 NumPy: the .npy files are read with struct).
 
-  - --input / --pixel-mask (the golden of tools/make-detr-golden.py, one 48 x 40 image padded to
+  - --input / --pixel-mask (the golden of tools/golden/make-detr-golden.py, one 48 x 40 image padded
+  to
     48 x 64) with --save-logits / --save-boxes / --json: the saved logits and boxes within 1e-4
     relative of transformers', the JSON a document with the image's detections;
   - two images (the sample cat and a gradient) with --draw and --attention-maps: the PNGs

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""cli_eval.py PAGODA DATA — `pagoda eval` on tests/data/eval (tools/make-eval-data.py): the
-top-1 and top-5 counts, overall and per class, are those PyTorch computed (expected.json), from
-the ImageFolder layout with --labels-map and from a labelled --list on stdin (spaces at the
-line ends ignored); bad labels maps (a bad line, empty, a name twice) and list lines (no label, a
-label that is no class) are refused naming FILE:LINE and the rule; symbolic link loops in the
-folders are skipped with a warning (eval, classify --recursive). Standard library only."""
+"""cli_eval.py PAGODA DATA — `pagoda eval` on tests/data/eval (tools/golden/make-eval-data.py): the
+top-1 and top-5 counts, overall and per class, are those PyTorch computed (expected.json), from the
+ImageFolder layout with --labels-map and from a labelled --list on stdin (spaces at the line ends
+ignored); bad labels maps (a bad line, empty, a name twice) and list lines (no label, a label that
+is no class) are refused naming FILE:LINE and the rule; symbolic link loops in the folders are
+skipped with a warning (eval, classify --recursive). Standard library only."""
 import json
 import os
 import shutil

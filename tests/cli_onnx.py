@@ -4,7 +4,8 @@
 Builds small models with the onnx package (no PyTorch): a CNN classifier (Conv + BatchNorm +
 Relu + residual Add + MaxPool + GlobalAveragePool + Flatten + Gemm), a transformer block
 (MatMul + Add + erf-GELU + LayerNormalization + MatMul-Mul-Softmax-MatMul attention with
-Reshape/Transpose views), and a model with an op Pagoda lacks. Checks that `pagoda run` equals a
+Reshape/Transpose views), a zero Pad (a view) before a depthwise Conv and a Softmax over short
+rows, and a model with an op Pagoda lacks. Checks that `pagoda run` equals a
 NumPy float64 evaluation of the same graph (1e-4 relative), that `pagoda info --json` reports the
 fusions and the unsupported node by name, that `run` refuses it naming node, op and opset,
 that `pagoda bench FILE:B --json` records the item, that `pagoda classify --weights FILE`
@@ -185,6 +186,40 @@ def block_ref(x):
 
 
 compare(block, block_ref, rng.standard_normal((3, T, D)), "block")
+
+# ---- a zero Pad (a view), a depthwise convolution, a short-row Softmax ---------------------
+DC = 24
+wdw = rng.standard_normal((DC, 1, 5, 5)) * 0.3
+bdw = rng.standard_normal(DC) * 0.1
+dwm = save([
+    helper.make_node("Pad", ["x", "zpads"], ["p"], mode="constant"),
+    helper.make_node("Conv", ["p", "wdw", "bdw"], ["c"], group=DC, kernel_shape=[5, 5],
+                     pads=[2, 2, 2, 2]),
+    helper.make_node("Relu", ["c"], ["r"]),
+    helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+    [init("wdw", wdw), init("bdw", bdw),
+     numpy_helper.from_array(np.zeros(8, np.int64), "zpads")],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, DC, 13, 11])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, DC, 13, 11])], "dwpad")
+
+
+def dwpad_ref(x):
+    xp = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    c = np.zeros_like(x)
+    for ky in range(5):
+        for kx in range(5):
+            c += xp[:, :, ky:ky + 13, kx:kx + 11] * wdw[None, :, 0, ky, kx, None, None]
+    r = np.maximum(c + bdw[None, :, None, None], 0)
+    e = np.exp(r - r.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+compare(dwm, dwpad_ref, rng.standard_normal((1, DC, 13, 11)), "dwpad")
+prof = subprocess.run([PAGODA, "run", dwm], capture_output=True, text=True,
+                      env=dict(os.environ, PAGODA_PROFILE="1"))
+log = prof.stdout + prof.stderr
+check(prof.returncode == 0 and "conv_depthwise" in log and "layout_pad" not in log,
+      "dwpad: the depthwise kernel runs and the zero Pad launches nothing (PAGODA_PROFILE)")
 
 # ---- info, bench, classify ----------------------------------------------------------------
 r = run("info", block, "--json")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cli_onnx_hostile.py PAGODA — hostile ONNX files are clean errors of `pagoda info` and `run`.
 
-Each model of tools/make-onnx-models.py's hostile set (truncated, random bytes, raw data shorter
+Each model of tools/golden/make-onnx-models.py's hostile set (truncated, random bytes, raw data shorter
 and longer than dims x type, a dim of 2^62, dims whose product overflows, 0 x 2^62, a negative
 dim, a cycle, a missing input, a value produced twice, external data through '..', at an
 absolute path, past its file's end (offset 2^40, or 16 bytes at 60 of 64), of the wrong length
@@ -27,7 +27,7 @@ SANITIZER_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "Undef
 
 def load_models():
     spec = importlib.util.spec_from_file_location(
-        "make_onnx_models", os.path.join(HERE, "..", "tools", "make-onnx-models.py"))
+        "make_onnx_models", os.path.join(HERE, "..", "tools", "golden", "make-onnx-models.py"))
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)

@@ -15,7 +15,8 @@ generated images (a tenth in a sub-directory, plus an unreadable file and a text
     as --list refused at once;
   * with --mpirun (the MPI build): `mpirun --oversubscribe -n 3` writes the same file as one
     process (static and dynamic schedules), and `pagoda bench --mpi` under mpirun -n 2 gives one document with a run per rank.
---quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from
+--images N: N generated images instead of 320 (meson's default suite: 96; the suite "slow" runs
+all 320). --quick (the sanitizer build): 40 images on PoCL only. The random kill point is drawn from
 a seed printed first (PAGODA_TEST_SEED repeats it).
 Exit 77 (skipped) when PoCL is not there.
 """
@@ -102,6 +103,8 @@ def main():
     quick = "--quick" in rest  # the sanitizer build: 40 images, PoCL alone
     mpirun = rest[rest.index("--mpirun") + 1] if "--mpirun" in rest else None
     global N_IMAGES
+    if "--images" in rest:
+        N_IMAGES = int(rest[rest.index("--images") + 1])
     if quick:
         N_IMAGES = 40
     seed = int(os.environ.get("PAGODA_TEST_SEED", random.randrange(1 << 30)))

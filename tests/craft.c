@@ -61,7 +61,7 @@ static unsigned char *resized(const char *name, const char *dtype, const unsigne
     const craft_edit *r = find_edit(e, n, CRAFT_RESIZE, name);
     if (!r)
         return NULL;
-    size_t elt = !strcmp(dtype, "F64") || !strcmp(dtype, "I64") ? 8
+    size_t elt = !strcmp(dtype, "F64") || !strcmp(dtype, "I64")   ? 8
                  : !strcmp(dtype, "F32") || !strcmp(dtype, "I32") ? 4
                                                                   : 2;
     size_t numel = 1;
@@ -144,8 +144,8 @@ void craft_safetensors(const char *in, const char *out, const craft_edit *e, siz
         size_t b = (size_t)json_integer_value(json_array_get(offs, 1));
         json_t *entry = edited_entry(name, v, e, n);
         size_t rs = 0;
-        unsigned char *rb = resized(name, json_string_value(json_object_get(v, "dtype")),
-                                    base + a, b - a, e, n, &rs);
+        unsigned char *rb = resized(name, json_string_value(json_object_get(v, "dtype")), base + a,
+                                    b - a, e, n, &rs);
         if (entry && rb) {
             add_piece(hdr, p, &np, &offset, name, entry, rb, rs);
             p[np - 1].owned = rb;
@@ -160,8 +160,7 @@ void craft_safetensors(const char *in, const char *out, const craft_edit *e, siz
     }
     /* The names ride along for poke; the header written must not carry them. */
     json_t *clean = json_deep_copy(hdr);
-    json_object_foreach(clean, name, v)
-        json_object_del(v, "name");
+    json_object_foreach(clean, name, v) json_object_del(v, "name");
     write_out(out, clean, p, np, e, n);
     for (size_t i = 0; i < np; i++) {
         json_decref(p[i].entry);

@@ -45,8 +45,7 @@ typedef struct craft_loader {
 /* Writes a variant of tests/data/<base> made with edits[0..n) to the test temporary directory
  * and loads it with `l`: with `named` NULL it must load; else it must fail with no model and a
  * message naming `named` and (when given) `also`. The variant is removed afterwards. */
-void craft_try_variant(pgd_ctx *ctx, const craft_loader *l, const char *base,
-                       const char *tag, const craft_edit *edits, size_t n, const char *named,
-                       const char *also);
+void craft_try_variant(pgd_ctx *ctx, const craft_loader *l, const char *base, const char *tag,
+                       const craft_edit *edits, size_t n, const char *named, const char *also);
 
 #endif

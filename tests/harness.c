@@ -10,21 +10,100 @@
 #include "harness.h"
 #include "internal.h" /* pgd_test_prefix builds a view over a tensor's buffer */
 
-static pgd_device_info *devices;
-static size_t device_count;
+static pgd_device_info *all_devices, *devices;
+static size_t all_count, device_count;
+
+const char *pgd_test_device_key(const pgd_device_info *d)
+{
+    if (strstr(d->platform, "Portable Computing Language") || strstr(d->platform_version, "PoCL"))
+        return "pocl";
+    if (strstr(d->platform, "rusticl"))
+        return "rusticl";
+    if (strstr(d->platform, "Intel") && d->type == PGD_DEVICE_CPU)
+        return "intel";
+    return d->type == PGD_DEVICE_GPU ? "gpu" : "other";
+}
+
+/* $PAGODA_TEST_DEVICE: a key of pgd_test_device_key, or a selector as for pgd_device_select
+ * ("1:0", "llvmpipe", ...): the devices it names, in enumeration order. */
+static int wanted(const pgd_device_info *d, const char *want)
+{
+    if (!strcmp(pgd_test_device_key(d), want))
+        return 1;
+    for (const char *k = "pocl\0rusticl\0intel\0gpu\0other\0"; *k; k += strlen(k) + 1)
+        if (!strcmp(k, want))
+            return 0; /* a key that is not d's */
+    size_t at;
+    return pgd_device_select(all_devices, all_count, want, &at, NULL) == PGD_OK &&
+           &all_devices[at] == d;
+}
 
 const pgd_device_info *pgd_test_devices(size_t *count)
 {
     if (!devices) {
         pgd_error *err = NULL;
-        if (pgd_devices_list(&devices, &device_count, &err) != PGD_OK) {
+        if (pgd_devices_list(&all_devices, &all_count, &err) != PGD_OK) {
             fprintf(stderr, "SKIP: %s\n", pgd_error_get_message(err));
             pgd_error_destroy(err);
             exit(77);
         }
+        const char *want = getenv("PAGODA_TEST_DEVICE");
+        devices = all_devices;
+        device_count = all_count;
+        if (want && *want) {
+            devices = malloc(all_count * sizeof *devices);
+            ck_assert_ptr_nonnull(devices);
+            device_count = 0;
+            for (size_t i = 0; i < all_count; i++)
+                if (wanted(&all_devices[i], want))
+                    devices[device_count++] = all_devices[i];
+            if (!device_count) {
+                fprintf(stderr,
+                        "SKIP: PAGODA_TEST_DEVICE=%s: no such device here (keys pocl, "
+                        "rusticl, intel, gpu, other, or a selector; `pagoda devices` lists "
+                        "them)\n",
+                        want);
+                exit(77);
+            }
+            printf("devices: %zu of %zu (PAGODA_TEST_DEVICE=%s)\n", device_count, all_count, want);
+        }
     }
     *count = device_count;
     return devices;
+}
+
+int pgd_test_primary(void)
+{
+    size_t n;
+    const pgd_device_info *d = pgd_test_devices(&n);
+    if (d == all_devices)
+        return 1; /* every device in this process */
+    /* the first device whose key is one of those meson runs ($PAGODA_TEST_KEYS), else the first */
+    const char *keys = getenv("PAGODA_TEST_KEYS");
+    const pgd_device_info *primary = &all_devices[0];
+    for (size_t i = 0; keys && i < all_count; i++) {
+        const char *k = pgd_test_device_key(&all_devices[i]), *at = strstr(keys, k);
+        size_t len = strlen(k);
+        if (at && (at == keys || at[-1] == ' ') && (at[len] == ' ' || !at[len])) {
+            primary = &all_devices[i];
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (pgd_test_device_ordinal(&d[i]) == (size_t)(primary - all_devices))
+            return 1;
+    printf("device-independent checks: run with %s (%s) only\n", primary->name,
+           pgd_test_device_key(primary));
+    return 0;
+}
+
+size_t pgd_test_device_ordinal(const pgd_device_info *d)
+{
+    for (size_t i = 0; i < all_count; i++)
+        if (all_devices[i].platform_index == d->platform_index &&
+            all_devices[i].device_index == d->device_index)
+            return i;
+    return 0;
 }
 
 const char *pgd_test_selector(const pgd_device_info *d)
@@ -150,12 +229,17 @@ int pgd_test_diffclose(const float *got, const double *want, size_t rows, size_t
            "relative%s\n",
            what, share, e, ok ? "" : " -- FAILS");
     if (!ok)
-        fprintf(stderr, "%s: rows minus row 0 differ from PyTorch's by %.3g of their size "
-                "(tolerance %.3g)\n", what, e, rtol);
+        fprintf(stderr,
+                "%s: rows minus row 0 differ from PyTorch's by %.3g of their size "
+                "(tolerance %.3g)\n",
+                what, e, rtol);
     return ok;
 }
 
-void pgd_rng_seed(pgd_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
+void pgd_rng_seed(pgd_rng *r, uint64_t seed)
+{
+    r->s = seed * 0x9E3779B97F4A7C15ull + 1;
+}
 
 uint64_t pgd_rng_next(pgd_rng *r)
 {
@@ -208,13 +292,36 @@ void pgd_test_rmtree(const char *path)
     rmdir(path);
 }
 
+static const char *unavailable_case, *unavailable_why;
+
+void pgd_test_case_unavailable(const char *tcase, const char *why)
+{
+    unavailable_case = tcase;
+    unavailable_why = why;
+}
+
 int pgd_test_run(Suite *s)
 {
+    /* Check's own selection (meson sets it to run a case as a test of its own): a case this
+     * build left out is a skip, a name that is not a case at all a failure. */
+    const char *only = getenv("CK_RUN_CASE");
+    if (only && *only && !suite_tcase(s, only)) {
+        if (unavailable_case && !strcmp(only, unavailable_case)) {
+            printf("SKIP: test case %s: %s\n", only, unavailable_why);
+            return 77;
+        }
+        fprintf(stderr, "CK_RUN_CASE=%s: no such test case\n", only);
+        return 1;
+    }
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
     srunner_free(sr);
+    if (!ran) {
+        printf("SKIP: no test ran\n");
+        return 77;
+    }
     return failed ? 1 : 0;
 }
 

@@ -11,8 +11,23 @@
 #include "pagoda.h"
 #include "pagoda_util.h"
 
-/* Every device found; exits the process with 77 (meson: skipped) when there is none. */
+/* The devices a test runs on: every device found, or those $PAGODA_TEST_DEVICE names (meson
+ * runs each device's tests as a test of its own, gemm@pocl, gemm@intel, ..., setting it; see
+ * docs/testing.md). It holds a key of pgd_test_device_key or a selector as pgd_device_select
+ * takes ("1:0", "llvmpipe"). Exits the process with 77 (meson: skipped) when there is none. */
 const pgd_device_info *pgd_test_devices(size_t *count);
+/* The device's key in test names: "pocl", "rusticl", "intel" (Intel's CPU runtime), "gpu" (any
+ * other GPU) or "other". */
+const char *pgd_test_device_key(const pgd_device_info *d);
+/* Whether this process runs the device-independent checks (error paths, strict loading, shape
+ * rules: tests that use one device, any device): 1 when it runs every device, or the primary
+ * one, the first device whose key is in $PAGODA_TEST_KEYS (meson sets it to the option
+ * test_devices; unset: the first device found). Elsewhere 0, said on stdout: such a test
+ * returns at once, so each check runs once per machine, not once per device. */
+int pgd_test_primary(void);
+/* The device's index among all devices found, whatever $PAGODA_TEST_DEVICE keeps: seeds derived
+ * from it are the same whether one device runs or all. */
+size_t pgd_test_device_ordinal(const pgd_device_info *d);
 /* "P:D" of a device, in a static buffer per call slot (4 slots). */
 const char *pgd_test_selector(const pgd_device_info *d);
 /* A context on device d; fails the test with the error message otherwise. */
@@ -32,18 +47,18 @@ void pgd_test_knob(pgd_ctx_options *o, const char *key, int64_t value);
 
 /* Runs the statements after `seed` once per device, with `ctx` a context on it, `dev` its name
  * and `r` a generator seeded with seed + the device's index; the context is destroyed after. */
-#define PGD_TEST_EACH_DEVICE(seed, ...)                                                           \
-    do {                                                                                          \
-        size_t nd_;                                                                               \
-        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                       \
-        for (size_t di_ = 0; di_ < nd_; di_++) {                                                  \
-            pgd_ctx *ctx = pgd_test_ctx(&d_[di_]);                                                \
-            const char *dev = d_[di_].name;                                                       \
-            pgd_rng r;                                                                            \
-            pgd_rng_seed(&r, (seed) + di_);                                                       \
-            __VA_ARGS__;                                                                          \
-            pgd_ctx_destroy(ctx);                                                                 \
-        }                                                                                         \
+#define PGD_TEST_EACH_DEVICE(seed, ...)                                                            \
+    do {                                                                                           \
+        size_t nd_;                                                                                \
+        const pgd_device_info *d_ = pgd_test_devices(&nd_);                                        \
+        for (size_t di_ = 0; di_ < nd_; di_++) {                                                   \
+            pgd_ctx *ctx = pgd_test_ctx(&d_[di_]);                                                 \
+            const char *dev = d_[di_].name;                                                        \
+            pgd_rng r;                                                                             \
+            pgd_rng_seed(&r, (seed) + pgd_test_device_ordinal(&d_[di_]));                          \
+            __VA_ARGS__;                                                                           \
+            pgd_ctx_destroy(ctx);                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Asserts that a call returned status `code` with an error whose message holds `part`, then
@@ -112,8 +127,13 @@ double *pgd_test_read_doubles(const char *name, size_t n);
 /* Reads a whole file into a malloc'd, NUL-terminated buffer; 0, or -1 with errno set. */
 int pgd_test_read_file(const char *path, unsigned char **data, size_t *size);
 
-/* Runs a suite without forking (OpenCL drivers do not survive fork) and returns the exit code. */
+/* Runs a suite without forking (OpenCL drivers do not survive fork) and returns the exit code:
+ * 0, 1 if a test failed, 77 (meson: skipped) if none ran, or if $CK_RUN_CASE names the case
+ * given to pgd_test_case_unavailable. */
 int pgd_test_run(Suite *s);
+/* Says that test case `tcase` is left out of this build, and why (a library the build lacks):
+ * run alone ($CK_RUN_CASE), it is reported as skipped with that reason. */
+void pgd_test_case_unavailable(const char *tcase, const char *why);
 
 #define PGD_CHECK_OK(call, errp)                                                                   \
     do {                                                                                           \

@@ -2,7 +2,7 @@
 """tests/onnx_vs_ort.py PAGODA DEVICE [--tier small|full] [--exporter ts|dynamo|both]
                        [--cache DIR] [MODEL ...]
 
-Exports models with PyTorch (tools/onnx-exports.py: seeded random weights made sensitive,
+Exports models with PyTorch (tools/golden/onnx-exports.py: seeded random weights made sensitive,
 TorchScript and/or dynamo exporter), runs each file with ONNX Runtime and with `pagoda run` on
 DEVICE on the same two-image batch, and checks every output within 1e-4 relative (to the
 output's largest magnitude) and, on its own, the input-dependent part — the difference between
@@ -37,7 +37,7 @@ TOL_DIFF = 1e-3
 
 def load_exports():
     spec = importlib.util.spec_from_file_location(
-        "onnx_exports", os.path.join(HERE, "..", "tools", "onnx-exports.py"))
+        "onnx_exports", os.path.join(HERE, "..", "tools", "golden", "onnx-exports.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -245,8 +245,9 @@ void pgd_ref_conv2d(const pgd_ref_conv *c, const float *x, const float *weight, 
                                 long ix = (long)(ox * c->sw + kx * c->dw) - (long)c->pw;
                                 if (iy < 0 || ix < 0 || iy >= (long)c->h || ix >= (long)c->w)
                                     continue;
-                                double xv = x[((n * c->h + (size_t)iy) * c->w + (size_t)ix) *
-                                                  c->cin + g * cing + ci];
+                                double xv =
+                                    x[((n * c->h + (size_t)iy) * c->w + (size_t)ix) * c->cin +
+                                      g * cing + ci];
                                 double wv = weight[((co * cing + ci) * c->kh + ky) * c->kw + kx];
                                 s += xv * wv;
                                 a += fabs(xv * wv);
@@ -297,14 +298,14 @@ static void ref_pool(const float *x, size_t n, size_t h, size_t w, size_t c, siz
                 }
 }
 
-void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
-                       size_t s, size_t p, double *y)
+void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k, size_t s,
+                       size_t p, double *y)
 {
     ref_pool(x, n, h, w, c, k, s, p, 0, y);
 }
 
-void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
-                       size_t s, size_t p, double *y)
+void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k, size_t s,
+                       size_t p, double *y)
 {
     ref_pool(x, n, h, w, c, k, s, p, 1, y);
 }
@@ -507,8 +508,8 @@ static void ref_topk(double *s, int64_t n, int64_t k, char *keep)
             s[j] = -INFINITY;
 }
 
-void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float *k,
-                       const float *v, const float *m, double *o, double *p)
+void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float *k, const float *v,
+                       const float *m, double *o, double *p)
 {
     int64_t B = a->batch, H = a->heads, Nq = a->nq, Nk = a->nk, D = a->head_dim;
     double scale = a->scale != 0 ? a->scale : 1.0 / sqrt((double)D);
@@ -522,7 +523,8 @@ void pgd_ref_attention(const pgd_attention_args *a, const float *q, const float 
                 for (int64_t j = 0; j < Nk; j++) {
                     double acc = 0;
                     for (int64_t d = 0; d < D; d++)
-                        acc += (double)q[view_at(&a->q, b, h, i) + d] * k[view_at(&a->k, b, h, j) + d];
+                        acc +=
+                            (double)q[view_at(&a->q, b, h, i) + d] * k[view_at(&a->k, b, h, j) + d];
                     acc *= scale;
                     if (a->mask.t)
                         acc += m[view_at(&a->mask, b, h, i) + j];
@@ -588,8 +590,8 @@ static void ref_lin(const float *x, const float *w, size_t n, size_t f, size_t r
         }
 }
 
-size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index,
-                         size_t e, double *y, double *alpha, double *mag)
+size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index, size_t e,
+                         double *y, double *alpha, double *mag)
 {
     size_t n = p->n, H = p->heads, C = p->c, HC = H * C, od = p->concat ? HC : C;
     /* The edge list attention runs over. */
@@ -693,8 +695,7 @@ float pgd_ref_round_half(float x)
     return (float)(x < 0 ? -y : y);
 }
 
-size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd,
-                           const int64_t *shape)
+size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd, const int64_t *shape)
 {
     size_t at = 0, stride = 1;
     for (int e = 0; e < ny; e++) { /* e: dim counted from the end */
@@ -882,8 +883,8 @@ void pgd_ref_slice(const double *x, int nd, const int64_t *shape, int64_t *const
     }
 }
 
-void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes,
-                    int axis, double *y)
+void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes, int axis,
+                    double *y)
 {
     int64_t ys[PGD_MAX_DIMS], c[PGD_MAX_DIMS];
     memcpy(ys, shapes[0], (size_t)nd * sizeof *ys);

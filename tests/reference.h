@@ -55,19 +55,19 @@ void pgd_ref_conv2d(const pgd_ref_conv *c, const float *x, const float *weight, 
 /* Pools over k x k windows of x NHWC [n, h, w, c] into [n, oh, ow, c], floor rule: max with
  * -inf padding; average with the padding counted (count_include_pad, clipped at the padded
  * edge as PyTorch does). */
-void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
-                       size_t s, size_t p, double *y);
-void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k,
-                       size_t s, size_t p, double *y);
+void pgd_ref_maxpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k, size_t s,
+                       size_t p, double *y);
+void pgd_ref_avgpool2d(const float *x, size_t n, size_t h, size_t w, size_t c, size_t k, size_t s,
+                       size_t p, double *y);
 /* y [n, c] = mean over h·w of x [n, h, w, c]. */
 void pgd_ref_global_avgpool(const float *x, size_t n, size_t h, size_t w, size_t c, double *y);
 
-/* A non-local block (Wang et al. 2018) as tools/make-nonlocal-golden.py's PyTorch module defines
- * it, on x NHWC [b, h, w, c] with inner width ci: θ, φ, g 1x1 convolutions (weights [ci, c],
- * biases [ci] or NULL), φ and g (and for the Gaussian form the keys x) max-pooled 2x2 stride 2
- * (floor) when subsampling, f by mode (a pgd_nonlocal_mode: softmax of θ·φ, softmax of x·x, θ·φ
- * / N', ReLU(w_θ·θ + w_φ·φ) / N' with concat_w [2ci]), y = f·g, z = x + BN(W·y + W_b) with W
- * [c, ci], W_b [c] or NULL and bn = {γ, β, mean, var} (bn[0] NULL: none). */
+/* A non-local block (Wang et al. 2018) as tools/golden/make-nonlocal-golden.py's PyTorch module
+ * defines it, on x NHWC [b, h, w, c] with inner width ci: θ, φ, g 1x1 convolutions (weights [ci,
+ * c], biases [ci] or NULL), φ and g (and for the Gaussian form the keys x) max-pooled 2x2 stride 2
+ * (floor) when subsampling, f by mode (a pgd_nonlocal_mode: softmax of θ·φ, softmax of x·x, θ·φ /
+ * N', ReLU(w_θ·θ + w_φ·φ) / N' with concat_w [2ci]), y = f·g, z = x + BN(W·y + W_b) with W [c, ci],
+ * W_b [c] or NULL and bn = {γ, β, mean, var} (bn[0] NULL: none). */
 typedef struct pgd_ref_nonlocal {
     size_t b, h, w, c, ci;
     int mode, subsample;
@@ -124,15 +124,14 @@ typedef struct pgd_ref_gat {
     double slope;
     const float *w, *w_dst, *att_src, *att_dst, *bias, *res_w;
 } pgd_ref_gat;
-size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index,
-                         size_t e, double *y, double *alpha, double *mag);
+size_t pgd_ref_gat_layer(const pgd_ref_gat *p, const float *x, const int64_t *edge_index, size_t e,
+                         double *y, double *alpha, double *mag);
 
 /* ---- broadcasting elementwise ops and reductions (pgd_binary, pgd_unary, pgd_reduce) ---- */
 
 /* The flat index, in a tensor of rank nd and shape `shape`, of the element that NumPy's
  * broadcasting reads for flat index i of an output of rank ny and shape yshape. */
-size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd,
-                           const int64_t *shape);
+size_t pgd_ref_bcast_index(size_t i, int ny, const int64_t *yshape, int nd, const int64_t *shape);
 /* a op b in double for a pgd_binary_op (max and min NaN when either is NaN). */
 double pgd_ref_binary(int op, double a, double b);
 /* op(x) in double for a pgd_unary_op (GELU and SiLU of -inf: 0). */
@@ -153,8 +152,8 @@ int64_t pgd_ref_slice_indices(int64_t n, int64_t start, int64_t end, int64_t ste
 /* y [yshape] = x at the coordinates idx[d][...] along each dim d. */
 void pgd_ref_slice(const double *x, int nd, const int64_t *shape, int64_t *const *idx,
                    const int64_t *yshape, double *y);
-void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes,
-                    int axis, double *y);
+void pgd_ref_concat(int n, const double *const *xs, int nd, const int64_t *const *shapes, int axis,
+                    double *y);
 void pgd_ref_gather(const double *x, int nd, const int64_t *shape, int axis, const int64_t *idx,
                     int idx_nd, const int64_t *idx_shape, double *y);
 void pgd_ref_pad(const double *x, int nd, const int64_t *shape, const int64_t *pads, int mode,

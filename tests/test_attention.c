@@ -18,8 +18,7 @@ static const int64_t awkward[] = {1, 2, 3, 7, 13, 31, 63, 64, 65, 127, 197, 257}
 static const int64_t dims[] = {1, 3, 16, 32, 64, 80, 128};
 
 /* Lays out [B, H, N, D] in one of three ways with optional padding; returns elements needed. */
-static pgd_view layout(int kind, int64_t H, int64_t N, int64_t D, int64_t pad,
-                       int64_t off)
+static pgd_view layout(int kind, int64_t H, int64_t N, int64_t D, int64_t pad, int64_t off)
 {
     pgd_view v = {NULL, off, 0, 0, 0};
     if (kind == 0) { /* BHND */
@@ -146,7 +145,8 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int chunked)
         tm = pgd_test_upload(ctx, 1, s3, hm);
         vm.t = tm;
     }
-    int64_t hsel = a.probs_head < 0 ? H : 1, np = want_probs ? B * hsel * (a.probs_q1 - a.probs_q0) * Nk : 0;
+    int64_t hsel = a.probs_head < 0 ? H : 1,
+            np = want_probs ? B * hsel * (a.probs_q1 - a.probs_q0) * Nk : 0;
     float *hp = NULL;
     if (want_probs) {
         int64_t s4[1] = {np};
@@ -246,8 +246,8 @@ START_TEST(chunked_launches)
         int failed = 0, cases = 40;
         for (int t = 0; t < cases; t++)
             failed += !one_case(ctx, &r, t, 1, 1);
-        ck_assert_msg(failed == 0, "%s: %d of %d chunked attention cases failed", d[i].name,
-                      failed, cases);
+        ck_assert_msg(failed == 0, "%s: %d of %d chunked attention cases failed", d[i].name, failed,
+                      cases);
         pgd_ctx_destroy(ctx);
     }
 }

@@ -99,9 +99,9 @@ static void gqa_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
                         got[bnhd ? ((b * nq + t) * H + h) * D + d : ((b * H + h) * nq + t) * D + d];
     char what[200];
     snprintf(what, sizeof what,
-             "gqa on %s, case %d (%s): B %lld, %lld heads over %lld, nq %lld, nk %lld, D %lld",
-             dev, trial, variants[trial % 4], (long long)B, (long long)H, (long long)hk,
-             (long long)nq, (long long)nk, (long long)D);
+             "gqa on %s, case %d (%s): B %lld, %lld heads over %lld, nq %lld, nk %lld, D %lld", dev,
+             trial, variants[trial % 4], (long long)B, (long long)H, (long long)hk, (long long)nq,
+             (long long)nk, (long long)D);
     ck_assert_msg(pgd_test_allclose(ordered, want, (size_t)nqx, 1e-4, 1e-5, what), "%s", what);
     ctx->opt.attention = PGD_ATTENTION_AUTO;
     pgd_tensor *all[] = {q, k, v, m, o};
@@ -184,6 +184,8 @@ END_TEST
 
 START_TEST(errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -198,11 +200,13 @@ START_TEST(errors)
     a.q = a.k = a.v = (pgd_view){t, 0, 160, 40, 8};
     a.o = (pgd_view){p, 0, 160, 40, 8};
     int rc = pgd_attention_gqa(ctx, &a, 3, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "3 key/value heads do not divide the 4");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT,
+                          "3 key/value heads do not divide the 4");
     err = NULL;
     a.probs = t;
     rc = pgd_attention_gqa(ctx, &a, 2, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED, "probabilities with grouped key/value heads");
+    pgd_test_expect_error(rc, err, PGD_ERR_UNSUPPORTED,
+                          "probabilities with grouped key/value heads");
     err = NULL;
     a.probs = NULL, a.mode = PGD_ATTENTION_TOPK, a.topk = 2;
     rc = pgd_attention_gqa(ctx, &a, 2, &err);

@@ -115,8 +115,8 @@ static int topk_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     make_case(ctx, r, &c, small, 1);
     pgd_attention_args *a = &c.a;
     int64_t Nk = a->nk;
-    int64_t ks[] = {1, 2, 3, Nk > 1 ? Nk - 1 : 1, Nk > 0 ? Nk : 1, Nk + 5,
-                    pgd_rng_int(r, 1, Nk > 1 ? Nk : 1)};
+    int64_t ks[] = {
+        1, 2, 3, Nk > 1 ? Nk - 1 : 1, Nk > 0 ? Nk : 1, Nk + 5, pgd_rng_int(r, 1, Nk > 1 ? Nk : 1)};
     a->mode = PGD_ATTENTION_TOPK;
     a->topk = ks[trial % 7];
     float *o = malloc((size_t)c.nq_el * sizeof *o), *p = malloc((size_t)c.np_el * sizeof *p);
@@ -126,8 +126,8 @@ static int topk_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small)
     char what[160];
     snprintf(what, sizeof what,
              "top-%lld case %d: B %lld H %lld Nq %lld Nk %lld D %lld causal %d mask %d",
-             (long long)a->topk, trial, (long long)a->batch, (long long)a->heads,
-             (long long)a->nq, (long long)Nk, (long long)a->head_dim, a->causal, c.m != NULL);
+             (long long)a->topk, trial, (long long)a->batch, (long long)a->heads, (long long)a->nq,
+             (long long)Nk, (long long)a->head_dim, a->causal, c.m != NULL);
     int ok = pgd_test_allclose(o, wo, (size_t)c.nq_el, 1e-4, 1e-5, what) &&
              (Nk == 0 || pgd_test_allclose(p, wp, (size_t)c.np_el, 1e-4, 1e-6, what));
     free(o);
@@ -194,9 +194,10 @@ static int sample_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int *ambi
                         want = j;
                 }
                 if (ones > 1 || (got < 0) != (want < 0)) {
-                    fprintf(stderr, "sample case %d row %lld: probabilities not one-hot or "
-                            "visibility differs (got %lld, want %lld)\n", trial, (long long)row,
-                            (long long)got, (long long)want);
+                    fprintf(stderr,
+                            "sample case %d row %lld: probabilities not one-hot or "
+                            "visibility differs (got %lld, want %lld)\n",
+                            trial, (long long)row, (long long)got, (long long)want);
                     ok = 0;
                     break;
                 }
@@ -209,9 +210,10 @@ static int sample_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int *ambi
                     for (int64_t j = lo + 1; j < hi; j++)
                         between_zero &= sr[j] < 1e-7;
                     if (fabs(cum - u) > 1e-5 || !between_zero) {
-                        fprintf(stderr, "sample case %d row %lld: picked key %lld, reference %lld "
-                                "(u %.8f, cdf %.8f)\n", trial, (long long)row, (long long)got,
-                                (long long)want, u, cum);
+                        fprintf(stderr,
+                                "sample case %d row %lld: picked key %lld, reference %lld "
+                                "(u %.8f, cdf %.8f)\n",
+                                trial, (long long)row, (long long)got, (long long)want, u, cum);
                         ok = 0;
                         break;
                     }
@@ -220,9 +222,9 @@ static int sample_case(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int *ambi
                 for (int64_t d = 0; d < D; d++) {
                     float want_o = got < 0 ? 0.0f : c.v[((b * H + h) * Nk + got) * D + d];
                     if (o[row * D + d] != want_o) {
-                        fprintf(stderr, "sample case %d row %lld d %lld: O %g, V[%lld] %g\n",
-                                trial, (long long)row, (long long)d, o[row * D + d],
-                                (long long)got, want_o);
+                        fprintf(stderr, "sample case %d row %lld d %lld: O %g, V[%lld] %g\n", trial,
+                                (long long)row, (long long)d, o[row * D + d], (long long)got,
+                                want_o);
                         ok = 0;
                         break;
                     }
@@ -250,8 +252,7 @@ START_TEST(sample_random_cases)
         for (int trial = 0; trial < 110; trial++)
             failed += !sample_case(ctx, &r, trial, d[i].software_rasteriser, &ambiguous);
         ck_assert_msg(failed == 0, "%s: %d of 110 sampled cases failed", d[i].name, failed);
-        ck_assert_msg(ambiguous <= 3, "%s: %d picks at a rounding boundary", d[i].name,
-                      ambiguous);
+        ck_assert_msg(ambiguous <= 3, "%s: %d picks at a rounding boundary", d[i].name, ambiguous);
         pgd_ctx_destroy(ctx);
     }
 }
@@ -336,6 +337,8 @@ END_TEST
  * are refused with a message. */
 START_TEST(nan_rows_and_errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

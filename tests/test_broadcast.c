@@ -530,6 +530,8 @@ END_TEST
  * (the count would wrap). y is a handle over a 65,536-float buffer claiming [65536, 65537]. */
 START_TEST(too_large_broadcast)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -12,7 +12,8 @@
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
 
-static const char *probe_src = "__kernel void probe(__global float *x) { x[get_global_id(0)] *= 3.0f; }\n";
+static const char *probe_src =
+    "__kernel void probe(__global float *x) { x[get_global_id(0)] *= 3.0f; }\n";
 
 /* A context on device d with the cache in `dir` and kernel sources from `cl_dir` (NULL: the
  * embedded ones), both passed as options so that no test leaves them behind for the next. */
@@ -39,7 +40,8 @@ static pgd_build_stats build_once(const pgd_device_info *d, const char *dir)
     cl_kernel pk = clCreateKernel(prog, "probe", &cl);
     ck_assert_int_eq(cl, CL_SUCCESS);
     float v[4] = {1, 2, 3, 4};
-    cl_mem b = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof v, v, &cl);
+    cl_mem b =
+        clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof v, v, &cl);
     ck_assert_int_eq(cl, CL_SUCCESS);
     ck_assert_int_eq(clSetKernelArg(pk, 0, sizeof b, &b), CL_SUCCESS);
     size_t g = 4;
@@ -214,6 +216,8 @@ END_TEST
 
 START_TEST(disabled_and_unusable)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     /* off */
@@ -278,8 +282,8 @@ START_TEST(two_processes_race)
                 kids[k] = fork();
                 ck_assert_int_ge(kids[k], 0);
                 if (kids[k] == 0) {
-                    execl("/proc/self/exe", "test_cache", "--child-build",
-                          pgd_test_selector(&d[i]), dir, (char *)NULL);
+                    execl("/proc/self/exe", "test_cache", "--child-build", pgd_test_selector(&d[i]),
+                          dir, (char *)NULL);
                     _exit(127);
                 }
             }

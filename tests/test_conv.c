@@ -1,5 +1,5 @@
-/* test_conv.c — convolution (every algorithm forced through options.conv_algo ($PAGODA_CONV), and the automatic
- * choice), pooling and the NCHW -> NHWC conversion against the double references of
+/* test_conv.c — convolution (every algorithm forced through options.conv_algo ($PAGODA_CONV), and
+ * the automatic choice), pooling and the NCHW -> NHWC conversion against the double references of
  * reference.c, on every device: seeded random shapes (odd sizes, kernels 1 to 7, strides 1 to 3,
  * padding, dilation, groups and depthwise, batches, bias, batch norm, activations, residuals),
  * NaN-poisoned outputs with a NaN canary after each, and the shape errors. */
@@ -10,8 +10,8 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: reaches library internals */
-#include "tune.h"     /* white-box: the context's parameters */
 #include "reference.h"
+#include "tune.h" /* white-box: the context's parameters */
 
 #define CANARY 19
 #define CONV_TRIALS 110
@@ -93,8 +93,9 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     conv_case c;
     memset(&c, 0, sizeof c);
     pgd_ref_conv *g = &c.g;
-    int gemm = !strcmp(alg, "gemm") && trial % 8 != 7; /* 1 in 8: a shape gemm does not fit */
-    int wino = !strcmp(alg, "winograd") && trial % 8 != 7; /* likewise for winograd */
+    int gemm = !strcmp(alg, "gemm") && trial % 8 != 7;       /* 1 in 8: a shape gemm does not fit */
+    int wino = !strcmp(alg, "winograd") && trial % 8 != 7;   /* likewise for winograd */
+    int dwise = !strcmp(alg, "depthwise") && trial % 8 != 7; /* and for depthwise */
     g->kh = (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->kw = pgd_rng_int(r, 0, 3) ? g->kh : (size_t)ks[pgd_rng_int(r, 0, 6)];
     g->sh = (size_t)pgd_rng_int(r, 1, 3);
@@ -104,6 +105,8 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     g->ph = (size_t)pgd_rng_int(r, 0, (int64_t)g->kh / 2 + (pgd_rng_int(r, 0, 5) ? 0 : 1));
     g->pw = (size_t)pgd_rng_int(r, 0, (int64_t)g->kw / 2 + (pgd_rng_int(r, 0, 5) ? 0 : 1));
     int kind = (int)pgd_rng_int(r, 0, 9); /* 0-6 one group, 7 depthwise, 8-9 a few groups */
+    if (dwise)
+        kind = 7;
     g->groups = kind < 7 ? 1 : kind == 7 ? 0 : (size_t)pgd_rng_int(r, 2, 4);
     size_t cing = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
     size_t coutg = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
@@ -128,7 +131,7 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
     if (g->groups == 0) { /* depthwise: groups = channels */
         g->groups = (size_t)chans[pgd_rng_int(r, 0, N_CHANS - 1)];
         cing = coutg = 1;
-        if (pgd_rng_int(r, 0, 2) == 0)
+        if (!dwise && pgd_rng_int(r, 0, 2) == 0)
             coutg = 2; /* channel multiplier 2 */
     }
     while (cing > 1 && g->kh * g->kw * cing > kmax)
@@ -173,9 +176,9 @@ static conv_case random_case(pgd_rng *r, const char *alg, int trial, int64_t cap
  * (max_launch_rows = 1: one work-group, tile or work-item's rows per launch, the way a
  * slow GPU runs big layers under its watchdog) into a fresh output (y canaries, or the residual
  * again when it is read from y); the result must be bitwise the one launch's `got`. */
-static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *vx,
-                             pgd_tensor *vr, pgd_tensor *vy, const float *y_init, int act,
-                             const float *got, int64_t ny, const char *what)
+static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *vx, pgd_tensor *vr,
+                             pgd_tensor *vy, const float *y_init, int act, const float *got,
+                             int64_t ny, const char *what)
 {
     pgd_error *err = NULL;
     float *h = malloc((size_t)(ny ? ny : 1) * sizeof *h);
@@ -196,8 +199,10 @@ static int same_when_chunked(pgd_ctx *ctx, const pgd_conv2d *conv, pgd_tensor *v
         if (memcmp(&again[i], &got[i], sizeof *got))
             bad = i;
     if (bad >= 0)
-        fprintf(stderr, "%s: launches split into chunks differ from one launch at %lld: %.9g vs "
-                "%.9g\n", what, (long long)bad, again[bad], got[bad]);
+        fprintf(stderr,
+                "%s: launches split into chunks differ from one launch at %lld: %.9g vs "
+                "%.9g\n",
+                what, (long long)bad, again[bad], got[bad]);
     free(again);
     return bad < 0;
 }
@@ -265,14 +270,19 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     /* The algorithm asked for is used wherever it applies. */
     int gemm_fits = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
                     g->pw == 0 && g->groups == 1;
-    int applies = !strcmp(alg, "im2col") || !strcmp(alg, "direct") ||
-                  (!strcmp(alg, "gemm") && gemm_fits) ||
-                  (!strcmp(alg, "implicit") && pgd__gemm_uses_cpu_kernel(ctx)) ||
-                  (!strcmp(alg, "winograd") && pgd__gemm_uses_cpu_kernel(ctx) && g->kh == 3 &&
-                   g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-                   g->groups == 1);
+    int depthwise = g->groups == g->cin && g->cin == g->cout;
+    int applies =
+        !strcmp(alg, "im2col") || !strcmp(alg, "direct") ||
+        (!strcmp(alg, "depthwise") && depthwise) || (!strcmp(alg, "gemm") && gemm_fits) ||
+        (!strcmp(alg, "implicit") && pgd__gemm_uses_cpu_kernel(ctx)) ||
+        (!strcmp(alg, "winograd") && pgd__gemm_uses_cpu_kernel(ctx) && g->kh == 3 && g->kw == 3 &&
+         g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1);
     if (*alg && applies && strcmp(used, alg)) {
         fprintf(stderr, "%s: algorithm %s, not the forced one\n", what, used);
+        ok = 0;
+    }
+    if (!*alg && depthwise && strcmp(used, "depthwise")) {
+        fprintf(stderr, "%s: a depthwise convolution should use depthwise, not %s\n", what, used);
         ok = 0;
     }
     if (!*alg && gemm_fits && strcmp(used, "gemm")) {
@@ -282,8 +292,8 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     /* The automatic choice takes winograd for wide 3x3 layers of at least 32 tiles in the batch
      * on CPU devices (conv.c's rule); for one image, pgd_conv2d_algorithm says the same as the
      * batch form. */
-    int wide3 = g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-                g->dw == 1 && g->groups == 1 && g->cin >= 64 && g->cout >= 64 &&
+    int wide3 = g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+                g->groups == 1 && g->cin >= 64 && g->cout >= 64 &&
                 g->n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 32;
     if (g->n == 1 && strcmp(used, pgd_conv2d_algorithm(ctx, conv, (int64_t)g->h, (int64_t)g->w))) {
         fprintf(stderr, "%s: pgd_conv2d_algorithm disagrees with its batch form\n", what);
@@ -296,8 +306,8 @@ static int run_case(pgd_ctx *ctx, const pgd_device_info *dev, pgd_rng *r, const 
     float *got = download_checked(ybuf, ny, what, &ok);
     ok &= close_to(got, want, mag, ny, 2e-5, what);
     if (trial % 3 == 0)
-        ok &= same_when_chunked(ctx, conv, vx, vr, vy, cc->res_in_y ? hres : NULL, cc->act, got,
-                                ny, what);
+        ok &= same_when_chunked(ctx, conv, vx, vr, vy, cc->res_in_y ? hres : NULL, cc->act, got, ny,
+                                what);
     free(got);
     free(vx);
     free(vy);
@@ -321,8 +331,8 @@ static void conv_shapes(const char *alg, uint64_t seed)
     conv_shapes_few(alg, seed, 0);
 }
 
-/* few: conv_few_rows_cpu wherever it can run (pgd__params_of(ctx)->conv_few_rows = 1), and it must have run on
- * the devices with CPU kernels. */
+/* few: conv_few_rows_cpu wherever it can run (pgd__params_of(ctx)->conv_few_rows = 1), and it must
+ * have run on the devices with CPU kernels. */
 static void conv_shapes_few(const char *alg, uint64_t seed, int few)
 {
     /* "" is the automatic choice, whatever the environment forces */
@@ -346,8 +356,7 @@ static void conv_shapes_few(const char *alg, uint64_t seed, int few)
         for (int trial = 0; trial < CONV_TRIALS; trial++) {
             /* The GEMM back ends (and so both epilogue paths) alternate; the im2col matrix is
              * built in small chunks half of the time. */
-            ctx->opt.gemm_backend =
-                trial % 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
+            ctx->opt.gemm_backend = trial % 2 ? PGD_GEMM_BACKEND_CLBLAST : PGD_GEMM_BACKEND_PAGODA;
             ctx->knobs.conv_chunk_bytes = trial % 2 ? (trial % 4 == 1 ? 4096 : 300) : 0;
             conv_case c = random_case(&r, alg, trial, cap, kmax);
             failed += !run_case(ctx, dev, &r, &c, alg, trial);
@@ -392,6 +401,13 @@ START_TEST(conv_winograd)
     conv_shapes("winograd", 17);
 }
 END_TEST
+/* The depthwise kernel forced: 7 in 8 shapes depthwise (every kernel size, stride, dilation and
+ * padding of the generator; widths that are no multiple of its 4 outputs a work-item). */
+START_TEST(conv_depthwise)
+{
+    conv_shapes("depthwise", 18);
+}
+END_TEST
 START_TEST(conv_auto)
 {
     conv_shapes("", 15);
@@ -411,14 +427,21 @@ START_TEST(conv_resnet_layers)
 {
     static const int L[][6] = {
         /* cin, cout, k, stride, pad, h */
-        {3, 64, 7, 2, 3, 33},    {64, 64, 1, 1, 0, 14},  {64, 64, 3, 1, 1, 14},
-        {64, 256, 1, 1, 0, 14},  {256, 64, 1, 1, 0, 14}, {128, 128, 3, 2, 1, 14},
-        {256, 512, 1, 2, 0, 14}, {256, 256, 3, 1, 1, 7},
+        {3, 64, 7, 2, 3, 33},
+        {64, 64, 1, 1, 0, 14},
+        {64, 64, 3, 1, 1, 14},
+        {64, 256, 1, 1, 0, 14},
+        {256, 64, 1, 1, 0, 14},
+        {128, 128, 3, 2, 1, 14},
+        {256, 512, 1, 2, 0, 14},
+        {256, 256, 3, 1, 1, 7},
         /* layer4-like: 49 rows, K = 2304, five panels: the few-rows form on CPU devices */
-        {256, 320, 3, 1, 1, 7},  {512, 320, 1, 1, 0, 7},
+        {256, 320, 3, 1, 1, 7},
+        {512, 320, 1, 1, 0, 7},
         /* layer2- and layer3-like: winograd on CPU devices, its products as 16 GEMMs (K = 128)
          * and as the grouped 1x1 convolution's few-rows form (K = 256, 49 tiles) */
-        {128, 128, 3, 1, 1, 16}, {256, 256, 3, 1, 1, 14},
+        {128, 128, 3, 1, 1, 16},
+        {256, 256, 3, 1, 1, 14},
     };
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
@@ -647,6 +670,8 @@ static pgd_tensor *shaped(pgd_ctx *ctx, int ndim, const int64_t *shape)
 
 START_TEST(shape_errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t ndev;
     const pgd_device_info *devs = pgd_test_devices(&ndev);
     pgd_ctx *ctx = pgd_test_ctx(&devs[0]);
@@ -740,6 +765,7 @@ int main(void)
     tcase_add_test(tc, conv_im2col);
     tcase_add_test(tc, conv_direct);
     tcase_add_test(tc, conv_winograd);
+    tcase_add_test(tc, conv_depthwise);
     tcase_add_test(tc, conv_auto);
     tcase_add_test(tc, conv_few_rows);
     tcase_add_test(tc, conv_resnet_layers);

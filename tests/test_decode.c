@@ -1,6 +1,6 @@
 /* test_decode.c — decoded pixels against Pillow's: every file of tests/data/decode (JPEG at
  * several qualities and subsamplings, progressive, grey, CMYK; PNG grey 1..16 bit, grey+alpha,
- * RGB(A) 8/16, palette; WebP lossy and lossless; tools/make-decode-golden.py) must decode to
+ * RGB(A) 8/16, palette; WebP lossy and lossless; tools/golden/make-decode-golden.py) must decode to
  * exactly Image.open(f).convert("RGB")'s bytes, and two of them preprocessed with the
  * torchvision preset must equal torchvision's transforms exactly. Which exactness is checked
  * follows the build: a format served by its library (pgd_image_decoder) must match exactly; one

@@ -1,5 +1,5 @@
 /* test_detr.c — DETR against PyTorch (transformers' DetrForObjectDetection): one tiny
- * random-weight model made by tools/make-detr-golden.py in transformers 4.x naming (what
+ * random-weight model made by tools/golden/make-detr-golden.py in transformers 4.x naming (what
  * save_pretrained writes), 5.x naming (state_dict()) and the original repository's naming
  * (packed in_proj_weight): configuration detection; on every device (the 4.x file; the other
  * two on the first device: they differ in the load only), for a batch of two images
@@ -47,8 +47,8 @@ static void golden_load(golden *g)
                 json_array_get(json_array_get(json_object_get(g->meta, "sizes"), b), k));
 }
 
-/* The golden batch: the formula of tools/make-detr-golden.py over each image, 0 in the padding,
- * and the pixel mask. */
+/* The golden batch: the formula of tools/golden/make-detr-golden.py over each image, 0 in the
+ * padding, and the pixel mask. */
 static void make_input(const golden *g, float *x, float *mask)
 {
     for (int b = 0; b < g->B; b++)
@@ -57,8 +57,8 @@ static void make_input(const golden *g, float *x, float *mask)
                 for (int xx = 0; xx < g->W; xx++) {
                     int in = y < g->sizes[b][0] && xx < g->sizes[b][1];
                     size_t i = (((size_t)b * 3 + c) * g->H + y) * g->W + xx;
-                    x[i] = in ? (float)((y * 7 + xx * 13 + c * 29 + b * 31) % 17) / 8.0f - 1.0f
-                              : 0.0f;
+                    x[i] =
+                        in ? (float)((y * 7 + xx * 13 + c * 29 + b * 31) % 17) / 8.0f - 1.0f : 0.0f;
                     if (c == 0)
                         mask[((size_t)b * g->H + y) * g->W + xx] = in ? 1.0f : 0.0f;
                 }
@@ -100,8 +100,7 @@ static void check_detections(const golden *g, const float *logits, const float *
         for (int k = 0; k < 4; k++) {
             double v = json_real_value(json_array_get(json_array_get(wb, (size_t)i), (size_t)k));
             ck_assert_msg(fabs(d[i].box[k] - v) <= 1e-4 * fabs(v) + 1e-3,
-                          "%s: detection %d box[%d] %g vs %g", what, i, k, (double)d[i].box[k],
-                          v);
+                          "%s: detection %d box[%d] %g vs %g", what, i, k, (double)d[i].box[k], v);
         }
     }
     free(d);
@@ -186,11 +185,20 @@ static void run_case(const char *file, detr_naming want, int every_device)
     pgd_weights_destroy(w);
 }
 
-START_TEST(hf4) { run_case("detr-hf4.safetensors", DETR_HF4, 1); }
+START_TEST(hf4)
+{
+    run_case("detr-hf4.safetensors", DETR_HF4, 1);
+}
 END_TEST
-START_TEST(hf5) { run_case("detr-hf5.safetensors", DETR_HF5, 0); }
+START_TEST(hf5)
+{
+    run_case("detr-hf5.safetensors", DETR_HF5, 0);
+}
 END_TEST
-START_TEST(original) { run_case("detr-original.safetensors", DETR_ORIGINAL, 0); }
+START_TEST(original)
+{
+    run_case("detr-original.safetensors", DETR_ORIGINAL, 0);
+}
 END_TEST
 
 /* DC5 (DetrConfig(dilation=True): timm's output_stride 16), said by the file's metadata: the
@@ -251,9 +259,11 @@ END_TEST
 /* The golden sees a wrong head count: its weights run with 8/8 heads (what the loader assumed
  * before it read the metadata), 1/4 and 2/2 instead of the file's 2/4 put the image-dependent
  * part of the logits (image 1 - image 0) far outside compare's 1e-3 (observed 0.88 to 2.0 of its
- * size, tools/make-detr-golden.py). */
+ * size, tools/golden/make-detr-golden.py). */
 START_TEST(wrong_heads_seen)
 {
+    if (!pgd_test_primary())
+        return;
     golden g;
     golden_load(&g);
     char path[4096];
@@ -313,11 +323,14 @@ static int detr_variant_load(pgd_ctx *ctx, const model_source *src, void *user, 
     return rc;
 }
 
-static void detr_variant_free(void *m) { detr_free(m); }
+static void detr_variant_free(void *m)
+{
+    detr_free(m);
+}
 
 /* A variant of tests/data/<base> made with e[0..n) must fail naming `named`. */
-static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
-                   size_t n, const char *named)
+static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e, size_t n,
+                   const char *named)
 {
     const craft_loader l = {"detr", detr_variant_load, detr_variant_free, NULL};
     craft_try_variant(ctx, &l, base, tag, e, n, named, NULL);
@@ -325,17 +338,24 @@ static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_
 
 START_TEST(strict_loading)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
-    craft_edit e1 = {CRAFT_RESHAPE, "model.decoder.layers.1.encoder_attn.k_proj.weight", 2,
-                     {8, 32}, NULL, 0, 0};
+    craft_edit e1 = {
+        CRAFT_RESHAPE, "model.decoder.layers.1.encoder_attn.k_proj.weight", 2, {8, 32}, NULL, 0, 0};
     refuse(ctx, "detr-hf4.safetensors", "kproj", &e1, 1,
            "model.decoder.layers.1.encoder_attn.k_proj.weight");
     craft_edit e2 = {CRAFT_DROP, "model.encoder.layers.0.mlp.fc2.bias", 0, {0}, NULL, 0, 0};
     refuse(ctx, "detr-hf5.safetensors", "fc2", &e2, 1, "model.encoder.layers.0.mlp.fc2.bias");
-    craft_edit e3 = {CRAFT_RESHAPE, "transformer.decoder.layers.0.multihead_attn.in_proj_weight",
-                     2, {16, 48}, NULL, 0, 0};
+    craft_edit e3 = {CRAFT_RESHAPE,
+                     "transformer.decoder.layers.0.multihead_attn.in_proj_weight",
+                     2,
+                     {16, 48},
+                     NULL,
+                     0,
+                     0};
     refuse(ctx, "detr-original.safetensors", "inproj", &e3, 1,
            "transformer.decoder.layers.0.multihead_attn.in_proj_weight");
     craft_edit e4 = {CRAFT_DROP, "backbone.0.body.layer3.0.bn2.running_var", 0, {0}, NULL, 0, 0};
@@ -346,8 +366,8 @@ START_TEST(strict_loading)
     refuse(ctx, "detr-hf4.safetensors", "extra", &e5, 1, "class_labels_extra");
     craft_edit e6 = {CRAFT_DROP, "bbox_predictor.layers.2.weight", 0, {0}, NULL, 0, 0};
     refuse(ctx, "detr-hf4.safetensors", "box", &e6, 1, "bbox_predictor.layers.2.weight");
-    craft_edit e7 = {CRAFT_RESHAPE, "model.query_position_embeddings.weight", 2, {16, 6}, NULL, 0,
-                     0};
+    craft_edit e7 = {
+        CRAFT_RESHAPE, "model.query_position_embeddings.weight", 2, {16, 6}, NULL, 0, 0};
     refuse(ctx, "detr-hf5.safetensors", "queries", &e7, 1,
            "model.query_position_embeddings.weight");
     pgd_ctx_destroy(ctx);

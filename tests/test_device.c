@@ -35,7 +35,8 @@ static void pick_fails(const pgd_device_info *list, size_t n, const char *sel)
     size_t idx = 999;
     pgd_error *err = NULL;
     int rc = pgd_device_select(list, n, sel, &idx, &err);
-    ck_assert_msg(rc == PGD_ERR_DEVICE_NOT_FOUND, "selector '%s' gave %s", sel, pgd_status_name(rc));
+    ck_assert_msg(rc == PGD_ERR_DEVICE_NOT_FOUND, "selector '%s' gave %s", sel,
+                  pgd_status_name(rc));
     ck_assert_ptr_nonnull(err);
     const char *m = pgd_error_get_message(err);
     /* The message lists every device so the user can pick one. */
@@ -68,7 +69,7 @@ START_TEST(selection_rules)
     ck_assert_uint_eq(pick(l, 5, "2:1"), 3);
     ck_assert_uint_eq(pick(l, 5, "0:0"), 0);
     ck_assert_uint_eq(pick(l, 5, "LLVMPIPE"), 1);
-    ck_assert_uint_eq(pick(l, 5, "rusticl"), 1);   /* platform names match too */
+    ck_assert_uint_eq(pick(l, 5, "rusticl"), 1); /* platform names match too */
     ck_assert_uint_eq(pick(l, 5, "t4"), 3);
     ck_assert_uint_eq(pick(l, 5, "portable"), 0);
 

@@ -107,7 +107,8 @@ START_TEST(profile_counts_launches)
                 saw_add = launches == 1;
         }
         fclose(f);
-        ck_assert_msg(saw_scale && saw_add, "%s: profile table lacks the launch counts", d[di].name);
+        ck_assert_msg(saw_scale && saw_add, "%s: profile table lacks the launch counts",
+                      d[di].name);
         pgd_profile_reset(ctx);
         pgd_tensor_destroy(t);
         pgd_ctx_destroy(ctx);

@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "reference.h"
 #include "internal.h" /* white-box: reaches library internals */
-#include "tune.h"     /* white-box: the context's parameters */
 #include "pgd_config.h"
+#include "reference.h"
+#include "tune.h" /* white-box: the context's parameters */
 
 /* The double-precision reference: C = alpha·op(A)·op(B) + beta·C0, + bias, act, + R. */
 static void ref_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t batch, int b_shared,
@@ -100,7 +100,8 @@ static int one_case_k(pgd_ctx *ctx, pgd_rng *r, int trial, int small, int long_k
     int64_t sb[3] = {b_shared ? 1 : batch, tb ? N : K, tb ? K : N};
     int64_t sc[3] = {batch, M, N};
     pgd_tensor *ta_ = pgd_test_upload(ctx, 3, sa, A);
-    pgd_tensor *tb_ = b_shared ? pgd_test_upload(ctx, 2, sb + 1, B) : pgd_test_upload(ctx, 3, sb, B);
+    pgd_tensor *tb_ =
+        b_shared ? pgd_test_upload(ctx, 2, sb + 1, B) : pgd_test_upload(ctx, 3, sb, B);
     /* C lives at the start of a larger buffer: the tail is a NaN canary; with beta = 0 the
      * output is poisoned with NaN too, so an unwritten element fails. */
     float *cinit = malloc((nc + canary) * sizeof *cinit);
@@ -228,7 +229,8 @@ START_TEST(linear_layers)
                      use_res ? R : NULL, want);
             int64_t sx[2] = {rows, in}, sw[2] = {out, in}, sy[2] = {rows, out};
             pgd_tensor *tx = pgd_test_upload(ctx, 2, sx, X), *tw = pgd_test_upload(ctx, 2, sw, W);
-            pgd_tensor *tbias = pgd_test_upload(ctx, 1, &out, bias), *tr = pgd_test_upload(ctx, 2, sy, R);
+            pgd_tensor *tbias = pgd_test_upload(ctx, 1, &out, bias),
+                       *tr = pgd_test_upload(ctx, 2, sy, R);
             pgd_tensor *ty = NULL;
             pgd_linear *lin = NULL;
             pgd_error *err = NULL;
@@ -236,7 +238,8 @@ START_TEST(linear_layers)
             PGD_CHECK_OK(pgd_linear_create(ctx, tw, use_bias ? tbias : NULL, &lin, &err), &err);
             /* The layer keeps its own copy: changing the caller's weights must not matter. */
             pgd_tensor_destroy(tw);
-            PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err), &err);
+            PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, act, use_res ? tr : NULL, ty, &err),
+                         &err);
             PGD_CHECK_OK(pgd_tensor_download(ty, got, &err), &err);
             char what[128];
             snprintf(what, sizeof what, "%s linear %lld x %lld -> %lld act %d%s", d[di].name,
@@ -270,6 +273,8 @@ END_TEST
 
 START_TEST(shape_errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -312,12 +317,15 @@ static void expect_shape_error(int rc, pgd_error **err, const char *shape)
 
 START_TEST(operand_shapes_exact)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     pgd_error *err = NULL;
     int64_t sa[2] = {4, 5}, sb[2] = {5, 6}, sc[2] = {4, 6}, sbias[1] = {6}, sbias2[2] = {1, 6};
-    int64_t sct[2] = {6, 4}, sc3[3] = {1, 4, 6}, sw[2] = {6, 5}, swb[2] = {6, 1}, sy3[3] = {2, 2, 6};
+    int64_t sct[2] = {6, 4}, sc3[3] = {1, 4, 6}, sw[2] = {6, 5}, swb[2] = {6, 1},
+            sy3[3] = {2, 2, 6};
     int64_t sflat[1] = {24};
     pgd_tensor *a, *b, *c, *bias, *bias2, *ct, *c3, *w, *wb, *y3, *flat;
     PGD_CHECK_OK(pgd_tensor_create(ctx, 2, sa, &a, &err), &err);
@@ -390,8 +398,8 @@ START_TEST(gelu_epilogue_accuracy)
             x[rows++] = v;
             x[rows++] = nextafterf(v, (float)sgn * INFINITY);
         }
-    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-10f, -1e-10f, 1e-3f, 30.0f, -30.0f,
-                             1e30f, -1e30f, NAN, INFINITY, -INFINITY};
+    const float special[] = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-10f, -1e-10f,  1e-3f,
+                             30.0f, -30.0f, 1e30f,  -1e30f,  NAN,    INFINITY, -INFINITY};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
         x[rows++] = special[i];
     float w[COLS];
@@ -450,9 +458,9 @@ START_TEST(gelu_epilogue_accuracy)
 }
 END_TEST
 
+#if PGD_HAVE_CLBLAST
 START_TEST(clblast_backend)
 {
-#if PGD_HAVE_CLBLAST
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
@@ -495,16 +503,18 @@ START_TEST(clblast_backend)
         free(got);
         pgd_ctx_destroy(ctx);
     }
-#endif
 }
 END_TEST
+#endif
 
 /* Without a forced back end a shape class is measured once, when asked for (pgd_gemm_tune; a
  * layer's creation likewise), and the choice is remembered in the cache directory: a new
  * context does not measure again, and the GEMMs that follow never measure. */
+#if PGD_HAVE_CLBLAST
 START_TEST(choice_is_measured_once)
 {
-#if PGD_HAVE_CLBLAST
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("choice");
@@ -549,10 +559,14 @@ START_TEST(choice_is_measured_once)
     free(text);
     pgd_test_rmtree(dir);
     free(dir);
-#endif
 }
 END_TEST
+#endif
 
+/* Tuning apart from running: with tuning at creation on, GEMMs of new shape classes (a forward
+ * pass) measure nothing and write no file; a layer's creation and pgd_gemm_tune measure and
+ * save; with tuning on request, a layer's creation does not measure. */
+#if PGD_HAVE_CLBLAST
 static int file_exists(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -561,12 +575,10 @@ static int file_exists(const char *path)
     return f != NULL;
 }
 
-/* Tuning apart from running: with tuning at creation on, GEMMs of new shape classes (a forward
- * pass) measure nothing and write no file; a layer's creation and pgd_gemm_tune measure and
- * save; with tuning on request, a layer's creation does not measure. */
 START_TEST(forward_pass_does_not_tune)
 {
-#if PGD_HAVE_CLBLAST
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     char *dir = pgd_test_tempdir("notune");
@@ -637,9 +649,9 @@ START_TEST(forward_pass_does_not_tune)
     pgd_ctx_destroy(ctx);
     pgd_test_rmtree(dir);
     free(dir);
-#endif
 }
 END_TEST
+#endif
 
 int main(void)
 {
@@ -652,9 +664,19 @@ int main(void)
     tcase_add_test(tc, long_k);
     tcase_add_test(tc, linear_layers);
     tcase_add_test(tc, gelu_epilogue_accuracy);
-    tcase_add_test(tc, clblast_backend);
-    tcase_add_test(tc, choice_is_measured_once);
-    tcase_add_test(tc, forward_pass_does_not_tune);
     suite_add_tcase(s, tc);
+    /* The CLBlast back end and the automatic choice between it and Pagoda's kernels: a case of
+     * its own (meson runs it as gemm_clblast@DEVICE), skipped in a build without CLBlast. */
+#if PGD_HAVE_CLBLAST
+    TCase *cb = tcase_create("clblast");
+    tcase_set_tags(cb, "clblast");
+    tcase_set_timeout(cb, 1200);
+    tcase_add_test(cb, clblast_backend);
+    tcase_add_test(cb, choice_is_measured_once);
+    tcase_add_test(cb, forward_pass_does_not_tune);
+    suite_add_tcase(s, cb);
+#else
+    pgd_test_case_unavailable("clblast", "built without CLBlast (meson option clblast)");
+#endif
     return pgd_test_run(s);
 }

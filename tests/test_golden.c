@@ -1,5 +1,5 @@
 /* test_golden.c — attention and patch embedding against golden outputs computed by PyTorch
- * (tools/make-golden.py, run with /usr/bin/python3), on every device.
+ * (tools/golden/make-golden.py, run with /usr/bin/python3), on every device.
  *
  * Data format (tests/data, directory from $PAGODA_TEST_DATA): per case <case> a JSON file
  * golden-<case>.json
@@ -106,8 +106,9 @@ static golden *golden_load_from(const char *dir, const char *gcase, char *msg, s
         if (g->count == MAX_ARRAYS || strlen(key) >= sizeof g->arrays[0].name ||
             !json_is_array(shape) || json_array_size(shape) > PGD_MAX_DIMS ||
             !json_is_string(file) || strchr(json_string_value(file), '/')) {
-            snprintf(msg, msz, "%s: array \"%s\" needs a shape (at most %d dims) and a plain file name",
-                     path, key, PGD_MAX_DIMS);
+            snprintf(msg, msz,
+                     "%s: array \"%s\" needs a shape (at most %d dims) and a plain file name", path,
+                     key, PGD_MAX_DIMS);
             golden_free(g);
             return NULL;
         }
@@ -236,8 +237,8 @@ static int compare(const pgd_tensor *t, const golden_array *want, double rtol, d
 /* The query-dependent part of an attention output on its own: in each of `groups` blocks of
  * `rows` query rows `width` wide, every row minus the block's first, within 1e-3 of that
  * difference's size. Near-uniform attention gives every query the same output, so a slip (heads
- * split the wrong way moved it by 1.0 and 1.6 of its size, tools/make-golden.py) could hide in
- * what the rows share; the goldens' peaked softmax and this check keep it visible. */
+ * split the wrong way moved it by 1.0 and 1.6 of its size, tools/golden/make-golden.py) could hide
+ * in what the rows share; the goldens' peaked softmax and this check keep it visible. */
 static void check_query_part(const float *got, const golden_array *want, int64_t groups,
                              int64_t rows, int64_t width, const char *what)
 {
@@ -392,8 +393,9 @@ START_TEST(golden_attention_qkv_and_probs)
             ck_assert_msg(compare(to2, want, RTOL, ATOL, what, &got2), "%s", what);
             check_query_part(got2, want, B, N, H * D, what);
             free(got2);
-            snprintf(what, sizeof what, "golden attn-qkv probabilities head %d rows [%lld, %lld) on %s (%s)",
-                     ph, (long long)q0, (long long)q1, devs[di].name, variants[var]);
+            snprintf(what, sizeof what,
+                     "golden attn-qkv probabilities head %d rows [%lld, %lld) on %s (%s)", ph,
+                     (long long)q0, (long long)q1, devs[di].name, variants[var]);
             ck_assert_msg(compare(tp, wprobs, RTOL, ATOL, what, NULL), "%s", what);
             pgd_tensor_destroy(to2);
             pgd_tensor_destroy(tp);
@@ -611,7 +613,8 @@ START_TEST(golden_loader_rejects_bad_files)
     write_file(path, "{\"params\": {", 12);
     ck_assert_ptr_null(golden_load_from(dir, "bad", msg, sizeof msg));
 
-    const char *ok = "{\"params\": {}, \"arrays\": {\"x\": {\"shape\": [2, 2], \"file\": \"x.bin\"}}}";
+    const char *ok =
+        "{\"params\": {}, \"arrays\": {\"x\": {\"shape\": [2, 2], \"file\": \"x.bin\"}}}";
     snprintf(path, sizeof path, "%s/golden-x.json", dir);
     write_file(path, ok, strlen(ok));
     ck_assert_ptr_null(golden_load_from(dir, "x", msg, sizeof msg)); /* no x.bin */
@@ -630,7 +633,8 @@ START_TEST(golden_loader_rejects_bad_files)
     ck_assert(g->arrays[0].data[3] == 4.0f);
     golden_free(g);
 
-    const char *badshape = "{\"params\": {}, \"arrays\": {\"x\": {\"shape\": [2, -2], \"file\": \"x.bin\"}}}";
+    const char *badshape =
+        "{\"params\": {}, \"arrays\": {\"x\": {\"shape\": [2, -2], \"file\": \"x.bin\"}}}";
     write_file(path, four, sizeof four);
     snprintf(path, sizeof path, "%s/golden-x.json", dir);
     write_file(path, badshape, strlen(badshape));

@@ -1,6 +1,6 @@
 /* test_graph_load.c — hostile ONNX files without a device: the nesting guard that runs before
  * protobuf-c, and the host evaluator (pgd__graph_host_only_run, white-box) on the inputs that
- * once broke it (tests/data/fuzz-regress/onnx-*.onnx, written by tools/make-onnx-models.py
+ * once broke it (tests/data/fuzz-regress/onnx-*.onnx, written by tools/golden/make-onnx-models.py
  * --regress): each is a clean error or a defined value, never an overflow. The files are also
  * replayed through the fuzz target by test_fuzz_regress, where the sanitizer build catches any
  * undefined behaviour; here each outcome is asserted. */
@@ -43,7 +43,8 @@ static void expect_error(const char *name, int code, const char *says)
     int rc = host_run(name, &g, &err);
     ck_assert_msg(rc == code, "%s: status %d, want %d (%s)", name, rc, code,
                   pgd_error_get_message(err));
-    ck_assert_msg(strstr(pgd_error_get_message(err), says) && strstr(pgd_error_get_message(err), name),
+    ck_assert_msg(strstr(pgd_error_get_message(err), says) &&
+                      strstr(pgd_error_get_message(err), name),
                   "%s: %s", name, pgd_error_get_message(err));
     pgd_error_destroy(err);
     pgd_graph_destroy(g);
@@ -128,8 +129,8 @@ START_TEST(zero_dim_beside_huge)
     pgd_graph *g = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_graph_load(NULL, path, &g, &err), PGD_ERR_FORMAT);
-    ck_assert_msg(strstr(pgd_error_get_message(err), "tensor 'T': dim 1 is 4611686018427387904"), "%s",
-                  pgd_error_get_message(err));
+    ck_assert_msg(strstr(pgd_error_get_message(err), "tensor 'T': dim 1 is 4611686018427387904"),
+                  "%s", pgd_error_get_message(err));
     pgd_error_destroy(err);
 }
 END_TEST
@@ -143,8 +144,9 @@ START_TEST(strings_not_utf8)
     pgd_graph *g = NULL;
     pgd_error *err = NULL;
     ck_assert_int_eq(pgd_graph_load(NULL, path, &g, &err), PGD_ERR_FORMAT);
-    ck_assert_msg(strstr(pgd_error_get_message(err), "onnx.ModelProto's producer_name is not UTF-8"),
-                  "%s", pgd_error_get_message(err));
+    ck_assert_msg(
+        strstr(pgd_error_get_message(err), "onnx.ModelProto's producer_name is not UTF-8"), "%s",
+        pgd_error_get_message(err));
     pgd_error_destroy(err);
 }
 END_TEST

@@ -96,8 +96,14 @@ void __wrap_free(void *p)
     __real_free(p);
 }
 
-static void *json_alloc(size_t n) { return __wrap_malloc(n); }
-static void json_dealloc(void *p) { __wrap_free(p); }
+static void *json_alloc(size_t n)
+{
+    return __wrap_malloc(n);
+}
+static void json_dealloc(void *p)
+{
+    __wrap_free(p);
+}
 
 /* Runs fn with the 1st, 2nd, … allocation failing until a run makes no failing allocation;
  * every run must succeed or fail with a message, and leave nothing allocated. Returns the
@@ -203,9 +209,10 @@ START_TEST(allocation_failures)
     long n1 = walk_allocations("pgd_weights_open", open_weights);
     long n2 = walk_allocations("pgd_npy_read", read_npy);
     long n3 = walk_allocations("pgd_image_load_memory", load_png);
-    fprintf(stderr, "allocation points walked: safetensors %ld, npy %ld, image %ld; "
-            "failures without a message (the error object's allocation): %ld\n", n1, n2, n3,
-            no_message);
+    fprintf(stderr,
+            "allocation points walked: safetensors %ld, npy %ld, image %ld; "
+            "failures without a message (the error object's allocation): %ld\n",
+            n1, n2, n3, no_message);
     ck_assert(n1 > 10 && n2 >= 2 && n3 >= 2);
     for (extra_i = 0; extra_i < N_EXTRA; extra_i++) {
         const char *name = extra_images[extra_i];

@@ -1,6 +1,6 @@
 /* test_image.c — image loading (JPEG, PNG, BMP round trips through stb's writers, odd sizes,
  * grey and alpha), rejection of other formats, truncated and oversized files, the preprocessing
- * presets against golden data made with torchvision/PIL (tools/make-image-golden.py). Host
+ * presets against golden data made with torchvision/PIL (tools/golden/make-image-golden.py). Host
  * only: no OpenCL device needed. (The heat-map PNG writer moved with the models: test_maps.c.) */
 #include <math.h>
 #include <stdio.h>
@@ -84,7 +84,8 @@ START_TEST(roundtrip_png_bmp)
             int w = sizes[s][0], h = sizes[s][1];
             unsigned char *p = pattern(w, h, 3);
             const char *path = tpath(kind ? "rt.bmp" : "rt.png");
-            ck_assert(kind ? stbi_write_bmp(path, w, h, 3, p) : stbi_write_png(path, w, h, 3, p, w * 3));
+            ck_assert(kind ? stbi_write_bmp(path, w, h, 3, p)
+                           : stbi_write_png(path, w, h, 3, p, w * 3));
             pgd_image *img = NULL;
             pgd_error *err = NULL;
             PGD_CHECK_OK(pgd_image_load(path, &img, &err), &err);
@@ -190,14 +191,16 @@ START_TEST(reject_formats)
     static const char hdr[] = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 1 +X 1\n\1\1\1\1";
     expect_fail(hdr, sizeof hdr - 1, PGD_ERR_UNSUPPORTED, "HDR", NULL);
     /* A valid 1 x 1 uncompressed TGA: stb would decode it; we must not. */
-    static const unsigned char tga[] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 24, 0, 9, 8, 7};
+    static const unsigned char tga[] = {0, 0, 2, 0, 0, 0,  0, 0, 0, 0, 0,
+                                        0, 1, 0, 1, 0, 24, 0, 9, 8, 7};
     expect_fail(tga, sizeof tga, PGD_ERR_UNSUPPORTED, "unknown format", "00 00 02");
     static const char junk[] = "hello, this is not an image";
     expect_fail(junk, sizeof junk - 1, PGD_ERR_UNSUPPORTED, "unknown format", NULL);
     expect_fail("B", 1, PGD_ERR_UNSUPPORTED, "unknown", NULL);
     expect_fail("", 0, PGD_ERR_FORMAT, "empty", NULL);
     /* Magic right, body garbage. */
-    expect_fail("BMxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 50, PGD_ERR_FORMAT, "BMP", NULL);
+    expect_fail("BMxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 50, PGD_ERR_FORMAT, "BMP",
+                NULL);
     /* Zero-size file on disk and a file that does not exist. */
     spit(tpath("empty.png"), "", 0);
     pgd_image *img = NULL;
@@ -270,7 +273,8 @@ START_TEST(reject_truncated)
     for (int kind = 0; kind < 2; kind++) {
         size_t n;
         unsigned char *file = slurp(tpath(kind ? "t.jpg" : "t.png"), &n);
-        size_t lens[] = {1, 2, 3, 4, 7, 8, 9, 16, 20, 24, 32, 33, 40, 60, 100, 200, 300, 623,
+        size_t lens[] = {1,     2,     3,       4,      7,      8,     9,    16,  20,
+                         24,    32,    33,      40,     60,     100,   200,  300, 623,
                          n / 4, n / 2, n - 100, n - 13, n - 12, n - 5, n - 1};
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
             size_t len = lens[i];
@@ -318,8 +322,8 @@ static const char *data_dir(void)
     return d && *d ? d : "tests/data";
 }
 
-/* Files stb_image 2.27 decodes by inventing what they lack (tools/make-bad-images.py): refused
- * with the reason, while the intact PNG they were made from still loads. */
+/* Files stb_image 2.27 decodes by inventing what they lack (tools/golden/make-bad-images.py):
+ * refused with the reason, while the intact PNG they were made from still loads. */
 START_TEST(refuse_invented_pixels)
 {
     static const struct {
@@ -481,8 +485,8 @@ static size_t bmp_file(unsigned char *f, const unsigned char *rgb, int w, int h,
     memset(f, 0, n);
     f[0] = 'B', f[1] = 'M';
     unsigned char *q = f + 2;
-    uint32_t fields[] = {(uint32_t)n, 0, (uint32_t)off, 40, (uint32_t)w,
-                         (uint32_t)(top_down ? -h : h)};
+    uint32_t fields[] = {(uint32_t)n, 0,           (uint32_t)off,
+                         40,          (uint32_t)w, (uint32_t)(top_down ? -h : h)};
     for (size_t i = 0; i < 6; i++, q += 4)
         for (int b = 0; b < 4; b++)
             q[b] = (unsigned char)(fields[i] >> (8 * b));

@@ -290,8 +290,10 @@ END_TEST
  * one name are two programs. */
 START_TEST(names_do_not_collide)
 {
-    static const char *src_a = "__kernel void mine(__global float *y) { y[get_global_id(0)] = 7.0f; }\n";
-    static const char *src_b = "__kernel void mine(__global float *y) { y[get_global_id(0)] = 9.0f; }\n";
+    static const char *src_a =
+        "__kernel void mine(__global float *y) { y[get_global_id(0)] = 7.0f; }\n";
+    static const char *src_b =
+        "__kernel void mine(__global float *y) { y[get_global_id(0)] = 9.0f; }\n";
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     for (size_t i = 0; i < n; i++) {
@@ -316,7 +318,8 @@ START_TEST(names_do_not_collide)
         /* The library's own program is still the embedded one. */
         PGD_CHECK_OK(pgd_scale(ctx, t, 2.0f, t, &err), &err);
         PGD_CHECK_OK(pgd_tensor_download(t, got, &err), &err);
-        ck_assert_msg(got[3] == 18.0f, "pgd_scale after the custom kernels gave %g", (double)got[3]);
+        ck_assert_msg(got[3] == 18.0f, "pgd_scale after the custom kernels gave %g",
+                      (double)got[3]);
         pgd_kernel_destroy(ka);
         pgd_kernel_destroy(kb);
         pgd_tensor_destroy(t);

@@ -234,9 +234,9 @@ static void concat_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
     pgd_ref_concat(n, (const double *const *)x, nd, sp, axis, want);
     pgd_tensor *yfull, *y = with_canary(ctx, nd, ys, NULL, &yfull);
     pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_concat(ctx, n, (const pgd_tensor *const *)xs, trial % 2 ? axis : axis - nd,
-                            y, &err),
-                 &err);
+    PGD_CHECK_OK(
+        pgd_concat(ctx, n, (const pgd_tensor *const *)xs, trial % 2 ? axis : axis - nd, y, &err),
+        &err);
     expect_bits(yfull, want, ny, "concat", dev, trial);
     for (int k = 0; k < n; k++) {
         free(xs[k]);
@@ -279,8 +279,7 @@ static void gather_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
     pgd_ref_gather(x, nd, xs, axis, idx, ni, is, want);
     io t = io_make(ctx, nd, xs, x, ny, ys);
     pgd_error *err = NULL;
-    PGD_CHECK_OK(pgd_gather(ctx, t.x, trial % 2 ? axis : axis - nd, idx, ni, is, t.y, &err),
-                 &err);
+    PGD_CHECK_OK(pgd_gather(ctx, t.x, trial % 2 ? axis : axis - nd, idx, ni, is, t.y, &err), &err);
     expect_bits(t.yfull, want, n, "gather", dev, trial);
     io_free(&t);
     free(idx);
@@ -390,10 +389,12 @@ START_TEST(errors)
     pgd_tensor *h = blank(ctx, 4, s4e), *o = blank(ctx, 4, s4o);
     pgd_error *err = NULL;
     int rc = pgd_transpose(ctx, a, (const int[]){0, 0}, b, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "perm[1] = 0: perm must name each of x's 2");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT,
+                          "perm[1] = 0: perm must name each of x's 2");
     err = NULL;
     rc = pgd_transpose(ctx, a, NULL, c, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "transpose: y is [3, 3] but x permuted is [3, 2]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "transpose: y is [3, 3] but x permuted is [3, 2]");
     err = NULL;
     rc = pgd_transpose(ctx, a, NULL, a, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y is [2, 3]");
@@ -412,7 +413,8 @@ START_TEST(errors)
     pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "axis 2 is outside [-2, 2)");
     err = NULL;
     rc = pgd_slice(ctx, a, 2, NULL, st, en, NULL, b, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "slice: y is [3, 2] but the slice of x is [2, 2]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "slice: y is [3, 2] but the slice of x is [2, 2]");
     err = NULL;
     rc = pgd_concat(ctx, 2, (const pgd_tensor *[]){a, b}, 0, f, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "every tensor must have xs[0]'s dims");
@@ -435,7 +437,8 @@ START_TEST(errors)
     err = NULL;
     int64_t pads[2] = {-1, 0};
     rc = pgd_pad(ctx, e, (const int64_t[]){1, 0}, PGD_PAD_REFLECT, 0.0f, b, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "dim 0 of x is empty: reflect padding");
+    pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT,
+                          "dim 0 of x is empty: reflect padding");
     err = NULL;
     rc = pgd_pad(ctx, e, pads, PGD_PAD_CONSTANT, 0.0f, b, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "would be -1 long");
@@ -447,13 +450,15 @@ START_TEST(errors)
     pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "mode 7 is not a pgd_pad_mode");
     err = NULL;
     rc = pgd_depth_to_space(ctx, g, 2, PGD_DEPTH_DCR, o, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "3 channels are not a multiple of the block size");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "3 channels are not a multiple of the block size");
     err = NULL;
     rc = pgd_depth_to_space(ctx, a, 2, PGD_DEPTH_DCR, o, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "depth_to_space: x is [2, 3], want [N, C, H, W]");
     err = NULL;
     rc = pgd_space_to_depth(ctx, h, 2, o, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "height and width must be multiples of the block size");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "height and width must be multiples of the block size");
     err = NULL;
     rc = pgd_space_to_depth(ctx, o, 0, h, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_INVALID_ARGUMENT, "the block size is 0");

@@ -174,8 +174,10 @@ START_TEST(mass_mask)
             keep++;
         }
         for (int i = 0; i < n; i++)
-            ck_assert_msg(m[i] == (float)taken[i], "trial %d (n %d, mass %.1f): cell %d is %g, "
-                          "want %d", trial, n, mass, i, m[i], taken[i]);
+            ck_assert_msg(m[i] == (float)taken[i],
+                          "trial %d (n %d, mass %.1f): cell %d is %g, "
+                          "want %d",
+                          trial, n, mass, i, m[i], taken[i]);
     }
 }
 END_TEST

@@ -78,10 +78,10 @@ static void matmul_case(pgd_ctx *ctx, pgd_rng *r, int trial, const char *dev)
     PGD_CHECK_OK(pgd_matmul(ctx, a, b, y, &err), &err);
     PGD_CHECK_OK(pgd_tensor_download(full, hy, &err), &err);
     char what[160];
-    snprintf(what, sizeof what, "matmul on %s, case %d (a %d dims, b %d dims, K %lld)", dev,
-             trial, na, nb, (long long)K);
-    ck_assert_msg(pgd_test_allclose(hy, want, (size_t)nY, 1e-4, 1e-5 * (double)(K + 1), what),
-                  "%s", what);
+    snprintf(what, sizeof what, "matmul on %s, case %d (a %d dims, b %d dims, K %lld)", dev, trial,
+             na, nb, (long long)K);
+    ck_assert_msg(pgd_test_allclose(hy, want, (size_t)nY, 1e-4, 1e-5 * (double)(K + 1), what), "%s",
+                  what);
     for (int i = 0; i < CANARY; i++)
         ck_assert_msg(pgd_test_is_canary(hy[nY + i]), "%s: canary %d overwritten", what, i);
     free(y);
@@ -101,6 +101,8 @@ END_TEST
  * two batch dims that cannot merge, so a loop of strided GEMMs. */
 START_TEST(mixed_broadcast)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -125,6 +127,8 @@ END_TEST
 
 START_TEST(errors)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -139,15 +143,18 @@ START_TEST(errors)
     PGD_CHECK_OK(pgd_tensor_create(ctx, 3, s235, &y, &err), &err);
     PGD_CHECK_OK(pgd_tensor_create(ctx, 0, s0, &s, &err), &err);
     int rc = pgd_matmul(ctx, a, b, y, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "a's last dim (4) must equal b's second-to-last (3)");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "a's last dim (4) must equal b's second-to-last (3)");
     err = NULL;
     rc = pgd_matmul(ctx, a, e, y, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "the batch dims of a [2, 3, 4] and b [3, 4, 5] do not "
-                                         "broadcast: 2 vs 3");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "the batch dims of a [2, 3, 4] and b [3, 4, 5] do not "
+                          "broadcast: 2 vs 3");
     err = NULL;
     rc = pgd_matmul(ctx, a, c, e, &err);
-    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "y is [3, 4, 5] but a [2, 3, 4] times b [4, 5] is "
-                                         "[2, 3, 5]");
+    pgd_test_expect_error(rc, err, PGD_ERR_SHAPE,
+                          "y is [3, 4, 5] but a [2, 3, 4] times b [4, 5] is "
+                          "[2, 3, 5]");
     err = NULL;
     rc = pgd_matmul(ctx, s, c, y, &err);
     pgd_test_expect_error(rc, err, PGD_ERR_SHAPE, "a [] is a scalar");

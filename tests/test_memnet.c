@@ -1,7 +1,7 @@
 /* test_memnet.c — the end-to-end memory network (apps/models/memnet.c) against the PyTorch model
- * of tools/train-memnet.py --golden on every device: the logits of every test question within
- * 1e-4, the same answers (so the same accuracy), each hop's attention over the sentences; and
- * model and story files that must be refused, the error naming the tensor, line or word. */
+ * of tools/golden/train-memnet.py --golden on every device: the logits of every test question
+ * within 1e-4, the same answers (so the same accuracy), each hop's attention over the sentences;
+ * and model and story files that must be refused, the error naming the tensor, line or word. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +116,8 @@ static const char *write_story(const char *dir, const char *name, const char *te
 
 START_TEST(strict_files)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -259,14 +261,20 @@ static void big_vocab_make(big_vocab *b, int words, int dup)
  * a second. A duplicate at the very end is still found, and the last word is still known. */
 START_TEST(large_vocabulary)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     pgd_error *err = NULL;
     big_vocab b;
     big_vocab_make(&b, 200000, 0);
-    model_source src = {.u = &b, .label = "big-vocab", .shape = bv_shape, .read = bv_read,
-                        .meta = bv_meta, .name_at = bv_name_at};
+    model_source src = {.u = &b,
+                        .label = "big-vocab",
+                        .shape = bv_shape,
+                        .read = bv_read,
+                        .meta = bv_meta,
+                        .name_at = bv_name_at};
     double t0 = model_now_ms();
     memnet_model *m = NULL;
     PGD_CHECK_OK(memnet_load(ctx, &src, &m, &err), &err);

@@ -1,6 +1,6 @@
 /* test_mixer.c — MLP-Mixer against PyTorch: a tiny timm MlpMixer with random weights made by
- * tools/make-mixer-golden.py (batch 2, a 5 x 5 token grid); configuration detection, logits on
- * every device, the classify dispatcher's detection, and errors for misshaped, missing, extra
+ * tools/golden/make-mixer-golden.py (batch 2, a 5 x 5 token grid); configuration detection, logits
+ * on every device, the classify dispatcher's detection, and errors for misshaped, missing, extra
  * and non-finite tensors and for an input of the wrong size. */
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +53,7 @@ START_TEST(golden_logits)
         snprintf(what, sizeof what, "mixer-tiny logits on %s", d[i].name);
         ck_assert_msg(pgd_test_allclose(got, want, B * CLASSES, 1e-4, 1e-5, what), "%s", what);
         /* The image-dependent part (image 1 - image 0) on its own: 30 % of the logits, where
-         * the patches taken in column order move it by 0.44 (tools/make-mixer-golden.py). */
+         * the patches taken in column order move it by 0.44 (tools/golden/make-mixer-golden.py). */
         ck_assert_msg(pgd_test_diffclose(got, want, B, CLASSES, CLASSES, 1e-3, what), "%s", what);
         double worst = 0;
         for (int k = 0; k < B * CLASSES; k++)
@@ -91,7 +91,10 @@ static int mixer_variant_load(pgd_ctx *ctx, const model_source *src, void *user,
     return rc;
 }
 
-static void mixer_variant_free(void *m) { mixer_free(m); }
+static void mixer_variant_free(void *m)
+{
+    mixer_free(m);
+}
 
 /* A variant of mixer-tiny.safetensors made with e[0..n) must fail naming `named`. */
 static void refuse_variant(pgd_ctx *ctx, const char *tag, const craft_edit *e, size_t n,
@@ -103,6 +106,8 @@ static void refuse_variant(pgd_ctx *ctx, const char *tag, const craft_edit *e, s
 
 START_TEST(strict_loading)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -132,6 +137,8 @@ END_TEST
  * side (patch x grid) in classify. */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -144,9 +151,15 @@ START_TEST(hostile_sizes)
     } cases[] = {
         {"head.weight", "head.bias", 2, {0, 24}, "zero dimension: 0 classes"},
         {"head.weight", NULL, 2, {INT64_C(1) << 40, 0}, "classes: it must be 1 .."},
-        {"blocks.0.mlp_channels.fc1.weight", "blocks.0.mlp_channels.fc1.bias", 2, {0, 24},
+        {"blocks.0.mlp_channels.fc1.weight",
+         "blocks.0.mlp_channels.fc1.bias",
+         2,
+         {0, 24},
          "zero dimension: 0 channel MLP width"},
-        {"blocks.0.mlp_tokens.fc1.weight", "blocks.0.mlp_tokens.fc1.bias", 2, {0, 25},
+        {"blocks.0.mlp_tokens.fc1.weight",
+         "blocks.0.mlp_tokens.fc1.bias",
+         2,
+         {0, 25},
          "zero dimension: 0 token MLP width"},
         {"blocks.0.mlp_tokens.fc1.weight", NULL, 2, {12, 0}, "zero dimension: 0 tokens"},
         {"stem.proj.weight", NULL, 4, {24, 3, 0, 0}, "zero dimension: 0 patch size"},
@@ -169,6 +182,8 @@ END_TEST
 /* Seeded random weights of the named sizes load and run (the bench and the demo use them). */
 START_TEST(random_weights)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -202,16 +202,16 @@ START_TEST(conv_relu)
             pgd_rng_seed(&r, 37 + di + 7 * ai);
             pgd_error *err = NULL;
             int one = ai == 0; /* the GEMM path takes 1x1 convolutions only */
-            pgd_ref_conv c = {2, 9, 8, 6, 10, one ? 1 : 3, one ? 1 : 3, 1, 1, one ? 0 : 1,
-                              one ? 0 : 1, 1, 1, 1};
+            pgd_ref_conv c = {2, 9, 8,           6,           10, one ? 1 : 3, one ? 1 : 3,
+                              1, 1, one ? 0 : 1, one ? 0 : 1, 1,  1,           1};
             size_t oh, ow;
             pgd_ref_conv_out(&c, &oh, &ow);
             size_t nx = c.n * c.h * c.w * c.cin, ny = c.n * oh * ow * c.cout;
             size_t nw = c.cout * c.cin * c.kh * c.kw;
             float *x = poisoned(&r, nx, 60, 0), *w = poisoned(&r, nw, 1 << 30, 1);
             float *bias = poisoned(&r, c.cout, 1 << 30, 1), *res = poisoned(&r, ny, 50, 1);
-            pgd_conv2d_desc d = {(int64_t)c.cin, (int64_t)c.cout, (int)c.kh, (int)c.kw,
-                                 1, 1, (int)c.ph, (int)c.pw, 1, 1, 1};
+            pgd_conv2d_desc d = {(int64_t)c.cin, (int64_t)c.cout, (int)c.kh, (int)c.kw, 1, 1,
+                                 (int)c.ph,      (int)c.pw,       1,         1,         1};
             pgd_conv2d *conv = NULL;
             PGD_CHECK_OK(pgd_conv2d_create(ctx, &d, w, bias, NULL, &conv, &err), &err);
             int64_t sx[4] = {(int64_t)c.n, (int64_t)c.h, (int64_t)c.w, (int64_t)c.cin};
@@ -221,13 +221,13 @@ START_TEST(conv_relu)
             double *want = malloc(ny * sizeof *want);
             char what[160];
             for (int with_res = 0; with_res < 2; with_res++) {
-                PGD_CHECK_OK(pgd_conv2d_forward(ctx, conv, tx, PGD_ACT_RELU,
-                                                with_res ? tr : NULL, ty, &err),
-                             &err);
+                PGD_CHECK_OK(
+                    pgd_conv2d_forward(ctx, conv, tx, PGD_ACT_RELU, with_res ? tr : NULL, ty, &err),
+                    &err);
                 float *got = download(ty, ny);
                 pgd_ref_conv2d(&c, x, w, bias, NULL, 0, with_res ? res : NULL, 1, want, NULL);
-                snprintf(what, sizeof what, "%s conv %s relu residual=%d", devs[di].name,
-                         algs[ai], with_res);
+                snprintf(what, sizeof what, "%s conv %s relu residual=%d", devs[di].name, algs[ai],
+                         with_res);
                 ck_assert(check_nan(got, want, NULL, ny, 1e-4, 1e-4, what) > 0);
                 free(got);
             }
@@ -271,8 +271,7 @@ START_TEST(linear_epilogue)
             double *want = malloc((size_t)(M * N) * sizeof *want);
             char what[160];
             for (int act = 1; act <= 2; act++) {
-                PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, (pgd_act)act, NULL, ty, &err),
-                             &err);
+                PGD_CHECK_OK(pgd_linear_forward(ctx, lin, tx, (pgd_act)act, NULL, ty, &err), &err);
                 float *got = download(ty, (size_t)(M * N));
                 pgd_ref_mat a = {x, 0, K, 0}, b = {w, 0, K, 0}, cm = {NULL, 0, N, 0};
                 pgd_ref_gemm_strided(0, 1, M, N, K, 1, 1.0, a, b, 0.0, NULL, cm, bias, act, NULL,
@@ -326,8 +325,10 @@ START_TEST(attention)
                 for (int64_t j = 0; j < Nk; j++)
                     m[3 * Nk + j] = -INFINITY;
                 int64_t sq[1] = {nq}, sk[1] = {nk}, sm[1] = {nm}, sp[1] = {nm};
-                pgd_tensor *tq = pgd_test_upload(ctx, 1, sq, q), *tk = pgd_test_upload(ctx, 1, sk, k);
-                pgd_tensor *tv = pgd_test_upload(ctx, 1, sk, v), *tm = pgd_test_upload(ctx, 1, sm, m);
+                pgd_tensor *tq = pgd_test_upload(ctx, 1, sq, q),
+                           *tk = pgd_test_upload(ctx, 1, sk, k);
+                pgd_tensor *tv = pgd_test_upload(ctx, 1, sk, v),
+                           *tm = pgd_test_upload(ctx, 1, sm, m);
                 pgd_tensor *to = empty(ctx, 1, sq), *tp = empty(ctx, 1, sp);
                 pgd_attention_args a = {0};
                 a.batch = B;
@@ -445,8 +446,10 @@ START_TEST(nonlocal_block)
                 float *x = poisoned(&r, n, 1 << 30, 1);
                 /* One NaN in batch item 1 only; item 0 and 2 stay finite. */
                 x[(1 * Hh * W + 7) * C + 2] = NAN;
-                float *tw = poisoned(&r, Ci * C, 1 << 30, 1), *pw = poisoned(&r, Ci * C, 1 << 30, 1);
-                float *gw = poisoned(&r, Ci * C, 1 << 30, 1), *ww = poisoned(&r, C * Ci, 1 << 30, 1);
+                float *tw = poisoned(&r, Ci * C, 1 << 30, 1),
+                      *pw = poisoned(&r, Ci * C, 1 << 30, 1);
+                float *gw = poisoned(&r, Ci * C, 1 << 30, 1),
+                      *ww = poisoned(&r, C * Ci, 1 << 30, 1);
                 float *cw = poisoned(&r, 2 * Ci, 1 << 30, 1);
                 pgd_nonlocal_desc d = {(int64_t)C, (int64_t)Ci, (pgd_nonlocal_mode)mode, sub, 0};
                 pgd_nonlocal_params p = {tw, NULL, pw, NULL, gw, NULL, ww, NULL, NULL, cw};
@@ -457,8 +460,10 @@ START_TEST(nonlocal_block)
                 PGD_CHECK_OK(pgd_nonlocal_forward(ctx, nl, tx, tz, &err), &err);
                 float *got = download(tz, n);
                 double *want = malloc(n * sizeof *want);
-                pgd_ref_nonlocal rp = {B, Hh, W, C, Ci, mode, sub, tw, NULL, pw, NULL, gw, NULL,
-                                       ww, NULL, {NULL, NULL, NULL, NULL}, 0, cw};
+                pgd_ref_nonlocal rp = {
+                    B,    Hh, W,    C,  Ci,   mode, sub,  tw,
+                    NULL, pw, NULL, gw, NULL, ww,   NULL, {NULL, NULL, NULL, NULL},
+                    0,    cw};
                 pgd_ref_nonlocal_block(&rp, x, 0, want, NULL, NULL);
                 char what[160];
                 snprintf(what, sizeof what, "%s nonlocal %s subsample=%d", devs[di].name,

@@ -1,7 +1,8 @@
-/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch (tools/make-nonlocal-golden.py):
- * small torchvision-named ResNets with a non-local block in each of the four modes, with and
- * without subsampling, batch > 1, a bottleneck net with two blocks; the affinity row; the
- * zero-initialised block is the identity; malformed weights name the key. Every device. */
+/* test_nonlocal.c — the ResNet + non-local pipeline against PyTorch
+ * (tools/golden/make-nonlocal-golden.py): small torchvision-named ResNets with a non-local block in
+ * each of the four modes, with and without subsampling, batch > 1, a bottleneck net with two
+ * blocks; the affinity row; the zero-initialised block is the identity; malformed weights name the
+ * key. Every device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,7 @@ static pgd_weights *open_case(const char *name, model_source *src, char *path, s
 }
 
 /* |got - want| <= 1e-4 · max|want| over the row set (logits of float32 work vs float64). */
-static void check_close(const float *got, const float *want, size_t n, double rel,
-                        const char *what)
+static void check_close(const float *got, const float *want, size_t n, double rel, const char *what)
 {
     double scale = 0;
     for (size_t i = 0; i < n; i++)
@@ -50,9 +50,8 @@ static void check_close(const float *got, const float *want, size_t n, double re
 /* The image-dependent part of the logits (each image minus image 0), within 1e-3 of its own
  * size: average pooling over random images leaves it 2 to 20 % of the logits, where a slip
  * would hide below check_close's 1e-4 of the whole (the blocks left out move it by 0.16 or
- * more, tools/make-nonlocal-golden.py). */
-static void check_rows(const float *got, const float *want, int rows, int width,
-                       const char *what)
+ * more, tools/golden/make-nonlocal-golden.py). */
+static void check_rows(const float *got, const float *want, int rows, int width, const char *what)
 {
     size_t n = (size_t)rows * width;
     double *w = malloc(n * sizeof *w);
@@ -163,7 +162,10 @@ static void run_case(const char *name, nl_mode mode, int subsample, int n_nl,
 }
 
 #define CASE(fn, name, mode, sub)                                                                  \
-    START_TEST(fn) { run_case(name, mode, sub, 1, NULL); }                                         \
+    START_TEST(fn)                                                                                 \
+    {                                                                                              \
+        run_case(name, mode, sub, 1, NULL);                                                        \
+    }                                                                                              \
     END_TEST
 CASE(embedded, "basic-embedded-gaussian", NL_EMBEDDED_GAUSSIAN, 0)
 CASE(embedded_sub, "basic-embedded-gaussian-sub", NL_EMBEDDED_GAUSSIAN, 1)
@@ -183,7 +185,10 @@ START_TEST(concat_chunked)
 }
 END_TEST
 
-START_TEST(bottleneck) { run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2, NULL); }
+START_TEST(bottleneck)
+{
+    run_case("bottleneck", NL_EMBEDDED_GAUSSIAN, 1, 2, NULL);
+}
 END_TEST
 
 /* Blocks inserted with the paper's initialisation (BN γ = 0) leave the output unchanged,
@@ -241,7 +246,8 @@ START_TEST(identity_init)
         for (size_t i = 0; i < n; i++) {
             pgd_ctx *ctx = pgd_test_ctx(&d[i]);
             for (int sub = 0; sub < 2; sub++) {
-                resnet_options o0 = {NULL, modes[k], sub}, o1 = {"layer1.0,layer4.0", modes[k], sub};
+                resnet_options o0 = {NULL, modes[k], sub},
+                               o1 = {"layer1.0,layer4.0", modes[k], sub};
                 resnet_config c0, c1;
                 PGD_CHECK_OK(resnet_detect(&src, &o0, &c0, &err), &err);
                 PGD_CHECK_OK(resnet_detect(&src, &o1, &c1, &err), &err);
@@ -322,6 +328,8 @@ static const char *f_name_at(void *u, size_t i)
 
 START_TEST(malformed)
 {
+    if (!pgd_test_primary())
+        return;
     char path[4096];
     model_source file;
     pgd_weights *w = open_case("basic-concatenation", &file, path, sizeof path);
@@ -330,22 +338,26 @@ START_TEST(malformed)
         const char *named; /* must appear in the message */
     } cases[] = {
         {{w, "layer2.0.conv1.weight", NULL, NULL, NULL, NULL}, "layer2.0.conv1.weight"},
-        {{w, "layer3.0.downsample.0.weight", NULL, NULL, NULL, NULL}, "layer3.0.downsample.0.weight"},
+        {{w, "layer3.0.downsample.0.weight", NULL, NULL, NULL, NULL},
+         "layer3.0.downsample.0.weight"},
         {{w, "layer1.0.bn2.running_var", NULL, NULL, NULL, NULL}, "layer1.0.bn2.running_var"},
         {{w, "fc.bias", NULL, NULL, NULL, NULL}, "fc.bias"},
         {{w, NULL, "layer2.1.conv2.weight", NULL, NULL, NULL}, "layer2.1.conv2.weight"},
         {{w, NULL, "bn1.weight", NULL, NULL, NULL}, "bn1.weight"},
-        {{w, "nonlocal.layer2.1.phi.weight", NULL, NULL, NULL, NULL}, "nonlocal.layer2.1.phi.weight"},
+        {{w, "nonlocal.layer2.1.phi.weight", NULL, NULL, NULL, NULL},
+         "nonlocal.layer2.1.phi.weight"},
         {{w, "nonlocal.layer2.1.concat.weight", NULL, NULL, NULL, NULL},
          "nonlocal.layer2.1.concat.weight"},
         {{w, NULL, "nonlocal.layer2.1.bn.running_mean", NULL, NULL, NULL},
          "nonlocal.layer2.1.bn.running_mean"},
         {{w, NULL, "nonlocal.layer2.1.w.weight", NULL, NULL, NULL}, "nonlocal.layer2.1.w.weight"},
         /* a non-local key pointing at a block that doesn't exist */
-        {{w, NULL, NULL, "nonlocal.layer2.7.theta.weight", NULL, NULL}, "nonlocal.layer2.7.theta.weight"},
+        {{w, NULL, NULL, "nonlocal.layer2.7.theta.weight", NULL, NULL},
+         "nonlocal.layer2.7.theta.weight"},
         {{w, NULL, NULL, "nonlocal.layer9.0.g.weight", NULL, NULL}, "nonlocal.layer9.0.g.weight"},
         {{w, NULL, NULL, "nonlocal.layer2.1.gamma", NULL, NULL}, "nonlocal.layer2.1.gamma"},
-        {{w, NULL, NULL, "nonlocal.stage2.theta.weight", NULL, NULL}, "nonlocal.stage2.theta.weight"},
+        {{w, NULL, NULL, "nonlocal.stage2.theta.weight", NULL, NULL},
+         "nonlocal.stage2.theta.weight"},
         /* unknown mode, bad subsample flag */
         {{w, NULL, NULL, NULL, "nonlocal.mode", "softmax_of_doom"}, "softmax_of_doom"},
         {{w, NULL, NULL, NULL, "nonlocal.subsample", "maybe"}, "nonlocal.subsample"},
@@ -356,7 +368,8 @@ START_TEST(malformed)
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        model_source src = {&cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL, NULL};
+        model_source src = {
+            &cases[c].f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL, NULL};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
         pgd_error *err = NULL;
@@ -404,7 +417,10 @@ static int resnet_variant_load(pgd_ctx *ctx, const model_source *src, void *user
     return rc;
 }
 
-static void resnet_variant_free(void *m) { resnet_free(m); }
+static void resnet_variant_free(void *m)
+{
+    resnet_free(m);
+}
 
 /* Loads a variant of tests/data/<base> made with edits e[0..n) (with `mode` forced when not
  * NULL): with `named` NULL it must load, else fail naming `named` and (when given) `also`. */
@@ -431,7 +447,7 @@ START_TEST(assumed_settings)
     static const char *const said[2] = {"nonlocal_mode", "nonlocal_subsample"};
     for (int k = 0; k < 2; k++) {
         faulty f = {w, NULL, NULL, NULL, keys[k], NULL}; /* that key absent */
-        model_source src = {&f, "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL,
+        model_source src = {&f,  "faulty.safetensors", f_shape, f_read, f_meta, f_name_at, NULL,
                             NULL};
         resnet_config cfg;
         resnet_options opt = {NULL, NULL, -1};
@@ -456,6 +472,8 @@ END_TEST
 
 START_TEST(strict_variants)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -465,53 +483,80 @@ START_TEST(strict_variants)
         craft_edit e;
         const char *named, *also;
     } cases[] = {
-        {"conv-hwio", {CRAFT_RESHAPE, "layer3.1.conv2.weight", 4, {3, 3, 12, 12}, NULL, 0, 0},
-         "layer3.1.conv2.weight", "[12, 12, 3, 3]"},
-        {"stem-hwio", {CRAFT_RESHAPE, "conv1.weight", 4, {7, 7, 3, 8}, NULL, 0, 0},
-         "conv1.weight", NULL},
-        {"bn-2x2", {CRAFT_RESHAPE, "layer1.0.bn1.weight", 2, {2, 2}, NULL, 0, 0},
-         "layer1.0.bn1.weight", "[2, 2]"},
-        {"fc-transposed", {CRAFT_RESHAPE, "fc.weight", 2, {64, 7}, NULL, 0, 0}, "fc.weight",
+        {"conv-hwio",
+         {CRAFT_RESHAPE, "layer3.1.conv2.weight", 4, {3, 3, 12, 12}, NULL, 0, 0},
+         "layer3.1.conv2.weight",
+         "[12, 12, 3, 3]"},
+        {"stem-hwio",
+         {CRAFT_RESHAPE, "conv1.weight", 4, {7, 7, 3, 8}, NULL, 0, 0},
+         "conv1.weight",
+         NULL},
+        {"bn-2x2",
+         {CRAFT_RESHAPE, "layer1.0.bn1.weight", 2, {2, 2}, NULL, 0, 0},
+         "layer1.0.bn1.weight",
+         "[2, 2]"},
+        {"fc-transposed",
+         {CRAFT_RESHAPE, "fc.weight", 2, {64, 7}, NULL, 0, 0},
+         "fc.weight",
          "[64, 7]"},
         {"nl-theta-4d-swapped",
          {CRAFT_RESHAPE, "nonlocal.layer3.1.theta.weight", 4, {48, 24, 1, 1}, NULL, 0, 0},
-         "nonlocal.layer3.1.theta.weight", NULL},
+         "nonlocal.layer3.1.theta.weight",
+         NULL},
         {"layer1.2-without-1.1",
          {CRAFT_COPY, "layer1.0.conv1.weight", 0, {0}, "layer1.2.conv1.weight", 0, 0},
-         "layer1.1.", "missing"},
-        {"layer3.1-missing-bn", {CRAFT_DROP, "layer3.1.bn2.bias", 0, {0}, NULL, 0, 0},
-         "layer3.1.bn2.bias", "missing"},
+         "layer1.1.",
+         "missing"},
+        {"layer3.1-missing-bn",
+         {CRAFT_DROP, "layer3.1.bn2.bias", 0, {0}, NULL, 0, 0},
+         "layer3.1.bn2.bias",
+         "missing"},
         {"nl-alias-sign",
          {CRAFT_COPY, "nonlocal.layer2.0.g.weight", 0, {0}, "nonlocal.layer+2.00.g.weight", 0, 0},
-         "nonlocal.layer+2.00.g.weight", NULL},
+         "nonlocal.layer+2.00.g.weight",
+         NULL},
         {"nl-alias-zero",
          {CRAFT_COPY, "nonlocal.layer2.0.g.bias", 0, {0}, "nonlocal.layer2.00.g.bias", 0, 0},
-         "nonlocal.layer2.00.g.bias", NULL},
+         "nonlocal.layer2.00.g.bias",
+         NULL},
         {"layer-alias",
          {CRAFT_COPY, "layer1.0.conv1.weight", 0, {0}, "layer01.0.conv1.weight", 0, 0},
-         "layer01.0.conv1.weight", "not used"},
-        {"extra-tensor", {CRAFT_COPY, "fc.bias", 0, {0}, "fc.extra", 0, 0}, "fc.extra",
+         "layer01.0.conv1.weight",
          "not used"},
+        {"extra-tensor", {CRAFT_COPY, "fc.bias", 0, {0}, "fc.extra", 0, 0}, "fc.extra", "not used"},
         {"stray-buffer",
-         {CRAFT_COPY, "layer1.0.bn1.num_batches_tracked", 0, {0},
-          "layer1.0.bn9.num_batches_tracked", 0, 0},
-         "layer1.0.bn9.num_batches_tracked", "not used"},
-        {"nan-conv", {CRAFT_POKE, "layer2.0.conv2.weight", 0, {0}, NULL, 10, NAN},
-         "layer2.0.conv2.weight", "[0, 1, 0, 1]"},
-        {"nan-nonlocal", {CRAFT_POKE, "nonlocal.layer2.0.w.weight", 0, {0}, NULL, 0, NAN},
-         "nonlocal.layer2.0.w.weight", "nan"},
-        {"negative-var", {CRAFT_POKE, "layer3.0.bn2.running_var", 0, {0}, NULL, 3, -0.5f},
-         "layer3.0.bn2.running_var", "[3]"},
+         {CRAFT_COPY,
+          "layer1.0.bn1.num_batches_tracked",
+          0,
+          {0},
+          "layer1.0.bn9.num_batches_tracked",
+          0,
+          0},
+         "layer1.0.bn9.num_batches_tracked",
+         "not used"},
+        {"nan-conv",
+         {CRAFT_POKE, "layer2.0.conv2.weight", 0, {0}, NULL, 10, NAN},
+         "layer2.0.conv2.weight",
+         "[0, 1, 0, 1]"},
+        {"nan-nonlocal",
+         {CRAFT_POKE, "nonlocal.layer2.0.w.weight", 0, {0}, NULL, 0, NAN},
+         "nonlocal.layer2.0.w.weight",
+         "nan"},
+        {"negative-var",
+         {CRAFT_POKE, "layer3.0.bn2.running_var", 0, {0}, NULL, 3, -0.5f},
+         "layer3.0.bn2.running_var",
+         "[3]"},
         {"negative-var-nonlocal",
          {CRAFT_POKE, "nonlocal.layer3.1.bn.running_var", 0, {0}, NULL, 0, -1.0f},
-         "nonlocal.layer3.1.bn.running_var", "negative"},
+         "nonlocal.layer3.1.bn.running_var",
+         "negative"},
     };
     try_variant(ctx, bott, "unchanged", NULL, 0, NULL, NULL, NULL);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         try_variant(ctx, bott, cases[c].tag, &cases[c].e, 1, NULL, cases[c].named, cases[c].also);
     /* A concatenation weight is refused under the file's own mode, left out under a forced one. */
-    craft_edit stray = {CRAFT_COPY, "nonlocal.layer2.1.g.bias", 0, {0},
-                         "nonlocal.layer2.1.concat.weight", 0, 0};
+    craft_edit stray = {
+        CRAFT_COPY, "nonlocal.layer2.1.g.bias", 0, {0}, "nonlocal.layer2.1.concat.weight", 0, 0};
     try_variant(ctx, "nl-basic-dot-product.safetensors", "stray-concat", &stray, 1, NULL,
                 "nonlocal.layer2.1.concat.weight", "not used");
     try_variant(ctx, "nl-basic-concatenation.safetensors", "forced-mode", NULL, 0,
@@ -525,6 +570,8 @@ END_TEST
  * error now says which tensor has the zero dimension, and huge sizes beside it stay shapes. */
 START_TEST(zero_dimensions)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -534,8 +581,8 @@ START_TEST(zero_dimensions)
     try_variant(ctx, "nl-bottleneck.safetensors", "fc0", fc, 2, NULL, "fc.weight",
                 "zero dimension: 0 classes");
     craft_edit c1 = {CRAFT_RESIZE, "layer1.0.conv1.weight", 4, {0, 8, 1, 1}, NULL, 0, 0};
-    try_variant(ctx, "nl-bottleneck.safetensors", "width0", &c1, 1, NULL,
-                "layer1.0.conv1.weight", "zero dimension");
+    try_variant(ctx, "nl-bottleneck.safetensors", "width0", &c1, 1, NULL, "layer1.0.conv1.weight",
+                "zero dimension");
     craft_edit c3 = {CRAFT_RESIZE, "layer2.0.conv3.weight", 4, {0, huge, 1, 1}, NULL, 0, 0};
     try_variant(ctx, "nl-bottleneck.safetensors", "out0", &c3, 1, NULL, "layer2.0.conv3.weight",
                 "zero dimension");
@@ -555,9 +602,8 @@ START_TEST(nonfinite_stage)
     snprintf(in, sizeof in, "%s/nl-bottleneck.safetensors", pgd_test_data_dir());
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/craft-nl-overflow.safetensors", tmp && *tmp ? tmp : ".");
-    const craft_edit e[] = {
-        {CRAFT_POKE, "nonlocal.layer3.1.bn.bias", 0, {0}, NULL, 0, 3e38f},
-        {CRAFT_POKE, "layer3.1.bn3.bias", 0, {0}, NULL, 0, 3e38f}};
+    const craft_edit e[] = {{CRAFT_POKE, "nonlocal.layer3.1.bn.bias", 0, {0}, NULL, 0, 3e38f},
+                            {CRAFT_POKE, "layer3.1.bn3.bias", 0, {0}, NULL, 0, 3e38f}};
     craft_safetensors(in, out, e, 2);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;

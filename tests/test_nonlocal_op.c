@@ -349,24 +349,12 @@ START_TEST(bad_arguments)
         pgd_batchnorm b2 = {c.bn, c.bn + C, NULL, c.bn + 3 * C, 1e-5f};
         const float *none = NULL;
         switch (need[i].drop) {
-        case 0:
-            q.g_weight = none;
-            break;
-        case 1:
-            q.w_weight = none;
-            break;
-        case 2:
-            q.theta_weight = none;
-            break;
-        case 3:
-            q.phi_weight = none;
-            break;
-        case 4:
-            q.concat_weight = none;
-            break;
-        default:
-            q.bn = &b2;
-            break;
+        case 0: q.g_weight = none; break;
+        case 1: q.w_weight = none; break;
+        case 2: q.theta_weight = none; break;
+        case 3: q.phi_weight = none; break;
+        case 4: q.concat_weight = none; break;
+        default: q.bn = &b2; break;
         }
         pgd_nonlocal_desc dd = c.d;
         dd.mode = need[i].mode;

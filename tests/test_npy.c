@@ -23,8 +23,8 @@ static void write_raw(const char *path, const void *data, size_t n)
 }
 
 /* A file as NumPy 1.24 writes it: version 1.0, header padded to 64 bytes. */
-static size_t numpy_file(unsigned char *buf, const char *descr, const char *shape,
-                         const void *data, size_t bytes, int version)
+static size_t numpy_file(unsigned char *buf, const char *descr, const char *shape, const void *data,
+                         size_t bytes, int version)
 {
     char h[256];
     int n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
@@ -151,7 +151,8 @@ START_TEST(rejections)
     expect_reject(buf, numpy_file(buf, ">f4", "(2, 3)", f, sizeof f, 1), "dtype");
     expect_reject(buf, numpy_file(buf, "<i8", "(3,)", f, 24, 1), "dtype");
     expect_reject(buf, numpy_file(buf, "<f4", "(2, 4)", f, sizeof f, 1), "bytes");
-    expect_reject(buf, numpy_file(buf, "<f4", "(1, 1, 1, 1, 1, 1, 1, 1, 6)", f, sizeof f, 1), "dims");
+    expect_reject(buf, numpy_file(buf, "<f4", "(1, 1, 1, 1, 1, 1, 1, 1, 6)", f, sizeof f, 1),
+                  "dims");
     expect_reject(buf, numpy_file(buf, "<f4", "(99999999999999999999, 2)", f, sizeof f, 1), NULL);
     expect_reject(buf, numpy_file(buf, "<f4", "[2, 3]", f, sizeof f, 1), "tuple");
     memcpy(bad, buf, n);

@@ -9,9 +9,9 @@
  * Oclgrind reports itself as a GPU with dedicated local memory, so the default context takes the
  * GPU paths (gemm_gpu, attn_fwd_tiled, the wide row reductions); further contexts force the CPU
  * kernels (options.kernel_params "cpu:...", attention kt and rows, Winograd), whose
- * out-of-bounds accesses matter as much. The two kernels no launcher runs on such a device
- * (layernorm_vec: devices without dedicated local memory; gemm_epilogue: after CLBlast) are
- * launched directly with their launchers' geometry.
+ * out-of-bounds accesses matter as much. The kernels no launcher runs on such a device
+ * (layernorm_vec, softmax_short, layout_copy_rows: devices without dedicated local memory;
+ * gemm_epilogue: after CLBlast) are launched directly with their launchers' geometry.
  *
  * Usage: test_oclgrind CL_DIR [--any-device | --racy]. Without --any-device the device must be
  * Oclgrind's (so that the suite cannot pass by running somewhere else; with it, $PAGODA_DEVICE
@@ -25,8 +25,8 @@
 
 #include "harness.h"
 #include "internal.h" /* white-box: GAT segments of a few edges, so gat_combine merges several */
-#include "tune.h"     /* white-box: conv_few_rows_cpu forced */
 #include "reference.h"
+#include "tune.h" /* white-box: conv_few_rows_cpu forced */
 
 static const char *cl_dir;
 static int any_device;
@@ -782,10 +782,12 @@ static void conv_case(pgd_ctx *ctx, pgd_rng *r, const pgd_conv2d_desc *d, int64_
     free(hw), free(hb), free(hx), free(hres);
 }
 
-/* 1x1; 3x3 stride 2 in 2 groups of 8 outputs; depthwise 3x3 with dilation 2; 3x3 stride 1. */
+/* 1x1; 3x3 stride 2 in 2 groups of 8 outputs; depthwise 3x3 with dilation 2 over 5 channels
+ * (one a work-item) and depthwise 5x5 stride 2 over 16 (a vector of 16); 3x3 stride 1. */
 static const pgd_conv2d_desc conv_1x1 = {8, 12, 1, 1, 0, 0, 0, 0, 0, 0, 0};
 static const pgd_conv2d_desc conv_grouped = {6, 16, 3, 3, 2, 2, 1, 1, 1, 1, 2};
 static const pgd_conv2d_desc conv_depthwise = {5, 5, 3, 3, 1, 1, 2, 2, 2, 2, 5};
+static const pgd_conv2d_desc conv_depthwise16 = {16, 16, 5, 5, 2, 2, 2, 2, 1, 1, 16};
 static const pgd_conv2d_desc conv_3x3 = {4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1};
 
 START_TEST(conv_forms)
@@ -795,7 +797,8 @@ START_TEST(conv_forms)
     pgd_ctx *ctx = make_ctx(NULL);
     conv_case(ctx, &r, &conv_1x1, 2, 5, 6, "gemm");
     conv_case(ctx, &r, &conv_grouped, 1, 7, 9, "im2col");
-    conv_case(ctx, &r, &conv_depthwise, 1, 6, 7, "direct");
+    conv_case(ctx, &r, &conv_depthwise, 1, 6, 7, "depthwise");
+    conv_case(ctx, &r, &conv_depthwise16, 1, 9, 11, "depthwise");
     tally_destroy(ctx);
     form f = cpu_form;
     ctx = make_ctx(&f);
@@ -814,6 +817,10 @@ START_TEST(conv_forms)
     f.conv = PGD_CONV_ALGO_IM2COL;
     ctx = make_ctx(&f);
     conv_case(ctx, &r, &conv_3x3, 1, 6, 5, "im2col");
+    tally_destroy(ctx);
+    f.conv = PGD_CONV_ALGO_DIRECT;
+    ctx = make_ctx(&f);
+    conv_case(ctx, &r, &conv_depthwise, 1, 6, 7, "direct");
     tally_destroy(ctx);
 }
 END_TEST
@@ -1116,6 +1123,68 @@ static void layernorm_vec_case(pgd_ctx *ctx, pgd_rng *r)
     free(hx), free(hw), free(hb);
 }
 
+/* softmax_short (norm.c: short rows where local memory is emulated): a row an item, 7 rows of 19
+ * (two vectors of 8 and a tail of 3), the plain and the log form, groups of 4 with a partial
+ * last group. */
+static void softmax_short_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    const int64_t rows = 7, cols = 19;
+    int64_t s[2] = {rows, cols};
+    float *hx;
+    pgd_tensor *x = upload_rand(ctx, r, 2, s, &hx);
+    pgd_kernel *k = kernel_from(ctx, "norm", NULL, "softmax_short");
+    for (cl_uint lg = 0; lg < 2; lg++) {
+        pgd_tensor *y = poisoned(ctx, 2, s);
+        cl_uint ur = rows, uc = cols;
+        float scale = 0.7f;
+        const pgd_tensor *t[6] = {x, y};
+        size_t size[6] = {0, 0, 4, 4, 4, 4};
+        const void *v[6] = {NULL, NULL, &uc, &scale, &ur, &lg};
+        set_args(k, 6, t, size, v);
+        size_t global = 8, local = 4;
+        PGD_CHECK_OK(pgd_kernel_launch(k, 1, &global, &local, &err), &err);
+        double *want = dalloc(rows * cols);
+        pgd_ref_softmax_axis(hx, rows, cols, 1, 0.7, (int)lg, want);
+        expect_close(y, want, 1e-5, 1e-6, lg ? "softmax_short (log)" : "softmax_short");
+        pgd_tensor_destroy(y);
+    }
+    pgd_kernel_destroy(k);
+    pgd_tensor_destroy(x);
+    free(hx);
+}
+
+/* layout_copy_rows (layout.c: contiguous rows where local memory is emulated): x [3, 4, 10]
+ * transposed to [4, 3, 10] (rows of 10: two vectors of 4 and a tail of 2), groups of 4 with a
+ * partial last group. */
+static void copy_rows_case(pgd_ctx *ctx, pgd_rng *r)
+{
+    pgd_error *err = NULL;
+    int64_t sx[3] = {3, 4, 10}, sy[3] = {4, 3, 10};
+    float *hx;
+    pgd_tensor *x = upload_rand(ctx, r, 3, sx, &hx), *y = poisoned(ctx, 3, sy);
+    pgd_kernel *k = kernel_from(ctx, "layout", NULL, "layout_copy_rows");
+    /* dims innermost first: y's (10, 3, 4) with x's strides (1, 40, 10) and y's (1, 10, 30) */
+    cl_uint shape[8] = {10, 3, 4, 1, 1, 1, 1, 1}, ys[8] = {1, 10, 30};
+    cl_int xs[8] = {1, 40, 10}, xoff = 0;
+    cl_uint yoff = 0, rank = 3, rows = 12;
+    const pgd_tensor *t[9] = {x, y};
+    size_t size[9] = {0, 0, sizeof shape, sizeof xs, sizeof ys, 4, 4, 4, 4};
+    const void *v[9] = {NULL, NULL, shape, xs, ys, &xoff, &yoff, &rank, &rows};
+    set_args(k, 9, t, size, v);
+    size_t global = 16, local = 4;
+    PGD_CHECK_OK(pgd_kernel_launch(k, 1, &global, &local, &err), &err);
+    double *want = dalloc(120);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 10; c++)
+                want[(a * 3 + b) * 10 + c] = hx[(b * 4 + a) * 10 + c];
+    expect_close(y, want, 0, 0, "layout_copy_rows");
+    pgd_kernel_destroy(k);
+    pgd_tensor_destroy(x), pgd_tensor_destroy(y);
+    free(hx);
+}
+
 /* gemm_epilogue (gemm_clblast.c: after CLBlast's GEMM): C [2, 5, 7] += bias, GELU, + R, over
  * the global (N, M, batch) with the driver's groups. */
 static void epilogue_case(pgd_ctx *ctx, pgd_rng *r)
@@ -1153,6 +1222,8 @@ START_TEST(direct_launches)
     pgd_rng_seed(&r, 20);
     pgd_ctx *ctx = make_ctx(NULL);
     layernorm_vec_case(ctx, &r);
+    softmax_short_case(ctx, &r);
+    copy_rows_case(ctx, &r);
     epilogue_case(ctx, &r);
     tally_destroy(ctx);
 }
@@ -1246,15 +1317,23 @@ int main(int argc, char **argv)
         const char *name;
         const TTest *test;
     } cases[] = {
-        {"kernels", kernels_listed},  {"rows", rows_and_elementwise},
-        {"broadcast", broadcast_ops}, {"layout", layout_ops},
-        {"normalize", normalize_ops}, {"pool2d", pool_general},
-        {"gemm", gemm_forms},         {"attention", attention_forms},
+        {"kernels", kernels_listed},
+        {"rows", rows_and_elementwise},
+        {"broadcast", broadcast_ops},
+        {"layout", layout_ops},
+        {"normalize", normalize_ops},
+        {"pool2d", pool_general},
+        {"gemm", gemm_forms},
+        {"attention", attention_forms},
         {"attention_ext", attention_ext_forms},
-        {"conv", conv_forms},         {"pool", pools},
-        {"patch", patch_and_pos},     {"window", windows},
-        {"nonlocal", nonlocal_modes}, {"gat", gat_layers},
-        {"direct", direct_launches},  {"coverage", every_kernel_ran},
+        {"conv", conv_forms},
+        {"pool", pools},
+        {"patch", patch_and_pos},
+        {"window", windows},
+        {"nonlocal", nonlocal_modes},
+        {"gat", gat_layers},
+        {"direct", direct_launches},
+        {"coverage", every_kernel_ran},
     };
     Suite *s = suite_create("oclgrind");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -11,11 +11,25 @@
 #include "tune.h"     /* white-box: the context's parameters */
 
 static const char *const vars[] = {
-    "PAGODA_DEVICE",      "PAGODA_CACHE_DIR",  "PAGODA_CL_DIR",       "PAGODA_PROFILE",
-    "PAGODA_GEMM",        "PAGODA_GEMM_TUNE",  "PAGODA_GEMM_KCHUNK",  "PAGODA_CONV",
-    "PAGODA_CONV_MB",     "PAGODA_CONV_CHUNK", "PAGODA_ATTENTION",    "PAGODA_ROW_WG",
-    "PAGODA_MAX_LAUNCH_ROWS", "PAGODA_GLOBAL_MEM", "PAGODA_MAX_ALLOC", "PAGODA_MAX_BATCH",
-    "PAGODA_NL_KEY_CHUNK", "PAGODA_WEIGHTS_DTYPE", NULL,
+    "PAGODA_DEVICE",
+    "PAGODA_CACHE_DIR",
+    "PAGODA_CL_DIR",
+    "PAGODA_PROFILE",
+    "PAGODA_GEMM",
+    "PAGODA_GEMM_TUNE",
+    "PAGODA_GEMM_KCHUNK",
+    "PAGODA_CONV",
+    "PAGODA_CONV_MB",
+    "PAGODA_CONV_CHUNK",
+    "PAGODA_ATTENTION",
+    "PAGODA_ROW_WG",
+    "PAGODA_MAX_LAUNCH_ROWS",
+    "PAGODA_GLOBAL_MEM",
+    "PAGODA_MAX_ALLOC",
+    "PAGODA_MAX_BATCH",
+    "PAGODA_NL_KEY_CHUNK",
+    "PAGODA_WEIGHTS_DTYPE",
+    NULL,
 };
 
 #define NVARS (sizeof vars / sizeof vars[0] - 1)
@@ -137,14 +151,14 @@ START_TEST(every_variable)
         snprintf(var, sizeof var, "%s=%s", spell[i].var, spell[i].value);
         pgd_ctx_options_init(&o);
         PGD_CHECK_OK(pgd_ctx_options_from_envp(&o, (const char *const[]){var, NULL}, &err), &err);
-        int got = !strcmp(spell[i].var, "PAGODA_GEMM")        ? (int)o.gemm_backend
-                  : !strcmp(spell[i].var, "PAGODA_GEMM_TUNE") ? (int)o.gemm_tuning
-                  : !strcmp(spell[i].var, "PAGODA_CONV")      ? (int)o.conv_algo
-                  : !strcmp(spell[i].var, "PAGODA_ATTENTION") ? (int)o.attention
+        int got = !strcmp(spell[i].var, "PAGODA_GEMM")            ? (int)o.gemm_backend
+                  : !strcmp(spell[i].var, "PAGODA_GEMM_TUNE")     ? (int)o.gemm_tuning
+                  : !strcmp(spell[i].var, "PAGODA_CONV")          ? (int)o.conv_algo
+                  : !strcmp(spell[i].var, "PAGODA_ATTENTION")     ? (int)o.attention
                   : !strcmp(spell[i].var, "PAGODA_WEIGHTS_DTYPE") ? o.weights_f16
-                                                              : o.profiling;
-        ck_assert_msg(got == spell[i].want, "%s=%s gave %d, not %d", spell[i].var,
-                      spell[i].value, got, spell[i].want);
+                                                                  : o.profiling;
+        ck_assert_msg(got == spell[i].want, "%s=%s gave %d, not %d", spell[i].var, spell[i].value,
+                      got, spell[i].want);
     }
 }
 END_TEST
@@ -205,6 +219,8 @@ END_TEST
 /* Two contexts in one process with different options behave differently, each as told. */
 START_TEST(contexts_apart)
 {
+    if (!pgd_test_primary())
+        return;
     const char *keep = getenv("PAGODA_CACHE_DIR"); /* meson's, kept for the build cache */
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
@@ -273,7 +289,8 @@ START_TEST(contexts_apart)
     pgd_gemm_backend chosen = PGD_GEMM_BACKEND_AUTO;
     PGD_CHECK_OK(pgd_gemm_tune(b, 0, 0, 32, 32, 32, 1, &chosen, &err), &err);
     ck_assert_int_eq(chosen, PGD_GEMM_BACKEND_CLBLAST);
-    ck_assert_uint_eq(pgd__params_of(a)->gemm_measurements + pgd__params_of(b)->gemm_measurements, 0);
+    ck_assert_uint_eq(pgd__params_of(a)->gemm_measurements + pgd__params_of(b)->gemm_measurements,
+                      0);
 
     pgd_ctx_destroy(a);
     pgd_ctx_destroy(b);
@@ -431,6 +448,8 @@ END_TEST
  * takes the convolution algorithm from it, and its selector goes over PAGODA_DEVICE. */
 START_TEST(env_create)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = NULL;

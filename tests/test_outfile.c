@@ -24,9 +24,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "csv.h"
 #include "harness.h"
 #include "internal.h"
-#include "csv.h"
 #include "maps.h"
 
 static char *dir;
@@ -516,8 +516,8 @@ static int read_records(const char *text, char *out, size_t size, int *last)
 START_TEST(csv_round_trip)
 {
     /* Each text written as a field and read back whole, alone and between two others. */
-    const char *texts[] = {"plain", "", "a,b", "say \"hi\"", "end\"", "\"", "\"\"",
-                           "line\nend", "cr\rlf\r\n", ",\",\n"};
+    const char *texts[] = {"plain", "",     "a,b",       "say \"hi\"", "end\"",
+                           "\"",    "\"\"", "line\nend", "cr\rlf\r\n", ",\",\n"};
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         char *f = csv_field(texts[i]);
         ck_assert_ptr_nonnull(f);

@@ -51,8 +51,8 @@ START_TEST(syntax_error_returns_log)
         pgd_ctx *ctx = ctx_cache_off(&d[i], NULL);
         pgd_error *err = NULL;
         cl_program prog = NULL;
-        int rc = pgd__program_get_source(ctx, "broken", broken_src, "-DPGD_TEST_OPTION=3", &prog,
-                                         &err);
+        int rc =
+            pgd__program_get_source(ctx, "broken", broken_src, "-DPGD_TEST_OPTION=3", &prog, &err);
         ck_assert_int_eq(rc, PGD_ERR_BUILD);
         ck_assert_ptr_null(prog);
         const char *m = pgd_error_get_message(err);
@@ -77,7 +77,8 @@ START_TEST(memory_table_and_options)
         pgd_ctx *ctx = ctx_cache_off(&d[i], NULL);
         pgd_error *err = NULL;
         cl_kernel k1 = NULL, k2 = NULL, k3 = NULL;
-        PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k1, &err), &err);
+        PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_scale", &k1, &err),
+                     &err);
         PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", NULL, "elementwise_add", &k2, &err), &err);
         pgd_build_stats st;
         pgd_ctx_get_build_stats(ctx, &st);
@@ -85,8 +86,8 @@ START_TEST(memory_table_and_options)
         ck_assert_uint_eq(st.memory_hits, 1);
         ck_assert_uint_eq(st.disk_writes, 0); /* caching is off */
         /* Other options are another program. */
-        PGD_CHECK_OK(pgd__kernel_get(ctx, "elementwise", "-DUNUSED=1", "elementwise_add", &k3, &err),
-                     &err);
+        PGD_CHECK_OK(
+            pgd__kernel_get(ctx, "elementwise", "-DUNUSED=1", "elementwise_add", &k3, &err), &err);
         ck_assert_ptr_ne(k2, k3);
         pgd_ctx_get_build_stats(ctx, &st);
         ck_assert_uint_eq(st.source_builds, 2);

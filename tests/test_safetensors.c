@@ -145,30 +145,18 @@ static const uint16_t half_bits[] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x0
 static double half_want(size_t i)
 {
     switch (i) {
-    case 0:
-        return 1.0;
-    case 1:
-        return -2.0;
-    case 2:
-        return 65504.0;
-    case 3:
-        return ldexp(1.0, -24); /* smallest subnormal */
-    case 4:
-        return 1023.0 * ldexp(1.0, -24); /* largest subnormal */
-    case 5:
-        return ldexp(1.0, -14); /* smallest normal */
-    case 6:
-        return 0.333251953125; /* 0x3555 = 1365/4096 */
-    case 7:
-        return -0.0;
-    case 8:
-        return INFINITY;
-    case 9:
-        return -INFINITY;
-    case 10:
-        return NAN;
-    default:
-        return 0.0;
+    case 0: return 1.0;
+    case 1: return -2.0;
+    case 2: return 65504.0;
+    case 3: return ldexp(1.0, -24);          /* smallest subnormal */
+    case 4: return 1023.0 * ldexp(1.0, -24); /* largest subnormal */
+    case 5: return ldexp(1.0, -14);          /* smallest normal */
+    case 6: return 0.333251953125;           /* 0x3555 = 1365/4096 */
+    case 7: return -0.0;
+    case 8: return INFINITY;
+    case 9: return -INFINITY;
+    case 10: return NAN;
+    default: return 0.0;
     }
 }
 #define N_HALF (sizeof half_bits / sizeof half_bits[0])
@@ -178,22 +166,14 @@ static const uint16_t bf16_bits[] = {0x3f80, 0xc0a0, 0x4049, 0x0001,
 static double bf16_want(size_t i)
 {
     switch (i) {
-    case 0:
-        return 1.0;
-    case 1:
-        return -5.0;
-    case 2:
-        return 3.140625;
-    case 3:
-        return ldexp(1.0, -133); /* smallest float subnormal */
-    case 4:
-        return INFINITY;
-    case 5:
-        return -INFINITY;
-    case 6:
-        return NAN;
-    default:
-        return -0.0;
+    case 0: return 1.0;
+    case 1: return -5.0;
+    case 2: return 3.140625;
+    case 3: return ldexp(1.0, -133); /* smallest float subnormal */
+    case 4: return INFINITY;
+    case 5: return -INFINITY;
+    case 6: return NAN;
+    default: return -0.0;
     }
 }
 #define N_BF16 (sizeof bf16_bits / sizeof bf16_bits[0])
@@ -216,35 +196,23 @@ static const float f32_vals[6] = {1.5f, -2.25f, 3.0e-41f /* subnormal */, 1.0e30
 static double f64_vals(size_t i)
 {
     switch (i) {
-    case 0:
-        return 1.5;
-    case 1:
-        return 1e300;
-    case 2:
-        return -1e-300;
-    case 3:
-        return (double)FLT_MAX;
-    case 4:
-        return ldexp(1.0, 128) - ldexp(1.0, 103); /* halfway FLT_MAX .. 2^128: rounds to inf */
-    default:
-        return ldexp(1.0, 128) - ldexp(1.0, 103) - ldexp(1.0, 90); /* rounds to FLT_MAX */
+    case 0: return 1.5;
+    case 1: return 1e300;
+    case 2: return -1e-300;
+    case 3: return (double)FLT_MAX;
+    case 4: return ldexp(1.0, 128) - ldexp(1.0, 103); /* halfway FLT_MAX .. 2^128: rounds to inf */
+    default: return ldexp(1.0, 128) - ldexp(1.0, 103) - ldexp(1.0, 90); /* rounds to FLT_MAX */
     }
 }
 static double f64_want(size_t i)
 {
     switch (i) {
-    case 0:
-        return 1.5;
-    case 1:
-        return INFINITY;
-    case 2:
-        return -0.0;
-    case 3:
-        return (double)FLT_MAX;
-    case 4:
-        return INFINITY;
-    default:
-        return (double)FLT_MAX;
+    case 0: return 1.5;
+    case 1: return INFINITY;
+    case 2: return -0.0;
+    case 3: return (double)FLT_MAX;
+    case 4: return INFINITY;
+    default: return (double)FLT_MAX;
     }
 }
 
@@ -656,8 +624,14 @@ START_TEST(reject_other_formats)
         {"photo.jpg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00", 11, "JPEG"},
         {"img.png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 16, "PNG"},
         {"model.pth", "PK\x03\x04\x14\x00\x00\x00\x08\x00", 10, "ZIP"},
-        {"old.pt", "\x80\x02\x8a\x0alZ\xfc\x9c" "F\xf9", 10, "pickle"},
-        {"model.onnx", "\x08\x07\x12\x07pytorch\x1a\x03" "2.1", 16, "ONNX"},
+        {"old.pt",
+         "\x80\x02\x8a\x0alZ\xfc\x9c"
+         "F\xf9",
+         10, "pickle"},
+        {"model.onnx",
+         "\x08\x07\x12\x07pytorch\x1a\x03"
+         "2.1",
+         16, "ONNX"},
         {"arr.npy", "\x93NUMPY\x01\x00v\x00{'descr'", 19, "NumPy"},
         {"w.h5", "\x89HDF\r\n\x1a\n\x00\x00", 10, "HDF5"},
         {"m.gguf", "GGUF\x03\x00\x00\x00\x00\x00", 10, "GGUF"},

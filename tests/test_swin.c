@@ -1,9 +1,9 @@
 /* test_swin.c — Swin Transformer V1 against PyTorch: one tiny random-weight model in each naming
  * (torchvision, timm, timm's older layout, transformers 5.x and 4.x), made by
- * tools/make-swin-golden.py: configuration detection; logits on every device for a batch of two
- * 40 x 40 images (a 10 x 10 grid padded to windows of 3) and for one 48 x 44 image (each library's
- * own way of running another size); hard attention modes run; misshaped, missing and V2 tensors
- * refused by name. */
+ * tools/golden/make-swin-golden.py: configuration detection; logits on every device for a batch of
+ * two 40 x 40 images (a 10 x 10 grid padded to windows of 3) and for one 48 x 44 image (each
+ * library's own way of running another size); hard attention modes run; misshaped, missing and V2
+ * tensors refused by name. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,11 +77,11 @@ static void run_case(const char *name, swin_family want_family)
         PGD_CHECK_OK(swin_forward(m, x, B, H, W, got, t, &err), &err);
         char what[160];
         snprintf(what, sizeof what, "swin-%s logits on %s", name, d[i].name);
-        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 1e-4, 1e-5, what),
-                      "%s", what);
+        ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), 1e-4, 1e-5, what), "%s",
+                      what);
         /* Batches of two: the image-dependent part (image 1 - image 0) on its own, where a slip
          * the biases would hide shows (no window shift moves it by 0.38 of its size,
-         * tools/make-swin-golden.py). */
+         * tools/golden/make-swin-golden.py). */
         ck_assert_msg(B < 2 || pgd_test_diffclose(got, want, (size_t)B, (size_t)classes,
                                                   (size_t)classes, 1e-3, what),
                       "%s", what);
@@ -110,21 +110,45 @@ static void run_case(const char *name, swin_family want_family)
     pgd_weights_destroy(w);
 }
 
-START_TEST(torchvision) { run_case("torchvision", SWIN_TORCHVISION); }
+START_TEST(torchvision)
+{
+    run_case("torchvision", SWIN_TORCHVISION);
+}
 END_TEST
-START_TEST(torchvision_other_size) { run_case("torchvision-48x44", SWIN_TORCHVISION); }
+START_TEST(torchvision_other_size)
+{
+    run_case("torchvision-48x44", SWIN_TORCHVISION);
+}
 END_TEST
-START_TEST(timm) { run_case("timm", SWIN_TIMM); }
+START_TEST(timm)
+{
+    run_case("timm", SWIN_TIMM);
+}
 END_TEST
-START_TEST(timm_other_size) { run_case("timm-48x44", SWIN_TIMM); }
+START_TEST(timm_other_size)
+{
+    run_case("timm-48x44", SWIN_TIMM);
+}
 END_TEST
-START_TEST(timm_old_layout) { run_case("timm-old", SWIN_TIMM_OLD); }
+START_TEST(timm_old_layout)
+{
+    run_case("timm-old", SWIN_TIMM_OLD);
+}
 END_TEST
-START_TEST(hf5) { run_case("hf5", SWIN_HF5); }
+START_TEST(hf5)
+{
+    run_case("hf5", SWIN_HF5);
+}
 END_TEST
-START_TEST(hf5_other_size) { run_case("hf5-48x44", SWIN_HF5); }
+START_TEST(hf5_other_size)
+{
+    run_case("hf5-48x44", SWIN_HF5);
+}
 END_TEST
-START_TEST(hf4) { run_case("hf4", SWIN_HF4); }
+START_TEST(hf4)
+{
+    run_case("hf4", SWIN_HF4);
+}
 END_TEST
 
 static int swin_variant_load(pgd_ctx *ctx, const model_source *src, void *user, void **model,
@@ -140,11 +164,14 @@ static int swin_variant_load(pgd_ctx *ctx, const model_source *src, void *user, 
     return rc;
 }
 
-static void swin_variant_free(void *m) { swin_free(m); }
+static void swin_variant_free(void *m)
+{
+    swin_free(m);
+}
 
 /* A variant of tests/data/<base> made with e[0..n) must fail naming `named`. */
-static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e,
-                   size_t n, const char *named)
+static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_edit *e, size_t n,
+                   const char *named)
 {
     const craft_loader l = {"swin", swin_variant_load, swin_variant_free, NULL};
     craft_try_variant(ctx, &l, base, tag, e, n, named, NULL);
@@ -152,6 +179,8 @@ static void refuse(pgd_ctx *ctx, const char *base, const char *tag, const craft_
 
 START_TEST(strict_loading)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -160,16 +189,20 @@ START_TEST(strict_loading)
     refuse(ctx, "swin-torchvision.safetensors", "proj", &e1, 1, "features.3.1.attn.proj.weight");
     craft_edit e2 = {CRAFT_DROP, "features.2.reduction.weight", 0, {0}, NULL, 0, 0};
     refuse(ctx, "swin-torchvision.safetensors", "merge", &e2, 1, "features.2.reduction.weight");
-    craft_edit e3 = {CRAFT_RESHAPE, "layers.1.blocks.0.attn.relative_position_bias_table", 2,
-                     {2, 25}, NULL, 0, 0};
+    craft_edit e3 = {CRAFT_RESHAPE,
+                     "layers.1.blocks.0.attn.relative_position_bias_table",
+                     2,
+                     {2, 25},
+                     NULL,
+                     0,
+                     0};
     refuse(ctx, "swin-timm.safetensors", "table", &e3, 1,
            "layers.1.blocks.0.attn.relative_position_bias_table");
     craft_edit e4 = {CRAFT_COPY, "norm.weight", 0, {0}, NULL, 0, 0};
     e4.to = "layers.0.blocks.0.attn.logit_scale";
     refuse(ctx, "swin-timm.safetensors", "v2", &e4, 1, "Swin V2");
-    craft_edit e5 = {CRAFT_DROP,
-                     "swin.encoder.layers.1.blocks.1.attention.self.value.bias", 0, {0}, NULL, 0,
-                     0};
+    craft_edit e5 = {
+        CRAFT_DROP, "swin.encoder.layers.1.blocks.1.attention.self.value.bias", 0, {0}, NULL, 0, 0};
     refuse(ctx, "swin-hf4.safetensors", "hf-value", &e5, 1, "attention.self.value.bias");
     craft_edit e6 = {CRAFT_COPY, "head.bias", 0, {0}, "head.extra", 0, 0};
     refuse(ctx, "swin-torchvision.safetensors", "unconsumed", &e6, 1, "head.extra");
@@ -182,6 +215,8 @@ END_TEST
  * zero, a 0-class head failed as an empty device copy, huge rows overflowed the window). */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -217,7 +252,7 @@ START_TEST(hostile_sizes)
     craft_edit w200[2];
     for (int b = 0; b < 2; b++) {
         static const char *const t[2] = {"layers.0.blocks.0.attn.relative_position_bias_table",
-                                          "layers.0.blocks.1.attn.relative_position_bias_table"};
+                                         "layers.0.blocks.1.attn.relative_position_bias_table"};
         w200[b] = (craft_edit){CRAFT_RESIZE, t[b], 2, {399 * 399, 1}, NULL, 0, 0};
     }
     craft_try_variant(ctx, &l, tm, "window200", w200, 2,
@@ -234,11 +269,20 @@ START_TEST(mask_limits)
     snprintf(in, sizeof in, "%s/swin-timm.safetensors", pgd_test_data_dir());
     const char *tmp = getenv("PAGODA_TEST_TMP");
     snprintf(out, sizeof out, "%s/swin-window64.safetensors", tmp && *tmp ? tmp : ".");
-    craft_edit e[2] = {
-        {CRAFT_RESIZE, "layers.0.blocks.0.attn.relative_position_bias_table", 2, {127 * 127, 16},
-         NULL, 0, 0},
-        {CRAFT_RESIZE, "layers.0.blocks.1.attn.relative_position_bias_table", 2, {127 * 127, 16},
-         NULL, 0, 0}};
+    craft_edit e[2] = {{CRAFT_RESIZE,
+                        "layers.0.blocks.0.attn.relative_position_bias_table",
+                        2,
+                        {127 * 127, 16},
+                        NULL,
+                        0,
+                        0},
+                       {CRAFT_RESIZE,
+                        "layers.0.blocks.1.attn.relative_position_bias_table",
+                        2,
+                        {127 * 127, 16},
+                        NULL,
+                        0,
+                        0}};
     craft_safetensors(in, out, e, 2);
     pgd_weights *w = NULL;
     pgd_error *err = NULL;

@@ -53,6 +53,8 @@ END_TEST
 
 START_TEST(bad_shapes_and_limits)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -131,6 +133,8 @@ END_TEST
 
 START_TEST(pool_reuses_buffers)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

@@ -1,9 +1,9 @@
 /* test_vit.c — the ViT against PyTorch: tiny random-weight models in each naming (timm, timm
- * DeiT distilled, Hugging Face, torchvision), made by tools/make-vit-golden.py; configuration
- * detection, logits on every device (at the trained image size and at another one, where each
- * family resamples its position grid its own way; the image-dependent part, image 1 - image 0,
- * checked on its own), a wrong head count shown to fall far outside the goldens, and errors
- * for missing or misshaped tensors. */
+ * DeiT distilled, Hugging Face, torchvision), made by tools/golden/make-vit-golden.py;
+ * configuration detection, logits on every device (at the trained image size and at another one,
+ * where each family resamples its position grid its own way; the image-dependent part, image 1 -
+ * image 0, checked on its own), a wrong head count shown to fall far outside the goldens, and
+ * errors for missing or misshaped tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +95,8 @@ static void run_case(const char *name, vit_family fam, int extra)
         ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * classes), rtol, atol, what), "%s",
                       what);
         /* What the image decides, on its own (image 1 - image 0): the goldens' sharpened
-         * attention makes a wrong head count move it by 0.8 or more (tools/make-vit-golden.py),
-         * a right run stays near 1e-6 (f16 weights: 1e-3). */
+         * attention makes a wrong head count move it by 0.8 or more
+         * (tools/golden/make-vit-golden.py), a right run stays near 1e-6 (f16 weights: 1e-3). */
         ck_assert_msg(pgd_test_diffclose(got, want, (size_t)B, (size_t)classes, (size_t)classes,
                                          f16_weights ? 3e-2 : 1e-3, what),
                       "%s", what);
@@ -141,7 +141,10 @@ static void run_case(const char *name, vit_family fam, int extra)
     pgd_weights_destroy(w);
 }
 
-START_TEST(timm) { run_case("timm", VIT_TIMM, 1); }
+START_TEST(timm)
+{
+    run_case("timm", VIT_TIMM, 1);
+}
 END_TEST
 
 START_TEST(timm_f16_weights)
@@ -151,21 +154,42 @@ START_TEST(timm_f16_weights)
     f16_weights = 0;
 }
 END_TEST
-START_TEST(deit) { run_case("deit", VIT_TIMM, 2); }
+START_TEST(deit)
+{
+    run_case("deit", VIT_TIMM, 2);
+}
 END_TEST
-START_TEST(huggingface) { run_case("hf", VIT_HF, 1); }
+START_TEST(huggingface)
+{
+    run_case("hf", VIT_HF, 1);
+}
 END_TEST
-START_TEST(torchvision) { run_case("torchvision", VIT_TORCHVISION, 1); }
+START_TEST(torchvision)
+{
+    run_case("torchvision", VIT_TORCHVISION, 1);
+}
 END_TEST
 /* At an image size other than the trained 32x32: the 4x4 position grid resampled by each
  * family's own rule (timm antialiased, torchvision align_corners, Hugging Face scale_factor). */
-START_TEST(timm_resized) { run_case("timm-24x40", VIT_TIMM, 1); }
+START_TEST(timm_resized)
+{
+    run_case("timm-24x40", VIT_TIMM, 1);
+}
 END_TEST
-START_TEST(deit_resized) { run_case("deit-40x24", VIT_TIMM, 2); }
+START_TEST(deit_resized)
+{
+    run_case("deit-40x24", VIT_TIMM, 2);
+}
 END_TEST
-START_TEST(huggingface_resized) { run_case("hf-40x32", VIT_HF, 1); }
+START_TEST(huggingface_resized)
+{
+    run_case("hf-40x32", VIT_HF, 1);
+}
 END_TEST
-START_TEST(torchvision_resized) { run_case("torchvision-40x40", VIT_TORCHVISION, 1); }
+START_TEST(torchvision_resized)
+{
+    run_case("torchvision-40x40", VIT_TORCHVISION, 1);
+}
 END_TEST
 
 /* The goldens see a wrong head count: each naming's weights run with 1 and 4 heads instead of
@@ -276,8 +300,8 @@ START_TEST(num_heads_metadata)
     model_weights_source(&src, w, path);
     src.meta = meta_heads;
     vit_config cfg;
-    static const char *const bad[] = {"16abc", "2 ", " 2", "", "0", "-2", "2.0", "0x2",
-                                      "99999999999", "4294967298"};
+    static const char *const bad[] = {"16abc", "2 ",  " 2",          "",          "0", "-2",
+                                      "2.0",   "0x2", "99999999999", "4294967298"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         heads_meta = bad[i];
         int rc = vit_detect(&src, 0, &cfg, &err);
@@ -314,6 +338,8 @@ END_TEST
 
 START_TEST(missing_and_misshaped)
 {
+    if (!pgd_test_primary())
+        return;
     char path[4096];
     snprintf(path, sizeof path, "%s/vit-timm.safetensors", pgd_test_data_dir());
     pgd_weights *w = NULL;
@@ -371,7 +397,10 @@ static int vit_variant_load(pgd_ctx *ctx, const model_source *src, void *user, v
     return rc;
 }
 
-static void vit_variant_free(void *m) { vit_free(m); }
+static void vit_variant_free(void *m)
+{
+    vit_free(m);
+}
 
 /* Loads a variant of tests/data/<base> made with edits e[0..n): with `named` NULL it must load,
  * else fail with a message naming `named` and (when given) `also`. */
@@ -387,6 +416,8 @@ static void try_variant(pgd_ctx *ctx, const char *base, const char *tag, const c
  * non-finite values. Each is refused, naming the tensor; the unedited copy loads. */
 START_TEST(strict_variants)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
@@ -395,43 +426,77 @@ START_TEST(strict_variants)
         craft_edit e;
         const char *named, *also;
     } cases[] = {
-        {"vit-timm.safetensors", "fc2-transposed",
+        {"vit-timm.safetensors",
+         "fc2-transposed",
          {CRAFT_RESHAPE, "blocks.0.mlp.fc2.weight", 2, {64, 32}, NULL, 0, 0},
-         "blocks.0.mlp.fc2.weight", "[64, 32]"},
-        {"vit-timm.safetensors", "qkv-transposed",
+         "blocks.0.mlp.fc2.weight",
+         "[64, 32]"},
+        {"vit-timm.safetensors",
+         "qkv-transposed",
          {CRAFT_RESHAPE, "blocks.1.attn.qkv.weight", 2, {32, 96}, NULL, 0, 0},
-         "blocks.1.attn.qkv.weight", "[96, 32]"},
-        {"vit-timm.safetensors", "pos-transposed",
-         {CRAFT_RESHAPE, "pos_embed", 3, {1, 32, 17}, NULL, 0, 0}, "pos_embed", "[1, 32, 17]"},
-        {"vit-timm.safetensors", "cls-flat",
-         {CRAFT_RESHAPE, "cls_token", 1, {32}, NULL, 0, 0}, "cls_token", "[1, 1, 32]"},
-        {"vit-hf.safetensors", "hf-patch-hwio",
-         {CRAFT_RESHAPE, "vit.embeddings.patch_embeddings.projection.weight", 4, {32, 8, 8, 3},
-          NULL, 0, 0},
-         "vit.embeddings.patch_embeddings.projection.weight", NULL},
-        {"vit-timm.safetensors", "block1-norm1-missing",
-         {CRAFT_DROP, "blocks.1.norm1.weight", 0, {0}, NULL, 0, 0}, "blocks.1.norm1.weight",
+         "blocks.1.attn.qkv.weight",
+         "[96, 32]"},
+        {"vit-timm.safetensors",
+         "pos-transposed",
+         {CRAFT_RESHAPE, "pos_embed", 3, {1, 32, 17}, NULL, 0, 0},
+         "pos_embed",
+         "[1, 32, 17]"},
+        {"vit-timm.safetensors",
+         "cls-flat",
+         {CRAFT_RESHAPE, "cls_token", 1, {32}, NULL, 0, 0},
+         "cls_token",
+         "[1, 1, 32]"},
+        {"vit-hf.safetensors",
+         "hf-patch-hwio",
+         {CRAFT_RESHAPE,
+          "vit.embeddings.patch_embeddings.projection.weight",
+          4,
+          {32, 8, 8, 3},
+          NULL,
+          0,
+          0},
+         "vit.embeddings.patch_embeddings.projection.weight",
+         NULL},
+        {"vit-timm.safetensors",
+         "block1-norm1-missing",
+         {CRAFT_DROP, "blocks.1.norm1.weight", 0, {0}, NULL, 0, 0},
+         "blocks.1.norm1.weight",
          "missing"},
-        {"vit-timm.safetensors", "block1-fc2-bias-missing",
-         {CRAFT_DROP, "blocks.1.mlp.fc2.bias", 0, {0}, NULL, 0, 0}, "blocks.1.mlp.fc2.bias",
+        {"vit-timm.safetensors",
+         "block1-fc2-bias-missing",
+         {CRAFT_DROP, "blocks.1.mlp.fc2.bias", 0, {0}, NULL, 0, 0},
+         "blocks.1.mlp.fc2.bias",
          "missing"},
-        {"vit-torchvision.safetensors", "tv-block1-ln2-missing",
+        {"vit-torchvision.safetensors",
+         "tv-block1-ln2-missing",
          {CRAFT_DROP, "encoder.layers.encoder_layer_1.ln_2.weight", 0, {0}, NULL, 0, 0},
-         "encoder.layers.encoder_layer_1.ln_2.weight", NULL},
-        {"vit-timm.safetensors", "extra-tensor",
-         {CRAFT_COPY, "head.bias", 0, {0}, "head.extra_bias", 0, 0}, "head.extra_bias",
+         "encoder.layers.encoder_layer_1.ln_2.weight",
+         NULL},
+        {"vit-timm.safetensors",
+         "extra-tensor",
+         {CRAFT_COPY, "head.bias", 0, {0}, "head.extra_bias", 0, 0},
+         "head.extra_bias",
          "not used"},
-        {"vit-timm.safetensors", "aliased-block",
+        {"vit-timm.safetensors",
+         "aliased-block",
          {CRAFT_COPY, "blocks.1.norm1.weight", 0, {0}, "blocks.01.norm1.weight", 0, 0},
-         "blocks.01.norm1.weight", "not used"},
-        {"vit-hf.safetensors", "hf-pooler",
+         "blocks.01.norm1.weight",
+         "not used"},
+        {"vit-hf.safetensors",
+         "hf-pooler",
          {CRAFT_COPY, "vit.layernorm.bias", 0, {0}, "vit.pooler.dense.bias", 0, 0},
-         "vit.pooler.dense.bias", NULL},
-        {"vit-timm.safetensors", "nan-weight",
-         {CRAFT_POKE, "blocks.1.mlp.fc1.weight", 0, {0}, NULL, 70, NAN}, "blocks.1.mlp.fc1.weight",
+         "vit.pooler.dense.bias",
+         NULL},
+        {"vit-timm.safetensors",
+         "nan-weight",
+         {CRAFT_POKE, "blocks.1.mlp.fc1.weight", 0, {0}, NULL, 70, NAN},
+         "blocks.1.mlp.fc1.weight",
          "[2, 6]"},
-        {"vit-deit.safetensors", "inf-token",
-         {CRAFT_POKE, "dist_token", 0, {0}, NULL, 3, INFINITY}, "dist_token", "inf"},
+        {"vit-deit.safetensors",
+         "inf-token",
+         {CRAFT_POKE, "dist_token", 0, {0}, NULL, 3, INFINITY},
+         "dist_token",
+         "inf"},
     };
     try_variant(ctx, "vit-timm.safetensors", "unchanged", NULL, 0, NULL, NULL);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
@@ -470,8 +535,7 @@ START_TEST(nonfinite_stage)
         ck_assert_msg(!isfinite(logits[0]), "logits finite on %s: %g", d[i].name, logits[0]);
         model_probe p;
         PGD_CHECK_OK(vit_find_nonfinite(m, x, 32, 32, &p, &err), &err);
-        ck_assert_msg(!strcmp(p.stage, "blocks.1 (mlp)"), "stage on %s: '%s'", d[i].name,
-                      p.stage);
+        ck_assert_msg(!strcmp(p.stage, "blocks.1 (mlp)"), "stage on %s: '%s'", d[i].name, p.stage);
         vit_free(m);
         pgd_ctx_destroy(ctx);
     }
@@ -556,9 +620,9 @@ START_TEST(device_limits)
                     char what[160];
                     snprintf(what, sizeof what, "logits on %s with %s bytes, passes of %d",
                              d[i].name, lim, vit_last_split(m));
-                    ck_assert_msg(pgd_test_allclose(got, want, (size_t)(B * cfg.classes), 1e-4,
-                                                    1e-5, what),
-                                  "%s", what);
+                    ck_assert_msg(
+                        pgd_test_allclose(got, want, (size_t)(B * cfg.classes), 1e-4, 1e-5, what),
+                        "%s", what);
                     ck_assert_int_ge(vit_last_split(m), 1);
                     if (vit_last_split(m) < B)
                         split++;
@@ -607,7 +671,7 @@ END_TEST
 
 /* Headless features of `weights` for the golden batch `case_` ([B, 3, H, W]): the class token
  * after the final norm and the mean of the patch tokens, as PyTorch computed them
- * (tools/make-dino-golden.py), on every device. */
+ * (tools/golden/make-dino-golden.py), on every device. */
 static void headless_case(const char *weights, const char *case_, int B, int H, int W,
                           int layer_scale)
 {
@@ -643,7 +707,7 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
         ck_assert_msg(pgd_test_allclose(got, want_cls, (size_t)B * 32, 1e-4, 1e-5, what), "%s",
                       what);
         /* Batches of two: the image-dependent part on its own (a wrong head count moves it by
-         * 0.46 or more, tools/make-dino-golden.py). */
+         * 0.46 or more, tools/golden/make-dino-golden.py). */
         ck_assert_msg(B < 2 || pgd_test_diffclose(got, want_cls, (size_t)B, 32, 32, 1e-3, what),
                       "%s", what);
         vit_set_pool(m, VIT_POOL_MEAN);
@@ -661,8 +725,8 @@ static void headless_case(const char *weights, const char *case_, int B, int H, 
         for (int b = 0; b < B; b++) {
             snprintf(what, sizeof what, "%s both-pooled image %d on %s", case_, b, d[i].name);
             int ok = pgd_test_allclose(both + b * 64, want_cls + b * 32, 32, 1e-4, 1e-5, what);
-            ok = ok && pgd_test_allclose(both + b * 64 + 32, want_mean + b * 32, 32, 1e-4, 1e-5,
-                                         what);
+            ok = ok &&
+                 pgd_test_allclose(both + b * 64 + 32, want_mean + b * 32, 32, 1e-4, 1e-5, what);
             ck_assert_msg(ok, "%s", what);
         }
         vit_free(m);
@@ -740,12 +804,13 @@ END_TEST
 /* A LayerScale gamma missing from one block, or a misshaped register token, are refused by name. */
 START_TEST(layer_scale_strict)
 {
+    if (!pgd_test_primary())
+        return;
     size_t n;
     const pgd_device_info *d = pgd_test_devices(&n);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);
     const craft_edit drop = {CRAFT_DROP, "blocks.1.ls2.gamma", 0, {0}, NULL, 0, 0};
-    try_variant(ctx, "dinov2-tiny.safetensors", "ls-dropped", &drop, 1, "blocks.1.ls2.gamma",
-                NULL);
+    try_variant(ctx, "dinov2-tiny.safetensors", "ls-dropped", &drop, 1, "blocks.1.ls2.gamma", NULL);
     const craft_edit reg = {CRAFT_COPY, "blocks.0.norm1.weight", 0, {0}, "reg_token", 0, 0};
     try_variant(ctx, "dinov2-tiny.safetensors", "registers", &reg, 1, "reg_token", "[1, R, 32]");
     pgd_ctx_destroy(ctx);
@@ -764,6 +829,8 @@ END_TEST
  * error names the tensor; none reaches arithmetic (this runs clean under UBSan). */
 START_TEST(hostile_sizes)
 {
+    if (!pgd_test_primary())
+        return;
     size_t nd;
     const pgd_device_info *d = pgd_test_devices(&nd);
     pgd_ctx *ctx = pgd_test_ctx(&d[0]);

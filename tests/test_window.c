@@ -37,8 +37,7 @@ static void ref_partition(const float *x, int64_t B, int64_t H, int64_t W, int64
                     }
 }
 
-static void ref_patch_merge(const float *x, int64_t B, int64_t H, int64_t W, int64_t C,
-                            float *out)
+static void ref_patch_merge(const float *x, int64_t B, int64_t H, int64_t W, int64_t C, float *out)
 {
     int64_t Ho = (H + 1) / 2, Wo = (W + 1) / 2;
     static const int di[4] = {0, 1, 0, 1}, dj[4] = {0, 0, 1, 1};
@@ -77,9 +76,10 @@ static int one_case(pgd_ctx *ctx, pgd_rng *r, int trial)
     float *want = malloc((size_t)nwin * sizeof *want), *got = malloc((size_t)nwin * sizeof *got);
     float *ywant = malloc((size_t)nx * sizeof *ywant), *ygot = malloc((size_t)nx * sizeof *ygot);
     char what[160];
-    snprintf(what, sizeof what, "case %d: B %lld H %lld W %lld C %lld window %lld shift %lld,%lld%s",
-             trial, (long long)B, (long long)H, (long long)W, (long long)C, (long long)w,
-             (long long)sh, (long long)sw, unpadded ? " unpadded" : "");
+    snprintf(what, sizeof what,
+             "case %d: B %lld H %lld W %lld C %lld window %lld shift %lld,%lld%s", trial,
+             (long long)B, (long long)H, (long long)W, (long long)C, (long long)w, (long long)sh,
+             (long long)sw, unpadded ? " unpadded" : "");
     int64_t sx[4] = {B, H, W, C}, swn[3] = {B * nW, w * w, C};
     pgd_tensor *tx = pgd_test_upload(ctx, 4, sx, x), *tw = pgd_test_upload(ctx, 3, swn, win);
     pgd_tensor *ty = pgd_test_upload(ctx, 4, sx, y0), *tout = pgd_test_upload(ctx, 3, swn, win);

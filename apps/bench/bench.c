@@ -18,8 +18,8 @@
 #include "app.h"
 #include "bench.h"
 #include "bench_cmd.h"
-#include "stream_mpi.h"
 #include "pgd_version.h"
+#include "stream_mpi.h"
 
 static const char usage[] =
     "usage: pagoda bench [--device SEL|all] [--budget-ms MS] [--repeat N] [--warmup N]\n"
@@ -54,7 +54,8 @@ static const char usage[] =
     "  --output FILE    write the results as JSON to FILE, a regular file or absent (a\n"
     "                   directory, symlink, FIFO or device such as /dev/null is refused);\n"
     "                   it appears complete or not at all; '-': stdout\n"
-    "  --compare F...   print saved JSON files (pagoda's or tools/bench-peers') side by side,\n"
+    "  --compare F...   print saved JSON files (pagoda's or tools/bench/bench-peers') side by "
+    "side,\n"
     "                   matched by item spec, with the ratio first/other (above 1: the other\n"
     "                   is faster)\n"
     "  --list           list the suites and items\n"
@@ -424,7 +425,7 @@ static json_t *result_json(const char *item, const bench_result *b, const peak_n
         json_object_set_new(r, "intensity", json_real(b->flops / b->bytes));
     if (b->peak_kind != BENCH_PEAK_NONE)
         json_object_set_new(r, "peak_kind",
-                            json_string(b->peak_kind == BENCH_PEAK_FLOPS   ? "flops"
+                            json_string(b->peak_kind == BENCH_PEAK_FLOPS  ? "flops"
                                         : b->peak_kind == BENCH_PEAK_LOWP ? "lowp_ops"
                                                                           : "bytes"));
     else if (b->flops > 0 && pk->gflops > 0)
@@ -604,9 +605,9 @@ static json_t *peak_json(const peak_numbers *pk)
 static json_t *device_run_json(device_run *dr)
 {
     const pgd_device_info *d = dr->d;
-    json_t *run = json_pack("{s:o, s:s, s:s, s:s}", "device", app_device_json(d), "driver",
-                            d->driver_version, "platform_version", d->platform_version,
-                            "precision", app_precision(dr->ctx));
+    json_t *run =
+        json_pack("{s:o, s:s, s:s, s:s}", "device", app_device_json(d), "driver", d->driver_version,
+                  "platform_version", d->platform_version, "precision", app_precision(dr->ctx));
     if (dr->pk.gflops > 0 || dr->pk.gbs > 0)
         json_object_set_new(run, "peak", peak_json(&dr->pk));
     /* Which GEMM kernel parameters ran, and whether pgd_tune chose them. */
@@ -672,13 +673,18 @@ typedef struct bench_args {
  * --list, or a usage error). */
 static int parse_options(int argc, char **argv, bench_args *a)
 {
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
-        {"output", required_argument, 0, 'o'}, {"budget-ms", required_argument, 0, 'b'},
-        {"repeat", required_argument, 0, 'r'}, {"warmup", required_argument, 0, 'w'},
-        {"compare", no_argument, 0, 'c'},      {"list", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},         {"mpi", no_argument, 0, 'M'},
-        {"precision", required_argument, 0, 'P'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"budget-ms", required_argument, 0, 'b'},
+                                         {"repeat", required_argument, 0, 'r'},
+                                         {"warmup", required_argument, 0, 'w'},
+                                         {"compare", no_argument, 0, 'c'},
+                                         {"list", no_argument, 0, 'l'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"mpi", no_argument, 0, 'M'},
+                                         {"precision", required_argument, 0, 'P'},
+                                         {0, 0, 0, 0}};
     static char suite_help[2048], item_help[4096];
     help_text(suite_help, sizeof suite_help, item_help, sizeof item_help);
     int c;
@@ -687,19 +693,13 @@ static int parse_options(int argc, char **argv, bench_args *a)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd':
-            a->device = optarg;
-            break;
+        case 'd': a->device = optarg; break;
         case 'P':
             if (app_set_precision("bench ", optarg))
                 return EXIT_USAGE;
             break;
-        case 'j':
-            a->json = 1;
-            break;
-        case 'o':
-            a->out_path = optarg;
-            break;
+        case 'j': a->json = 1; break;
+        case 'o': a->out_path = optarg; break;
         case 'b':
             if (parse_count(optarg, "budget-ms", 1, 3600000, &v))
                 return EXIT_USAGE;
@@ -715,20 +715,11 @@ static int parse_options(int argc, char **argv, bench_args *a)
                 return EXIT_USAGE;
             a->o.warmup = (int)v;
             break;
-        case 'c':
-            a->do_compare = 1;
-            break;
-        case 'M':
-            a->mpi = 1;
-            break;
-        case 'l':
-            printf("Suites:\n%s\nItems:\n%s", suite_help, item_help);
-            return EXIT_OK;
-        case 'h':
-            printf(usage, suite_help, item_help);
-            return EXIT_OK;
-        default:
-            return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
+        case 'c': a->do_compare = 1; break;
+        case 'M': a->mpi = 1; break;
+        case 'l': printf("Suites:\n%s\nItems:\n%s", suite_help, item_help); return EXIT_OK;
+        case 'h': printf(usage, suite_help, item_help); return EXIT_OK;
+        default: return app_usage_error("bench ", "bad option '%s'", argv[optind - 1]);
         }
     }
     return -1;

@@ -30,7 +30,7 @@ typedef struct bench_result {
     int repeat, warmup;
     char extra_key[32]; /* optional extra number for the JSON record */
     double extra;
-    char note[24]; /* optional word printed after the numbers and recorded ("algorithm") */
+    char note[24];    /* optional word printed after the numbers and recorded ("algorithm") */
     char params[160]; /* optional JSON object text, e.g. {"M":197,"N":768,"K":768} */
     int peak_kind;    /* BENCH_PEAK_* */
 } bench_result;

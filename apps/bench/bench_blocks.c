@@ -1,10 +1,10 @@
 /* bench_blocks.c — the benchmark items that time one model block: a non-local block, the ViT
  * patch embedding and a GAT layer (bench_items.c has the operator items and the helpers). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 #include <time.h>
 
 #include "bench.h"
@@ -68,8 +68,8 @@ static int nl_block(pgd_ctx *ctx, int64_t C, int unfused, pgd_nonlocal **out, pg
     return rc;
 }
 
-static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
-                  int *nres, int cap, pgd_error **err)
+static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res, int *nres,
+                  int cap, pgd_error **err)
 {
     (void)cap;
     int unfused = 0;
@@ -101,8 +101,8 @@ static int run_nl(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
     if (!rc)
         rc = time_runs(ctx, (timed_fn){nl_once, &s}, o, b, err);
     if (!rc) {
-        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", unfused ? "nonlocal-unfused" : "nonlocal",
-                 v[0], v[1], v[2]);
+        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld",
+                 unfused ? "nonlocal-unfused" : "nonlocal", v[0], v[1], v[2]);
         double N = (double)(v[0] * v[1]), C = (double)v[2], Ci = C / 2;
         b->flops = 2.0 * (4 * N * C * Ci + 2 * N * N * Ci);
         /* device memory the block needs beyond x and z: P [N, 3Ci], y [N, Ci], and for the
@@ -155,8 +155,8 @@ static int patch_once(void *p, pgd_error **err)
     return pgd_patch_embed(s->ctx, s->img, s->w, s->bias, s->cls, NULL, s->pos, s->out, err);
 }
 
-static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o,
-                           bench_result *res, int *nres, int cap, pgd_error **err)
+static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
+                           int *nres, int cap, pgd_error **err)
 {
     (void)cap;
     long v[2] = {1, 768};
@@ -200,8 +200,8 @@ static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o,
         rc = time_runs(ctx, (timed_fn){patch_once, &s}, o, b, err);
     if (!rc) {
         snprintf(b->name, sizeof b->name, "patch_embed:%ld,%ld", B, D);
-        snprintf(b->params, sizeof b->params,
-                 "{\"B\":%ld,\"D\":%ld,\"image\":224,\"patch\":%ld}", B, D, P);
+        snprintf(b->params, sizeof b->params, "{\"B\":%ld,\"D\":%ld,\"image\":224,\"patch\":%ld}",
+                 B, D, P);
         b->flops = 2.0 * (double)B * 196.0 * (double)D * (double)(3 * P * P);
         b->bytes = 4.0 * ((double)B * 3 * 224 * 224 + (double)D * 3 * P * P + (double)T * D +
                           (double)B * T * D);
@@ -219,13 +219,13 @@ static int run_patch_embed(pgd_ctx *ctx, const char *spec, const bench_opts *o,
 
 const bench_item bench_item_patch_embed = {
     "patch_embed", "patch_embed:B,D",
-    "ViT patch embedding: B 224x224 images, 16x16 patches, D channels, cls + position",
-    validate_bd, run_patch_embed};
+    "ViT patch embedding: B 224x224 images, 16x16 patches, D channels, cls + position", validate_bd,
+    run_patch_embed};
 
 /* ---- gat[:N,E] — one GATConv layer (64 -> 8 heads x 8, concat, ELU) on a generated power-law
  * graph ------------------------------------------------------------------------------------ */
 
-/* The graph of the item, the same one tools/bench-gat-peers builds for PyG: edge k has source
+/* The graph of the item, the same one tools/bench/bench-gat-peers builds for PyG: edge k has source
  * h(2k) mod N and destination 0 for every tenth edge (a hub: 10^5 in-edges at the default
  * size), else floor(N·u²) with u = h(2k+1) / 2^64 in 53 bits (more edges into low ids); h is
  * splitmix64's finaliser over k·golden + seed. */

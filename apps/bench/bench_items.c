@@ -2,10 +2,10 @@
  * helpers every item file uses (time_runs, item_alloc, fill_rand); bench_blocks.c has the
  * model blocks (non-local, patch embedding, GAT layer), bench_models.c the whole-model items. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,13 +94,12 @@ static int run_build(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_
 }
 
 const bench_item bench_item_build = {
-    "build", "build",
-    "cold (compile) vs warm (binary cache) build of every kernel file", NULL, run_build};
+    "build", "build", "cold (compile) vs warm (binary cache) build of every kernel file", NULL,
+    run_build};
 
 /* Warm-up then timed runs, each drained; the first run's program builds are the compile time
  * (bench.c's bench_time, which derives the counts from --budget-ms or takes them as given). */
-int time_runs(pgd_ctx *ctx, timed_fn f, const bench_opts *o, bench_result *b,
-              pgd_error **err)
+int time_runs(pgd_ctx *ctx, timed_fn f, const bench_opts *o, bench_result *b, pgd_error **err)
 {
     return bench_time(ctx, f.fn, f.state, o, b, err);
 }
@@ -114,7 +113,10 @@ int64_t mul_sat(int64_t a, int64_t b)
     return a && b > INT64_MAX / a ? INT64_MAX : a * b;
 }
 
-int64_t add_sat(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; }
+int64_t add_sat(int64_t a, int64_t b)
+{
+    return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
 
 /* The product of n sizes (saturating). */
 static int64_t prod(int n, const int64_t *v)
@@ -137,15 +139,17 @@ static uint64_t host_limit_bytes(void)
     return UINT64_MAX;
 }
 
-static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+static double mib(uint64_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0);
+}
 
 /* What an item will allocate, in floats: its largest device tensor, all of its device tensors
  * together, and its largest host buffer. Checked against the device's largest allocation and
  * global memory and against host_limit_bytes before any allocation, so that a spec too large
  * for the device is refused at once with the sizes, not after filling gigabytes of host memory.
  * PGD_ERR_TOO_LARGE with err set, or PGD_OK. */
-int check_fits(pgd_ctx *ctx, int64_t largest, int64_t total, int64_t host,
-               pgd_error **err)
+int check_fits(pgd_ctx *ctx, int64_t largest, int64_t total, int64_t host, pgd_error **err)
 {
     const pgd_device_info *d = pgd_ctx_get_device(ctx);
     uint64_t lb = (uint64_t)mul_sat(largest, 4), tb = (uint64_t)mul_sat(total, 4),
@@ -155,19 +159,22 @@ int check_fits(pgd_ctx *ctx, int64_t largest, int64_t total, int64_t host,
         return pgd_error_set(err, PGD_ERR_TOO_LARGE, "its sizes overflow 64 bits");
     if (d && lb > d->max_alloc)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                              "a tensor of %.1f MiB exceeds the largest allocation of %s "
-                              "(%.1f MiB)", mib(lb), d->name, mib(d->max_alloc));
+                             "a tensor of %.1f MiB exceeds the largest allocation of %s "
+                             "(%.1f MiB)",
+                             mib(lb), d->name, mib(d->max_alloc));
     if (d && tb > d->global_mem)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                              "its tensors take %.1f MiB, more than the %.1f MiB of global "
-                              "memory of %s", mib(tb), mib(d->global_mem), d->name);
+                             "its tensors take %.1f MiB, more than the %.1f MiB of global "
+                             "memory of %s",
+                             mib(tb), mib(d->global_mem), d->name);
     /* A CPU device's memory is the host's: its tensors count against the host limit too. */
     if (d && d->type == PGD_DEVICE_CPU)
         hb = hb + tb < hb ? UINT64_MAX : hb + tb;
     if (hb > hl)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                              "%.1f MiB of host memory is more than half this machine's (%.1f "
-                              "MiB)", mib(hb), mib(hl));
+                             "%.1f MiB of host memory is more than half this machine's (%.1f "
+                             "MiB)",
+                             mib(hb), mib(hl));
     return PGD_OK;
 }
 
@@ -250,13 +257,19 @@ const bench_item bench_item_scale = {"scale", "scale[:N]",
 
 /* ---- launch: the cost of one kernel launch -------------------------------------------------- */
 
-static int validate_launch(const char *spec) { return strcmp(spec, "launch") ? -1 : 0; }
+static int validate_launch(const char *spec)
+{
+    return strcmp(spec, "launch") ? -1 : 0;
+}
 
 /* LAUNCH_BURST launches of a 64-float pgd_scale, then one wait: what each of a forward pass's
  * launches costs (the in-order queue overlaps nothing, so this is enqueue + dispatch). */
 #define LAUNCH_BURST 100
 
-static int launch_sync_once(void *p, pgd_error **err) { return scale_once(p, err); }
+static int launch_sync_once(void *p, pgd_error **err)
+{
+    return scale_once(p, err);
+}
 
 static int launch_burst_once(void *p, pgd_error **err)
 {
@@ -324,7 +337,10 @@ static int validate_mnk(const char *spec)
     return parse_mnk(spec, v);
 }
 
-void fill_rand(float *p, size_t n) { model_fill_seeded(p, (int64_t)n, 12345, 0.5f); }
+void fill_rand(float *p, size_t n)
+{
+    model_fill_seeded(p, (int64_t)n, 12345, 0.5f);
+}
 
 typedef struct gemm_state {
     pgd_ctx *ctx;
@@ -410,9 +426,9 @@ const bench_item bench_item_gemm = {
     "gemm", "gemm:M,N,K",
     "linear layer C[M,N] = A[M,K]·W[N,K]ᵀ with W prepared once (as in a model)", validate_mnk,
     run_gemm};
-const bench_item bench_item_gemm_nn = {
-    "gemm-nn", "gemm-nn:M,N,K", "plain C[M,N] = A[M,K]·B[K,N], B repacked on every call",
-    validate_mnk, run_gemm_nn};
+const bench_item bench_item_gemm_nn = {"gemm-nn", "gemm-nn:M,N,K",
+                                       "plain C[M,N] = A[M,K]·B[K,N], B repacked on every call",
+                                       validate_mnk, run_gemm_nn};
 
 #if PGD_HAVE_OPENBLAS
 #include <cblas.h>
@@ -444,8 +460,10 @@ static int run_blas(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
     /* host only: the device limits do not apply, the host one does */
     uint64_t host = (uint64_t)mul_sat(add_sat(add_sat(mk, nk), mn), 4);
     if (host > host_limit_bytes())
-        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%.1f MiB of host memory is more than "
-                              "half this machine's", mib(host));
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "%.1f MiB of host memory is more than "
+                             "half this machine's",
+                             mib(host));
     float *a = item_alloc(mk, err), *w = a ? item_alloc(nk, err) : NULL,
           *c = w ? item_alloc(mn, err) : NULL;
     if (!a || !w || !c) {
@@ -474,9 +492,8 @@ static int run_blas(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
 }
 
 const bench_item bench_item_blas = {
-    "blas", "blas:M,N,K",
-    "OpenBLAS cblas_sgemm on the host, A·Wᵀ as gemm:M,N,K (the peer to beat)", validate_mnk,
-    run_blas};
+    "blas", "blas:M,N,K", "OpenBLAS cblas_sgemm on the host, A·Wᵀ as gemm:M,N,K (the peer to beat)",
+    validate_mnk, run_blas};
 #endif
 
 /* ---- attention:N,H,D — fused attention on a [N, 3, H, D] qkv tensor (batch 1), and
@@ -496,8 +513,8 @@ static int validate_nhd(const char *spec)
 typedef struct attn_state {
     pgd_ctx *ctx;
     long n, h, d;
-    pgd_tensor *qkv, *out;          /* fused */
-    pgd_tensor *q, *k, *v, *s, *o;  /* unfused: [H, N, D] each, scores [H, N, N] */
+    pgd_tensor *qkv, *out;         /* fused */
+    pgd_tensor *q, *k, *v, *s, *o; /* unfused: [H, N, D] each, scores [H, N, N] */
 } attn_state;
 
 static int attn_fused_once(void *p, pgd_error **err)
@@ -532,8 +549,8 @@ static int run_attention_common(pgd_ctx *ctx, const char *spec, const bench_opts
     int64_t hnd = mul_sat(mul_sat(s.n, s.h), s.d), scores = mul_sat(mul_sat(s.h, s.n), s.n);
     int64_t big = mul_sat(3, hnd);
     int rc = fused ? check_fits(ctx, big, add_sat(big, hnd), big, err)
-                   : check_fits(ctx, scores > hnd ? scores : hnd,
-                                add_sat(mul_sat(4, hnd), scores), big, err);
+                   : check_fits(ctx, scores > hnd ? scores : hnd, add_sat(mul_sat(4, hnd), scores),
+                                big, err);
     float *host = NULL;
     if (!rc && !(host = item_alloc(big, err)))
         rc = PGD_ERR_OUT_OF_HOST_MEMORY;
@@ -561,8 +578,8 @@ static int run_attention_common(pgd_ctx *ctx, const char *spec, const bench_opts
     if (!rc)
         rc = time_runs(ctx, (timed_fn){fused ? attn_fused_once : attn_unfused_once, &s}, o, b, err);
     if (!rc) {
-        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld", fused ? "attention" : "attention-unfused",
-                 s.n, s.h, s.d);
+        snprintf(b->name, sizeof b->name, "%s:%ld,%ld,%ld",
+                 fused ? "attention" : "attention-unfused", s.n, s.h, s.d);
         snprintf(b->params, sizeof b->params, "{\"N\":%ld,\"H\":%ld,\"D\":%ld}", s.n, s.h, s.d);
         b->flops = 4.0 * (double)s.n * (double)s.n * (double)s.h * (double)s.d;
         /* Device memory the op needs beyond its inputs and output: the unfused form holds
@@ -700,14 +717,14 @@ typedef struct conv_shape {
 static const struct {
     int h, cin, cout, k, stride, count;
 } resnet50_convs[] = {
-    {224, 3, 64, 7, 2, 1},     {56, 64, 64, 1, 1, 1},      {56, 64, 64, 3, 1, 3},
-    {56, 64, 256, 1, 1, 4},    {56, 256, 64, 1, 1, 2},     {56, 256, 128, 1, 1, 1},
-    {56, 128, 128, 3, 2, 1},   {28, 128, 512, 1, 1, 4},    {56, 256, 512, 1, 2, 1},
-    {28, 512, 128, 1, 1, 3},   {28, 128, 128, 3, 1, 3},    {28, 512, 256, 1, 1, 1},
-    {28, 256, 256, 3, 2, 1},   {14, 256, 1024, 1, 1, 6},   {28, 512, 1024, 1, 2, 1},
-    {14, 1024, 256, 1, 1, 5},  {14, 256, 256, 3, 1, 5},    {14, 1024, 512, 1, 1, 1},
-    {14, 512, 512, 3, 2, 1},   {7, 512, 2048, 1, 1, 3},    {14, 1024, 2048, 1, 2, 1},
-    {7, 2048, 512, 1, 1, 2},   {7, 512, 512, 3, 1, 2},
+    {224, 3, 64, 7, 2, 1},    {56, 64, 64, 1, 1, 1},    {56, 64, 64, 3, 1, 3},
+    {56, 64, 256, 1, 1, 4},   {56, 256, 64, 1, 1, 2},   {56, 256, 128, 1, 1, 1},
+    {56, 128, 128, 3, 2, 1},  {28, 128, 512, 1, 1, 4},  {56, 256, 512, 1, 2, 1},
+    {28, 512, 128, 1, 1, 3},  {28, 128, 128, 3, 1, 3},  {28, 512, 256, 1, 1, 1},
+    {28, 256, 256, 3, 2, 1},  {14, 256, 1024, 1, 1, 6}, {28, 512, 1024, 1, 2, 1},
+    {14, 1024, 256, 1, 1, 5}, {14, 256, 256, 3, 1, 5},  {14, 1024, 512, 1, 1, 1},
+    {14, 512, 512, 3, 2, 1},  {7, 512, 2048, 1, 1, 3},  {14, 1024, 2048, 1, 2, 1},
+    {7, 2048, 512, 1, 1, 2},  {7, 512, 512, 3, 1, 2},
 };
 
 static int parse_conv(const char *spec, conv_shape *c)
@@ -745,11 +762,12 @@ static int conv_once(void *p, pgd_error **err)
     return pgd_conv2d_forward(s->ctx, s->conv, s->x, PGD_ACT_RELU, NULL, s->y, err);
 }
 
-static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c,
-                          const bench_opts *o, bench_result *b, pgd_error **err)
+static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c, const bench_opts *o, bench_result *b,
+                          pgd_error **err)
 {
-    pgd_conv2d_desc d = {c->cin, c->cout, (int)c->k, (int)c->k, (int)c->stride, (int)c->stride,
-                         (int)(c->k / 2), (int)(c->k / 2), 1, 1, (int)c->groups};
+    pgd_conv2d_desc d = {
+        c->cin,          c->cout,         (int)c->k, (int)c->k, (int)c->stride, (int)c->stride,
+        (int)(c->k / 2), (int)(c->k / 2), 1,         1,         (int)c->groups};
     int64_t oh, ow;
     pgd_conv2d_out_size(&d, c->h, c->w, &oh, &ow);
     int64_t wd[4] = {c->cout, c->cin / c->groups, c->k, c->k}, xd[4] = {c->n, c->h, c->w, c->cin},
@@ -758,8 +776,7 @@ static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c,
     int64_t big = nw64 > nx64 ? nw64 : nx64;
     float *host = NULL, *bias = NULL;
     conv_state s = {ctx, NULL, NULL, NULL};
-    int rc = check_fits(ctx, big > ny64 ? big : ny64, add_sat(add_sat(nw64, nx64), ny64),
-                        big, err);
+    int rc = check_fits(ctx, big > ny64 ? big : ny64, add_sat(add_sat(nw64, nx64), ny64), big, err);
     if (!rc && (!(host = item_alloc(big, err)) || !(bias = item_alloc(c->cout, err))))
         rc = PGD_ERR_OUT_OF_HOST_MEMORY;
     size_t nw = (size_t)nw64, nx = (size_t)nx64;
@@ -784,8 +801,8 @@ static int bench_one_conv(pgd_ctx *ctx, const conv_shape *c,
             snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
                      c->w, c->cin, c->cout, c->k, c->stride, c->groups);
         else
-            snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h,
-                     c->w, c->cin, c->cout, c->k, c->stride);
+            snprintf(b->name, sizeof b->name, "conv:%ld,%ld,%ld,%ld,%ld,%ld,%ld", c->n, c->h, c->w,
+                     c->cin, c->cout, c->k, c->stride);
         snprintf(b->note, sizeof b->note, "%s",
                  pgd_conv2d_algorithm_batch(ctx, s.conv, c->n, c->h, c->w));
         b->flops = 2.0 * (double)c->n * (double)oh * (double)ow * (double)c->cout *
@@ -813,8 +830,14 @@ static int run_conv(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
     int n = 0, layers = sizeof resnet50_convs / sizeof resnet50_convs[0];
     double total_ms = 0, total_min = 0, total_flops = 0;
     for (int i = 0; i < layers && n + 1 < cap; i++) {
-        conv_shape s = {1, resnet50_convs[i].h, resnet50_convs[i].h, resnet50_convs[i].cin,
-                        resnet50_convs[i].cout, resnet50_convs[i].k, resnet50_convs[i].stride, 1};
+        conv_shape s = {1,
+                        resnet50_convs[i].h,
+                        resnet50_convs[i].h,
+                        resnet50_convs[i].cin,
+                        resnet50_convs[i].cout,
+                        resnet50_convs[i].k,
+                        resnet50_convs[i].stride,
+                        1};
         int rc = bench_one_conv(ctx, &s, o, &res[n], err);
         if (rc)
             return rc;

@@ -1,9 +1,9 @@
 /* bench_models.c — the benchmark items that time whole models (bench_items.c has the
  * operator items and the helpers both use). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
 
 #include "bench.h"
 #include "bench_items.h"
@@ -220,8 +220,8 @@ static int run_detr(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
         double T = 25.0 * 34, D = 256, F = 2048, Q = 100;
         double mac = 4.1e9 * DETR_H * DETR_W / (224.0 * 224) + T * 2048 * D;
         mac += 6 * (4 * T * D * D + 2 * T * T * D + 2 * T * D * F);
-        mac += 6 * (4 * Q * D * D + 2 * Q * Q * D + 2 * Q * D * D + 2 * T * D * D +
-                    2 * Q * T * D + 2 * Q * D * F);
+        mac += 6 * (4 * Q * D * D + 2 * Q * Q * D + 2 * Q * D * D + 2 * T * D * D + 2 * Q * T * D +
+                    2 * Q * D * F);
         b->flops = 2.0 * (double)batch * mac;
         snprintf(b->extra_key, sizeof b->extra_key, "backbone_share");
         b->extra = s.t[3] > 0 ? s.t[0] / s.t[3] : 0;

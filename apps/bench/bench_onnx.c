@@ -1,7 +1,7 @@
 /* bench_onnx.c — `pagoda bench MODEL.onnx[:B]`: an ONNX file's forward pass timed like the
  * model items (seeded random inputs of the declared shapes, symbolic dims set to B), in the same
- * JSON records, so --compare, the plots and tools/bench-peers line it up with ONNX Runtime and
- * OpenVINO on the same file. */
+ * JSON records, so --compare, the plots and tools/bench/bench-peers line it up with ONNX Runtime
+ * and OpenVINO on the same file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -37,14 +37,10 @@ static int op_once(void *p, pgd_error **err)
     static const int perm[4] = {0, 2, 1, 3};
     static const pgd_pool_desc pool = {PGD_POOL_MAX, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0};
     switch (s->kind) {
-    case 0:
-        return pgd_transpose(s->ctx, s->x, perm, s->y, err);
-    case 1:
-        return pgd_matmul(s->ctx, s->x, s->w, s->y, err);
-    case 2:
-        return pgd_softmax_axis(s->ctx, s->x, 1, 1.0f, 0, s->y, err);
-    default:
-        return pgd_pool2d(s->ctx, s->x, &pool, s->y, s->idx, err);
+    case 0: return pgd_transpose(s->ctx, s->x, perm, s->y, err);
+    case 1: return pgd_matmul(s->ctx, s->x, s->w, s->y, err);
+    case 2: return pgd_softmax_axis(s->ctx, s->x, 1, 1.0f, 0, s->y, err);
+    default: return pgd_pool2d(s->ctx, s->x, &pool, s->y, s->idx, err);
     }
 }
 
@@ -63,8 +59,8 @@ static int filled(pgd_ctx *ctx, int nd, const int64_t *shape, pgd_tensor **out, 
     return rc;
 }
 
-static int run_op(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
-                  int *nres, int kind, pgd_error **err)
+static int run_op(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res, int *nres,
+                  int kind, pgd_error **err)
 {
     int64_t v[4] = {1, 1, 1, 1};
     parse4(spec, v);
@@ -90,8 +86,8 @@ static int run_op(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
         ny = mul_sat(mul_sat(v[0], oh), mul_sat(ow, v[3]));
     }
     int64_t big = n > ny ? n : ny;
-    int rc = check_fits(ctx, big, add_sat(add_sat(n, nw), mul_sat(ny, kind == 3 ? 2 : 1)), big,
-                        err);
+    int rc =
+        check_fits(ctx, big, add_sat(add_sat(n, nw), mul_sat(ny, kind == 3 ? 2 : 1)), big, err);
     if (!rc)
         rc = filled(ctx, 4, xs, &s.x, err);
     if (!rc && kind == 1)
@@ -105,10 +101,10 @@ static int run_op(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
         rc = time_runs(ctx, (timed_fn){op_once, &s}, o, b, err);
     if (!rc) {
         static const char *const names[] = {"transpose", "matmul", "softmax-axis", "maxpool-idx"};
-        snprintf(b->name, sizeof b->name, "%s:%lld,%lld,%lld,%lld", names[kind],
-                 (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
-        snprintf(b->params, sizeof b->params, "{\"shape\":[%lld,%lld,%lld,%lld]}",
-                 (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+        snprintf(b->name, sizeof b->name, "%s:%lld,%lld,%lld,%lld", names[kind], (long long)v[0],
+                 (long long)v[1], (long long)v[2], (long long)v[3]);
+        snprintf(b->params, sizeof b->params, "{\"shape\":[%lld,%lld,%lld,%lld]}", (long long)v[0],
+                 (long long)v[1], (long long)v[2], (long long)v[3]);
         b->flops = kind == 1 ? 2.0 * (double)ny * (double)v[3] : 0.0;
         b->bytes = 4.0 * (double)(n + nw + ny * (kind == 3 ? 2 : 1));
         *nres = 1;
@@ -120,12 +116,12 @@ static int run_op(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_res
     return rc;
 }
 
-#define OP_RUNNER(fn, kind)                                                                      \
-    static int fn(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,       \
-                  int *nres, int cap, pgd_error **err)                                           \
-    {                                                                                            \
-        (void)cap;                                                                               \
-        return run_op(ctx, spec, o, res, nres, kind, err);                                       \
+#define OP_RUNNER(fn, kind)                                                                        \
+    static int fn(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,          \
+                  int *nres, int cap, pgd_error **err)                                             \
+    {                                                                                              \
+        (void)cap;                                                                                 \
+        return run_op(ctx, spec, o, res, nres, kind, err);                                         \
     }
 OP_RUNNER(run_transpose, 0)
 OP_RUNNER(run_matmul, 1)
@@ -134,8 +130,8 @@ OP_RUNNER(run_maxpool_idx, 3)
 
 const bench_item bench_item_transpose = {
     "transpose", "transpose:B,N,H,D",
-    "the attention-head permute [B, N, H, D] -> [B, H, N, D] as a copy (pgd_transpose)",
-    validate4, run_transpose};
+    "the attention-head permute [B, N, H, D] -> [B, H, N, D] as a copy (pgd_transpose)", validate4,
+    run_transpose};
 const bench_item bench_item_matmul = {
     "matmul", "matmul:B,H,N,D",
     "batched [B, H, N, D] @ [B, H, D, N] (pgd_matmul: one strided GEMM)", validate4, run_matmul};

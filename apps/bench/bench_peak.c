@@ -45,7 +45,6 @@ static int peak_kernel(pgd_ctx *ctx, const char *opts, const char *function, pgd
     return rc;
 }
 
-
 /* What a compute peak runs: float or half FMA chains, or 8-bit dot products. */
 enum { PEAK_F32, PEAK_F16, PEAK_DOT_SS, PEAK_DOT_US };
 
@@ -150,7 +149,10 @@ static int run_fma(pgd_ctx *ctx, int kind, int vec, int chains, const bench_opts
              "{\"vec\":%d,\"chains\":%d,\"op\":\"%s\",\"precision\":\"%s\",\"iters\":%d,"
              "\"global\":%zu,\"local\":%zu}",
              vec, chains, dot ? "dot_acc_sat_4x8packed" : op,
-             dot ? "int8" : kind == PEAK_F16 ? "f16" : "f32", iters, s.global, s.local);
+             dot                ? "int8"
+             : kind == PEAK_F16 ? "f16"
+                                : "f32",
+             iters, s.global, s.local);
     b->compile_ms += build_ms;
     /* Operations: 2 per lane and FMA; a 4x8-bit dot product is 4 multiply-adds, 8 operations
      * (as clpeak counts them). */
@@ -219,8 +221,8 @@ static int validate_peak(const char *spec)
 /* The fp16 FMA and int8 dot-product variants, run where the device has the extension. */
 static const struct {
     int kind, vec, chains;
-} lowp_variants[] = {{PEAK_F16, 8, 8},     {PEAK_F16, 16, 8},   {PEAK_F16, 16, 16},
-                     {PEAK_DOT_SS, 1, 8},  {PEAK_DOT_SS, 1, 16}, {PEAK_DOT_US, 1, 8},
+} lowp_variants[] = {{PEAK_F16, 8, 8},    {PEAK_F16, 16, 8},    {PEAK_F16, 16, 16},
+                     {PEAK_DOT_SS, 1, 8}, {PEAK_DOT_SS, 1, 16}, {PEAK_DOT_US, 1, 8},
                      {PEAK_DOT_US, 1, 16}};
 
 static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_result *res,
@@ -244,8 +246,8 @@ static int run_peak(pgd_ctx *ctx, const char *spec, const bench_opts *o, bench_r
     l.size = sizeof l;
     if (pgd_device_get_lowp(pgd_ctx_get_device(ctx), &l, NULL))
         memset(&l, 0, sizeof l);
-    for (size_t i = 0; fma && !soft && !rc && i < sizeof lowp_variants / sizeof lowp_variants[0] &&
-                       n < cap;
+    for (size_t i = 0;
+         fma && !soft && !rc && i < sizeof lowp_variants / sizeof lowp_variants[0] && n < cap;
          i++) {
         int kind = lowp_variants[i].kind;
         if (kind == PEAK_F16 ? !l.fp16 : !(l.int_dot && (l.int_dot_caps & 1)))

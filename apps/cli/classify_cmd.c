@@ -119,14 +119,9 @@ static int apply(cli_state *s, int c, const char *arg, int fixed)
         return app_usage_error(s->o.cmd, "--%s is not an option of the %s family", option_name(c),
                                f->label);
     switch (c) {
-    case CLI_WEIGHTS:
-        s->weights = arg;
-        return EXIT_OK;
-    case CLI_RANDOM:
-        s->random = arg;
-        return EXIT_OK;
-    case CLI_ATTENTION:
-        return classify_parse_attention(s->o.cmd, arg, &s->attention);
+    case CLI_WEIGHTS: s->weights = arg; return EXIT_OK;
+    case CLI_RANDOM: s->random = arg; return EXIT_OK;
+    case CLI_ATTENTION: return classify_parse_attention(s->o.cmd, arg, &s->attention);
     case CLI_PREPROCESS:
         s->preset = app_preset_parse(arg);
         if (s->preset < 0)
@@ -135,8 +130,7 @@ static int apply(cli_state *s, int c, const char *arg, int fixed)
                                    "'%s'",
                                    arg);
         return EXIT_OK;
-    default:
-        return f->option(s, c, arg);
+    default: return f->option(s, c, arg);
     }
 }
 

@@ -39,17 +39,17 @@ typedef struct cli_family {
     /* The weights file looked up (app_weights_or_default) when neither --weights nor --random
      * is given; NULL: the family's seeded random weights then. */
     const char *default_weights;
-    const int *options;   /* the CLI_* codes it takes, 0-ended (the shared options always) */
-    size_t own_size;      /* the bytes of its own state (s->own, zeroed, then init) */
-    void (*init)(cli_state *s);                          /* defaults; may be NULL */
+    const int *options;         /* the CLI_* codes it takes, 0-ended (the shared options always) */
+    size_t own_size;            /* the bytes of its own state (s->own, zeroed, then init) */
+    void (*init)(cli_state *s); /* defaults; may be NULL */
     int (*option)(cli_state *s, int c, const char *arg); /* its own codes: EXIT_OK/_USAGE */
     /* The options together, once all are read (EXIT_OK or EXIT_USAGE); sets o.map_option,
      * o.map_png and o.map_tags when the family draws maps. May be NULL. */
     int (*check)(cli_state *s);
     /* The configuration into s->cfg from s->src (the driver opened the weights file: --weights
-     * or the default one), or seeded random weights made into s->src from s->random. Sets s->preset when it is -1, s->side_h/side_w (the synthetic image's
-     * size), s->classes, and s->random_label when the weights are random. Prints the error and
-     * returns the exit status on failure. */
+     * or the default one), or seeded random weights made into s->src from s->random. Sets s->preset
+     * when it is -1, s->side_h/side_w (the synthetic image's size), s->classes, and s->random_label
+     * when the weights are random. Prints the error and returns the exit status on failure. */
     int (*open)(cli_state *s);
     void (*describe)(const cli_state *s); /* the note on stderr before a run (not with --json) */
     /* The results file's model line (stream_model.label): every option that changes results. */

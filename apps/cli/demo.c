@@ -67,7 +67,8 @@ static int check_elementwise(pgd_ctx *ctx, int profile)
         rc = EXIT_RUNTIME;
     }
     for (int i = 0; !rc && i < N; i++)
-        x[i] = (float)(int)(((long)i * 7919) % 2001 - 1000) / 8.0f; /* exact in float: results are exact */
+        x[i] = (float)(int)(((long)i * 7919) % 2001 - 1000) /
+               8.0f; /* exact in float: results are exact */
     if (!rc && (pgd_tensor_create(ctx, 1, shape, &tx, &err) ||
                 pgd_tensor_create(ctx, 1, shape, &ty, &err) || pgd_tensor_upload(tx, x, &err) ||
                 pgd_scale(ctx, tx, 2.0f, ty, &err) || pgd_add(ctx, ty, tx, ty, &err) ||
@@ -153,7 +154,8 @@ static int run_models(const pgd_device_info *d, char *image, int have_image, con
         printf("\nResNet-50 + non-local block before layer3.5 (pagoda nonlocal):\n");
         if (nreal)
             printf("(weights: hf:%s, from the Hugging Face cache; the non-local block "
-                   "identity-initialised)\n", DEMO_RESNET);
+                   "identity-initialised)\n",
+                   DEMO_RESNET);
         fflush(stdout);
         rc = cmd_nonlocal(nargc, nargv);
     }
@@ -207,8 +209,10 @@ int cmd_demo(int argc, char **argv)
     struct stat st;
     char shown[1024];
     if (!*dir || (mkdir(dir, 0777) && (stat(dir, &st) || !S_ISDIR(st.st_mode)))) {
-        fprintf(stderr, "pagoda: error: --output-dir '%s': cannot make the folder, or it is "
-                        "not one\n", app_term_text(dir, shown, sizeof shown));
+        fprintf(stderr,
+                "pagoda: error: --output-dir '%s': cannot make the folder, or it is "
+                "not one\n",
+                app_term_text(dir, shown, sizeof shown));
         return EXIT_USAGE;
     }
     list_devices();

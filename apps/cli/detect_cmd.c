@@ -42,7 +42,7 @@ static const char usage[] =
     "boxes, and post_process_object_detection's, may reach past it: --save-boxes keeps them).\n"
     "\n"
     "Weights: safetensors in Hugging Face naming (facebook/detr-resnet-50 and -101: transformers\n"
-    "4.x names, or 5.x's state_dict() names) or the original repository's (tools/convert-pth\n"
+    "4.x names, or 5.x's state_dict() names) or the original repository's (tools/user/convert-pth\n"
     "turns its .pth into safetensors). A config.json beside the file (as save_pretrained writes\n"
     "it) gives the heads, DC5 and the label names (a bad one is an error naming the key); the\n"
     "options below override it. What neither gives is assumed (8 heads, no dilation, COCO's 91\n"
@@ -65,7 +65,8 @@ static const char usage[] =
     "                          for several images)\n"
     "  --save-logits F.npy     the class logits [B, queries, classes + 1]\n"
     "  --save-boxes F.npy      the boxes [B, queries, 4], (cx, cy, w, h) in 0..1\n"
-    "  --input F.npy           a preprocessed batch [B, 3, H, W] instead of images (boxes are then\n"
+    "  --input F.npy           a preprocessed batch [B, 3, H, W] instead of images (boxes are "
+    "then\n"
     "                          in pixels of each image's unpadded extent in the mask)\n"
     "  --pixel-mask M.npy      its pixel mask [B, H, W] (uint8, bool, int64 or float; 1 = real)\n"
     "  --device SEL            device selector (see 'pagoda devices --help')\n"
@@ -99,7 +100,7 @@ typedef struct run {
     int random;
     detr_config cfg;
     detr_model *m;
-    json_t *id2label; /* from config.json, or NULL */
+    json_t *id2label;  /* from config.json, or NULL */
     app_labels labels; /* --labels, or none */
     char config[4096]; /* config.json's path, "" when there is none */
     item *items;
@@ -127,15 +128,22 @@ static int parse_heads(const char *arg, int heads[2])
 
 static int parse(int argc, char **argv, opts *o)
 {
-    static const struct option longs[] = {
-        {"device", required_argument, 0, 'd'},    {"weights", required_argument, 0, 'w'},
-        {"threshold", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-        {"draw", required_argument, 0, 'D'},      {"attention-maps", required_argument, 0, 'a'},
-        {"save-logits", required_argument, 0, 'l'}, {"save-boxes", required_argument, 0, 'b'},
-        {"input", required_argument, 0, 'i'},     {"pixel-mask", required_argument, 0, 'm'},
-        {"heads", required_argument, 0, 'H'},     {"dilation", required_argument, 0, 'L'},
-        {"labels", required_argument, 0, 'B'},    {"allow-nonfinite", no_argument, 0, 'N'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    static const struct option longs[] = {{"device", required_argument, 0, 'd'},
+                                          {"weights", required_argument, 0, 'w'},
+                                          {"threshold", required_argument, 0, 't'},
+                                          {"json", no_argument, 0, 'j'},
+                                          {"draw", required_argument, 0, 'D'},
+                                          {"attention-maps", required_argument, 0, 'a'},
+                                          {"save-logits", required_argument, 0, 'l'},
+                                          {"save-boxes", required_argument, 0, 'b'},
+                                          {"input", required_argument, 0, 'i'},
+                                          {"pixel-mask", required_argument, 0, 'm'},
+                                          {"heads", required_argument, 0, 'H'},
+                                          {"dilation", required_argument, 0, 'L'},
+                                          {"labels", required_argument, 0, 'B'},
+                                          {"allow-nonfinite", no_argument, 0, 'N'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->threshold = 0.7;
     int c;
@@ -161,8 +169,10 @@ static int parse(int argc, char **argv, opts *o)
         case 'N': o->allow_nonfinite = 1; break;
         case 'H':
             if (parse_heads(optarg, o->heads))
-                return app_usage_error("detect ", "--heads '%s': expected N or N,M (whole numbers "
-                                       "from 1 to 4096)", optarg);
+                return app_usage_error("detect ",
+                                       "--heads '%s': expected N or N,M (whole numbers "
+                                       "from 1 to 4096)",
+                                       optarg);
             break;
         case 'L':
             o->dilation = !strcmp(optarg, "true") ? 1 : !strcmp(optarg, "false") ? -1 : 0;
@@ -201,9 +211,8 @@ static int id2label_ok(json_t *v)
     int64_t id;
     if (!json_is_object(v))
         return 0;
-    json_object_foreach(v, key, name)
-        if (pgd_parse_int64(key, 0, INT32_MAX, &id) || !json_is_string(name))
-            return 0;
+    json_object_foreach(v, key, name) if (pgd_parse_int64(key, 0, INT32_MAX, &id) ||
+                                          !json_is_string(name)) return 0;
     return 1;
 }
 
@@ -224,8 +233,7 @@ static int read_config(run *r, detr_options *dopt)
     const char *bad = NULL, *rule = NULL;
     for (int i = 0; i < 2 && !bad; i++) {
         json_t *v = json_object_get(cfg, keys[i]);
-        if (v && (!json_is_integer(v) || json_integer_value(v) < 1 ||
-                  json_integer_value(v) > 4096))
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096))
             bad = keys[i], rule = "a whole number from 1 to 4096";
         else if (v)
             *heads[i] = (int)json_integer_value(v);
@@ -440,8 +448,9 @@ static int load_images(run *r)
         it->w = pgd_image_get_width(it->img), it->h = pgd_image_get_height(it->img);
         if (target_size(it->h, it->w, &it->rh, &it->rw)) {
             char shown[1024];
-            fprintf(stderr, "pagoda: error: %s: %d x %d is too narrow: resized to a longer side "
-                            "of at most 1333, its shorter side would be under one pixel\n",
+            fprintf(stderr,
+                    "pagoda: error: %s: %d x %d is too narrow: resized to a longer side "
+                    "of at most 1333, its shorter side would be under one pixel\n",
                     app_term_text(it->name, shown, sizeof shown), it->w, it->h);
             return EXIT_USAGE;
         }
@@ -571,10 +580,12 @@ static int load_input(run *r)
     if (pgd_npy_read(r->o.input, &r->x, &nd, s, &err))
         return app_fail(err);
     r->x_npy = 1;
-    if (nd != 4 || s[1] != 3 || s[0] < 1 || s[2] < 32 || s[3] < 32 || s[2] > 8192 ||
-        s[3] > 8192 || s[0] > 256) {
-        fprintf(stderr, "pagoda: error: %s: expected a batch [B, 3, H, W] (B 1..256, H and W "
-                        "32..8192)\n", r->o.input);
+    if (nd != 4 || s[1] != 3 || s[0] < 1 || s[2] < 32 || s[3] < 32 || s[2] > 8192 || s[3] > 8192 ||
+        s[0] > 256) {
+        fprintf(stderr,
+                "pagoda: error: %s: expected a batch [B, 3, H, W] (B 1..256, H and W "
+                "32..8192)\n",
+                r->o.input);
         return EXIT_USAGE;
     }
     r->B = (int)s[0], r->H = (int)s[2], r->W = (int)s[3];
@@ -620,8 +631,7 @@ static int load_input(run *r)
 
 /* ---- drawing ------------------------------------------------------------------------------ */
 
-static void fill_rect(uint8_t *px, int w, int h, int x0, int y0, int x1, int y1,
-                      const uint8_t c[3])
+static void fill_rect(uint8_t *px, int w, int h, int x0, int y0, int x1, int y1, const uint8_t c[3])
 {
     x0 = x0 < 0 ? 0 : x0, y0 = y0 < 0 ? 0 : y0;
     x1 = x1 > w ? w : x1, y1 = y1 > h ? h : y1;
@@ -637,7 +647,8 @@ static void draw_text(uint8_t *px, int w, int h, int x, int y, int s, const char
     static char quads[64 * 1024];
     int n = stb_easy_font_print(0, 0, (char *)text, NULL, quads, sizeof quads);
     for (int q = 0; q < n; q++) {
-        const float *v = (const float *)(quads + q * 64); /* 4 vertices of 16 bytes: x, y, z, rgba */
+        const float *v =
+            (const float *)(quads + q * 64); /* 4 vertices of 16 bytes: x, y, z, rgba */
         float qx0 = v[0], qy0 = v[1], qx1 = v[8], qy1 = v[9];
         fill_rect(px, w, h, x + (int)(qx0 * s), y + (int)(qy0 * s), x + (int)(qx1 * s),
                   y + (int)(qy1 * s), c);
@@ -778,9 +789,9 @@ static json_t *model_json(const run *r)
     const detr_config *c = &r->cfg;
     return json_pack("{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "naming",
                      detr_naming_name(c->naming), "random", r->random, "queries", (int)c->queries,
-                     "classes", (int)c->classes, "encoder_layers", c->enc_layers,
-                     "decoder_layers", c->dec_layers, "encoder_heads", (int)c->enc_heads,
-                     "decoder_heads", (int)c->dec_heads, "dilation", c->backbone.dc5);
+                     "classes", (int)c->classes, "encoder_layers", c->enc_layers, "decoder_layers",
+                     c->dec_layers, "encoder_heads", (int)c->enc_heads, "decoder_heads",
+                     (int)c->dec_heads, "dilation", c->backbone.dc5);
 }
 
 static int report(run *r, const float *logits, const float *boxes, const float *cross,
@@ -806,19 +817,17 @@ static int report(run *r, const float *logits, const float *boxes, const float *
             for (int k = 0; k < n; k++)
                 json_array_append_new(dets, detection_json(r, &d[k]));
             json_array_append_new(imgs, json_pack("{s:o, s:i, s:i, s:o}", "image",
-                                                  app_json_text(it->name), "width", it->w,
-                                                  "height", it->h, "detections", dets));
+                                                  app_json_text(it->name), "width", it->w, "height",
+                                                  it->h, "detections", dets));
         } else {
             printf("%s (%d x %d): %d object%s above %.2f\n",
-                   app_term_text(it->name, shown, sizeof shown), it->w, it->h, n,
-                   n == 1 ? "" : "s", r->o.threshold);
+                   app_term_text(it->name, shown, sizeof shown), it->w, it->h, n, n == 1 ? "" : "s",
+                   r->o.threshold);
             for (int k = 0; k < n; k++)
                 printf("  %-16s %.3f  [%.1f, %.1f, %.1f, %.1f]\n",
-                       app_term_text(label_of(r, d[k].label, lb, sizeof lb), lshown,
-                                     sizeof lshown),
-                       (double)d[k].score,
-                       (double)d[k].box[0], (double)d[k].box[1], (double)d[k].box[2],
-                       (double)d[k].box[3]);
+                       app_term_text(label_of(r, d[k].label, lb, sizeof lb), lshown, sizeof lshown),
+                       (double)d[k].score, (double)d[k].box[0], (double)d[k].box[1],
+                       (double)d[k].box[2], (double)d[k].box[3]);
         }
         if (r->o.draw) {
             char *path = app_numbered_path(r->o.draw, "", b, r->B);
@@ -850,8 +859,7 @@ static int report(run *r, const float *logits, const float *boxes, const float *
     return r->o.json ? app_print_json(doc) : EXIT_OK;
 }
 
-static int save_npy(run *r, const char *option, const char *path, const float *data,
-                    int64_t last)
+static int save_npy(run *r, const char *option, const char *path, const float *data, int64_t last)
 {
     pgd_error *err = NULL;
     pgd_outfile *f = NULL;
@@ -865,16 +873,16 @@ static int save_npy(run *r, const char *option, const char *path, const float *d
 /* A NaN or an infinity in the outputs (x: [B, queries, last]) is refused as classify refuses
  * it, unless --allow-nonfinite: no detection can be read from them (a NaN score passes no
  * threshold, and the run would say "0 objects"). */
-static int refuse_nonfinite(const run *r, const float *x, int64_t n, int64_t last,
-                            const char *what)
+static int refuse_nonfinite(const run *r, const float *x, int64_t n, int64_t last, const char *what)
 {
     int64_t bad = r->o.allow_nonfinite ? -1 : model_first_nonfinite(x, n);
     if (bad < 0)
         return EXIT_OK;
     int64_t per = r->cfg.queries * last;
     char shown[1024];
-    fprintf(stderr, "pagoda: error: %s: the %s are not finite (%g at query %lld, index %lld of "
-                    "image %lld) (--allow-nonfinite reports them anyway)\n",
+    fprintf(stderr,
+            "pagoda: error: %s: the %s are not finite (%g at query %lld, index %lld of "
+            "image %lld) (--allow-nonfinite reports them anyway)\n",
             app_term_text(r->items[bad / per].name, shown, sizeof shown), what,
             isnan(x[bad]) ? (double)NAN : (double)x[bad], (long long)(bad % per / last),
             (long long)(bad % last), (long long)(bad / per));

@@ -80,8 +80,8 @@ typedef struct embed_model {
 static const char *const map_options[2] = {"--attention-heads", "--attention-mask"};
 
 /* Stages the per-head picture(s) of image `index` of n. */
-static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh,
-                      int64_t mw, int index, int n, pgd_error **err)
+static int stage_maps(embed_model *e, const pgd_image *thumb, float *maps, int64_t mh, int64_t mw,
+                      int index, int n, pgd_error **err)
 {
     const char *pngs[2] = {e->heads_png, e->mask_png};
     int64_t heads = e->cfg.heads, cells = mh * mw;
@@ -207,8 +207,9 @@ static int model_open(embed_model *e, const char *device, const char *weights, c
         if (rc)
             return rc;
         if (!e->cfg.headless) {
-            fprintf(stderr, "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
-                            "without one (a self-supervised ViT such as DINO)\n",
+            fprintf(stderr,
+                    "pagoda: error: %s has a classifier: 'pagoda embed' takes a model "
+                    "without one (a self-supervised ViT such as DINO)\n",
                     app_term_text(weights, shown, sizeof shown));
             return EXIT_RUNTIME;
         }
@@ -293,8 +294,8 @@ static int embed_files(embed_model *e, char **paths, int n, int batch, int quiet
             rc = features(e, x, b, (int)shape[2], (int)shape[3], out + first * width, err);
         vit_set_head_maps(e->m, NULL);
         for (int i = 0; maps && !rc && i < b; i++)
-            rc = stage_maps(e, thumbs[i], maps + (size_t)i * (size_t)per, mh, mw, first + i, n,
-                            err);
+            rc =
+                stage_maps(e, thumbs[i], maps + (size_t)i * (size_t)per, mh, mw, first + i, n, err);
         free(maps);
         for (int i = 0; thumbs && i < b; i++)
             pgd_image_destroy(thumbs[i]);
@@ -331,14 +332,20 @@ typedef struct embed_args {
 /* The options; -1 when --help printed the usage, else EXIT_OK or EXIT_USAGE. */
 static int embed_parse(embed_args *a, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"weights", required_argument, 0, 'w'},
-        {"random", required_argument, 0, 'r'}, {"pool", required_argument, 0, 'p'},
-        {"preprocess", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
-        {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
-        {"attention-heads", required_argument, 0, 'A'}, {"attention-mask", required_argument, 0, 'M'},
-        {"heads", required_argument, 0, 'H'},  {0, 0, 0, 0}};
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"weights", required_argument, 0, 'w'},
+                                         {"random", required_argument, 0, 'r'},
+                                         {"pool", required_argument, 0, 'p'},
+                                         {"preprocess", required_argument, 0, 'P'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"input", required_argument, 0, 'i'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"attention-heads", required_argument, 0, 'A'},
+                                         {"attention-mask", required_argument, 0, 'M'},
+                                         {"heads", required_argument, 0, 'H'},
+                                         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->preset = PGD_PREPROCESS_TORCHVISION;
     a->batch = 8;
@@ -361,18 +368,24 @@ static int embed_parse(embed_args *a, int argc, char **argv)
             break;
         case 'P':
             if ((a->preset = app_preset_parse(optarg)) < 0)
-                return app_usage_error("embed ", "--preprocess wants torchvision, timm or hf, "
-                                                 "got '%s'", optarg);
+                return app_usage_error("embed ",
+                                       "--preprocess wants torchvision, timm or hf, "
+                                       "got '%s'",
+                                       optarg);
             break;
         case 'b':
             if (pgd_parse_int64(optarg, 1, 256, &a->batch))
-                return app_usage_error("embed ", "--batch wants a whole number from 1 to 256, "
-                                                 "got '%s'", optarg);
+                return app_usage_error("embed ",
+                                       "--batch wants a whole number from 1 to 256, "
+                                       "got '%s'",
+                                       optarg);
             break;
         case 'H':
             if (pgd_parse_int64(optarg, 1, 1024, &a->heads))
-                return app_usage_error("embed ", "--heads wants a whole number from 1 to 1024, "
-                                                 "got '%s'", optarg);
+                return app_usage_error("embed ",
+                                       "--heads wants a whole number from 1 to 1024, "
+                                       "got '%s'",
+                                       optarg);
             break;
         case 'h': fputs(embed_usage, stdout); return -1;
         default: return app_usage_error("embed ", "bad option");
@@ -395,8 +408,8 @@ static int embed_parse(embed_args *a, int argc, char **argv)
 }
 
 /* The image list written beside the features. */
-static int write_list(const embed_args *a, const embed_model *e, char **paths, int n,
-                      int64_t width, pgd_outfile *fj, pgd_error **err)
+static int write_list(const embed_args *a, const embed_model *e, char **paths, int n, int64_t width,
+                      pgd_outfile *fj, pgd_error **err)
 {
     json_t *imgs = json_array();
     for (int i = 0; i < n; i++) {
@@ -408,7 +421,7 @@ static int write_list(const embed_args *a, const embed_model *e, char **paths, i
     /* The weights by absolute path, so that 'pagoda similar' finds them from anywhere; one that
      * is absolute already stays as it is, links unresolved (a hub snapshot's link has the
      * repository's config.json beside it, its blob has not). */
-    char *abs = !a->weights         ? NULL
+    char *abs = !a->weights            ? NULL
                 : a->weights[0] == '/' ? strdup(a->weights)
                                        : realpath(a->weights, NULL);
     json_t *doc = json_pack("{s:o, s:o, s:s, s:s, s:i, s:i, s:o}", "weights",
@@ -459,8 +472,7 @@ static int embed_inputs(const embed_args *a, int argc, char **argv, float **x, i
         if (pgd_npy_read(a->input, x, &nd, shape, &err))
             return app_fail(err);
         if (nd != 4 || shape[1] != 3 || shape[0] < 1)
-            return pgd_error_set(&err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W]",
-                                 a->input),
+            return pgd_error_set(&err, PGD_ERR_SHAPE, "%s: input must be [B, 3, H, W]", a->input),
                    app_fail(err);
         *n = (int)shape[0];
         return EXIT_OK;
@@ -512,14 +524,15 @@ int cmd_embed(int argc, char **argv)
                         : embed_files(&e, paths, n, (int)a.batch, a.quiet, feats, &err)))
         rc = app_fail(err);
     int64_t fs[2] = {n, width};
-    if (!rc && (pgd_npy_write_to(fo, feats, 2, fs, &err) ||
-                write_list(&a, &e, paths, n, width, fj, &err)))
+    if (!rc &&
+        (pgd_npy_write_to(fo, feats, 2, fs, &err) || write_list(&a, &e, paths, n, width, fj, &err)))
         rc = app_fail(err);
     if (!rc)
         rc = outset_commit(&e.out, 1);
     if (!rc && !a.quiet)
-        fprintf(stderr, "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
-                        "image list to %s\n",
+        fprintf(stderr,
+                "pagoda: %d feature vectors of %lld (%s pooling) written to %s, the "
+                "image list to %s\n",
                 n, (long long)width, pool_name(a.pool), a.output, jpath);
     outset_free(&e.out); /* a run that did not commit leaves no output */
     model_close(&e);
@@ -567,14 +580,13 @@ static int index_open(const char *path, embed_index *ix)
     ix->pool = mp ? parse_pool(mp) : -1;
     ix->preset = mpre ? app_preset_parse(mpre) : -1;
     json_t *mh = json_object_get(ix->meta, "heads");
-    ix->heads = json_is_integer(mh) && json_integer_value(mh) >= 1 &&
-                        json_integer_value(mh) <= 1024
+    ix->heads = json_is_integer(mh) && json_integer_value(mh) >= 1 && json_integer_value(mh) <= 1024
                     ? (int)json_integer_value(mh)
-                    : mh ? -1 : 0;
+                : mh ? -1
+                     : 0;
     if (!json_is_array(ix->imgs) || (!ix->weights && !ix->random) || ix->pool < 0 ||
         ix->preset < 0 || ix->heads < 0) {
-        fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n",
-                jpath);
+        fprintf(stderr, "pagoda: error: %s: not an image list written by 'pagoda embed'\n", jpath);
         return EXIT_RUNTIME;
     }
     int nd = 0;
@@ -583,8 +595,10 @@ static int index_open(const char *path, embed_index *ix)
         return app_fail(err);
     size_t nimg = json_array_size(ix->imgs);
     if (nd != 2 || is[0] != (int64_t)nimg || is[0] < 1) {
-        fprintf(stderr, "pagoda: error: %s: features must be [%zu, D] for the %zu images of "
-                        "%s\n", path, nimg, nimg, jpath);
+        fprintf(stderr,
+                "pagoda: error: %s: features must be [%zu, D] for the %zu images of "
+                "%s\n",
+                path, nimg, nimg, jpath);
         return EXIT_RUNTIME;
     }
     ix->n = is[0];
@@ -614,9 +628,9 @@ static void report_nearest(const embed_index *ix, char **queries, int nq, const 
             const char *path = json_string_value(json_array_get(ix->imgs, (size_t)best));
             json_t *sv = isfinite(row[best]) ? json_real(row[best]) : json_null();
             if (results)
-                json_array_append_new(hits, json_pack("{s:i, s:o, s:o}", "rank", (int)r + 1,
-                                                      "similarity", sv, "image",
-                                                      app_json_text(path ? path : "?")));
+                json_array_append_new(hits,
+                                      json_pack("{s:i, s:o, s:o}", "rank", (int)r + 1, "similarity",
+                                                sv, "image", app_json_text(path ? path : "?")));
             else
                 json_decref(sv);
             if (!results)
@@ -638,21 +652,21 @@ static int refuse_nonfinite(const float *x, int64_t n, int64_t d, const char *wh
     int64_t bad = model_first_nonfinite(x, n * d);
     if (bad < 0)
         return EXIT_OK;
-    const char *img = queries ? queries[bad / d]
-                              : json_string_value(json_array_get(ix->imgs, (size_t)(bad / d)));
+    const char *img =
+        queries ? queries[bad / d] : json_string_value(json_array_get(ix->imgs, (size_t)(bad / d)));
     char shown[1024], ishown[1024];
-    fprintf(stderr, "pagoda: error: %s: the features of %s (row %lld) are not finite (%g at "
-                    "column %lld) (--allow-nonfinite ranks them anyway)\n",
-            app_term_text(what, shown, sizeof shown), app_term_text(img ? img : "?", ishown,
-                                                                   sizeof ishown),
-            (long long)(bad / d), isnan(x[bad]) ? (double)NAN : (double)x[bad],
-            (long long)(bad % d));
+    fprintf(stderr,
+            "pagoda: error: %s: the features of %s (row %lld) are not finite (%g at "
+            "column %lld) (--allow-nonfinite ranks them anyway)\n",
+            app_term_text(what, shown, sizeof shown),
+            app_term_text(img ? img : "?", ishown, sizeof ishown), (long long)(bad / d),
+            isnan(x[bad]) ? (double)NAN : (double)x[bad], (long long)(bad % d));
     return EXIT_RUNTIME;
 }
 
 /* sim [nq, N] = queries [nq, D] · indexᵀ, one GEMM on the context's device. */
-static int similarities(pgd_ctx *ctx, const embed_index *ix, const float *qf, int nq,
-                        float *sim, pgd_error **err)
+static int similarities(pgd_ctx *ctx, const embed_index *ix, const float *qf, int nq, float *sim,
+                        pgd_error **err)
 {
     int64_t sq[2] = {nq, ix->d}, sx[2] = {ix->n, ix->d}, ss[2] = {nq, ix->n};
     pgd_tensor *ti = NULL, *tq = NULL, *ts = NULL;
@@ -674,10 +688,13 @@ static int similarities(pgd_ctx *ctx, const embed_index *ix, const float *qf, in
 
 int cmd_similar(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"index", required_argument, 0, 'x'},
-        {"topk", required_argument, 0, 'k'}, {"json", no_argument, 0, 'j'},
-        {"allow-nonfinite", no_argument, 0, 'N'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"index", required_argument, 0, 'x'},
+                                         {"topk", required_argument, 0, 'k'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"allow-nonfinite", no_argument, 0, 'N'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *device = NULL, *index = NULL;
     int64_t topk = 5;
     int json = 0, allow = 0, c;
@@ -690,8 +707,10 @@ int cmd_similar(int argc, char **argv)
         case 'N': allow = 1; break;
         case 'k':
             if (pgd_parse_int64(optarg, 1, 100000, &topk))
-                return app_usage_error("similar ", "--topk wants a whole number from 1 to "
-                                                   "100000, got '%s'", optarg);
+                return app_usage_error("similar ",
+                                       "--topk wants a whole number from 1 to "
+                                       "100000, got '%s'",
+                                       optarg);
             break;
         case 'h': fputs(similar_usage, stdout); return EXIT_OK;
         default: return app_usage_error("similar ", "bad option");
@@ -734,8 +753,8 @@ int cmd_similar(int argc, char **argv)
     if (!rc)
         report_nearest(&ix, argv + optind, nq, sim, topk, results);
     if (!rc && json)
-        rc = app_print_json(json_pack("{s:o, s:o}", "index", app_json_text(index), "results",
-                                      results));
+        rc = app_print_json(
+            json_pack("{s:o, s:o}", "index", app_json_text(index), "results", results));
     model_close(&e);
     free(qf);
     free(sim);

@@ -7,8 +7,8 @@
 
 #include "app.h"
 #include "commands.h"
-#include "outset.h"
 #include "gat.h"
+#include "outset.h"
 
 static const char usage[] =
     "usage: pagoda gat --weights MODEL.safetensors --graph GRAPH.safetensors [--device SEL]\n"
@@ -28,7 +28,8 @@ static const char usage[] =
     "GRAPH holds x [N, F] (float), edge_index [2, E] (int64: row 0 sources, row 1 targets) and\n"
     "optionally y [N] (int64 labels) and test_mask [N] (bool); with y the accuracy is printed,\n"
     "over the test_mask nodes when there is one, else over all nodes. Every edge index is\n"
-    "checked (negative or >= N is an error naming the edge). tools/train-gat.py trains a GAT with\n"
+    "checked (negative or >= N is an error naming the edge). tools/golden/train-gat.py trains a "
+    "GAT with\n"
     "PyG on a generated graph and writes both files.\n"
     "\n"
     "Options:\n"
@@ -63,29 +64,14 @@ static int parse(int argc, char **argv, gat_opts *o)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'w':
-            o->weights = optarg;
-            break;
-        case 'g':
-            o->graph = optarg;
-            break;
-        case 'd':
-            o->device = optarg;
-            break;
-        case 's':
-            o->save_logits = optarg;
-            break;
-        case 'a':
-            o->save_attention = optarg;
-            break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return -1;
-        default:
-            return app_usage_error("gat ", "bad option");
+        case 'w': o->weights = optarg; break;
+        case 'g': o->graph = optarg; break;
+        case 'd': o->device = optarg; break;
+        case 's': o->save_logits = optarg; break;
+        case 'a': o->save_attention = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'h': fputs(usage, stdout); return -1;
+        default: return app_usage_error("gat ", "bad option");
         }
     }
     if (optind < argc)
@@ -164,8 +150,7 @@ static int run(const gat_opts *o, outset *out, pgd_ctx *ctx, const gat_model *m,
     pgd_outfile *fl = NULL, *fa = NULL;
     if (o->save_logits && outset_open(out, "--save-logits", o->save_logits, NULL, &fl))
         return EXIT_RUNTIME;
-    if (o->save_attention &&
-        outset_open(out, "--save-attention", o->save_attention, NULL, &fa))
+    if (o->save_attention && outset_open(out, "--save-attention", o->save_attention, NULL, &fa))
         return EXIT_RUNTIME;
     int64_t classes = gat_model_out(m), rows = 0;
     float *logits = malloc((size_t)(g->n * classes) * sizeof *logits), *alpha = NULL;

@@ -94,21 +94,11 @@ static int nl_option(cli_state *s, int c, const char *arg)
     int64_t n;
     nl_mode mode;
     switch (c) {
-    case CLI_NONLOCAL:
-        v->ro.nonlocal_spec = arg;
-        return EXIT_OK;
-    case CLI_SUBSAMPLE:
-        v->ro.subsample = 1;
-        return EXIT_OK;
-    case CLI_NO_SUBSAMPLE:
-        v->ro.subsample = 0;
-        return EXIT_OK;
-    case CLI_AFFINITY_MAP:
-        v->aff_png = arg;
-        return EXIT_OK;
-    case CLI_QUERY:
-        v->query = arg;
-        return EXIT_OK;
+    case CLI_NONLOCAL: v->ro.nonlocal_spec = arg; return EXIT_OK;
+    case CLI_SUBSAMPLE: v->ro.subsample = 1; return EXIT_OK;
+    case CLI_NO_SUBSAMPLE: v->ro.subsample = 0; return EXIT_OK;
+    case CLI_AFFINITY_MAP: v->aff_png = arg; return EXIT_OK;
+    case CLI_QUERY: v->query = arg; return EXIT_OK;
     case CLI_MODE:
         if (nl_mode_parse(arg, &mode) != 0)
             return app_usage_error(s->o.cmd,

@@ -69,8 +69,7 @@ static const struct {
     {"timm/swin_tiny_patch4_window7_224.ms_in1k", "Swin-T", "timm", "ImageNet-1k", "classify"},
     {"microsoft/swin-tiny-patch4-window7-224", "Swin-T", "Hugging Face",
      "config.json (ImageNet-1k)", "classify"},
-    {"timm/mixer_b16_224.goog_in21k_ft_in1k", "MLP-Mixer-B/16", "timm", "ImageNet-1k",
-     "classify"},
+    {"timm/mixer_b16_224.goog_in21k_ft_in1k", "MLP-Mixer-B/16", "timm", "ImageNet-1k", "classify"},
     {"timm/resnet50.tv_in1k", "ResNet-50", "torchvision (in timm)", "ImageNet-1k", "nonlocal"},
     {"timm/resnet50.a1_in1k", "ResNet-50", "timm (= torchvision)", "ImageNet-1k", "nonlocal"},
     {"facebook/detr-resnet-50", "DETR R50", "Hugging Face", "config.json (COCO)", "detect"},
@@ -190,8 +189,10 @@ static int pull_file(puller *p, const char *file, unsigned flags, char **path, i
         p->o.offline = 1; /* the other files from the cache too, without waiting again */
     if (!rc && *how == PGD_HUB_UNREACHABLE && !p->quiet) {
         char shown[1024];
-        fprintf(stderr, "pagoda: note: the hub could not be reached: the cached %s of %s is "
-                        "used\n", app_term_text(file, shown, sizeof shown), p->repo);
+        fprintf(stderr,
+                "pagoda: note: the hub could not be reached: the cached %s of %s is "
+                "used\n",
+                app_term_text(file, shown, sizeof shown), p->repo);
     }
     return rc;
 }
@@ -213,7 +214,8 @@ static int pull_shards(puller *p, const char *index, FILE *out)
     const char *key;
     json_t *v;
     int rc = EXIT_OK;
-    json_object_foreach(map, key, v) {
+    json_object_foreach(map, key, v)
+    {
         const char *shard = json_string_value(v);
         if (rc || (shard && json_object_get(done, shard)))
             continue;
@@ -249,9 +251,11 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
     }
     if (rc == PGD_ERR_NOT_FOUND && strstr(pgd_error_get_message(err), "no file")) {
         pgd_error_destroy(err);
-        fprintf(stderr, "pagoda: error: %s has no model.safetensors nor model.safetensors."
-                        "index.json at revision '%s' (a pytorch_model.bin or .pth is not read: "
-                        "convert it with tools/convert-pth)\n", p->repo, p->rev ? p->rev : "main");
+        fprintf(stderr,
+                "pagoda: error: %s has no model.safetensors nor model.safetensors."
+                "index.json at revision '%s' (a pytorch_model.bin or .pth is not read: "
+                "convert it with tools/user/convert-pth)\n",
+                p->repo, p->rev ? p->rev : "main");
         return EXIT_RUNTIME;
     }
     if (rc)
@@ -280,9 +284,9 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
 int cmd_pull(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"file", required_argument, 0, 'f'}, {"list", no_argument, 0, 'l'},
+        {"file", required_argument, 0, 'f'},    {"list", no_argument, 0, 'l'},
         {"retries", required_argument, 0, 'r'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *files[64];
     int nfiles = 0, list = 0, quiet = 0, c;
     int64_t retries = -1;
@@ -297,8 +301,10 @@ int cmd_pull(int argc, char **argv)
         else if (c == 'q')
             quiet = 1;
         else if (c == 'r' && pgd_parse_int64(optarg, 0, 100, &retries))
-            return app_usage_error("pull ", "--retries '%s': expected a whole number from 0 "
-                                   "to 100", optarg);
+            return app_usage_error("pull ",
+                                   "--retries '%s': expected a whole number from 0 "
+                                   "to 100",
+                                   optarg);
         else if (c == 'h') {
             fputs(usage, stdout);
             return EXIT_OK;
@@ -359,20 +365,25 @@ static int resolve_hf(const char *spec, char **path)
     pgd_error *err = NULL;
     int how;
     /* Asked of the cache alone first: a pulled model runs without the network. */
-    if (!pgd_hub_file(&p.o, p.repo, p.rev, "model.safetensors", PGD_HUB_CACHE_FIRST, &found,
-                      &how, &err) && how == PGD_HUB_CACHE_ONLY) {
+    if (!pgd_hub_file(&p.o, p.repo, p.rev, "model.safetensors", PGD_HUB_CACHE_FIRST, &found, &how,
+                      &err) &&
+        how == PGD_HUB_CACHE_ONLY) {
         *path = found;
         return EXIT_OK;
     }
     pgd_error_destroy(err);
     free(found);
     if (!p.o.offline)
-        fprintf(stderr, "pagoda: note: hf:%s is not in the hub cache yet: pulling it once "
-                        "(pagoda pull %s)\n", spec, spec);
+        fprintf(stderr,
+                "pagoda: note: hf:%s is not in the hub cache yet: pulling it once "
+                "(pagoda pull %s)\n",
+                spec, spec);
     rc = pull_model(&p, 0, stderr, path, &how);
     if (!rc && strstr(*path, ".index.json")) {
-        fprintf(stderr, "pagoda: error: hf:%s is sharded (%s): the loaders read one "
-                        ".safetensors file\n", spec, *path);
+        fprintf(stderr,
+                "pagoda: error: hf:%s is sharded (%s): the loaders read one "
+                ".safetensors file\n",
+                spec, *path);
         free(*path), *path = NULL;
         rc = EXIT_RUNTIME;
     }
@@ -408,8 +419,9 @@ int pull_resolve_weights(int argc, char **argv)
         if (!strcmp(argv[i], "--"))
             break;
         int joined = !strncmp(argv[i], "--weights=", 10);
-        const char *v = joined ? argv[i] + 10
-                               : !strcmp(argv[i], "--weights") && i + 1 < argc ? argv[++i] : NULL;
+        const char *v = joined                                          ? argv[i] + 10
+                        : !strcmp(argv[i], "--weights") && i + 1 < argc ? argv[++i]
+                                                                        : NULL;
         if (!v || strncmp(v, "hf:", 3))
             continue;
         char *path = NULL;

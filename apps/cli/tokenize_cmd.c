@@ -58,41 +58,18 @@ static int parse(int argc, char **argv, tok_opts *o)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'v':
-            o->vocab = optarg;
-            break;
-        case 'm':
-            o->merges = optarg;
-            break;
-        case 't':
-            o->json_path = optarg;
-            break;
-        case 'f':
-            o->file = optarg;
-            break;
-        case 'c':
-            o->cased = 1;
-            break;
-        case 'n':
-            o->no_special = 1;
-            break;
-        case 'd':
-            o->decode = 1;
-            break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'T':
-            o->time = 1;
-            break;
-        case 'l':
-            o->lines = 1;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return -1;
-        default:
-            return app_usage_error("tokenize ", "bad option");
+        case 'v': o->vocab = optarg; break;
+        case 'm': o->merges = optarg; break;
+        case 't': o->json_path = optarg; break;
+        case 'f': o->file = optarg; break;
+        case 'c': o->cased = 1; break;
+        case 'n': o->no_special = 1; break;
+        case 'd': o->decode = 1; break;
+        case 'j': o->json = 1; break;
+        case 'T': o->time = 1; break;
+        case 'l': o->lines = 1; break;
+        case 'h': fputs(usage, stdout); return -1;
+        default: return app_usage_error("tokenize ", "bad option");
         }
     }
     if (!o->vocab == !o->json_path)

@@ -53,8 +53,8 @@ static void on_candidate(const pgd_tune_progress *p, void *user)
         fprintf(stderr, "tune: runoff  %-38s %s\n", p->params,
                 app_term_text(p->why, why, sizeof why));
     else if (p->index < 0)
-        fprintf(stderr, "tune: runoff  %-38s %8.2f ms   (median of 5 passes in turns)\n",
-                p->params, p->ms);
+        fprintf(stderr, "tune: runoff  %-38s %8.2f ms   (median of 5 passes in turns)\n", p->params,
+                p->ms);
     else if (p->why)
         fprintf(stderr, "tune: [%2d/%2d] %-38s rejected: %s\n", p->index + 1, p->count, p->params,
                 app_term_text(p->why, why, sizeof why));
@@ -72,8 +72,8 @@ static void print_text(const pgd_device_info *d, const pgd_tune_result *r, const
     printf("defaults    %s  %.2f ms (%.2fx)\n", r->defaults, r->default_ms,
            r->best_ms > 0 ? r->default_ms / r->best_ms : 0.0);
     if (r->attention[0])
-        printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r->attention,
-               r->attention_ms, r->attention_default_ms,
+        printf("attention   %s  %.2f ms (untuned %.2f ms, %.2fx)\n", r->attention, r->attention_ms,
+               r->attention_default_ms,
                r->attention_ms > 0 ? r->attention_default_ms / r->attention_ms : 0.0);
     printf("searched    %d GEMM candidates (%d rejected, %d left by the budget; the best %d\n"
            "            measured again in turns) and the attention kernels in %.1f s\n",
@@ -104,11 +104,13 @@ int cmd_tune(int argc, char **argv)
     double budget = 60;
     int json = 0, export = 0;
     progress pr = {0};
-    static const struct option opts[] = {
-        {"device", required_argument, 0, 'd'}, {"budget", required_argument, 0, 'b'},
-        {"json", no_argument, 0, 'j'},         {"quiet", no_argument, 0, 'q'},
-        {"export", no_argument, 0, 'e'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"device", required_argument, 0, 'd'},
+                                         {"budget", required_argument, 0, 'b'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"export", no_argument, 0, 'e'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -153,15 +155,13 @@ int cmd_tune(int argc, char **argv)
         return export_entry(ctx);
     const char *dir = pgd_ctx_get_cache_dir(ctx);
     if (json) {
-        json_t *doc =
-            json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}",
-                      "device", app_json_text(d->name), "params", r.params, "defaults",
-                      r.defaults, "workload_ms", r.best_ms, "default_ms", r.default_ms, "tried",
-                      r.tried, "rejected", r.rejected, "skipped", r.skipped, "runoff", r.runoff, "search_s",
-                      r.seconds, "stored", r.stored, "cache_dir",
-                      dir ? app_json_text(dir) : json_null(), "attention", r.attention,
-                      "attention_ms", r.attention_ms, "attention_default_ms",
-                      r.attention_default_ms);
+        json_t *doc = json_pack(
+            "{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:i, s:f, s:b, s:o, s:s, s:f, s:f}", "device",
+            app_json_text(d->name), "params", r.params, "defaults", r.defaults, "workload_ms",
+            r.best_ms, "default_ms", r.default_ms, "tried", r.tried, "rejected", r.rejected,
+            "skipped", r.skipped, "runoff", r.runoff, "search_s", r.seconds, "stored", r.stored,
+            "cache_dir", dir ? app_json_text(dir) : json_null(), "attention", r.attention,
+            "attention_ms", r.attention_ms, "attention_default_ms", r.attention_default_ms);
         rc = app_print_json(doc);
     } else {
         print_text(d, &r, dir, name);

@@ -50,11 +50,11 @@ int app_set_precision(const char *cmd, const char *arg);
 /* The precision ctx runs in ("f32", "f16", "int8"); ctx NULL: the one asked for. */
 const char *app_precision(const pgd_ctx *ctx);
 #define APP_PRECISION_HELP                                                                         \
-    "  --precision f32|f16|int8  arithmetic of the linear layers: fp32 (default), fp16 (needs\n"  \
-    "                      cl_khr_fp16) or int8 dot products (cl_khr_integer_dot_product);\n"   \
+    "  --precision f32|f16|int8  arithmetic of the linear layers: fp32 (default), fp16 (needs\n"   \
+    "                      cl_khr_fp16) or int8 dot products (cl_khr_integer_dot_product);\n"      \
     "                      refused on a device without it (docs/precision.md: accuracy)\n"
 #define APP_WEIGHTS_DTYPE_HELP                                                                     \
-    "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"      \
+    "  --weights-dtype f32|f16  store the linear layers' weights as fp32 (default) or as\n"        \
     "                      fp16 (half the memory; each weight rounded to the nearest half,\n"      \
     "                      arithmetic still fp32; see README for the accuracy measured)\n"
 /* The device's capabilities as a JSON object (new reference). */
@@ -139,9 +139,8 @@ int app_vit_detect(struct model_source *src, const char *weights, int heads,
 /* Prints (or, with json, returns as a JSON array) the top-k classes with softmax probabilities
  * of each of B logit rows. sources[b] names row b (NULL: fallback_source for all). Labels: the
  * file's, else ImageNet-1k's for 1000 classes, else "class N". */
-json_t *app_report_topk(const float *logits, int B, int classes, int topk,
-                        const app_labels *labels, char **sources, const char *fallback_source,
-                        int json);
+json_t *app_report_topk(const float *logits, int B, int classes, int topk, const app_labels *labels,
+                        char **sources, const char *fallback_source, int json);
 
 /* Loads and preprocesses n image files into *x [n, 3, 224, 224] (shape receives it), one image
  * at a time (min_side > 0: pgd_image_load_scaled, --fast-decode; 0: exact; exif_rotate: turned

@@ -9,21 +9,31 @@
 #include "vit.h" /* model_shape_str */
 
 static const struct option classify_options[CLASSIFY_OPTION_COUNT] = {
-    {"device", required_argument, 0, 'd'},      {"input", required_argument, 0, 'i'},
-    {"save-input", required_argument, 0, 'S'},  {"save-logits", required_argument, 0, 's'},
-    {"labels", required_argument, 0, 'L'},      {"topk", required_argument, 0, 'k'},
-    {"json", no_argument, 0, 'j'},              {"profile", no_argument, 0, 'p'},
-    {"allow-nonfinite", no_argument, 0, 'N'},   {"fast-decode", no_argument, 0, 'F'},
-    {"exif-rotate", no_argument, 0, 'E'},       {"weights-dtype", required_argument, 0, 'W' + 256},
+    {"device", required_argument, 0, 'd'},
+    {"input", required_argument, 0, 'i'},
+    {"save-input", required_argument, 0, 'S'},
+    {"save-logits", required_argument, 0, 's'},
+    {"labels", required_argument, 0, 'L'},
+    {"topk", required_argument, 0, 'k'},
+    {"json", no_argument, 0, 'j'},
+    {"profile", no_argument, 0, 'p'},
+    {"allow-nonfinite", no_argument, 0, 'N'},
+    {"fast-decode", no_argument, 0, 'F'},
+    {"exif-rotate", no_argument, 0, 'E'},
+    {"weights-dtype", required_argument, 0, 'W' + 256},
     /* streaming (stream.c): codes above the characters, clear of every command's own */
-    {"output", required_argument, 0, 0x100},    {"list", required_argument, 0, 0x101},
-    {"resume", no_argument, 0, 0x102},          {"recursive", no_argument, 0, 0x103},
-    {"jobs", required_argument, 0, 0x104},      {"batch", required_argument, 0, 0x105},
-    {"strict", no_argument, 0, 0x106},          {"quiet", no_argument, 0, 0x107},
-    {"device-per-rank", no_argument, 0, 0x108}, {"mpi-schedule", required_argument, 0, 0x109},
+    {"output", required_argument, 0, 0x100},
+    {"list", required_argument, 0, 0x101},
+    {"resume", no_argument, 0, 0x102},
+    {"recursive", no_argument, 0, 0x103},
+    {"jobs", required_argument, 0, 0x104},
+    {"batch", required_argument, 0, 0x105},
+    {"strict", no_argument, 0, 0x106},
+    {"quiet", no_argument, 0, 0x107},
+    {"device-per-rank", no_argument, 0, 0x108},
+    {"mpi-schedule", required_argument, 0, 0x109},
     {"precision", required_argument, 0, 'P' + 256},
 };
-
 
 int classify_parse_attention(const char *cmd, const char *arg, classify_attention *a)
 {
@@ -41,8 +51,10 @@ int classify_parse_attention(const char *cmd, const char *arg, classify_attentio
         a->seed = (uint64_t)v;
         return EXIT_OK;
     }
-    return app_usage_error(cmd, "--attention wants soft, topk:K (K >= 1) or sample:SEED "
-                                "(a whole number), got '%s'", arg);
+    return app_usage_error(cmd,
+                           "--attention wants soft, topk:K (K >= 1) or sample:SEED "
+                           "(a whole number), got '%s'",
+                           arg);
 }
 
 const char *classify_attention_str(const classify_attention *a, char *buf, size_t size)
@@ -104,8 +116,7 @@ static int classify_option(classify_opts *o, int c, const char *arg)
         return 1;
     case 'k':
         if (pgd_parse_int64(arg, 1, 100000, &v)) {
-            app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'",
-                            arg);
+            app_usage_error(o->cmd, "--topk wants a whole number from 1 to 100000, got '%s'", arg);
             return -1;
         }
         o->topk = (int)v;
@@ -114,8 +125,8 @@ static int classify_option(classify_opts *o, int c, const char *arg)
     }
 }
 
-int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
-                   size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd)
+int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own, size_t n_own,
+                   const char *usage, classify_own_fn parse_own, void *cmd)
 {
     enum { MAX_OWN = 32 };
     struct option opts[MAX_OWN + CLASSIFY_OPTION_COUNT + 1];
@@ -202,10 +213,9 @@ static int check_input(const classify_opts *o, const classify_run *r, pgd_error 
 {
     if (o->allow_nonfinite)
         return PGD_OK;
-    return app_check_finite_batch(r->x, r->B, r->H, r->W,
-                                  o->nimages ? (const char *const *)o->images : NULL,
-                                  o->input ? o->input : "the synthetic image",
-                                  o->nimages ? " after preprocessing" : "", err);
+    return app_check_finite_batch(
+        r->x, r->B, r->H, r->W, o->nimages ? (const char *const *)o->images : NULL,
+        o->input ? o->input : "the synthetic image", o->nimages ? " after preprocessing" : "", err);
 }
 
 /* The outputs of classify_begin's run, claimed (checked, clashes refused) before any work. */
@@ -296,8 +306,7 @@ int classify_prepare(const classify_opts *o, classify_run *r)
     }
     r->logits = malloc((size_t)r->B * (size_t)r->classes * sizeof *r->logits);
     if (!r->logits) {
-        fprintf(stderr, "pagoda: error: out of host memory for %d x %d logits\n", r->B,
-                r->classes);
+        fprintf(stderr, "pagoda: error: out of host memory for %d x %d logits\n", r->B, r->classes);
         return EXIT_RUNTIME;
     }
     return EXIT_OK;
@@ -306,12 +315,13 @@ int classify_prepare(const classify_opts *o, classify_run *r)
 int classify_check_logits(const classify_opts *o, classify_run *r, classify_diagnose_fn diagnose,
                           void *model)
 {
-    int64_t bad = o->allow_nonfinite ? -1
-                                     : model_first_nonfinite(r->logits, (int64_t)r->B * r->classes);
+    int64_t bad =
+        o->allow_nonfinite ? -1 : model_first_nonfinite(r->logits, (int64_t)r->B * r->classes);
     if (bad < 0)
         return EXIT_OK;
     int b = (int)(bad / r->classes), k = (int)(bad % r->classes);
-    /* Only now is any stage checked: the image again, alone, with every stage's output looked at. */
+    /* Only now is any stage checked: the image again, alone, with every stage's output looked at.
+     */
     model_probe p;
     pgd_error *err = NULL;
     size_t per = (size_t)3 * (size_t)r->H * (size_t)r->W;
@@ -345,9 +355,8 @@ int classify_after_forward(const classify_opts *o, classify_run *r, int split)
     return EXIT_OK;
 }
 
-int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
-                       const char *tag, const float *maps, int mw, int mh, pgd_preprocess preset,
-                       const char *what)
+int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png, const char *tag,
+                       const float *maps, int mw, int mh, pgd_preprocess preset, const char *what)
 {
     for (int b = 0; b < r->B; b++) {
         /* OUT<tag>.png; with several images OUT<tag>-1.png, ... */
@@ -386,7 +395,9 @@ json_t *classify_report(const classify_opts *o, classify_run *r)
 {
     return app_report_topk(r->logits, r->B, r->classes, o->topk, &r->labels,
                            o->nimages ? o->images : NULL,
-                           o->input ? o->input : o->json ? "synthetic" : "synthetic image",
+                           o->input  ? o->input
+                           : o->json ? "synthetic"
+                                     : "synthetic image",
                            o->json);
 }
 
@@ -412,10 +423,9 @@ int classify_emit(const classify_opts *o, classify_run *r, const char *weights, 
     json_t *times = json_object();
     for (int i = 0; times && i < n; i++)
         json_object_set_new(times, stages[i].key, json_real(t[i]));
-    json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o}", "weights",
-                            app_json_text(weights ? weights : "random"), "device",
-                            app_device_json(d), "model", model, "results", results, "times_ms",
-                            times);
+    json_t *doc = json_pack(
+        "{s:o, s:o, s:o, s:o, s:o}", "weights", app_json_text(weights ? weights : "random"),
+        "device", app_device_json(d), "model", model, "results", results, "times_ms", times);
     return app_print_json(doc);
 }
 

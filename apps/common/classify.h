@@ -20,7 +20,7 @@ typedef struct classify_opts {
     int allow_nonfinite; /* --allow-nonfinite: NaN/inf inputs and logits pass (printed as nan) */
     int fast_decode;     /* --fast-decode: JPEGs decoded scaled (pgd_image_load_scaled) */
     int exif_rotate;     /* --exif-rotate: images turned upright by their EXIF orientation */
-    char **images; /* the image arguments */
+    char **images;       /* the image arguments */
     int nimages;
     /* streaming (stream.h): --output, --list, --resume, --recursive, --jobs, --batch, --strict,
      * --quiet, --device-per-rank; jobs and batch 0 when not given */
@@ -43,35 +43,34 @@ typedef struct classify_opts {
     "                      shorter side kept >= the preset's resize target: much faster on\n"      \
     "                      big photos, NOT bit-identical to PIL/torchvision\n"                     \
     "  --exif-rotate       turn each image upright by its EXIF orientation first, as PIL's\n"      \
-    "                      ImageOps.exif_transpose (default: ignored, as PIL and torchvision)\n"   \
-    APP_WEIGHTS_DTYPE_HELP                                                                     \
-    APP_PRECISION_HELP                                                                         \
-    "  --output F          stream: one line per image, written as the batches finish, to F\n"     \
-    "                      (.jsonl: JSON lines; .csv: CSV); without it, JSON lines on stdout\n"  \
-    "  --list F            stream the paths listed in F, one per line ('-': stdin)\n"            \
-    "  --recursive         a directory stands for its images in sub-directories too\n"         \
-    "  --batch B           stream in batches of B images (default 8)\n"                          \
-    "  --jobs N            decoding threads (default: the number of cores)\n"                    \
-    "  --resume            skip the images already in --output (after a crash or Ctrl-C);\n"    \
-    "                      the file's first line must name the same model and options\n"       \
-    "  --strict            an unreadable image stops the stream (default: an error line)\n"    \
-    "  --quiet             no progress line\n"                                                    \
-    "  --device-per-rank   under mpirun: device (local rank mod count) of the --device list\n"   \
-    "  --mpi-schedule S    under mpirun: static (batch j on rank j mod R, default) or dynamic\n" \
-    "                      (rank 0 hands out batches as ranks ask: unequal devices)\n"           \
+    "                      ImageOps.exif_transpose (default: ignored, as PIL and "                 \
+    "torchvision)\n" APP_WEIGHTS_DTYPE_HELP APP_PRECISION_HELP                                     \
+    "  --output F          stream: one line per image, written as the batches finish, to F\n"      \
+    "                      (.jsonl: JSON lines; .csv: CSV); without it, JSON lines on stdout\n"    \
+    "  --list F            stream the paths listed in F, one per line ('-': stdin)\n"              \
+    "  --recursive         a directory stands for its images in sub-directories too\n"             \
+    "  --batch B           stream in batches of B images (default 8)\n"                            \
+    "  --jobs N            decoding threads (default: the number of cores)\n"                      \
+    "  --resume            skip the images already in --output (after a crash or Ctrl-C);\n"       \
+    "                      the file's first line must name the same model and options\n"           \
+    "  --strict            an unreadable image stops the stream (default: an error line)\n"        \
+    "  --quiet             no progress line\n"                                                     \
+    "  --device-per-rank   under mpirun: device (local rank mod count) of the --device list\n"     \
+    "  --mpi-schedule S    under mpirun: static (batch j on rank j mod R, default) or dynamic\n"   \
+    "                      (rank 0 hands out batches as ranks ask: unequal devices)\n"             \
     "  -h, --help          show this help\n"                                                       \
     "\n"                                                                                           \
     "The output files (--save-input, --save-logits, the maps) appear together when the whole\n"    \
     "run has succeeded, or none does. Each must be absent or a regular file: a directory, a\n"     \
     "symbolic link, a FIFO or a device (even /dev/null) is refused; leave an option out to\n"      \
-    "discard that output. No two may be one file; all are checked before the run starts.\n"     \
-    "\n"                                                                                          \
+    "discard that output. No two may be one file; all are checked before the run starts.\n"        \
+    "\n"                                                                                           \
     "Streaming: a directory (its .jpg, .jpeg, .png, .bmp, .webp files, sorted), a glob pattern\n"  \
-    "('imgs/*.jpg', quoted), --list, --output, --batch or several devices (--device all, or\n"    \
-    "P:D,P:D) stream the images: decoded on --jobs threads while the device runs the previous\n"\
-    "batch, memory bounded by the batch, whatever the number of images. SIGINT finishes the\n"  \
-    "running batch, writes it and exits with 130; --resume continues. --output is locked while\n" \
-    "a run writes it (a second run is refused) and left as it was by a run that fails before\n"   \
+    "('imgs/*.jpg', quoted), --list, --output, --batch or several devices (--device all, or\n"     \
+    "P:D,P:D) stream the images: decoded on --jobs threads while the device runs the previous\n"   \
+    "batch, memory bounded by the batch, whatever the number of images. SIGINT finishes the\n"     \
+    "running batch, writes it and exits with 130; --resume continues. --output is locked while\n"  \
+    "a run writes it (a second run is refused) and left as it was by a run that fails before\n"    \
     "its first results.\n"
 
 #define CLASSIFY_OPTION_COUNT 23
@@ -99,24 +98,24 @@ typedef int (*classify_own_fn)(void *cmd, int c, const char *arg);
  * --save-logits, --labels, --topk, --json, --profile, --allow-nonfinite, --fast-decode,
  * --exif-rotate) into o; every other option goes to parse_own(cmd, c, optarg). -1 when --help
  * printed the usage, else EXIT_OK or EXIT_USAGE. */
-int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own,
-                   size_t n_own, const char *usage, classify_own_fn parse_own, void *cmd);
+int classify_parse(classify_opts *o, int argc, char **argv, const struct option *own, size_t n_own,
+                   const char *usage, classify_own_fn parse_own, void *cmd);
 /* Takes the operands after the options; with `map_flag` (e.g. "--attention-map") set by the
  * command, maps need images. Prints a usage error and returns EXIT_USAGE when inconsistent. */
 int classify_operands(classify_opts *o, int argc, char **argv, const char *map_flag);
 
 /* What a run holds: the input batch, the decoded images, the context, labels and logits. */
 typedef struct classify_run {
-    float *x;                /* [B, 3, H, W] */
-    int x_npy;               /* x is pgd_npy_read's (released by pgd_free), not malloc's */
+    float *x;  /* [B, 3, H, W] */
+    int x_npy; /* x is pgd_npy_read's (released by pgd_free), not malloc's */
     int64_t shape[4];
     int B, H, W;
-    pgd_image **loaded;      /* the decoded images (for maps), NULL for --input or synthetic */
+    pgd_image **loaded; /* the decoded images (for maps), NULL for --input or synthetic */
     pgd_ctx *ctx;
     app_labels labels;
-    float *logits;           /* [B, classes] after classify_forward_ready */
+    float *logits; /* [B, classes] after classify_forward_ready */
     int classes;
-    outset outputs;          /* claimed by classify_begin, committed by classify_finish */
+    outset outputs; /* claimed by classify_begin, committed by classify_finish */
 } classify_run;
 
 /* Claims every output of the run first (--save-input, --save-logits, the maps: outset.h), so
@@ -141,8 +140,8 @@ int classify_prepare(const classify_opts *o, classify_run *r);
 /* The model's hook for non-finite logits: runs one image [1, 3, H, W] again with every stage
  * checked and names the first stage whose output is not finite in p->stage (vit_find_nonfinite,
  * resnet_find_nonfinite). */
-typedef int (*classify_diagnose_fn)(void *model, const float *image, int H, int W,
-                                    model_probe *p, pgd_error **err);
+typedef int (*classify_diagnose_fn)(void *model, const float *image, int H, int W, model_probe *p,
+                                    pgd_error **err);
 /* After the forward pass, before anything is written: logits that hold a NaN or an infinity are
  * an error (EXIT_RUNTIME) naming the image, the class and the stage where non-finite values
  * first appear (found through `diagnose`, only then: the normal path checks the logits alone),
@@ -153,9 +152,8 @@ int classify_check_logits(const classify_opts *o, classify_run *r, classify_diag
 int classify_after_forward(const classify_opts *o, classify_run *r, int split);
 /* Stages maps[b] (mw x mh, over the crop `preset` shows) drawn onto image b as
  * OUT<tag>[-b].png, each named at commit (unless --json) as "<what> of IMAGE". */
-int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png,
-                       const char *tag, const float *maps, int mw, int mh, pgd_preprocess preset,
-                       const char *what);
+int classify_draw_maps(const classify_opts *o, classify_run *r, const char *png, const char *tag,
+                       const float *maps, int mw, int mh, pgd_preprocess preset, const char *what);
 /* The top-k report: printed, or with --json returned as the "results" array (new reference). */
 json_t *classify_report(const classify_opts *o, classify_run *r);
 /* One stage of a model's timing: its JSON key and its words in the printed line. */

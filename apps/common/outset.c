@@ -124,12 +124,13 @@ int outset_claim(outset *s, const char *option, const char *path)
     pgd_error *err = NULL;
     int rc = claim(s, option, path, &err);
     /* Two options naming one file: a command line that cannot work, as a usage error. */
-    return !rc ? EXIT_OK : rc == PGD_ERR_INVALID_ARGUMENT ? (app_fail(err), EXIT_USAGE)
-                                                          : app_fail(err);
+    return !rc                              ? EXIT_OK
+           : rc == PGD_ERR_INVALID_ARGUMENT ? (app_fail(err), EXIT_USAGE)
+                                            : app_fail(err);
 }
 
-int outset_stage(outset *s, const char *option, const char *path, const char *note,
-                 pgd_outfile **f, pgd_error **err)
+int outset_stage(outset *s, const char *option, const char *path, const char *note, pgd_outfile **f,
+                 pgd_error **err)
 {
     *f = NULL;
     outset_item *it = claimed(s, option, path);
@@ -146,8 +147,7 @@ int outset_stage(outset *s, const char *option, const char *path, const char *no
     return rc;
 }
 
-int outset_open(outset *s, const char *option, const char *path, const char *note,
-                pgd_outfile **f)
+int outset_open(outset *s, const char *option, const char *path, const char *note, pgd_outfile **f)
 {
     pgd_error *err = NULL;
     return outset_stage(s, option, path, note, f, &err) ? app_fail(err) : EXIT_OK;
@@ -181,8 +181,7 @@ int outset_commit(outset *s, int quiet)
         if (pgd_outfile_commit(f, &err)) {
             rc = app_fail(err);
             if (written)
-                fprintf(stderr, "pagoda: note: %d output(s) had been written before it\n",
-                        written);
+                fprintf(stderr, "pagoda: note: %d output(s) had been written before it\n", written);
         } else if (it->note && !quiet) {
             char shown[2][1024];
             fprintf(stderr, "pagoda: %s written to %s\n",

@@ -25,8 +25,8 @@ typedef struct outset_item {
     dev_t dev;           /* of the existing file (exists) */
     ino_t ino;
     int exists;
-    pgd_outfile *file;   /* staged (opened) or NULL */
-    char *note;          /* "attention rollout of a.jpg": "<note> written to <path>" */
+    pgd_outfile *file; /* staged (opened) or NULL */
+    char *note;        /* "attention rollout of a.jpg": "<note> written to <path>" */
 } outset_item;
 
 typedef struct outset {
@@ -42,11 +42,10 @@ int outset_check_given(const char *option, const char *given);
 int outset_claim(outset *s, const char *option, const char *path);
 /* Stages `path` (claimed before by `option`, else claimed now): *f is its temporary file,
  * owned by the set (write into it, never commit or abort it). `note` may be NULL (copied). */
-int outset_open(outset *s, const char *option, const char *path, const char *note,
-                pgd_outfile **f);
+int outset_open(outset *s, const char *option, const char *path, const char *note, pgd_outfile **f);
 /* outset_open without printing: a PGD_ERR_* code, the error in *err. */
-int outset_stage(outset *s, const char *option, const char *path, const char *note,
-                 pgd_outfile **f, pgd_error **err);
+int outset_stage(outset *s, const char *option, const char *path, const char *note, pgd_outfile **f,
+                 pgd_error **err);
 /* After writing the file outset_open gave (write_rc, err: the writer's result): finishes it
  * (flushed, synced, its descriptor released) or prints err. */
 int outset_staged(outset *s, pgd_outfile *f, int write_rc, pgd_error *err);

@@ -54,9 +54,8 @@ json_t *results_identity(const classify_opts *o, const stream_model *m, pgd_prep
     json_t *id = json_pack("{s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:o}", "model",
                            app_json_text(m->label[0] ? m->label : o->cmd), "weights", weights,
                            "weights_dtype", app_weights_f16() ? "f16" : "f32", "precision",
-                           app_precision(NULL), "preprocess",
-                           pre, "topk", o->topk, "classes", classes, "labels",
-                           labels);
+                           app_precision(NULL), "preprocess", pre, "topk", o->topk, "classes",
+                           classes, "labels", labels);
     if (!id)
         fprintf(stderr, "pagoda: error: out of host memory\n");
     return id;
@@ -66,9 +65,9 @@ json_t *results_identity(const classify_opts *o, const stream_model *m, pgd_prep
 static char *make_head(const json_t *identity, int csv, int columns)
 {
     json_t *rec = json_pack("{s:O}", RESULTS_KEY, (json_t *)identity);
-    char *line = rec ? json_dumps(csv ? identity : rec, JSON_COMPACT | JSON_ENSURE_ASCII |
-                                                        JSON_SORT_KEYS)
-                     : NULL;
+    char *line =
+        rec ? json_dumps(csv ? identity : rec, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_SORT_KEYS)
+            : NULL;
     json_decref(rec);
     if (!line)
         return NULL;
@@ -79,8 +78,7 @@ static char *make_head(const json_t *identity, int csv, int columns)
     if (head && csv) {
         int at = snprintf(head, n, "# " RESULTS_KEY " %s\nimage,source,error", line);
         for (int k = 1; k <= columns; k++)
-            at += snprintf(head + at, n - (size_t)at, ",class_%d,label_%d,probability_%d", k,
-                           k, k);
+            at += snprintf(head + at, n - (size_t)at, ",class_%d,label_%d,probability_%d", k, k, k);
         snprintf(head + at, n - (size_t)at, "\n");
     }
     free(line);
@@ -114,14 +112,16 @@ static int open_locked(results_file *rf, const char *path)
         int e = errno;
         if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS) {
             /* A file system without locks (some network ones): run, but say what is lost. */
-            fprintf(stderr, "pagoda: note: %s: the file system cannot lock it (%s): a second run "
-                            "writing it at the same time would not be stopped\n",
+            fprintf(stderr,
+                    "pagoda: note: %s: the file system cannot lock it (%s): a second run "
+                    "writing it at the same time would not be stopped\n",
                     app_term_text(path, shown, sizeof shown), strerror(e));
             return EXIT_OK; /* and never removed: another run may have opened it meanwhile */
         }
         if (e == EWOULDBLOCK)
-            fprintf(stderr, "pagoda: error: %s: another pagoda run is writing this output (it "
-                            "holds its lock); wait for it to end or give another --output\n",
+            fprintf(stderr,
+                    "pagoda: error: %s: another pagoda run is writing this output (it "
+                    "holds its lock); wait for it to end or give another --output\n",
                     app_term_text(path, shown, sizeof shown));
         else
             fprintf(stderr, "pagoda: error: %s: cannot lock the output: %s\n",
@@ -198,10 +198,11 @@ static int check_identity(const results_file *rf, const char *line, const json_t
     json_t *j = json_loads(line, 0, NULL);
     json_t *rec = rf->csv ? j : json_object_get(j, RESULTS_KEY);
     if (!json_is_object(rec)) {
-        fprintf(stderr, "pagoda: error: --resume: %s does not begin with the record of the model "
-                        "that wrote it (written by an older pagoda, or not a pagoda results "
-                        "file): its results cannot be checked against this model; run without "
-                        "--resume to replace it, or give another --output\n",
+        fprintf(stderr,
+                "pagoda: error: --resume: %s does not begin with the record of the model "
+                "that wrote it (written by an older pagoda, or not a pagoda results "
+                "file): its results cannot be checked against this model; run without "
+                "--resume to replace it, or give another --output\n",
                 app_term_text(rf->path, shown, sizeof shown));
         json_decref(j);
         return EXIT_RUNTIME;
@@ -212,9 +213,10 @@ static int check_identity(const results_file *rf, const char *line, const json_t
         differing_keys(rec, identity, keys, sizeof keys);
         char *was = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
         char *now = json_dumps(identity, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-        fprintf(stderr, "pagoda: error: --resume: %s holds the results of another model or "
-                        "other options (they differ in %s): the file's %s, this run's %s; resume "
-                        "with the same model and options, or give another --output\n",
+        fprintf(stderr,
+                "pagoda: error: --resume: %s holds the results of another model or "
+                "other options (they differ in %s): the file's %s, this run's %s; resume "
+                "with the same model and options, or give another --output\n",
                 app_term_text(rf->path, shown, sizeof shown), keys, was ? was : "?",
                 now ? now : "?");
         free(was);
@@ -235,16 +237,17 @@ static char *source_text(const char *path)
 }
 
 /* Marks result `idx` (the line's index and source) done, after checking it belongs to paths. */
-static int mark(const results_file *rf, long idx, const char *src, const char *line,
-                char **paths, int n, unsigned char *done, int *ndone)
+static int mark(const results_file *rf, long idx, const char *src, const char *line, char **paths,
+                int n, unsigned char *done, int *ndone)
 {
     char shown[1024];
     char *want = idx >= 0 && idx < n ? source_text(paths[idx]) : NULL;
     int ok = want && src && !strcmp(src, want);
     free(want);
     if (!ok) {
-        fprintf(stderr, "pagoda: error: --resume: %s: line \"%.60s\" is not a result of this "
-                        "input list (image %ld of %d)\n",
+        fprintf(stderr,
+                "pagoda: error: --resume: %s: line \"%.60s\" is not a result of this "
+                "input list (image %ld of %d)\n",
                 app_term_text(rf->path, shown, sizeof shown), line, idx, n);
         return EXIT_RUNTIME;
     }
@@ -294,8 +297,8 @@ static int bad_record(const results_file *rf, size_t at, const char *why)
 
 /* CSV: "# pagoda_results {...}", the column names, then one record per result (RFC 4180: a
  * quoted source may hold line ends); an unfinished last record is cut. */
-static int resume_csv(results_file *rf, char *text, size_t len, const json_t *identity,
-                      int columns, char **paths, int n, unsigned char *done, int *ndone)
+static int resume_csv(results_file *rf, char *text, size_t len, const json_t *identity, int columns,
+                      char **paths, int n, unsigned char *done, int *ndone)
 {
     const char *tag = "# " RESULTS_KEY " ";
     char *nl = memchr(text, '\n', len);

@@ -21,7 +21,7 @@
 
 typedef struct results_file {
     const char *path;
-    int fd;      /* open and locked; -1 when there is no file */
+    int fd; /* open and locked; -1 when there is no file */
     int csv;
     int created; /* made and locked by this run: removed if the run writes nothing */
     int started; /* cut to `keep` and given its head: the file is this run's now */

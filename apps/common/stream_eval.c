@@ -88,28 +88,25 @@ int eval_report(stream *s)
                                    (double)s->cls_top1[c] / (double)s->cls_n[c], "top5",
                                    (double)s->cls_top5[c] / (double)s->cls_n[c]));
         for (int i = 0; i < ntop; i++)
-            json_array_append_new(conf, json_pack("{s:i, s:i, s:I}", "true", top[i].t,
-                                                  "predicted", top[i].p, "count",
-                                                  (json_int_t)top[i].count));
-        return app_print_json(json_pack("{s:I, s:I, s:f, s:f, s:I, s:I, s:o, s:o}", "images",
-                                        (json_int_t)s->evaluated, "unreadable",
-                                        (json_int_t)s->errors, "top1", (double)s->top1 / n,
-                                        "top5", (double)s->top5 / n, "top1_correct",
-                                        (json_int_t)s->top1, "top5_correct",
-                                        (json_int_t)s->top5, "per_class", per, "confusions",
-                                        conf));
+            json_array_append_new(conf, json_pack("{s:i, s:i, s:I}", "true", top[i].t, "predicted",
+                                                  top[i].p, "count", (json_int_t)top[i].count));
+        return app_print_json(json_pack(
+            "{s:I, s:I, s:f, s:f, s:I, s:I, s:o, s:o}", "images", (json_int_t)s->evaluated,
+            "unreadable", (json_int_t)s->errors, "top1", (double)s->top1 / n, "top5",
+            (double)s->top5 / n, "top1_correct", (json_int_t)s->top1, "top5_correct",
+            (json_int_t)s->top5, "per_class", per, "confusions", conf));
     }
     printf("%ld image(s) evaluated%s", s->evaluated, s->errors ? "" : "\n");
     if (s->errors)
         printf(" (%ld more unreadable or without a result: not counted)\n", s->errors);
-    printf("top-1 accuracy %.4f (%ld), top-5 accuracy %.4f (%ld)\n", (double)s->top1 / n,
-           s->top1, (double)s->top5 / n, s->top5);
+    printf("top-1 accuracy %.4f (%ld), top-5 accuracy %.4f (%ld)\n", (double)s->top1 / n, s->top1,
+           (double)s->top5 / n, s->top5);
     printf("per class (images, top-1, top-5):\n");
     for (int c = 0; c < s->classes; c++)
         if (s->cls_n[c])
             printf("  %4d %-24s %6ld  %.4f  %.4f\n", c,
-                   app_term_text(eval_class_name(s, c, b1, sizeof b1), shown[0], 64),
-                   s->cls_n[c], (double)s->cls_top1[c] / (double)s->cls_n[c],
+                   app_term_text(eval_class_name(s, c, b1, sizeof b1), shown[0], 64), s->cls_n[c],
+                   (double)s->cls_top1[c] / (double)s->cls_n[c],
                    (double)s->cls_top5[c] / (double)s->cls_n[c]);
     if (ntop)
         printf("most frequent confusions (true -> predicted: images):\n");

@@ -98,8 +98,9 @@ static int add_dir(path_list *l, const char *dir, int recursive, const dir_chain
         here.dev = st.st_dev, here.ino = st.st_ino;
         for (const dir_chain *a = up; a; a = a->up)
             if (a->dev == st.st_dev && a->ino == st.st_ino) {
-                fprintf(stderr, "pagoda: warning: %s: skipped: a symbolic link loop (the "
-                                "directory %s again)\n",
+                fprintf(stderr,
+                        "pagoda: warning: %s: skipped: a symbolic link loop (the "
+                        "directory %s again)\n",
                         app_term_text(dir, shown, sizeof shown),
                         app_term_text(a->path, again, sizeof again));
                 return EXIT_OK;
@@ -155,8 +156,9 @@ static int add_operand(path_list *l, const char *arg, int recursive)
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
         int before = l->n, rc = add_dir(l, arg, recursive, NULL);
         if (!rc && l->n == before) {
-            fprintf(stderr, "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
-                            ".png, .bmp, .webp)%s\n",
+            fprintf(stderr,
+                    "pagoda: error: %s: a directory with no image files (.jpg, .jpeg, "
+                    ".png, .bmp, .webp)%s\n",
                     app_term_text(arg, shown, sizeof shown),
                     recursive ? "" : " (--recursive looks into its sub-directories)");
             return EXIT_RUNTIME;
@@ -199,7 +201,7 @@ static FILE *open_text(const char *path, const char *what)
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        const char *kind = fd < 0              ? strerror(errno)
+        const char *kind = fd < 0                 ? strerror(errno)
                            : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a regular file"
                            : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
                            : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
@@ -250,7 +252,6 @@ static int add_list_file(path_list *l, const char *path)
     return rc;
 }
 
-
 /* ---- pagoda eval: the true class of each image, from an ImageFolder layout or a list ---- */
 
 struct stream_eval_mode eval_mode;
@@ -260,7 +261,6 @@ void classify_stream_eval(const char *labels_map)
     eval_mode.on = 1;
     eval_mode.labels_map = labels_map;
 }
-
 
 /* A whole number from 0 to classes - 1, or -1. */
 static int class_number(const char *t, int classes)
@@ -290,8 +290,10 @@ static int check_labels_map(const char *path, const path_list *map, const long *
     char shown[1024], name[1024];
     app_term_text(path, shown, sizeof shown);
     if (!map->n) {
-        fprintf(stderr, "pagoda: error: %s: no 'NAME INDEX' lines (an empty labels map would "
-                        "leave the classes numbered by the folders' order)\n", shown);
+        fprintf(stderr,
+                "pagoda: error: %s: no 'NAME INDEX' lines (an empty labels map would "
+                "leave the classes numbered by the folders' order)\n",
+                shown);
         return EXIT_RUNTIME;
     }
     map_entry *e = malloc((size_t)map->n * sizeof *e);
@@ -303,8 +305,9 @@ static int check_labels_map(const char *path, const path_list *map, const long *
     int rc = EXIT_OK;
     for (int i = 1; i < map->n && !rc; i++)
         if (!strcmp(e[i].name, e[i - 1].name)) {
-            fprintf(stderr, "pagoda: error: %s:%ld: '%s' is listed already on line %ld (a labels "
-                            "map names each folder once)\n",
+            fprintf(stderr,
+                    "pagoda: error: %s:%ld: '%s' is listed already on line %ld (a labels "
+                    "map names each folder once)\n",
                     shown, e[i].line, app_term_text(e[i].name, name, sizeof name), e[i - 1].line);
             rc = EXIT_RUNTIME;
         }
@@ -333,8 +336,9 @@ static int read_labels_map(const char *path, int classes, path_list *map)
             continue;
         int c = num && !strtok_r(NULL, " \t\r\n", &save) ? class_number(num, classes) : -1;
         if (c < 0) {
-            fprintf(stderr, "pagoda: error: %s:%ld: want 'NAME INDEX' with INDEX from 0 "
-                            "to %d (the model's classes)\n",
+            fprintf(stderr,
+                    "pagoda: error: %s:%ld: want 'NAME INDEX' with INDEX from 0 "
+                    "to %d (the model's classes)\n",
                     app_term_text(path, shown, sizeof shown), no, classes - 1);
             rc = EXIT_RUNTIME;
         } else {
@@ -357,8 +361,7 @@ static int read_labels_map(const char *path, int classes, path_list *map)
 
 /* The class of a folder name or list label: the labels map's, else (folders) `position`, else
  * (list) a class number. -1 when there is none (an error naming `where` is printed). */
-static int class_of(eval_names *en, const char *name, int position, int classes,
-                    const char *where)
+static int class_of(eval_names *en, const char *name, int position, int classes, const char *where)
 {
     char shown[1024];
     if (en->map.n) {
@@ -373,13 +376,15 @@ static int class_of(eval_names *en, const char *name, int position, int classes,
         return -1;
     }
     if (position >= 0 && position >= classes)
-        fprintf(stderr, "pagoda: error: %s: the folder '%s' is class %d by its place, and the "
-                        "model has %d classes (a labels map names the classes: --labels-map)\n",
+        fprintf(stderr,
+                "pagoda: error: %s: the folder '%s' is class %d by its place, and the "
+                "model has %d classes (a labels map names the classes: --labels-map)\n",
                 where, app_term_text(name, shown, sizeof shown), position, classes);
     int c = position >= 0 ? position : class_number(name, classes);
     if (position < 0 && c < 0)
-        fprintf(stderr, "pagoda: error: %s: the label '%s' is not a class number from 0 to %d "
-                        "(labels by name need a labels map: --labels-map)\n",
+        fprintf(stderr,
+                "pagoda: error: %s: the label '%s' is not a class number from 0 to %d "
+                "(labels by name need a labels map: --labels-map)\n",
                 where, app_term_text(name, shown, sizeof shown), classes - 1);
     return c >= 0 && c < classes ? c : -1;
 }
@@ -391,8 +396,9 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
     char shown[1024];
     DIR *d = opendir(root);
     if (!d) {
-        fprintf(stderr, "pagoda: error: %s: not a readable directory (pagoda eval wants an "
-                        "ImageFolder layout: one sub-directory per class): %s\n",
+        fprintf(stderr,
+                "pagoda: error: %s: not a readable directory (pagoda eval wants an "
+                "ImageFolder layout: one sub-directory per class): %s\n",
                 app_term_text(root, shown, sizeof shown), strerror(errno));
         return EXIT_RUNTIME;
     }
@@ -414,8 +420,10 @@ static int add_image_folder(path_list *l, eval_names *en, const char *root, int 
     }
     closedir(d);
     if (!rc && !subs.n) {
-        fprintf(stderr, "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
-                        "ImageFolder layout)\n", app_term_text(root, shown, sizeof shown));
+        fprintf(stderr,
+                "pagoda: error: %s: no class sub-directories (pagoda eval wants an "
+                "ImageFolder layout)\n",
+                app_term_text(root, shown, sizeof shown));
         rc = EXIT_RUNTIME;
     }
     if (subs.n)
@@ -460,8 +468,9 @@ static int add_labelled_list(path_list *l, eval_names *en, const char *path, int
         snprintf(where, sizeof where, "%s:%d", app_term_text(path, shown, sizeof shown),
                  raw.truth[i]);
         if (sp == line || end == line) {
-            fprintf(stderr, "pagoda: error: %s: '%s' has no label (pagoda eval --list wants "
-                            "'PATH LABEL' lines)\n",
+            fprintf(stderr,
+                    "pagoda: error: %s: '%s' has no label (pagoda eval --list wants "
+                    "'PATH LABEL' lines)\n",
                     where, app_term_text(line, shown, sizeof shown));
             rc = EXIT_RUNTIME;
             break;
@@ -518,4 +527,3 @@ int gather_inputs(const classify_opts *o, path_list *l)
     }
     return rc;
 }
-

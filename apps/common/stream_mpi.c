@@ -225,8 +225,7 @@ int stream_mpi_gather_runs(json_t *runs)
     }
     size_t i;
     json_t *run;
-    json_array_foreach(runs, i, run)
-        json_object_set_new(run, "rank", json_integer(rank));
+    json_array_foreach(runs, i, run) json_object_set_new(run, "rank", json_integer(rank));
     if (ranks == 1)
         return 0;
     if (rank != 0) {

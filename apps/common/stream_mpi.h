@@ -39,19 +39,28 @@ int stream_mpi_gather_runs(json_t *runs);
  * all ranks' so that mpirun reports a failure of any). */
 int stream_mpi_end(int rc);
 #else
-static inline int stream_mpi_launched(void) { return 0; }
+static inline int stream_mpi_launched(void)
+{
+    return 0;
+}
 static inline int stream_mpi_begin(int *rank, int *ranks)
 {
     *rank = 0, *ranks = 1;
     return 0;
 }
-static inline int stream_mpi_local_rank(void) { return 0; }
+static inline int stream_mpi_local_rank(void)
+{
+    return 0;
+}
 static inline int stream_mpi_share_list(int *rc, char ***paths, int *n, unsigned char **done)
 {
     (void)rc, (void)paths, (void)n, (void)done;
     return 0;
 }
-static inline int stream_mpi_agree(int rc) { return rc; }
+static inline int stream_mpi_agree(int rc)
+{
+    return rc;
+}
 static inline int stream_mpi_recv_lines(int src, char **text, size_t *n, long *errors)
 {
     (void)src, (void)text, (void)n, (void)errors;
@@ -62,7 +71,10 @@ static inline int stream_mpi_send_lines(const char *text, size_t n, long errors)
     (void)text, (void)n, (void)errors;
     return -1;
 }
-static inline int stream_mpi_poll_request(void) { return 0; }
+static inline int stream_mpi_poll_request(void)
+{
+    return 0;
+}
 static inline int stream_mpi_assign(int dest, long j)
 {
     (void)dest, (void)j;
@@ -78,7 +90,10 @@ static inline int stream_mpi_gather_runs(json_t *runs)
     (void)runs;
     return 0;
 }
-static inline int stream_mpi_end(int rc) { return rc; }
+static inline int stream_mpi_end(int rc)
+{
+    return rc;
+}
 #endif
 
 #endif

@@ -15,12 +15,12 @@ enum { B_FREE, B_FILLING, B_READY, B_RUNNING, B_DONE };
 
 typedef struct sbatch {
     int state;
-    long k;         /* the local batch number */
-    int first, n;   /* its images: work[first .. first + n) */
+    long k;       /* the local batch number */
+    int first, n; /* its images: work[first .. first + n) */
     int claimed, decoded;
-    float *x;       /* [B, 3, H, W] */
-    float *logits;  /* [B, classes] */
-    char **err;     /* per image: why it has no result, or NULL */
+    float *x;      /* [B, 3, H, W] */
+    float *logits; /* [B, classes] */
+    char **err;    /* per image: why it has no result, or NULL */
 } sbatch;
 
 typedef struct sdevice {
@@ -39,26 +39,26 @@ typedef struct stream {
     int H, W, classes, B, min_side, csv;
     results_file rf; /* --output (rank 0); fd -1 without */
     app_labels labels;
-    char **paths;      /* every input */
+    char **paths; /* every input */
     int npaths;
-    int *work;         /* the inputs this run computes (indices into paths) */
+    int *work; /* the inputs this run computes (indices into paths) */
     int nwork;
-    long nbatch;       /* global batches: ceil(nwork / B) */
-    int rank, ranks;   /* MPI; 0 and 1 without */
-    long nlocal;       /* the batches of this rank (dynamic: LONG_MAX until all are handed out) */
-    long avail;        /* the local batches known so far (static: nlocal) */
+    long nbatch;     /* global batches: ceil(nwork / B) */
+    int rank, ranks; /* MPI; 0 and 1 without */
+    long nlocal;     /* the batches of this rank (dynamic: LONG_MAX until all are handed out) */
+    long avail;      /* the local batches known so far (static: nlocal) */
     /* --mpi-schedule dynamic: rank 0 hands out batches on request */
-    int dynamic, ended;   /* ended (rank 0): ranks told that the work is out */
-    long *assigned;       /* local batch k -> global batch */
-    long next_global;     /* rank 0: the next global batch to hand out */
-    int *owner;           /* rank 0: the rank of each handed-out global batch */
-    long *local_of;       /* rank 0: its local index of each of its own global batches */
+    int dynamic, ended; /* ended (rank 0): ranks told that the work is out */
+    long *assigned;     /* local batch k -> global batch */
+    long next_global;   /* rank 0: the next global batch to hand out */
+    int *owner;         /* rank 0: the rank of each handed-out global batch */
+    long *local_of;     /* rank 0: its local index of each of its own global batches */
     sbatch *bufs;
     int nbuf;
     long next_fill, next_write;
-    long taken;        /* local batches a device has taken */
-    int stop;          /* SIGINT, a fatal error, or the end */
-    int fatal;         /* the exit status of a fatal error (its message printed) */
+    long taken; /* local batches a device has taken */
+    int stop;   /* SIGINT, a fatal error, or the end */
+    int fatal;  /* the exit status of a fatal error (its message printed) */
     sdevice *dev;
     int ndev;
     pthread_t *workers;
@@ -67,9 +67,9 @@ typedef struct stream {
     pthread_cond_t cv;
     long written, errors; /* images written (this run), of which without a result */
     /* pagoda eval */
-    const int *truth;  /* the class of each input */
+    const int *truth; /* the class of each input */
     eval_names en;
-    long *conf;        /* [true][predicted] counts (classes <= 2048) */
+    long *conf; /* [true][predicted] counts (classes <= 2048) */
     long *cls_n, *cls_top1, *cls_top5;
     long top1, top5, evaluated;
 } stream;

@@ -29,8 +29,10 @@ static size_t utf8_seq(const unsigned char *p)
     unsigned c = p[0];
     if (c < 0x80)
         return 1;
-    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4
-                                                                                             : 0;
+    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
     if (!n)
         return 0;
     /* the second byte's range excludes overlongs (E0, F0), surrogates (ED), > U+10FFFF (F4) */
@@ -131,7 +133,10 @@ json_t *app_json_text(const char *s)
     return j;
 }
 
-int app_fail(pgd_error *err) { return app_fail_in(NULL, err); }
+int app_fail(pgd_error *err)
+{
+    return app_fail_in(NULL, err);
+}
 
 int app_fail_in(const char *what, pgd_error *err)
 {
@@ -240,8 +245,8 @@ void app_dot_accel_text(unsigned bits, char *buf, size_t size)
     buf[0] = 0;
     for (int i = 0; i < 6; i++)
         if (bits & (1u << i) && used < size)
-            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "",
-                                     dot_names[i]);
+            used +=
+                (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "", dot_names[i]);
     if (!used)
         snprintf(buf, size, "none");
 }
@@ -420,8 +425,7 @@ void app_labels_free(app_labels *l)
 
 static int default_weights(const char *file, char *buf, size_t size)
 {
-    const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"),
-               *h = getenv("HOME");
+    const char *d = getenv("PAGODA_WEIGHTS_DIR"), *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
     struct stat st;
     int no_stat = d && *d && stat(d, &st) != 0;
     if (d && *d && (no_stat || !S_ISDIR(st.st_mode))) {
@@ -473,13 +477,13 @@ static int by_p(const void *a, const void *b)
     return (x->p < y->p) - (x->p > y->p);
 }
 
-json_t *app_report_topk(const float *logits, int B, int classes, int topk,
-                        const app_labels *labels, char **sources, const char *fallback_source,
-                        int json)
+json_t *app_report_topk(const float *logits, int B, int classes, int topk, const app_labels *labels,
+                        char **sources, const char *fallback_source, int json)
 {
     json_t *jall = json ? json_array() : NULL;
     ranked *rk = malloc((size_t)classes * sizeof *rk);
-    int broken = !rk || (json && !jall); /* a JSON piece not built: no document, not a partial one */
+    int broken =
+        !rk || (json && !jall); /* a JSON piece not built: no document, not a partial one */
     for (int b = 0; !broken && b < B; b++) {
         const float *l = logits + (size_t)b * (size_t)classes;
         double mx = -INFINITY, sum = 0;
@@ -505,19 +509,19 @@ json_t *app_report_topk(const float *logits, int B, int classes, int topk,
             if (json)
                 /* JSON has no NaN: a probability from non-finite logits (--allow-nonfinite)
                  * is null. */
-                broken |= json_array_append_new(
-                              jtop, json_pack("{s:i, s:o, s:o}", "index", rk[k].index, "label",
-                                              app_json_text(label), "probability",
-                                              isfinite(rk[k].p) ? json_real(rk[k].p)
-                                                                : json_null())) != 0;
+                broken |=
+                    json_array_append_new(
+                        jtop, json_pack("{s:i, s:o, s:o}", "index", rk[k].index, "label",
+                                        app_json_text(label), "probability",
+                                        isfinite(rk[k].p) ? json_real(rk[k].p) : json_null())) != 0;
             else
                 printf("  %6.2f%%  %4d  %s\n", 100.0 * rk[k].p, rk[k].index, label);
         }
         /* A path from argv need not be UTF-8: in JSON its invalid bytes become U+FFFD. */
         if (json)
-            broken |= json_array_append_new(jall, json_pack("{s:i, s:o, s:o}", "image", b,
-                                                            "source", app_json_text(source),
-                                                            "top", jtop)) != 0;
+            broken |=
+                json_array_append_new(jall, json_pack("{s:i, s:o, s:o}", "image", b, "source",
+                                                      app_json_text(source), "top", jtop)) != 0;
     }
     free(rk);
     if (json && broken) {
@@ -612,7 +616,7 @@ int app_load_batch(char **paths, int n, pgd_preprocess preset, int min_side, int
     int rc = (*x && *loaded) ? PGD_OK : PGD_ERR_OUT_OF_HOST_MEMORY;
     if (rc)
         pgd_error_set(err, rc, "%d images of %lld x %lld: out of host memory", n, (long long)S,
-                       (long long)S);
+                      (long long)S);
     /* One full-size image at a time: each is preprocessed as soon as it is decoded, and only a
      * thumbnail is kept for the maps (eight 8192 x 8192 images would otherwise hold 1.6 GB). */
     for (int i = 0; i < n && !rc; i++) {
@@ -662,8 +666,8 @@ int app_check_finite_batch(const float *x, int B, int H, int W, const char *cons
                          "%s: the input holds a non-finite value (%g) at [%lld, %lld, %lld, "
                          "%lld]%s (--allow-nonfinite runs it anyway)",
                          names ? names[b] : name, isnan(x[bad]) ? (double)NAN : (double)x[bad],
-                         (long long)b, (long long)(bad % per / plane),
-                         (long long)(bad % plane / W), (long long)(bad % W), note ? note : "");
+                         (long long)b, (long long)(bad % per / plane), (long long)(bad % plane / W),
+                         (long long)(bad % W), note ? note : "");
 }
 
 void app_note_assumed(const char *label, const model_assumptions *as)

@@ -8,7 +8,7 @@
  *
  * It uses the installed headers only (pagoda.h and pagoda_models.h) and is built in CI with
  * nothing but `pkg-config --cflags --libs pagoda-models` against the libraries `meson install`
- * put in a temporary prefix (tools/check-install). */
+ * put in a temporary prefix (tools/dev/check-install). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@ typedef struct ln_w {
 } ln_w;
 
 typedef struct attn_w {
-    pgd_linear *qk; /* self-attention: Q and K of x + pos in one [2D, D] projection */
+    pgd_linear *qk;    /* self-attention: Q and K of x + pos in one [2D, D] projection */
     pgd_linear *q, *k; /* cross-attention */
     pgd_linear *v, *o;
 } attn_w;
@@ -242,7 +242,10 @@ void detr_free(detr_model *m)
     free(m);
 }
 
-const detr_config *detr_get_config(const detr_model *m) { return &m->cfg; }
+const detr_config *detr_get_config(const detr_model *m)
+{
+    return &m->cfg;
+}
 
 /* The backbone through a view of its own names (resnet_load's strict load covers them), then
  * recorded as consumed in the DETR load. */
@@ -341,8 +344,8 @@ int detr_load(pgd_ctx *ctx, const model_source *src, const detr_config *cfg, det
     m->cfg = *cfg;
     m->enc = calloc((size_t)(cfg->enc_layers ? cfg->enc_layers : 1), sizeof *m->enc);
     m->dec = calloc((size_t)cfg->dec_layers, sizeof *m->dec);
-    int rc = m->enc && m->dec ? PGD_OK
-                              : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "DETR layers");
+    int rc =
+        m->enc && m->dec ? PGD_OK : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "DETR layers");
     if (!rc)
         rc = model_load_strict(src, load_all, m, NULL, 0, err);
     if (!rc)
@@ -382,9 +385,9 @@ typedef struct pass {
 
 static void pass_free(pass *p)
 {
-    pgd_tensor **all[] = {&p->x,   &p->pos,  &p->tmp,  &p->qk,  &p->v,     &p->att,
-                          &p->ffn, &p->mem_pos, &p->km, &p->vm, &p->tgt,  &p->qpos,
-                          &p->tq,  &p->qkq,  &p->vq,   &p->attq, &p->ffq, &p->kmask, &p->probs};
+    pgd_tensor **all[] = {&p->x,       &p->pos,  &p->tmp, &p->qk,    &p->v,    &p->att, &p->ffn,
+                          &p->mem_pos, &p->km,   &p->vm,  &p->tgt,   &p->qpos, &p->tq,  &p->qkq,
+                          &p->vq,      &p->attq, &p->ffq, &p->kmask, &p->probs};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         pgd_tensor_destroy(*all[i]);
         *all[i] = NULL;
@@ -434,8 +437,8 @@ static int layernorm(pgd_ctx *ctx, pgd_tensor *x, const ln_w *ln, pgd_error **er
 }
 
 /* x = LN(x + FFN(x)) with the layer's fc1 (ReLU) and fc2 (residual fused). */
-static int ffn_block(pgd_ctx *ctx, const layer_w *l, pgd_tensor *x, pgd_tensor *h,
-                     const ln_w *ln, pgd_error **err)
+static int ffn_block(pgd_ctx *ctx, const layer_w *l, pgd_tensor *x, pgd_tensor *h, const ln_w *ln,
+                     pgd_error **err)
 {
     int rc = pgd_linear_forward(ctx, l->fc1, x, PGD_ACT_RELU, NULL, h, err);
     if (!rc)
@@ -454,8 +457,14 @@ static int encoder_layer(pass *p, const layer_w *l, pgd_error **err)
     if (!rc)
         rc = pgd_linear_forward(ctx, l->sa.v, p->x, PGD_ACT_NONE, NULL, p->v, err);
     if (!rc) {
-        mha_args a = {p->B, p->m->cfg.enc_heads, p->T, p->T, p->D, p->qk, p->qk, p->v, 0,
-                      2 * p->D, p->D, 2 * p->D, p->D, p->kmask, p->att, NULL};
+        mha_args a = {p->B,   p->m->cfg.enc_heads,
+                      p->T,   p->T,
+                      p->D,   p->qk,
+                      p->qk,  p->v,
+                      0,      2 * p->D,
+                      p->D,   2 * p->D,
+                      p->D,   p->kmask,
+                      p->att, NULL};
         rc = mha(ctx, &a, err);
     }
     if (!rc)
@@ -478,8 +487,8 @@ static int decoder_layer(pass *p, const layer_w *l, int last, pgd_error **err)
     if (!rc)
         rc = pgd_linear_forward(ctx, l->sa.v, p->tgt, PGD_ACT_NONE, NULL, p->vq, err);
     if (!rc) {
-        mha_args a = {p->B, heads, p->Q, p->Q, p->D, p->qkq, p->qkq, p->vq, 0, 2 * p->D,
-                      p->D, 2 * p->D, p->D, NULL, p->attq, NULL};
+        mha_args a = {p->B, heads,    p->Q, p->Q,     p->D, p->qkq, p->qkq,  p->vq,
+                      0,    2 * p->D, p->D, 2 * p->D, p->D, NULL,   p->attq, NULL};
         rc = mha(ctx, &a, err);
     }
     if (!rc)
@@ -497,8 +506,8 @@ static int decoder_layer(pass *p, const layer_w *l, int last, pgd_error **err)
     if (!rc)
         rc = pgd_linear_forward(ctx, l->ca.v, p->x, PGD_ACT_NONE, NULL, p->vm, err);
     if (!rc) {
-        mha_args a = {p->B, heads, p->Q, p->T, p->D, p->vq, p->km, p->vm, 0, p->D, 0, p->D,
-                      p->D, p->kmask, p->attq, last ? p->probs : NULL};
+        mha_args a = {p->B, heads, p->Q, p->T, p->D, p->vq,    p->km,   p->vm,
+                      0,    p->D,  0,    p->D, p->D, p->kmask, p->attq, last ? p->probs : NULL};
         rc = mha(ctx, &a, err);
     }
     if (!rc)
@@ -698,8 +707,8 @@ static int decoder_forward(pass *p, const detr_output *out, pgd_error **err)
     return rc;
 }
 
-static int encoder_forward(pass *p, pgd_tensor *c5, const float *fmask, const float *kmask,
-                           int fh, int fw, pgd_error **err)
+static int encoder_forward(pass *p, pgd_tensor *c5, const float *fmask, const float *kmask, int fh,
+                           int fw, pgd_error **err)
 {
     detr_model *m = p->m;
     pgd_ctx *ctx = m->ctx;
@@ -723,13 +732,13 @@ static int encoder_forward(pass *p, pgd_tensor *c5, const float *fmask, const fl
     return rc;
 }
 
-int detr_forward(detr_model *m, const float *images, const float *pixel_mask, int B, int H,
-                 int W, const detr_output *out, double times[4], pgd_error **err)
+int detr_forward(detr_model *m, const float *images, const float *pixel_mask, int B, int H, int W,
+                 const detr_output *out, double times[4], pgd_error **err)
 {
     if (B < 1 || H < 32 || W < 32)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "DETR input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
-                             B, H, W);
+                             "DETR input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d", B,
+                             H, W);
     int fh, fw;
     detr_feature_size(m, H, W, &fh, &fw);
     pass p = {.m = m, .B = B, .T = (int64_t)fh * fw, .Q = m->cfg.queries, .D = m->cfg.dim};
@@ -772,8 +781,8 @@ typedef struct rand_cfg {
     detr_config c;
 } rand_cfg;
 
-static int rand_match(const char *name, const char *want, int nd, int64_t a, int64_t b,
-                      int *ndim, int64_t s[8])
+static int rand_match(const char *name, const char *want, int nd, int64_t a, int64_t b, int *ndim,
+                      int64_t s[8])
 {
     if (strcmp(name, want))
         return 0;
@@ -885,7 +894,8 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
     /* and the cross-attention's Q and K projections large enough that each query's attention
      * over the image is peaked, as a trained model's is (with every weight at the common
      * scale it is nearly uniform, and every query gives the same box) */
-    int qk = strstr(name, "encoder_attn.q_proj.weight") || strstr(name, "encoder_attn.k_proj.weight");
+    int qk =
+        strstr(name, "encoder_attn.q_proj.weight") || strstr(name, "encoder_attn.k_proj.weight");
     /* the same for the box and class heads, so that the boxes and classes of different queries
      * differ visibly (a demo's picture, not a model) */
     int head = !strncmp(name, "bbox_predictor.", 15) || !strncmp(name, "class_labels", 12);
@@ -920,8 +930,7 @@ int detr_random_source(model_source *src, int depth, uint64_t seed, pgd_error **
 {
     if (depth != 50 && depth != 101)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                             "random DETR: the backbone is ResNet-50 or ResNet-101, not %d",
-                             depth);
+                             "random DETR: the backbone is ResNet-50 or ResNet-101, not %d", depth);
     rand_src *r = calloc(1, sizeof *r);
     if (!r)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
@@ -943,7 +952,12 @@ int detr_random_source(model_source *src, int depth, uint64_t seed, pgd_error **
         rs_release(r);
         return rc;
     }
-    *src = (model_source){.u = r, .label = "random weights", .shape = rs_shape, .read = rs_read,
-                          .meta = rs_meta, .name_at = NULL, .release = rs_release};
+    *src = (model_source){.u = r,
+                          .label = "random weights",
+                          .shape = rs_shape,
+                          .read = rs_read,
+                          .meta = rs_meta,
+                          .name_at = NULL,
+                          .release = rs_release};
     return PGD_OK;
 }

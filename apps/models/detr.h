@@ -32,7 +32,7 @@ typedef struct detr_config {
     int enc_layers, dec_layers;
     int64_t enc_ffn, dec_ffn;
     int64_t queries;
-    int64_t classes; /* logits per query, "no object" (the last) included */
+    int64_t classes;           /* logits per query, "no object" (the last) included */
     model_assumptions assumed; /* what detr_detect took by default ("encoder_heads",
                                   "decoder_heads", "dilation") */
 } detr_config;
@@ -78,8 +78,8 @@ typedef struct detr_output {
  * with their pixel mask [B, H, W] (1 real, 0 padding; NULL: all real). times (ms, may be
  * NULL): [0] backbone, [1] input projection, position embedding and encoder, [2] decoder and
  * heads, [3] total. */
-int detr_forward(detr_model *m, const float *images, const float *pixel_mask, int B, int H,
-                 int W, const detr_output *out, double times[4], pgd_error **err);
+int detr_forward(detr_model *m, const float *images, const float *pixel_mask, int B, int H, int W,
+                 const detr_output *out, double times[4], pgd_error **err);
 
 /* One detection after post-processing. */
 typedef struct detr_detection {

@@ -98,52 +98,55 @@ const char *family_size_of(const char *const table[][2], size_t n, const char *n
  * X_fam_load, X_fam_nonfinite and X_fam_free from X_load, X_find_nonfinite and X_free (model
  * type X_model); X_fam_random from X_named_config and X_random_source (seed 1) over the
  * {public name, size} pairs given. One line in each model file instead of a copy each. */
-#define MODEL_FAMILY_ADAPTERS(X)                                                                 \
-    static int X##_fam_load(pgd_ctx *ctx, const model_source *src, const void *cfg,             \
-                            void **model, pgd_error **err)                                       \
-    {                                                                                            \
-        X##_model *m = NULL;                                                                     \
-        int rc = X##_load(ctx, src, cfg, &m, err);                                               \
-        *model = m;                                                                              \
-        return rc;                                                                               \
-    }                                                                                            \
-    static int X##_fam_nonfinite(void *model, const float *image, int H, int W, model_probe *p, \
-                                 pgd_error **err)                                                \
-    {                                                                                            \
-        return X##_find_nonfinite(model, image, H, W, p, err);                                   \
-    }                                                                                            \
-    static void X##_fam_free(void *model) { X##_free(model); }
+#define MODEL_FAMILY_ADAPTERS(X)                                                                   \
+    static int X##_fam_load(pgd_ctx *ctx, const model_source *src, const void *cfg, void **model,  \
+                            pgd_error **err)                                                       \
+    {                                                                                              \
+        X##_model *m = NULL;                                                                       \
+        int rc = X##_load(ctx, src, cfg, &m, err);                                                 \
+        *model = m;                                                                                \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static int X##_fam_nonfinite(void *model, const float *image, int H, int W, model_probe *p,    \
+                                 pgd_error **err)                                                  \
+    {                                                                                              \
+        return X##_find_nonfinite(model, image, H, W, p, err);                                     \
+    }                                                                                              \
+    static void X##_fam_free(void *model)                                                          \
+    {                                                                                              \
+        X##_free(model);                                                                           \
+    }
 
 /* X_fam_detect and X_fam_forward for a family whose X_detect takes no options and whose
  * X_forward fills times[0..3], the total last (MLP-Mixer, Swin); stage times only when the
  * total is asked for (timing drains the queue between the stages). */
-#define MODEL_FAMILY_PLAIN(X)                                                                    \
-    static int X##_fam_detect(const model_source *src, const pgd_model_options *opt, void *cfg, \
-                              pgd_error **err)                                                   \
-    {                                                                                            \
-        (void)opt;                                                                               \
-        return X##_detect(src, cfg, err);                                                        \
-    }                                                                                            \
-    static int X##_fam_forward(void *model, const float *images, int B, int H, int W,            \
-                               float *logits, double *total_ms, pgd_error **err)                 \
-    {                                                                                            \
-        double t[5] = {0};                                                                       \
-        int rc = X##_forward(model, images, B, H, W, logits, total_ms ? t : NULL, err);          \
-        if (!rc && total_ms)                                                                     \
-            *total_ms = t[3];                                                                    \
-        return rc;                                                                               \
+#define MODEL_FAMILY_PLAIN(X)                                                                      \
+    static int X##_fam_detect(const model_source *src, const pgd_model_options *opt, void *cfg,    \
+                              pgd_error **err)                                                     \
+    {                                                                                              \
+        (void)opt;                                                                                 \
+        return X##_detect(src, cfg, err);                                                          \
+    }                                                                                              \
+    static int X##_fam_forward(void *model, const float *images, int B, int H, int W,              \
+                               float *logits, double *total_ms, pgd_error **err)                   \
+    {                                                                                              \
+        double t[5] = {0};                                                                         \
+        int rc = X##_forward(model, images, B, H, W, logits, total_ms ? t : NULL, err);            \
+        if (!rc && total_ms)                                                                       \
+            *total_ms = t[3];                                                                      \
+        return rc;                                                                                 \
     }
 
-#define MODEL_FAMILY_RANDOM(X, ...)                                                              \
-    static int X##_fam_random(const char *name, void *cfg, model_source *src, pgd_error **err)  \
-    {                                                                                            \
-        static const char *const sizes[][2] = {__VA_ARGS__};                                     \
-        const char *size = family_size_of(sizes, sizeof sizes / sizeof sizes[0], name);          \
-        if (!size)                                                                               \
-            return PGD_ERR_NOT_FOUND;                                                            \
-        if (X##_named_config(size, cfg) != 0)                                                    \
-            return pgd_error_set(err, PGD_ERR_INTERNAL, "pgd_model_random: %s", name);           \
-        return X##_random_source(src, cfg, 1, err);                                              \
+#define MODEL_FAMILY_RANDOM(X, ...)                                                                \
+    static int X##_fam_random(const char *name, void *cfg, model_source *src, pgd_error **err)     \
+    {                                                                                              \
+        static const char *const sizes[][2] = {__VA_ARGS__};                                       \
+        const char *size = family_size_of(sizes, sizeof sizes / sizeof sizes[0], name);            \
+        if (!size)                                                                                 \
+            return PGD_ERR_NOT_FOUND;                                                              \
+        if (X##_named_config(size, cfg) != 0)                                                      \
+            return pgd_error_set(err, PGD_ERR_INTERNAL, "pgd_model_random: %s", name);             \
+        return X##_random_source(src, cfg, 1, err);                                                \
     }
 
 #endif

@@ -12,7 +12,7 @@
 
 /* One layer as found in the file. */
 typedef struct gat_layer_info {
-    char prefix[256];  /* "conv1": the tensors are <prefix>.att_src, ... */
+    char prefix[256]; /* "conv1": the tensors are <prefix>.att_src, ... */
     pgd_gat_desc desc;
     int add_self_loops; /* PyG's default 1 */
     int lin_dst;        /* weights named lin_src/lin_dst (0: lin) */

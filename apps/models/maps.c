@@ -185,8 +185,8 @@ int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *ma
     return rc;
 }
 
-int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
-                               int count, int mw, int mh, const double rect[4], pgd_error **err)
+int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps, int count,
+                               int mw, int mh, const double rect[4], pgd_error **err)
 {
     const char *path = f ? pgd_outfile_get_path(f) : "?";
     if (!f || !base || !pgd_image_get_data(base) || !maps || count < 1 || count > 1024)
@@ -195,8 +195,8 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
                              path);
     if (mw < 1 || mh < 1 || (long long)mw * mh > PGD_IMAGE_MAX_PIXELS)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                             "map grid '%s': map size %d x %d is not in 1 .. 8192 x 8192", path,
-                             mw, mh);
+                             "map grid '%s': map size %d x %d is not in 1 .. 8192 x 8192", path, mw,
+                             mh);
     if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1]))
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
                              "map grid '%s': the maps' rectangle is empty", path);
@@ -207,8 +207,10 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
         cols++;
     int rows = (count + cols - 1) / cols;
     if ((long long)w * cols * h * rows > 4LL * PGD_IMAGE_MAX_PIXELS)
-        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "map grid '%s': %d tiles of %d x %d is too "
-                             "large a picture", path, count, w, h);
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE,
+                             "map grid '%s': %d tiles of %d x %d is too "
+                             "large a picture",
+                             path, count, w, h);
     size_t n = (size_t)mw * mh, gw = (size_t)w * cols;
     float *norm = malloc(n * sizeof *norm);
     uint8_t *tile = malloc((size_t)w * h * 3), *grid = calloc(gw * (size_t)h * rows * 3, 1);
@@ -223,8 +225,8 @@ int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const floa
             memcpy(grid + ((y0 + y) * gw + x0) * 3, tile + (size_t)y * w * 3, (size_t)w * 3);
     }
     png_sink sink = {f, 0};
-    if (!rc && !stbi_write_png_to_func(png_write_cb, &sink, (int)gw, h * rows, 3, grid,
-                                       (int)gw * 3))
+    if (!rc &&
+        !stbi_write_png_to_func(png_write_cb, &sink, (int)gw, h * rows, 3, grid, (int)gw * 3))
         rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
                            "map grid '%s': stbi_write_png failed (out of memory?)", path);
     else if (!rc && sink.failed)

@@ -25,14 +25,14 @@ int map_write_png_view(const char *path, const pgd_image *base, const float *map
 
 /* As map_write_png_view, into an open pgd_outfile that the caller commits or aborts (outputs
  * staged until a run has succeeded). The caller keeps f, also on error. */
-int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw,
-                          int mh, const double rect[4], pgd_error **err);
+int map_write_png_view_to(pgd_outfile *f, const pgd_image *base, const float *map, int mw, int mh,
+                          const double rect[4], pgd_error **err);
 
 /* `count` maps (each mw x mh, normalised on its own) drawn as map_write_png_view_to draws one,
  * each over its own copy of the image, as the tiles of one picture: a grid as square as the
  * count allows, row-major (the DINO figure: one tile per attention head). */
-int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps,
-                               int count, int mw, int mh, const double rect[4], pgd_error **err);
+int map_write_grid_png_view_to(pgd_outfile *f, const pgd_image *base, const float *maps, int count,
+                               int mw, int mh, const double rect[4], pgd_error **err);
 /* Writes w x h RGB pixels (3 bytes each, row-major) as a PNG into f (which the caller commits
  * or aborts; kept by the caller, also on error). */
 int map_write_rgb_png_to(pgd_outfile *f, const uint8_t *rgb, int w, int h, pgd_error **err);
@@ -46,7 +46,6 @@ void map_color(float t, uint8_t rgb[3]);
 /* One block of attention rollout (Abnar & Zuidema 2020) over B images: R [B, T, T] <-
  * (1/2 mean_h A + 1/2 I, rows renormalised) R, p this block's probabilities [B, heads, T, T];
  * tmp holds T * T + T + T * T doubles. */
-void map_rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T,
-                      double *tmp);
+void map_rollout_step(double *R, const float *p, int64_t B, int64_t heads, int64_t T, double *tmp);
 
 #endif

@@ -1,4 +1,4 @@
-/* memnet.c — the end-to-end memory network of tools/train-memnet.py (see memnet.h). */
+/* memnet.c — the end-to-end memory network of tools/golden/train-memnet.py (see memnet.h). */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,9 +58,8 @@ static int split_vocab(const model_source *src, memnet_model *m, pgd_error **err
     qsort(m->sorted, n, sizeof *m->sorted, by_word);
     for (size_t i = 1; i < n; i++)
         if (!strcmp(m->sorted[i].word, m->sorted[i - 1].word))
-            return pgd_error_set(err, PGD_ERR_FORMAT,
-                                 "%s: __metadata__ vocab lists '%.40s' twice", src->label,
-                                 m->sorted[i].word);
+            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: __metadata__ vocab lists '%.40s' twice",
+                                 src->label, m->sorted[i].word);
     return PGD_OK;
 }
 
@@ -125,7 +124,7 @@ int memnet_load(pgd_ctx *ctx, const model_source *src0, memnet_model **out, pgd_
     if (!rc && (!fmt || strcmp(fmt, "pagoda-memn2n")))
         rc = pgd_error_set(err, PGD_ERR_FORMAT,
                            "%s: not a memory network (__metadata__ format is '%.40s', expected "
-                           "pagoda-memn2n; tools/train-memnet.py writes one)",
+                           "pagoda-memn2n; tools/golden/train-memnet.py writes one)",
                            src->label, fmt ? fmt : "absent");
     if (!rc)
         rc = meta_int(src, "hops", 1, 16, &m->hops, err);

@@ -1,7 +1,7 @@
 /* memnet.h — an end-to-end memory network (Sukhbaatar et al., NeurIPS 2015) as
- * tools/train-memnet.py defines it, and stories in bAbI's text format. Written against pagoda.h
- * only. The bags of words are summed on the host (an embedding lookup); the hops run on the
- * device on existing ops, every question of a file at once: scores = u·mᵀ (batched GEMM), the
+ * tools/golden/train-memnet.py defines it, and stories in bAbI's text format. Written against
+ * pagoda.h only. The bags of words are summed on the host (an embedding lookup); the hops run on
+ * the device on existing ops, every question of a file at once: scores = u·mᵀ (batched GEMM), the
  * mask of empty slots added, softmax, u ← p·c + u (GEMM with u as residual), logits = u·Wᵀ. */
 #ifndef PAGODA_MEMNET_H
 #define PAGODA_MEMNET_H
@@ -19,13 +19,13 @@ typedef struct memnet_word {
 
 typedef struct memnet_model {
     int hops, memory, sent, dim, vocab;
-    char **words;       /* [vocab]; words[0] is the empty word */
+    char **words;        /* [vocab]; words[0] is the empty word */
     memnet_word *sorted; /* [vocab]: the words sorted by strcmp, for lookups in log time */
-    char *word_text;    /* what words point into */
-    float *embed;       /* [hops + 1, vocab, dim] */
-    float *temporal;    /* [hops + 1, memory, dim] */
-    float *pe;          /* [sent, dim] position encoding */
-    pgd_tensor *answer; /* embed[hops] on the device [vocab, dim] */
+    char *word_text;     /* what words point into */
+    float *embed;        /* [hops + 1, vocab, dim] */
+    float *temporal;     /* [hops + 1, memory, dim] */
+    float *pe;           /* [sent, dim] position encoding */
+    pgd_tensor *answer;  /* embed[hops] on the device [vocab, dim] */
 } memnet_model;
 
 /* Loads embed.0 .. embed.K [V, d] and temporal.0 .. temporal.K [M, d] with __metadata__ format

@@ -55,8 +55,8 @@ static int shape_of(const model_source *src, const char *name, int ndim, int64_t
     if (nd != ndim) {
         char got[96];
         model_shape_str(nd, s, got, sizeof got);
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' must have %d dims, found %s",
-                             src->label, name, ndim, got);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' must have %d dims, found %s", src->label,
+                             name, ndim, got);
     }
     return PGD_OK;
 }
@@ -79,8 +79,8 @@ int mixer_detect(const model_source *src, mixer_config *cfg, pgd_error **err)
      * than failing as an empty buffer copy on the device later. */
     rc = model_size(src, "stem.proj.weight", "channels", s[0], MODEL_SIZE_MAX, &cfg->dim, err);
     if (!rc)
-        rc = model_size(src, "stem.proj.weight", "patch size", s[2], MIXER_MAX_PATCH,
-                        &cfg->patch, err);
+        rc = model_size(src, "stem.proj.weight", "patch size", s[2], MIXER_MAX_PATCH, &cfg->patch,
+                        err);
     if (rc)
         return rc;
     cfg->depth = model_count_indexed(src, "blocks.", ".");
@@ -93,8 +93,8 @@ int mixer_detect(const model_source *src, mixer_config *cfg, pgd_error **err)
                           err)))
         rc = model_size(src, tok, "tokens", s[1], MODEL_SIZE_MAX, &cfg->tokens, err);
     if (!rc && !(rc = shape_of(src, ch, 2, s, err)))
-        rc = model_size(src, ch, "channel MLP width", s[0], MODEL_SIZE_MAX,
-                        &cfg->channels_hidden, err);
+        rc = model_size(src, ch, "channel MLP width", s[0], MODEL_SIZE_MAX, &cfg->channels_hidden,
+                        err);
     if (!rc && !(rc = shape_of(src, "head.weight", 2, s, err)))
         rc = model_size(src, "head.weight", "classes", s[0], MODEL_SIZE_MAX, &cfg->classes, err);
     if (rc)
@@ -235,8 +235,8 @@ void mixer_free(mixer_model *m)
     pgd_linear_destroy(m->head);
     for (int i = 0; m->blocks && i < m->cfg.depth; i++) {
         mixer_block *b = &m->blocks[i];
-        pgd_tensor *bt[] = {b->ln1_w, b->ln1_b, b->ln2_w, b->ln2_b, b->tok_w1, b->tok_b1,
-                            b->tok_w2b};
+        pgd_tensor *bt[] = {b->ln1_w,  b->ln1_b,  b->ln2_w,  b->ln2_b,
+                            b->tok_w1, b->tok_b1, b->tok_w2b};
         for (size_t j = 0; j < sizeof bt / sizeof *bt; j++)
             pgd_tensor_destroy(bt[j]);
         pgd_linear_destroy(b->ch_fc1);
@@ -293,8 +293,8 @@ static int token_mixing(pass_state *ps, const mixer_block *b, pgd_error **err)
     const mixer_config *c = &ps->m->cfg;
     int64_t B = ps->B, S = c->tokens, D = c->dim, Th = c->tokens_hidden;
     int rc = pgd_layernorm(ctx, ps->x, b->ln1_w, b->ln1_b, c->eps, ps->h, err);
-    pgd_gemm_args g1 = {.trans_a = 1, .trans_b = 1, .alpha = 1.0f, .bias = b->tok_b1,
-                        .act = PGD_ACT_GELU};
+    pgd_gemm_args g1 = {
+        .trans_a = 1, .trans_b = 1, .alpha = 1.0f, .bias = b->tok_b1, .act = PGD_ACT_GELU};
     pgd_matrix h = {ps->h, 0, D, S * D}, w1 = {b->tok_w1, 0, S, 0};
     pgd_matrix u = {ps->u, 0, Th + 1, D * (Th + 1)};
     if (!rc)
@@ -446,8 +446,7 @@ int mixer_named_config(const char *name, mixer_config *c)
     return 0;
 }
 
-int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t seed,
-                        pgd_error **err)
+int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t seed, pgd_error **err)
 {
     mixer_config c = *cfg;
     return model_random_source(src, &c, sizeof c, rand_shape, NULL, seed, err);

@@ -44,7 +44,6 @@ int mixer_find_nonfinite(mixer_model *m, const float *image, int H, int W, model
  * classes) or "tiny" (2 blocks of width 32, patch 8, 32 x 32 input, 10 classes). -1: unknown. */
 int mixer_named_config(const char *name, mixer_config *c);
 /* Seeded random weights in timm naming for the configuration. */
-int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t seed,
-                        pgd_error **err);
+int mixer_random_source(model_source *src, const mixer_config *cfg, uint64_t seed, pgd_error **err);
 
 #endif

@@ -59,8 +59,7 @@ int model_need_shapes(const model_source *src, const char *name, const model_sha
 /* Reads tensor `name` as float32 into dst (n floats: a tensor of another size is PGD_ERR_SHAPE
  * and nothing is written), records it as consumed, and refuses a NaN or infinite value
  * (PGD_ERR_FORMAT naming the tensor, the value and the index of the first bad element). */
-int model_read(const model_source *src, const char *name, float *dst, int64_t n,
-               pgd_error **err);
+int model_read(const model_source *src, const char *name, float *dst, int64_t n, pgd_error **err);
 /* Records `name` as consumed without reading it (a tensor the model deliberately leaves out
  * because the user asked for it, e.g. θ and φ under a forced Gaussian non-local mode). */
 void model_mark(const model_source *src, const char *name);
@@ -142,9 +141,9 @@ int model_check_fits(pgd_ctx *ctx, const model_source *src, const char *what, pg
  * sizes, when one image does not fit. */
 typedef int (*model_pass_fn)(void *u, int first, int n, double *times, pgd_error **err);
 typedef struct model_batching {
-    int h, w, maps;     /* the input (size, probability maps) `bytes` was measured for */
-    uint64_t bytes;     /* device bytes one image took in the last pass there */
-    int last_split;     /* images per pass in the last forward */
+    int h, w, maps; /* the input (size, probability maps) `bytes` was measured for */
+    uint64_t bytes; /* device bytes one image took in the last pass there */
+    int last_split; /* images per pass in the last forward */
 } model_batching;
 int model_forward_batched(pgd_ctx *ctx, model_batching *mb, int H, int W, int maps, int B,
                           uint64_t per_image, uint64_t largest, const char *what, int ntimes,
@@ -169,8 +168,8 @@ typedef struct model_probe {
 } model_probe;
 /* Downloads t and records `stage` (formatted like printf) in p when p has no stage yet and t
  * holds a non-finite value. A no-op (PGD_OK) once a stage is recorded. */
-int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage,
-                       ...) PGD_PRINTF_LIKE(4, 5);
+int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage, ...)
+    PGD_PRINTF_LIKE(4, 5);
 /* The flat index of the first non-finite value of x[0..n), or -1. */
 int64_t model_first_nonfinite(const float *x, int64_t n);
 
@@ -245,9 +244,9 @@ int model_load_linear(pgd_ctx *ctx, const model_source *src, const char *wn, con
                       pgd_error **err);
 /* As model_load_linear for a layer followed by LayerScale (y = gamma * (xW^T + b), gamma
  * `gn` [out]; DINOv2's ls1/ls2): gamma is folded into W's rows and b on the host. */
-int model_load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *wn,
-                             const char *bn, const char *gn, int64_t out_dim, int64_t in_dim,
-                             pgd_linear **out, pgd_error **err);
+int model_load_linear_scaled(pgd_ctx *ctx, const model_source *src, const char *wn, const char *bn,
+                             const char *gn, int64_t out_dim, int64_t in_dim, pgd_linear **out,
+                             pgd_error **err);
 
 /* The strict load (model_load_strict) of a model built as an outer part and `depth` blocks (ViT,
  * MLP-Mixer), once the caller has allocated it: outer(model, tracked, err) reads what is not a

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const char *const mode_names[] = {"embedded_gaussian", "gaussian", "dot_product",
                                          "concatenation"};
 
@@ -66,8 +65,8 @@ static float *read_host(const model_source *src, const char *name, int64_t n, pg
 {
     float *h = malloc((size_t)n * sizeof *h + 1);
     if (!h) {
-        pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s' (%lld floats)",
-                       src->label, name, (long long)n);
+        pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s' (%lld floats)", src->label,
+                      name, (long long)n);
         return NULL;
     }
     if (model_read(src, name, h, n, err)) {
@@ -85,7 +84,7 @@ static int read_bn(const model_source *src, const char *prefix, int64_t c, float
     float *all = malloc((size_t)(4 * c) * sizeof *all);
     if (!all)
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s: reading '%s'", src->label,
-                              prefix);
+                             prefix);
     char name[160];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
@@ -93,9 +92,9 @@ static int read_bn(const model_source *src, const char *prefix, int64_t c, float
         for (int64_t k = 0; !rc && i == 3 && k < c; k++)
             if (all[3 * c + k] < 0)
                 rc = pgd_error_set(err, PGD_ERR_FORMAT,
-                                    "%s: tensor '%s' holds a negative variance (%g) at index "
-                                    "[%lld]: a running variance cannot be negative",
-                                    src->label, name, (double)all[3 * c + k], (long long)k);
+                                   "%s: tensor '%s' holds a negative variance (%g) at index "
+                                   "[%lld]: a running variance cannot be negative",
+                                   src->label, name, (double)all[3 * c + k], (long long)k);
         if (rc) {
             free(all);
             return rc;
@@ -127,8 +126,8 @@ static int make_conv(pgd_ctx *ctx, conv_layer *cl, int64_t cin, int64_t cout, in
 
 /* A convolution `wname` [cout, cin, k, k] with batch norm `bnprefix` folded in. */
 static int load_conv_bn(pgd_ctx *ctx, const model_source *src, const char *wname,
-                        const char *bnprefix, int64_t cin, int64_t cout, int k, int stride,
-                        int dil, conv_layer *cl, pgd_error **err)
+                        const char *bnprefix, int64_t cin, int64_t cout, int k, int stride, int dil,
+                        conv_layer *cl, pgd_error **err)
 {
     if (resnet_need_conv(src, wname, cout, cin, k, err) || resnet_need_bn(src, bnprefix, cout, err))
         return pgd_error_get_code(*err);
@@ -198,12 +197,12 @@ int resnet_nl_seeded(int64_t C, int64_t Ci, uint64_t seed, resnet_nl_weights *h,
     h->bw = calloc((size_t)C, sizeof(float));
     h->bn = calloc((size_t)(4 * C), sizeof(float));
     h->concat = malloc((size_t)(2 * Ci) * sizeof(float));
-    if (!h->theta || !h->phi || !h->g || !h->w || !h->bt || !h->bp || !h->bg || !h->bw ||
-        !h->bn || !h->concat) {
+    if (!h->theta || !h->phi || !h->g || !h->w || !h->bt || !h->bp || !h->bg || !h->bw || !h->bn ||
+        !h->concat) {
         resnet_nl_weights_free(h);
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
-                              "seeded non-local block (C %lld, Ci %lld)", (long long)C,
-                              (long long)Ci);
+                             "seeded non-local block (C %lld, Ci %lld)", (long long)C,
+                             (long long)Ci);
     }
     float amp = (float)sqrt(3.0 / (double)C);
     resnet_fill_seeded(h->theta, Ci * C, seed + 1, amp);
@@ -231,7 +230,7 @@ static int read_optional(const model_source *src, const char *name, int64_t n, f
 
 /* The parts of the file's block at prefix p that its mode does not use, left out on purpose:
  * recorded as consumed. θ and φ under the Gaussian form (the paper's block, as
- * tools/make-nonlocal-golden.py writes it, keeps them whatever its mode; their shapes were
+ * tools/golden/make-nonlocal-golden.py writes it, keeps them whatever its mode; their shapes were
  * checked by check_site), and, only when the options force the mode (`forced`), the
  * concatenation weight under another mode. */
 static void mark_unused_parts(const model_source *src, nl_mode mode, int forced, const char *p)
@@ -394,8 +393,8 @@ static int load_blocks(resnet_model *m, const model_source *src, pgd_error **err
 /* Strict, as vit_load. torchvision's BatchNorm2d writes one buffer the model has no use for,
  * num_batches_tracked (an int64 count); it is ignored beside a running_var the load consumed,
  * and reported anywhere else. */
-int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
-                resnet_model **out, pgd_error **err)
+int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg, resnet_model **out,
+                pgd_error **err)
 {
     static const model_ignore ignore[] = {{"num_batches_tracked", "running_var"}};
     *out = NULL;
@@ -492,9 +491,9 @@ static int nl_forward(resnet_model *m, const nl_block *nb, const pgd_tensor *x,
     *z = NULL;
     if (m->cfg.subsample && (H < 2 || W < 2))
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "non-local block before layer%d.%d: a %lldx%lld input has nothing "
-                              "left after 2x2 subsampling",
-                              nb->site.layer, nb->site.block, (long long)H, (long long)W);
+                             "non-local block before layer%d.%d: a %lldx%lld input has nothing "
+                             "left after 2x2 subsampling",
+                             nb->site.layer, nb->site.block, (long long)H, (long long)W);
     int rc = PGD_OK;
     if (aff && aff->row) {
         int64_t qi = (int64_t)(aff->qy * (double)H), qj = (int64_t)(aff->qx * (double)W);
@@ -547,11 +546,10 @@ static int block_forward(resnet_model *m, const res_block *rb, pgd_tensor **x, p
     return rc;
 }
 
-
 /* The stem: images [B, 3, H, W] uploaded, to NHWC, conv1 + BN + ReLU, 3x3/2 max-pool into a
  * new *x (NULL on error). */
-static int stem_forward(resnet_model *m, const float *images, int B, int H, int W,
-                        pgd_tensor **x, pgd_error **err)
+static int stem_forward(resnet_model *m, const float *images, int B, int H, int W, pgd_tensor **x,
+                        pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     pgd_tensor *img = NULL, *nhwc = NULL, *t = NULL;
@@ -606,8 +604,8 @@ static int nl_step(resnet_model *m, const nl_block *nb, pgd_tensor **x, resnet_a
 
 /* Every residual block in order, each non-local block before the block it precedes; *x is
  * replaced by the output of the last. The first non-local block gives the affinity. */
-static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
-                          layer_times *lt, pgd_error **err)
+static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff, layer_times *lt,
+                          pgd_error **err)
 {
     int rc = PGD_OK, first_nl = 1;
     block_pos p = {0};
@@ -634,8 +632,7 @@ static int layers_forward(resnet_model *m, pgd_tensor **x, resnet_affinity *aff,
 }
 
 /* The head: global average pool, fc, logits [B, classes] downloaded. */
-static int head_forward(resnet_model *m, const pgd_tensor *x, int B, float *logits,
-                        pgd_error **err)
+static int head_forward(resnet_model *m, const pgd_tensor *x, int B, float *logits, pgd_error **err)
 {
     pgd_ctx *ctx = m->ctx;
     pgd_tensor *feat = NULL, *out = NULL;
@@ -665,11 +662,11 @@ static int forward_pass(resnet_model *m, const float *images, int B, int H, int 
 {
     if (B < 1 || H < 32 || W < 32)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
-                              B, H, W);
+                             "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                             B, H, W);
     if (m->cfg.headless)
         return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
-                              "a headless ResNet backbone has no logits (resnet_features)");
+                             "a headless ResNet backbone has no logits (resnet_features)");
     double t0 = model_now_ms();
     pgd_tensor *x = NULL;
     int rc = stem_forward(m, images, B, H, W, &x, err);
@@ -700,8 +697,8 @@ int resnet_features(resnet_model *m, const float *images, int B, int H, int W, p
     *c5 = NULL;
     if (B < 1 || H < 32 || W < 32)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
-                              B, H, W);
+                             "ResNet input must be at least 1 x 3 x 32 x 32, got %d x 3 x %d x %d",
+                             B, H, W);
     pgd_tensor *x = NULL;
     int rc = stem_forward(m, images, B, H, W, &x, err);
     layer_times lt = {0, 0, 0};
@@ -715,7 +712,10 @@ int resnet_features(resnet_model *m, const float *images, int B, int H, int W, p
     return PGD_OK;
 }
 
-int resnet_last_split(const resnet_model *m) { return m->batching.last_split; }
+int resnet_last_split(const resnet_model *m)
+{
+    return m->batching.last_split;
+}
 
 int resnet_find_nonfinite(resnet_model *m, const float *image, int H, int W, model_probe *p,
                           pgd_error **err)
@@ -751,9 +751,9 @@ static int resnet_pass(void *u, int first, int n, double *times, pgd_error **err
         part = *a->aff;
         part.row = a->aff->row + i * (size_t)a->cells;
     }
-    int rc = forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
-                          a->logits + i * (size_t)a->m->cfg.classes, a->aff ? &part : NULL,
-                          times, err);
+    int rc =
+        forward_pass(a->m, a->images + i * 3 * (size_t)a->H * (size_t)a->W, n, a->H, a->W,
+                     a->logits + i * (size_t)a->m->cfg.classes, a->aff ? &part : NULL, times, err);
     if (!rc && a->aff) {
         a->aff->gh = part.gh;
         a->aff->gw = part.gw;
@@ -793,4 +793,3 @@ int resnet_forward(resnet_model *m, const float *images, int B, int H, int W, fl
     return model_forward_batched(m->ctx, &m->batching, H, W, 0, B, per, largest, "resnet", 5,
                                  resnet_pass, &a, times, err);
 }
-

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "pagoda.h"
 #include "model.h"
+#include "pagoda.h"
 
 /* The modes of the library's op under the model's names (same values as pgd_nonlocal_mode). */
 typedef enum nl_mode {
@@ -32,19 +32,19 @@ typedef struct resnet_nl_site {
 } resnet_nl_site;
 
 typedef struct resnet_config {
-    int bottleneck;       /* 1: Bottleneck blocks (conv1/2/3), 0: BasicBlock (conv1/2) */
-    int blocks[4];        /* residual blocks per layer */
-    int64_t stem;         /* conv1 output channels */
-    int64_t width[4];     /* per layer: the blocks' inner width */
-    int64_t out[4];       /* per layer: output channels */
+    int bottleneck;   /* 1: Bottleneck blocks (conv1/2/3), 0: BasicBlock (conv1/2) */
+    int blocks[4];    /* residual blocks per layer */
+    int64_t stem;     /* conv1 output channels */
+    int64_t width[4]; /* per layer: the blocks' inner width */
+    int64_t out[4];   /* per layer: output channels */
     int64_t classes;
-    int depth;            /* 18/34/50/101/152 for the standard layouts, else 0 */
+    int depth; /* 18/34/50/101/152 for the standard layouts, else 0 */
     nl_mode mode;
-    int mode_forced;      /* 1: the mode came from resnet_options, not the file: the parts of the
-                             file's blocks that mode does not use are left out, not refused */
+    int mode_forced; /* 1: the mode came from resnet_options, not the file: the parts of the
+                        file's blocks that mode does not use are left out, not refused */
     int subsample;
-    int headless;         /* 1: a backbone without fc (DETR's): classes is 0, no logits */
-    int dc5;              /* 1: layer4 dilated instead of strided (DETR-DC5; output stride 16) */
+    int headless; /* 1: a backbone without fc (DETR's): classes is 0, no logits */
+    int dc5;      /* 1: layer4 dilated instead of strided (DETR-DC5; output stride 16) */
     int n_nl;
     resnet_nl_site nl[RESNET_MAX_NL];
     model_assumptions assumed; /* "nonlocal_mode", "nonlocal_subsample": the file's blocks'
@@ -70,21 +70,20 @@ int resnet_detect(const model_source *src, const resnet_options *opt, resnet_con
  * non-local blocks; dc5: layer4 with stride 1 and dilation 2 (its first block's entering 3x3
  * keeps dilation 1), as torchvision's replace_stride_with_dilation and timm's output_stride=16
  * build it. */
-int resnet_detect_backbone(const model_source *src, int dc5, resnet_config *cfg,
-                           pgd_error **err);
+int resnet_detect_backbone(const model_source *src, int dc5, resnet_config *cfg, pgd_error **err);
 
 typedef struct resnet_model resnet_model;
 
-int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg,
-                resnet_model **out, pgd_error **err);
+int resnet_load(pgd_ctx *ctx, const model_source *src, const resnet_config *cfg, resnet_model **out,
+                pgd_error **err);
 void resnet_free(resnet_model *m);
 
 /* The affinity row of one query position of the first non-local block (visualisation). */
 typedef struct resnet_affinity {
-    double qx, qy;  /* the query as a fraction of the input's width and height, in [0, 1) */
-    float *row;     /* out: [B, gh * gw] (caller allocates B * max grid; see resnet_nl_grid) */
-    int gh, gw;     /* out: the grid the row lives on (after subsampling) */
-    int qi, qj;     /* out: the query's position on the block's own grid (row, column) */
+    double qx, qy; /* the query as a fraction of the input's width and height, in [0, 1) */
+    float *row;    /* out: [B, gh * gw] (caller allocates B * max grid; see resnet_nl_grid) */
+    int gh, gw;    /* out: the grid the row lives on (after subsampling) */
+    int qi, qj;    /* out: the query's position on the block's own grid (row, column) */
 } resnet_affinity;
 
 /* The grid h x w a non-local block at site s of configuration c sees for an input of H x W, and

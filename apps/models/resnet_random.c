@@ -95,12 +95,8 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
                                     : 1;
     float amp = (float)sqrt(6.0 / (double)fan_in);
     switch (e->kind) {
-    case 0:
-        resnet_fill_seeded(dst, n, h, amp);
-        break;
-    case 1:
-        resnet_fill_seeded(dst, n, h, 0.01f);
-        break;
+    case 0: resnet_fill_seeded(dst, n, h, amp); break;
+    case 1: resnet_fill_seeded(dst, n, h, 0.01f); break;
     case 2:
     case 6:
         resnet_fill_seeded(dst, n, h, 0.1f);
@@ -108,9 +104,7 @@ static int rs_read(void *u, const char *name, float *dst, pgd_error **err)
             dst[i] += e->kind == 6 ? 0.25f : 1.0f;
         break;
     case 3:
-    case 4:
-        resnet_fill_seeded(dst, n, h, 0.05f);
-        break;
+    case 4: resnet_fill_seeded(dst, n, h, 0.05f); break;
     default:
         resnet_fill_seeded(dst, n, h, 0.1f);
         for (int64_t i = 0; i < n; i++)

@@ -12,8 +12,8 @@
  * from the table and the index every naming uses) plus, in shifted blocks, -100 between tokens
  * of a window that come from different regions of the rolled map (the value torchvision, timm
  * and Hugging Face use): one [B·nW, heads, N, N] tensor built on the host the first time a grid
- * and batch size are seen and kept, so all windows of the batch run as one attention launch. Patch merging is
- * pgd_patch_merge, LayerNorm over 4C and a bias-free linear to 2C. */
+ * and batch size are seen and kept, so all windows of the batch run as one attention launch. Patch
+ * merging is pgd_patch_merge, LayerNorm over 4C and a bias-free linear to 2C. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,49 +24,128 @@
 /* ---- names ---- */
 
 enum {
-    T_LN1_W, T_LN1_B, T_QKV_W, T_QKV_B, T_Q_W, T_Q_B, T_K_W, T_K_B, T_V_W, T_V_B, T_PROJ_W,
-    T_PROJ_B, T_TABLE, T_INDEX, T_LN2_W, T_LN2_B, T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_COUNT
+    T_LN1_W,
+    T_LN1_B,
+    T_QKV_W,
+    T_QKV_B,
+    T_Q_W,
+    T_Q_B,
+    T_K_W,
+    T_K_B,
+    T_V_W,
+    T_V_B,
+    T_PROJ_W,
+    T_PROJ_B,
+    T_TABLE,
+    T_INDEX,
+    T_LN2_W,
+    T_LN2_B,
+    T_FC1_W,
+    T_FC1_B,
+    T_FC2_W,
+    T_FC2_B,
+    T_COUNT
 };
 
-static const char *const block_tv[T_COUNT] = {
-    "norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", NULL, NULL, NULL, NULL,
-    NULL, NULL, "attn.proj.weight", "attn.proj.bias", "attn.relative_position_bias_table",
-    "attn.relative_position_index", "norm2.weight", "norm2.bias", "mlp.0.weight", "mlp.0.bias",
-    "mlp.3.weight", "mlp.3.bias"};
-static const char *const block_timm[T_COUNT] = {
-    "norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", NULL, NULL, NULL, NULL,
-    NULL, NULL, "attn.proj.weight", "attn.proj.bias", "attn.relative_position_bias_table",
-    "attn.relative_position_index", "norm2.weight", "norm2.bias", "mlp.fc1.weight",
-    "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"};
-static const char *const block_hf4[T_COUNT] = {
-    "layernorm_before.weight", "layernorm_before.bias", NULL, NULL,
-    "attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
-    "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
-    "attention.output.dense.weight", "attention.output.dense.bias",
-    "attention.self.relative_position_bias_table", "attention.self.relative_position_index",
-    "layernorm_after.weight", "layernorm_after.bias", "intermediate.dense.weight",
-    "intermediate.dense.bias", "output.dense.weight", "output.dense.bias"};
+static const char *const block_tv[T_COUNT] = {"norm1.weight",
+                                              "norm1.bias",
+                                              "attn.qkv.weight",
+                                              "attn.qkv.bias",
+                                              NULL,
+                                              NULL,
+                                              NULL,
+                                              NULL,
+                                              NULL,
+                                              NULL,
+                                              "attn.proj.weight",
+                                              "attn.proj.bias",
+                                              "attn.relative_position_bias_table",
+                                              "attn.relative_position_index",
+                                              "norm2.weight",
+                                              "norm2.bias",
+                                              "mlp.0.weight",
+                                              "mlp.0.bias",
+                                              "mlp.3.weight",
+                                              "mlp.3.bias"};
+static const char *const block_timm[T_COUNT] = {"norm1.weight",
+                                                "norm1.bias",
+                                                "attn.qkv.weight",
+                                                "attn.qkv.bias",
+                                                NULL,
+                                                NULL,
+                                                NULL,
+                                                NULL,
+                                                NULL,
+                                                NULL,
+                                                "attn.proj.weight",
+                                                "attn.proj.bias",
+                                                "attn.relative_position_bias_table",
+                                                "attn.relative_position_index",
+                                                "norm2.weight",
+                                                "norm2.bias",
+                                                "mlp.fc1.weight",
+                                                "mlp.fc1.bias",
+                                                "mlp.fc2.weight",
+                                                "mlp.fc2.bias"};
+static const char *const block_hf4[T_COUNT] = {"layernorm_before.weight",
+                                               "layernorm_before.bias",
+                                               NULL,
+                                               NULL,
+                                               "attention.self.query.weight",
+                                               "attention.self.query.bias",
+                                               "attention.self.key.weight",
+                                               "attention.self.key.bias",
+                                               "attention.self.value.weight",
+                                               "attention.self.value.bias",
+                                               "attention.output.dense.weight",
+                                               "attention.output.dense.bias",
+                                               "attention.self.relative_position_bias_table",
+                                               "attention.self.relative_position_index",
+                                               "layernorm_after.weight",
+                                               "layernorm_after.bias",
+                                               "intermediate.dense.weight",
+                                               "intermediate.dense.bias",
+                                               "output.dense.weight",
+                                               "output.dense.bias"};
 static const char *const block_hf5[T_COUNT] = {
-    "layernorm_before.weight", "layernorm_before.bias", NULL, NULL, "attention.q_proj.weight",
-    "attention.q_proj.bias", "attention.k_proj.weight", "attention.k_proj.bias",
-    "attention.v_proj.weight", "attention.v_proj.bias", "attention.o_proj.weight",
-    "attention.o_proj.bias", "attention.relative_position_bias.relative_position_bias_table",
-    "attention.relative_position_bias.relative_position_index", "layernorm_after.weight",
-    "layernorm_after.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"};
+    "layernorm_before.weight",
+    "layernorm_before.bias",
+    NULL,
+    NULL,
+    "attention.q_proj.weight",
+    "attention.q_proj.bias",
+    "attention.k_proj.weight",
+    "attention.k_proj.bias",
+    "attention.v_proj.weight",
+    "attention.v_proj.bias",
+    "attention.o_proj.weight",
+    "attention.o_proj.bias",
+    "attention.relative_position_bias.relative_position_bias_table",
+    "attention.relative_position_bias.relative_position_index",
+    "layernorm_after.weight",
+    "layernorm_after.bias",
+    "mlp.fc1.weight",
+    "mlp.fc1.bias",
+    "mlp.fc2.weight",
+    "mlp.fc2.bias"};
 
 enum { O_PE_W, O_PE_B, O_PN_W, O_PN_B, O_NORM_W, O_NORM_B, O_HEAD_W, O_HEAD_B, O_COUNT };
 
 static const char *const outer_tv[O_COUNT] = {
     "features.0.0.weight", "features.0.0.bias", "features.0.2.weight", "features.0.2.bias",
-    "norm.weight", "norm.bias", "head.weight", "head.bias"};
+    "norm.weight",         "norm.bias",         "head.weight",         "head.bias"};
 static const char *const outer_timm[O_COUNT] = {
     "patch_embed.proj.weight", "patch_embed.proj.bias", "patch_embed.norm.weight",
-    "patch_embed.norm.bias", "norm.weight", "norm.bias", "head.fc.weight", "head.fc.bias"};
-static const char *const outer_hf[O_COUNT] = {
-    "swin.embeddings.patch_embeddings.projection.weight",
-    "swin.embeddings.patch_embeddings.projection.bias", "swin.embeddings.norm.weight",
-    "swin.embeddings.norm.bias", "swin.layernorm.weight", "swin.layernorm.bias",
-    "classifier.weight", "classifier.bias"};
+    "patch_embed.norm.bias",   "norm.weight",           "norm.bias",
+    "head.fc.weight",          "head.fc.bias"};
+static const char *const outer_hf[O_COUNT] = {"swin.embeddings.patch_embeddings.projection.weight",
+                                              "swin.embeddings.patch_embeddings.projection.bias",
+                                              "swin.embeddings.norm.weight",
+                                              "swin.embeddings.norm.bias",
+                                              "swin.layernorm.weight",
+                                              "swin.layernorm.bias",
+                                              "classifier.weight",
+                                              "classifier.bias"};
 
 const char *swin_family_name(swin_family f)
 {
@@ -90,7 +169,7 @@ static const char *const *block_names(swin_family f)
 
 static const char *const *outer_names(swin_family f)
 {
-    return f == SWIN_TORCHVISION ? outer_tv
+    return f == SWIN_TORCHVISION            ? outer_tv
            : f == SWIN_HF4 || f == SWIN_HF5 ? outer_hf
                                             : outer_timm;
 }
@@ -147,13 +226,13 @@ static int need_2d(const model_source *src, const char *name, int64_t s[8], pgd_
 {
     int nd = 0;
     if (src->shape(src->u, name, &nd, s) != 0)
-        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: Swin tensor '%s' is missing",
-                             src->label, name);
+        return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: Swin tensor '%s' is missing", src->label,
+                             name);
     if (nd != 2) {
         char got[96];
         model_shape_str(nd, s, got, sizeof got);
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' must be 2-D, found %s", src->label,
-                             name, got);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' must be 2-D, found %s", src->label, name,
+                             got);
     }
     return PGD_OK;
 }
@@ -304,7 +383,7 @@ struct swin_model {
     swin_config cfg;
     pgd_tensor *pe_w, *pe_b, *pn_w, *pn_b, *norm_w, *norm_b;
     pgd_patch_proj *pe_proj; /* pe_w prepared once (packed on CPU devices) */
-    pgd_tensor *mean_row; /* [1, tokens] of 1/tokens for the head's mean (model_mean_row) */
+    pgd_tensor *mean_row;    /* [1, tokens] of 1/tokens for the head's mean (model_mean_row) */
     pgd_linear *head;
     swin_block *blocks[SWIN_MAX_STAGES];
     swin_merge merges[SWIN_MAX_STAGES];
@@ -322,9 +401,8 @@ void swin_set_attention(swin_model *m, pgd_attention_mode mode, int64_t topk, ui
     m->attn_seed = seed;
 }
 
-static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname,
-                       const char *bname, int64_t out, int64_t in, pgd_linear **l,
-                       pgd_error **err)
+static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname, const char *bname,
+                       int64_t out, int64_t in, pgd_linear **l, pgd_error **err)
 {
     int64_t sw[2] = {out, in}, sb[1] = {out};
     float *w = NULL, *b = NULL;
@@ -339,23 +417,26 @@ static int load_linear(pgd_ctx *ctx, const model_source *src, const char *wname,
 }
 
 /* The fused q|k|v projection: one tensor in torchvision and timm, three in Hugging Face's. */
-static int load_qkv(pgd_ctx *ctx, const model_source *src, swin_family f, int s, int b,
-                    int64_t C, pgd_linear **l, pgd_error **err)
+static int load_qkv(pgd_ctx *ctx, const model_source *src, swin_family f, int s, int b, int64_t C,
+                    pgd_linear **l, pgd_error **err)
 {
     char n[256], nb[256];
     if (block_names(f)[T_QKV_W])
         return load_linear(ctx, src, block_name(f, s, b, T_QKV_W, n, sizeof n),
                            block_name(f, s, b, T_QKV_B, nb, sizeof nb), 3 * C, C, l, err);
-    float *w = malloc((size_t)(3 * C * C) * sizeof *w), *bias = malloc((size_t)(3 * C) * sizeof *bias);
-    int rc = w && bias ? PGD_OK
-                       : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "stage %d block %d qkv", s, b);
+    float *w = malloc((size_t)(3 * C * C) * sizeof *w),
+          *bias = malloc((size_t)(3 * C) * sizeof *bias);
+    int rc = w && bias
+                 ? PGD_OK
+                 : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "stage %d block %d qkv", s, b);
     int64_t sw[2] = {C, C}, sb[1] = {C};
     for (int part = 0; part < 3 && !rc; part++) {
         float *hw = NULL, *hb = NULL;
-        rc = model_read_host(src, block_name(f, s, b, T_Q_W + 2 * part, n, sizeof n), 2, sw, &hw, err);
+        rc = model_read_host(src, block_name(f, s, b, T_Q_W + 2 * part, n, sizeof n), 2, sw, &hw,
+                             err);
         if (!rc)
-            rc = model_read_host(src, block_name(f, s, b, T_Q_B + 2 * part, n, sizeof n), 1, sb, &hb,
-                           err);
+            rc = model_read_host(src, block_name(f, s, b, T_Q_B + 2 * part, n, sizeof n), 1, sb,
+                                 &hb, err);
         if (!rc) {
             memcpy(w + part * C * C, hw, (size_t)(C * C) * sizeof *w);
             memcpy(bias + part * C, hb, (size_t)C * sizeof *bias);
@@ -380,13 +461,17 @@ static int load_block(swin_model *m, const model_source *src, int s, int b, pgd_
     int64_t hidden = C * c->mlp_ratio_x100 / 100, sd[1] = {C};
     char n[256], nb[256];
     k->window = (int)w;
-    int rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_W, n, sizeof n), 1, sd, &k->ln1_w, err);
+    int rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_W, n, sizeof n), 1, sd,
+                               &k->ln1_w, err);
     if (!rc)
-        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_B, n, sizeof n), 1, sd, &k->ln1_b, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN1_B, n, sizeof n), 1, sd,
+                               &k->ln1_b, err);
     if (!rc)
-        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_W, n, sizeof n), 1, sd, &k->ln2_w, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_W, n, sizeof n), 1, sd,
+                               &k->ln2_w, err);
     if (!rc)
-        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_B, n, sizeof n), 1, sd, &k->ln2_b, err);
+        rc = model_load_tensor(ctx, src, block_name(f, s, b, T_LN2_B, n, sizeof n), 1, sd,
+                               &k->ln2_b, err);
     if (!rc)
         rc = load_qkv(ctx, src, f, s, b, C, &k->qkv, err);
     if (!rc)
@@ -416,10 +501,10 @@ static int load_merge(swin_model *m, const model_source *src, int s, pgd_error *
     char n[256];
     swin_family f = m->cfg.family;
     int rc = model_load_tensor(m->ctx, src, merge_name(f, s, "norm.weight", n, sizeof n), 1, s4,
-                         &g->norm_w, err);
+                               &g->norm_w, err);
     if (!rc)
         rc = model_load_tensor(m->ctx, src, merge_name(f, s, "norm.bias", n, sizeof n), 1, s4,
-                         &g->norm_b, err);
+                               &g->norm_b, err);
     if (!rc)
         rc = load_linear(m->ctx, src, merge_name(f, s, "reduction.weight", n, sizeof n), NULL,
                          2 * C, 4 * C, &g->reduction, err);
@@ -541,10 +626,12 @@ static void block_shift(int64_t w, int64_t H, int64_t W, int bi, int64_t *sh, in
 /* The bias alone is shared by every window of every image (batch stride 0); a shifted block's
  * mask differs per window and is repeated for each of the B images, so that all B·nW windows
  * run as one launch. */
-static int64_t mask_copies(int64_t B, int64_t sh, int64_t sw) { return sh || sw ? B : 1; }
+static int64_t mask_copies(int64_t B, int64_t sh, int64_t sw)
+{
+    return sh || sw ? B : 1;
+}
 
-static int mask_is_for(const swin_block *k, int64_t B, int64_t H, int64_t W, int64_t sh,
-                       int64_t sw)
+static int mask_is_for(const swin_block *k, int64_t B, int64_t H, int64_t W, int64_t sh, int64_t sw)
 {
     return k->mask && k->mask_h == H && k->mask_w == W && k->mask_shift_h == sh &&
            k->mask_shift_w == sw && k->mask_copies == mask_copies(B, sh, sw);
@@ -560,8 +647,8 @@ static int64_t mask_floats(const swin_block *k, int64_t heads, int64_t B, int64_
 }
 
 /* Builds k->mask for an H x W grid (see the file comment) unless it is already for it. */
-static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, int64_t H,
-                      int64_t W, int64_t sh, int64_t sw, pgd_error **err)
+static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, int64_t H, int64_t W,
+                      int64_t sh, int64_t sw, pgd_error **err)
 {
     if (mask_is_for(k, B, H, W, sh, sw))
         return PGD_OK;
@@ -585,8 +672,10 @@ static int block_mask(swin_model *m, swin_block *k, int64_t heads, int64_t B, in
                     float v = k->table[idx * heads + h];
                     if (sh || sw) {
                         int64_t base_r = win / nWw * w, base_c = win % nWw * w;
-                        int li = region(base_r + ri, Hp, w, sh) * 3 + region(base_c + ci, Wp, w, sw);
-                        int lj = region(base_r + rj, Hp, w, sh) * 3 + region(base_c + cj, Wp, w, sw);
+                        int li =
+                            region(base_r + ri, Hp, w, sh) * 3 + region(base_c + ci, Wp, w, sw);
+                        int lj =
+                            region(base_r + rj, Hp, w, sh) * 3 + region(base_c + cj, Wp, w, sw);
                         if (li != lj)
                             v += -100.0f;
                     }
@@ -619,8 +708,8 @@ static void drop(pgd_tensor **t)
 
 static void pass_free(pass_state *ps)
 {
-    pgd_tensor **all[] = {&ps->img, &ps->x, &ps->h, &ps->win, &ps->qkv, &ps->a, &ps->o, &ps->mlp,
-                          &ps->pm, &ps->pm_n, &ps->pooled, &ps->out};
+    pgd_tensor **all[] = {&ps->img, &ps->x,   &ps->h,  &ps->win,  &ps->qkv,    &ps->a,
+                          &ps->o,   &ps->mlp, &ps->pm, &ps->pm_n, &ps->pooled, &ps->out};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         drop(all[i]);
 }
@@ -656,7 +745,8 @@ static int window_attention(pass_state *ps, swin_block *k, int s, int bi, int64_
                             pgd_error **err)
 {
     const swin_config *c = &ps->m->cfg;
-    int64_t C = (int64_t)c->dim << s, heads = c->heads[s], hd = C / heads, N = k->window * k->window;
+    int64_t C = (int64_t)c->dim << s, heads = c->heads[s], hd = C / heads,
+            N = k->window * k->window;
     int shifted = k->mask_shift_h || k->mask_shift_w;
     pgd_attention_args aa;
     memset(&aa, 0, sizeof aa);
@@ -707,8 +797,8 @@ static int block_forward(pass_state *ps, int s, int bi, pgd_error **err)
     if (!rc)
         rc = pgd_window_merge_add(ctx, ps->o, w, sh, sw, flags, ps->x, err);
     if (!rc)
-        rc = model_probe_tensor(m->probe, ps->x, err, "stage %d block %d (window attention)", s,
-                                bi);
+        rc =
+            model_probe_tensor(m->probe, ps->x, err, "stage %d block %d (window attention)", s, bi);
     if (!rc)
         rc = model_mlp_residual(ctx, ps->x, k->ln2_w, k->ln2_b, c->eps, k->fc1, k->fc2, ps->h,
                                 ps->mlp, err);
@@ -778,9 +868,10 @@ static int check_plan(swin_model *m, int64_t B, int64_t H, int64_t W, pgd_error 
     for (int s = 0; s < c->stages && !rc; s++) {
         int64_t C = (int64_t)c->dim << s, w = c->window[s], N = w * w;
         int64_t nW = model_mul((H + w - 1) / w, (W + w - 1) / w);
-        snprintf(what, sizeof what, "Swin stage %d: q, k and v of %lld windows of %lldx%lld "
-                 "tokens (a %lldx%lld grid)", s, (long long)(B * nW), (long long)w, (long long)w,
-                 (long long)H, (long long)W);
+        snprintf(what, sizeof what,
+                 "Swin stage %d: q, k and v of %lld windows of %lldx%lld "
+                 "tokens (a %lldx%lld grid)",
+                 s, (long long)(B * nW), (long long)w, (long long)w, (long long)H, (long long)W);
         rc = model_check_alloc(m->ctx, 0, model_mul(model_mul(B, nW), N * 3 * C * 4), what, err);
         for (int b = 0; b < c->depth[s] && !rc; b++) {
             swin_block *k = &m->blocks[s][b];
@@ -789,9 +880,10 @@ static int check_plan(swin_model *m, int64_t B, int64_t H, int64_t W, pgd_error 
             if (mask_is_for(k, B, H, W, sh, sw))
                 continue;
             int64_t bytes = model_mul(mask_floats(k, c->heads[s], B, H, W, sh, sw), 4);
-            snprintf(what, sizeof what, "Swin stage %d block %d: the attention mask of window "
-                     "%lld (from its relative position table) over a %lldx%lld grid", s, b,
-                     (long long)w, (long long)H, (long long)W);
+            snprintf(what, sizeof what,
+                     "Swin stage %d block %d: the attention mask of window "
+                     "%lld (from its relative position table) over a %lldx%lld grid",
+                     s, b, (long long)w, (long long)H, (long long)W);
             rc = model_check_alloc(m->ctx, 1, bytes, what, err);
             total += rc ? 0 : (uint64_t)bytes;
         }
@@ -819,8 +911,8 @@ int swin_forward(swin_model *m, const float *images, int B, int H, int W, float 
     int64_t P = c->patch;
     if (B < 1 || H < P || W < P || H % P || W % P)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "swin: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
-                             W, (long long)P, (long long)P);
+                             "swin: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H, W,
+                             (long long)P, (long long)P);
     int rc = check_plan(m, B, H / P, W / P, err);
     if (rc)
         return rc;

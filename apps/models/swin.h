@@ -59,7 +59,6 @@ void swin_set_attention(swin_model *m, pgd_attention_mode mode, int64_t topk, ui
 /* torchvision's swin_t / swin_s / swin_b ("t", "s", "b") or "tiny" (2 stages of 2 blocks, width
  * 16, window 3, 40 x 40 input, 10 classes), for seeded random weights. -1: unknown name. */
 int swin_named_config(const char *name, swin_config *c);
-int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed,
-                       pgd_error **err);
+int swin_random_source(model_source *src, const swin_config *cfg, uint64_t seed, pgd_error **err);
 
 #endif

@@ -1,5 +1,5 @@
 /* tokenizer_unicode.c — the Unicode data the tokenizers need (classes, NFD, combining classes,
- * lower case), from the tables tools/make-unicode-tables.py read off the tokenizers package:
+ * lower case), from the tables tools/dev/make-unicode-tables read off the tokenizers package:
  * its Rust crates use several Unicode versions, and equality with it means using theirs. */
 #include <stddef.h>
 #include <stdint.h>

@@ -14,45 +14,103 @@
 #include <string.h>
 #include <time.h>
 
-
 enum {
-    W_PE_W, W_PE_B, W_CLS, W_DIST, W_POS, W_NORM_W, W_NORM_B, W_HEAD_W, W_HEAD_B, W_HEADD_W,
-    W_HEADD_B, B_LN1_W, B_LN1_B, B_QKV_W, B_QKV_B, B_PROJ_W, B_PROJ_B, B_LN2_W, B_LN2_B, B_FC1_W,
-    B_FC1_B, B_FC2_W, B_FC2_B, W_COUNT
+    W_PE_W,
+    W_PE_B,
+    W_CLS,
+    W_DIST,
+    W_POS,
+    W_NORM_W,
+    W_NORM_B,
+    W_HEAD_W,
+    W_HEAD_B,
+    W_HEADD_W,
+    W_HEADD_B,
+    B_LN1_W,
+    B_LN1_B,
+    B_QKV_W,
+    B_QKV_B,
+    B_PROJ_W,
+    B_PROJ_B,
+    B_LN2_W,
+    B_LN2_B,
+    B_FC1_W,
+    B_FC1_B,
+    B_FC2_W,
+    B_FC2_B,
+    W_COUNT
 };
 
 /* Names per family; %d is the block index. For Hugging Face, B_QKV_* name the query tensor;
  * key and value follow by substitution. */
 static const char *const names[3][W_COUNT] = {
-    {"patch_embed.proj.weight", "patch_embed.proj.bias", "cls_token", "dist_token", "pos_embed",
-     "norm.weight", "norm.bias", "head.weight", "head.bias", "head_dist.weight", "head_dist.bias",
-     "blocks.%d.norm1.weight", "blocks.%d.norm1.bias", "blocks.%d.attn.qkv.weight",
-     "blocks.%d.attn.qkv.bias", "blocks.%d.attn.proj.weight", "blocks.%d.attn.proj.bias",
-     "blocks.%d.norm2.weight", "blocks.%d.norm2.bias", "blocks.%d.mlp.fc1.weight",
-     "blocks.%d.mlp.fc1.bias", "blocks.%d.mlp.fc2.weight", "blocks.%d.mlp.fc2.bias"},
+    {"patch_embed.proj.weight",
+     "patch_embed.proj.bias",
+     "cls_token",
+     "dist_token",
+     "pos_embed",
+     "norm.weight",
+     "norm.bias",
+     "head.weight",
+     "head.bias",
+     "head_dist.weight",
+     "head_dist.bias",
+     "blocks.%d.norm1.weight",
+     "blocks.%d.norm1.bias",
+     "blocks.%d.attn.qkv.weight",
+     "blocks.%d.attn.qkv.bias",
+     "blocks.%d.attn.proj.weight",
+     "blocks.%d.attn.proj.bias",
+     "blocks.%d.norm2.weight",
+     "blocks.%d.norm2.bias",
+     "blocks.%d.mlp.fc1.weight",
+     "blocks.%d.mlp.fc1.bias",
+     "blocks.%d.mlp.fc2.weight",
+     "blocks.%d.mlp.fc2.bias"},
     {"vit.embeddings.patch_embeddings.projection.weight",
-     "vit.embeddings.patch_embeddings.projection.bias", "vit.embeddings.cls_token",
-     "vit.embeddings.distillation_token", "vit.embeddings.position_embeddings",
-     "vit.layernorm.weight", "vit.layernorm.bias", "classifier.weight", "classifier.bias",
-     "distillation_classifier.weight", "distillation_classifier.bias",
-     "vit.encoder.layer.%d.layernorm_before.weight", "vit.encoder.layer.%d.layernorm_before.bias",
+     "vit.embeddings.patch_embeddings.projection.bias",
+     "vit.embeddings.cls_token",
+     "vit.embeddings.distillation_token",
+     "vit.embeddings.position_embeddings",
+     "vit.layernorm.weight",
+     "vit.layernorm.bias",
+     "classifier.weight",
+     "classifier.bias",
+     "distillation_classifier.weight",
+     "distillation_classifier.bias",
+     "vit.encoder.layer.%d.layernorm_before.weight",
+     "vit.encoder.layer.%d.layernorm_before.bias",
      "vit.encoder.layer.%d.attention.attention.query.weight",
      "vit.encoder.layer.%d.attention.attention.query.bias",
      "vit.encoder.layer.%d.attention.output.dense.weight",
      "vit.encoder.layer.%d.attention.output.dense.bias",
-     "vit.encoder.layer.%d.layernorm_after.weight", "vit.encoder.layer.%d.layernorm_after.bias",
+     "vit.encoder.layer.%d.layernorm_after.weight",
+     "vit.encoder.layer.%d.layernorm_after.bias",
      "vit.encoder.layer.%d.intermediate.dense.weight",
-     "vit.encoder.layer.%d.intermediate.dense.bias", "vit.encoder.layer.%d.output.dense.weight",
+     "vit.encoder.layer.%d.intermediate.dense.bias",
+     "vit.encoder.layer.%d.output.dense.weight",
      "vit.encoder.layer.%d.output.dense.bias"},
-    {"conv_proj.weight", "conv_proj.bias", "class_token", "", "encoder.pos_embedding",
-     "encoder.ln.weight", "encoder.ln.bias", "heads.head.weight", "heads.head.bias", "", "",
-     "encoder.layers.encoder_layer_%d.ln_1.weight", "encoder.layers.encoder_layer_%d.ln_1.bias",
+    {"conv_proj.weight",
+     "conv_proj.bias",
+     "class_token",
+     "",
+     "encoder.pos_embedding",
+     "encoder.ln.weight",
+     "encoder.ln.bias",
+     "heads.head.weight",
+     "heads.head.bias",
+     "",
+     "",
+     "encoder.layers.encoder_layer_%d.ln_1.weight",
+     "encoder.layers.encoder_layer_%d.ln_1.bias",
      "encoder.layers.encoder_layer_%d.self_attention.in_proj_weight",
      "encoder.layers.encoder_layer_%d.self_attention.in_proj_bias",
      "encoder.layers.encoder_layer_%d.self_attention.out_proj.weight",
      "encoder.layers.encoder_layer_%d.self_attention.out_proj.bias",
-     "encoder.layers.encoder_layer_%d.ln_2.weight", "encoder.layers.encoder_layer_%d.ln_2.bias",
-     "encoder.layers.encoder_layer_%d.mlp.0.weight", "encoder.layers.encoder_layer_%d.mlp.0.bias",
+     "encoder.layers.encoder_layer_%d.ln_2.weight",
+     "encoder.layers.encoder_layer_%d.ln_2.bias",
+     "encoder.layers.encoder_layer_%d.mlp.0.weight",
+     "encoder.layers.encoder_layer_%d.mlp.0.bias",
      "encoder.layers.encoder_layer_%d.mlp.3.weight",
      "encoder.layers.encoder_layer_%d.mlp.3.bias"},
 };
@@ -123,23 +181,23 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
             char gs[96];
             model_shape_str(nd, s, gs, sizeof gs);
             return pgd_error_set(err, PGD_ERR_SHAPE,
-                                  "%s: 'reg_token' has shape %s, expected [1, R, %d] (R 1..64, "
-                                  "no distillation token)",
-                                  src->label, gs, cfg->dim);
+                                 "%s: 'reg_token' has shape %s, expected [1, R, %d] (R 1..64, "
+                                 "no distillation token)",
+                                 src->label, gs, cfg->dim);
         }
         cfg->registers = (int)s[1];
         cfg->extra = 1 + cfg->registers;
     }
     if (src->shape(src->u, names[fam][W_POS], &nd, s) != 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: tensor '%s' is missing", src->label,
-                              names[fam][W_POS]);
+                             names[fam][W_POS]);
     /* All three namings store the position embedding as [1, tokens, dim]. */
     if (nd != 3 || s[0] != 1 || s[2] != cfg->dim || s[1] < 1 || s[1] > INT32_MAX) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "%s: tensor '%s' has shape %s, expected [1, tokens, %d]",
-                              src->label, names[fam][W_POS], gs, cfg->dim);
+                             "%s: tensor '%s' has shape %s, expected [1, tokens, %d]", src->label,
+                             names[fam][W_POS], gs, cfg->dim);
     }
     /* The position table covers the class (and distillation) token and the patches, or - timm's
      * no_embed_class, as DINOv2 with registers - the patches only; never the registers. */
@@ -157,10 +215,10 @@ static int detect_tokens(const model_source *src, vit_config *cfg, pgd_error **e
             break;
     }
     return pgd_error_set(err, PGD_ERR_SHAPE,
-                          "%s: '%s' holds %lld tokens of width %d: not %d prefix tokens plus a "
-                          "square grid%s",
-                          src->label, names[fam][W_POS], (long long)tokens, cfg->dim, prefixed,
-                          fam == VIT_TIMM ? " (nor a square grid alone)" : "");
+                         "%s: '%s' holds %lld tokens of width %d: not %d prefix tokens plus a "
+                         "square grid%s",
+                         src->label, names[fam][W_POS], (long long)tokens, cfg->dim, prefixed,
+                         fam == VIT_TIMM ? " (nor a square grid alone)" : "");
 }
 
 /* Depth (blocks counted by name), MLP width and classes. */
@@ -174,14 +232,16 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
     wname(cfg->family, B_LN1_W, 0, name, sizeof name);
     if (cfg->depth == 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no transformer blocks ('%s' missing)",
-                              src->label, name);
+                             src->label, name);
     wname(cfg->family, B_FC1_W, 0, name, sizeof name);
     if (src->shape(src->u, name, &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [mlp, %d]", src->label,
-                              name, cfg->dim);
+                             name, cfg->dim);
     if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %lld rows: the MLP width must be "
-                              "1 .. 2^31 - 1", src->label, name, (long long)s[0]);
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: '%s' has %lld rows: the MLP width must be "
+                             "1 .. 2^31 - 1",
+                             src->label, name, (long long)s[0]);
     cfg->mlp = (int)s[0];
     if (!model_has(src, names[fam][W_HEAD_W]) && !model_has(src, names[fam][W_HEAD_B])) {
         /* No classifier at all: a feature model (DINO); its output is the pooled features. */
@@ -191,10 +251,12 @@ static int detect_sizes(const model_source *src, vit_config *cfg, pgd_error **er
     }
     if (src->shape(src->u, names[fam][W_HEAD_W], &nd, s) != 0 || nd != 2 || s[1] != cfg->dim)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' missing or not [classes, %d]",
-                              src->label, names[fam][W_HEAD_W], cfg->dim);
+                             src->label, names[fam][W_HEAD_W], cfg->dim);
     if (s[0] < 1 || s[0] > INT32_MAX)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: classifier '%s' has %lld classes (1 .. "
-                              "2^31 - 1)", src->label, names[fam][W_HEAD_W], (long long)s[0]);
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: classifier '%s' has %lld classes (1 .. "
+                             "2^31 - 1)",
+                             src->label, names[fam][W_HEAD_W], (long long)s[0]);
     cfg->classes = (int)s[0];
     return PGD_OK;
 }
@@ -210,12 +272,14 @@ static int detect_heads(const model_source *src, int heads, int dim, int *out,
         int64_t v;
         if (pgd_parse_int64(meta, 1, INT32_MAX, &v))
             return pgd_error_set(err, PGD_ERR_FORMAT,
-                                  "%s: __metadata__ num_heads '%s' is not a whole number from 1 "
-                                  "to 2147483647", src->label, meta);
+                                 "%s: __metadata__ num_heads '%s' is not a whole number from 1 "
+                                 "to 2147483647",
+                                 src->label, meta);
         if (heads > 0 && heads != v)
             return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                                  "%d heads asked for, but %s says num_heads %lld in its "
-                                  "__metadata__", heads, src->label, (long long)v);
+                                 "%d heads asked for, but %s says num_heads %lld in its "
+                                 "__metadata__",
+                                 heads, src->label, (long long)v);
         *out = (int)v;
         return PGD_OK;
     }
@@ -243,18 +307,18 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
             fam = f;
     if (fam < 0)
         return pgd_error_set(err, PGD_ERR_FORMAT,
-                              "%s: not a ViT checkpoint: none of '%s' (timm), '%s' (Hugging Face) "
-                              "or '%s' (torchvision) is present",
-                              src->label, names[0][W_PE_W], names[1][W_PE_W], names[2][W_PE_W]);
+                             "%s: not a ViT checkpoint: none of '%s' (timm), '%s' (Hugging Face) "
+                             "or '%s' (torchvision) is present",
+                             src->label, names[0][W_PE_W], names[1][W_PE_W], names[2][W_PE_W]);
     cfg->family = (vit_family)fam;
     if (nd != 4 || s[1] != 3 || s[2] != s[3] || s[2] < 1 || s[2] > 4096 || s[0] < 1 ||
         s[0] > INT32_MAX) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, "
-                              "P 1..4096)",
-                              src->label, names[fam][W_PE_W], gs);
+                             "%s: '%s' has shape %s, expected [dim, 3, P, P] (dim >= 1, "
+                             "P 1..4096)",
+                             src->label, names[fam][W_PE_W], gs);
     }
     cfg->dim = (int)s[0];
     cfg->patch = (int)s[2];
@@ -274,7 +338,7 @@ int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **
         return rc;
     if (cfg->dim % cfg->heads)
         return pgd_error_set(err, PGD_ERR_SHAPE, "%s: width %d is not divisible by %d heads",
-                              src->label, cfg->dim, cfg->heads);
+                             src->label, cfg->dim, cfg->heads);
     return PGD_OK;
 }
 
@@ -300,7 +364,7 @@ struct vit_model {
     pgd_attention_mode attn_mode; /* vit_set_attention */
     int64_t attn_topk;
     uint64_t attn_seed;
-    int pool; /* vit_set_pool */
+    int pool;         /* vit_set_pool */
     float *head_maps; /* vit_set_head_maps: [B, heads, gh, gw] of the next forward, or NULL */
     int pass_first;   /* the first image of the pass forward_pass runs (vit_pass) */
 };
@@ -337,7 +401,8 @@ void vit_set_attention(vit_model *m, pgd_attention_mode mode, int64_t topk, uint
 static int load_hf_qkv(pgd_ctx *ctx, const model_source *src, int block, int64_t dim,
                        pgd_linear **out, pgd_error **err)
 {
-    float *w = malloc((size_t)(3 * dim * dim) * sizeof *w), *b = malloc((size_t)(3 * dim) * sizeof *b);
+    float *w = malloc((size_t)(3 * dim * dim) * sizeof *w),
+          *b = malloc((size_t)(3 * dim) * sizeof *b);
     int rc = w && b ? PGD_OK : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "qkv weights");
     static const char *parts[3] = {"query", "key", "value"};
     for (int p = 0; p < 3 && !rc; p++) {
@@ -506,8 +571,8 @@ void vit_free(vit_model *m)
 {
     if (!m)
         return;
-    pgd_tensor *ts[] = {m->pe_w, m->pe_b, m->cls, m->dist, m->reg, m->pos, m->norm_w, m->norm_b,
-                        m->pos_resized, m->mean_row};
+    pgd_tensor *ts[] = {m->pe_w, m->pe_b,   m->cls,    m->dist,        m->reg,
+                        m->pos,  m->norm_w, m->norm_b, m->pos_resized, m->mean_row};
     pgd_patch_proj_destroy(m->pe_proj);
     model_destroy_tensors(ts, sizeof ts / sizeof ts[0]);
     pgd_linear_destroy(m->head);
@@ -604,7 +669,7 @@ static void pass_free(pass_state *ps)
     free(ps->R);
     free(ps->scratch);
     free(ps->hp);
-    pgd_tensor *all[] = {ps->img, ps->x, ps->h,    ps->qkv, ps->a,
+    pgd_tensor *all[] = {ps->img, ps->x,    ps->h,   ps->qkv,  ps->a,
                          ps->mlp, ps->rows, ps->out, ps->out2, ps->probs};
     model_destroy_tensors(all, sizeof all / sizeof all[0]);
 }
@@ -740,8 +805,7 @@ static int head_forward(pass_state *ps, float *logits, pgd_error **err)
         if (!rc)
             rc = gather_token(ps->h, B, D, 1, ps->rows, err);
         if (!rc)
-            rc = pgd_linear_forward(ctx, m->head_dist, ps->rows, PGD_ACT_NONE, NULL, ps->out2,
-                                    err);
+            rc = pgd_linear_forward(ctx, m->head_dist, ps->rows, PGD_ACT_NONE, NULL, ps->out2, err);
         if (!rc)
             rc = pgd_add(ctx, ps->out, ps->out2, ps->out, err);
         if (!rc)
@@ -829,8 +893,8 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     int64_t P = c->patch;
     if (B < 1 || H < P || W < P || H % P || W % P)
         return pgd_error_set(err, PGD_ERR_SHAPE,
-                              "vit: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H,
-                              W, (long long)P, (long long)P);
+                             "vit: input [%d, 3, %d, %d] must be whole %lldx%lld patches", B, H, W,
+                             (long long)P, (long long)P);
     pass_state ps = {.m = m, .B = B, .gh = H / P, .gw = W / P};
     ps.T = c->extra + ps.gh * ps.gw;
     ps.prow = rollout ? ps.T : 1;
@@ -841,11 +905,10 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         return rc;
     rc = pass_alloc(&ps, images, H, W, err);
     if (!rc)
-        rc = c->registers || c->pos_prefix != c->extra ? assemble_tokens(&ps, pos, err)
-                                                       : pgd_patch_embed_proj(ctx, ps.img, m->pe_proj,
-                                                                              m->pe_b, m->cls,
-                                                                              m->dist, pos, ps.x,
-                                                                              err);
+        rc = c->registers || c->pos_prefix != c->extra
+                 ? assemble_tokens(&ps, pos, err)
+                 : pgd_patch_embed_proj(ctx, ps.img, m->pe_proj, m->pe_b, m->cls, m->dist, pos,
+                                        ps.x, err);
     char stage[128];
     stage_name(c->family, W_PE_W, 0, stage, sizeof stage);
     if (!rc)
@@ -854,8 +917,7 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
         rc = model_probe_tensor(m->probe, ps.x, err, "%s (patch and position embedding)", stage);
     double t1 = model_stage_end(ctx, times != NULL, &rc, err);
     for (int i = 0; i < c->depth && !rc; i++)
-        rc = block_forward(&ps, i,
-                           rollout || ((attn_map || m->head_maps) && i == c->depth - 1),
+        rc = block_forward(&ps, i, rollout || ((attn_map || m->head_maps) && i == c->depth - 1),
                            rollout != NULL, err);
     double t2 = model_stage_end(ctx, times != NULL, &rc, err);
     if (!rc)
@@ -874,7 +936,10 @@ static int forward_pass(vit_model *m, const float *images, int B, int H, int W, 
     return rc;
 }
 
-int vit_last_split(const vit_model *m) { return m->batching.last_split; }
+int vit_last_split(const vit_model *m)
+{
+    return m->batching.last_split;
+}
 
 /* One pass of vit_forward over images [first, first + n). */
 typedef struct vit_pass_args {

@@ -32,10 +32,10 @@ const char *vit_family_name(vit_family f);
 pgd_resize_mode vit_resize_mode(vit_family f);
 
 /* Recognises the naming and reads depth, width, patch, grid, classes and eps from the names
- * and shapes (a file without a classifier is a headless feature model, cfg->headless); heads from __metadata__ "num_heads" (a whole number, else an error; `heads` > 0
- * given too must equal it, else an error naming both), else `heads` (>0), else the standard
- * table (192→3, 384→6, 768→12, 1024→16, 1280→16), else dim/64. Missing or misshaped tensors →
- * an error naming them. */
+ * and shapes (a file without a classifier is a headless feature model, cfg->headless); heads from
+ * __metadata__ "num_heads" (a whole number, else an error; `heads` > 0 given too must equal it,
+ * else an error naming both), else `heads` (>0), else the standard table (192→3, 384→6, 768→12,
+ * 1024→16, 1280→16), else dim/64. Missing or misshaped tensors → an error naming them. */
 int vit_detect(const model_source *src, int heads, vit_config *cfg, pgd_error **err);
 /* When src holds Hugging Face's headless ViTModel (facebook/dino-vits16: the "vit." naming
  * without its prefix, and a pooler the features do not use), wraps it so that vit_detect and
@@ -81,7 +81,6 @@ int vit_last_split(const vit_model *m);
  * ("blocks.3 (attention)", "norm (final norm)", ...; "" when the rerun finds none). */
 int vit_find_nonfinite(vit_model *m, const float *image, int H, int W, model_probe *p,
                        pgd_error **err);
-
 
 /* The configuration of a standard ViT by size name, for seeded random weights: "ti", "s", "b"
  * (ViT-Ti/16, ViT-S/16, ViT-B/16 at 224 x 224, 1000 classes, timm naming) or "tiny" (2 blocks

@@ -20,13 +20,10 @@ const char *vit_family_name(vit_family f)
 pgd_resize_mode vit_resize_mode(vit_family f)
 {
     switch (f) {
-    case VIT_TORCHVISION:
-        return PGD_RESIZE_BICUBIC_ALIGN_CORNERS;
-    case VIT_HF:
-        return PGD_RESIZE_BICUBIC_HF;
+    case VIT_TORCHVISION: return PGD_RESIZE_BICUBIC_ALIGN_CORNERS;
+    case VIT_HF: return PGD_RESIZE_BICUBIC_HF;
     case VIT_TIMM:
-    default:
-        return PGD_RESIZE_BICUBIC_ANTIALIAS;
+    default: return PGD_RESIZE_BICUBIC_ANTIALIAS;
     }
 }
 

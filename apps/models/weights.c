@@ -2,8 +2,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -186,8 +186,7 @@ static void index_str(int64_t flat, int nd, const int64_t *s, char *buf, size_t 
     model_shape_str(nd, idx, buf, size);
 }
 
-int model_read(const model_source *src, const char *name, float *dst, int64_t n,
-               pgd_error **err)
+int model_read(const model_source *src, const char *name, float *dst, int64_t n, pgd_error **err)
 {
     int nd = 0;
     int64_t s[8];
@@ -197,8 +196,10 @@ int model_read(const model_source *src, const char *name, float *dst, int64_t n,
     if (count(nd, s) != n) {
         char gs[96];
         model_shape_str(nd, s, gs, sizeof gs);
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: tensor '%s' has shape %s, not the %lld "
-                             "values expected", src->label, name, gs, (long long)n);
+        return pgd_error_set(err, PGD_ERR_SHAPE,
+                             "%s: tensor '%s' has shape %s, not the %lld "
+                             "values expected",
+                             src->label, name, gs, (long long)n);
     }
     int rc = src->read(src->u, name, dst, err);
     if (rc)
@@ -307,8 +308,7 @@ int model_count_indexed(const model_source *src, const char *prefix, const char 
     return blocks;
 }
 
-int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage,
-                       ...)
+int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, const char *stage, ...)
 {
     if (!p || p->stage[0])
         return PGD_OK;
@@ -332,8 +332,12 @@ int model_probe_tensor(model_probe *p, const pgd_tensor *t, pgd_error **err, con
 
 void model_weights_source(model_source *src, pgd_weights *w, const char *label)
 {
-    *src = (model_source){.u = w, .label = label, .shape = st_shape, .read = st_read,
-                          .meta = st_meta, .name_at = st_name_at};
+    *src = (model_source){.u = w,
+                          .label = label,
+                          .shape = st_shape,
+                          .read = st_read,
+                          .meta = st_meta,
+                          .name_at = st_name_at};
 }
 
 static void st_release(void *u)
@@ -366,8 +370,11 @@ int model_source_open(model_source *src, const char *path, pgd_error **err)
     memset(src, 0, sizeof *src);
     size_t n = strlen(path);
     if (n > 5 && !strcmp(path + n - 5, ".onnx")) {
-        *src = (model_source){.u = (void *)path, .label = path, .shape = onnx_shape,
-                              .read = onnx_read, .meta = onnx_meta};
+        *src = (model_source){.u = (void *)path,
+                              .label = path,
+                              .shape = onnx_shape,
+                              .read = onnx_read,
+                              .meta = onnx_meta};
         return PGD_OK;
     }
     pgd_weights *w = NULL;
@@ -412,7 +419,10 @@ int64_t model_mul(int64_t a, int64_t b)
     return a * b;
 }
 
-static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+static double mib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0);
+}
 
 /* The machine's physical memory in bytes; UINT64_MAX where the system does not say. */
 static uint64_t host_memory(void)
@@ -430,7 +440,8 @@ int model_check_alloc(pgd_ctx *ctx, int host, int64_t bytes, const char *what, p
     if (bytes < 0)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
                              "%s: the size overflows 64-bit arithmetic (a hostile or corrupt "
-                             "shape)", what);
+                             "shape)",
+                             what);
     uint64_t have = host_memory();
     if (host && (uint64_t)bytes > have)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
@@ -476,11 +487,11 @@ int model_check_fits(pgd_ctx *ctx, const model_source *src, const char *what, pg
     const pgd_device_info *d = pgd_ctx_get_device(ctx);
     if (need > d->global_mem)
         return pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                              "%s '%s' need %" PRIu64 " bytes (%.1f MiB) as float32 on "
-                              "the device, more than the %" PRIu64 " bytes (%.1f MiB) of global "
-                              "memory of '%s'",
-                              what, src->label, need, mib(need), d->global_mem, mib(d->global_mem),
-                              d->name);
+                             "%s '%s' need %" PRIu64 " bytes (%.1f MiB) as float32 on "
+                             "the device, more than the %" PRIu64 " bytes (%.1f MiB) of global "
+                             "memory of '%s'",
+                             what, src->label, need, mib(need), d->global_mem, mib(d->global_mem),
+                             d->name);
     return PGD_OK;
 }
 
@@ -498,21 +509,20 @@ static int batch_plan(pgd_ctx *ctx, int B, uint64_t per_image, uint64_t largest,
     if (largest && d->max_alloc / largest < fit)
         fit = d->max_alloc / largest;
     if (fit < 1) {
-        if (largest > d->max_alloc)
-        {
+        if (largest > d->max_alloc) {
             pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                           "%s: one image needs a %" PRIu64 "-byte buffer (%.1f MiB), more than "
-                           "the %" PRIu64 " bytes '%s' allows in one buffer "
-                           "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
-                           what, largest, mib(largest), d->max_alloc, d->name);
+                          "%s: one image needs a %" PRIu64 "-byte buffer (%.1f MiB), more than "
+                          "the %" PRIu64 " bytes '%s' allows in one buffer "
+                          "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                          what, largest, mib(largest), d->max_alloc, d->name);
             return 0;
         }
         pgd_error_set(err, PGD_ERR_TOO_LARGE,
-                       "%s: one image needs about %" PRIu64 " bytes (%.1f MiB) of activations; "
-                       "'%s' has %" PRIu64 " bytes (%.1f MiB) of global memory and the model "
-                       "holds %" PRIu64 " (%.1f MiB)",
-                       what, per_image, mib(per_image), d->name, d->global_mem, mib(d->global_mem),
-                       held, mib(held));
+                      "%s: one image needs about %" PRIu64 " bytes (%.1f MiB) of activations; "
+                      "'%s' has %" PRIu64 " bytes (%.1f MiB) of global memory and the model "
+                      "holds %" PRIu64 " (%.1f MiB)",
+                      what, per_image, mib(per_image), d->name, d->global_mem, mib(d->global_mem),
+                      held, mib(held));
         return 0;
     }
     int b = fit < (uint64_t)B ? (int)fit : B;
@@ -675,8 +685,12 @@ int model_random_source(model_source *src, const void *cfg, size_t cfg_size, mod
     r->seed = seed;
     r->unit = unit;
     memcpy(r->cfg, cfg, cfg_size);
-    *src = (model_source){.u = r, .label = "random weights", .shape = rand_shape,
-                          .read = rand_read, .meta = rand_meta, .release = free};
+    *src = (model_source){.u = r,
+                          .label = "random weights",
+                          .shape = rand_shape,
+                          .read = rand_read,
+                          .meta = rand_meta,
+                          .release = free};
     return PGD_OK;
 }
 

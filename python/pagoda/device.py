@@ -98,7 +98,7 @@ _ENUMS = {
     "gemm_backend": {"auto": 0, "pagoda": 1, "clblast": 2},
     "gemm_tuning": {"create": 0, "request": 1},
     "conv_algo": {"auto": 0, "gemm": 1, "implicit": 2, "im2col": 3, "direct": 4,
-                  "winograd": 5},
+                  "winograd": 5, "depthwise": 6},
     "attention": {"auto": 0, "rows": 1, "tiled": 2, "generic": 3, "kt": 4},
 }
 _STRINGS = ("device", "cache_dir", "kernel_dir", "kernel_params")
@@ -174,7 +174,7 @@ class Context:
     as "pocl" or "llvmpipe"); None means $PAGODA_DEVICE or the best device. The keyword
     arguments are the fields of pgd_ctx_options and its knobs by key (cache_dir, kernel_dir,
     profiling, gemm_backend="auto"|"pagoda"|"clblast", conv_algo="auto"|"gemm"|"implicit"|
-    "im2col"|"direct"|"winograd", attention="auto"|"rows"|"tiled"|"generic", max_batch,
+    "im2col"|"direct"|"winograd"|"depthwise", attention="auto"|"rows"|"tiled"|"generic", max_batch,
     kernel_params, row_wg, precision="f32"|"f16"|"int8", ...).
     With env=True (the default) the PAGODA_* environment variables are read first, as the CLI
     does, and the keywords override them.

@@ -14,11 +14,28 @@ DATA = os.environ.get("PAGODA_TEST_DATA") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data")
 
 
+def device_key(d) -> str:
+    """The device's key in test names, as tests/harness.c's pgd_test_device_key gives it."""
+    if "Portable Computing Language" in d["platform"] or "PoCL" in d["platform_version"]:
+        return "pocl"
+    if "rusticl" in d["platform"]:
+        return "rusticl"
+    if "Intel" in d["platform"] and d["type"] == "cpu":
+        return "intel"
+    return "gpu" if d["type"] == "gpu" else "other"
+
+
 def _devices():
+    """Every device, or those $PAGODA_TEST_DEVICE names (a key of device_key or a "P:D"
+    selector): meson runs the suite once per device, as python@pocl, python@intel, ..."""
     try:
-        return pagoda.devices()
+        found = pagoda.devices()
     except pagoda.NoPlatformError:
         return []
+    want = os.environ.get("PAGODA_TEST_DEVICE")
+    if not want:
+        return found
+    return [d for d in found if want in (device_key(d), d["selector"])]
 
 
 DEVICES = _devices()
@@ -51,10 +68,12 @@ def ctx(request):
 
 @pytest.fixture(scope="session")
 def any_ctx():
-    """One context on the default device, for tests of the binding itself."""
+    """One context on the default device (the first one $PAGODA_TEST_DEVICE names, if set), for
+    tests of the binding itself."""
     if not DEVICES:
         pytest.skip("no OpenCL device")
-    c = pagoda.Context(env=False, cache_dir=os.environ.get("PAGODA_CACHE_DIR") or None)
+    sel = DEVICES[0]["selector"] if os.environ.get("PAGODA_TEST_DEVICE") else None
+    c = pagoda.Context(sel, env=False, cache_dir=os.environ.get("PAGODA_CACHE_DIR") or None)
     yield c
     c.close()
 

@@ -322,38 +322,48 @@ def test_100_context_cycles_no_growth():
 
 
 def test_long_calls_release_the_gil(any_ctx):
-    """While one thread waits in a long C call (a big GEMM, then finish), another keeps running
-    Python: ctypes releases the GIL around every foreign call."""
+    """While one thread waits in a long C call (big GEMMs, then finish), another keeps running
+    Python: ctypes releases the GIL around every foreign call. The work is sized from a measured
+    GEMM so that the call lasts about 0.2 s on any device (a fast device gets more GEMMs, never a
+    skip), and grows until it lasts at least 50 ms."""
     c = any_ctx
     n = 1024
     a = c.tensor(np.ones((n, n), dtype=np.float32))
-    pagoda.gemm(a, a).close()
+    out = pagoda.gemm(a, a)  # every GEMM below writes here: no memory piles up
     c.finish()
-    span = {}
+    t0 = time.perf_counter()
+    pagoda.gemm(a, a, c=out)
+    c.finish()
+    reps = max(2, min(4096, int(0.2 / max(time.perf_counter() - t0, 1e-5)) + 1))
+    for _ in range(4):
+        span = {}
 
-    def worker():
-        t0 = time.perf_counter()
-        for _ in range(4):
-            pagoda.gemm(a, a).close()
-        c.finish()
-        span["call"] = (t0, time.perf_counter())
+        def worker():
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                pagoda.gemm(a, a, c=out)
+            c.finish()
+            span["call"] = (t0, time.perf_counter())
 
-    gaps, last = [], time.perf_counter()
-    th = threading.Thread(target=worker)
-    th.start()
-    while th.is_alive():
-        now = time.perf_counter()
-        gaps.append((last, now))
-        last = now
-    th.join()
-    t0, t1 = span["call"]
+        gaps, last = [], time.perf_counter()
+        th = threading.Thread(target=worker)
+        th.start()
+        while th.is_alive():
+            now = time.perf_counter()
+            gaps.append((last, now))
+            last = now
+        th.join()
+        t0, t1 = span["call"]
+        if t1 - t0 >= 0.05:
+            break
+        reps *= 4
+    assert t1 - t0 >= 0.05, f"{reps} GEMMs of {n} x {n} took only {1e3 * (t1 - t0):.1f} ms"
     inside = [b - a_ for a_, b in gaps if a_ >= t0 and b <= t1]
-    if t1 - t0 < 0.05:
-        pytest.skip(f"the call took only {1e3 * (t1 - t0):.1f} ms")
     # The main thread ran all along: many iterations, and no pause near the call's length.
     assert len(inside) > 100 and max(inside) < 0.5 * (t1 - t0), (
         f"{len(inside)} iterations, longest pause {1e3 * max(inside or [0]):.1f} ms of a "
         f"{1e3 * (t1 - t0):.1f} ms call")
+    out.close()
 
 
 # Every integer that goes to a C integer type is range-checked in Python (one helper, in

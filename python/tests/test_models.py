@@ -1,6 +1,6 @@
-"""pagoda.load on the golden checkpoints of tests/data (made from PyTorch by tools/make-golden*.py)
-against their stored logits, on every device; classify with paths, PIL images and arrays
-against the CLI; attention maps, affinity rows; hostile files and inputs raise."""
+"""pagoda.load on the golden checkpoints of tests/data (made from PyTorch by
+tools/golden/make-golden*.py) against their stored logits, on every device; classify with paths, PIL
+images and arrays against the CLI; attention maps, affinity rows; hostile files and inputs raise."""
 
 from __future__ import annotations
 

@@ -17,14 +17,10 @@
 const char *pgd_device_type_name(pgd_device_type type)
 {
     switch (type) {
-    case PGD_DEVICE_CPU:
-        return "cpu";
-    case PGD_DEVICE_GPU:
-        return "gpu";
-    case PGD_DEVICE_ACCELERATOR:
-        return "accelerator";
-    default:
-        return "other";
+    case PGD_DEVICE_CPU: return "cpu";
+    case PGD_DEVICE_GPU: return "gpu";
+    case PGD_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
     }
 }
 

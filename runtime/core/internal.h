@@ -78,8 +78,8 @@ typedef struct pgd__program_entry pgd__program_entry;
 int pgd__kernel_get(pgd_ctx *ctx, const char *file, const char *options, const char *kernel,
                     cl_kernel *out, pgd_error **err);
 /* Builds arbitrary source under `name` (used by tests); same caching as embedded files. */
-int pgd__program_get_source(pgd_ctx *ctx, const char *name, const char *source,
-                            const char *options, cl_program *out, pgd_error **err);
+int pgd__program_get_source(pgd_ctx *ctx, const char *name, const char *source, const char *options,
+                            cl_program *out, pgd_error **err);
 /* The embedded source of a kernel file, or <dir>/<file>.cl when `dir` (options.kernel_dir) is
  * not NULL. Caller frees. */
 int pgd__source_load(const char *dir, const char *file, char **out, pgd_error **err);
@@ -138,9 +138,8 @@ void pgd__sha256_hex(const unsigned char digest[32], char hex[65]);
 int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                  const size_t *local, pgd_error **err);
 /* As pgd__enqueue with a global work offset (NULL: none), for launches split into chunks. */
-int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
-                    const size_t *offset, const size_t *global, const size_t *local,
-                    pgd_error **err);
+int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *offset,
+                    const size_t *global, const size_t *local, pgd_error **err);
 void pgd__profile_destroy(pgd_ctx *ctx);
 
 /* ---- tensors (tensor.c) ---- */
@@ -198,11 +197,11 @@ typedef struct pgd__gemm_call {
     int64_t M, N, K, batch;
     float alpha, beta;
     pgd__mat a, b, c;
-    int b_packed;          /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
-    int b_half;            /* b holds halves (offsets, ld and stride count halves); b_own */
-    int b_own;             /* use Pagoda's kernels (the back end was chosen already) */
-    int half_arith;        /* with b_half and b_packed: products and sums in half (gemm.cl) */
-    const pgd__mat *bias;  /* off used; NULL for none */
+    int b_packed;         /* b is a panel buffer made by pgd__gemm_pack (CPU kernel only) */
+    int b_half;           /* b holds halves (offsets, ld and stride count halves); b_own */
+    int b_own;            /* use Pagoda's kernels (the back end was chosen already) */
+    int half_arith;       /* with b_half and b_packed: products and sums in half (gemm.cl) */
+    const pgd__mat *bias; /* off used; NULL for none */
     const pgd__mat *residual;
     pgd_act act;
     int res_before_act; /* 0: bias, activation, residual (ViT); 1: bias, residual, activation */
@@ -255,8 +254,8 @@ void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M
                         char *opts, size_t size, int *rm, int *nb, int *panels_first);
 /* gemm_cpu's (and conv_implicit_cpu's) launch: `count` row blocks from block `first`, `panels`
  * column panels, `depth` along dimension 2; the row blocks in dimension 1 when panels_first. */
-void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
-                        size_t depth, size_t offset[3], size_t global[3]);
+void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels, size_t depth,
+                        size_t offset[3], size_t global[3]);
 /* Packs op(B) into gemm_cpu's panels; half: the panels hold halves (packed_stride and the
  * buffer's size then count halves: pgd__gemm_packed_floats). */
 int pgd__gemm_pack(pgd_ctx *ctx, const pgd__gemm_params *p, int trans_b, int64_t N, int64_t K,
@@ -424,7 +423,7 @@ struct pgd_ctx {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
-    int device_retained; /* pgd_ctx_create_from_cl retained the device: released at destroy */
+    int device_retained;  /* pgd_ctx_create_from_cl retained the device: released at destroy */
     pgd_device_lowp lowp; /* the device's low-precision capabilities (lowp.c) */
     int precision;        /* PGD__PREC_*: knob precision, checked against lowp at creation */
 
@@ -472,11 +471,12 @@ double pgd__now_ms(void);
 int pgd__attention_params_parse(const char *text, int *variant, int *kw, int *rows);
 /* Shared by attention.c and attention_ext.c: whether the device has a fast fma (-DUSE_FMA); a
  * view's int4 stride descriptor (each value in [0, 2^31)); a view of B x H x N rows of D
- * floats (halves: IEEE halves, two a float) inside its tensor. `what` names the operand in the error. */
+ * floats (halves: IEEE halves, two a float) inside its tensor. `what` names the operand in the
+ * error. */
 int pgd__attn_fma(const pgd_ctx *ctx);
 int pgd__attn_descr(const pgd_view *v, cl_int4 *out, const char *what, pgd_error **err);
-int pgd__attn_check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_t D,
-                         int halves, const char *what, pgd_error **err);
+int pgd__attn_check_view(const pgd_view *v, int64_t B, int64_t H, int64_t N, int64_t D, int halves,
+                         const char *what, pgd_error **err);
 /* Measures the attention kernels that apply to the device (each first checked against a
  * double-precision host reference) on ViT-B/16's and a 785-token attention, the untuned rule
  * first and the others while pgd__now_ms() < deadline_ms, and sets the context's choice to the

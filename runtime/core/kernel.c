@@ -75,8 +75,8 @@ pgd_status pgd_kernel_set_tensor(pgd_kernel *k, unsigned index, const pgd_tensor
                                  pgd_error **err)
 {
     if (!t || t->ctx != k->ctx)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "argument %u of kernel '%s': %s", index, k->name,
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "argument %u of kernel '%s': %s",
+                              index, k->name,
                               t ? "the tensor belongs to another context" : "no tensor");
     return set(k, index, sizeof(cl_mem), &t->buf, err);
 }

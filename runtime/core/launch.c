@@ -96,7 +96,10 @@ size_t pgd__pow2_floor(size_t v)
     return p;
 }
 
-size_t pgd__round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+size_t pgd__round_up(size_t n, size_t m)
+{
+    return (n + m - 1) / m * m;
+}
 
 int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_row, uint64_t cap,
                          int64_t unit)

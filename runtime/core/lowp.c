@@ -51,8 +51,8 @@ static void lowp_query(cl_device_id d, pgd_device_lowp *o)
     o->fp16 = has_ext(ext, "cl_khr_fp16");
     o->int_dot = has_ext(ext, "cl_khr_integer_dot_product");
     /* Intel's CPU runtime 2026.22 names it cl_intel_bfloat16; the registry's name is longer. */
-    o->bf16_conversions = has_ext(ext, "cl_intel_bfloat16_conversions") ||
-                          has_ext(ext, "cl_intel_bfloat16");
+    o->bf16_conversions =
+        has_ext(ext, "cl_intel_bfloat16_conversions") || has_ext(ext, "cl_intel_bfloat16");
     free(ext);
     if (o->fp16) {
         cl_ulong cfg = 0;
@@ -107,8 +107,8 @@ pgd_status pgd_device_get_lowp(const pgd_device_info *dev, pgd_device_lowp *out,
     cl_device_id d;
     if (find_device(dev, &d))
         return pgd__error_set(err, PGD_ERR_DEVICE_NOT_FOUND,
-                              "pgd_device_get_lowp: device '%s' is no longer at %d:%d",
-                              dev->name, dev->platform_index, dev->device_index);
+                              "pgd_device_get_lowp: device '%s' is no longer at %d:%d", dev->name,
+                              dev->platform_index, dev->device_index);
     pgd_device_lowp full;
     lowp_query(d, &full);
     size_t n = out->size < sizeof full ? out->size : sizeof full;

@@ -14,7 +14,10 @@ void pgd_ctx_get_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out)
     out->reused = ctx->pool_reused;
 }
 
-void pgd_ctx_memory_reset_peak(pgd_ctx *ctx) { pgd__live_peak_reset(ctx); }
+void pgd_ctx_memory_reset_peak(pgd_ctx *ctx)
+{
+    pgd__live_peak_reset(ctx);
+}
 
 /* 0 when [off, off + n) lies inside t, else the error naming `what`. */
 static int check_range(const pgd_tensor *t, int64_t off, int64_t n, const char *what,
@@ -49,10 +52,9 @@ pgd_status pgd_tensor_copy(const pgd_tensor *src, int64_t src_offset, pgd_tensor
                               (long long)src_offset, (long long)count, (long long)dst_offset,
                               (long long)count);
     pgd_ctx *ctx = src->ctx;
-    cl_int cl = clEnqueueCopyBuffer(ctx->queue, src->buf, dst->buf,
-                                    (size_t)src_offset * sizeof(float),
-                                    (size_t)dst_offset * sizeof(float),
-                                    (size_t)count * sizeof(float), 0, NULL, NULL);
+    cl_int cl = clEnqueueCopyBuffer(
+        ctx->queue, src->buf, dst->buf, (size_t)src_offset * sizeof(float),
+        (size_t)dst_offset * sizeof(float), (size_t)count * sizeof(float), 0, NULL, NULL);
     if (cl != CL_SUCCESS)
         return pgd__cl_fail(err, cl, "clEnqueueCopyBuffer", "copying %lld elements on '%s'",
                             (long long)count, ctx->dev.name);
@@ -100,12 +102,14 @@ pgd_status pgd_tensor_slice(const pgd_tensor *src, int dim, int64_t start, int64
     size_t dst_origin[3] = {0, 0, 0};
     size_t region[3] = {row, outer, 1};
     pgd_ctx *ctx = src->ctx;
-    cl_int cl = clEnqueueCopyBufferRect(ctx->queue, src->buf, dst->buf, src_origin, dst_origin,
-                                        region, (size_t)extent * inner * sizeof(float), 0, row, 0,
-                                        0, NULL, NULL);
+    cl_int cl =
+        clEnqueueCopyBufferRect(ctx->queue, src->buf, dst->buf, src_origin, dst_origin, region,
+                                (size_t)extent * inner * sizeof(float), 0, row, 0, 0, NULL, NULL);
     if (cl != CL_SUCCESS)
-        return pgd__cl_fail(err, cl, "clEnqueueCopyBufferRect", "slicing %s along dimension %d on "
-                            "'%s'", ss, dim, ctx->dev.name);
+        return pgd__cl_fail(err, cl, "clEnqueueCopyBufferRect",
+                            "slicing %s along dimension %d on "
+                            "'%s'",
+                            ss, dim, ctx->dev.name);
     return PGD_OK;
 }
 

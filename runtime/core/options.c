@@ -121,20 +121,22 @@ static const char *lookup(const char *const *envp, const char *var)
 /* ---- knobs: key=value pairs for tests and tuning experiments ---- */
 
 static const struct knob {
-    const char *key, *var; /* the key in options.knobs, the variable from_env reads */
-    int64_t max;           /* values are 1..max */
-    int bytes;             /* a byte count: K, M or G suffix allowed */
-    size_t offset;         /* of the int64_t in pgd__knobs */
+    const char *key, *var;    /* the key in options.knobs, the variable from_env reads */
+    int64_t max;              /* values are 1..max */
+    int bytes;                /* a byte count: K, M or G suffix allowed */
+    size_t offset;            /* of the int64_t in pgd__knobs */
     const char *const *names; /* a named knob: one of these, stored as its index + 1 */
 } knob_table[] = {
     {"gemm_k_chunk", "PAGODA_GEMM_KCHUNK", INT32_MAX, 0, offsetof(pgd__knobs, gemm_k_chunk), NULL},
     {"conv_mb", "PAGODA_CONV_MB", 4096, 0, offsetof(pgd__knobs, conv_mb), NULL},
-    {"conv_chunk_bytes", "PAGODA_CONV_CHUNK", INT64_MAX, 1, offsetof(pgd__knobs, conv_chunk_bytes), NULL},
+    {"conv_chunk_bytes", "PAGODA_CONV_CHUNK", INT64_MAX, 1, offsetof(pgd__knobs, conv_chunk_bytes),
+     NULL},
     {"row_wg", "PAGODA_ROW_WG", 1 << 20, 0, offsetof(pgd__knobs, row_wg), NULL},
     {"max_launch_rows", "PAGODA_MAX_LAUNCH_ROWS", INT64_MAX, 0,
      offsetof(pgd__knobs, max_launch_rows), NULL},
     {"nl_key_chunk", "PAGODA_NL_KEY_CHUNK", INT32_MAX, 0, offsetof(pgd__knobs, nl_key_chunk), NULL},
-    {"attn_key_block", "PAGODA_ATTN_KEY_BLOCK", INT32_MAX, 0, offsetof(pgd__knobs, attn_key_block), NULL},
+    {"attn_key_block", "PAGODA_ATTN_KEY_BLOCK", INT32_MAX, 0, offsetof(pgd__knobs, attn_key_block),
+     NULL},
     {"max_batch", "PAGODA_MAX_BATCH", INT32_MAX, 0, offsetof(pgd__knobs, max_batch), NULL},
     {"precision", "PAGODA_PRECISION", 3, 0, offsetof(pgd__knobs, precision), pgd__precision_names},
 };
@@ -293,7 +295,8 @@ pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *en
 {
     static const char *const backends[] = {"auto", "pagoda", "clblast", NULL};
     static const char *const tunings[] = {"create", "request", NULL};
-    static const char *const convs[] = {"auto", "gemm", "implicit", "im2col", "direct", "winograd", NULL};
+    static const char *const convs[] = {"auto",   "gemm",     "implicit",  "im2col",
+                                        "direct", "winograd", "depthwise", NULL};
     static const char *const attns[] = {"auto", "rows", "tiled", "generic", "kt", NULL};
     static const char *const dtypes[] = {"f32", "f16", NULL};
     pgd_ctx_options o; /* committed only when every variable parsed */
@@ -313,14 +316,17 @@ pgd_status pgd_ctx_options_from_envp(pgd_ctx_options *opt, const char *const *en
         o.kernel_dir = s;
     if ((s = lookup(envp, "PAGODA_KERNEL_PARAMS")))
         o.kernel_params = s; /* checked against the device at context creation */
-    if (!rc && (s = lookup(envp, "PAGODA_PROFILE")) && !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_PROFILE")) &&
+        !(rc = parse_bool("PAGODA_PROFILE", s, &e, err)))
         o.profiling = o.profile_print_at_destroy = e;
-    if (!rc && (s = lookup(envp, "PAGODA_GEMM")) && !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_GEMM")) &&
+        !(rc = parse_enum("PAGODA_GEMM", s, backends, &e, err)))
         o.gemm_backend = (pgd_gemm_backend)e;
     if (!rc && (s = lookup(envp, "PAGODA_GEMM_TUNE")) &&
         !(rc = parse_enum("PAGODA_GEMM_TUNE", s, tunings, &e, err)))
         o.gemm_tuning = (pgd_gemm_tuning)e;
-    if (!rc && (s = lookup(envp, "PAGODA_CONV")) && !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
+    if (!rc && (s = lookup(envp, "PAGODA_CONV")) &&
+        !(rc = parse_enum("PAGODA_CONV", s, convs, &e, err)))
         o.conv_algo = (pgd_conv_algo)e;
     if (!rc && (s = lookup(envp, "PAGODA_ATTENTION")) &&
         !(rc = parse_enum("PAGODA_ATTENTION", s, attns, &e, err)))
@@ -404,8 +410,7 @@ pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
     return pgd_hub_options_from_envp(o, NULL, err);
 }
 
-pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp,
-                                     pgd_error **err)
+pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp, pgd_error **err)
 {
     pgd_hub_options n = *o; /* committed only when every variable parsed */
     const char *s;
@@ -424,8 +429,9 @@ pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp
         for (size_t i = 0; s[i] && i + 1 < sizeof low; i++)
             low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
         rc = strlen(s) < sizeof low ? parse_bool("HF_HUB_OFFLINE", low, &n.offline, err)
-                                    : bad(err, "HF_HUB_OFFLINE", s, "1/0, true/false, yes/no "
-                                                                    "or on/off");
+                                    : bad(err, "HF_HUB_OFFLINE", s,
+                                          "1/0, true/false, yes/no "
+                                          "or on/off");
     }
     if (!rc && (s = lookup(envp, "HF_HUB_DOWNLOAD_TIMEOUT"))) {
         char *end;

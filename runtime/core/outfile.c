@@ -100,7 +100,8 @@ pgd_status pgd_outfile_check(const char *path, pgd_error **err)
     if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
         return pgd__error_set(err, PGD_ERR_IO,
                               "%s: refusing to write: it names a directory, not a file (give a "
-                              "file name inside it)", path);
+                              "file name inside it)",
+                              path);
     struct stat st;
     int exists;
     int rc = check_target(path, &st, &exists, err);
@@ -113,8 +114,7 @@ pgd_status pgd_outfile_check(const char *path, pgd_error **err)
         rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: its directory %s: %s", path, dir,
                             strerror(errno));
     else if (!S_ISDIR(st.st_mode))
-        rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s is not a directory", path,
-                            dir);
+        rc = pgd__error_set(err, PGD_ERR_IO, "%s: cannot write: %s is not a directory", path, dir);
     free(dir);
     return rc;
 }

@@ -5,7 +5,10 @@
 
 #include "internal.h"
 
-void pgd_ctx_set_profiling(pgd_ctx *ctx, int on) { ctx->profiling = on != 0; }
+void pgd_ctx_set_profiling(pgd_ctx *ctx, int on)
+{
+    ctx->profiling = on != 0;
+}
 
 static int name_index(pgd_ctx *ctx, const char *name)
 {
@@ -54,9 +57,8 @@ int pgd__enqueue(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, cons
     return pgd__enqueue_at(ctx, k, name, dims, NULL, global, local, err);
 }
 
-int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims,
-                    const size_t *offset, const size_t *global, const size_t *local,
-                    pgd_error **err)
+int pgd__enqueue_at(pgd_ctx *ctx, cl_kernel k, const char *name, cl_uint dims, const size_t *offset,
+                    const size_t *global, const size_t *local, pgd_error **err)
 {
     for (cl_uint i = 0; i < dims; i++)
         if (global[i] == 0)

@@ -1,8 +1,8 @@
 /* program.c — kernel sources (embedded or from $PAGODA_CL_DIR), per-device build options,
  * build logs, and the in-memory program table backed by the disk cache. */
 #include <errno.h>
-#include <stdio.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,8 +63,9 @@ int pgd__source_load(const char *dir, const char *file, char **out, pgd_error **
     for (size_t i = 0; pgd__embedded_sources[i].name; i++) {
         if (!strcmp(pgd__embedded_sources[i].name, file)) {
             *out = pgd__strdup(pgd__embedded_sources[i].text);
-            return *out ? PGD_OK
-                        : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "copying source %s", file);
+            return *out
+                       ? PGD_OK
+                       : pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "copying source %s", file);
         }
     }
     return pgd__error_set(err, PGD_ERR_NOT_FOUND, "no kernel file '%s.cl' is embedded in libpagoda",
@@ -90,9 +91,11 @@ static char *build_log(pgd_ctx *ctx, cl_program prog)
  * integer dot products of cl_khr_integer_dot_product exist only from OpenCL C 2.0) keeps it. */
 static void full_options(const pgd_ctx *ctx, const char *extra, char *buf, size_t size)
 {
-    const char *std = extra && strstr(extra, "-cl-std=") ? "" : (ctx->dev.opencl_c_major > 1 || ctx->dev.opencl_c_minor >= 2) ? "-cl-std=CL1.2"
-                      : ctx->dev.opencl_c_minor >= 1                                 ? "-cl-std=CL1.1"
-                                                                                     : "";
+    const char *std = extra && strstr(extra, "-cl-std=") ? ""
+                      : (ctx->dev.opencl_c_major > 1 || ctx->dev.opencl_c_minor >= 2)
+                          ? "-cl-std=CL1.2"
+                      : ctx->dev.opencl_c_minor >= 1 ? "-cl-std=CL1.1"
+                                                     : "";
     snprintf(buf, size, "%s%s%s", std, extra && *extra ? " " : "", extra ? extra : "");
 }
 
@@ -262,8 +265,8 @@ static int program_get(pgd_ctx *ctx, const char *name, const char *source, const
     return PGD_OK;
 }
 
-int pgd__program_get_source(pgd_ctx *ctx, const char *name, const char *source,
-                            const char *options, cl_program *out, pgd_error **err)
+int pgd__program_get_source(pgd_ctx *ctx, const char *name, const char *source, const char *options,
+                            cl_program *out, pgd_error **err)
 {
     pgd__program_entry *e = NULL;
     int rc = program_get(ctx, name, source, options, 0, &e, err);

@@ -29,8 +29,7 @@ const char *pgd_status_name(int status)
 {
     switch (status) {
 #define X(name, value, msg)                                                                        \
-    case value:                                                                                    \
-        return "PGD_" #name;
+    case value: return "PGD_" #name;
         PGD_STATUS_MAP(X)
 #undef X
     }
@@ -41,8 +40,7 @@ const char *pgd_status_str(int status)
 {
     switch (status) {
 #define X(name, value, msg)                                                                        \
-    case value:                                                                                    \
-        return msg;
+    case value: return msg;
         PGD_STATUS_MAP(X)
 #undef X
     }
@@ -50,47 +48,77 @@ const char *pgd_status_str(int status)
 }
 
 /* The OpenCL 1.2 error codes; later versions add none that 1.2 drivers return. */
+/* clang-format off (one code a line; clang-format would run them together) */
 #define PGD_CL_ERRORS(X)                                                                           \
     X(CL_SUCCESS)                                                                                  \
-    X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE) X(              \
-        CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY)          \
-        X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_IMAGE_FORMAT_MISMATCH) X(   \
-            CL_IMAGE_FORMAT_NOT_SUPPORTED) X(CL_BUILD_PROGRAM_FAILURE) X(CL_MAP_FAILURE)           \
-            X(CL_MISALIGNED_SUB_BUFFER_OFFSET) X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) X(  \
-                CL_COMPILE_PROGRAM_FAILURE) X(CL_LINKER_NOT_AVAILABLE) X(CL_LINK_PROGRAM_FAILURE)  \
-                X(CL_DEVICE_PARTITION_FAILED) X(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) X(               \
-                    CL_INVALID_VALUE) X(CL_INVALID_DEVICE_TYPE) X(CL_INVALID_PLATFORM)             \
-                    X(CL_INVALID_DEVICE) X(CL_INVALID_CONTEXT) X(CL_INVALID_QUEUE_PROPERTIES) X(   \
-                        CL_INVALID_COMMAND_QUEUE) X(CL_INVALID_HOST_PTR) X(CL_INVALID_MEM_OBJECT)  \
-                        X(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) X(CL_INVALID_IMAGE_SIZE) X(          \
-                            CL_INVALID_SAMPLER) X(CL_INVALID_BINARY) X(CL_INVALID_BUILD_OPTIONS)   \
-                            X(CL_INVALID_PROGRAM) X(CL_INVALID_PROGRAM_EXECUTABLE) X(              \
-                                CL_INVALID_KERNEL_NAME) X(CL_INVALID_KERNEL_DEFINITION)            \
-                                X(CL_INVALID_KERNEL) X(CL_INVALID_ARG_INDEX) X(                    \
-                                    CL_INVALID_ARG_VALUE) X(CL_INVALID_ARG_SIZE)                   \
-                                    X(CL_INVALID_KERNEL_ARGS) X(CL_INVALID_WORK_DIMENSION) X(      \
-                                        CL_INVALID_WORK_GROUP_SIZE) X(CL_INVALID_WORK_ITEM_SIZE)   \
-                                        X(CL_INVALID_GLOBAL_OFFSET) X(CL_INVALID_EVENT_WAIT_LIST)  \
-                                            X(CL_INVALID_EVENT) X(CL_INVALID_OPERATION) X(         \
-                                                CL_INVALID_GL_OBJECT) X(CL_INVALID_BUFFER_SIZE)    \
-                                                X(CL_INVALID_MIP_LEVEL)                            \
-                                                    X(CL_INVALID_GLOBAL_WORK_SIZE) X(              \
-                                                        CL_INVALID_PROPERTY)                       \
-                                                        X(CL_INVALID_IMAGE_DESCRIPTOR) X(          \
-                                                            CL_INVALID_COMPILER_OPTIONS)           \
-                                                            X(CL_INVALID_LINKER_OPTIONS) X(        \
-                                                                CL_INVALID_DEVICE_PARTITION_COUNT)
+    X(CL_DEVICE_NOT_FOUND)                                                                         \
+    X(CL_DEVICE_NOT_AVAILABLE)                                                                     \
+    X(CL_COMPILER_NOT_AVAILABLE)                                                                   \
+    X(CL_MEM_OBJECT_ALLOCATION_FAILURE)                                                            \
+    X(CL_OUT_OF_RESOURCES)                                                                         \
+    X(CL_OUT_OF_HOST_MEMORY)                                                                       \
+    X(CL_PROFILING_INFO_NOT_AVAILABLE)                                                             \
+    X(CL_MEM_COPY_OVERLAP)                                                                         \
+    X(CL_IMAGE_FORMAT_MISMATCH)                                                                    \
+    X(CL_IMAGE_FORMAT_NOT_SUPPORTED)                                                               \
+    X(CL_BUILD_PROGRAM_FAILURE)                                                                    \
+    X(CL_MAP_FAILURE)                                                                              \
+    X(CL_MISALIGNED_SUB_BUFFER_OFFSET)                                                             \
+    X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)                                                \
+    X(CL_COMPILE_PROGRAM_FAILURE)                                                                  \
+    X(CL_LINKER_NOT_AVAILABLE)                                                                     \
+    X(CL_LINK_PROGRAM_FAILURE)                                                                     \
+    X(CL_DEVICE_PARTITION_FAILED)                                                                  \
+    X(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)                                                            \
+    X(CL_INVALID_VALUE)                                                                            \
+    X(CL_INVALID_DEVICE_TYPE)                                                                      \
+    X(CL_INVALID_PLATFORM)                                                                         \
+    X(CL_INVALID_DEVICE)                                                                           \
+    X(CL_INVALID_CONTEXT)                                                                          \
+    X(CL_INVALID_QUEUE_PROPERTIES)                                                                 \
+    X(CL_INVALID_COMMAND_QUEUE)                                                                    \
+    X(CL_INVALID_HOST_PTR)                                                                         \
+    X(CL_INVALID_MEM_OBJECT)                                                                       \
+    X(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)                                                          \
+    X(CL_INVALID_IMAGE_SIZE)                                                                       \
+    X(CL_INVALID_SAMPLER)                                                                          \
+    X(CL_INVALID_BINARY)                                                                           \
+    X(CL_INVALID_BUILD_OPTIONS)                                                                    \
+    X(CL_INVALID_PROGRAM)                                                                          \
+    X(CL_INVALID_PROGRAM_EXECUTABLE)                                                               \
+    X(CL_INVALID_KERNEL_NAME)                                                                      \
+    X(CL_INVALID_KERNEL_DEFINITION)                                                                \
+    X(CL_INVALID_KERNEL)                                                                           \
+    X(CL_INVALID_ARG_INDEX)                                                                        \
+    X(CL_INVALID_ARG_VALUE)                                                                        \
+    X(CL_INVALID_ARG_SIZE)                                                                         \
+    X(CL_INVALID_KERNEL_ARGS)                                                                      \
+    X(CL_INVALID_WORK_DIMENSION)                                                                   \
+    X(CL_INVALID_WORK_GROUP_SIZE)                                                                  \
+    X(CL_INVALID_WORK_ITEM_SIZE)                                                                   \
+    X(CL_INVALID_GLOBAL_OFFSET)                                                                    \
+    X(CL_INVALID_EVENT_WAIT_LIST)                                                                  \
+    X(CL_INVALID_EVENT)                                                                            \
+    X(CL_INVALID_OPERATION)                                                                        \
+    X(CL_INVALID_GL_OBJECT)                                                                        \
+    X(CL_INVALID_BUFFER_SIZE)                                                                      \
+    X(CL_INVALID_MIP_LEVEL)                                                                        \
+    X(CL_INVALID_GLOBAL_WORK_SIZE)                                                                 \
+    X(CL_INVALID_PROPERTY)                                                                         \
+    X(CL_INVALID_IMAGE_DESCRIPTOR)                                                                 \
+    X(CL_INVALID_COMPILER_OPTIONS)                                                                 \
+    X(CL_INVALID_LINKER_OPTIONS)                                                                   \
+    X(CL_INVALID_DEVICE_PARTITION_COUNT)
+/* clang-format on */
 
 const char *pgd_cl_error_name(int cl_code)
 {
     switch (cl_code) {
 #define X(name)                                                                                    \
-    case name:                                                                                     \
-        return #name;
+    case name: return #name;
         PGD_CL_ERRORS(X)
 #undef X
-    case -1001:
-        return "CL_PLATFORM_NOT_FOUND_KHR";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     }
     return "CL_UNKNOWN_ERROR";
 }
@@ -98,26 +126,18 @@ const char *pgd_cl_error_name(int cl_code)
 int pgd__status_from_cl(cl_int cl_code)
 {
     switch (cl_code) {
-    case CL_SUCCESS:
-        return PGD_OK;
-    case CL_DEVICE_NOT_FOUND:
-        return PGD_ERR_DEVICE_NOT_FOUND;
+    case CL_SUCCESS: return PGD_OK;
+    case CL_DEVICE_NOT_FOUND: return PGD_ERR_DEVICE_NOT_FOUND;
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
-    case CL_INVALID_BUFFER_SIZE:
-        return PGD_ERR_ALLOCATION;
-    case CL_OUT_OF_RESOURCES:
-        return PGD_ERR_OUT_OF_RESOURCES;
-    case CL_OUT_OF_HOST_MEMORY:
-        return PGD_ERR_OUT_OF_HOST_MEMORY;
+    case CL_INVALID_BUFFER_SIZE: return PGD_ERR_ALLOCATION;
+    case CL_OUT_OF_RESOURCES: return PGD_ERR_OUT_OF_RESOURCES;
+    case CL_OUT_OF_HOST_MEMORY: return PGD_ERR_OUT_OF_HOST_MEMORY;
     case CL_BUILD_PROGRAM_FAILURE:
     case CL_COMPILE_PROGRAM_FAILURE:
     case CL_LINK_PROGRAM_FAILURE:
-    case CL_INVALID_BUILD_OPTIONS:
-        return PGD_ERR_BUILD;
-    case -1001:
-        return PGD_ERR_NO_PLATFORM;
-    default:
-        return PGD_ERR_OPENCL;
+    case CL_INVALID_BUILD_OPTIONS: return PGD_ERR_BUILD;
+    case -1001: return PGD_ERR_NO_PLATFORM;
+    default: return PGD_ERR_OPENCL;
     }
 }
 

@@ -142,7 +142,10 @@ pgd_status pgd_tensor_create(pgd_ctx *ctx, int ndim, const int64_t *shape, pgd_t
     return PGD_OK;
 }
 
-void pgd__live_peak_reset(pgd_ctx *ctx) { ctx->live_peak = ctx->live_bytes; }
+void pgd__live_peak_reset(pgd_ctx *ctx)
+{
+    ctx->live_peak = ctx->live_bytes;
+}
 
 int pgd__tensor_numel(int ndim, const int64_t *shape, uint64_t *numel, pgd_error **err)
 {
@@ -269,7 +272,8 @@ pgd_status pgd_tensor_reshape(pgd_tensor *t, int ndim, const int64_t *shape, pgd
     if (rc)
         return rc;
     if ((int64_t)numel != pgd_tensor_get_numel(t))
-        return pgd__error_set(err, PGD_ERR_SHAPE, "cannot reshape %s to [%s]: element counts differ",
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "cannot reshape %s to [%s]: element counts differ",
                               pgd_tensor_shape_str(t, old, sizeof old), desc);
     set_contiguous(t, ndim, shape);
     return PGD_OK;

@@ -14,8 +14,8 @@
 #define PGD_GRAPH_H
 
 #include "onnx.pb-c.h"
-#include "pagoda_util.h"
 #include "pagoda.h"
+#include "pagoda_util.h"
 
 #include <stdint.h>
 

@@ -69,7 +69,7 @@ pgd_status pgd_graph_get_output(const pgd_graph *g, int i, pgd_graph_io *out)
 }
 
 pgd_status pgd_graph_run(pgd_graph *g, const pgd_tensor *const *inputs, pgd_tensor **outputs,
-                  pgd_error **err)
+                         pgd_error **err)
 {
     if (!g || (!inputs && g->ninputs) || !outputs)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "graph_run: NULL argument");
@@ -86,14 +86,10 @@ double pgd_graph_flops(const pgd_graph *g)
 static const char *fuse_name(int kind)
 {
     switch (kind) {
-    case F_LINEAR:
-        return "linear";
-    case F_CONV:
-        return "conv";
-    case F_ATTENTION:
-        return "attention";
-    default:
-        return "gelu";
+    case F_LINEAR: return "linear";
+    case F_CONV: return "conv";
+    case F_ATTENTION: return "attention";
+    default: return "gelu";
     }
 }
 

@@ -61,12 +61,8 @@ int pgd__graph_check_nesting(const void *data, size_t size, const char *path, pg
             if (!read_varint(p, st[depth].end, &pos, &v))
                 return PGD_OK;
             break;
-        case 1:
-            pos += 8;
-            break;
-        case 5:
-            pos += 4;
-            break;
+        case 1: pos += 8; break;
+        case 5: pos += 4; break;
         case 2: {
             if (!read_varint(p, st[depth].end, &pos, &v) || v > st[depth].end - pos)
                 return PGD_OK;
@@ -93,8 +89,7 @@ int pgd__graph_check_nesting(const void *data, size_t size, const char *path, pg
             st[depth].end = pos + (size_t)v;
             break;
         }
-        default:
-            return PGD_OK; /* groups and invalid wire types: protobuf-c refuses them */
+        default: return PGD_OK; /* groups and invalid wire types: protobuf-c refuses them */
         }
         if (pos > st[depth].end)
             return PGD_OK; /* a fixed-size value past its message's end */

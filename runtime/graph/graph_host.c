@@ -245,36 +245,21 @@ static const char *const unary_names[] = {"Sqrt", "Neg",  "Abs", "Floor", "Ceil"
 static double unop(int k, double x)
 {
     switch (k) {
-    case 0:
-        return sqrt(x);
-    case 1:
-        return -x;
-    case 2:
-        return fabs(x);
-    case 3:
-        return floor(x);
-    case 4:
-        return ceil(x);
-    case 5:
-        return 1.0 / x;
-    case 6:
-        return exp(x);
-    case 7:
-        return sin(x);
-    case 8:
-        return cos(x);
-    case 9:
-        return log(x);
-    case 10:
-        return tanh(x);
-    case 11:
-        return 1 / (1 + exp(-x));
-    case 12:
-        return erf(x);
-    case 13:
-        return x > 0 ? x : 0;
-    default:
-        return x == 0; /* Not */
+    case 0: return sqrt(x);
+    case 1: return -x;
+    case 2: return fabs(x);
+    case 3: return floor(x);
+    case 4: return ceil(x);
+    case 5: return 1.0 / x;
+    case 6: return exp(x);
+    case 7: return sin(x);
+    case 8: return cos(x);
+    case 9: return log(x);
+    case 10: return tanh(x);
+    case 11: return 1 / (1 + exp(-x));
+    case 12: return erf(x);
+    case 13: return x > 0 ? x : 0;
+    default: return x == 0; /* Not */
     }
 }
 

@@ -146,23 +146,18 @@ static size_t elem_bytes(int dtype)
     switch (dtype) {
     case G_FLOAT:
     case G_INT32:
-    case G_UINT32:
-        return 4;
+    case G_UINT32: return 4;
     case G_DOUBLE:
     case G_INT64:
-    case G_UINT64:
-        return 8;
+    case G_UINT64: return 8;
     case G_FLOAT16:
     case G_BFLOAT16:
     case G_INT16:
-    case G_UINT16:
-        return 2;
+    case G_UINT16: return 2;
     case G_INT8:
     case G_UINT8:
-    case G_BOOL:
-        return 1;
-    default:
-        return 0;
+    case G_BOOL: return 1;
+    default: return 0;
     }
 }
 
@@ -239,12 +234,8 @@ static void raw_elem(ghost *h, const uint8_t *p, int64_t k)
         h->i[k] = v;
         break;
     }
-    case G_INT8:
-        h->i[k] = (int8_t)p[0];
-        break;
-    default:
-        h->i[k] = p[0];
-        break; /* UINT8, BOOL */
+    case G_INT8: h->i[k] = (int8_t)p[0]; break;
+    default: h->i[k] = p[0]; break; /* UINT8, BOOL */
     }
 }
 
@@ -326,39 +317,24 @@ static int read_external(const pgd_graph *g, const Onnx__TensorProto *t, const c
 static int64_t typed_count(const Onnx__TensorProto *t)
 {
     switch (t->data_type) {
-    case G_FLOAT:
-        return (int64_t)t->n_float_data;
-    case G_DOUBLE:
-        return (int64_t)t->n_double_data;
-    case G_INT64:
-        return (int64_t)t->n_int64_data;
+    case G_FLOAT: return (int64_t)t->n_float_data;
+    case G_DOUBLE: return (int64_t)t->n_double_data;
+    case G_INT64: return (int64_t)t->n_int64_data;
     case G_UINT32:
-    case G_UINT64:
-        return (int64_t)t->n_uint64_data;
-    default:
-        return (int64_t)t->n_int32_data; /* int32/16/8, uint16/8, bool, float16, bf16 */
+    case G_UINT64: return (int64_t)t->n_uint64_data;
+    default: return (int64_t)t->n_int32_data; /* int32/16/8, uint16/8, bool, float16, bf16 */
     }
 }
 
 static void typed_elem(ghost *h, const Onnx__TensorProto *t, int64_t k)
 {
     switch (t->data_type) {
-    case G_FLOAT:
-        h->f[k] = t->float_data[k];
-        break;
-    case G_DOUBLE:
-        h->f[k] = (float)t->double_data[k];
-        break;
-    case G_INT64:
-        h->i[k] = t->int64_data[k];
-        break;
+    case G_FLOAT: h->f[k] = t->float_data[k]; break;
+    case G_DOUBLE: h->f[k] = (float)t->double_data[k]; break;
+    case G_INT64: h->i[k] = t->int64_data[k]; break;
     case G_UINT32:
-    case G_UINT64:
-        h->i[k] = (int64_t)t->uint64_data[k];
-        break;
-    case G_FLOAT16:
-        h->f[k] = half_to_float((uint16_t)t->int32_data[k]);
-        break;
+    case G_UINT64: h->i[k] = (int64_t)t->uint64_data[k]; break;
+    case G_FLOAT16: h->f[k] = half_to_float((uint16_t)t->int32_data[k]); break;
     case G_BFLOAT16: {
         uint32_t u = (uint32_t)t->int32_data[k] << 16;
         float f;
@@ -366,9 +342,7 @@ static void typed_elem(ghost *h, const Onnx__TensorProto *t, int64_t k)
         h->f[k] = f;
         break;
     }
-    default:
-        h->i[k] = t->int32_data[k];
-        break;
+    default: h->i[k] = t->int32_data[k]; break;
     }
 }
 
@@ -775,7 +749,7 @@ pgd_status pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_e
 }
 
 pgd_status pgd_graph_load_memory(pgd_ctx *ctx, const void *data, size_t size, const char *name,
-                          pgd_graph **out, pgd_error **err)
+                                 pgd_graph **out, pgd_error **err)
 {
     if (!out || (!data && size))
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "graph_load_memory: NULL data or out");

@@ -636,8 +636,17 @@ static int op_pad(pgd_graph *g, gnode *n, const gview *x, pgd_error **err)
                      : !strcmp(mode, "edge")  ? PGD_PAD_EDGE
                      : !strcmp(mode, "wrap")  ? PGD_PAD_WRAP
                                               : PGD_PAD_CONSTANT;
-    for (int d = 0; d < x->nd; d++)
+    int any = 0;
+    for (int d = 0; d < x->nd; d++) {
         dim[d] = x->dim[d] + pads[d] + pads[x->nd + d];
+        any |= pads[d] != 0 || pads[x->nd + d] != 0;
+    }
+    if (!any) { /* no padding (Swin's pad to whole windows at sizes already whole): a view */
+        gview y = *x;
+        y.b->refs++;
+        set_view(g, n, 0, &y);
+        return PGD_OK;
+    }
     gview xm, y;
     int rc = pgd__gview_materialise(g, x, &xm, err);
     if (!rc && !(rc = pgd__gview_new(g, x->nd, dim, &y, err))) {

@@ -91,20 +91,20 @@ extern "C" {
 /* X(NAME, value, message). Values overlapping OpenCL's meaning reuse OpenCL's numbers. */
 #define PGD_STATUS_MAP(X)                                                                          \
     X(OK, 0, "success")                                                                            \
-    X(ERR_DEVICE_NOT_FOUND, -1, "no OpenCL device matches")                                      \
-    X(ERR_ALLOCATION, -4, "device memory allocation failed")                                      \
-    X(ERR_OUT_OF_RESOURCES, -5, "the device ran out of resources")                                \
-    X(ERR_OUT_OF_HOST_MEMORY, -6, "out of host memory")                                           \
-    X(ERR_BUILD, -11, "an OpenCL program failed to build")                                        \
-    X(ERR_INVALID_ARGUMENT, -30, "invalid argument")                                              \
-    X(ERR_NO_PLATFORM, -1001, "no OpenCL platform or device is installed")                        \
-    X(ERR_OPENCL, -1100, "an OpenCL call failed")                                                 \
-    X(ERR_IO, -1101, "file input/output failed")                                                  \
-    X(ERR_FORMAT, -1102, "malformed input file")                                                  \
-    X(ERR_SHAPE, -1103, "tensor shapes do not fit")                                               \
-    X(ERR_UNSUPPORTED, -1104, "not supported")                                                    \
-    X(ERR_TOO_LARGE, -1105, "request exceeds a device or safety limit")                          \
-    X(ERR_NOT_FOUND, -1106, "not found")                                                          \
+    X(ERR_DEVICE_NOT_FOUND, -1, "no OpenCL device matches")                                        \
+    X(ERR_ALLOCATION, -4, "device memory allocation failed")                                       \
+    X(ERR_OUT_OF_RESOURCES, -5, "the device ran out of resources")                                 \
+    X(ERR_OUT_OF_HOST_MEMORY, -6, "out of host memory")                                            \
+    X(ERR_BUILD, -11, "an OpenCL program failed to build")                                         \
+    X(ERR_INVALID_ARGUMENT, -30, "invalid argument")                                               \
+    X(ERR_NO_PLATFORM, -1001, "no OpenCL platform or device is installed")                         \
+    X(ERR_OPENCL, -1100, "an OpenCL call failed")                                                  \
+    X(ERR_IO, -1101, "file input/output failed")                                                   \
+    X(ERR_FORMAT, -1102, "malformed input file")                                                   \
+    X(ERR_SHAPE, -1103, "tensor shapes do not fit")                                                \
+    X(ERR_UNSUPPORTED, -1104, "not supported")                                                     \
+    X(ERR_TOO_LARGE, -1105, "request exceeds a device or safety limit")                            \
+    X(ERR_NOT_FOUND, -1106, "not found")                                                           \
     X(ERR_INTERNAL, -1107, "internal error")
 
 typedef enum pgd_status {
@@ -220,13 +220,13 @@ PGD_API pgd_status pgd_device_select(const pgd_device_info *list, size_t count,
  * the bits of cl_khr_integer_dot_product's acceleration properties: PGD_DOT_* below. */
 typedef struct pgd_device_lowp {
     size_t size;
-    int fp16;             /* cl_khr_fp16: half-precision arithmetic in kernels */
-    unsigned half_fp_config; /* CL_DEVICE_HALF_FP_CONFIG bits (0 without cl_khr_fp16) */
-    int int_dot;          /* cl_khr_integer_dot_product */
-    unsigned int_dot_caps; /* 1: packed 4x8-bit inputs, 2: char4/uchar4 inputs */
-    unsigned dot8_accel;   /* ACCELERATION_PROPERTIES_8BIT_KHR as PGD_DOT_* bits */
+    int fp16;                   /* cl_khr_fp16: half-precision arithmetic in kernels */
+    unsigned half_fp_config;    /* CL_DEVICE_HALF_FP_CONFIG bits (0 without cl_khr_fp16) */
+    int int_dot;                /* cl_khr_integer_dot_product */
+    unsigned int_dot_caps;      /* 1: packed 4x8-bit inputs, 2: char4/uchar4 inputs */
+    unsigned dot8_accel;        /* ACCELERATION_PROPERTIES_8BIT_KHR as PGD_DOT_* bits */
     unsigned dot8_packed_accel; /* ACCELERATION_PROPERTIES_4x8BIT_PACKED_KHR as PGD_DOT_* bits */
-    int bf16_conversions; /* cl_intel_bfloat16_conversions (or cl_intel_bfloat16) */
+    int bf16_conversions;       /* cl_intel_bfloat16_conversions (or cl_intel_bfloat16) */
 } pgd_device_lowp;
 enum {
     PGD_DOT_SIGNED = 1,
@@ -252,7 +252,7 @@ typedef struct pgd_ctx pgd_ctx;
 
 /* The GEMM back end: chosen per shape class (AUTO), or forced. */
 typedef enum pgd_gemm_backend {
-    PGD_GEMM_BACKEND_AUTO = 0, /* the stored (tuned) choice of the shape class, else Pagoda */
+    PGD_GEMM_BACKEND_AUTO = 0,    /* the stored (tuned) choice of the shape class, else Pagoda */
     PGD_GEMM_BACKEND_PAGODA = 1,  /* Pagoda's own kernels (cl/gemm.cl) */
     PGD_GEMM_BACKEND_CLBLAST = 2, /* CLBlast where built in, else Pagoda's kernels */
 } pgd_gemm_backend;
@@ -268,12 +268,13 @@ typedef enum pgd_gemm_tuning {
 
 /* The convolution algorithm; a forced one is used only where it applies, else AUTO's. */
 typedef enum pgd_conv_algo {
-    PGD_CONV_ALGO_AUTO = 0, /* per shape and device */
-    PGD_CONV_ALGO_GEMM = 1,     /* 1x1, stride 1, no padding, one group: a plain GEMM */
-    PGD_CONV_ALGO_IMPLICIT = 2, /* implicit GEMM (CPU devices) */
-    PGD_CONV_ALGO_IM2COL = 3,   /* im2col matrix in chunks, then GEMM */
-    PGD_CONV_ALGO_DIRECT = 4,   /* direct kernel */
-    PGD_CONV_ALGO_WINOGRAD = 5, /* 3x3 stride 1, one group, CPU devices: F(2x2, 3x3) + GEMMs */
+    PGD_CONV_ALGO_AUTO = 0,      /* per shape and device */
+    PGD_CONV_ALGO_GEMM = 1,      /* 1x1, stride 1, no padding, one group: a plain GEMM */
+    PGD_CONV_ALGO_IMPLICIT = 2,  /* implicit GEMM (CPU devices) */
+    PGD_CONV_ALGO_IM2COL = 3,    /* im2col matrix in chunks, then GEMM */
+    PGD_CONV_ALGO_DIRECT = 4,    /* direct kernel */
+    PGD_CONV_ALGO_WINOGRAD = 5,  /* 3x3 stride 1, one group, CPU devices: F(2x2, 3x3) + GEMMs */
+    PGD_CONV_ALGO_DEPTHWISE = 6, /* groups = channels: the depthwise kernel */
 } pgd_conv_algo;
 
 /* The attention kernel; a forced one is used only where it applies, else AUTO's. */
@@ -321,7 +322,7 @@ typedef struct pgd_ctx_options {
     pgd_gemm_backend gemm_backend;
     /* $PAGODA_GEMM_TUNE = create | request. */
     pgd_gemm_tuning gemm_tuning;
-    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct | winograd. */
+    /* $PAGODA_CONV = auto | gemm | implicit | im2col | direct | winograd | depthwise. */
     pgd_conv_algo conv_algo;
     /* $PAGODA_ATTENTION = auto | rows | tiled | generic | kt. */
     pgd_attention_variant attention;
@@ -345,31 +346,26 @@ typedef struct pgd_ctx_options {
     int weights_f16;
     /* Knobs for tests and tuning experiments, not part of the stable interface: a NUL-terminated
      * list of key=value pairs separated by commas, "" for none. Each value is a positive
-     * whole number (conv_chunk_bytes also takes a K, M or G suffix; precision a name); a knob not given takes
-     * the library's own choice. Known keys, with the variable pgd_ctx_options_from_env()
-     * reads each from:
-     *   gemm_k_chunk     $PAGODA_GEMM_KCHUNK     split every GEMM's K into chunks of this many,
-     *                    accumulated through beta (default: 256 on software rasterisers, whose
-     *                    loops are cut after ~65,535 iterations; no split elsewhere)
-     *   conv_mb          $PAGODA_CONV_MB         row tiles per work-item of the implicit-GEMM
-     *                    convolution (1 to 4096; default 1)
-     *   conv_chunk_bytes $PAGODA_CONV_CHUNK      a smaller im2col chunk than the default 64 MiB
-     *                    (or the device's max allocation), so small shapes run the chunk loop
-     *   row_wg           $PAGODA_ROW_WG          an upper bound on the work-group size of the
-     *                    row kernels (LayerNorm, softmax) replacing the CPU cap (up to 2^20)
-     *   max_launch_rows  $PAGODA_MAX_LAUNCH_ROWS rows per launch of every split launch
-     *                    (default: a launch is cut at about 2^30 FLOPs)
-     *   nl_key_chunk     $PAGODA_NL_KEY_CHUNK    keys per chunk of the non-local attention
-     *   attn_key_block   $PAGODA_ATTN_KEY_BLOCK  keys per block of the CPU attention kernel (kt)
-     *   max_batch        $PAGODA_MAX_BATCH       for applications (libpagoda-models reads it
-     *                    with pgd_ctx_get_knob): the most images put in one pass; the library
-     *                    itself does not batch
-     *   precision        $PAGODA_PRECISION       f32 | f16 | int8 (pgd_ctx_get_knob: 1, 2, 3): the
-     *                    arithmetic of linear layers (docs/precision.md). f16 needs cl_khr_fp16,
-     *                    int8 cl_khr_integer_dot_product; a device without it refuses the
-     *                    context with PGD_ERR_UNSUPPORTED naming the device and the extension
-     * Set them with pgd_ctx_options_set_knob() or by writing the text; they are checked when
-     * the context is created (an unknown key or a bad value is PGD_ERR_INVALID_ARGUMENT naming
+     * whole number (conv_chunk_bytes also takes a K, M or G suffix; precision a name); a knob not
+     * given takes the library's own choice. Known keys, with the variable
+     * pgd_ctx_options_from_env() reads each from: gemm_k_chunk     $PAGODA_GEMM_KCHUNK     split
+     * every GEMM's K into chunks of this many, accumulated through beta (default: 256 on software
+     * rasterisers, whose loops are cut after ~65,535 iterations; no split elsewhere) conv_mb
+     * $PAGODA_CONV_MB         row tiles per work-item of the implicit-GEMM convolution (1 to 4096;
+     * default 1) conv_chunk_bytes $PAGODA_CONV_CHUNK      a smaller im2col chunk than the default
+     * 64 MiB (or the device's max allocation), so small shapes run the chunk loop row_wg
+     * $PAGODA_ROW_WG          an upper bound on the work-group size of the row kernels (LayerNorm,
+     * softmax) replacing the CPU cap (up to 2^20) max_launch_rows  $PAGODA_MAX_LAUNCH_ROWS rows per
+     * launch of every split launch (default: a launch is cut at about 2^30 FLOPs) nl_key_chunk
+     * $PAGODA_NL_KEY_CHUNK    keys per chunk of the non-local attention attn_key_block
+     * $PAGODA_ATTN_KEY_BLOCK  keys per block of the CPU attention kernel (kt) max_batch
+     * $PAGODA_MAX_BATCH       for applications (libpagoda-models reads it with pgd_ctx_get_knob):
+     * the most images put in one pass; the library itself does not batch precision
+     * $PAGODA_PRECISION       f32 | f16 | int8 (pgd_ctx_get_knob: 1, 2, 3): the arithmetic of
+     * linear layers (docs/precision.md). f16 needs cl_khr_fp16, int8 cl_khr_integer_dot_product; a
+     * device without it refuses the context with PGD_ERR_UNSUPPORTED naming the device and the
+     * extension Set them with pgd_ctx_options_set_knob() or by writing the text; they are checked
+     * when the context is created (an unknown key or a bad value is PGD_ERR_INVALID_ARGUMENT naming
      * it) and the context keeps them normalised (pgd_ctx_get_options(ctx)->knobs). */
     char knobs[PGD_KNOBS_MAX];
 } pgd_ctx_options;
@@ -501,9 +497,9 @@ PGD_API void pgd_ctx_get_pool_stats(const pgd_ctx *ctx, uint64_t *idle_bytes, si
  * pgd_ctx_memory_reset_peak (or creation): what a pass really needed. */
 typedef struct pgd_memory_stats {
     uint64_t live_bytes, peak_bytes;
-    uint64_t idle_bytes;  /* held idle in the pool for reuse */
+    uint64_t idle_bytes; /* held idle in the pool for reuse */
     size_t idle_buffers;
-    uint64_t reused;      /* tensor creations served from the pool */
+    uint64_t reused; /* tensor creations served from the pool */
 } pgd_memory_stats;
 PGD_API void pgd_ctx_get_memory_stats(const pgd_ctx *ctx, pgd_memory_stats *out);
 /* Sets peak_bytes to the bytes live now, before a pass to be measured. */
@@ -531,9 +527,9 @@ typedef enum pgd_act { PGD_ACT_NONE = 0, PGD_ACT_RELU = 1, PGD_ACT_GELU = 2 } pg
 /* Options of pgd_gemm. Epilogue order: alpha·op(A)·op(B) + beta·C, + bias[n], activation
  * (GELU is the exact erf form), + residual[m, n]. */
 typedef struct pgd_gemm_args {
-    int trans_a, trans_b; /* op(X) = Xᵀ when set */
-    float alpha, beta;    /* beta = 0: C is not read (may hold NaN) */
-    const pgd_tensor *bias;     /* 1-D [N], or NULL */
+    int trans_a, trans_b;   /* op(X) = Xᵀ when set */
+    float alpha, beta;      /* beta = 0: C is not read (may hold NaN) */
+    const pgd_tensor *bias; /* 1-D [N], or NULL */
     pgd_act act;
     const pgd_tensor *residual; /* shaped like C (may be C itself), or NULL */
 } pgd_gemm_args;
@@ -616,8 +612,8 @@ PGD_API pgd_status pgd_gemm_tune(pgd_ctx *ctx, int trans_a, int trans_b, int64_t
  * keep the parameters their weights were packed for. Untuned devices get defaults from their
  * reported limits (type, preferred vector width, work-group size, local memory). */
 typedef struct pgd_tune_progress {
-    int index, count;  /* this candidate (0-based) of `count`; -1 in the runoff (of `count`
-                          finalists, `ms` their median of 5 passes, best_ms -1) */
+    int index, count;   /* this candidate (0-based) of `count`; -1 in the runoff (of `count`
+                           finalists, `ms` their median of 5 passes, best_ms -1) */
     const char *params; /* its parameters, as pgd_ctx_get_kernel_params prints them */
     double ms;          /* its time for the workload; < 0 when rejected (see `why`) */
     const char *why;    /* NULL, or why it was rejected: build failure, wrong result, too slow */
@@ -713,8 +709,8 @@ typedef enum pgd_attention_mode {
 
 typedef struct pgd_attention_args {
     int64_t batch, heads, nq, nk, head_dim;
-    float scale; /* 0: 1/sqrt(head_dim) */
-    int causal;  /* 0 none, or a PGD_CAUSAL_* alignment */
+    float scale;         /* 0: 1/sqrt(head_dim) */
+    int causal;          /* 0 none, or a PGD_CAUSAL_* alignment */
     pgd_view q, k, v, o; /* o must not overlap q, k or v */
     pgd_view mask;       /* additive mask [b, h, i, j] (token_stride = row stride); t NULL: none */
     /* Optional attention probabilities of query rows [probs_q0, probs_q1) of one head
@@ -825,8 +821,8 @@ PGD_API pgd_status pgd_attention_qkv(pgd_ctx *ctx, const pgd_tensor *qkv, int64_
 PGD_API pgd_status pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t window,
                                         int64_t shift_h, int64_t shift_w, int flags,
                                         pgd_tensor *out, pgd_error **err);
-/* The inverse of pgd_window_partition with the same window, shifts and flags, added: every element of
- * y [B, H, W, C] gets the window token it was partitioned into (padding is dropped). The
+/* The inverse of pgd_window_partition with the same window, shifts and flags, added: every element
+ * of y [B, H, W, C] gets the window token it was partitioned into (padding is dropped). The
  * residual add of a Swin block in one pass. */
 PGD_API pgd_status pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t window,
                                         int64_t shift_h, int64_t shift_w, int flags, pgd_tensor *y,
@@ -899,9 +895,9 @@ typedef struct pgd_weight_info {
     const char *dtype_name; /* "F32", ... */
     int ndim;               /* 0..PGD_MAX_DIMS; 0 is a scalar */
     int64_t shape[PGD_MAX_DIMS];
-    uint64_t numel;         /* product of the shape (1 for a scalar) */
-    uint64_t bytes;         /* numel * pgd_dtype_size(dtype) */
-    uint64_t offset;        /* of the first byte within the data section */
+    uint64_t numel;  /* product of the shape (1 for a scalar) */
+    uint64_t bytes;  /* numel * pgd_dtype_size(dtype) */
+    uint64_t offset; /* of the first byte within the data section */
     const void *data;
 } pgd_weight_info;
 
@@ -1302,10 +1298,10 @@ PGD_API pgd_status pgd_nchw_to_nhwc(pgd_ctx *ctx, const pgd_tensor *x, pgd_tenso
                                     pgd_error **err);
 
 typedef struct pgd_conv2d_desc {
-    int64_t cin, cout;  /* channels in and out; both multiples of groups */
-    int kh, kw;         /* kernel size */
+    int64_t cin, cout; /* channels in and out; both multiples of groups */
+    int kh, kw;        /* kernel size */
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w; /* 0 for stride/dilation means 1 */
-    int groups;         /* 0 means 1; groups == cin == cout is depthwise */
+    int groups; /* 0 means 1; groups == cin == cout is depthwise */
 } pgd_conv2d_desc;
 
 /* Batch norm folded into a convolution at load time (inference form, running statistics). */
@@ -1331,10 +1327,10 @@ PGD_API void pgd_conv2d_out_size(const pgd_conv2d_desc *desc, int64_t h, int64_t
  * shaped like y, may not alias x; may be y itself) added before the activation as ResNet does.
  * y may not alias x (PGD_ERR_INVALID_ARGUMENT). Wrong shapes are PGD_ERR_SHAPE naming both
  * tensors. The algorithm (GEMM for 1x1, implicit GEMM, im2col + GEMM, direct, Winograd
- * F(2x2, 3x3) for wide 3x3 layers on CPU devices) is chosen per shape and device;
- * options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct|winograd) forces one where it
- * applies (winograd: for layers created while it was forced, or wide enough for the automatic
- * choice). */
+ * F(2x2, 3x3) for wide 3x3 layers on CPU devices, depthwise where groups = channels) is chosen
+ * per shape and device; options.conv_algo ($PAGODA_CONV=gemm|implicit|im2col|direct|winograd|
+ * depthwise) forces one where it applies (winograd: for layers created while it was forced, or wide
+ * enough for the automatic choice). */
 PGD_API pgd_status pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_tensor *x,
                                       pgd_act act, const pgd_tensor *residual, pgd_tensor *y,
                                       pgd_error **err);
@@ -1464,13 +1460,13 @@ typedef enum pgd_nonlocal_mode {
 PGD_API const char *pgd_nonlocal_mode_name(pgd_nonlocal_mode mode);
 
 typedef struct pgd_nonlocal_desc {
-    int64_t channels;       /* C >= 2: the channels of x and z */
-    int64_t inner;          /* Ci >= 1: the width of θ, φ and g (the paper uses C/2); the
-                               Gaussian form needs Ci <= C */
+    int64_t channels; /* C >= 2: the channels of x and z */
+    int64_t inner;    /* Ci >= 1: the width of θ, φ and g (the paper uses C/2); the
+                         Gaussian form needs Ci <= C */
     pgd_nonlocal_mode mode;
-    int subsample;          /* 0 or 1: pool φ and g (Gaussian: the keys x) 2x2, floor rule */
-    int unfused;            /* 0 or 1: the softmax forms materialise the N x N' scores (GEMM,
-                               softmax, GEMM): the benchmark baseline. Ignored by the others. */
+    int subsample; /* 0 or 1: pool φ and g (Gaussian: the keys x) 2x2, floor rule */
+    int unfused;   /* 0 or 1: the softmax forms materialise the N x N' scores (GEMM,
+                      softmax, GEMM): the benchmark baseline. Ignored by the others. */
 } pgd_nonlocal_desc;
 
 /* The block's weights, host float arrays in PyTorch's layouts. A NULL bias is zero; arrays a
@@ -1648,8 +1644,7 @@ typedef struct pgd_graph_io {
  * node and value. Ops Pagoda lacks are reported by pgd_graph_report and refused by
  * pgd_graph_run naming the node, op and opset; loading still succeeds so a report can be
  * made. */
-PGD_API pgd_status pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out,
-                                  pgd_error **err);
+PGD_API pgd_status pgd_graph_load(pgd_ctx *ctx, const char *path, pgd_graph **out, pgd_error **err);
 /* The same from bytes in memory (a model built or downloaded in memory, e.g. by Python's onnx
  * package): `name` stands for the file in messages and places external data: with a name,
  * external tensors are read from files beside it as for a file of that name; with NULL the

@@ -193,7 +193,7 @@ PGD_API pgd_status pgd_hub_options_from_env(pgd_hub_options *o, pgd_error **err)
 /* The same from a NULL-terminated list of "NAME=VALUE" strings instead of the process's
  * environment (envp NULL: the environment), as pgd_ctx_options_from_envp. */
 PGD_API pgd_status pgd_hub_options_from_envp(pgd_hub_options *o, const char *const *envp,
-                                            pgd_error **err);
+                                             pgd_error **err);
 
 /* pgd_hub_file's flags. CACHE_FIRST: a file the cache holds for `revision` is returned without
  * asking the hub whether the revision moved (what `--weights hf:` wants on every run). */
@@ -221,9 +221,8 @@ typedef enum pgd_hub_how {
  * PGD_ERR_UNSUPPORTED (a build without libcurl, unless the cache has it). On error *path is
  * NULL. */
 PGD_API pgd_status pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revision,
-                         const char *file, unsigned flags, char **path, int *how,
-                         pgd_error **err);
-
+                                const char *file, unsigned flags, char **path, int *how,
+                                pgd_error **err);
 
 #ifdef __cplusplus
 }

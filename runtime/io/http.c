@@ -317,10 +317,8 @@ static int transient(CURLcode rc)
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
+    case CURLE_HTTP2_STREAM: return 1;
+    default: return 0;
     }
 }
 

@@ -12,18 +12,18 @@
 /* What one response's headers said that the hub protocol needs. A status line starts a new
  * response (after a redirect or a 100 Continue), so the struct describes the last one. */
 typedef struct pgd__http_head {
-    long status;               /* 0 until a status line was read */
-    char commit[72];           /* X-Repo-Commit */
-    char etag[136];            /* X-Linked-Etag, else ETag, normalised: no W/, no quotes */
-    int linked_etag;           /* 1 when etag came from X-Linked-Etag (it then wins) */
-    int64_t size;              /* X-Linked-Size, else Content-Length; -1 unknown */
-    int linked_size;           /* 1 when size came from X-Linked-Size */
-    int64_t range_start;       /* Content-Range: bytes START-END/TOTAL; -1 without one */
-    char location[2048];       /* Location (cut: too_long set) */
-    double retry_after;        /* Retry-After in seconds; -1 without one */
-    char error_code[48];       /* X-Error-Code: RepoNotFound, RevisionNotFound, GatedRepo ... */
-    char error_message[256];   /* X-Error-Message */
-    int too_long;              /* a value did not fit its field and was cut */
+    long status;             /* 0 until a status line was read */
+    char commit[72];         /* X-Repo-Commit */
+    char etag[136];          /* X-Linked-Etag, else ETag, normalised: no W/, no quotes */
+    int linked_etag;         /* 1 when etag came from X-Linked-Etag (it then wins) */
+    int64_t size;            /* X-Linked-Size, else Content-Length; -1 unknown */
+    int linked_size;         /* 1 when size came from X-Linked-Size */
+    int64_t range_start;     /* Content-Range: bytes START-END/TOTAL; -1 without one */
+    char location[2048];     /* Location (cut: too_long set) */
+    double retry_after;      /* Retry-After in seconds; -1 without one */
+    char error_code[48];     /* X-Error-Code: RepoNotFound, RevisionNotFound, GatedRepo ... */
+    char error_message[256]; /* X-Error-Message */
+    int too_long;            /* a value did not fit its field and was cut */
 } pgd__http_head;
 
 void pgd__http_head_reset(pgd__http_head *h);
@@ -37,14 +37,14 @@ int pgd__http_header_line(pgd__http_head *h, const char *line, size_t n);
 /* One request. */
 typedef struct pgd__http_req {
     const char *url;
-    const char *token;      /* Bearer token for the URL's host (never sent after a redirect) */
-    int head;               /* HEAD; else GET */
-    int follow;             /* follow redirects (GET: to a CDN) */
-    double timeout_s;       /* connect limit and stall limit (no byte for that long) */
-    int fd;                 /* GET: the body is written here at offset `from` ... */
-    uint64_t from;          /* ... asked for with Range: bytes=FROM- when non-zero */
-    const char *name;       /* the file's name for progress */
-    uint64_t total;         /* the file's whole size for progress; 0 unknown */
+    const char *token; /* Bearer token for the URL's host (never sent after a redirect) */
+    int head;          /* HEAD; else GET */
+    int follow;        /* follow redirects (GET: to a CDN) */
+    double timeout_s;  /* connect limit and stall limit (no byte for that long) */
+    int fd;            /* GET: the body is written here at offset `from` ... */
+    uint64_t from;     /* ... asked for with Range: bytes=FROM- when non-zero */
+    const char *name;  /* the file's name for progress */
+    uint64_t total;    /* the file's whole size for progress; 0 unknown */
     const pgd_hub_options *o;
 } pgd__http_req;
 
@@ -55,7 +55,7 @@ typedef struct pgd__http_res {
     pgd__http_head h;
     uint64_t written;
     int restarted;
-    int transient; /* on failure: worth another try (timeout, dropped connection) */
+    int transient;   /* on failure: worth another try (timeout, dropped connection) */
     int write_errno; /* on failure: the write(2) error that stopped it */
 } pgd__http_res;
 

@@ -37,8 +37,8 @@
 
 static int name_char(int c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
 }
 
 /* [A-Za-z0-9._-]+, not "." or "..": safe as one path component (a commit, an etag). */
@@ -195,8 +195,10 @@ static int setup(hub_req *r, pgd_error **err)
         url_encode(r->rev, 0, rev, sizeof rev) || url_encode(r->file, 1, file, sizeof file) ||
         fmt(r->url, sizeof r->url, "%s%s%s/resolve/%s/%s", endpoint,
             endpoint[0] && endpoint[strlen(endpoint) - 1] == '/' ? "" : "/", r->repo, rev, file))
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: the cache path or URL of '%s' "
-                              "is too long", r->repo, r->file);
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: the cache path or URL of '%s' "
+                              "is too long",
+                              r->repo, r->file);
     r->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;
     r->max_tries = o->max_tries > 0 ? o->max_tries : 5;
     return PGD_OK;
@@ -213,7 +215,7 @@ static int make_parents(const char *path, pgd_error **err)
     if (!last)
         return PGD_OK;
     *last = 0;
-    for (char *p = dir + 1; ; p++) {
+    for (char *p = dir + 1;; p++) {
         char c = *p;
         if (c != '/' && c != 0)
             continue;
@@ -288,8 +290,7 @@ static int link_pointer(const hub_req *r, const char *commit, const char *etag, 
     if (symlink(target, tmp) || rename(tmp, path)) {
         int e = errno;
         unlink(tmp);
-        return pgd__error_set(err, PGD_ERR_IO, "cannot link %s to the blob: %s", path,
-                              strerror(e));
+        return pgd__error_set(err, PGD_ERR_IO, "cannot link %s to the blob: %s", path, strerror(e));
     }
     return PGD_OK;
 }
@@ -349,29 +350,28 @@ static int http_error(const hub_req *r, const pgd__http_res *res, pgd_error **er
     const char *code = res->h.error_code, *rev = r->rev;
     if (st == 401 || st == 403) {
         int gated = !strcmp(code, "GatedRepo") || st == 403;
-        return pgd__error_set(err, PGD_ERR_IO,
-                              "%s: HTTP %ld for '%s' at revision '%s': the repository is %s; "
-                              "set HF_TOKEN to a token (huggingface.co/settings/tokens) of an "
-                              "account %s%s%s%s",
-                              r->repo, st, r->file, rev,
-                              gated ? "gated or private" : "private, gated or missing",
-                              gated ? "that accepted its conditions on the model page"
-                                    : "that may read it",
-                              r->o->token ? " (the HF_TOKEN given was refused)" : "",
-                              res->h.error_message[0] ? ". The hub says: " : "",
-                              res->h.error_message);
+        return pgd__error_set(
+            err, PGD_ERR_IO,
+            "%s: HTTP %ld for '%s' at revision '%s': the repository is %s; "
+            "set HF_TOKEN to a token (huggingface.co/settings/tokens) of an "
+            "account %s%s%s%s",
+            r->repo, st, r->file, rev, gated ? "gated or private" : "private, gated or missing",
+            gated ? "that accepted its conditions on the model page" : "that may read it",
+            r->o->token ? " (the HF_TOKEN given was refused)" : "",
+            res->h.error_message[0] ? ". The hub says: " : "", res->h.error_message);
     }
     if (st == 404) {
         if (!strcmp(code, "RepoNotFound"))
             return pgd__error_set(err, PGD_ERR_NOT_FOUND,
                                   "%s: no such model repository on %s (or it is private: set "
-                                  "HF_TOKEN)", r->repo, r->o->endpoint ? r->o->endpoint
-                                                                       : "https://huggingface.co");
+                                  "HF_TOKEN)",
+                                  r->repo,
+                                  r->o->endpoint ? r->o->endpoint : "https://huggingface.co");
         if (!strcmp(code, "RevisionNotFound"))
             return pgd__error_set(err, PGD_ERR_NOT_FOUND,
                                   "%s: no revision '%s' (a branch, tag or commit)", r->repo, rev);
-        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: no file '%s' at revision '%s'",
-                              r->repo, r->file, rev);
+        return pgd__error_set(err, PGD_ERR_NOT_FOUND, "%s: no file '%s' at revision '%s'", r->repo,
+                              r->file, rev);
     }
     return pgd__error_set(err, PGD_ERR_IO, "%s: HTTP %ld for '%s' at revision '%s' (%s)%s%s",
                           r->repo, st, r->file, rev, r->url, res->h.error_message[0] ? ": " : "",
@@ -438,10 +438,9 @@ static int check_space(const hub_req *r, const char *dir_of, uint64_t need, pgd_
         *last = 0;
     if (statvfs(dir, &fs) || (uint64_t)fs.f_bavail * fs.f_frsize >= need)
         return PGD_OK;
-    return pgd__error_set(err, PGD_ERR_IO,
-                          "%s: disk full: '%s' needs %.1f MB more in %s, which has %.1f MB free",
-                          r->repo, r->file, (double)need / 1e6, dir,
-                          (double)fs.f_bavail * (double)fs.f_frsize / 1e6);
+    return pgd__error_set(
+        err, PGD_ERR_IO, "%s: disk full: '%s' needs %.1f MB more in %s, which has %.1f MB free",
+        r->repo, r->file, (double)need / 1e6, dir, (double)fs.f_bavail * (double)fs.f_frsize / 1e6);
 }
 
 /* The GETs of one file into fd from the bytes it holds, retried; *have ends as its size. */
@@ -451,8 +450,10 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
     for (int tries = 1;; tries++) {
         if (size >= 0 && *have == (uint64_t)size)
             return PGD_OK;
-        pgd__http_req rq = {r->url, r->o->token, 0, 1, r->timeout_s, fd, *have, r->file,
-                            size > 0 ? (uint64_t)size : 0, r->o};
+        pgd__http_req rq = {r->url, r->o->token,  0,
+                            1,      r->timeout_s, fd,
+                            *have,  r->file,      size > 0 ? (uint64_t)size : 0,
+                            r->o};
         pgd__http_res res;
         pgd_error *e = NULL;
         int rc = pgd__http_request(&rq, &res, &e);
@@ -475,9 +476,10 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
             continue;
         }
         if (rc && res.transient && *have) { /* tries spent: what arrived stays for the next */
-            rc = pgd__error_set(err, rc, "%s; the %" PRIu64 " bytes of '%s' received are kept: "
-                                "run the pull again to resume", pgd_error_get_message(e), *have,
-                                r->file);
+            rc = pgd__error_set(err, rc,
+                                "%s; the %" PRIu64 " bytes of '%s' received are kept: "
+                                "run the pull again to resume",
+                                pgd_error_get_message(e), *have, r->file);
             pgd_error_destroy(e);
             return rc;
         }
@@ -501,8 +503,8 @@ static int get_body(hub_req *r, int fd, int64_t size, const char *inc, uint64_t 
 }
 
 /* Checks the finished download against the hub's size and SHA-256; removes it when wrong. */
-static int verify(const hub_req *r, const char *inc, const char *etag, int64_t size,
-                  uint64_t have, pgd_error **err)
+static int verify(const hub_req *r, const char *inc, const char *etag, int64_t size, uint64_t have,
+                  pgd_error **err)
 {
     char hex[65];
     if (size >= 0 && have != (uint64_t)size) {
@@ -529,8 +531,7 @@ static int verify(const hub_req *r, const char *inc, const char *etag, int64_t s
 }
 
 /* blobs/<etag> from blobs/<etag>.incomplete: locked, resumed, checked, renamed. */
-static int fetch_blob(hub_req *r, const char *blob, const char *etag, int64_t size,
-                      pgd_error **err)
+static int fetch_blob(hub_req *r, const char *blob, const char *etag, int64_t size, pgd_error **err)
 {
     char inc[PATH_CAP];
     if (fmt(inc, sizeof inc, "%s.incomplete", blob))
@@ -581,11 +582,13 @@ static int check_args(const char *repo, const char *rev, const char *file, char 
     if (rev && !safe_path(rev, 255))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "'%s' is not a revision: a branch, tag or commit of letters, "
-                              "digits, '-', '_', '.' and '/'", rev);
+                              "digits, '-', '_', '.' and '/'",
+                              rev);
     if (!file || !safe_file(file))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "'%s' is not a file of a repository: a relative path of printable "
-                              "characters without '.' or '..' parts", file ? file : "(null)");
+                              "characters without '.' or '..' parts",
+                              file ? file : "(null)");
     return PGD_OK;
 }
 
@@ -594,28 +597,26 @@ static int answer_names(const hub_req *r, const pgd__http_res *res, pgd_error **
 {
     const char *endpoint = r->o->endpoint ? r->o->endpoint : "https://huggingface.co";
     if (!res->h.commit[0] || !res->h.etag[0])
-        return pgd__error_set(err, PGD_ERR_FORMAT,
-                              "%s: the answer for '%s' lacks %s: is %s a Hugging Face hub?",
-                              r->repo, r->file, res->h.commit[0] ? "an ETag" : "X-Repo-Commit",
-                              endpoint);
-    if (!safe_component(res->h.commit, 64) || !safe_component(res->h.etag, 128) ||
-        res->h.too_long)
+        return pgd__error_set(
+            err, PGD_ERR_FORMAT, "%s: the answer for '%s' lacks %s: is %s a Hugging Face hub?",
+            r->repo, r->file, res->h.commit[0] ? "an ETag" : "X-Repo-Commit", endpoint);
+    if (!safe_component(res->h.commit, 64) || !safe_component(res->h.etag, 128) || res->h.too_long)
         return pgd__error_set(err, PGD_ERR_FORMAT,
                               "%s: the hub's commit '%.64s' or etag '%.128s' for '%s' is not a "
-                              "plain name; refused as a cache path", r->repo, res->h.commit,
-                              res->h.etag, r->file);
+                              "plain name; refused as a cache path",
+                              r->repo, res->h.commit, res->h.etag, r->file);
     return PGD_OK;
 }
 
 pgd_status pgd_hub_file(const pgd_hub_options *o, const char *repo, const char *revision,
-                 const char *file, unsigned flags, char **path, int *how, pgd_error **err)
+                        const char *file, unsigned flags, char **path, int *how, pgd_error **err)
 {
     static const pgd_hub_options defaults;
     int rc = check_args(repo, revision, file, path, err);
     if (rc)
         return rc;
-    hub_req r = {.o = o ? o : &defaults, .repo = repo, .rev = revision ? revision : "main",
-                 .file = file};
+    hub_req r = {
+        .o = o ? o : &defaults, .repo = repo, .rev = revision ? revision : "main", .file = file};
     if ((rc = setup(&r, err)))
         return rc;
     if (how)

@@ -34,7 +34,6 @@
 /* Largest encoded file we read: an uncompressed 8192 x 8192 BMP is 192 MiB. */
 #define MAX_FILE_BYTES ((size_t)512 << 20)
 
-
 /* ---- loading ---- */
 
 typedef enum img_format { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP, FMT_WEBP } img_format;
@@ -74,16 +73,11 @@ static img_format sniff(const unsigned char *p, size_t n, const char **other)
 static const char *format_name(img_format f)
 {
     switch (f) {
-    case FMT_JPEG:
-        return "JPEG";
-    case FMT_PNG:
-        return "PNG";
-    case FMT_BMP:
-        return "BMP";
-    case FMT_WEBP:
-        return "WebP";
-    default:
-        return "unknown";
+    case FMT_JPEG: return "JPEG";
+    case FMT_PNG: return "PNG";
+    case FMT_BMP: return "BMP";
+    case FMT_WEBP: return "WebP";
+    default: return "unknown";
     }
 }
 
@@ -612,30 +606,14 @@ pgd_status pgd_image_apply_orientation(const pgd_image *img, int orientation, pg
         for (int x = 0; x < ow; x++) {
             int sx, sy;
             switch (orientation) {
-            case 2:
-                sx = w - 1 - x, sy = y;
-                break;
-            case 3:
-                sx = w - 1 - x, sy = h - 1 - y;
-                break;
-            case 4:
-                sx = x, sy = h - 1 - y;
-                break;
-            case 5:
-                sx = y, sy = x;
-                break;
-            case 6:
-                sx = y, sy = h - 1 - x;
-                break;
-            case 7:
-                sx = w - 1 - y, sy = h - 1 - x;
-                break;
-            case 8:
-                sx = w - 1 - y, sy = x;
-                break;
-            default:
-                sx = x, sy = y;
-                break;
+            case 2: sx = w - 1 - x, sy = y; break;
+            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+            case 4: sx = x, sy = h - 1 - y; break;
+            case 5: sx = y, sy = x; break;
+            case 6: sx = y, sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+            case 8: sx = w - 1 - y, sy = x; break;
+            default: sx = x, sy = y; break;
             }
             memcpy(px + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
         }

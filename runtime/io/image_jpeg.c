@@ -79,14 +79,12 @@ static void on_message(j_common_ptr c, int level)
     case JWRN_EXTRANEOUS_DATA:
     case JWRN_JFIF_MAJOR:
     case JWRN_ADOBE_XFORM:
-    case JWRN_BOGUS_ICC:
-        return;
+    case JWRN_BOGUS_ICC: return;
     case JWRN_JPEG_EOF:
         if (ctx_of(c)->finishing)
             return;
         break;
-    default:
-        break;
+    default: break;
     }
     on_error(c);
 }

@@ -9,7 +9,7 @@
  * both. libspng would save the setjmp but adds a dependency few machines carry.
  *
  * Pillow decodes PNG with its own unpackers over zlib, not with libpng, so the conversions are
- * written out here to match its modes (checked bit for bit by tools/make-decode-golden.py):
+ * written out here to match its modes (checked bit for bit by tools/golden/make-decode-golden.py):
  *   grey 1/2/4 bit ("1", "L;2", "L;4"): scaled to 0..255 (x 255, x 85, x 17) — libpng's
  *     png_set_expand_gray_1_2_4_to_8 does the same;
  *   grey 8 ("L") and grey+alpha 8 ("LA"): the grey value in all three channels, alpha dropped;

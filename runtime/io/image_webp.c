@@ -21,22 +21,14 @@
 static const char *status_text(VP8StatusCode s)
 {
     switch (s) {
-    case VP8_STATUS_OUT_OF_MEMORY:
-        return "out of memory";
-    case VP8_STATUS_INVALID_PARAM:
-        return "invalid parameter";
-    case VP8_STATUS_BITSTREAM_ERROR:
-        return "bitstream error";
-    case VP8_STATUS_UNSUPPORTED_FEATURE:
-        return "unsupported feature";
-    case VP8_STATUS_SUSPENDED:
-        return "suspended";
-    case VP8_STATUS_USER_ABORT:
-        return "aborted";
-    case VP8_STATUS_NOT_ENOUGH_DATA:
-        return "truncated (not enough data)";
-    default:
-        return "unknown error";
+    case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
+    case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
+    case VP8_STATUS_BITSTREAM_ERROR: return "bitstream error";
+    case VP8_STATUS_UNSUPPORTED_FEATURE: return "unsupported feature";
+    case VP8_STATUS_SUSPENDED: return "suspended";
+    case VP8_STATUS_USER_ABORT: return "aborted";
+    case VP8_STATUS_NOT_ENOUGH_DATA: return "truncated (not enough data)";
+    default: return "unknown error";
     }
 }
 

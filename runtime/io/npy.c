@@ -338,13 +338,13 @@ pgd_status pgd_npy_write_to(pgd_outfile *f, const float *data, int ndim, const i
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: no data", path);
     /* "(2, 3)"; a 1-tuple keeps its comma: "(6, )"; a 0-d array is "()". */
     char header[512];
-    int n = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
-                     dims);
+    int n = snprintf(header, sizeof header,
+                     "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", dims);
     /* Pad with spaces so that magic + length + header + newline is a multiple of 64. */
     size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
     size_t hl = (size_t)n + pad + 1;
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
-                             (unsigned char)(hl >> 8)};
+    unsigned char pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255), (unsigned char)(hl >> 8)};
     char spaces[64];
     memset(spaces, ' ', sizeof spaces);
     int rc = pgd_outfile_write(f, pre, sizeof pre, err);

@@ -518,7 +518,9 @@ static const char *looks_like(const unsigned char *p, size_t n)
         {"\x89HDF\r\n\x1a\n", 8, "an HDF5 file (Keras .h5)"},
         {"GGUF", 4, "a GGUF file (llama.cpp)"},
         {"\x1f\x8b", 2, "a gzip file"},
-        {"\x7f" "ELF", 4, "an executable (ELF)"},
+        {"\x7f"
+         "ELF",
+         4, "an executable (ELF)"},
         {"%PDF", 4, "a PDF document"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -801,8 +803,7 @@ static void convert_bytes(pgd_dtype dtype, const unsigned char *p, uint64_t n, f
             dst[i] = double_to_float(d);
         }
         break;
-    default:
-        break;
+    default: break;
     }
 }
 

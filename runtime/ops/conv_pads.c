@@ -5,8 +5,7 @@
 
 #include "internal.h"
 
-void pgd_conv2d_same_pads(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int lower,
-                          int pads[4])
+void pgd_conv2d_same_pads(const pgd_conv2d_desc *desc, int64_t h, int64_t w, int lower, int pads[4])
 {
     int64_t in[2] = {h, w};
     int k[2] = {desc->kh, desc->kw};

@@ -124,8 +124,8 @@ static int build_csr(pgd_gat_graph *g, const int64_t *ei, int64_t e_in, int add_
     if (!g->edges || !b->rowptr || !b->segptr || !b->col || !b->dst || !b->perm || !fill) {
         free(fill);
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
-                              "pgd_gat_graph_create: CSR of %lld nodes and %lld edges", (long long)n,
-                              (long long)e);
+                              "pgd_gat_graph_create: CSR of %lld nodes and %lld edges",
+                              (long long)n, (long long)e);
     }
     /* PyG's order: add_self_loops removes the existing loops (keeping the other edges in
      * order) and appends one loop per node, 0..N-1. */
@@ -164,8 +164,8 @@ static int build_csr(pgd_gat_graph *g, const int64_t *ei, int64_t e_in, int add_
     b->seg_node = malloc((size_t)(k > 0 ? k : 1) * sizeof *b->seg_node);
     b->seg_beg = malloc((size_t)(k > 0 ? k : 1) * sizeof *b->seg_beg);
     if (!b->seg_node || !b->seg_beg)
-        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "pgd_gat_graph_create: %lld segments",
-                              (long long)k);
+        return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY,
+                              "pgd_gat_graph_create: %lld segments", (long long)k);
     k = 0;
     for (int64_t i = 0; i < n; i++)
         for (int64_t p = b->rowptr[i]; p < b->rowptr[i + 1]; p += g->seg, k++) {
@@ -482,7 +482,10 @@ static int run_scores(pgd_ctx *ctx, const pgd_gat *gat, int64_t N, gat_scratch *
 }
 
 /* The groups of channels a work-item of gat_segments and gat_combine takes (CW in gat.cl). */
-static int64_t chunks(int64_t C) { return (C + 7) / 8; }
+static int64_t chunks(int64_t C)
+{
+    return (C + 7) / 8;
+}
 
 static int run_segments(pgd_ctx *ctx, const pgd_gat *gat, const pgd_gat_graph *g, gat_scratch *s,
                         pgd_error **err)

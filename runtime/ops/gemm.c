@@ -355,7 +355,6 @@ static void cpu_options_ex(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_
              pgd__params_of(ctx)->prefetch ? " -DPREFETCH" : "");
 }
 
-
 static void cpu_options(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M, int64_t K,
                         int trans_a, int trans_b, int b_half, char *opts, size_t size, int *rm,
                         int *panels_first)
@@ -371,8 +370,8 @@ void pgd__gemm_cpu_tile(const pgd_ctx *ctx, const pgd__gemm_params *p, int64_t M
     cpu_options(ctx, p, M, K, 0, 1, 0, opts, size, rm, panels_first);
 }
 
-void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels,
-                        size_t depth, size_t offset[3], size_t global[3])
+void pgd__gemm_cpu_grid(int panels_first, size_t first, size_t count, size_t panels, size_t depth,
+                        size_t offset[3], size_t global[3])
 {
     const int rd = panels_first; /* the dimension of the row blocks */
     offset[rd] = first;
@@ -474,7 +473,8 @@ static int run_cpu(pgd_ctx *ctx, const pgd__gemm_call *g, pgd_error **err)
     pgd_tensor *tmp = NULL;
     int rc;
     if ((g->b_half || g->half_arith) && !g->b_packed)
-        return pgd__error_set(err, PGD_ERR_INTERNAL, "gemm: half weights must be packed for gemm_cpu");
+        return pgd__error_set(err, PGD_ERR_INTERNAL,
+                              "gemm: half weights must be packed for gemm_cpu");
     if (!g->b_packed) {
         /* B changes from call to call here (not weights): pack it now into a pooled buffer. */
         int64_t per = pgd__gemm_packed_size(p, g->N, g->K);

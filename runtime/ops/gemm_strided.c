@@ -97,8 +97,8 @@ pgd_status pgd_gemm_strided(pgd_ctx *ctx, const pgd_gemm_args *args, int64_t M, 
     if (!rc)
         rc = check_operand("C", c, M, N, batch, err);
     if (!rc && M > 0 && N > 0)
-        rc = check_output(a, b, c, ta ? K : M, ta ? M : K, tb ? N : K, tb ? K : N, M, N, batch,
-                          err);
+        rc =
+            check_output(a, b, c, ta ? K : M, ta ? M : K, tb ? N : K, tb ? K : N, M, N, batch, err);
     pgd_matrix res = c;
     if (!rc && args->residual) {
         res.t = args->residual;

@@ -50,8 +50,8 @@ static int too_large(const pgd_tensor *t, const char *op, const char *what, pgd_
     if (pgd_tensor_get_numel(t) <= MAX_ELEMS)
         return PGD_OK;
     char s[128];
-    return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: %s %s has more than 2^31 - 1 elements",
-                          op, what, pgd_tensor_shape_str(t, s, sizeof s));
+    return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: %s %s has more than 2^31 - 1 elements", op,
+                          what, pgd_tensor_shape_str(t, s, sizeof s));
 }
 
 /* PGD_ERR_INVALID_ARGUMENT when y is x's buffer (the copies read x while writing y). */
@@ -61,8 +61,8 @@ static int check_distinct(const char *op, const pgd_tensor *x, const char *name,
     if (x->buf != y->buf)
         return PGD_OK;
     return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                          "%s: y must not be %s's memory (the copy reads %s while it writes y)",
-                          op, name, name);
+                          "%s: y must not be %s's memory (the copy reads %s while it writes y)", op,
+                          name, name);
 }
 
 /* An axis in [-nd, nd) as a dim index in *out; PGD_ERR_INVALID_ARGUMENT naming it otherwise. */
@@ -71,8 +71,8 @@ static int norm_axis(const char *op, const char *what, int64_t axis, int nd, int
 {
     if (axis < -nd || axis >= nd)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: %s %lld is outside [-%d, %d) for a tensor of %d dims", op,
-                              what, (long long)axis, nd, nd, nd);
+                              "%s: %s %lld is outside [-%d, %d) for a tensor of %d dims", op, what,
+                              (long long)axis, nd, nd, nd);
     *out = (int)(axis < 0 ? axis + nd : axis);
     return PGD_OK;
 }
@@ -101,6 +101,9 @@ static int launch_flat(pgd_ctx *ctx, cl_kernel k, const char *kernel, int64_t co
     return pgd__enqueue(ctx, k, kernel, 1, &global, &wg, err);
 }
 
+/* The shortest innermost run that layout_copy_rows moves a work-item a row. */
+#define ROWS_MIN 8
+
 /* y[yoff + c·sy] = x[xoff + c·sx] over every coordinate c of shape (nd dims, outermost first).
  * The caller has checked that every offset lies inside its operand. */
 static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const int64_t *sx,
@@ -114,9 +117,13 @@ static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const i
         return PGD_OK;
     copy_geo g;
     copy_geo_make(nd, shape, sx, sy, &g);
+    /* Rows of at least ROWS_MIN contiguous elements on CPU-like devices: layout_copy_rows. */
+    int by_rows = !ctx->dev.local_mem_dedicated && g.rank >= 2 && g.st[0][0] == 1 &&
+                  g.st[1][0] == 1 && g.shape[0] >= ROWS_MIN;
+    const char *name = by_rows ? "layout_copy_rows" : "layout_copy";
     cl_kernel k;
     pgd__args args;
-    int rc = pgd__args_kernel(&args, ctx, "layout", NULL, "layout_copy", &k, err);
+    int rc = pgd__args_kernel(&args, ctx, "layout", NULL, name, &k, err);
     if (rc)
         return rc;
     pgd__arg_mem(&args, x->buf);
@@ -129,10 +136,11 @@ static int strided_copy(pgd_ctx *ctx, const pgd_tensor *x, int64_t xoff, const i
     pgd__arg_int(&args, (cl_int)xoff);
     pgd__arg_uint(&args, (cl_uint)yoff);
     pgd__arg_uint(&args, (cl_uint)g.rank);
-    pgd__arg_uint(&args, (cl_uint)count);
+    int64_t items = by_rows ? count / g.shape[0] : count;
+    pgd__arg_uint(&args, (cl_uint)items);
     if ((rc = pgd__args_end(&args, err)))
         return rc;
-    return launch_flat(ctx, k, "layout_copy", count, err);
+    return launch_flat(ctx, k, name, items, err);
 }
 
 /* The contiguous strides of a tensor's dims. */
@@ -171,7 +179,8 @@ pgd_status pgd_transpose(pgd_ctx *ctx, const pgd_tensor *x, const int *perm, pgd
 }
 
 pgd_status pgd_copy_strided(pgd_ctx *ctx, const pgd_tensor *x, int64_t offset, int nd,
-                     const int64_t *shape, const int64_t *strides, pgd_tensor *y, pgd_error **err)
+                            const int64_t *shape, const int64_t *strides, pgd_tensor *y,
+                            pgd_error **err)
 {
     if (nd < 0 || nd > PGD_MAX_DIMS || (nd > 0 && (!shape || !strides)))
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -247,8 +256,8 @@ pgd_status pgd_slice(pgd_ctx *ctx, const pgd_tensor *x, int n, const int *axes,
         if ((rc = norm_axis("slice", "axis", axes ? axes[i] : i, nd, &a, err)))
             return rc;
         if (done[a]++)
-            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                                  "slice: axis %d is named twice", axes ? axes[i] : i);
+            return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "slice: axis %d is named twice",
+                                  axes ? axes[i] : i);
         int64_t step = steps ? steps[i] : 1, first, count;
         if (step == 0 || step == INT64_MIN)
             return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
@@ -293,8 +302,8 @@ pgd_status pgd_concat(pgd_ctx *ctx, int n, const pgd_tensor *const *xs, int axis
             same = d == a || pgd_tensor_get_dim(xs[i], d) == pgd_tensor_get_dim(xs[0], d);
         if (!same)
             return pgd__shape_error(err, "concat",
-                                    "every tensor must have xs[0]'s dims but along the axis",
-                                    xs[i], xs[0]);
+                                    "every tensor must have xs[0]'s dims but along the axis", xs[i],
+                                    xs[0]);
         shape[a] += pgd_tensor_get_dim(xs[i], a);
     }
     if ((rc = pgd__check_out_shape("concat", y, nd, shape, "the tensors joined are", err)) ||
@@ -376,8 +385,7 @@ pgd_status pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t
     if (nidx > 0 && !indices)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "gather: indices is NULL");
     if ((rc = pgd__check_out_shape("gather", y, k, shape, "x gathered is", err)) ||
-        (rc = check_distinct("gather", x, "x", y, err)) ||
-        (rc = too_large(y, "gather", "y", err)))
+        (rc = check_distinct("gather", x, "x", y, err)) || (rc = too_large(y, "gather", "y", err)))
         return rc;
     pgd_tensor *idx = NULL;
     if (nidx > 0 && (rc = gather_indices(ctx, indices, nidx, dim, &idx, err)))
@@ -409,8 +417,8 @@ pgd_status pgd_gather(pgd_ctx *ctx, const pgd_tensor *x, int axis, const int64_t
 static const char *const pad_modes[] = {"constant", "reflect", "edge", "wrap"};
 
 /* The padded shape of x into shape; errors name the dim and pads that make no sense. */
-static int pad_shape(const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode,
-                     int64_t *shape, pgd_error **err)
+static int pad_shape(const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode, int64_t *shape,
+                     pgd_error **err)
 {
     int nd = pgd_tensor_get_ndim(x);
     for (int d = 0; d < nd; d++) {
@@ -427,8 +435,7 @@ static int pad_shape(const pgd_tensor *x, const int64_t *pads, pgd_pad_mode mode
             return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "pad: dim %d of %lld with pads %lld before and %lld after would "
                                   "be %lld long",
-                                  d, (long long)n, (long long)b, (long long)e,
-                                  (long long)shape[d]);
+                                  d, (long long)n, (long long)b, (long long)e, (long long)shape[d]);
         if (n == 0 && shape[d] > 0 && mode != PGD_PAD_CONSTANT)
             return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                                   "pad: dim %d of x is empty: %s padding has nothing to repeat "
@@ -486,8 +493,7 @@ pgd_status pgd_pad(pgd_ctx *ctx, const pgd_tensor *x, const int64_t *pads, pgd_p
 }
 
 /* Checks x [N, C, H, W] for a block size; the sizes in *s. */
-static int nchw_block(const char *op, const pgd_tensor *x, int block, int64_t *s,
-                      pgd_error **err)
+static int nchw_block(const char *op, const pgd_tensor *x, int block, int64_t *s, pgd_error **err)
 {
     char sx[128];
     if (pgd_tensor_get_ndim(x) != 4)

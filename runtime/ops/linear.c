@@ -28,9 +28,9 @@ static int check_linear_args(const pgd_tensor *w, const pgd_tensor *bias, pgd_er
         return pgd__error_set(err, PGD_ERR_SHAPE, "linear: weights %s must be 2-D [out, in]",
                               pgd_tensor_shape_str(w, sw, sizeof sw));
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
-        return pgd__error_set(err, PGD_ERR_SHAPE, "linear: bias %s must be 1-D [out] for weights %s",
-                              pgd_tensor_shape_str(bias, sb, sizeof sb),
-                              pgd_tensor_shape_str(w, sw, sizeof sw));
+        return pgd__error_set(
+            err, PGD_ERR_SHAPE, "linear: bias %s must be 1-D [out] for weights %s",
+            pgd_tensor_shape_str(bias, sb, sizeof sb), pgd_tensor_shape_str(w, sw, sizeof sw));
     return PGD_OK;
 }
 

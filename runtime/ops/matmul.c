@@ -56,7 +56,8 @@ static int mm_shapes(const pgd_tensor *a, const pgd_tensor *b, const pgd_tensor 
 {
     char s1[128], s2[128];
     if (a->ndim == 0 || b->ndim == 0)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "matmul: %s %s is a scalar (numpy.matmul takes "
+        return pgd__error_set(err, PGD_ERR_SHAPE,
+                              "matmul: %s %s is a scalar (numpy.matmul takes "
                               "1 dim or more)",
                               a->ndim == 0 ? "a" : "b",
                               pgd_tensor_shape_str(a->ndim == 0 ? a : b, s1, sizeof s1));
@@ -98,14 +99,12 @@ static int mm_shapes(const pgd_tensor *a, const pgd_tensor *b, const pgd_tensor 
     int same = y->ndim == *ny;
     for (int d = 0; same && d < *ny; d++)
         same = y->shape[d] == sy[d];
-    if (!same)
-    {
+    if (!same) {
         char s3[128], s4[128];
-        return pgd__error_set(err, PGD_ERR_SHAPE, "matmul: y is %s but a %s times b %s is %s",
-                              pgd_tensor_shape_str(y, s1, sizeof s1),
-                              pgd_tensor_shape_str(a, s2, sizeof s2),
-                              pgd_tensor_shape_str(b, s3, sizeof s3),
-                              shape_of(*ny, sy, s4, sizeof s4));
+        return pgd__error_set(
+            err, PGD_ERR_SHAPE, "matmul: y is %s but a %s times b %s is %s",
+            pgd_tensor_shape_str(y, s1, sizeof s1), pgd_tensor_shape_str(a, s2, sizeof s2),
+            pgd_tensor_shape_str(b, s3, sizeof s3), shape_of(*ny, sy, s4, sizeof s4));
     }
     return PGD_OK;
 }

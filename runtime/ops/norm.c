@@ -11,7 +11,6 @@ static int64_t last_dim(const pgd_tensor *t)
     return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
-
 /* Checks the rules every op here shares: y has x's shape and x fits the 32-bit indices of
  * the kernels. */
 static int check_xy(const pgd_tensor *x, const pgd_tensor *y, const char *op, pgd_error **err)
@@ -37,9 +36,6 @@ static int check_vec(const pgd_tensor *x, const pgd_tensor *v, const char *op, c
     }
     return PGD_OK;
 }
-
-
-
 
 /* Work-group size of a row kernel (one group per row, a power-of-two tree reduction over a
  * __local scratch of one float per item): the largest power of two that the compiled kernel,
@@ -147,6 +143,9 @@ pgd_status pgd_layernorm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *w,
     return pgd__enqueue(ctx, k, "layernorm_rows", 1, &global, &wg, err);
 }
 
+static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, int64_t rows,
+                        int64_t cols, float scale, pgd_error **err);
+
 pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tensor *y,
                        pgd_error **err)
 {
@@ -156,21 +155,8 @@ pgd_status pgd_softmax(pgd_ctx *ctx, const pgd_tensor *x, float scale, pgd_tenso
     int64_t numel = pgd_tensor_get_numel(x);
     if (numel == 0)
         return PGD_OK;
-    cl_kernel k;
-    pgd__args args;
-    if ((rc = pgd__args_kernel(&args, ctx, "norm", NULL, "softmax_rows", &k, err)))
-        return rc;
-    cl_uint cols = (cl_uint)last_dim(x);
-    size_t rows = (size_t)(numel / cols), wg = row_wg(ctx, k, cols);
-    pgd__arg_mem(&args, x->buf);
-    pgd__arg_mem(&args, y->buf);
-    pgd__arg_uint(&args, cols);
-    pgd__arg_float(&args, scale);
-    pgd__arg_local(&args, wg * sizeof(float));
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    size_t global = rows * wg;
-    return pgd__enqueue(ctx, k, "softmax_rows", 1, &global, &wg, err);
+    int64_t cols = last_dim(x);
+    return softmax_like(ctx, "softmax_rows", x->buf, y->buf, numel / cols, cols, scale, err);
 }
 
 static int unary(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, const char *op,
@@ -258,8 +244,8 @@ static int split_axis(const pgd_tensor *x, int axis, const char *op, int *a, int
     int nd = x->ndim;
     if (axis < -nd || axis >= nd)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: axis %d is outside [-%d, %d) for x of %d dims", op, axis, nd,
-                              nd, nd);
+                              "%s: axis %d is outside [-%d, %d) for x of %d dims", op, axis, nd, nd,
+                              nd);
     *a = axis < 0 ? axis + nd : axis;
     *outer = *inner = 1;
     for (int d = 0; d < nd; d++) {
@@ -272,10 +258,39 @@ static int split_axis(const pgd_tensor *x, int axis, const char *op, int *a, int
     return PGD_OK;
 }
 
-/* One row kernel over [rows, cols] with the arguments (x, y, cols, scale, scratch). */
+/* Rows at most this long run softmax_short (a work-item a row) where local memory is emulated:
+ * a work-group a row with its barriers cost a few microseconds a row there (PoCL 3.1, Xeon:
+ * Swin-T's [64·3·49, 49] window scores took 24.6 ms a call; see softmax_short). */
+#define SHORT_ROW_COLS 256
+
+static int softmax_short(pgd_ctx *ctx, int log, cl_mem x, cl_mem y, int64_t rows, int64_t cols,
+                         float scale, pgd_error **err)
+{
+    cl_kernel k;
+    pgd__args args;
+    int rc = pgd__args_kernel(&args, ctx, "norm", NULL, "softmax_short", &k, err);
+    if (rc)
+        return rc;
+    pgd__arg_mem(&args, x);
+    pgd__arg_mem(&args, y);
+    pgd__arg_uint(&args, (cl_uint)cols);
+    pgd__arg_float(&args, scale);
+    pgd__arg_uint(&args, (cl_uint)rows);
+    pgd__arg_uint(&args, (cl_uint)(log != 0));
+    if ((rc = pgd__args_end(&args, err)))
+        return rc;
+    size_t wg = pgd__flat_wg(ctx, k), global = pgd__round_up((size_t)rows, wg);
+    return pgd__enqueue(ctx, k, "softmax_short", 1, &global, &wg, err);
+}
+
+/* One row kernel over [rows, cols] with the arguments (x, y, cols, scale, scratch), or
+ * softmax_short for short rows where local memory is emulated. */
 static int softmax_like(pgd_ctx *ctx, const char *kernel, cl_mem x, cl_mem y, int64_t rows,
                         int64_t cols, float scale, pgd_error **err)
 {
+    if (!ctx->dev.local_mem_dedicated && cols <= SHORT_ROW_COLS && ctx->knobs.row_wg <= 0)
+        return softmax_short(ctx, !strcmp(kernel, "log_softmax_rows"), x, y, rows, cols, scale,
+                             err);
     cl_kernel k;
     pgd__args args;
     int rc = pgd__args_kernel(&args, ctx, "norm", NULL, kernel, &k, err);
@@ -471,9 +486,8 @@ static int check_channel_vec(const pgd_tensor *x, const pgd_tensor *v, int64_t c
 /* channel_norm over x [N, C, inner] into y: with mean and var the batch-norm form, without
  * them the affine step alone. */
 static int channel_norm(pgd_ctx *ctx, const pgd_tensor *x, const pgd_tensor *mean,
-                        const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b,
-                        float eps, int64_t channels, int64_t inner, pgd_tensor *y,
-                        pgd_error **err)
+                        const pgd_tensor *var, const pgd_tensor *w, const pgd_tensor *b, float eps,
+                        int64_t channels, int64_t inner, pgd_tensor *y, pgd_error **err)
 {
     cl_uint n = (cl_uint)pgd_tensor_get_numel(x);
     if (n == 0)

@@ -9,7 +9,6 @@
 #define PE_HAS_BIAS 1u
 #define PE_HAS_POS 2u
 
-
 static int64_t last_dim(const pgd_tensor *t)
 {
     return t->ndim ? t->shape[t->ndim - 1] : 1;
@@ -34,16 +33,16 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: a distillation token needs a class token", op);
     if (image->ndim != 4 || weight->ndim != 4)
-        return pgd__shape_error(err, op, "image must be [B, C, H, W] and weight [D, C, P, P]", image,
-                           weight);
+        return pgd__shape_error(err, op, "image must be [B, C, H, W] and weight [D, C, P, P]",
+                                image, weight);
     int64_t B = image->shape[0], C = image->shape[1], H = image->shape[2], W = image->shape[3];
     int64_t D = weight->shape[0], P = weight->shape[2];
     if (weight->shape[1] != C || weight->shape[3] != P || P < 1)
-        return pgd__shape_error(err, op, "weight must be [D, C, P, P] with the image's channel count C",
-                           image, weight);
+        return pgd__shape_error(
+            err, op, "weight must be [D, C, P, P] with the image's channel count C", image, weight);
     if (H % P || W % P)
-        return pgd__shape_error(err, op, "image height and width must be multiples of the patch size",
-                           image, weight);
+        return pgd__shape_error(
+            err, op, "image height and width must be multiples of the patch size", image, weight);
     int64_t gh = H / P, gw = W / P, np = gh * gw;
     int64_t extra = (cls ? 1 : 0) + (dist ? 1 : 0), T = extra + np;
     if (bias && (bias->ndim != 1 || bias->shape[0] != D))
@@ -82,8 +81,8 @@ static int check_patch_args(const pgd_tensor *image, const pgd_tensor *weight,
 struct pgd_patch_proj {
     pgd_ctx *ctx;
     const pgd_tensor *weight; /* [D, C, P, P], the caller's */
-    pgd_tensor *packed;       /* CPU devices: its panels (pgd__gemm_pack, as Bᵀ [D, K]); else NULL */
-    pgd__gemm_params gp;      /* the GEMM parameters it was packed with */
+    pgd_tensor *packed;  /* CPU devices: its panels (pgd__gemm_pack, as Bᵀ [D, K]); else NULL */
+    pgd__gemm_params gp; /* the GEMM parameters it was packed with */
 };
 
 static int embed_patches(pgd_ctx *ctx, const patch_dims *g, const pgd_tensor *image,
@@ -216,8 +215,8 @@ pgd_status pgd_patch_proj_create(pgd_ctx *ctx, const pgd_tensor *weight, pgd_pat
     int64_t D = weight->shape[0], K = weight->shape[1] * weight->shape[2] * weight->shape[3];
     if (D > INT32_MAX || K > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE,
-                              "patch_proj_create: weight [%lld, %lld] is too large",
-                              (long long)D, (long long)K);
+                              "patch_proj_create: weight [%lld, %lld] is too large", (long long)D,
+                              (long long)K);
     pgd_patch_proj *p = calloc(1, sizeof *p);
     if (!p)
         return pgd__error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "patch_proj_create");

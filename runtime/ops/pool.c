@@ -18,10 +18,10 @@ pgd_status pgd_pool2d_output_size(const pgd_pool_desc *d, int64_t h, int64_t w, 
                               "pool2d: mode %d is not a pgd_pool_mode (0 max, 1 average)",
                               (int)d->mode);
     int dh = d->dh ? d->dh : 1, dw = d->dw ? d->dw : 1;
-    if (d->kh < 1 || d->kw < 1 || d->sh < 1 || d->sw < 1 || dh < 1 || dw < 1 ||
-        d->pad_top < 0 || d->pad_left < 0 || d->pad_bottom < 0 || d->pad_right < 0 ||
-        d->kh > 4096 || d->kw > 4096 || dh > 4096 || dw > 4096 || d->pad_top > 4096 ||
-        d->pad_left > 4096 || d->pad_bottom > 4096 || d->pad_right > 4096)
+    if (d->kh < 1 || d->kw < 1 || d->sh < 1 || d->sw < 1 || dh < 1 || dw < 1 || d->pad_top < 0 ||
+        d->pad_left < 0 || d->pad_bottom < 0 || d->pad_right < 0 || d->kh > 4096 || d->kw > 4096 ||
+        dh > 4096 || dw > 4096 || d->pad_top > 4096 || d->pad_left > 4096 || d->pad_bottom > 4096 ||
+        d->pad_right > 4096)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: window %dx%d, stride %dx%d, dilation %dx%d, pads %d/%d/%d/%d "
                               "(top/left/bottom/right): windows, strides and dilations must be "
@@ -36,8 +36,7 @@ pgd_status pgd_pool2d_output_size(const pgd_pool_desc *d, int64_t h, int64_t w, 
         if (span[k] > room[k])
             return pgd__error_set(err, PGD_ERR_SHAPE,
                                   "%s: the window spans %lld %s but x padded has %lld", op,
-                                  (long long)span[k], k ? "columns" : "rows",
-                                  (long long)room[k]);
+                                  (long long)span[k], k ? "columns" : "rows", (long long)room[k]);
         int64_t q = room[k] - span[k];
         out[k] = (d->ceil_mode ? (q + stride[k] - 1) / stride[k] : q / stride[k]) + 1;
         /* PyTorch's rule: the last window starts inside x or its leading padding. */
@@ -72,8 +71,10 @@ pgd_status pgd_pool2d(pgd_ctx *ctx, const pgd_tensor *x, const pgd_pool_desc *d,
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
                               "%s: indices are a max pool's, shaped like y", op);
     if (x->buf == y->buf || (indices && (indices->buf == x->buf || indices->buf == y->buf)))
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y and indices must not alias x "
-                              "or each other", op);
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
+                              "%s: y and indices must not alias x "
+                              "or each other",
+                              op);
     if (pgd_tensor_get_numel(x) > INT32_MAX || pgd_tensor_get_numel(y) > INT32_MAX)
         return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
     if (indices && x->shape[1] * x->shape[2] > (1 << 24))
@@ -115,8 +116,7 @@ pgd_status pgd_global_maxpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, 
     if (x->ndim != 4)
         return pgd__shape_error(err, "global_maxpool", "x must be 4-D [N, H, W, C] (NHWC)", x, y);
     if (y->ndim != 2 || y->shape[0] != x->shape[0] || y->shape[1] != x->shape[3])
-        return pgd__shape_error(err, "global_maxpool", "y must be [N, C] for x [N, H, W, C]", x,
-                                y);
+        return pgd__shape_error(err, "global_maxpool", "y must be [N, C] for x [N, H, W, C]", x, y);
     if (x->shape[1] * x->shape[2] == 0 && pgd_tensor_get_numel(y) > 0)
         return pgd__shape_error(err, "global_maxpool", "x has no pixels to take the max of", x, y);
     static const int axes[2] = {1, 2};

@@ -10,8 +10,8 @@ static int check_map(const pgd_tensor *x, const char *op, const char *name, pgd_
 {
     char s[96];
     if (x->ndim != 4 || x->shape[0] < 1 || x->shape[1] < 1 || x->shape[2] < 1 || x->shape[3] < 1)
-        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s %s must be [B, H, W, C], sizes >= 1",
-                              op, name, pgd_tensor_shape_str(x, s, sizeof s));
+        return pgd__error_set(err, PGD_ERR_SHAPE, "%s: %s %s must be [B, H, W, C], sizes >= 1", op,
+                              name, pgd_tensor_shape_str(x, s, sizeof s));
     for (int i = 0; i < 4; i++)
         if (x->shape[i] > INT32_MAX / 4)
             return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: %s %s has a size over 2^29", op,
@@ -20,14 +20,13 @@ static int check_map(const pgd_tensor *x, const char *op, const char *name, pgd_
 }
 
 /* The padded grid and window count of a partition, with the shift checked. */
-static int grid(const pgd_tensor *x, int64_t w, int64_t sh, int64_t sw, int flags,
-                const char *op, int64_t *Hp, int64_t *Wp, int64_t *nW, int64_t *Rh, int64_t *Rw,
-                pgd_error **err)
+static int grid(const pgd_tensor *x, int64_t w, int64_t sh, int64_t sw, int flags, const char *op,
+                int64_t *Hp, int64_t *Wp, int64_t *nW, int64_t *Rh, int64_t *Rw, pgd_error **err)
 {
     int64_t H = x->shape[1], W = x->shape[2];
     if (w < 1 || w > 4096)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: window %lld must be 1..4096",
-                              op, (long long)w);
+        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: window %lld must be 1..4096", op,
+                              (long long)w);
     if (flags & ~PGD_WINDOW_ROLL_UNPADDED)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", op,
                               (unsigned)flags);
@@ -83,9 +82,9 @@ pgd_status pgd_window_partition(pgd_ctx *ctx, const pgd_tensor *x, int64_t windo
     }
     if (out == x || out->buf == x->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: out must not alias x", op);
-    cl_int v[11] = {(cl_int)B,  (cl_int)x->shape[1], (cl_int)x->shape[2], (cl_int)C,
-                    (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
-                    (cl_int)Rh, (cl_int)Rw};
+    cl_int v[11] = {(cl_int)B,       (cl_int)x->shape[1], (cl_int)x->shape[2], (cl_int)C,
+                    (cl_int)window,  (cl_int)Hp,          (cl_int)Wp,          (cl_int)shift_h,
+                    (cl_int)shift_w, (cl_int)Rh,          (cl_int)Rw};
     return launch(ctx, "window_partition", x->buf, out->buf, v, 11, pgd_tensor_get_numel(out), err);
 }
 
@@ -111,9 +110,9 @@ pgd_status pgd_window_merge_add(pgd_ctx *ctx, const pgd_tensor *windows, int64_t
     if (windows->buf == y->buf)
         return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias the windows",
                               op);
-    cl_int v[11] = {(cl_int)B,  (cl_int)y->shape[1], (cl_int)y->shape[2], (cl_int)C,
-                    (cl_int)window, (cl_int)Hp, (cl_int)Wp, (cl_int)shift_h, (cl_int)shift_w,
-                    (cl_int)Rh, (cl_int)Rw};
+    cl_int v[11] = {(cl_int)B,       (cl_int)y->shape[1], (cl_int)y->shape[2], (cl_int)C,
+                    (cl_int)window,  (cl_int)Hp,          (cl_int)Wp,          (cl_int)shift_h,
+                    (cl_int)shift_w, (cl_int)Rh,          (cl_int)Rw};
     return launch(ctx, "window_merge_add", windows->buf, y->buf, v, 11, pgd_tensor_get_numel(y),
                   err);
 }
@@ -129,8 +128,10 @@ pgd_status pgd_patch_merge(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *out, p
     if (out->ndim != 4 || out->shape[0] != B || out->shape[1] != Ho || out->shape[2] != Wo ||
         out->shape[3] != 4 * C) {
         char what[160];
-        snprintf(what, sizeof what, "out must be [B, ceil(H/2), ceil(W/2), 4C] = [%lld, %lld, "
-                 "%lld, %lld]", (long long)B, (long long)Ho, (long long)Wo, (long long)(4 * C));
+        snprintf(what, sizeof what,
+                 "out must be [B, ceil(H/2), ceil(W/2), 4C] = [%lld, %lld, "
+                 "%lld, %lld]",
+                 (long long)B, (long long)Ho, (long long)Wo, (long long)(4 * C));
         return pgd__shape_error(err, op, what, x, out);
     }
     if (out->buf == x->buf)

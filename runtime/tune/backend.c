@@ -17,8 +17,8 @@
 
 #include <jansson.h>
 
-#include "tune.h"
 #include "pgd_config.h"
+#include "tune.h"
 
 int pgd__gemm_forced(const pgd_ctx *ctx)
 {

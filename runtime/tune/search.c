@@ -273,9 +273,9 @@ static void add(const pgd_ctx *ctx, pgd__gemm_params *list, int *n, pgd__gemm_pa
     list[(*n)++] = p;
 }
 
-/* The candidates, most plausible first: the untuned parameters, gemm_cpu tiles at the device's vector
- * width, gemm_gpu tiles, then gemm_cpu at other widths. A CPU runtime that prefers scalar code
- * (preferred float vector width 1: it vectorises across work-items, as Intel's does) still ran
+/* The candidates, most plausible first: the untuned parameters, gemm_cpu tiles at the device's
+ * vector width, gemm_gpu tiles, then gemm_cpu at other widths. A CPU runtime that prefers scalar
+ * code (preferred float vector width 1: it vectorises across work-items, as Intel's does) still ran
  * gemm_cpu's 16-wide vectors fastest (Xeon: rm=12,vw=16,nv=2; AMD EPYC: rm=5,vw=16,nv=4, 1.9x
  * the best 4-wide tile), so there the 16-wide tiles come first: Intel's runtime compiles a
  * candidate in 5-10 s, and a budget of 120 s used to end among the 4-wide ones. K unroll is
@@ -288,8 +288,8 @@ static int candidates(const pgd_ctx *ctx, pgd__gemm_params *list)
     add(ctx, list, &n, def);
     /* (rows, vectors per row): accumulators + one panel row + a broadcast within 16 registers
      * (AVX2, NEON) or 32 (AVX-512). */
-    static const int tiles[][2] = {{6, 2},  {4, 3}, {8, 2},  {4, 2}, {6, 3}, {4, 4}, {6, 4},
-                                   {5, 4},  {12, 2}, {8, 3}, {3, 4}, {2, 4}, {14, 2}, {8, 1}};
+    static const int tiles[][2] = {{6, 2}, {4, 3},  {8, 2}, {4, 2}, {6, 3}, {4, 4},  {6, 4},
+                                   {5, 4}, {12, 2}, {8, 3}, {3, 4}, {2, 4}, {14, 2}, {8, 1}};
     static const int gpu[][5] = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {32, 32, 8, 8, 8},
                                  {64, 64, 8, 8, 8},  {32, 64, 16, 4, 8}, {16, 64, 16, 2, 8},
                                  {64, 32, 16, 8, 4}, {16, 16, 16, 2, 2}};
@@ -406,8 +406,8 @@ static void runoff(search *s, const pgd__gemm_params *list, int n, const double 
 /* After the GEMM search (its winner `best` in r): the attention stage, with the winning GEMM in
  * place, then the store; the context runs the winners from now (unless options.kernel_params
  * gave its GEMM parameters). */
-static int finish(pgd_ctx *ctx, pgd_tune_result *r, const pgd__gemm_params *best,
-                  double budget_s, double t0, pgd_error **err)
+static int finish(pgd_ctx *ctx, pgd_tune_result *r, const pgd__gemm_params *best, double budget_s,
+                  double t0, pgd_error **err)
 {
     pgd__params *P = pgd__params_of(ctx);
     pgd__gemm_params kept = P->gemm;

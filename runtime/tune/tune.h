@@ -18,12 +18,12 @@ typedef struct pgd__db_entry {
     int kind;           /* PGD__DB_GENERIC, _CLASS or _DEVICE */
     const char *parent; /* the entry it falls back to (NULL only for the generic entry) */
     /* what a device must show to match (NULL / 0 / -1: anything) */
-    unsigned type;       /* pgd_device_type bits */
-    int rasteriser;      /* software_rasteriser, -1 any */
-    const char *platform; /* in the platform name or version, case-insensitive */
-    const char *vendor;   /* in the vendor name, case-insensitive */
-    const char *device;   /* in the device name or CL_DEVICE_VERSION, case-insensitive */
-    const char *driver;   /* driver version prefix */
+    unsigned type;         /* pgd_device_type bits */
+    int rasteriser;        /* software_rasteriser, -1 any */
+    const char *platform;  /* in the platform name or version, case-insensitive */
+    const char *vendor;    /* in the vendor name, case-insensitive */
+    const char *device;    /* in the device name or CL_DEVICE_VERSION, case-insensitive */
+    const char *driver;    /* driver version prefix */
     unsigned vector_width; /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, 0 any */
     /* the parameters */
     const char *gemm;      /* as pgd_ctx_get_kernel_params prints them */
@@ -51,23 +51,23 @@ void pgd__db_resolve(const pgd__db_entry *db, size_t n, const pgd__db_entry *e, 
 /* ---- a context's parameters (params.c) ---- */
 
 struct pgd__params {
-    char entry[96];         /* "db:<name>", "tuned:<store key>" or "options": what ran */
-    const char *db_name;    /* the database entry that matched */
-    char id[65];            /* the device's key in the store (device, driver, platform) */
-    pgd__gemm_params gemm;  /* what GEMMs and layers created now use */
+    char entry[96];                /* "db:<name>", "tuned:<store key>" or "options": what ran */
+    const char *db_name;           /* the database entry that matched */
+    char id[65];                   /* the device's key in the store (device, driver, platform) */
+    pgd__gemm_params gemm;         /* what GEMMs and layers created now use */
     pgd__gemm_params gemm_default; /* the untuned parameters: the database's, else the rule */
-    const char *gemm_from;  /* "defaults" (the database), "tuned" (the store), "options" */
+    const char *gemm_from;         /* "defaults" (the database), "tuned" (the store), "options" */
     /* The attention kernel: 0 the rule (attention.c), else PGD_ATTENTION_ROWS or
      * PGD_ATTENTION_KT with attn_kw its key vector width and attn_rows its query rows a
      * work-item (0: the rule). attn_tuned: 1 when the store chose it, 0 the database. */
     int attn_variant, attn_kw, attn_rows, attn_tuned;
     int db_attn_variant, db_attn_kw, db_attn_rows; /* the database's (the untuned choice) */
-    int prefetch;           /* device class fact: gemm_cpu prefetches (PoCL; see gemm.c) */
+    int prefetch; /* device class fact: gemm_cpu prefetches (PoCL; see gemm.c) */
     /* conv_few_rows_cpu (conv.c): 0 where its rule says, 1 wherever it can run (tests), -1
      * never (tests) */
     int conv_few_rows;
-    struct json_t *choices;      /* GEMM back end per shape class: "pagoda" | "clblast" */
-    unsigned gemm_measurements;  /* back-end measurements made by this context */
+    struct json_t *choices;     /* GEMM back end per shape class: "pagoda" | "clblast" */
+    unsigned gemm_measurements; /* back-end measurements made by this context */
 };
 
 /* The context's parameters (never NULL after context creation). */

@@ -38,7 +38,7 @@ static FILE *trace;
 /* Live objects per kind: created + retained - released, by the program's own calls. */
 enum { K_CONTEXT, K_QUEUE, K_MEM, K_PROGRAM, K_KERNEL, K_EVENT, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"cl_context", "cl_command_queue", "cl_mem",
-                                                "cl_program", "cl_kernel", "cl_event"};
+                                                "cl_program", "cl_kernel",        "cl_event"};
 static atomic_long live[K_KINDS];
 
 static const struct {
@@ -74,8 +74,8 @@ static void report_leaks(void)
         long n = atomic_load(&live[k]);
         /* n < 0: released objects made by a creation call the shim does not wrap. */
         if (n > 0 && len < sizeof msg)
-            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%ld %s", len ? ", " : "",
-                                    n, kind_names[k]);
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%ld %s", len ? ", " : "", n,
+                                    kind_names[k]);
     }
     if (len)
         fprintf(stderr, "clfault: leaked OpenCL objects: %s\n", msg);
@@ -130,9 +130,9 @@ static void *next(const char *name)
 
 /* Status-returning calls. */
 #define FORWARD(ret_name, params, args)                                                            \
-    CL_API_ENTRY cl_int CL_API_CALL ret_name params                                               \
+    CL_API_ENTRY cl_int CL_API_CALL ret_name params                                                \
     {                                                                                              \
-        static cl_int(CL_API_CALL * real) params;                                                  \
+        static cl_int(CL_API_CALL *real) params;                                                   \
         if (hit(#ret_name))                                                                        \
             return fail_code;                                                                      \
         if (!real)                                                                                 \
@@ -142,9 +142,9 @@ static void *next(const char *name)
 
 /* Object-returning calls with an errcode_ret out-parameter. */
 #define FORWARD_OBJ(kind, type, ret_name, params, args)                                            \
-    CL_API_ENTRY type CL_API_CALL ret_name params                                                 \
+    CL_API_ENTRY type CL_API_CALL ret_name params                                                  \
     {                                                                                              \
-        static type(CL_API_CALL * real) params;                                                    \
+        static type(CL_API_CALL *real) params;                                                     \
         if (hit(#ret_name)) {                                                                      \
             if (errcode_ret)                                                                       \
                 *errcode_ret = fail_code;                                                          \
@@ -160,9 +160,9 @@ static void *next(const char *name)
 
 /* Enqueue calls: an event handed back counts as a live cl_event. */
 #define FORWARD_ENQ(ret_name, params, args)                                                        \
-    CL_API_ENTRY cl_int CL_API_CALL ret_name params                                               \
+    CL_API_ENTRY cl_int CL_API_CALL ret_name params                                                \
     {                                                                                              \
-        static cl_int(CL_API_CALL * real) params;                                                  \
+        static cl_int(CL_API_CALL *real) params;                                                   \
         if (hit(#ret_name))                                                                        \
             return fail_code;                                                                      \
         if (!real)                                                                                 \
@@ -175,9 +175,9 @@ static void *next(const char *name)
 
 /* Retain (+1) and release (-1): forwarded, counted, never failed, not numbered. */
 #define FORWARD_REF(kind, delta, ret_name, type)                                                   \
-    CL_API_ENTRY cl_int CL_API_CALL ret_name(type obj)                                            \
+    CL_API_ENTRY cl_int CL_API_CALL ret_name(type obj)                                             \
     {                                                                                              \
-        static cl_int(CL_API_CALL * real)(type);                                                   \
+        static cl_int(CL_API_CALL *real)(type);                                                    \
         if (!real)                                                                                 \
             *(void **)&real = next(#ret_name);                                                     \
         cl_int rc = real(obj);                                                                     \
@@ -212,8 +212,8 @@ FORWARD(clBuildProgram,
         (cl_program p, cl_uint n, const cl_device_id *d, const char *o,
          void(CL_CALLBACK *cb)(cl_program, void *), void *user),
         (p, n, d, o, cb, user))
-FORWARD_OBJ(K_KERNEL, cl_kernel, clCreateKernel, (cl_program p, const char *name, cl_int *errcode_ret),
-            (p, name, errcode_ret))
+FORWARD_OBJ(K_KERNEL, cl_kernel, clCreateKernel,
+            (cl_program p, const char *name, cl_int *errcode_ret), (p, name, errcode_ret))
 CL_API_ENTRY cl_int CL_API_CALL clCreateKernelsInProgram(cl_program p, cl_uint n, cl_kernel *k,
                                                          cl_uint *nk)
 {
@@ -234,21 +234,21 @@ FORWARD(clGetProgramInfo, (cl_program p, cl_program_info i, size_t s, void *v, s
         (p, i, s, v, r))
 FORWARD(clSetKernelArg, (cl_kernel k, cl_uint i, size_t s, const void *v), (k, i, s, v))
 FORWARD_ENQ(clEnqueueNDRangeKernel,
-        (cl_command_queue q, cl_kernel k, cl_uint dims, const size_t *off, const size_t *g,
-         const size_t *l, cl_uint ne, const cl_event *w, cl_event *e),
-        (q, k, dims, off, g, l, ne, w, e))
+            (cl_command_queue q, cl_kernel k, cl_uint dims, const size_t *off, const size_t *g,
+             const size_t *l, cl_uint ne, const cl_event *w, cl_event *e),
+            (q, k, dims, off, g, l, ne, w, e))
 FORWARD_ENQ(clEnqueueWriteBuffer,
-        (cl_command_queue q, cl_mem b, cl_bool bl, size_t off, size_t size, const void *p,
-         cl_uint ne, const cl_event *w, cl_event *e),
-        (q, b, bl, off, size, p, ne, w, e))
+            (cl_command_queue q, cl_mem b, cl_bool bl, size_t off, size_t size, const void *p,
+             cl_uint ne, const cl_event *w, cl_event *e),
+            (q, b, bl, off, size, p, ne, w, e))
 FORWARD_ENQ(clEnqueueReadBuffer,
-        (cl_command_queue q, cl_mem b, cl_bool bl, size_t off, size_t size, void *p, cl_uint ne,
-         const cl_event *w, cl_event *e),
-        (q, b, bl, off, size, p, ne, w, e))
+            (cl_command_queue q, cl_mem b, cl_bool bl, size_t off, size_t size, void *p, cl_uint ne,
+             const cl_event *w, cl_event *e),
+            (q, b, bl, off, size, p, ne, w, e))
 FORWARD_ENQ(clEnqueueCopyBuffer,
-        (cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dof, size_t size, cl_uint ne,
-         const cl_event *w, cl_event *e),
-        (q, s, d, so, dof, size, ne, w, e))
+            (cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dof, size_t size, cl_uint ne,
+             const cl_event *w, cl_event *e),
+            (q, s, d, so, dof, size, ne, w, e))
 FORWARD(clFinish, (cl_command_queue q), (q))
 FORWARD_ENQ(clEnqueueFillBuffer,
             (cl_command_queue q, cl_mem b, const void *pat, size_t ps, size_t off, size_t size,

@@ -30,8 +30,7 @@ static void check_arg(const char *arg)
             abort();
         break;
     }
-    default:
-        abort();
+    default: abort();
     }
     /* The same answer twice: validators keep no state between calls. */
     const bench_item *again;

@@ -12,8 +12,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char *words[] = {"<nil>", "mary", "john", "went", "to", "the", "kitchen", "garden",
-                        "where", "is", "moved", "back", "a", "yes", "no"};
+static char *words[] = {"<nil>", "mary", "john",  "went", "to", "the", "kitchen", "garden",
+                        "where", "is",   "moved", "back", "a",  "yes", "no"};
 
 #define N_WORDS ((int)(sizeof words / sizeof words[0]))
 

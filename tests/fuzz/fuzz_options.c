@@ -1,8 +1,9 @@
 /* fuzz_options.c — libFuzzer target: the context options read from a list of PAGODA_*
- * settings (pgd_ctx_options_from_envp, the reader behind pgd_ctx_options_from_env) and the strict number parsers behind them (pgd_parse_int64,
- * pgd_parse_int64_list, pgd_parse_double, pgd_parse_bytes). The input is lines: line i is the
- * value of the i-th PAGODA_* variable (a missing line leaves it unset); every line is also fed
- * to each parser with bounds taken from the first byte. No device or context is involved. */
+ * settings (pgd_ctx_options_from_envp, the reader behind pgd_ctx_options_from_env) and the strict
+ * number parsers behind them (pgd_parse_int64, pgd_parse_int64_list, pgd_parse_double,
+ * pgd_parse_bytes). The input is lines: line i is the value of the i-th PAGODA_* variable (a
+ * missing line leaves it unset); every line is also fed to each parser with bounds taken from the
+ * first byte. No device or context is involved. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
