@@ -56,7 +56,7 @@ def vocab(roberta):
     tokenizes. RoBERTa's order puts its pad token at id 1 (<s> <pad> </s> <unk>)."""
     head = (["<s>", "[PAD]", "</s>", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] if roberta
             else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    return head + WORDS + PUNCT + LETTERS + ["##" + c for c in LETTERS]
+    return head + WORDS + PUNCT + [c for c in LETTERS if c not in WORDS] + ["##" + c for c in LETTERS]
 
 
 def randomise(model, seed):
@@ -145,8 +145,12 @@ def save_case(name, make, heads, seed, arch):
     d = os.path.join(OUT, f"bert-{name}")
     shutil.rmtree(d, ignore_errors=True)
     model.save_pretrained(d)
-    with open(os.path.join(d, "vocab.txt"), "w") as f:
-        f.write("\n".join(vocab(roberta)) + "\n")
+    if not roberta:  # RoBERTa's own tokenizer is byte-level BPE: its golden takes ids only
+        with open(os.path.join(d, "vocab.txt"), "w") as f:
+            f.write("\n".join(vocab(roberta)) + "\n")
+    if name == "tiny":  # the other folders leave do_lower_case to BertTokenizer's default
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            json.dump({"do_lower_case": True, "tokenizer_class": "BertTokenizer"}, f)
     if os.path.exists(os.path.join(d, "generation_config.json")):
         os.remove(os.path.join(d, "generation_config.json"))
     meta = {"ids": ids.tolist(), "mask": mask.tolist(), "types": tt.tolist(),
@@ -154,6 +158,9 @@ def save_case(name, make, heads, seed, arch):
             "mlm": logits is not None, "arch": arch}
     if not roberta:
         tok = BertTokenizer(os.path.join(d, "vocab.txt"), do_lower_case=True)
+        if name == "distil":  # a tokenizer.json too, which the loaders prefer to vocab.txt
+            tok.backend_tokenizer.save(os.path.join(d, "tokenizer.json")) \
+                if hasattr(tok, "backend_tokenizer") else None
         if logits is not None:
             meta["fill_mask"] = fill_mask(model, tok)
         meta["embed"] = embed(model, tok)
