@@ -574,6 +574,24 @@ def tokenizer_seeds():
             "err-json-model": b"\x02{\"model\": {\"type\": \"Unigram\"}}" + sep + b"x"}
 
 
+def bert_config_seeds():
+    """fuzz_bert_config's inputs: config.json files as transformers writes them, and broken ones."""
+    bert = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2,
+            "num_hidden_layers": 2, "intermediate_size": 48, "vocab_size": 100,
+            "max_position_embeddings": 40, "type_vocab_size": 2, "hidden_act": "gelu",
+            "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute"}
+    distil = {"model_type": "distilbert", "dim": 32, "n_heads": 2, "n_layers": 2,
+              "hidden_dim": 48, "vocab_size": 100, "activation": "gelu"}
+    roberta = dict(bert, model_type="roberta", pad_token_id=1, hidden_act="gelu_new")
+    return {"valid-bert": json.dumps(bert).encode(), "valid-distil": json.dumps(distil).encode(),
+            "valid-roberta": json.dumps(roberta).encode(),
+            "err-heads": json.dumps(dict(bert, num_attention_heads=3)).encode(),
+            "err-nohead": b'{"model_type": "bert", "hidden_size": 32}',
+            "err-types": b'{"num_attention_heads": 2.5, "layer_norm_eps": "x", "vocab_size": -1}',
+            "err-dup": b'{"num_attention_heads": 2, "num_attention_heads": 4}',
+            "err-deep": b"[" * 5000}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -585,7 +603,7 @@ def main():
             "detr_config": detr_config_seeds(), "csv": csv_seeds(),
             "results": results_seeds(), "eval_lists": eval_lists_seeds(),
             "http_header": http_header_seeds(),
-            "tokenizer": tokenizer_seeds()}
+            "tokenizer": tokenizer_seeds(), "bert_config": bert_config_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():
