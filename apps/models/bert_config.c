@@ -224,7 +224,17 @@ static int detect_layers(const model_source *src, bert_config *c, pgd_error **er
     snprintf(pre, sizeof pre, "%s%s", c->prefix,
              c->arch == BERT_ARCH_DISTIL ? "transformer.layer." : "encoder.layer.");
     int n = model_count_indexed(src, pre, ".");
-    if (n == 0 || (n < 0 && !c->layers))
+    char name[128];
+    int64_t s[8];
+    /* A source that lists no names (seeded weights) is asked layer by layer: config.json's
+     * num_hidden_layers is checked against the checkpoint either way. */
+    for (int i = 0; n < 0 && i <= 4096; i++) {
+        fc1_name(c, i, name, sizeof name);
+        n = model_has(src, name) ? -1 : i;
+    }
+    if (n < 0)
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 4096 layers", src->label);
+    if (n == 0)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no '%s0.*' tensors (%s naming)",
                              src->label, pre, bert_arch_name(c->arch));
     if (n > 0 && c->layers && n != c->layers)
@@ -233,8 +243,6 @@ static int detect_layers(const model_source *src, bert_config *c, pgd_error **er
                              src->label, n, pre, c->layers);
     if (n > 0)
         c->layers = n;
-    char name[128];
-    int64_t s[8];
     fc1_name(c, 0, name, sizeof name);
     int rc = shape2(src, name, s, err);
     if (!rc)
