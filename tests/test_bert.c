@@ -287,6 +287,9 @@ START_TEST(config_errors)
                  "'num_attention_heads' must be a whole number");
     config_error("{\"num_attention_heads\": 4, \"layer_norm_eps\": -1}", PGD_ERR_FORMAT,
                  "layer_norm_eps");
+    /* 1e-83 rounds to 0 as a float (found by fuzz_bert_config) */
+    config_error("{\"num_attention_heads\": 4, \"layer_norm_eps\": 1e-83}", PGD_ERR_FORMAT,
+                 "smallest normal float");
     config_error("{\"num_attention_heads\": 4, \"hidden_act\": \"swish\"}", PGD_ERR_FORMAT,
                  "'hidden_act' must be");
     config_error("{\"model_type\": \"gpt2\"}", PGD_ERR_UNSUPPORTED, "model_type");

@@ -1,6 +1,7 @@
 /* bert_config.c — a BERT-family encoder's configuration: config.json's values (bert_config_parse),
  * completed and checked against the checkpoint's names and shapes (bert_detect), and the names
  * and shapes of the seeded random model. Apart from bert.c, which holds the model itself. */
+#include <float.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +108,11 @@ static int get_eps(json_t *root, bert_config *c, const char *label, pgd_error **
     c->eps = 1e-12f; /* BertConfig's default, and DistilBERT's fixed value */
     if (!e || c->arch == BERT_ARCH_DISTIL)
         return PGD_OK;
-    if (!json_is_number(e) || !(json_number_value(e) > 0 && json_number_value(e) < 1))
+    /* The epsilon is used as a float: one that rounds to 0 (1e-83) would divide by zero. */
+    if (!json_is_number(e) || !(json_number_value(e) >= FLT_MIN && json_number_value(e) < 1))
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: 'layer_norm_eps' must be a number "
-                             "between 0 and 1", label);
+                             "from %g (the smallest normal float) to 1",
+                             label, (double)FLT_MIN);
     c->eps = (float)json_number_value(e);
     return PGD_OK;
 }
