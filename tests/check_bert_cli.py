@@ -39,7 +39,8 @@ def check(ok, what):
 
 def close(a, b, rtol=1e-4, scale=None):
     scale = scale if scale is not None else max(abs(x) for x in b)
-    return all(abs(x - y) <= rtol * abs(y) + rtol * scale for x, y in zip(a, b)) and len(a) == len(b)
+    return len(a) == len(b) and all(abs(x - y) <= rtol * abs(y) + rtol * scale
+                                    for x, y in zip(a, b))
 
 
 def devices():

@@ -56,7 +56,8 @@ def vocab(roberta):
     tokenizes. RoBERTa's order puts its pad token at id 1 (<s> <pad> </s> <unk>)."""
     head = (["<s>", "[PAD]", "</s>", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] if roberta
             else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    return head + WORDS + PUNCT + [c for c in LETTERS if c not in WORDS] + ["##" + c for c in LETTERS]
+    letters = [c for c in LETTERS if c not in WORDS]  # "a" and "i" are words already
+    return head + WORDS + PUNCT + letters + ["##" + c for c in LETTERS]
 
 
 def randomise(model, seed):

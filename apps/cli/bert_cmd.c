@@ -87,15 +87,18 @@ static int parse_one(bert_opts *o, int c, const char *arg, const char *cmd)
 static int parse(int argc, char **argv, bert_opts *o, int fill)
 {
     static const struct option fill_opts[] = {
-        {"weights", 1, 0, O_WEIGHTS}, {"tokenizer", 1, 0, O_TOKENIZER}, {"device", 1, 0, O_DEVICE},
-        {"top-k", 1, 0, O_TOPK},      {"json", 0, 0, O_JSON},           {"attention-map", 1, 0, O_MAP},
-        {"layers", 1, 0, O_LAYERS},   {"heads", 1, 0, O_HEADS},         {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"weights", 1, 0, O_WEIGHTS},   {"tokenizer", 1, 0, O_TOKENIZER},
+        {"device", 1, 0, O_DEVICE},     {"top-k", 1, 0, O_TOPK},
+        {"json", 0, 0, O_JSON},         {"attention-map", 1, 0, O_MAP},
+        {"layers", 1, 0, O_LAYERS},     {"heads", 1, 0, O_HEADS},
+        {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     static const struct option embed_opts[] = {
-        {"weights", 1, 0, O_WEIGHTS}, {"tokenizer", 1, 0, O_TOKENIZER}, {"device", 1, 0, O_DEVICE},
-        {"pooling", 1, 0, O_POOL},    {"normalize", 0, 0, O_NORM},      {"json", 0, 0, O_JSON},
-        {"attention-map", 1, 0, O_MAP}, {"layers", 1, 0, O_LAYERS},     {"heads", 1, 0, O_HEADS},
-        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+        {"weights", 1, 0, O_WEIGHTS},   {"tokenizer", 1, 0, O_TOKENIZER},
+        {"device", 1, 0, O_DEVICE},     {"pooling", 1, 0, O_POOL},
+        {"normalize", 0, 0, O_NORM},    {"json", 0, 0, O_JSON},
+        {"attention-map", 1, 0, O_MAP}, {"layers", 1, 0, O_LAYERS},
+        {"heads", 1, 0, O_HEADS},       {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *cmd = fill ? "fill-mask " : "embed-text ";
     int c;
     memset(o, 0, sizeof *o);

@@ -1,6 +1,7 @@
-/* bert_config.c — a BERT-family encoder's configuration: config.json's values (bert_config_parse),
- * completed and checked against the checkpoint's names and shapes (bert_detect), and the names
- * and shapes of the seeded random model. Apart from bert.c, which holds the model itself. */
+/* bert_config.c — a BERT-family encoder's configuration: config.json's values
+ * (bert_config_parse), completed and checked against the checkpoint's names and shapes
+ * (bert_detect), and the names and shapes of the seeded random model. Apart from bert.c, which
+ * holds the model itself. */
 #include <float.h>
 #include <jansson.h>
 #include <stdio.h>
