@@ -97,12 +97,14 @@ static int open_weights(bert_run *r, pgd_error **err)
 }
 
 /* One text's ids with the model's framing: [CLS] ... [SEP] from WordPiece's encode, <s> ...
- * </s> added around byte-level BPE's (RoBERTa). */
+ * </s> around byte-level BPE's (RoBERTa): a tokenizer.json's post-processor adds them, a
+ * vocab.json + merges.txt tokenizer does not, and then they are added here. */
 static int encode(bert_run *r, const char *text, int32_t **ids, size_t *n, pgd_error **err)
 {
     int rc = tokenizer_encode(r->tok, text, strlen(text), 1, ids, n, err);
     int32_t bos = tokenizer_id(r->tok, "<s>", 3), eos = tokenizer_id(r->tok, "</s>", 4);
-    if (rc || tokenizer_get_kind(r->tok) != TOKENIZER_BPE || bos < 0 || eos < 0)
+    if (rc || tokenizer_get_kind(r->tok) != TOKENIZER_BPE || bos < 0 || eos < 0 ||
+        (*n && (*ids)[0] == bos))
         return rc;
     int32_t *w = realloc(*ids, (*n + 2) * sizeof *w);
     if (!w)
