@@ -201,7 +201,11 @@ INDEX = json.dumps({"metadata": {}, "weight_map": {
     "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors",
     "c": "model-00001-of-00002.safetensors"}}).encode()
 BIG = tiny_safetensors(3, 300000)  # 1.2 MB: a drop mid-file leaves a real partial
+BERT_DIR = os.path.join(DATA, "bert-tiny")
+BERT = {f: open(os.path.join(BERT_DIR, f), "rb").read()
+        for f in ("model.safetensors", "config.json", "vocab.txt", "tokenizer_config.json")}
 STATE["repos"] = {
+    "org/bert": Repo(BERT, ["model.safetensors"]),
     "org/vit": Repo({"model.safetensors": VIT, "config.json": CONFIG}, ["model.safetensors"],
                     tags=["v1"]),
     "org/big": Repo({"model.safetensors": BIG}, ["model.safetensors"], commit=COMMIT2),
@@ -352,6 +356,33 @@ def case_weights(home):
                          capture_output=True, timeout=120, env=env_for(fresh_home))
     check(bad.returncode == 1 and b"org/missing: no such model repository" in bad.stderr,
           "hf: of a missing repository: the hub's 404 named")
+
+
+def case_text():
+    """A text model: its tokenizer files pulled beside config.json (those it has), listed on
+    stdout; fill-mask --weights hf:org/bert then answers as the folder does, offline."""
+    home = fresh("text")
+    reset()
+    rc, out, err, _ = pull(home, "org/bert")
+    snap = os.path.join(storage(home, "org/bert"), "snapshots", COMMIT)
+    check(rc == 0 and out.split() == [os.path.join(snap, f) for f in
+                                      ("config.json", "tokenizer_config.json", "vocab.txt",
+                                       "model.safetensors")],
+          "pull org/bert lists config.json, the tokenizer files it has, the weights (%r %s)"
+          % (out, err.strip()[-300:]))
+    args = ["fill-mask", "--json", "Paris is the [MASK] of France."]
+    direct = subprocess.run([PAGODA] + args + ["--weights", BERT_DIR], capture_output=True,
+                            timeout=300, env=env_for(home))
+    if direct.returncode == 1 and b"no OpenCL" in direct.stderr:
+        return
+    reset()
+    hf = subprocess.run([PAGODA] + args + ["--weights", "hf:org/bert"], capture_output=True,
+                        timeout=300, env=env_for(home, HF_HUB_OFFLINE=1))
+    top = [json.loads(x.stdout)["results"][0]["masks"] for x in (direct, hf)
+           if x.returncode == 0]
+    check(len(top) == 2 and top[0] == top[1] and not log(),
+          "fill-mask --weights hf:org/bert answers from the cache as the folder does (%s)"
+          % hf.stderr.decode(errors="replace")[-300:])
 
 
 def case_resume():
@@ -515,6 +546,7 @@ try:
     else:
         home = case_layout()
         case_weights(home)
+        case_text()
         case_resume()
         case_errors()
         case_sharded()

@@ -31,6 +31,8 @@ static const char usage[] =
     "  run        run an ONNX model (inputs from .npy, an image or random data)\n"
     "  info       what an ONNX model holds, what fuses, what Pagoda cannot run\n"
     "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
+    "  fill-mask  the masked words of a text, by a BERT-family masked language model\n"
+    "  embed-text sentence embeddings from a BERT-family encoder (mean or [CLS] pooling)\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -137,6 +139,10 @@ int main(int argc, char **argv)
         return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fill-mask"))
+        return cmd_fill_mask(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed-text"))
+        return cmd_embed_text(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))

@@ -238,6 +238,34 @@ static int pull_shards(puller *p, const char *index, FILE *out)
 
 /* A model: config.json when the repository has one, then model.safetensors, else the index
  * and its shards. *weights (may be NULL) gets the weights path (the index when sharded). */
+/* A text model's tokenizer files (those the repository has), after its config.json when that
+ * names a text model_type: the text commands read them beside the weights. */
+static int pull_tokenizer_files(puller *p, const char *config, FILE *out)
+{
+    static const char *const text_types[] = {"bert", "roberta", "distilbert", "xlm-roberta",
+                                             "camembert", "gpt2"};
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                                        "vocab.json", "merges.txt"};
+    json_t *cfg = json_load_file(config, 0, NULL);
+    const char *type = json_string_value(json_object_get(cfg, "model_type"));
+    int text = 0;
+    for (size_t i = 0; type && i < sizeof text_types / sizeof *text_types; i++)
+        text |= !strcmp(type, text_types[i]);
+    json_decref(cfg);
+    for (size_t i = 0; text && i < sizeof files / sizeof *files; i++) {
+        char *path = NULL;
+        pgd_error *err = NULL;
+        int how;
+        if (!pull_file(p, files[i], 0, &path, &how, &err))
+            fprintf(out, "%s\n", path);
+        else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
+            return pull_fail(err);
+        pgd_error_destroy(err);
+        free(path);
+    }
+    return EXIT_OK;
+}
+
 static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int *how)
 {
     char *path = NULL;
@@ -263,9 +291,10 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
     if (!rc) { /* config.json too, where the repository (or offline, the cache) has one */
         char *cfg = NULL;
         int h;
-        if (!pull_file(p, "config.json", 0, &cfg, &h, &err))
+        if (!pull_file(p, "config.json", 0, &cfg, &h, &err)) {
             fprintf(out, "%s\n", cfg);
-        else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
+            rc = pull_tokenizer_files(p, cfg, out);
+        } else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
             rc = pull_fail(err), err = NULL;
         pgd_error_destroy(err);
         free(cfg);

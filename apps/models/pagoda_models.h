@@ -169,6 +169,35 @@ PGD_MODELS_API void pgd_tokenizer_release(void *p);
 /* NULL is accepted. */
 PGD_MODELS_API void pgd_tokenizer_free(pgd_tokenizer *t);
 
+/* ---- BERT-family encoders: BERT, DistilBERT, RoBERTa (docs/text.md) ---------------------- */
+typedef struct pgd_bert pgd_bert;
+
+typedef struct pgd_bert_info {
+    char arch[16]; /* "bert", "roberta" or "distilbert" */
+    int layers, hidden, heads, vocab, positions;
+    int type_vocab; /* token types (0: none, DistilBERT) */
+    int pad_id;     /* config.json's pad_token_id, or -1 */
+    int mlm;        /* 1: the masked-LM head is loaded (logits available) */
+} pgd_bert_info;
+
+/* Loads a save_pretrained folder, or the .safetensors file in it, with its config.json beside
+ * it (required: the head count is read from it, never guessed); every tensor checked exactly.
+ * On error *out is NULL. */
+PGD_MODELS_API pgd_status pgd_bert_load(pgd_ctx *ctx, const char *weights, pgd_bert **out,
+                                        pgd_error **err);
+/* PGD_ERR_INVALID_ARGUMENT for NULL arguments. */
+PGD_MODELS_API pgd_status pgd_bert_get_info(const pgd_bert *m, pgd_bert_info *info);
+/* B sequences of S token ids (host [B, S]); mask [B, S] (1: a token, 0: padding; NULL: all
+ * tokens) and types [B, S] (NULL: all 0). Fills what is not NULL: hidden [B, S, hidden] (the
+ * last hidden state), logits [B, S, vocab] (the masked-LM head's), probs [layers, B, heads, S,
+ * S] (every layer's attention probabilities). */
+PGD_MODELS_API pgd_status pgd_bert_forward(pgd_bert *m, int B, int S, const int32_t *ids,
+                                           const int32_t *mask, const int32_t *types,
+                                           float *hidden, float *logits, float *probs,
+                                           pgd_error **err);
+/* Before its context; NULL is accepted. */
+PGD_MODELS_API void pgd_bert_destroy(pgd_bert *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -367,12 +367,27 @@ int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **o
     *out = NULL;
     char *data = NULL;
     size_t size = 0;
-    tokenizer *t = NULL;
     int rc = tok_read_file(vocab_txt, &data, &size, err);
     if (!rc)
+        rc = tokenizer_wordpiece_from_text(data, size, vocab_txt, lowercase, out, err);
+    free(data);
+    return rc;
+}
+
+int tokenizer_wordpiece_from_text(const char *text, size_t size, const char *label,
+                                  int lowercase, tokenizer **out, pgd_error **err)
+{
+    *out = NULL;
+    tokenizer *t = NULL;
+    char *data = malloc(size + 1); /* read_vocab_txt reads a writable copy */
+    int rc = data ? PGD_OK : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "%s", label);
+    if (!rc) {
+        memcpy(data, text, size);
+        data[size] = 0;
         rc = tok_create(TOKENIZER_WORDPIECE, size / 6, &t, err);
+    }
     if (!rc)
-        rc = read_vocab_txt(t, vocab_txt, data, size, err);
+        rc = read_vocab_txt(t, label, data, size, err);
     free(data);
     if (!rc) {
         t->normalizer = t->clean_text = t->handle_cjk = 1;
@@ -380,10 +395,10 @@ int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **o
         t->wp_decoder = t->decode_cleanup = 1;
         t->unk = tok_lookup(t, "[UNK]", 5);
         if (t->unk < 0)
-            rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s: no [UNK] token", vocab_txt);
+            rc = pgd_error_set(err, PGD_ERR_FORMAT, "%s: no [UNK] token", label);
     }
     if (!rc)
-        rc = tok_bert_specials(t, vocab_txt, err);
+        rc = tok_bert_specials(t, label, err);
     if (rc) {
         tokenizer_free(t);
         return rc;

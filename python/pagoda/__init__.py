@@ -112,6 +112,7 @@ from .ops import (
 )
 from .dlpack import empty_host, from_dlpack, host_alignment
 from .tensor import Tensor
+from .text import Bert, Tokenizer, load_text
 
 __version__ = "0.1.0"
 
@@ -138,4 +139,6 @@ __all__ = [
     "take", "transpose",
     # interop: DLPack and host memory shared with CPU devices
     "empty_host", "from_dlpack", "host_alignment",
+    # text: tokenizers and BERT-family encoders
+    "Bert", "Tokenizer", "load_text",
 ]

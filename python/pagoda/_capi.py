@@ -294,6 +294,20 @@ class ModelOptions(Structure):
     ]
 
 
+class BertInfo(Structure):
+    _fields_ = [
+        ("arch", c_char * 16),
+        ("layers", c_int),
+        ("hidden", c_int),
+        ("heads", c_int),
+        ("vocab", c_int),
+        ("positions", c_int),
+        ("type_vocab", c_int),
+        ("pad_id", c_int),
+        ("mlm", c_int),
+    ]
+
+
 class ModelInfo(Structure):
     _fields_ = [
         ("family", c_int),
@@ -496,6 +510,21 @@ _MODEL_DECLS = [
      FloatP, POINTER(c_int), POINTER(c_int), ErrP),
     ("pgd_model_set_pool", c_int, V, c_int, ErrP),
     ("pgd_model_imagenet_label", c_char_p, c_int),
+    # the tokenizers and the BERT-family encoders (pagoda.text)
+    ("pgd_tokenizer_load", c_int, c_char_p, c_char_p, c_int, POINTER(V), ErrP),
+    ("pgd_tokenizer_encode", c_int, V, c_char_p, ctypes.c_size_t, c_int,
+     POINTER(POINTER(ctypes.c_int32)), POINTER(ctypes.c_size_t), ErrP),
+    ("pgd_tokenizer_decode", c_int, V, POINTER(ctypes.c_int32), ctypes.c_size_t, c_int,
+     POINTER(V), POINTER(ctypes.c_size_t), ErrP),
+    ("pgd_tokenizer_token", V, V, ctypes.c_int32, POINTER(ctypes.c_size_t)),
+    ("pgd_tokenizer_id", ctypes.c_int32, V, c_char_p, ctypes.c_size_t),
+    ("pgd_tokenizer_vocab_size", ctypes.c_int32, V),
+    ("pgd_tokenizer_release", None, V),
+    ("pgd_tokenizer_free", None, V),
+    ("pgd_bert_load", c_int, V, c_char_p, POINTER(V), ErrP),
+    ("pgd_bert_get_info", c_int, V, POINTER(BertInfo)),
+    ("pgd_bert_forward", c_int, V, c_int, c_int, V, V, V, FloatP, FloatP, FloatP, ErrP),
+    ("pgd_bert_destroy", None, V),
 ]
 
 

@@ -247,10 +247,15 @@ def load(path: Union[str, "os.PathLike[str]"], ctx: Context, *, heads: int = 0,
     """Loads a .safetensors checkpoint on ctx, recognising the family as `pagoda classify`
     does: an MLP-Mixer (timm naming), a torchvision ResNet with or without non-local blocks
     (`pagoda nonlocal`) or a ViT (timm, Hugging Face or torchvision naming; `pagoda vit`). The
-    keywords are those commands' options (--heads, --nonlocal, --mode, --subsample)."""
+    keywords are those commands' options (--heads, --nonlocal, --mode, --subsample). A
+    save_pretrained folder (or a file in one) whose config.json names a BERT-family model_type
+    gives a pagoda.Bert (pagoda.text.load_text)."""
     if not isinstance(ctx, Context):
         raise InvalidArgumentError(f"pagoda.load: ctx is a pagoda.Context, not "
                                    f"{type(ctx).__name__}")
+    from .text import is_text_model, load_text
+    if is_text_model(path):
+        return load_text(path, ctx)  # type: ignore[return-value]
     p = os.fspath(path).encode()
     if b"\0" in p:
         raise InvalidArgumentError("pagoda.load: the path holds a NUL character")
