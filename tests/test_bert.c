@@ -1,8 +1,8 @@
 /* test_bert.c — BERT, DistilBERT and RoBERTa against transformers: the tiny random models of
- * tools/golden/make-bert-golden.py (folders tests/data/bert-*) on every device, a padded batch (right
- * and left padding, two token types) giving the last hidden state and the masked-LM logits within
- * 1e-4 relative, their input-dependent part (row r - row 0, row 0 a constant input) checked on
- * its own, a wrong head count shown to fall far outside the goldens, padded tokens shown to
+ * tools/golden/make-bert-golden.py (folders tests/data/bert-*) on every device, a padded batch
+ * (right and left padding, two token types) giving the last hidden state and the masked-LM logits
+ * within 1e-4 relative, their input-dependent part (row r - row 0, row 0 a constant input) checked
+ * on its own, a wrong head count shown to fall far outside the goldens, padded tokens shown to
  * change nothing they should not, and config.json's and the checkpoint's errors. */
 #include <math.h>
 #include <stdio.h>
@@ -144,8 +144,8 @@ static void run_case(const char *name, bert_arch arch)
             double s = 0;
             for (int j = 0; j < g.S; j++) {
                 float p = probs[row * g.S + j];
-                ck_assert_msg(g.mask[b * g.S + j] || p == 0.0f, "%s: padded key %d has %g",
-                              what, j, p);
+                ck_assert_msg(g.mask[b * g.S + j] || p == 0.0f, "%s: padded key %d has %g", what, j,
+                              p);
                 s += p;
             }
             ck_assert_msg(fabs(s - 1.0) < 1e-4, "%s: a probability row sums to %g", what, s);
@@ -160,13 +160,25 @@ static void run_case(const char *name, bert_arch arch)
     golden_free(&g);
 }
 
-START_TEST(bert_mlm) { run_case("tiny", BERT_ARCH_BERT); }
+START_TEST(bert_mlm)
+{
+    run_case("tiny", BERT_ARCH_BERT);
+}
 END_TEST
-START_TEST(bert_headless) { run_case("model", BERT_ARCH_BERT); }
+START_TEST(bert_headless)
+{
+    run_case("model", BERT_ARCH_BERT);
+}
 END_TEST
-START_TEST(distilbert) { run_case("distil", BERT_ARCH_DISTIL); }
+START_TEST(distilbert)
+{
+    run_case("distil", BERT_ARCH_DISTIL);
+}
 END_TEST
-START_TEST(roberta) { run_case("roberta", BERT_ARCH_ROBERTA); }
+START_TEST(roberta)
+{
+    run_case("roberta", BERT_ARCH_ROBERTA);
+}
 END_TEST
 
 /* The same weights with another head count (config.json saying so) move the logits' input-
@@ -239,8 +251,8 @@ static void padding_case(const char *name)
             if (g.mask[k / g.D])
                 moved = fmax(moved, fabs(h0[k] - h1[k]));
         }
-        ck_assert_msg(moved <= 1e-6 * big, "%s on %s: padded ids moved a real output by %g",
-                      name, dev, moved);
+        ck_assert_msg(moved <= 1e-6 * big, "%s on %s: padded ids moved a real output by %g", name,
+                      dev, moved);
         /* One real token of sequence 1 changed: the others of that sequence move. */
         ids[1 * g.S + 2] = g.ids[1 * g.S + 2] == 9 ? 10 : 9;
         PGD_CHECK_OK(bert_forward(m, &b, &ob, &err), &err);
@@ -248,8 +260,8 @@ static void padding_case(const char *name)
         for (int t = 3; t < g.S; t++)
             for (int c = 0; c < g.D && g.mask[g.S + t]; c++)
                 other = fmax(other, fabs(h0[(g.S + t) * g.D + c] - h1[(g.S + t) * g.D + c]));
-        ck_assert_msg(other > 1e-3 * big, "%s on %s: a real token changed nothing (%g)", name,
-                      dev, other);
+        ck_assert_msg(other > 1e-3 * big, "%s on %s: a real token changed nothing (%g)", name, dev,
+                      other);
         ids[1 * g.S + 2] = g.ids[1 * g.S + 2];
         bert_free(m);
     });
@@ -327,8 +339,7 @@ START_TEST(config_vs_weights)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         bert_config cfg;
-        PGD_CHECK_OK(bert_config_parse(cases[i][0], strlen(cases[i][0]), "config.json", &cfg,
-                                       &err),
+        PGD_CHECK_OK(bert_config_parse(cases[i][0], strlen(cases[i][0]), "config.json", &cfg, &err),
                      &err);
         int rc = bert_detect(&src, &cfg, &err);
         ck_assert_msg(rc != PGD_OK, "%s accepted", cases[i][0]);
@@ -366,20 +377,16 @@ START_TEST(bad_inputs)
     bert_outputs out = {hidden, NULL, NULL};
     bert_batch in = {1, 3, ids, NULL, NULL};
     ids[1] = g.V;
-    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT,
-                          "outside the vocabulary");
+    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT, "outside the vocabulary");
     ids[1] = 9;
     in.types = types;
-    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT,
-                          "token type 2");
+    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT, "token type 2");
     in.types = NULL;
     in.mask = mask;
-    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT,
-                          "no token under its attention mask");
+    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT, "no token under its attention mask");
     in.mask = NULL;
     in.S = 40; /* the tiny model has 32 positions */
-    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT,
-                          "32 positions");
+    expect_forward(m, &in, &out, PGD_ERR_INVALID_ARGUMENT, "32 positions");
     bert_free(m);
     pgd_ctx_destroy(ctx);
     pgd_weights_destroy(w);

@@ -24,8 +24,7 @@ static const char fill_usage[] =
     "each [MASK] (RoBERTa: <mask>) a distribution over its vocabulary; the K most probable\n"
     "tokens are printed with their probabilities and the text they make. Several texts run as\n"
     "one batch, padded to the longest (the padding is masked out of the attention).\n"
-    "\n" BERT_COMMON_HELP
-    "  --top-k K          candidates per mask (default 5)\n"
+    "\n" BERT_COMMON_HELP "  --top-k K          candidates per mask (default 5)\n"
     "  --json             the results as JSON: per text its tokens and per mask the candidates\n"
     "                     (token, id, probability, the filled-in text)\n"
     "  -h, --help         show this help\n"
@@ -42,8 +41,7 @@ static const char embed_usage[] =
     "computes them: the last layer's token vectors averaged over the text's tokens (the\n"
     "padding of a batch left out; [CLS] and [SEP] included), or with --pooling cls the first\n"
     "token's vector. With two texts or more the cosine similarity of every pair is printed too.\n"
-    "\n" BERT_COMMON_HELP
-    "  --pooling P        mean (default) or cls\n"
+    "\n" BERT_COMMON_HELP "  --pooling P        mean (default) or cls\n"
     "  --normalize        scale each embedding to unit length (models whose sentence-\n"
     "                     transformers pipeline ends with Normalize, e.g. all-MiniLM-L6-v2)\n"
     "  --json             the results as JSON: per text its token count and embedding, and\n"
@@ -55,8 +53,18 @@ static const char embed_usage[] =
 
 /* ---- options -------------------------------------------------------------------------------- */
 
-enum { O_WEIGHTS = 1, O_TOKENIZER, O_DEVICE, O_TOPK, O_JSON, O_POOL, O_NORM, O_MAP, O_LAYERS,
-       O_HEADS };
+enum {
+    O_WEIGHTS = 1,
+    O_TOKENIZER,
+    O_DEVICE,
+    O_TOPK,
+    O_JSON,
+    O_POOL,
+    O_NORM,
+    O_MAP,
+    O_LAYERS,
+    O_HEADS
+};
 
 static int parse_one(bert_opts *o, int c, const char *arg, const char *cmd)
 {
@@ -87,18 +95,22 @@ static int parse_one(bert_opts *o, int c, const char *arg, const char *cmd)
 static int parse(int argc, char **argv, bert_opts *o, int fill)
 {
     static const struct option fill_opts[] = {
-        {"weights", 1, 0, O_WEIGHTS},   {"tokenizer", 1, 0, O_TOKENIZER},
-        {"device", 1, 0, O_DEVICE},     {"top-k", 1, 0, O_TOPK},
-        {"json", 0, 0, O_JSON},         {"attention-map", 1, 0, O_MAP},
-        {"layers", 1, 0, O_LAYERS},     {"heads", 1, 0, O_HEADS},
-        {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
-    static const struct option embed_opts[] = {
-        {"weights", 1, 0, O_WEIGHTS},   {"tokenizer", 1, 0, O_TOKENIZER},
-        {"device", 1, 0, O_DEVICE},     {"pooling", 1, 0, O_POOL},
-        {"normalize", 0, 0, O_NORM},    {"json", 0, 0, O_JSON},
-        {"attention-map", 1, 0, O_MAP}, {"layers", 1, 0, O_LAYERS},
-        {"heads", 1, 0, O_HEADS},       {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"weights", 1, 0, O_WEIGHTS}, {"tokenizer", 1, 0, O_TOKENIZER},
+        {"device", 1, 0, O_DEVICE},   {"top-k", 1, 0, O_TOPK},
+        {"json", 0, 0, O_JSON},       {"attention-map", 1, 0, O_MAP},
+        {"layers", 1, 0, O_LAYERS},   {"heads", 1, 0, O_HEADS},
+        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option embed_opts[] = {{"weights", 1, 0, O_WEIGHTS},
+                                               {"tokenizer", 1, 0, O_TOKENIZER},
+                                               {"device", 1, 0, O_DEVICE},
+                                               {"pooling", 1, 0, O_POOL},
+                                               {"normalize", 0, 0, O_NORM},
+                                               {"json", 0, 0, O_JSON},
+                                               {"attention-map", 1, 0, O_MAP},
+                                               {"layers", 1, 0, O_LAYERS},
+                                               {"heads", 1, 0, O_HEADS},
+                                               {"help", 0, 0, 'h'},
+                                               {0, 0, 0, 0}};
     const char *cmd = fill ? "fill-mask " : "embed-text ";
     int c;
     memset(o, 0, sizeof *o);
@@ -169,8 +181,7 @@ static char *filled(const bert_run *r, int b, int pos, int id)
     return text;
 }
 
-static json_t *mask_json(const bert_run *r, int b, int pos, const int *best, const double *p,
-                         int k)
+static json_t *mask_json(const bert_run *r, int b, int pos, const int *best, const double *p, int k)
 {
     json_t *preds = json_array();
     for (int i = 0; preds && i < k; i++) {
@@ -184,8 +195,7 @@ static json_t *mask_json(const bert_run *r, int b, int pos, const int *best, con
     return json_pack("{s:i, s:o}", "position", pos - r->first[b], "predictions", preds);
 }
 
-static void mask_print(const bert_run *r, int b, int pos, const int *best, const double *p,
-                       int k)
+static void mask_print(const bert_run *r, int b, int pos, const int *best, const double *p, int k)
 {
     char shown[512], tok[256];
     printf("  %s at token %d:\n", bert_token_text(r, r->mask_id, tok, sizeof tok),
@@ -220,9 +230,9 @@ static int fill_report(bert_run *r)
                 mask_print(r, b, s, best, p, k);
         }
         if (results)
-            json_array_append_new(results, json_pack("{s:o, s:o, s:o}", "text",
-                                                     app_json_text(o->texts[b]), "tokens",
-                                                     bert_tokens_json(r, b), "masks", masks));
+            json_array_append_new(results,
+                                  json_pack("{s:o, s:o, s:o}", "text", app_json_text(o->texts[b]),
+                                            "tokens", bert_tokens_json(r, b), "masks", masks));
     }
     return results ? app_print_json(bert_doc(r, "results", results)) : EXIT_OK;
 }
@@ -277,9 +287,8 @@ static void embed_print(const bert_run *r, const float *e)
         double n = 0;
         for (int d = 0; d < D; d++)
             n += (double)v[d] * v[d];
-        printf("%s\n  %d tokens, %d dims, norm %.4f: [", app_term_text(r->o.texts[b], shown,
-                                                                      sizeof shown),
-               r->len[b], D, sqrt(n));
+        printf("%s\n  %d tokens, %d dims, norm %.4f: [",
+               app_term_text(r->o.texts[b], shown, sizeof shown), r->len[b], D, sqrt(n));
         for (int d = 0; d < D && d < 6; d++)
             printf("%s%.4f", d ? ", " : "", v[d]);
         printf("%s]\n", D > 6 ? ", ..." : "");
@@ -305,9 +314,9 @@ static json_t *embed_json(const bert_run *r, const float *e)
             json_array_append_new(v, json_real(e[(size_t)b * D + d]));
         for (int c = 0; row && c < r->B; c++)
             json_array_append_new(row, json_real(cosine(e + (size_t)b * D, e + (size_t)c * D, D)));
-        json_array_append_new(results, json_pack("{s:o, s:i, s:o}", "text",
-                                                 app_json_text(r->o.texts[b]), "tokens",
-                                                 r->len[b], "embedding", v));
+        json_array_append_new(results,
+                              json_pack("{s:o, s:i, s:o}", "text", app_json_text(r->o.texts[b]),
+                                        "tokens", r->len[b], "embedding", v));
         json_array_append_new(sim, row);
     }
     json_t *doc = bert_doc(r, "results", results);

@@ -10,10 +10,10 @@
 
 #define BERT_COMMON_HELP                                                                           \
     "Options:\n"                                                                                   \
-    "  --weights W        the model: a folder as save_pretrained writes it (model.safetensors,\n" \
+    "  --weights W        the model: a folder as save_pretrained writes it (model.safetensors,\n"  \
     "                     config.json, and tokenizer.json or vocab.txt), its model.safetensors\n"  \
     "                     (config.json and the tokenizer beside it), or hf:ORG/NAME (pulled\n"     \
-    "                     into the hub cache once). config.json is required: the head count is\n" \
+    "                     into the hub cache once). config.json is required: the head count is\n"  \
     "                     read from it, never guessed. Without --weights: a seeded random BERT\n"  \
     "                     over a small built-in vocabulary, said on stderr (it means nothing)\n"   \
     "  --tokenizer F      tokenizer.json or vocab.txt instead of the one beside the weights\n"     \
@@ -45,7 +45,7 @@ typedef struct bert_run {
     pgd_outfile *map;
     int B, S, mask_id; /* the batch: B texts padded to S tokens */
     int32_t *ids, *mask;
-    int *first, *len;            /* each text's first token and token count */
+    int *first, *len;               /* each text's first token and token count */
     float *hidden, *logits, *probs; /* what the command asked for (bert_outputs) */
 } bert_run;
 

@@ -70,8 +70,8 @@ static int open_weights(bert_run *r, pgd_error **err)
     size_t n = 0;
     char label[4300];
     snprintf(label, sizeof label, "%s/config.json", r->files.dir);
-    if (!rc && (rc = text_read_beside(&r->files, "config.json", &text, &n, err)) ==
-                   PGD_ERR_NOT_FOUND)
+    if (!rc &&
+        (rc = text_read_beside(&r->files, "config.json", &text, &n, err)) == PGD_ERR_NOT_FOUND)
         rc = pgd_error_set(err, PGD_ERR_NOT_FOUND,
                            "%s: no config.json beside the weights: the head count, activation "
                            "and epsilon are read from it (never guessed)",
@@ -86,8 +86,10 @@ static int open_weights(bert_run *r, pgd_error **err)
     if (!rc)
         rc = text_load_tokenizer(&r->files, r->o.tokenizer, &r->tok, err);
     if (!rc && r->files.lower_assumed && !strstr(r->files.tokenizer, ".json"))
-        fprintf(stderr, "pagoda: note: %s: no tokenizer_config.json beside it: lower-casing "
-                        "assumed (BertTokenizer's default do_lower_case)\n", r->files.tokenizer);
+        fprintf(stderr,
+                "pagoda: note: %s: no tokenizer_config.json beside it: lower-casing "
+                "assumed (BertTokenizer's default do_lower_case)\n",
+                r->files.tokenizer);
     if (!rc && r->o.fill && !r->cfg.mlm)
         rc = pgd_error_set(err, PGD_ERR_UNSUPPORTED,
                            "%s: no masked-LM head (a headless %s): fill-mask needs "
@@ -175,8 +177,8 @@ static int forward(bert_run *r, pgd_error **err)
     int rc = PGD_OK;
     if (!(r->hidden = malloc(n * c->hidden * sizeof *r->hidden)) ||
         (r->o.fill && !(r->logits = malloc(n * c->vocab * sizeof *r->logits))) ||
-        (r->o.map && !(r->probs = malloc((size_t)c->layers * n * r->S * c->heads *
-                                         sizeof *r->probs))))
+        (r->o.map &&
+         !(r->probs = malloc((size_t)c->layers * n * r->S * c->heads * sizeof *r->probs))))
         rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "the outputs");
     bert_batch in = {r->B, r->S, r->ids, r->mask, NULL};
     bert_outputs out = {r->hidden, r->logits, r->probs};
@@ -203,8 +205,10 @@ static int pick_list(const char *arg, const char *opt, int count, int dflt, unsi
     for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         int64_t v;
         if (pgd_parse_int64(p, -count, count - 1, &v))
-            return app_usage_error(NULL, "%s wants all, or indices from %d to %d separated by "
-                                         "commas, got '%s'", opt, -count, count - 1, arg);
+            return app_usage_error(NULL,
+                                   "%s wants all, or indices from %d to %d separated by "
+                                   "commas, got '%s'",
+                                   opt, -count, count - 1, arg);
         pick[v < 0 ? v + count : v] = 1;
     }
     return EXIT_OK;
@@ -267,8 +271,7 @@ static int run_all(bert_run *r, int (*report)(bert_run *r))
         return app_fail(err);
     if ((rc = app_ctx_open(r->o.device, &r->ctx)))
         return rc;
-    if (bert_load(r->ctx, &r->src, &r->cfg, &r->m, &err) || tokenize(r, &err) ||
-        forward(r, &err))
+    if (bert_load(r->ctx, &r->src, &r->cfg, &r->m, &err) || tokenize(r, &err) || forward(r, &err))
         return app_fail(err);
     rc = report(r);
     if (!rc && r->map)
@@ -329,13 +332,11 @@ json_t *bert_doc(const bert_run *r, const char *key, json_t *value)
                               "arch", bert_arch_name(c->arch), "layers", c->layers, "hidden",
                               c->hidden, "heads", c->heads, "vocab", c->vocab, "positions",
                               c->max_pos, "activation", bert_act_name(c->act), "mlm", c->mlm);
-    json_t *doc = json_pack("{s:o, s:b, s:o, s:o, s:o, s:o}", "weights",
-                            r->random ? json_null() : app_json_text(r->files.weights), "random",
-                            r->random, "tokenizer",
-                            r->files.tokenizer[0] ? app_json_text(r->files.tokenizer)
-                                                  : json_string("built-in"),
-                            "device", app_device_json(pgd_ctx_get_device(r->ctx)), "model", model,
-                            key, value);
+    json_t *doc = json_pack(
+        "{s:o, s:b, s:o, s:o, s:o, s:o}", "weights",
+        r->random ? json_null() : app_json_text(r->files.weights), "random", r->random, "tokenizer",
+        r->files.tokenizer[0] ? app_json_text(r->files.tokenizer) : json_string("built-in"),
+        "device", app_device_json(pgd_ctx_get_device(r->ctx)), "model", model, key, value);
     if (doc && r->o.map)
         json_object_set_new(doc, "attention_map", app_json_text(r->o.map));
     return doc;

@@ -242,8 +242,8 @@ static int pull_shards(puller *p, const char *index, FILE *out)
  * names a text model_type: the text commands read them beside the weights. */
 static int pull_tokenizer_files(puller *p, const char *config, FILE *out)
 {
-    static const char *const text_types[] = {"bert", "roberta", "distilbert", "xlm-roberta",
-                                             "camembert", "gpt2"};
+    static const char *const text_types[] = {"bert",        "roberta",   "distilbert",
+                                             "xlm-roberta", "camembert", "gpt2"};
     static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "vocab.txt",
                                         "vocab.json", "merges.txt"};
     json_t *cfg = json_load_file(config, 0, NULL);

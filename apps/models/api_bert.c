@@ -74,9 +74,8 @@ PGD_MODELS_API pgd_status pgd_bert_get_info(const pgd_bert *m, pgd_bert_info *in
 }
 
 PGD_MODELS_API pgd_status pgd_bert_forward(pgd_bert *m, int B, int S, const int32_t *ids,
-                                           const int32_t *mask, const int32_t *types,
-                                           float *hidden, float *logits, float *probs,
-                                           pgd_error **err)
+                                           const int32_t *mask, const int32_t *types, float *hidden,
+                                           float *logits, float *probs, pgd_error **err)
 {
     if (!m || !ids)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT, "pgd_bert_forward: NULL argument");

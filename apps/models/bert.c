@@ -28,13 +28,17 @@ struct bert_model {
 
 /* The names of one layer's parts: q, k, v, attention output, its LayerNorm, FFN in, FFN out,
  * the output LayerNorm. */
-static const char *const bert_parts[8] = {
-    "attention.self.query", "attention.self.key", "attention.self.value",
-    "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
-    "output.dense", "output.LayerNorm"};
+static const char *const bert_parts[8] = {"attention.self.query",
+                                          "attention.self.key",
+                                          "attention.self.value",
+                                          "attention.output.dense",
+                                          "attention.output.LayerNorm",
+                                          "intermediate.dense",
+                                          "output.dense",
+                                          "output.LayerNorm"};
 static const char *const distil_parts[8] = {
     "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
-    "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"};
+    "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",        "output_layer_norm"};
 
 static void part_name(const bert_config *c, int i, int part, const char *suffix, char *buf,
                       size_t size)
@@ -228,7 +232,10 @@ void bert_free(bert_model *m)
     free(m);
 }
 
-const bert_config *bert_get_config(const bert_model *m) { return &m->cfg; }
+const bert_config *bert_get_config(const bert_model *m)
+{
+    return &m->cfg;
+}
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
@@ -249,8 +256,7 @@ static void pass_free(pass *p)
  * padding; for RoBERTa pad_token_id + (the count of non-pad ids so far) at non-pad ids and
  * pad_token_id at pad ids (create_position_ids_from_input_ids: it looks at the ids, not at the
  * attention mask). */
-static int position_ids(const bert_config *c, const bert_batch *in, int64_t *pid,
-                        pgd_error **err)
+static int position_ids(const bert_config *c, const bert_batch *in, int64_t *pid, pgd_error **err)
 {
     for (int b = 0; b < in->B; b++) {
         int64_t count = 0;
@@ -316,8 +322,7 @@ static int alloc_pass(pass *p, int probs, int logits, pgd_error **err)
     int rc = model_check_alloc(ctx, 0, model_mul(model_mul(p->n, 3 * D + c->inter), 4),
                                "the activations", err);
     if (!rc && logits)
-        rc = model_check_alloc(ctx, 0, model_mul(model_mul(p->n, c->vocab), 4), "the logits",
-                               err);
+        rc = model_check_alloc(ctx, 0, model_mul(model_mul(p->n, c->vocab), 4), "the logits", err);
     if (!rc)
         rc = make(ctx, p->n, D, &p->x, err);
     if (!rc)
@@ -366,8 +371,9 @@ static int embed(pass *p, const int64_t *wid, const int64_t *pid, const int64_t 
 static int linear_act(pgd_ctx *ctx, const pgd_linear *l, bert_act act, const pgd_tensor *x,
                       pgd_tensor *y, pgd_error **err)
 {
-    pgd_act fused = act == BERT_ACT_GELU ? PGD_ACT_GELU : act == BERT_ACT_RELU ? PGD_ACT_RELU
-                                                                               : PGD_ACT_NONE;
+    pgd_act fused = act == BERT_ACT_GELU   ? PGD_ACT_GELU
+                    : act == BERT_ACT_RELU ? PGD_ACT_RELU
+                                           : PGD_ACT_NONE;
     int rc = pgd_linear_forward(ctx, l, x, fused, NULL, y, err);
     if (!rc && act == BERT_ACT_GELU_TANH)
         rc = pgd_gelu(ctx, y, y, 1, err);
@@ -437,8 +443,8 @@ static int run_pass(pass *p, const bert_batch *in, bert_outputs *out, pgd_error 
     size_t n = (size_t)p->n;
     int64_t *idx = malloc(3 * n * sizeof *idx);
     float *madd = malloc(n * sizeof *madd);
-    int rc = idx && madd ? PGD_OK
-                         : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "the token indices");
+    int rc =
+        idx && madd ? PGD_OK : pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "the token indices");
     if (!rc)
         rc = prepare(c, in, idx, idx + n, idx + 2 * n, madd, err);
     if (!rc)
@@ -469,8 +475,7 @@ int bert_forward(bert_model *m, const bert_batch *in, bert_outputs *out, pgd_err
                              "logits",
                              bert_arch_name(m->cfg.arch));
     if (model_mul(in->B, in->S) > (int64_t)1 << 24)
-        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "bert_forward: %d x %d tokens", in->B,
-                             in->S);
+        return pgd_error_set(err, PGD_ERR_TOO_LARGE, "bert_forward: %d x %d tokens", in->B, in->S);
     pass p = {.m = m, .B = in->B, .S = in->S, .n = (int64_t)in->B * in->S};
     int rc = run_pass(&p, in, out, err);
     pass_free(&p);

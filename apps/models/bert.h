@@ -33,7 +33,7 @@ typedef struct bert_config {
     int type_vocab; /* token types; 0 for DistilBERT (none) */
     int pad_id;     /* pad_token_id (-1 when config.json has none) */
     bert_act act;
-    int mlm;        /* the masked-LM head is in the file (else a headless encoder) */
+    int mlm; /* the masked-LM head is in the file (else a headless encoder) */
     float eps;
     char prefix[16]; /* "bert.", "roberta.", "distilbert." or "" (a headless model's names) */
 } bert_config;
@@ -85,7 +85,6 @@ int bert_forward(bert_model *m, const bert_batch *in, bert_outputs *out, pgd_err
  * 2 layers, width 64, 4 heads, MLM head, over `vocab` tokens. */
 void bert_random_config(int vocab, bert_config *cfg);
 /* A source of seeded random weights in BertForMaskedLM's names for cfg. */
-int bert_random_source(model_source *src, const bert_config *cfg, uint64_t seed,
-                       pgd_error **err);
+int bert_random_source(model_source *src, const bert_config *cfg, uint64_t seed, pgd_error **err);
 
 #endif

@@ -36,8 +36,7 @@ static int get_int(json_t *root, const char *key, int lo, int hi, int *out, cons
     return PGD_OK;
 }
 
-static int get_act(json_t *root, const char *key, bert_act *out, const char *label,
-                   pgd_error **err)
+static int get_act(json_t *root, const char *key, bert_act *out, const char *label, pgd_error **err)
 {
     json_t *v = json_object_get(root, key);
     if (!v)
@@ -111,7 +110,8 @@ static int get_eps(json_t *root, bert_config *c, const char *label, pgd_error **
         return PGD_OK;
     /* The epsilon is used as a float: one that rounds to 0 (1e-83) would divide by zero. */
     if (!json_is_number(e) || !(json_number_value(e) >= FLT_MIN && json_number_value(e) < 1))
-        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: 'layer_norm_eps' must be a number "
+        return pgd_error_set(err, PGD_ERR_FORMAT,
+                             "%s: 'layer_norm_eps' must be a number "
                              "from %g (the smallest normal float) to 1",
                              label, (double)FLT_MIN);
     c->eps = (float)json_number_value(e);
@@ -178,9 +178,8 @@ static int size_from(const model_source *src, const char *tensor, const char *wh
     int got;
     int rc = model_size(src, tensor, what, v, MODEL_SIZE_MAX, &got, err);
     if (!rc && *field && *field != got)
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "%s: '%s' has %s %d but config.json's %s is %d", src->label, tensor,
-                             what, got, key, *field);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %s %d but config.json's %s is %d",
+                             src->label, tensor, what, got, key, *field);
     *field = got;
     return rc;
 }
@@ -191,8 +190,8 @@ static int shape2(const model_source *src, const char *name, int64_t s[8], pgd_e
     if (src->shape(src->u, name, &nd, s))
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no tensor '%s'", src->label, name);
     if (nd != 2)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %d dims, not 2", src->label,
-                             name, nd);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' has %d dims, not 2", src->label, name,
+                             nd);
     return PGD_OK;
 }
 
@@ -258,8 +257,7 @@ static int detect_layers(const model_source *src, bert_config *c, pgd_error **er
 int bert_detect(const model_source *src, bert_config *c, pgd_error **err)
 {
     int rc = detect_prefix(src, c, err);
-    if (!rc && ((c->arch == BERT_ARCH_DISTIL) != !strcmp(c->prefix, "distilbert.")) &&
-        c->prefix[0])
+    if (!rc && ((c->arch == BERT_ARCH_DISTIL) != !strcmp(c->prefix, "distilbert.")) && c->prefix[0])
         rc = pgd_error_set(err, PGD_ERR_FORMAT,
                            "%s: the names begin '%s' but config.json's model_type is \"%s\"",
                            src->label, c->prefix, bert_arch_name(c->arch));
@@ -272,12 +270,14 @@ int bert_detect(const model_source *src, bert_config *c, pgd_error **err)
     if (!rc)
         rc = size_from(src, name, "columns (width)", s[1], &c->hidden, hk, err);
     if (!rc && c->hidden % c->heads)
-        rc = pgd_error_set(err, PGD_ERR_FORMAT, "config.json: %d heads do not divide the width "
-                           "%d of '%s'", c->heads, c->hidden, name);
+        rc = pgd_error_set(err, PGD_ERR_FORMAT,
+                           "config.json: %d heads do not divide the width "
+                           "%d of '%s'",
+                           c->heads, c->hidden, name);
     snprintf(name, sizeof name, "%sembeddings.position_embeddings.weight", c->prefix);
     if (!rc && !(rc = shape2(src, name, s, err)))
-        rc = size_from(src, name, "rows (positions)", s[0], &c->max_pos,
-                       "max_position_embeddings", err);
+        rc = size_from(src, name, "rows (positions)", s[0], &c->max_pos, "max_position_embeddings",
+                       err);
     snprintf(name, sizeof name, "%sembeddings.token_type_embeddings.weight", c->prefix);
     if (!rc && c->arch != BERT_ARCH_DISTIL && !(rc = shape2(src, name, s, err)))
         rc = size_from(src, name, "rows (token types)", s[0], &c->type_vocab, "type_vocab_size",
@@ -300,9 +300,18 @@ int bert_detect(const model_source *src, bert_config *c, pgd_error **err)
 void bert_random_config(int vocab, bert_config *c)
 {
     memset(c, 0, sizeof *c);
-    *c = (bert_config){.arch = BERT_ARCH_BERT, .layers = 2, .hidden = 64, .heads = 4,
-                       .inter = 128, .vocab = vocab, .max_pos = 128, .type_vocab = 2,
-                       .pad_id = 0, .act = BERT_ACT_GELU, .mlm = 1, .eps = 1e-12f};
+    *c = (bert_config){.arch = BERT_ARCH_BERT,
+                       .layers = 2,
+                       .hidden = 64,
+                       .heads = 4,
+                       .inter = 128,
+                       .vocab = vocab,
+                       .max_pos = 128,
+                       .type_vocab = 2,
+                       .pad_id = 0,
+                       .act = BERT_ACT_GELU,
+                       .mlm = 1,
+                       .eps = 1e-12f};
     snprintf(c->prefix, sizeof c->prefix, "bert.");
 }
 
@@ -318,10 +327,10 @@ static int random_shape(const void *cfg, const char *name, int *ndim, int64_t s[
         return s[0] = V, 0;
     if (!strncmp(name, "bert.embeddings.", 16)) {
         const char *r = name + 16;
-        int64_t rows = !strcmp(r, "word_embeddings.weight")          ? V
-                       : !strcmp(r, "position_embeddings.weight")    ? c->max_pos
+        int64_t rows = !strcmp(r, "word_embeddings.weight")         ? V
+                       : !strcmp(r, "position_embeddings.weight")   ? c->max_pos
                        : !strcmp(r, "token_type_embeddings.weight") ? c->type_vocab
-                                                                      : 0;
+                                                                    : 0;
         if (rows)
             return *ndim = 2, s[0] = rows, s[1] = D, 0;
         return strncmp(r, "LayerNorm.", 10) ? -1 : 0;
@@ -383,8 +392,7 @@ static const char *rand_meta(void *u, const char *key)
     return NULL;
 }
 
-int bert_random_source(model_source *src, const bert_config *cfg, uint64_t seed,
-                       pgd_error **err)
+int bert_random_source(model_source *src, const bert_config *cfg, uint64_t seed, pgd_error **err)
 {
     memset(src, 0, sizeof *src);
     bert_rand *r = malloc(sizeof *r);
@@ -392,8 +400,12 @@ int bert_random_source(model_source *src, const bert_config *cfg, uint64_t seed,
         return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "random weights");
     r->cfg = *cfg;
     r->seed = seed;
-    *src = (model_source){.u = r, .label = "random weights", .shape = rand_shape,
-                          .read = rand_read, .meta = rand_meta, .release = free};
+    *src = (model_source){.u = r,
+                          .label = "random weights",
+                          .shape = rand_shape,
+                          .read = rand_read,
+                          .meta = rand_meta,
+                          .release = free};
     return PGD_OK;
 }
 

@@ -192,9 +192,8 @@ PGD_MODELS_API pgd_status pgd_bert_get_info(const pgd_bert *m, pgd_bert_info *in
  * last hidden state), logits [B, S, vocab] (the masked-LM head's), probs [layers, B, heads, S,
  * S] (every layer's attention probabilities). */
 PGD_MODELS_API pgd_status pgd_bert_forward(pgd_bert *m, int B, int S, const int32_t *ids,
-                                           const int32_t *mask, const int32_t *types,
-                                           float *hidden, float *logits, float *probs,
-                                           pgd_error **err);
+                                           const int32_t *mask, const int32_t *types, float *hidden,
+                                           float *logits, float *probs, pgd_error **err);
 /* Before its context; NULL is accepted. */
 PGD_MODELS_API void pgd_bert_destroy(pgd_bert *m);
 

@@ -16,7 +16,7 @@ int text_files_find(const char *weights, text_files *f, pgd_error **err)
         return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: no such file or folder", weights);
     int dir = S_ISDIR(st.st_mode);
     const char *slash = strrchr(weights, '/');
-    int n = dir      ? snprintf(f->dir, sizeof f->dir, "%s", weights)
+    int n = dir     ? snprintf(f->dir, sizeof f->dir, "%s", weights)
             : slash ? snprintf(f->dir, sizeof f->dir, "%.*s", (int)(slash - weights + 1), weights)
                     : snprintf(f->dir, sizeof f->dir, ".");
     int m = dir ? snprintf(f->weights, sizeof f->weights, "%s/model.safetensors", weights)
@@ -45,8 +45,7 @@ static int exists(const text_files *f, const char *name, char *path, size_t size
     return beside(f, name, path, size) && !stat(path, &st);
 }
 
-int text_read_beside(const text_files *f, const char *name, char **text, size_t *n,
-                     pgd_error **err)
+int text_read_beside(const text_files *f, const char *name, char **text, size_t *n, pgd_error **err)
 {
     char path[4200];
     if (!exists(f, name, path, sizeof path))

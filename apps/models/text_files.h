@@ -10,10 +10,10 @@
 #include "tokenizer.h"
 
 typedef struct text_files {
-    char weights[4096]; /* the .safetensors file */
-    char dir[4096];     /* its folder ("." for a bare file name) */
+    char weights[4096];   /* the .safetensors file */
+    char dir[4096];       /* its folder ("." for a bare file name) */
     char tokenizer[4400]; /* the tokenizer file read ("" until text_load_tokenizer) */
-    int lower_assumed;  /* vocab.txt without tokenizer_config.json: lower-casing assumed */
+    int lower_assumed;    /* vocab.txt without tokenizer_config.json: lower-casing assumed */
 } text_files;
 
 /* `weights` is a folder (its model.safetensors) or a file. PGD_ERR_NOT_FOUND naming the path

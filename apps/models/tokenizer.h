@@ -44,8 +44,8 @@ int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **o
 
 /* As tokenizer_load_wordpiece from the `size` bytes of a vocab.txt held in memory (`label`
  * names it in errors): a built-in vocabulary. */
-int tokenizer_wordpiece_from_text(const char *text, size_t size, const char *label,
-                                  int lowercase, tokenizer **out, pgd_error **err);
+int tokenizer_wordpiece_from_text(const char *text, size_t size, const char *label, int lowercase,
+                                  tokenizer **out, pgd_error **err);
 
 /* GPT-2's byte-level BPE from vocab.json and merges.txt, as transformers' GPT2TokenizerFast
  * builds it (no prefix space; <|endoftext|> a special token when the vocabulary holds it). */

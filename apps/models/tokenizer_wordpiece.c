@@ -374,8 +374,8 @@ int tokenizer_load_wordpiece(const char *vocab_txt, int lowercase, tokenizer **o
     return rc;
 }
 
-int tokenizer_wordpiece_from_text(const char *text, size_t size, const char *label,
-                                  int lowercase, tokenizer **out, pgd_error **err)
+int tokenizer_wordpiece_from_text(const char *text, size_t size, const char *label, int lowercase,
+                                  tokenizer **out, pgd_error **err)
 {
     *out = NULL;
     tokenizer *t = NULL;

@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err = NULL;
     rc = bert_detect(&src, &cfg, &err);
     refused(rc, err);
-    if (!rc && (cfg.hidden != 32 || cfg.vocab != 100 || cfg.hidden % cfg.heads ||
-                cfg.layers != 2 || cfg.inter != 48 || strcmp(cfg.prefix, "bert.")))
+    if (!rc && (cfg.hidden != 32 || cfg.vocab != 100 || cfg.hidden % cfg.heads || cfg.layers != 2 ||
+                cfg.inter != 48 || strcmp(cfg.prefix, "bert.")))
         abort();
     model_source_free(&src);
     return 0;
