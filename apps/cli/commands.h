@@ -27,6 +27,7 @@ int pull_resolve_weights(int argc, char **argv);
  * message (malloc'd), or NULL when the cache lacks it. */
 char *pull_cached_weights(const char *repo);
 int cmd_tokenize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 

@@ -31,6 +31,7 @@ static const char usage[] =
     "  run        run an ONNX model (inputs from .npy, an image or random data)\n"
     "  info       what an ONNX model holds, what fuses, what Pagoda cannot run\n"
     "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
+    "  generate   text from GPT-2 with a KV cache, greedy or sampled, streamed\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -137,6 +138,8 @@ int main(int argc, char **argv)
         return cmd_gat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))
