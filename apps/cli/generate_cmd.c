@@ -320,6 +320,10 @@ static int on_token(void *u, int b, int index, int32_t id)
     (void)id;
     size_t n = (size_t)index + 1;
     int eos = !r->o->no_eos && id == r->eos;
+    if (r->streaming && index == 0) { /* the prompt once the prefill has run */
+        put_text(r->o->prompts[0], strlen(r->o->prompts[0]));
+        fflush(stdout);
+    }
     if (r->streaming && !eos) {
         const char *s;
         size_t len;
@@ -369,10 +373,6 @@ static int run_generation(gen_run *r, pgd_error **err)
                            .on_token = on_token, .u = r};
     r->streaming = o->n_prompts == 1 && !o->json;
     r->stream.tk = r->g->tk;
-    if (!rc && r->streaming) {
-        put_text(o->prompts[0], strlen(o->prompts[0]));
-        fflush(stdout);
-    }
     if (!rc)
         rc = gpt2_generate(r->g->m, prompts, lens, o->n_prompts, &gen, &r->out, err);
     if (!rc && r->err) { /* the callback's failure (decoding) */
@@ -652,7 +652,7 @@ int cmd_generate(int argc, char **argv)
     if (!fail)
         rc = o.json ? print_json(&r, ctx, &err) : print_text(&r, &err);
     if (fail || (rc && err)) {
-        if (r.streaming)
+        if (r.streaming && r.out.n && r.out.n[0])
             fputc('\n', stdout);
         rc = app_fail(err);
     }
