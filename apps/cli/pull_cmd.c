@@ -18,7 +18,8 @@ static const char usage[] =
     "       pagoda pull --list\n"
     "\n"
     "Downloads a model repository's weights (model.safetensors, or the shards its\n"
-    "model.safetensors.index.json lists) and config.json (labels, heads, sizes) from the\n"
+    "model.safetensors.index.json lists) and config.json (labels, heads, sizes), with a text\n"
+    "model's tokenizer files (tokenizer.json, vocab.json, merges.txt, vocab.txt), from the\n"
     "Hugging Face hub into its cache ($HF_HUB_CACHE, else $HF_HOME/hub, else\n"
     "~/.cache/huggingface/hub), in the layout huggingface_hub writes: files it, timm or\n"
     "transformers downloaded are found without a download, and ours are found by them.\n"
@@ -234,6 +235,35 @@ static int pull_shards(puller *p, const char *index, FILE *out)
     return rc;
 }
 
+/* The tokenizer files of a text model (config.json's model_type one of Hugging Face's text
+ * families): tokenizer.json, vocab.json + merges.txt (GPT-2's BPE) and vocab.txt (BERT's
+ * WordPiece), each where the repository has it. Image models ask for none of them. */
+static int pull_text_files(puller *p, const char *config, FILE *out)
+{
+    static const char *const text_types[] = {"gpt2", "bert", "distilbert", "roberta"};
+    static const char *const files[] = {"tokenizer.json", "vocab.json", "merges.txt",
+                                        "vocab.txt"};
+    json_t *root = json_load_file(config, 0, NULL);
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    int text = 0;
+    for (size_t i = 0; type && i < sizeof text_types / sizeof *text_types; i++)
+        text |= !strcmp(type, text_types[i]);
+    json_decref(root);
+    int rc = EXIT_OK;
+    for (size_t i = 0; text && !rc && i < sizeof files / sizeof *files; i++) {
+        char *path = NULL;
+        pgd_error *err = NULL;
+        int h;
+        if (!pull_file(p, files[i], 0, &path, &h, &err))
+            fprintf(out, "%s\n", path);
+        else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
+            rc = pull_fail(err), err = NULL;
+        pgd_error_destroy(err);
+        pgd_free(path);
+    }
+    return rc;
+}
+
 /* A model: config.json when the repository has one, then model.safetensors, else the index
  * and its shards. *weights (may be NULL) gets the weights path (the index when sharded). */
 static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int *how)
@@ -259,9 +289,10 @@ static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int 
     if (!rc) { /* config.json too, where the repository (or offline, the cache) has one */
         char *cfg = NULL;
         int h;
-        if (!pull_file(p, "config.json", 0, &cfg, &h, &err))
+        if (!pull_file(p, "config.json", 0, &cfg, &h, &err)) {
             fprintf(out, "%s\n", cfg);
-        else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
+            rc = pull_text_files(p, cfg, out);
+        } else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
             rc = pull_fail(err), err = NULL;
         pgd_error_destroy(err);
         free(cfg);
