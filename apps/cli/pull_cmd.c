@@ -76,6 +76,10 @@ static const struct {
     {"timm/resnet50.a1_in1k", "ResNet-50", "timm (= torchvision)", "ImageNet-1k", "nonlocal"},
     {"facebook/detr-resnet-50", "DETR R50", "Hugging Face", "config.json (COCO)", "detect"},
     {"facebook/detr-resnet-101", "DETR R101", "Hugging Face", "config.json (COCO)", "detect"},
+    {"openai-community/gpt2", "GPT-2 small (text)", "Hugging Face", "none (vocab.json)",
+     "generate"},
+    {"distilbert/distilgpt2", "DistilGPT-2 (text)", "Hugging Face", "none (vocab.json)",
+     "generate"},
 };
 
 static void print_list(void)

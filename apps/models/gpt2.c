@@ -621,6 +621,18 @@ void gpt2_random_config(gpt2_config *cfg)
                          .eos = 256};
 }
 
+int gpt2_named_config(const char *name, gpt2_config *cfg)
+{
+    gpt2_random_config(cfg);
+    if (!strcmp(name, "tiny"))
+        return 0;
+    if (strcmp(name, "small"))
+        return -1;
+    cfg->layers = 12, cfg->dim = 768, cfg->heads = 12, cfg->vocab = 50257;
+    cfg->positions = 1024, cfg->inner = 3072, cfg->eos = 50256;
+    return 0;
+}
+
 static int random_shape(const void *cfgp, const char *name, int *ndim, int64_t s[8])
 {
     const gpt2_config *c = cfgp;

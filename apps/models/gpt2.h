@@ -82,6 +82,10 @@ void gpt2_set_probs(gpt2_state *st, float *const *probs);
 /* A small configuration for seeded random weights (no checkpoint): width 64, 4 heads, 2 layers,
  * 256 positions, the 257 tokens of gpt2_byte_tokenizer. */
 void gpt2_random_config(gpt2_config *cfg);
+/* A named configuration for seeded random weights: "tiny" (gpt2_random_config) or "small"
+ * (GPT-2 small's sizes: 12 layers of width 768, 12 heads, 50257 tokens, 1024 positions).
+ * 0, or -1 for an unknown name. */
+int gpt2_named_config(const char *name, gpt2_config *cfg);
 /* Seeded random weights of cfg in GPT2Model's bare names. */
 int gpt2_random_source(model_source *src, const gpt2_config *cfg, uint64_t seed, pgd_error **err);
 
