@@ -3,7 +3,7 @@
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
 #           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv |
-#           results | eval_lists | http_header | tokenizer | onnx
+#           results | eval_lists | http_header | tokenizer | onnx | gpt2_config
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
 #           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
@@ -27,9 +27,11 @@ target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
 targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx"
+targets="$targets|gpt2_config"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
   gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx) ;;
+  gpt2_config) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#

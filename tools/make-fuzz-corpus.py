@@ -574,6 +574,24 @@ def tokenizer_seeds():
             "err-json-model": b"\x02{\"model\": {\"type\": \"Unigram\"}}" + sep + b"x"}
 
 
+def gpt2_config_seeds():
+    """fuzz_gpt2_config's inputs: GPT-2 config.json files, valid and nearly so."""
+    base = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256,
+            "n_inner": 256, "vocab_size": 257, "layer_norm_epsilon": 1e-5,
+            "activation_function": "gelu_new", "eos_token_id": 256}
+    variants = {"valid": base, "minimal": {"n_embd": 64, "n_head": 4},
+                "exact-gelu": {**base, "activation_function": "gelu"},
+                "no-scale": {**base, "scale_attn_weights": False},
+                "bad-heads": {**base, "n_head": 5}, "huge": {**base, "n_embd": 2 ** 40},
+                "float-heads": {**base, "n_head": 4.0}, "neg-eps": {**base, "layer_norm_epsilon": -1},
+                "cross": {**base, "add_cross_attention": True},
+                "bert": {**base, "model_type": "bert"}, "layers": {**base, "n_layer": 3}}
+    out = {k + ".json": json.dumps(v).encode() for k, v in variants.items()}
+    out["truncated.json"] = json.dumps(base).encode()[:40]
+    out["array.json"] = b"[1, 2]"
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tools/make-fuzz-corpus.py OUTDIR")
@@ -585,7 +603,7 @@ def main():
             "detr_config": detr_config_seeds(), "csv": csv_seeds(),
             "results": results_seeds(), "eval_lists": eval_lists_seeds(),
             "http_header": http_header_seeds(),
-            "tokenizer": tokenizer_seeds()}
+            "tokenizer": tokenizer_seeds(), "gpt2_config": gpt2_config_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
     for target, seeds in sets.items():

@@ -317,7 +317,6 @@ static int on_token(void *u, int b, int index, int32_t id)
 {
     gen_run *r = u;
     const int32_t *ids = r->out.ids + (size_t)b * r->o->max_new;
-    (void)id;
     size_t n = (size_t)index + 1;
     int eos = !r->o->no_eos && id == r->eos;
     if (r->streaming && index == 0) { /* the prompt once the prefill has run */
