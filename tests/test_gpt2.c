@@ -313,6 +313,82 @@ START_TEST(wrong_heads)
 }
 END_TEST
 
+/* The file with an lm_head.weight added: wte times `scale` (1: the tied head written out, as
+ * some checkpoints do; 2: an untied head, which must be the one used). */
+typedef struct lm_wrap {
+    model_source inner;
+    float scale;
+    size_t n;
+} lm_wrap;
+
+static int wrap_shape(void *u, const char *name, int *nd, int64_t s[8])
+{
+    lm_wrap *w = u;
+    if (!strcmp(name, "lm_head.weight"))
+        name = "transformer.wte.weight";
+    return w->inner.shape(w->inner.u, name, nd, s);
+}
+
+static int wrap_read(void *u, const char *name, float *dst, pgd_error **err)
+{
+    lm_wrap *w = u;
+    int head = !strcmp(name, "lm_head.weight");
+    int rc = w->inner.read(w->inner.u, head ? "transformer.wte.weight" : name, dst, err);
+    int nd;
+    int64_t s[8];
+    w->inner.shape(w->inner.u, "transformer.wte.weight", &nd, s);
+    for (int64_t i = 0; !rc && head && i < s[0] * s[1]; i++)
+        dst[i] *= w->scale;
+    return rc;
+}
+
+static const char *wrap_meta(void *u, const char *key)
+{
+    lm_wrap *w = u;
+    return w->inner.meta(w->inner.u, key);
+}
+
+static const char *wrap_name_at(void *u, size_t i)
+{
+    lm_wrap *w = u;
+    return i < w->n ? w->inner.name_at(w->inner.u, i) : i == w->n ? "lm_head.weight" : NULL;
+}
+
+START_TEST(lm_head_weight)
+{
+    golden g;
+    golden_read("gpt2-tiny", &g);
+    size_t nd;
+    const pgd_device_info *d = pgd_test_devices(&nd);
+    pgd_ctx *ctx = pgd_test_ctx(&d[0]);
+    for (int k = 1; k <= 2; k++) {
+        loaded l;
+        load(ctx, "gpt2-tiny", 0, &l);
+        gpt2_free(l.m);
+        lm_wrap w = {.inner = l.src, .scale = (float)k};
+        while (l.src.name_at(l.src.u, w.n))
+            w.n++;
+        model_source src = {.u = &w, .label = "wrapped", .shape = wrap_shape, .read = wrap_read,
+                            .meta = wrap_meta, .name_at = wrap_name_at};
+        pgd_error *err = NULL;
+        gpt2_config cfg = l.cfg;
+        PGD_CHECK_OK(gpt2_detect(&src, "config.json", &cfg, &err), &err);
+        ck_assert(cfg.lm_head);
+        PGD_CHECK_OK(gpt2_load(ctx, &src, &cfg, &l.m, &err), &err);
+        for (size_t i = 0; k == 2 && i < (size_t)g.B * g.T * g.V; i++)
+            g.logits[i] *= 2; /* the head is linear without a bias */
+        float *full = run_full(l.m, &g);
+        ck_assert_msg(close_valid(&g, full, 1e-4, "lm_head"), "lm_head.weight x%d", k);
+        for (size_t i = 0; k == 2 && i < (size_t)g.B * g.T * g.V; i++)
+            g.logits[i] /= 2;
+        free(full);
+        unload(&l);
+    }
+    pgd_ctx_destroy(ctx);
+    golden_free(&g);
+}
+END_TEST
+
 static void expect_config_error(const char *text, const char *part)
 {
     char *dir = pgd_test_tempdir("gpt2-config"), path[4200];
@@ -371,6 +447,7 @@ int main(void)
     tcase_add_test(tc, golden_lm_head);
     tcase_add_test(tc, golden_bare);
     tcase_add_test(tc, wrong_heads);
+    tcase_add_test(tc, lm_head_weight);
     tcase_add_test(tc, config_errors);
     suite_add_tcase(s, tc);
     return pgd_test_run(s);
