@@ -60,6 +60,7 @@ dict=()
 case "$target" in
   safetensors|model_config|gat_graph) dict=(-dict=tests/fuzz/safetensors.dict) ;;
   detr_config) dict=(-dict=tests/fuzz/detr_config.dict) ;;
+  gpt2_config) dict=(-dict=tests/fuzz/gpt2_config.dict) ;;
   onnx) dict=(-dict=tests/fuzz/onnx.dict) ;;
 esac
 
