@@ -167,6 +167,9 @@ def error_cases(pagoda, data, work):
     expect_error(pagoda, ["--temperature", "-1", "Hi"], 2, "--temperature")
     expect_error(pagoda, ["--top-k", "x", "Hi"], 2, "--top-k")
     expect_error(pagoda, [], 2, "PROMPT")
+    expect_error(pagoda, ["--weights-dtype", "f8", "Hi"], 2, "--weights-dtype")
+    doc = run_json(pagoda, ["--weights", w, "--weights-dtype", "f16", "--max-new", "4", "Hi"])
+    check(doc is not None and len(doc["sequences"][0]["ids"]) == 4, "--weights-dtype f16 runs")
 
 
 def main():

@@ -21,7 +21,7 @@ static const char usage[] =
     "                       [--top-k K] [--top-p P] [--temperature T] [--sample] [--seed S]\n"
     "                       [--stop TEXT]... [--no-eos] [--attention-map OUT.png]\n"
     "                       [--map-layers L,...|all] [--map-heads H,...|all] [--device D]\n"
-    "                       [--json] PROMPT...\n"
+    "                       [--weights-dtype f32|f16] [--json] PROMPT...\n"
     "\n"
     "Continues each PROMPT with GPT-2 (Hugging Face's GPT2LMHeadModel or GPT2Model). The prompt\n"
     "runs once, then every new token costs one position: each layer keeps the keys and values\n"
@@ -61,6 +61,7 @@ static const char usage[] =
     "  --map-layers L     the layers to draw, from 0: a list (0,3), 'all', or 'last' (default)\n"
     "  --map-heads H      the heads to draw: a list or 'all' (default)\n"
     "  --device D         the OpenCL device (see pagoda devices)\n"
+    APP_WEIGHTS_DTYPE_HELP
     "  --json             one JSON document: the prompts, their ids, the new ids and text, why\n"
     "                     each ended, the sampling, times and tokens per second\n"
     "  -h, --help         show this help\n";
@@ -143,6 +144,8 @@ static int parse_option(int c, gen_opts *o)
     case 'j':
         o->json = 1;
         return EXIT_OK;
+    case 'W':
+        return app_set_weights_dtype("generate ", optarg);
     case 'e':
         o->no_eos = 1;
         return EXIT_OK;
@@ -170,6 +173,7 @@ static int parse(int argc, char **argv, gen_opts *o)
         {"attention-map", required_argument, 0, 'm'},
         {"map-layers", required_argument, 0, 'L'}, {"map-heads", required_argument, 0, 'H'},
         {"device", required_argument, 0, 'd'},    {"json", no_argument, 0, 'j'},
+        {"weights-dtype", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->max_new = 32;
