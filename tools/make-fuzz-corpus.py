@@ -161,6 +161,14 @@ def model_seeds():
     s["err-no-head"] = vit_file(vit_tensors("torchvision", drop=["heads.head.weight"]))
     s["err-heads"] = vit_file(vit_tensors("timm", dim=6), meta={"num_heads": "4"})
     s["err-not-vit"] = vit_file({"conv1.weight": [4, 3, 3, 3], "fc.weight": [3, 4]})
+    # GPT-2 (fuzz_model_config reads it with n_embd 48, 4 heads): bare and prefixed names
+    gpt2 = {"wte.weight": [20, 48], "wpe.weight": [16, 48], "ln_f.weight": [48],
+            "ln_f.bias": [48]}
+    for blk in range(2):
+        gpt2.update({f"h.{blk}.mlp.c_fc.weight": [48, 96], f"h.{blk}.ln_1.weight": [48],
+                     f"h.{blk}.attn.c_attn.weight": [48, 144]})
+    s["gpt2-bare"] = vit_file(gpt2)
+    s["gpt2-prefixed"] = vit_file({"transformer." + k: v for k, v in gpt2.items()})
     return s
 
 
