@@ -191,8 +191,8 @@ static void check_greedy(gpt2_model *m, const golden *g)
             prompts[b][t] = (int32_t)json_integer_value(json_array_get(p, t));
     }
     int32_t stop = g->eos;
-    gpt2_generation gen = {.max_new = g->max_new, .stop_ids = &stop, .n_stop = 1,
-                           .sampling = {.greedy = 1}};
+    gpt2_generation gen = {
+        .max_new = g->max_new, .stop_ids = &stop, .n_stop = 1, .sampling = {.greedy = 1}};
     gpt2_generated out;
     pgd_error *err = NULL;
     PGD_CHECK_OK(gpt2_generate(m, (const int32_t *const *)prompts, lens, g->B, &gen, &out, &err),
@@ -201,11 +201,10 @@ static void check_greedy(gpt2_model *m, const golden *g)
         json_t *w = json_array_get(want, b);
         ck_assert_int_eq(out.n[b], (int)json_array_size(w));
         for (int i = 0; i < out.n[b]; i++)
-            ck_assert_msg(out.ids[(size_t)b * g->max_new + i] ==
-                              json_integer_value(json_array_get(w, i)),
-                          "sequence %d token %d: %d, transformers %d", b, i,
-                          out.ids[(size_t)b * g->max_new + i],
-                          (int)json_integer_value(json_array_get(w, i)));
+            ck_assert_msg(
+                out.ids[(size_t)b * g->max_new + i] == json_integer_value(json_array_get(w, i)),
+                "sequence %d token %d: %d, transformers %d", b, i,
+                out.ids[(size_t)b * g->max_new + i], (int)json_integer_value(json_array_get(w, i)));
         free(prompts[b]);
     }
     ck_assert_int_eq(out.steps, g->max_new - 1); /* one append a new token after the first */
@@ -232,8 +231,10 @@ static void check_causal(gpt2_model *m, const golden *g, const float *full)
         moved = fmax(moved, fabs(out[i] - full[(size_t)b * T * V + i]));
     for (int i = (T - 1) * V; i < T * V; i++)
         last = fmax(last, fabs(out[i] - full[(size_t)b * T * V + i]));
-    ck_assert_msg(moved < 1e-4 && last > 1e-2, "a later token moved earlier logits by %g (the "
-                  "changed position by %g)", moved, last);
+    ck_assert_msg(moved < 1e-4 && last > 1e-2,
+                  "a later token moved earlier logits by %g (the "
+                  "changed position by %g)",
+                  moved, last);
     gpt2_state_free(st);
     free(ids);
     free(out);
@@ -259,8 +260,10 @@ static void golden_case(const char *name)
         for (size_t i = 0; i < (size_t)g.B * g.T * g.V; i++)
             if (g.mask[i / (size_t)g.V])
                 worst = fmax(worst, fabs(cached[i] - full[i]) / amax);
-        ck_assert_msg(worst < 1e-5, "%s on %s: the cached path differs from the full "
-                      "recomputation by %g of the largest logit", name, dev, worst);
+        ck_assert_msg(worst < 1e-5,
+                      "%s on %s: the cached path differs from the full "
+                      "recomputation by %g of the largest logit",
+                      name, dev, worst);
         check_causal(l.m, &g, full);
         check_greedy(l.m, &g);
         free(full);
@@ -304,8 +307,10 @@ START_TEST(wrong_heads)
             worst = fmax(worst, fabs(full[i] - g.logits[i]) / amax);
         }
     fprintf(stderr, "8 heads instead of 4: logits off by %.3g of the largest\n", worst);
-    ck_assert_msg(worst > 1e-2, "8 heads instead of 4 pass the golden (%g): it cannot see the "
-                  "head count", worst);
+    ck_assert_msg(worst > 1e-2,
+                  "8 heads instead of 4 pass the golden (%g): it cannot see the "
+                  "head count",
+                  worst);
     free(full);
     unload(&l);
     pgd_ctx_destroy(ctx);
@@ -368,8 +373,12 @@ START_TEST(lm_head_weight)
         lm_wrap w = {.inner = l.src, .scale = (float)k};
         while (l.src.name_at(l.src.u, w.n))
             w.n++;
-        model_source src = {.u = &w, .label = "wrapped", .shape = wrap_shape, .read = wrap_read,
-                            .meta = wrap_meta, .name_at = wrap_name_at};
+        model_source src = {.u = &w,
+                            .label = "wrapped",
+                            .shape = wrap_shape,
+                            .read = wrap_read,
+                            .meta = wrap_meta,
+                            .name_at = wrap_name_at};
         pgd_error *err = NULL;
         gpt2_config cfg = l.cfg;
         PGD_CHECK_OK(gpt2_detect(&src, "config.json", &cfg, &err), &err);

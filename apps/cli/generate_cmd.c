@@ -60,8 +60,7 @@ static const char usage[] =
     "                     triangle grey)\n"
     "  --map-layers L     the layers to draw, from 0: a list (0,3), 'all', or 'last' (default)\n"
     "  --map-heads H      the heads to draw: a list or 'all' (default)\n"
-    "  --device D         the OpenCL device (see pagoda devices)\n"
-    APP_WEIGHTS_DTYPE_HELP
+    "  --device D         the OpenCL device (see pagoda devices)\n" APP_WEIGHTS_DTYPE_HELP
     "  --json             one JSON document: the prompts, their ids, the new ids and text, why\n"
     "                     each ended, the sampling, times and tokens per second\n"
     "  -h, --help         show this help\n";
@@ -87,8 +86,7 @@ static int parse_number(int c, const char *arg, gen_opts *o)
         return EXIT_OK;
     case 'k':
         if (pgd_parse_int64(arg, 0, 1 << 24, &v))
-            return app_usage_error("generate ", "--top-k '%s': expected a whole number >= 0",
-                                   arg);
+            return app_usage_error("generate ", "--top-k '%s': expected a whole number >= 0", arg);
         o->s.top_k = (int)v;
         o->sample = 1;
         return EXIT_OK;
@@ -106,8 +104,7 @@ static int parse_number(int c, const char *arg, gen_opts *o)
         return EXIT_OK;
     default: /* 'S' */
         if (pgd_parse_int64(arg, 0, INT64_MAX, &v))
-            return app_usage_error("generate ", "--seed '%s': expected a whole number >= 0",
-                                   arg);
+            return app_usage_error("generate ", "--seed '%s': expected a whole number >= 0", arg);
         o->s.seed = (uint64_t)v;
         return EXIT_OK;
     }
@@ -155,7 +152,11 @@ static int parse_option(int c, gen_opts *o)
     case 'h':
         fputs(usage, stdout);
         return -1;
-    case 'n': case 'k': case 'p': case 't': case 'S':
+    case 'n':
+    case 'k':
+    case 'p':
+    case 't':
+    case 'S':
         return parse_number(c, optarg, o);
     default:
         return app_usage_error("generate ", "bad option");
@@ -164,17 +165,24 @@ static int parse_option(int c, gen_opts *o)
 
 static int parse(int argc, char **argv, gen_opts *o)
 {
-    static const struct option opts[] = {
-        {"weights", required_argument, 0, 'w'},   {"tokenizer", required_argument, 0, 'T'},
-        {"max-new", required_argument, 0, 'n'},   {"top-k", required_argument, 0, 'k'},
-        {"top-p", required_argument, 0, 'p'},     {"temperature", required_argument, 0, 't'},
-        {"seed", required_argument, 0, 'S'},      {"stop", required_argument, 0, 'x'},
-        {"no-eos", no_argument, 0, 'e'},          {"sample", no_argument, 0, 's'},
-        {"attention-map", required_argument, 0, 'm'},
-        {"map-layers", required_argument, 0, 'L'}, {"map-heads", required_argument, 0, 'H'},
-        {"device", required_argument, 0, 'd'},    {"json", no_argument, 0, 'j'},
-        {"weights-dtype", required_argument, 0, 'W'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    static const struct option opts[] = {{"weights", required_argument, 0, 'w'},
+                                         {"tokenizer", required_argument, 0, 'T'},
+                                         {"max-new", required_argument, 0, 'n'},
+                                         {"top-k", required_argument, 0, 'k'},
+                                         {"top-p", required_argument, 0, 'p'},
+                                         {"temperature", required_argument, 0, 't'},
+                                         {"seed", required_argument, 0, 'S'},
+                                         {"stop", required_argument, 0, 'x'},
+                                         {"no-eos", no_argument, 0, 'e'},
+                                         {"sample", no_argument, 0, 's'},
+                                         {"attention-map", required_argument, 0, 'm'},
+                                         {"map-layers", required_argument, 0, 'L'},
+                                         {"map-heads", required_argument, 0, 'H'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"weights-dtype", required_argument, 0, 'W'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->max_new = 32;
     o->s.top_p = 1.0f;
@@ -240,10 +248,11 @@ static int open_model(const gen_opts *o, pgd_ctx *ctx, gen_model *g, pgd_error *
         if (!rc)
             rc = o->tokenizer ? tokenizer_load_json(o->tokenizer, &g->tk, err)
                               : gpt2_byte_tokenizer(&g->tk, err);
-        fprintf(stderr, "pagoda: note: no --weights: a GPT-2 of seeded random weights (width "
-                        "%d, %d layers) over the 256 bytes: the text is noise\n"
-                        "pagoda: note: real weights in one command: pagoda generate --weights "
-                        "hf:openai-community/gpt2 \"Once upon a time\"\n",
+        fprintf(stderr,
+                "pagoda: note: no --weights: a GPT-2 of seeded random weights (width "
+                "%d, %d layers) over the 256 bytes: the text is noise\n"
+                "pagoda: note: real weights in one command: pagoda generate --weights "
+                "hf:openai-community/gpt2 \"Once upon a time\"\n",
                 g->cfg.dim, g->cfg.layers);
     }
     if (!rc && tokenizer_vocab_size(g->tk) > g->cfg.vocab)
@@ -371,9 +380,12 @@ static int run_generation(gen_run *r, pgd_error **err)
     for (int b = 0; !rc && b < o->n_prompts; b++)
         prompts[b] = r->seqs[b].prompt;
     int32_t stop = r->eos;
-    gpt2_generation gen = {.max_new = o->max_new, .stop_ids = &stop,
-                           .n_stop = o->no_eos || r->eos < 0 ? 0 : 1, .sampling = o->s,
-                           .on_token = on_token, .u = r};
+    gpt2_generation gen = {.max_new = o->max_new,
+                           .stop_ids = &stop,
+                           .n_stop = o->no_eos || r->eos < 0 ? 0 : 1,
+                           .sampling = o->s,
+                           .on_token = on_token,
+                           .u = r};
     r->streaming = o->n_prompts == 1 && !o->json;
     r->stream.tk = r->g->tk;
     if (!rc)
@@ -438,18 +450,18 @@ static int print_json(gen_run *r, pgd_ctx *ctx, pgd_error **err)
         free(text);
     }
     const gpt2_config *c = &r->g->cfg;
-    json_t *sampling =
-        o->s.greedy ? json_pack("{s:s}", "mode", "greedy")
-                    : json_pack("{s:s, s:i, s:f, s:f, s:I}", "mode", "sample", "top_k",
-                                o->s.top_k, "top_p", (double)o->s.top_p, "temperature",
-                                (double)o->s.temperature, "seed", (json_int_t)o->s.seed);
+    json_t *sampling = o->s.greedy
+                           ? json_pack("{s:s}", "mode", "greedy")
+                           : json_pack("{s:s, s:i, s:f, s:f, s:I}", "mode", "sample", "top_k",
+                                       o->s.top_k, "top_p", (double)o->s.top_p, "temperature",
+                                       (double)o->s.temperature, "seed", (json_int_t)o->s.seed);
     json_t *doc = json_pack(
-        "{s:s, s:o, s:b, s:{s:i, s:i, s:i, s:i, s:i}, s:o, s:o, s:i, s:f, s:f, s:i, s:f}",
-        "model", "gpt2", "weights", app_json_text(r->g->label), "random_weights", r->g->random, "config",
+        "{s:s, s:o, s:b, s:{s:i, s:i, s:i, s:i, s:i}, s:o, s:o, s:i, s:f, s:f, s:i, s:f}", "model",
+        "gpt2", "weights", app_json_text(r->g->label), "random_weights", r->g->random, "config",
         "n_embd", c->dim, "n_head", c->heads, "n_layer", c->layers, "vocab", c->vocab,
         "n_positions", c->positions, "sampling", sampling, "sequences", seqs, "prompt_tokens",
-        r->out.prompt_len, "prefill_ms", r->out.prefill_ms, "decode_ms", r->out.decode_ms,
-        "steps", r->out.steps, "tokens_per_s", tokens_per_s(r));
+        r->out.prompt_len, "prefill_ms", r->out.prefill_ms, "decode_ms", r->out.decode_ms, "steps",
+        r->out.steps, "tokens_per_s", tokens_per_s(r));
     if (doc && r->g->cfg.assumed.n)
         json_object_set_new(doc, "assumed", app_assumed_json(&r->g->cfg.assumed));
     if (doc)
@@ -483,8 +495,9 @@ static int print_text(gen_run *r, pgd_error **err)
         }
     }
     fflush(stdout); /* the text before the summary on a shared terminal */
-    fprintf(stderr, "pagoda: %d prompt token%s, %d new in %.1f ms (prefill %.1f ms): %.1f "
-                    "tokens/s\n",
+    fprintf(stderr,
+            "pagoda: %d prompt token%s, %d new in %.1f ms (prefill %.1f ms): %.1f "
+            "tokens/s\n",
             r->out.prompt_len, r->out.prompt_len == 1 ? "" : "s", r->out.n[0],
             r->out.prefill_ms + r->out.decode_ms, r->out.prefill_ms, tokens_per_s(r));
     return EXIT_OK;
@@ -600,7 +613,8 @@ static int gen_attention_map(gen_run *r, pgd_error **err)
     map_parts p = {calloc((size_t)c->layers, sizeof *p.layers),
                    calloc((size_t)c->heads, sizeof *p.heads),
                    calloc((size_t)c->layers, sizeof *p.probs),
-                   malloc((size_t)256 * n * n * sizeof *p.tiles), calloc(256, sizeof *p.titles),
+                   malloc((size_t)256 * n * n * sizeof *p.tiles),
+                   calloc(256, sizeof *p.titles),
                    NULL};
     int rc = PGD_OK;
     if (!ids || !p.layers || !p.heads || !p.probs || !p.tiles || !p.titles)

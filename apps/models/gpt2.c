@@ -16,8 +16,9 @@
 
 #include "gpt2.h"
 
-#define GPT2_MASKED (-1e30f) /* additive mask of a padding key: finite, so that a row with no
-                              * visible key (a padding query) stays finite */
+/* The additive mask of a padding key: finite, so that a row with no visible key (a padding
+ * query) stays finite and no NaN reaches the keys and values later rows read. */
+#define GPT2_MASKED (-1e30f)
 
 typedef struct gpt2_layer {
     pgd_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
@@ -52,8 +53,8 @@ static int cfg_int(json_t *root, const char *path, const char *key, int need, in
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) {
         if (need)
-            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: '%s' is missing (GPT-2 needs it)",
-                                 path, key);
+            return pgd_error_set(err, PGD_ERR_FORMAT, "%s: '%s' is missing (GPT-2 needs it)", path,
+                                 key);
         return PGD_OK;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24))
@@ -69,8 +70,8 @@ static int cfg_refuse(json_t *root, const char *path, pgd_error **err)
     static const char *const off[] = {"add_cross_attention", "scale_attn_by_inverse_layer_idx"};
     for (size_t i = 0; i < sizeof off / sizeof *off; i++)
         if (json_is_true(json_object_get(root, off[i])))
-            return pgd_error_set(err, PGD_ERR_UNSUPPORTED, "%s: '%s' is true: not supported",
-                                 path, off[i]);
+            return pgd_error_set(err, PGD_ERR_UNSUPPORTED, "%s: '%s' is true: not supported", path,
+                                 off[i]);
     json_t *mt = json_object_get(root, "model_type");
     if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "gpt2")))
         return pgd_error_set(err, PGD_ERR_UNSUPPORTED,
@@ -112,9 +113,8 @@ static int cfg_fields(json_t *root, const char *path, gpt2_config *cfg, pgd_erro
         (rc = cfg_activation(root, path, cfg, err)))
         return rc;
     if (cfg->dim % cfg->heads)
-        return pgd_error_set(err, PGD_ERR_FORMAT,
-                             "%s: n_head %d does not divide n_embd %d", path, cfg->heads,
-                             cfg->dim);
+        return pgd_error_set(err, PGD_ERR_FORMAT, "%s: n_head %d does not divide n_embd %d", path,
+                             cfg->heads, cfg->dim);
     json_t *eps = json_object_get(root, "layer_norm_epsilon");
     if (!eps) {
         model_assume(&cfg->assumed, "layer_norm_epsilon", "1e-05",
@@ -129,8 +129,7 @@ static int cfg_fields(json_t *root, const char *path, gpt2_config *cfg, pgd_erro
     json_t *sc = json_object_get(root, "scale_attn_weights");
     cfg->scale_attn = !json_is_false(sc);
     json_t *eos = json_object_get(root, "eos_token_id");
-    if (json_is_integer(eos) && json_integer_value(eos) >= 0 &&
-        json_integer_value(eos) < (1 << 24))
+    if (json_is_integer(eos) && json_integer_value(eos) >= 0 && json_integer_value(eos) < (1 << 24))
         cfg->eos = (int)json_integer_value(eos);
     return PGD_OK;
 }
@@ -146,9 +145,9 @@ int gpt2_config_read(const char *config_json, gpt2_config *cfg, pgd_error **err)
     if (!root)
         return pgd_error_set(err, PGD_ERR_FORMAT, "%s: line %d: %s", config_json, jerr.line,
                              jerr.text);
-    int rc = json_is_object(root) ? cfg_fields(root, config_json, cfg, err)
-                                  : pgd_error_set(err, PGD_ERR_FORMAT,
-                                                  "%s: not a JSON object", config_json);
+    int rc = json_is_object(root)
+                 ? cfg_fields(root, config_json, cfg, err)
+                 : pgd_error_set(err, PGD_ERR_FORMAT, "%s: not a JSON object", config_json);
     json_decref(root);
     cfg->from_config = !rc;
     return rc;
@@ -185,16 +184,15 @@ static int detect_embeddings(const model_source *src, const char *config, gpt2_c
     name_of(cfg, wte, sizeof wte, -1, "wte.weight");
     name_of(cfg, wpe, sizeof wpe, -1, "wpe.weight");
     if (shape2(src, wte, s) || shape2(src, wpe, p))
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' and '%s' must be 2-D", src->label,
-                             wte, wpe);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' and '%s' must be 2-D", src->label, wte,
+                             wpe);
     int rc, dim = 0;
     if ((rc = model_size(src, wte, "vocabulary", s[0], MODEL_SIZE_MAX, &cfg->vocab, err)) ||
         (rc = model_size(src, wte, "width", s[1], 1 << 16, &dim, err)))
         return rc;
     if (dim != cfg->dim)
-        return pgd_error_set(err, PGD_ERR_SHAPE,
-                             "%s: '%s' is %d wide but %s says n_embd %d", src->label, wte, dim,
-                             config, cfg->dim);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' is %d wide but %s says n_embd %d",
+                             src->label, wte, dim, config, cfg->dim);
     int pos = 0;
     if ((rc = model_size(src, wpe, "positions", p[0], 1 << 20, &pos, err)))
         return rc;
@@ -235,8 +233,8 @@ int gpt2_detect(const model_source *src, const char *config, gpt2_config *cfg, p
     name_of(cfg, name, sizeof name, 0, "mlp.c_fc.weight");
     int inner = 0;
     if (shape2(src, name, s) || s[0] != cfg->dim)
-        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [%d, inner]",
-                             src->label, name, cfg->dim);
+        return pgd_error_set(err, PGD_ERR_SHAPE, "%s: '%s' missing or not [%d, inner]", src->label,
+                             name, cfg->dim);
     if ((rc = model_size(src, name, "inner width", s[1], 1 << 20, &inner, err)))
         return rc;
     if (cfg->inner && cfg->inner != inner)
@@ -376,7 +374,10 @@ void gpt2_free(gpt2_model *m)
     free(m);
 }
 
-const gpt2_config *gpt2_get_config(const gpt2_model *m) { return &m->cfg; }
+const gpt2_config *gpt2_get_config(const gpt2_model *m)
+{
+    return &m->cfg;
+}
 
 /* ---- the decoder state ---- */
 
@@ -433,9 +434,15 @@ void gpt2_state_free(gpt2_state *st)
     free(st);
 }
 
-int gpt2_state_length(const gpt2_state *st) { return st->len; }
+int gpt2_state_length(const gpt2_state *st)
+{
+    return st->len;
+}
 
-void gpt2_set_probs(gpt2_state *st, float *const *probs) { st->probs = probs; }
+void gpt2_set_probs(gpt2_state *st, float *const *probs)
+{
+    st->probs = probs;
+}
 
 /* ---- the forward pass of one append ---- */
 
@@ -474,7 +481,11 @@ static int attention(gpt2_state *st, int l, const step *s, pgd_error **err)
 {
     const gpt2_config *c = &st->m->cfg;
     int64_t B = st->batch, T = s->T, H = c->heads, D = c->dim, hd = D / H, cap = st->cap;
-    pgd_attention_args a = {.batch = B, .heads = H, .nq = T, .nk = T, .head_dim = hd,
+    pgd_attention_args a = {.batch = B,
+                            .heads = H,
+                            .nq = T,
+                            .nk = T,
+                            .head_dim = hd,
                             .scale = c->scale_attn ? 0.0f : 1.0f,
                             .causal = PGD_CAUSAL_AFTER_PAST};
     a.q = (pgd_view){s->qkv, 0, T * 3 * D, hd, 3 * D};
@@ -518,8 +529,8 @@ static int block(gpt2_state *st, int l, const step *s, pgd_error **err)
     if (!rc)
         rc = pgd_layernorm(ctx, s->x, L->ln2_w, L->ln2_b, c->eps, s->h, err);
     if (!rc)
-        rc = pgd_linear_forward(ctx, L->fc, s->h, exact ? PGD_ACT_GELU : PGD_ACT_NONE, NULL,
-                                s->mlp, err);
+        rc = pgd_linear_forward(ctx, L->fc, s->h, exact ? PGD_ACT_GELU : PGD_ACT_NONE, NULL, s->mlp,
+                                err);
     if (!rc && !exact)
         rc = pgd_gelu(ctx, s->mlp, s->mlp, 1, err);
     if (!rc)
@@ -552,8 +563,7 @@ static int step_create(gpt2_state *st, int T, step *s, pgd_error **err)
 {
     const gpt2_config *c = &st->m->cfg;
     int64_t B = st->batch;
-    int64_t xs[3] = {B, T, c->dim}, qs[3] = {B, T, 3 * (int64_t)c->dim},
-            fs[3] = {B, T, c->inner};
+    int64_t xs[3] = {B, T, c->dim}, qs[3] = {B, T, 3 * (int64_t)c->dim}, fs[3] = {B, T, c->inner};
     memset(s, 0, sizeof *s);
     s->T = T;
     int rc;
@@ -616,8 +626,15 @@ int gpt2_append(gpt2_model *m, gpt2_state *st, const int32_t *ids, const uint8_t
 void gpt2_random_config(gpt2_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    *cfg = (gpt2_config){.layers = 2, .dim = 64, .heads = 4, .vocab = 257, .positions = 256,
-                         .inner = 256, .eps = 1e-5f, .act = GPT2_GELU_TANH, .scale_attn = 1,
+    *cfg = (gpt2_config){.layers = 2,
+                         .dim = 64,
+                         .heads = 4,
+                         .vocab = 257,
+                         .positions = 256,
+                         .inner = 256,
+                         .eps = 1e-5f,
+                         .act = GPT2_GELU_TANH,
+                         .scale_attn = 1,
                          .eos = 256};
 }
 
@@ -649,12 +666,15 @@ static int random_shape(const void *cfgp, const char *name, int *ndim, int64_t s
     if (sscanf(name, "h.%d.%n", &i, &n) != 1 || n <= 0 || i < 0 || i >= c->layers)
         return -1;
     const char *r = name + n;
-    static const struct { const char *name; int nd, a, b; } t[] = {
-        {"ln_1.weight", 1, 1, 0}, {"ln_1.bias", 1, 1, 0}, {"ln_2.weight", 1, 1, 0},
-        {"ln_2.bias", 1, 1, 0}, {"attn.c_attn.weight", 2, 1, 3}, {"attn.c_attn.bias", 1, 3, 0},
-        {"attn.c_proj.weight", 2, 1, 1}, {"attn.c_proj.bias", 1, 1, 0},
-        {"mlp.c_fc.weight", 2, 1, -1}, {"mlp.c_fc.bias", 1, -1, 0},
-        {"mlp.c_proj.weight", 2, -1, 1}, {"mlp.c_proj.bias", 1, 1, 0}};
+    static const struct {
+        const char *name;
+        int nd, a, b;
+    } t[] = {{"ln_1.weight", 1, 1, 0},        {"ln_1.bias", 1, 1, 0},
+             {"ln_2.weight", 1, 1, 0},        {"ln_2.bias", 1, 1, 0},
+             {"attn.c_attn.weight", 2, 1, 3}, {"attn.c_attn.bias", 1, 3, 0},
+             {"attn.c_proj.weight", 2, 1, 1}, {"attn.c_proj.bias", 1, 1, 0},
+             {"mlp.c_fc.weight", 2, 1, -1},   {"mlp.c_fc.bias", 1, -1, 0},
+             {"mlp.c_proj.weight", 2, -1, 1}, {"mlp.c_proj.bias", 1, 1, 0}};
     for (size_t k = 0; k < sizeof t / sizeof *t; k++)
         if (!strcmp(r, t[k].name)) {
             *ndim = t[k].nd;

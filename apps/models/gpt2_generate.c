@@ -5,7 +5,10 @@
 
 #include "gpt2_generate.h"
 
-void gpt2_rng_seed(gpt2_rng *r, uint64_t seed) { r->s = seed; }
+void gpt2_rng_seed(gpt2_rng *r, uint64_t seed)
+{
+    r->s = seed;
+}
 
 double gpt2_rng_uniform(gpt2_rng *r)
 {
@@ -110,8 +113,8 @@ static int choose(gen_run *run, int index)
     for (int b = 0; b < run->B; b++) {
         if (run->done[b])
             continue;
-        int32_t id = gpt2_pick(run->logits + (size_t)b * run->V, run->V, &g->sampling, &run->rng,
-                               run->work);
+        int32_t id =
+            gpt2_pick(run->logits + (size_t)b * run->V, run->V, &g->sampling, &run->rng, run->work);
         run->next[b] = id;
         run->out->ids[(size_t)b * g->max_new + index] = id;
         run->out->n[b] = index + 1;
@@ -124,8 +127,7 @@ static int choose(gen_run *run, int index)
     return live == 0;
 }
 
-static int gen_loop(gen_run *run, const int32_t *ids, const uint8_t *mask, int T,
-                    pgd_error **err)
+static int gen_loop(gen_run *run, const int32_t *ids, const uint8_t *mask, int T, pgd_error **err)
 {
     gpt2_state *st = NULL;
     const gpt2_generation *g = run->g;
@@ -179,8 +181,7 @@ int gpt2_generate(gpt2_model *m, const int32_t *const *prompts, const int *lens,
     out->n = calloc((size_t)B, sizeof *out->n);
     out->prompt_len = T;
     int rc = PGD_OK;
-    if (!ids || !mask || !run.logits || !run.work || !run.next || !run.done ||
-        !out->ids || !out->n)
+    if (!ids || !mask || !run.logits || !run.work || !run.next || !run.done || !out->ids || !out->n)
         rc = pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "generate: %d sequences", B);
     if (!rc) {
         pad_batch(prompts, lens, B, T, c->eos >= 0 && c->eos < c->vocab ? c->eos : 0, ids, mask);

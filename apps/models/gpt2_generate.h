@@ -40,20 +40,20 @@ int32_t gpt2_pick(const float *logits, int V, const gpt2_sampling *s, gpt2_rng *
 typedef int (*gpt2_token_fn)(void *u, int seq, int index, int32_t id);
 
 typedef struct gpt2_generation {
-    int max_new;              /* >= 1 */
-    const int32_t *stop_ids;  /* a sequence ends after one of these (eos) */
+    int max_new;             /* >= 1 */
+    const int32_t *stop_ids; /* a sequence ends after one of these (eos) */
     int n_stop;
     gpt2_sampling sampling;
-    gpt2_token_fn on_token;   /* NULL: none */
+    gpt2_token_fn on_token; /* NULL: none */
     void *u;
 } gpt2_generation;
 
 typedef struct gpt2_generated {
-    int32_t *ids; /* [batch, max_new]: sequence b's new tokens at b * max_new (malloc'd) */
-    int *n;       /* new tokens of each sequence (malloc'd) */
-    int prompt_len;      /* the left-padded batch's length */
+    int32_t *ids;   /* [batch, max_new]: sequence b's new tokens at b * max_new (malloc'd) */
+    int *n;         /* new tokens of each sequence (malloc'd) */
+    int prompt_len; /* the left-padded batch's length */
     double prefill_ms, decode_ms;
-    int steps;    /* appends after the prefill */
+    int steps; /* appends after the prefill */
 } gpt2_generated;
 void gpt2_generated_free(gpt2_generated *g);
 

@@ -35,8 +35,10 @@ int gpt2_files_find(const char *path, gpt2_files *f, pgd_error **err)
         snprintf(dir, sizeof dir, "%s", path);
         beside(dir, "model.safetensors", f->weights, sizeof f->weights);
         if (!f->weights[0])
-            return pgd_error_set(err, PGD_ERR_NOT_FOUND, "%s: the folder has no "
-                                 "model.safetensors", path);
+            return pgd_error_set(err, PGD_ERR_NOT_FOUND,
+                                 "%s: the folder has no "
+                                 "model.safetensors",
+                                 path);
     } else {
         snprintf(f->weights, sizeof f->weights, "%s", path);
         snprintf(dir, sizeof dir, "%s", path);

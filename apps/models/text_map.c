@@ -98,8 +98,8 @@ int text_map_write_png(pgd_outfile *f, const float *maps, int count, int n,
 {
     if (n < 1 || n > 512 || count < 1 || count > 256)
         return pgd_error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                             "attention map: %d tokens in %d maps (1..512 tokens, 1..256 maps)",
-                             n, count);
+                             "attention map: %d tokens in %d maps (1..512 tokens, 1..256 maps)", n,
+                             count);
     layout L = {.n = n, .cell = 384 / n};
     L.cell = L.cell < 3 ? 3 : L.cell > 28 ? 28 : L.cell;
     L.margin = 6 * LABEL_CHARS + 8;
@@ -110,8 +110,8 @@ int text_map_write_png(pgd_outfile *f, const float *maps, int count, int n,
     int rows = (count + L.cols - 1) / L.cols;
     canvas c = {NULL, L.cols * L.tile_w, rows * L.tile_h};
     if (!(c.px = malloc((size_t)c.w * c.h * 3)))
-        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map: %d x %d pixels",
-                             c.w, c.h);
+        return pgd_error_set(err, PGD_ERR_OUT_OF_HOST_MEMORY, "attention map: %d x %d pixels", c.w,
+                             c.h);
     memset(c.px, 255, (size_t)c.w * c.h * 3);
     for (int k = 0; k < count; k++)
         tile(&c, &L, (k % L.cols) * L.tile_w, (k / L.cols) * L.tile_h, maps + (size_t)k * n * n,
