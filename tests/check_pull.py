@@ -217,6 +217,14 @@ STATE["repos"] = {
     "org/nothing": Repo({"README.md": b"# no weights\n"}, []),
     "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k": Repo({"model.safetensors": VIT},
                                                             ["model.safetensors"]),
+    "org/gpt2": Repo({"model.safetensors": open(os.path.join(DATA, "gpt2-tiny",
+                                                         "model.safetensors"), "rb").read(),
+                      "config.json": open(os.path.join(DATA, "gpt2-tiny", "config.json"),
+                                          "rb").read(),
+                      "vocab.json": open(os.path.join(DATA, "gpt2-tiny", "vocab.json"),
+                                         "rb").read(),
+                      "merges.txt": open(os.path.join(DATA, "gpt2-tiny", "merges.txt"),
+                                         "rb").read()}, ["model.safetensors"]),
     "org/dino": Repo({"model.safetensors": open(os.path.join(DATA, "dino-tiny.safetensors"),
                                                 "rb").read()}, ["model.safetensors"]),
 }
@@ -495,6 +503,28 @@ def case_errors():
     check(rc == 0 and "facebook/detr-resnet-50" in out and not log(), "--list: no request")
 
 
+def case_text_model():
+    """A text model's tokenizer files come with it (config.json's model_type), and
+    generate --weights hf: runs from them; an image model's pull asks for none."""
+    home = fresh("text")
+    reset()
+    rc, out, err, _ = pull(home, "org/gpt2")
+    names = [os.path.basename(x) for x in out.split()]
+    check(rc == 0 and names == ["config.json", "vocab.json", "merges.txt", "model.safetensors"],
+          "pull org/gpt2 lists config.json, the tokenizer files and the weights (%r %s)"
+          % (names, err.strip()[-300:]))
+    p = subprocess.run([PAGODA, "generate", "--weights", "hf:org/gpt2", "--max-new", "3",
+                        "--json", "Once upon a time"], capture_output=True, timeout=120,
+                       env=env_for(home))
+    check(p.returncode == 0 and len(json.loads(p.stdout)["sequences"][0]["ids"]) == 3,
+          "generate --weights hf:org/gpt2 runs from the cache (%s)" % p.stderr.decode()[-300:])
+    reset()
+    pull(fresh("image"), "org/vit")
+    asked = [x[2] for x in log("hub")]
+    check(not any(n in str(asked) for n in ("vocab.json", "merges.txt", "tokenizer.json")),
+          "an image model's pull asks for no tokenizer file (%r)" % asked)
+
+
 def case_sharded():
     home = fresh("sharded")
     reset()
@@ -550,6 +580,7 @@ try:
         case_resume()
         case_errors()
         case_sharded()
+        case_text_model()
 finally:
     hub.shutdown()
     cdn.shutdown()

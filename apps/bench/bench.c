@@ -90,6 +90,7 @@ static const bench_item *const items[] = {
     &bench_item_swin_t,
     &bench_item_swin_s,
     &bench_item_detr,
+    &bench_item_gpt2,
     &bench_item_nonlocal,
     &bench_item_nonlocal_unfused,
     &bench_item_gat,

@@ -106,6 +106,7 @@ extern const bench_item bench_item_resnet_nl;
 extern const bench_item bench_item_nonlocal_unfused;
 extern const bench_item bench_item_gat;
 extern const bench_item bench_item_detr;
+extern const bench_item bench_item_gpt2;
 extern const bench_item bench_item_throughput;
 extern const bench_item bench_item_onnx;
 /* 1 when spec names an ONNX file ("path.onnx" or "path.onnx:B"). */

@@ -252,7 +252,7 @@ static int draw_map(bert_run *r)
         snprintf(toks[i], sizeof toks[i], "%.*s", (int)(len < 63 ? len : 63), s ? s : "?");
         tp[count + i] = toks[i];
     }
-    if (!rc && (text_attention_png(r->map, maps, count, T, tp + count, tp, &err) ||
+    if (!rc && (text_map_write_png(r->map, maps, count, T, tp, tp + count, &err) ||
                 pgd_outfile_commit(r->map, &err)))
         rc = app_fail(err);
     if (!rc)

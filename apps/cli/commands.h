@@ -29,6 +29,7 @@ char *pull_cached_weights(const char *repo);
 int cmd_tokenize(int argc, char **argv);
 int cmd_fill_mask(int argc, char **argv);
 int cmd_embed_text(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 

@@ -33,6 +33,7 @@ static const char usage[] =
     "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
     "  fill-mask  the masked words of a text, by a BERT-family masked language model\n"
     "  embed-text sentence embeddings from a BERT-family encoder (mean or [CLS] pooling)\n"
+    "  generate   text from GPT-2 with a KV cache, greedy or sampled, streamed\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -143,6 +144,8 @@ int main(int argc, char **argv)
         return cmd_fill_mask(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed-text"))
         return cmd_embed_text(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))

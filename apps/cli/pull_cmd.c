@@ -18,7 +18,8 @@ static const char usage[] =
     "       pagoda pull --list\n"
     "\n"
     "Downloads a model repository's weights (model.safetensors, or the shards its\n"
-    "model.safetensors.index.json lists) and config.json (labels, heads, sizes) from the\n"
+    "model.safetensors.index.json lists) and config.json (labels, heads, sizes), with a text\n"
+    "model's tokenizer files (tokenizer.json, vocab.json, merges.txt, vocab.txt), from the\n"
     "Hugging Face hub into its cache ($HF_HUB_CACHE, else $HF_HOME/hub, else\n"
     "~/.cache/huggingface/hub), in the layout huggingface_hub writes: files it, timm or\n"
     "transformers downloaded are found without a download, and ours are found by them.\n"
@@ -74,6 +75,10 @@ static const struct {
     {"timm/resnet50.a1_in1k", "ResNet-50", "timm (= torchvision)", "ImageNet-1k", "nonlocal"},
     {"facebook/detr-resnet-50", "DETR R50", "Hugging Face", "config.json (COCO)", "detect"},
     {"facebook/detr-resnet-101", "DETR R101", "Hugging Face", "config.json (COCO)", "detect"},
+    {"openai-community/gpt2", "GPT-2 small (text)", "Hugging Face", "none (vocab.json)",
+     "generate"},
+    {"distilbert/distilgpt2", "DistilGPT-2 (text)", "Hugging Face", "none (vocab.json)",
+     "generate"},
 };
 
 static void print_list(void)
@@ -236,8 +241,9 @@ static int pull_shards(puller *p, const char *index, FILE *out)
     return rc;
 }
 
-/* A model: config.json when the repository has one, then model.safetensors, else the index
- * and its shards. *weights (may be NULL) gets the weights path (the index when sharded). */
+/* The tokenizer files of a text model (config.json's model_type one of Hugging Face's text
+ * families): tokenizer.json, vocab.json + merges.txt (GPT-2's BPE) and vocab.txt (BERT's
+ * WordPiece), each where the repository has it. Image models ask for none of them. */
 /* A text model's tokenizer files (those the repository has), after its config.json when that
  * names a text model_type: the text commands read them beside the weights. */
 static int pull_tokenizer_files(puller *p, const char *config, FILE *out)
@@ -252,20 +258,23 @@ static int pull_tokenizer_files(puller *p, const char *config, FILE *out)
     for (size_t i = 0; type && i < sizeof text_types / sizeof *text_types; i++)
         text |= !strcmp(type, text_types[i]);
     json_decref(cfg);
-    for (size_t i = 0; text && i < sizeof files / sizeof *files; i++) {
+    int rc = EXIT_OK;
+    for (size_t i = 0; text && !rc && i < sizeof files / sizeof *files; i++) {
         char *path = NULL;
         pgd_error *err = NULL;
         int how;
         if (!pull_file(p, files[i], 0, &path, &how, &err))
             fprintf(out, "%s\n", path);
         else if (pgd_error_get_code(err) != PGD_ERR_NOT_FOUND)
-            return pull_fail(err);
+            rc = pull_fail(err), err = NULL;
         pgd_error_destroy(err);
-        free(path);
+        pgd_free(path);
     }
-    return EXIT_OK;
+    return rc;
 }
 
+/* A model: config.json when the repository has one, then model.safetensors, else the index
+ * and its shards. *weights (may be NULL) gets the weights path (the index when sharded). */
 static int pull_model(puller *p, unsigned flags, FILE *out, char **weights, int *how)
 {
     char *path = NULL;

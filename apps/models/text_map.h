@@ -1,20 +1,22 @@
-/* text_map.h — token x token attention drawn as a labelled heat-map grid (PNG): one tile per
- * (layer, head) chosen, rows the queries and columns the keys, each labelled with its token, so
- * that a bidirectional encoder's full square and a causal decoder's lower triangle are seen as
- * they are. Shared by the text commands; written against pagoda.h, maps.h and stb_easy_font. */
+/* text_map.h — attention over tokens as a picture: token × token heat maps (query rows, key
+ * columns) in a labelled grid, one tile a layer/head, so that a causal model's lower triangle
+ * and a bidirectional model's full square are seen as they are. Shared by the text models;
+ * written against pagoda.h, maps.h's colours and stb_easy_font. */
 #ifndef PAGODA_TEXT_MAP_H
 #define PAGODA_TEXT_MAP_H
+
+#include <stdint.h>
 
 #include "pagoda.h"
 #include "pagoda_util.h"
 
-/* `count` matrices maps[i] (T x T floats, row-major, row = query, column = key; probabilities
- * in [0, 1]) as the tiles of one picture into f (the caller commits or aborts it): a grid as
- * square as the count allows, row-major, tile i titled titles[i], rows and columns labelled
- * with tokens[0..T) (printable ASCII shown, other bytes as '?', cut at 14 characters), cells
- * coloured by map_color's ramp over 0 .. the tile's largest value. T from 1 to 512, count from
- * 1 to 1024 (else PGD_ERR_INVALID_ARGUMENT). */
-int text_attention_png(pgd_outfile *f, const float *maps, int count, int T,
-                       const char *const *tokens, const char *const *titles, pgd_error **err);
+/* Draws `count` maps of n x n probabilities (maps + k·n·n, row i the query i's weights over
+ * the keys) as the tiles of one PNG into f (committed or aborted by the caller): each tile
+ * titled titles[k], its rows and columns labelled with the tokens labels[0..n) (shown as
+ * printable ASCII, cut to 12 characters; a column's label written upwards), its cells coloured
+ * by map_color over the tile's largest value, and a cell of exactly zero (a hidden key) drawn
+ * light grey. n is 1 .. 512, count 1 .. 256. */
+int text_map_write_png(pgd_outfile *f, const float *maps, int count, int n,
+                       const char *const *titles, const char *const *labels, pgd_error **err);
 
 #endif

@@ -2,10 +2,12 @@
  * shapes. The input is a safetensors file (so the fuzzer mutates names, shapes and metadata
  * through the real reader); whatever the reader accepts is handed to each detector, which must
  * either fill a consistent configuration or fail with a message — never read out of bounds or
- * overflow while deriving depth, width, patch, grid, classes, eps and heads. */
+ * overflow while deriving depth, width, patch, grid, classes, eps and heads (ViT, ResNet, and
+ * GPT-2's vocabulary, positions, layers and MLP width). */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "gpt2.h"
 #include "internal.h"
 #include "resnet.h"
 #include "vit.h"
@@ -56,6 +58,24 @@ static void check_resnet(const model_source *src, const char *spec, const char *
             abort();
 }
 
+/* GPT-2's names and shapes under a config.json's sizes (width 48, `heads` heads). */
+static void check_gpt2(const model_source *src, int heads)
+{
+    gpt2_config cfg = {.dim = 48, .heads = heads, .eps = 1e-5f, .eos = -1, .from_config = 1};
+    pgd_error *err = NULL;
+    if (gpt2_detect(src, "config.json", &cfg, &err) != PGD_OK) {
+        if (!err || !pgd_error_get_message(err)[0])
+            abort();
+        pgd_error_destroy(err);
+        return;
+    }
+    pgd_error_destroy(err);
+    /* What gpt2_load and gpt2_append rely on. */
+    if (cfg.layers < 1 || cfg.vocab < 1 || cfg.positions < 1 || cfg.inner < 1 || cfg.dim != 48 ||
+        cfg.dim % cfg.heads)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pgd_weights *w = NULL;
@@ -72,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The ResNet detector: the file's own blocks and metadata, and with overrides. */
     check_resnet(&src, NULL, NULL, -1);
     check_resnet(&src, "layer1.0,layer3.1", "concatenation", 1);
+    check_gpt2(&src, 4);
     pgd_weights_destroy(w);
     return 0;
 }
