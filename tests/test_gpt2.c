@@ -1,6 +1,6 @@
 /* test_gpt2.c — GPT-2 against transformers: tiny random models made by
- * tools/golden/make-gpt2-golden.py (GPT2LMHeadModel naming with vocab.json + merges.txt, and the bare
- * GPT2Model naming with tokenizer.json), on every device: the prompts' ids equal the Python
+ * tools/golden/make-gpt2-golden.py (GPT2LMHeadModel naming with vocab.json + merges.txt, and the
+ * bare GPT2Model naming with tokenizer.json), on every device: the prompts' ids equal the Python
  * tokenizer's, the logits of a left-padded batch within 1e-4 relative, the cached path (a
  * prefill then one token a step) equal to the full recomputation, a later token unable to change
  * an earlier logit, transformers' greedy generate (64 new tokens, batch left-padded) token for

@@ -113,24 +113,12 @@ static int parse_number(int c, const char *arg, gen_opts *o)
 static int parse_option(int c, gen_opts *o)
 {
     switch (c) {
-    case 'w':
-        o->weights = optarg;
-        return EXIT_OK;
-    case 'T':
-        o->tokenizer = optarg;
-        return EXIT_OK;
-    case 'd':
-        o->device = optarg;
-        return EXIT_OK;
-    case 'm':
-        o->map_path = optarg;
-        return EXIT_OK;
-    case 'L':
-        o->map_layers = optarg;
-        return EXIT_OK;
-    case 'H':
-        o->map_heads = optarg;
-        return EXIT_OK;
+    case 'w': o->weights = optarg; return EXIT_OK;
+    case 'T': o->tokenizer = optarg; return EXIT_OK;
+    case 'd': o->device = optarg; return EXIT_OK;
+    case 'm': o->map_path = optarg; return EXIT_OK;
+    case 'L': o->map_layers = optarg; return EXIT_OK;
+    case 'H': o->map_heads = optarg; return EXIT_OK;
     case 'x':
         if (o->n_stop == MAX_STOPS)
             return app_usage_error("generate ", "at most %d --stop texts", MAX_STOPS);
@@ -138,28 +126,17 @@ static int parse_option(int c, gen_opts *o)
             return app_usage_error("generate ", "--stop wants a non-empty text");
         o->stops[o->n_stop++] = optarg;
         return EXIT_OK;
-    case 'j':
-        o->json = 1;
-        return EXIT_OK;
-    case 'W':
-        return app_set_weights_dtype("generate ", optarg);
-    case 'e':
-        o->no_eos = 1;
-        return EXIT_OK;
-    case 's':
-        o->sample = 1;
-        return EXIT_OK;
-    case 'h':
-        fputs(usage, stdout);
-        return -1;
+    case 'j': o->json = 1; return EXIT_OK;
+    case 'W': return app_set_weights_dtype("generate ", optarg);
+    case 'e': o->no_eos = 1; return EXIT_OK;
+    case 's': o->sample = 1; return EXIT_OK;
+    case 'h': fputs(usage, stdout); return -1;
     case 'n':
     case 'k':
     case 'p':
     case 't':
-    case 'S':
-        return parse_number(c, optarg, o);
-    default:
-        return app_usage_error("generate ", "bad option");
+    case 'S': return parse_number(c, optarg, o);
+    default: return app_usage_error("generate ", "bad option");
     }
 }
 
