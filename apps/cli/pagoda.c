@@ -7,6 +7,18 @@
 #include "bench_cmd.h"
 #include "commands.h"
 
+#if !PGD_HAVE_SERVE
+/* Built without libmicrohttpd: the command is known, and says what it needs. */
+int cmd_serve(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "pagoda: error: 'pagoda serve' is not in this build: libmicrohttpd was not "
+                    "found when it was configured (apt-get install libmicrohttpd-dev, then "
+                    "meson setup --reconfigure)\n");
+    return EXIT_RUNTIME;
+}
+#endif
+
 static const char usage[] =
     "usage: pagoda <command> [options]\n"
     "\n"
@@ -31,6 +43,7 @@ static const char usage[] =
     "  run        run an ONNX model (inputs from .npy, an image or random data)\n"
     "  info       what an ONNX model holds, what fuses, what Pagoda cannot run\n"
     "  tokenize   text to token ids and back (BERT's WordPiece, GPT-2's byte-level BPE)\n"
+    "  serve      a local web page: drop an image, see classes, attention maps, boxes\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -141,6 +154,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))
         return cmd_tune(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))
         return cmd_demo(argc - 1, argv + 1);
     return app_usage_error(NULL, "unknown command '%s'", cmd);
