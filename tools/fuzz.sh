@@ -3,7 +3,7 @@
 #
 #   TARGET: safetensors | image | npy | model_config | resnet_config | labels | bench_spec |
 #           options | jpeg | png | webp | gat_graph | memnet_story | detr_config | csv |
-#           results | eval_lists | http_header | tokenizer | onnx
+#           results | eval_lists | http_header | tokenizer | onnx | serve
 #           (tests/fuzz/fuzz_TARGET.c; jpeg, png, webp: one image decoder each, libjpeg-turbo,
 #           libpng, libwebp; gat_graph: `pagoda gat`'s graph files; memnet_story: bAbI stories;
 #           detr_config: the config.json beside DETR weights; csv: the results CSV reader and
@@ -11,7 +11,8 @@
 #           eval_lists: eval's --labels-map and labelled --list; http_header: the hub client's
 #           response-header parser; tokenizer: vocab.txt, vocab.json + merges.txt,
 #           tokenizer.json and the tokenizers on any text; onnx: ONNX model files, loaded,
-#           reported and their host-evaluated nodes run without a device)
+#           reported and their host-evaluated nodes run without a device; serve: `pagoda
+#           serve`'s request handler, routing, arguments and image uploads, with a stub runner)
 #
 # Configures build-fuzz/ with clang, AddressSanitizer + UBSan (every UB report aborts) and
 # -fsanitize=fuzzer-no-link on the library (coverage), -Dfuzz=true; builds only the target;
@@ -27,9 +28,10 @@ target=${1:-}
 seconds=${2:-60}
 targets="safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp"
 targets="$targets|gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx"
+targets="$targets|serve"
 case "$target" in
   safetensors|image|npy|model_config|resnet_config|labels|bench_spec|options|jpeg|png|webp|\
-  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx) ;;
+  gat_graph|memnet_story|detr_config|csv|results|eval_lists|http_header|tokenizer|onnx|serve) ;;
   *) echo "usage: tools/fuzz.sh $targets SECONDS [libFuzzer options]" >&2; exit 2 ;;
 esac
 shift 2 || shift $#
@@ -59,6 +61,7 @@ case "$target" in
   safetensors|model_config|gat_graph) dict=(-dict=tests/fuzz/safetensors.dict) ;;
   detr_config) dict=(-dict=tests/fuzz/detr_config.dict) ;;
   onnx) dict=(-dict=tests/fuzz/onnx.dict) ;;
+  serve) dict=(-dict=tests/fuzz/serve.dict) ;;
 esac
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}

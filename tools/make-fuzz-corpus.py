@@ -2,7 +2,7 @@
 """tools/make-fuzz-corpus.py OUTDIR — seed corpora for the libFuzzer targets in tests/fuzz.
 
 Writes OUTDIR/{safetensors,npy,image,model_config,resnet_config,labels,bench_spec,options,
-jpeg,png,webp,gat_graph,memnet_story,detr_config,csv,results,eval_lists,http_header}/: for each reader a few valid tiny files and
+jpeg,png,webp,gat_graph,memnet_story,detr_config,csv,results,eval_lists,http_header,serve}/: for each reader a few valid tiny files and
 one file per rejection rule (so the fuzzer starts with every error path reached), all small.
 Standard library only (PNG and BMP are written by hand; JPEG seeds are added when Pillow is
 importable). Run at fuzz time by tools/fuzz.sh; nothing here is committed.
@@ -535,6 +535,28 @@ def http_header_seeds():
             "err-status": b"HTTP/1.1 2x0 OK\r\nHTTP/1.1 99\r\nHTTP/\r\nContent-Length: -1\r\n"}
 
 
+def serve_seeds(images):
+    """fuzz_serve's requests: a flags byte (bit 0: the body passed --max-upload), the request
+    line, then the body: the page, the API, uploads of the image seeds, and hostile ones."""
+    def req(line, body=b"", flags=0):
+        return bytes([flags]) + line + b"\n" + body
+    png = images["png-rgb"]
+    seeds = {"valid-page": req(b"GET /"), "valid-js": req(b"GET /app.js"),
+             "valid-models": req(b"GET /api/models"), "valid-health": req(b"HEAD /api/health"),
+             "valid-run": req(b"POST /api/run?model=random:vit_ti16&task=maps", png),
+             "valid-detect": req(b"POST /api/run?model=detr.safetensors&task=detect&threshold=0.5",
+                                 png),
+             "err-traversal": req(b"POST /api/run?model=../../etc/passwd&task=..%2f", png),
+             "err-args": req(b"POST /api/run?model=a&model=b&x&qx=1e999&qy=-0&" + b"k=v&" * 20),
+             "err-too-large": req(b"POST /api/run?model=random:vit_ti16", png, 1),
+             "err-not-image": req(b"POST /api/run?model=random:vit_ti16", b"GIF89a\x01\x00"),
+             "err-method": req(b"DELETE /api/models?x=<script>"),
+             "err-path": req(b"GET /../../etc/passwd\xff\x00")}
+    for name, blob in list(images.items())[:12]:
+        seeds["img-" + name] = req(b"POST /api/run?model=random:vit_ti16&task=classify", blob)
+    return seeds
+
+
 def tokenizer_seeds():
     """fuzz_tokenizer's inputs: a mode byte, then files and text separated by \\0\\1."""
     sep = b"\x00\x01"
@@ -588,6 +610,7 @@ def main():
             "tokenizer": tokenizer_seeds()}
     sets["model_config"].update({"st-" + k: v for k, v in sets["safetensors"].items() if k.startswith("valid")})
     sets.update(decoder_seeds(sets["image"]))
+    sets["serve"] = serve_seeds(sets["image"])
     for target, seeds in sets.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)

@@ -86,6 +86,7 @@ typedef struct serve_job {
     serve_model *model;
     int task;        /* one SERVE_* */
     double qx, qy;   /* SERVE_AFFINITY: the query in [0, 1) of the model's input */
+    double threshold; /* SERVE_DETECT: the score a detection must exceed (default 0.7) */
     const pgd_image *img;
 } serve_job;
 

@@ -27,6 +27,7 @@ typedef struct conn {
     size_t discarded; /* bytes past max_upload, dropped */
     double start;     /* when the headers were complete (ms) */
     int late;         /* the body took longer than the time-out */
+    int answered;     /* a response is queued (408 before the body's end) */
 } conn;
 
 /* The per-address token buckets (the least recently used one is reused). */
@@ -203,8 +204,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         int ok = take_body(app, k, upload_data, *upload_size);
         *upload_size = 0;
+        if (ok && k->late && !k->answered) { /* answered now; the connection closes after */
+            k->answered = 1;
+            return refuse(c, 408, 0, "the request took longer than --timeout to arrive");
+        }
         return ok ? MHD_YES : MHD_NO;
     }
+    if (k->answered)
+        return MHD_YES;
     if (k->late)
         return refuse(c, 408, 0, "the request took longer than --timeout to arrive");
     args g = {.n = 0};

@@ -89,9 +89,10 @@ void serve_error(serve_response *res, int json, int status, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* messages hold only quoted request text and our own words; escape anyway for HTML */
+    /* request text comes quoted (serve_quote); the rest (a decoder's message) is made
+     * printable ASCII here too: JSON takes only valid UTF-8, HTML no markup */
     for (char *p = msg; *p; p++)
-        if (!json && strchr("<>&", *p))
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f || strchr("<>&", *p))
             *p = '?';
     char *body = NULL;
     if (json) {
@@ -165,7 +166,7 @@ static const char *arg(const serve_request *req, const char *key)
 
 static int check_args(const serve_request *req, serve_response *res)
 {
-    static const char *const known[] = {"model", "task", "qx", "qy"};
+    static const char *const known[] = {"model", "task", "qx", "qy", "threshold"};
     char q[80];
     if (req->nargs > SERVE_MAX_ARGS) {
         serve_error(res, 1, 400, "more than %d query arguments", SERVE_MAX_ARGS);
@@ -176,24 +177,25 @@ static int check_args(const serve_request *req, serve_response *res)
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             ok |= req->args[i].key && !strcmp(req->args[i].key, known[k]);
         if (!ok) {
-            serve_error(res, 1, 400, "unknown argument '%s' (model, task, qx, qy)",
+            serve_error(res, 1, 400, "unknown argument '%s' (model, task, qx, qy, threshold)",
                         serve_quote(req->args[i].key, q, sizeof q));
             return -1;
         }
         for (int j = 0; j < i; j++)
             if (!strcmp(req->args[j].key, req->args[i].key)) {
-                serve_error(res, 1, 400, "argument '%s' given twice", req->args[i].key);
+                serve_error(res, 1, 400, "argument '%s' given twice",
+                            serve_quote(req->args[i].key, q, sizeof q));
                 return -1;
             }
     }
     return 0;
 }
 
-/* A query coordinate: a decimal in [0, 1). */
-static int parse_unit(const char *s, double *out)
+/* A query coordinate or a threshold: a decimal in [0, 1) (absent: fallback). */
+static int parse_unit(const char *s, double fallback, double *out)
 {
     if (!s) {
-        *out = 0.5;
+        *out = fallback;
         return 0;
     }
     char *end;
@@ -234,8 +236,10 @@ static int parse_job(serve_app *app, const serve_request *req, serve_job *job,
         serve_error(res, 1, 400, "model '%s' does not do '%s'", job->model->name, task);
         return -1;
     }
-    if (parse_unit(arg(req, "qx"), &job->qx) || parse_unit(arg(req, "qy"), &job->qy)) {
-        serve_error(res, 1, 400, "qx and qy are fractions of the image in [0, 1)");
+    if (parse_unit(arg(req, "qx"), 0.5, &job->qx) || parse_unit(arg(req, "qy"), 0.5, &job->qy) ||
+        parse_unit(arg(req, "threshold"), 0.7, &job->threshold)) {
+        serve_error(res, 1, 400, "qx, qy (fractions of the image) and threshold are decimals in "
+                                 "[0, 1)");
         return -1;
     }
     return 0;
@@ -391,7 +395,7 @@ void serve_handle(serve_app *app, const serve_request *req, serve_response *res)
         return;
     }
     if (api && check_args(req, res) == 0 && req->nargs) {
-        serve_error(res, 1, 400, "%s takes no arguments", path);
+        serve_error(res, 1, 400, "%s takes no arguments", serve_quote(path, q, sizeof q));
         return;
     }
     if (res->status)

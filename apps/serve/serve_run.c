@@ -175,15 +175,17 @@ static float *detr_input(const pgd_image *img, int side, int *H, int *W)
     return x;
 }
 
-/* The detections above 0.7, each with its cross-attention over the feature grid. */
+/* The detections above the threshold, each with its cross-attention over the feature grid. */
 static json_t *boxes_json(const serve_weights *w, const float *logits, const float *boxes,
-                          const float *cross, int fh, int fw, const pgd_image *img)
+                          const float *cross, int fh, int fw, const serve_job *job)
 {
     const detr_config *c = detr_get_config(w->detr);
     detr_detection *d = malloc(sizeof *d * (size_t)c->queries);
     json_t *list = json_array();
-    int iw = pgd_image_get_width(img), ih = pgd_image_get_height(img);
-    int n = d ? detr_postprocess(logits, boxes, c->queries, c->classes, 0.7f, iw, ih, d) : 0;
+    int iw = pgd_image_get_width(job->img), ih = pgd_image_get_height(job->img);
+    int n = d ? detr_postprocess(logits, boxes, c->queries, c->classes, (float)job->threshold, iw,
+                                 ih, d)
+              : 0;
     for (int k = 0; k < n; k++) {
         float b[4];
         detr_clip_box(d[k].box, iw, ih, b);
@@ -222,9 +224,10 @@ static int run_detr(serve_weights *w, const serve_job *job, json_t *doc, char *m
         status = 500, snprintf(msg, size, "the model's output holds NaN or infinity");
     if (!status) {
         int iw = pgd_image_get_width(job->img), ih = pgd_image_get_height(job->img);
-        json_object_set_new(doc, "boxes", boxes_json(w, logits, boxes, cross, fh, fw, job->img));
+        json_object_set_new(doc, "boxes", boxes_json(w, logits, boxes, cross, fh, fw, job));
         json_object_set_new(doc, "view", json_pack("[i,i,i,i]", 0, 0, iw, ih));
         json_object_set_new(doc, "input", json_pack("[i,i]", W, H));
+        json_object_set_new(doc, "threshold", json_real(job->threshold));
         json_object_set_new(doc, "timings", json_pack("{s:f,s:f}", "preprocess", t1 - t0,
                                                       "forward", t2 - t1));
     }

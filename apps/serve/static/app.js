@@ -56,6 +56,7 @@ function modelChanged() {
   const m = currentModel();
   if (!m) return;
   $("task").replaceChildren(...m.tasks.map((t) => new Option(TASK_NAMES[t] || t, t)));
+  $("threshold-label").hidden = !m.tasks.includes("detect");
   $("description").textContent = m.description + (m.random ? " (random weights)" : "");
   if (state.blob) run();
 }
@@ -79,7 +80,8 @@ async function run(extra) {
   state.busy = true;
   showError("");
   setStatus("running " + m.name + " on the device\u2026");
-  const q = new URLSearchParams({ model: m.name, task: $("task").value, ...(extra || {}) });
+  const task = $("task").value, more = task === "detect" ? { threshold: $("threshold").value } : {};
+  const q = new URLSearchParams({ model: m.name, task, ...more, ...(extra || {}) });
   let doc = null;
   try {
     const r = await fetch("/api/run?" + q, { method: "POST", body: state.blob });
@@ -241,7 +243,7 @@ function renderBoxes(doc, active) {
     ctx.fillText(b.label, x0 + 3, y0 + 13);
   });
   ctx.globalAlpha = 1;
-  $("cap-image").textContent = doc.boxes.length + " objects above 0.7";
+  $("cap-image").textContent = doc.boxes.length + " objects above " + doc.threshold;
   const body = $("boxes").tBodies[0];
   if (active < 0) {
     body.replaceChildren(...doc.boxes.map((b, i) => {
@@ -293,6 +295,7 @@ $("view-image").addEventListener("click", (ev) => {
 
 $("model").addEventListener("change", modelChanged);
 $("task").addEventListener("change", () => run());
+$("threshold").addEventListener("change", () => run());
 $("file").addEventListener("change", (ev) => setImage(ev.target.files[0]));
 const drop = $("drop");
 document.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
