@@ -4,7 +4,8 @@ in headless Chromium (Debian's `chromium`), driven over the DevTools protocol wi
 WebSocket client of the standard library (no package to install).
 
 Uploads IMAGE through the page's file input for a ViT's attention maps, a non-local ResNet's
-affinity of a clicked point and DETR's boxes (seeded random weights: the same pictures on every
+affinity of a clicked point, DETR's boxes, a DINO's heads and the nearest images of a gallery
+(IMAGE and two images of EXPECTED_DIR's parent folder) (seeded random weights: the same pictures on every
 run), waits for the results, checks the DOM (five top-5 rows, the map canvases drawn, the boxes
 listed, an error shown for a non-image) and compares screenshots with EXPECTED_DIR/*.png within
 a tolerance, the device name and the timings hidden. --update writes the expectations; --docs
@@ -258,7 +259,7 @@ def scenarios(page, url, args):
               deviceScaleFactor=1, mobile=False)
     page.call("Page.navigate", url=url)
     page.wait("document.getElementById('model') && "
-              "document.getElementById('model').options.length === 3", "the model list")
+              "document.getElementById('model').options.length === 4", "the model list")
     check(not page.js("document.getElementById('note').hidden"),
           "the page says the weights are random and how to get real ones")
     # a ViT: top-5 and the two attention maps
@@ -302,6 +303,23 @@ def scenarios(page, url, args):
     page.wait("document.querySelector('#boxes tbody tr:nth-child(2)').classList.contains('active')",
               "the hovered object")
     shoot(page, "detr-boxes", args)
+    # DINO: each head's attention, then the nearest images of the gallery
+    choose(page, "model", "random:dino")
+    done(page, "DINO's heads")
+    n = page.js("document.querySelectorAll('#heads canvas').length")
+    check(n == 6, "DINO: %s head maps" % n)
+    page.js("window.scrollTo(0, 0)")
+    shoot(page, "dino-heads", args)
+    choose(page, "task", "nearest")
+    done(page, "the nearest images")
+    page.wait("[...document.querySelectorAll('#nearest img')].every(i => i.complete && "
+              "i.naturalWidth > 0)", "the gallery's images")
+    first = page.js("document.querySelector('#nearest figcaption').textContent")
+    check(first.startswith("chelsea.jpg"), "DINO: the nearest image first: " + first)
+    # (a CSS display once overrode the hidden attribute: the last task's heads stayed)
+    check(page.js("document.getElementById('heads').offsetParent === null"),
+          "DINO: the head maps hidden once the task is another")
+    shoot(page, "dino-nearest", args)
     # a file that is no image: the error shown, the page still works
     bad = os.path.join(args["tmp"], "not-an-image.jpg")
     with open(bad, "w") as f:
@@ -328,8 +346,14 @@ def main():
         sys.exit(77)
     os.makedirs(args["expected"], exist_ok=True)
     args["tmp"] = tempfile.mkdtemp(prefix="serve-browser-", dir=os.environ.get("PAGODA_TEST_TMP"))
-    server = subprocess.Popen([pagoda, "serve", "--port", "0", "--detr-side", "256"],
-                              stdout=subprocess.PIPE, text=True)
+    gallery = os.path.join(args["tmp"], "gallery")
+    os.makedirs(gallery)
+    data = os.path.dirname(os.path.abspath(args["expected"]))
+    for f in (args["image"], os.path.join(data, "grad_300x200.png"),
+              os.path.join(data, "noise_97x143.png")):
+        shutil.copy(f, gallery)
+    server = subprocess.Popen([pagoda, "serve", "--port", "0", "--detr-side", "256", "--gallery",
+                               gallery], stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     check(line.startswith("pagoda serve: http://"), "serve started: " + line.strip())
     browser = None

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""serve_http.py PAGODA IMAGE — `pagoda serve` over real sockets (Python stdlib only).
+"""serve_http.py PAGODA IMAGE DATA — `pagoda serve` over real sockets (Python stdlib only).
 
 Starts the server on a free port (--port 0; it prints its URL on stdout), checks the page and
-the JSON API (classify, ViT maps, non-local affinity, DETR boxes), then the hostile side:
+the JSON API (classify, ViT maps, non-local affinity, DETR boxes, DINO heads and the nearest
+images of a gallery made from DATA's images), then the hostile side:
 oversized uploads (declared and chunked), non-images, truncated images, too many pixels, path
 traversal in every parameter and in the path, wrong methods, too many and repeated arguments,
 slow clients (held to --per-ip connections and closed after --timeout), a body that trickles,
@@ -11,16 +12,18 @@ SIGTERM must stop it cleanly (exit 0). Exit 77 when this build has no `pagoda se
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
 
-PAGODA, IMAGE = sys.argv[1], sys.argv[2]
+PAGODA, IMAGE, DATA = sys.argv[1], sys.argv[2], sys.argv[3]
 TIMEOUT = 3   # --timeout
 PER_IP = 6    # --per-ip
 failures = []
@@ -93,7 +96,8 @@ def api_checks(s, image):
         check(status == 200 and headers["Content-Type"].startswith(kind), "GET " + path)
     status, _, doc = s.json("GET", "/api/models")
     names = [m["name"] for m in doc["models"]]
-    check(status == 200 and names == ["random:vit_ti16", "random:resnet50-nl", "random:detr"],
+    check(status == 200 and names == ["random:vit_ti16", "random:resnet50-nl", "random:detr",
+                                      "random:dino"],
           "/api/models lists the configured models: %s" % names)
     check(all(m["random"] for m in doc["models"]) and "pagoda pull" in doc["real_weights"],
           "/api/models says the weights are random and how to get real ones")
@@ -121,6 +125,25 @@ def api_checks(s, image):
     boxes = doc.get("boxes", []) if status == 200 else []
     check(len(boxes) > 0 and all(len(b["box"]) == 4 and b["attention"]["data"] for b in boxes),
           "detect: %d boxes, each with its cross-attention" % len(boxes))
+
+
+def dino_checks(s, image):
+    status, _, doc = s.json("POST", "/api/run?model=random:dino&task=heads", image)
+    heads = doc.get("heads", []) if status == 200 else []
+    check(len(heads) == 6 and all(len(h["data"]) == 196 for h in heads), "DINO: 6 head maps")
+    status, _, doc = s.json("POST", "/api/run?model=random:dino&task=nearest", image)
+    near = doc.get("nearest", []) if status == 200 else []
+    check(len(near) == 3 and near[0]["name"] == "chelsea.jpg" and near[0]["similarity"] > 0.999,
+          "DINO: the nearest gallery images, the same image first: %s" % near[:1])
+    status, headers, body = s.request("GET", "/api/gallery?name=chelsea.jpg")
+    check(status == 200 and headers["Content-Type"] == "image/jpeg" and body == image,
+          "a gallery image served by name")
+    for bad in ("../chelsea.jpg", "/etc/passwd", "chelsea.jpg/../../x", ""):
+        status, _, doc = s.json("GET", "/api/gallery?name=" + bad)
+        check(status in (400, 404) and doc["error"]["status"] == status,
+              "gallery name %r: %d" % (bad, status))
+    status, _, doc = s.json("GET", "/api/gallery?file=/etc/passwd")
+    check(status == 400, "gallery: another argument: 400")
 
 
 def hostile_uploads(s, image):
@@ -167,6 +190,10 @@ def traversal(s, image):
         break
     else:
         check(True, "path traversal in every argument: a 4xx, no file, nothing echoed raw")
+    for t in TRAVERSALS:
+        status, _, body = s.request("GET", "/api/gallery?name=" + t)
+        if status != 404 or b"root:" in body:
+            check(False, "gallery traversal %r: %d" % (t, status))
     for path in ("/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/static/../../etc/passwd",
                  "/api/../../../etc/passwd", "/index.html/../../etc/passwd", "/.git/config",
                  "/meson.build", "//etc/passwd"):
@@ -300,11 +327,18 @@ def main():
               "serve %s: exit %d, %s" % (" ".join(args), r.returncode, r.stderr.strip()[-80:]))
     with open(IMAGE, "rb") as f:
         image = f.read()
-    s = Server("--models", "random:vit_ti16,random:resnet50-nl,random:detr", "--detr-side", "256",
+    gallery = tempfile.mkdtemp(prefix="serve-gallery-", dir=os.environ.get("PAGODA_TEST_TMP"))
+    for f in (IMAGE, os.path.join(DATA, "grad_300x200.png"), os.path.join(DATA, "noise_97x143.png")):
+        shutil.copy(f, gallery)
+    with open(os.path.join(gallery, "notes.txt"), "w") as f:
+        f.write("not an image: left out\n")
+    s = Server("--models", "random:vit_ti16,random:resnet50-nl,random:detr,random:dino",
+               "--gallery", gallery, "--detr-side", "256",
                "--max-upload", "200000", "--max-pixels", "1000000", "--per-ip", str(PER_IP),
                "--timeout", str(TIMEOUT), "--rate", "2", "--burst", "40", "--queue", "3")
     try:
         api_checks(s, image)
+        dino_checks(s, image)
         hostile_uploads(s, image)
         traversal(s, image)
         slow_clients(s)
@@ -312,6 +346,7 @@ def main():
         rate(s)
     finally:
         rc, err = s.stop()
+        shutil.rmtree(gallery, ignore_errors=True)
     check(rc == 0 and "stopping" in err, "SIGTERM: a clean stop (exit %s)" % rc)
     if failures:
         print("%d failed:\n  " % len(failures) + "\n  ".join(failures))

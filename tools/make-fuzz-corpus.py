@@ -551,7 +551,10 @@ def serve_seeds(images):
              "err-too-large": req(b"POST /api/run?model=random:vit_ti16", png, 1),
              "err-not-image": req(b"POST /api/run?model=random:vit_ti16", b"GIF89a\x01\x00"),
              "err-method": req(b"DELETE /api/models?x=<script>"),
-             "err-path": req(b"GET /../../etc/passwd\xff\x00")}
+             "err-path": req(b"GET /../../etc/passwd\xff\x00"),
+             "valid-gallery": req(b"GET /api/gallery?name=a.png"),
+             "err-gallery": req(b"GET /api/gallery?name=../a.png&name=a.png"),
+             "valid-heads": req(b"POST /api/run?model=random:dino&task=heads", png)}
     for name, blob in list(images.items())[:12]:
         seeds["img-" + name] = req(b"POST /api/run?model=random:vit_ti16&task=classify", blob)
     return seeds

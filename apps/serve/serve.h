@@ -5,7 +5,8 @@
  *                   the image decode and its limits. The fuzz target (tests/fuzz/fuzz_serve.c)
  *                   drives it directly with a stub runner.
  *   serve_run.c     the runner: preprocessing and the models' forward passes (classify, ViT
- *                   maps, ResNet-NL affinity, DETR boxes) into JSON, one run at a time.
+ *                   maps, ResNet-NL affinity, DETR boxes) into JSON, one run at a time;
+ *   serve_dino.c    DINO's head maps and the nearest images of the gallery (--gallery).
  *   serve_models.c  the configured models (--models: hf:ORG/NAME, .safetensors or .onnx files,
  *                   random:NAME), looked up by name, never by a path from a request.
  *   serve_daemon.c  libmicrohttpd: the sockets, the per-IP rate limit, the connection limits
@@ -68,7 +69,18 @@ enum {
     SERVE_MAPS = 2,     /* ViT: last block's attention and rollout */
     SERVE_AFFINITY = 4, /* ResNet with a non-local block: one query's affinity */
     SERVE_DETECT = 8,   /* DETR: boxes and each object's cross-attention */
+    SERVE_HEADS = 16,   /* a self-supervised ViT (DINO): each head's attention, last block */
+    SERVE_NEAREST = 32, /* the same: the nearest images of the gallery (--gallery) */
 };
+enum { SERVE_NTASKS = 6 };
+
+/* One image of the gallery, read once at start and served from memory by name. */
+typedef struct serve_gallery_item {
+    char name[128]; /* the file's name in the folder */
+    void *data;
+    size_t size;
+    const char *type; /* image/jpeg, ... */
+} serve_gallery_item;
 
 /* One configured model. */
 typedef struct serve_model {
@@ -103,6 +115,8 @@ typedef struct serve_app {
     serve_model *models;
     int nmodels;
     char device[300];     /* the device's name, for the page */
+    serve_gallery_item *gallery; /* --gallery's images, sorted by name */
+    int ngallery;
     serve_runner runner;
     pthread_mutex_t lock; /* the runs waiting and the one running */
     unsigned waiting;     /* runs queued or running (limits.queue) */
@@ -131,8 +145,25 @@ typedef struct serve_weights {
     struct detr_model *detr;  /* a DETR, or NULL */
     void *detr_src;           /* its model_source (kept while it lives) */
     void *detr_file;          /* its pgd_weights file, or NULL (random) */
+    void *dino;               /* a self-supervised ViT (serve_dino.c), or NULL */
     int detr_side;            /* DETR: the shorter side images are resized to */
 } serve_weights;
+
+/* ---- serve_dino.c ---- */
+/* Whether the file at path is a ViT without a classifier (DINO, DINOv2). */
+int serve_dino_is(const char *path);
+/* Loads one (path NULL: seeded random weights of DINO ViT-S/16's shape) into w->dino and
+ * embeds the gallery; describes it in m. */
+int serve_dino_open(serve_weights *w, const serve_app *app, pgd_ctx *ctx, const char *path,
+                    serve_model *m, pgd_error **err);
+void serve_dino_free(void *dino);
+/* SERVE_HEADS or SERVE_NEAREST into doc; 0 or an HTTP status with msg set. */
+int serve_dino_run(serve_weights *w, const serve_app *app, const serve_job *job, json_t *doc,
+                   char *msg, size_t size);
+/* Reads the images of dir (.jpg, .jpeg, .png, .webp, .bmp; at most 256, each at most
+ * --max-upload) into app->gallery. EXIT_OK or the exit status with the error printed. */
+int serve_gallery_load(serve_app *app, const char *dir);
+void serve_gallery_free(serve_app *app);
 
 /* ---- serve_models.c ---- */
 /* Loads the models of `list` (comma-separated; NULL: the seeded random defaults) on ctx into
@@ -142,8 +173,10 @@ void serve_models_free(serve_app *app);
 serve_model *serve_model_find(serve_app *app, const char *name);
 
 /* ---- serve_run.c ---- */
-/* The runner over the models of serve_models_load (u: its state, made by serve_models_load). */
+/* The runner over the models of serve_models_load (u: the serve_app). */
 int serve_run_job(void *u, const serve_job *job, json_t **out, char *msg, size_t size);
+/* A map of w x h floats as {"w", "h", "data": [0..255]}, min-max scaled. */
+json_t *serve_map_json(const float *map, int w, int h);
 
 /* ---- serve_daemon.c ---- */
 /* Serves app on bind_addr:port until SIGINT or SIGTERM. Prints the URL on stdout. EXIT_OK or

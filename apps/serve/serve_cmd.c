@@ -12,11 +12,13 @@
 #include "serve.h"
 
 static const char usage[] =
-    "usage: pagoda serve [--port P] [--bind ADDR] [--device SEL] [--models LIST] [limits]\n"
+    "usage: pagoda serve [--port P] [--bind ADDR] [--device SEL] [--models LIST]\n"
+    "                    [--gallery DIR] [limits]\n"
     "\n"
     "A local web page over Pagoda's models: drop, paste or pick an image, choose a model, and\n"
     "see the top-5 classes, a ViT's attention map and rollout, a non-local ResNet's affinity\n"
-    "of a clicked point, DETR's boxes with each object's cross-attention, and the device and\n"
+    "of a clicked point, DETR's boxes with each object's cross-attention, a DINO's attention\n"
+    "heads and the nearest images of a gallery folder, and the device and\n"
     "the time of each stage (decode, preprocess, forward). The page and its JSON API\n"
     "(docs/serve.md) are served from this program alone: no file is read but the models'.\n"
     "Prints the page's URL on stdout; Ctrl-C or SIGTERM stops it.\n"
@@ -31,10 +33,14 @@ static const char usage[] =
     "                        FILE           a .safetensors (ViT, ResNet, Swin, Mixer, DETR)\n"
     "                                       or .onnx classifier, named by its base name\n"
     "                        random:NAME    seeded random weights: vit_ti16, vit_s16, vit_b16,\n"
-    "                                       resnet50, resnet50-nl, swin_t, mixer_s16, detr, ...\n"
-    "                      default: random:vit_ti16,random:resnet50-nl,random:detr (random\n"
-    "                      weights: the classes mean nothing; the page says how to get real\n"
-    "                      ones)\n"
+    "                                       resnet50, resnet50-nl, swin_t, mixer_s16, detr,\n"
+    "                                       dino (DINO ViT-S/16's shape), ...\n"
+    "                      default: random:vit_ti16,random:resnet50-nl,random:detr,\n"
+    "                      random:dino (random weights: the classes mean nothing; the page\n"
+    "                      says how to get real ones)\n"
+    "  --gallery DIR       images (.jpg, .png, .webp, .bmp; at most 256) that each DINO\n"
+    "                      model embeds at start: the page shows an upload's nearest ones;\n"
+    "                      read once, then served from memory by name\n"
     "  --detr-side N       DETR: resize images' shorter side to N (default 800, as\n"
     "                      DetrImageProcessor; smaller is faster)\n"
     "\n"
@@ -54,7 +60,7 @@ static const char usage[] =
 
 typedef struct opts {
     int port, detr_side;
-    const char *bind, *device, *models;
+    const char *bind, *device, *models, *gallery;
     serve_limits limits;
 } opts;
 
@@ -109,6 +115,7 @@ static int parse(int argc, char **argv, opts *o)
         {"per-ip", required_argument, 0, 1},    {"timeout", required_argument, 0, 1},
         {"rate", required_argument, 0, 1},      {"burst", required_argument, 0, 1},
         {"queue", required_argument, 0, 1},     {"help", no_argument, 0, 'h'},
+        {"gallery", required_argument, 0, 5},
         {0, 0, 0, 0}};
     int c, idx = 0, rc;
     opterr = 0;
@@ -128,6 +135,8 @@ static int parse(int argc, char **argv, opts *o)
             o->device = optarg;
         else if (c == 4)
             o->models = optarg;
+        else if (c == 5)
+            o->gallery = optarg;
         else if ((rc = option(o, longs[idx].name, optarg)))
             return rc;
     }
@@ -148,9 +157,11 @@ int cmd_serve(int argc, char **argv)
     memset(&app, 0, sizeof app);
     app.limits = o.limits;
     pthread_mutex_init(&app.lock, NULL);
-    app.runner = (serve_runner){NULL, serve_run_job};
+    app.runner = (serve_runner){&app, serve_run_job};
     pgd_ctx *ctx = NULL;
-    rc = app_ctx_open(o.device, &ctx);
+    rc = o.gallery ? serve_gallery_load(&app, o.gallery) : EXIT_OK;
+    if (!rc)
+        rc = app_ctx_open(o.device, &ctx);
     if (!rc) {
         snprintf(app.device, sizeof app.device, "%s", pgd_ctx_get_device(ctx)->name);
         rc = serve_models_load(&app, ctx, o.models, o.detr_side);
@@ -158,6 +169,7 @@ int cmd_serve(int argc, char **argv)
     if (!rc)
         rc = serve_daemon_run(&app, o.bind, o.port);
     serve_models_free(&app);
+    serve_gallery_free(&app);
     pgd_ctx_destroy(ctx);
     pthread_mutex_destroy(&app.lock);
     return rc;

@@ -123,12 +123,13 @@ serve_model *serve_model_find(serve_app *app, const char *name)
     return NULL;
 }
 
-static const char *const task_names[] = {"classify", "maps", "affinity", "detect"};
+static const char *const task_names[SERVE_NTASKS] = {"classify", "maps",  "affinity",
+                                                     "detect",   "heads", "nearest"};
 
 static json_t *tasks_json(int tasks)
 {
     json_t *a = json_array();
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < SERVE_NTASKS; i++)
         if (tasks & (1 << i))
             json_array_append_new(a, json_string(task_names[i]));
     return a;
@@ -149,8 +150,11 @@ static void api_models(serve_app *app, serve_response *res)
     json_t *l = json_pack("{s:I,s:I,s:i}", "max_upload", (json_int_t)app->limits.max_upload,
                           "max_pixels", (json_int_t)app->limits.max_pixels, "timeout_s",
                           (int)app->limits.timeout_s);
-    send_json(res, json_pack("{s:s,s:o,s:o,s:s}", "device", app->device, "models", list,
-                             "limits", l, "real_weights",
+    json_t *gallery = json_array();
+    for (int i = 0; i < app->ngallery; i++)
+        json_array_append_new(gallery, json_string(app->gallery[i].name));
+    send_json(res, json_pack("{s:s,s:o,s:o,s:o,s:s}", "device", app->device, "models", list,
+                             "gallery", gallery, "limits", l, "real_weights",
                              random ? SERVE_REAL_WEIGHTS : ""));
 }
 
@@ -224,11 +228,12 @@ static int parse_job(serve_app *app, const serve_request *req, serve_job *job,
         return -1;
     }
     job->task = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < SERVE_NTASKS; i++)
         if (!strcmp(task ? task : "classify", task_names[i]))
             job->task = 1 << i;
     if (!job->task) {
-        serve_error(res, 1, 400, "unknown task '%s' (classify, maps, affinity, detect)",
+        serve_error(res, 1, 400, "unknown task '%s' (classify, maps, affinity, detect, heads, "
+                                 "nearest)",
                     serve_quote(task, q, sizeof q));
         return -1;
     }
@@ -352,6 +357,27 @@ static void api_run(serve_app *app, const serve_request *req, serve_response *re
     pgd_image_destroy(img);
 }
 
+/* GET /api/gallery?name=NAME: an image of --gallery, by its name in the list. */
+static void api_gallery(serve_app *app, const serve_request *req, serve_response *res)
+{
+    char q[80];
+    const char *name = req->nargs == 1 && !strcmp(req->args[0].key, "name") ? req->args[0].value
+                                                                          : NULL;
+    if (!name) {
+        serve_error(res, 1, 400, "give ?name=NAME, one of the gallery's (GET /api/models)");
+        return;
+    }
+    for (int i = 0; i < app->ngallery; i++)
+        if (!strcmp(app->gallery[i].name, name)) {
+            res->status = 200;
+            res->content_type = app->gallery[i].type;
+            res->body = app->gallery[i].data;
+            res->size = app->gallery[i].size;
+            return;
+        }
+    serve_error(res, 1, 404, "no gallery image named '%s'", serve_quote(name, q, sizeof q));
+}
+
 /* The embedded page: a URL path to its asset and type. */
 static int static_file(const serve_request *req, serve_response *res)
 {
@@ -392,6 +418,10 @@ void serve_handle(serve_app *app, const serve_request *req, serve_response *res)
         serve_error(res, api, 405, "%s is not served here (GET, or POST to /api/run)",
                     serve_quote(req->method, q, sizeof q));
         res->allow = "GET, HEAD";
+        return;
+    }
+    if (!strcmp(path, "/api/gallery")) {
+        api_gallery(app, req, res);
         return;
     }
     if (api && check_args(req, res) == 0 && req->nargs) {

@@ -1,8 +1,8 @@
 /* serve_models.c — the models `pagoda serve` offers (--models): hf:ORG/NAME (from the hub
  * cache, pulled on first use as --weights hf: is), a .safetensors or .onnx file (a DETR
  * checkpoint is recognised by its names, any other goes through the family table's one rule,
- * pgd_model_load), or random:NAME (seeded random weights: pgd_model_random's names, or
- * random:detr). Each is named on the page and in requests by its entry as given (a file by its
+ * pgd_model_load; a ViT without a classifier is a DINO, serve_dino.c), or random:NAME (seeded
+ * random weights: pgd_model_random's names, random:detr or random:dino). Each is named on the page and in requests by its entry as given (a file by its
  * base name): a request names a model, never a path. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,9 @@
 #include "detr.h"
 #include "serve.h"
 
-/* Without --models: seeded random weights of the three families the page shows best. */
-static const char default_models[] = "random:vit_ti16,random:resnet50-nl,random:detr";
+/* Without --models: seeded random weights of the four families the page shows best. */
+static const char default_models[] =
+    "random:vit_ti16,random:resnet50-nl,random:detr,random:dino";
 
 static int detr_open(serve_weights *w, pgd_ctx *ctx, const char *path, serve_model *m,
                      pgd_error **err)
@@ -70,8 +71,8 @@ static void describe(serve_model *m, const pgd_model *pm)
 }
 
 /* One entry of --models into m (its weights in w). */
-static int load_one(serve_model *m, serve_weights *w, pgd_ctx *ctx, const char *entry,
-                    pgd_error **err)
+static int load_one(serve_app *app, serve_model *m, serve_weights *w, pgd_ctx *ctx,
+                    const char *entry, pgd_error **err)
 {
     char *resolved = NULL;
     const char *path = entry;
@@ -80,6 +81,8 @@ static int load_one(serve_model *m, serve_weights *w, pgd_ctx *ctx, const char *
         m->random = 1;
         if (!strcmp(entry + 7, "detr"))
             return detr_open(w, ctx, NULL, m, err);
+        if (!strcmp(entry + 7, "dino"))
+            return serve_dino_open(w, app, ctx, NULL, m, err);
         if ((rc = pgd_model_random(ctx, entry + 7, &w->pm, err)))
             return rc;
         describe(m, w->pm);
@@ -92,6 +95,8 @@ static int load_one(serve_model *m, serve_weights *w, pgd_ctx *ctx, const char *
     }
     if (is_detr(path))
         rc = detr_open(w, ctx, path, m, err);
+    else if (serve_dino_is(path))
+        rc = serve_dino_open(w, app, ctx, path, m, err);
     else if (!(rc = pgd_model_load(ctx, path, NULL, &w->pm, err)))
         describe(m, w->pm);
     pgd_free(resolved);
@@ -125,11 +130,11 @@ static int add_model(serve_app *app, pgd_ctx *ctx, const char *entry, int detr_s
     w->detr_side = detr_side;
     fprintf(stderr, "pagoda: serve: loading %s\n", entry);
     pgd_error *err = NULL;
-    if (load_one(m, w, ctx, entry, &err))
+    if (load_one(app, m, w, ctx, entry, &err))
         return app_fail_in(entry, err);
     if (!m->tasks)
-        return app_usage_error("serve ", "--models: %s classifies nothing (a headless model: "
-                                         "use 'pagoda embed')", entry);
+        return app_usage_error("serve ", "--models: %s has no classifier: give a DINO as its "
+                                         "file or as random:dino", entry);
     return EXIT_OK;
 }
 
@@ -165,6 +170,7 @@ void serve_models_free(serve_app *app)
         model_source_free(w->detr_src);
         free(w->detr_src);
         pgd_weights_destroy(w->detr_file);
+        serve_dino_free(w->dino);
         free(w);
     }
     free(app->models);

@@ -14,8 +14,8 @@
 
 enum { SIDE = PGD_PREPROCESS_SIZE, TOPK = 5 };
 
-/* A map of w x h floats as {"w", "h", "data": [0..255]}, min-max scaled (non-finite as 0). */
-static json_t *map_json(const float *map, int w, int h)
+/* Non-finite values count as 0. */
+json_t *serve_map_json(const float *map, int w, int h)
 {
     float lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < w * h; i++)
@@ -95,12 +95,12 @@ static int classifier_pass(pgd_model *pm, const serve_job *job, const float *x, 
     if (job->task == SERVE_MAPS) {
         rc = pgd_model_attention_maps(pm, x, 1, SIDE, SIDE, logits, a, a + gh * gw, err);
         if (!rc) {
-            json_object_set_new(doc, "attention", map_json(a, gw, gh));
-            json_object_set_new(doc, "rollout", map_json(a + gh * gw, gw, gh));
+            json_object_set_new(doc, "attention", serve_map_json(a, gw, gh));
+            json_object_set_new(doc, "rollout", serve_map_json(a + gh * gw, gw, gh));
         }
     } else {
         rc = pgd_model_affinity(pm, x, 1, SIDE, SIDE, job->qx, job->qy, logits, a, &qi, &qj, err);
-        json_t *m = rc ? NULL : map_json(a, gw, gh);
+        json_t *m = rc ? NULL : serve_map_json(a, gw, gh);
         if (m) {
             json_object_set_new(m, "query", json_pack("[i,i]", qj, qi));
             json_object_set_new(doc, "affinity", m);
@@ -195,7 +195,7 @@ static json_t *boxes_json(const serve_weights *w, const float *logits, const flo
         json_array_append_new(
             list, json_pack("{s:s,s:f,s:[f,f,f,f],s:o}", "label", name ? name : buf, "score",
                             d[k].score, "box", b[0], b[1], b[2], b[3], "attention",
-                            map_json(cross + (size_t)d[k].query * fh * fw, fw, fh)));
+                            serve_map_json(cross + (size_t)d[k].query * fh * fw, fw, fh)));
     }
     free(d);
     return list;
@@ -237,13 +237,13 @@ static int run_detr(serve_weights *w, const serve_job *job, json_t *doc, char *m
 
 int serve_run_job(void *u, const serve_job *job, json_t **out, char *msg, size_t size)
 {
-    (void)u;
     serve_weights *w = job->model->handle;
     json_t *doc = json_object();
     if (!doc)
         return fail(NULL, msg, size, 503);
-    int status = w->detr ? run_detr(w, job, doc, msg, size)
-                         : run_classifier(w->pm, job, doc, msg, size);
+    int status = w->detr   ? run_detr(w, job, doc, msg, size)
+                 : w->dino ? serve_dino_run(w, u, job, doc, msg, size)
+                           : run_classifier(w->pm, job, doc, msg, size);
     if (status) {
         json_decref(doc);
         return status;

@@ -10,6 +10,8 @@ const TASK_NAMES = {
   maps: "attention map and rollout",
   affinity: "non-local affinity of a clicked point",
   detect: "objects (boxes)",
+  heads: "attention of each head (DINO)",
+  nearest: "nearest images of the gallery",
 };
 const SIDE = 360;
 
@@ -103,12 +105,15 @@ async function run(extra) {
   render(doc);
 }
 
-function fit(w, h) { const s = Math.min(SIDE / w, SIDE / h); return [s, w * s, h * s]; }
+function fit(w, h, side) {
+  const s = Math.min((side || SIDE) / w, (side || SIDE) / h);
+  return [s, w * s, h * s];
+}
 
-// The image on a canvas, scaled to fit; returns the scale.
-function drawImage(canvas) {
+// The image on a canvas, scaled to fit a square of `side` (default SIDE); returns the scale.
+function drawImage(canvas, side) {
   const img = state.image, ctx = canvas.getContext("2d");
-  const [s, w, h] = fit(img.width, img.height);
+  const [s, w, h] = fit(img.width, img.height, side);
   canvas.width = Math.round(w);
   canvas.height = Math.round(h);
   ctx.drawImage(img, 0, 0, canvas.width, canvas.height);
@@ -116,8 +121,8 @@ function drawImage(canvas) {
 }
 
 // A map {w, h, data} coloured over the view rectangle, the rest dimmed.
-function drawMap(canvas, map, view, alpha) {
-  const s = drawImage(canvas), ctx = canvas.getContext("2d");
+function drawMap(canvas, map, view, alpha, side) {
+  const s = drawImage(canvas, side), ctx = canvas.getContext("2d");
   const grid = document.createElement("canvas");
   grid.width = map.w;
   grid.height = map.h;
@@ -188,6 +193,8 @@ function render(doc) {
   fillTop(doc.top);
   fillTimings(doc);
   $("boxes").hidden = true;
+  $("heads").hidden = true;
+  $("nearest").hidden = true;
   figure("a", "", false);
   figure("b", "", false);
   const canvas = $("view-image");
@@ -206,7 +213,38 @@ function render(doc) {
     renderAffinity(doc);
   } else if (doc.task === "detect") {
     renderBoxes(doc, -1);
+  } else if (doc.task === "heads") {
+    renderHeads(doc);
+  } else if (doc.task === "nearest") {
+    renderNearest(doc);
   }
+}
+
+function renderHeads(doc) {
+  $("heads").replaceChildren(...doc.heads.map((map, i) => {
+    const f = document.createElement("figure"), c = document.createElement("canvas");
+    const cap = document.createElement("figcaption");
+    drawMap(c, map, doc.view, 0.7, 170);
+    cap.textContent = "head " + (i + 1);
+    f.append(c, cap);
+    return f;
+  }));
+  $("heads").hidden = false;
+  $("cap-image").textContent = "each head's class-token attention, last block";
+}
+
+function renderNearest(doc) {
+  $("nearest").replaceChildren(...doc.nearest.map((n) => {
+    const f = document.createElement("figure"), img = document.createElement("img");
+    const cap = document.createElement("figcaption");
+    img.src = "/api/gallery?" + new URLSearchParams({ name: n.name });
+    img.alt = n.name;
+    cap.textContent = n.name + " \u2014 " + n.similarity.toFixed(3);
+    f.append(img, cap);
+    return f;
+  }));
+  $("nearest").hidden = false;
+  $("cap-image").textContent = "the nearest images of the gallery (cosine similarity)";
 }
 
 function renderAffinity(doc) {
