@@ -290,8 +290,10 @@ static int decode(serve_app *app, const serve_request *req, pgd_image **img, ser
     return 0;
 }
 
-/* One run at a time on the device; at most limits.queue waiting (else 503). */
-static json_t *run_queued(serve_app *app, serve_job *job, serve_response *res)
+/* The upload decoded and run, one at a time on the device (decoding under the same lock bounds
+ * the memory of decoded images to one); at most limits.queue waiting (else 503). */
+static json_t *run_queued(serve_app *app, const serve_request *req, serve_job *job,
+                          serve_response *res, pgd_image **img, double *decode_ms)
 {
     pthread_mutex_lock(&app->lock);
     int busy = app->waiting >= app->limits.queue;
@@ -307,12 +309,20 @@ static json_t *run_queued(serve_app *app, serve_job *job, serve_response *res)
     static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
     char msg[400] = "";
     json_t *out = NULL;
+    int status = -1;
     pthread_mutex_lock(&run_lock);
-    int status = app->runner.run(app->runner.u, job, &out, msg, sizeof msg);
+    double t0 = now_ms();
+    if (!decode(app, req, img, res)) {
+        *decode_ms = now_ms() - t0;
+        job->img = *img;
+        status = app->runner.run(app->runner.u, job, &out, msg, sizeof msg);
+    }
     pthread_mutex_unlock(&run_lock);
     pthread_mutex_lock(&app->lock);
     app->waiting--;
     pthread_mutex_unlock(&app->lock);
+    if (status < 0) /* the decode's error is in res */
+        return NULL;
     if (status || !out) {
         json_decref(out);
         serve_error(res, 1, status ? status : 500, "%s", msg[0] ? msg : "the run failed");
@@ -337,12 +347,8 @@ static void api_run(serve_app *app, const serve_request *req, serve_response *re
     pgd_image *img = NULL;
     if (parse_job(app, req, &job, res))
         return;
-    double t0 = now_ms();
-    if (decode(app, req, &img, res))
-        return;
-    double decode_ms = now_ms() - t0;
-    job.img = img;
-    json_t *doc = run_queued(app, &job, res);
+    double decode_ms = 0;
+    json_t *doc = run_queued(app, req, &job, res, &img, &decode_ms);
     if (doc) { /* what the handler knows, beside the runner's results */
         json_t *t = json_object_get(doc, "timings");
         if (json_is_object(t))
