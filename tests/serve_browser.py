@@ -199,7 +199,9 @@ def start_chromium(profile):
                           "--window-size=%d,%d" % (WIDTH, HEIGHT), "--hide-scrollbars",
                           "--force-device-scale-factor=1", "--font-render-hinting=none",
                           "--no-first-run", "--disable-extensions", "--disable-sync",
-                          "--disable-background-networking", "--mute-audio", "about:blank"],
+                          "--disable-background-networking", "--mute-audio",
+                          "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                          "about:blank"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     port_file = os.path.join(profile, "DevToolsActivePort")
     for _ in range(600):
@@ -320,6 +322,18 @@ def scenarios(page, url, args):
     check(page.js("document.getElementById('heads').offsetParent === null"),
           "DINO: the head maps hidden once the task is another")
     shoot(page, "dino-nearest", args)
+    # the camera (Chromium's fake one): a picture taken goes through the same run
+    choose(page, "model", "random:vit_ti16")
+    done(page, "the ViT again")
+    page.js("document.getElementById('camera').click()")
+    page.wait("document.getElementById('video').videoWidth > 0", "the camera's picture")
+    page.js("document.getElementById('status').textContent = '';"
+            " document.getElementById('snap').click()")
+    done(page, "the camera picture's run")
+    w = page.js("state.result && state.result.image.width")
+    check(w == page.js("document.getElementById('video').videoWidth"),
+          "camera: the picture taken was run (%s pixels wide)" % w)
+    page.js("document.getElementById('camera-off').click()")
     # a file that is no image: the error shown, the page still works
     bad = os.path.join(args["tmp"], "not-an-image.jpg")
     with open(bad, "w") as f:

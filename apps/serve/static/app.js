@@ -331,6 +331,32 @@ $("view-image").addEventListener("click", (ev) => {
   run({ qx: qx.toFixed(4), qy: qy.toFixed(4) });
 });
 
+// The camera, where the browser offers one (a secure context: 127.0.0.1 and localhost are).
+function cameraOff() {
+  const v = $("video");
+  if (v.srcObject) v.srcObject.getTracks().forEach((t) => t.stop());
+  v.srcObject = null;
+  $("camera-box").hidden = true;
+}
+
+$("camera").hidden = !(navigator.mediaDevices && navigator.mediaDevices.getUserMedia);
+$("camera").addEventListener("click", async () => {
+  try {
+    $("video").srcObject = await navigator.mediaDevices.getUserMedia({ video: true });
+    $("camera-box").hidden = false;
+  } catch (e) {
+    showError("The camera could not be opened: " + e.message);
+  }
+});
+$("snap").addEventListener("click", () => {
+  const v = $("video"), c = document.createElement("canvas");
+  c.width = v.videoWidth;
+  c.height = v.videoHeight;
+  if (!c.width) return;
+  c.getContext("2d").drawImage(v, 0, 0);
+  c.toBlob((b) => setImage(b), "image/png");
+});
+$("camera-off").addEventListener("click", cameraOff);
 $("model").addEventListener("change", modelChanged);
 $("task").addEventListener("change", () => run());
 $("threshold").addEventListener("change", () => run());
