@@ -26,15 +26,15 @@
 
 /* The limits, each an option of `pagoda serve` (serve_cmd.c gives the defaults). */
 typedef struct serve_limits {
-    size_t max_upload;       /* --max-upload: request body bytes */
-    int64_t max_pixels;      /* --max-pixels: width x height of a decoded image */
+    size_t max_upload;        /* --max-upload: request body bytes */
+    int64_t max_pixels;       /* --max-pixels: width x height of a decoded image */
     unsigned max_connections; /* --max-connections: open connections in all */
-    unsigned per_ip;         /* --per-ip: open connections of one address */
-    unsigned timeout_s;      /* --timeout: idle seconds before a connection is closed, and the
-                                whole time a request may take to arrive */
-    double rate;             /* --rate: model runs per second per address (token bucket) */
-    unsigned burst;          /* --burst: runs one address may make at once before --rate */
-    unsigned queue;          /* --queue: runs waiting for the device before 503 */
+    unsigned per_ip;          /* --per-ip: open connections of one address */
+    unsigned timeout_s;       /* --timeout: idle seconds before a connection is closed, and the
+                                 whole time a request may take to arrive */
+    double rate;              /* --rate: model runs per second per address (token bucket) */
+    unsigned burst;           /* --burst: runs one address may make at once before --rate */
+    unsigned queue;           /* --queue: runs waiting for the device before 503 */
 } serve_limits;
 
 /* One query argument, decoded. */
@@ -47,7 +47,7 @@ typedef struct serve_request {
     const char *method; /* "GET", "POST", ... */
     const char *path;   /* without the query */
     const serve_arg *args;
-    int nargs;          /* more than SERVE_MAX_ARGS is refused */
+    int nargs; /* more than SERVE_MAX_ARGS is refused */
     const uint8_t *body;
     size_t body_size;
     int body_too_large; /* the body passed max_upload while it arrived (413) */
@@ -59,8 +59,8 @@ typedef struct serve_response {
     char *body; /* malloc'd when owned, else static */
     size_t size;
     int owned;
-    const char *allow;       /* the Allow header of a 405, else NULL */
-    unsigned retry_after;    /* seconds, for 429 and 503; 0: none */
+    const char *allow;    /* the Allow header of a 405, else NULL */
+    unsigned retry_after; /* seconds, for 429 and 503; 0: none */
 } serve_response;
 
 /* What a model can do, as the page offers it. */
@@ -84,20 +84,20 @@ typedef struct serve_gallery_item {
 
 /* One configured model. */
 typedef struct serve_model {
-    char name[160];        /* what requests and the page name it by */
-    char family[16];       /* "vit", "resnet", "swin", "mixer", "onnx", "detr" */
+    char name[160];  /* what requests and the page name it by */
+    char family[16]; /* "vit", "resnet", "swin", "mixer", "onnx", "detr" */
     char description[256];
-    int tasks;             /* SERVE_* */
-    int random;            /* seeded random weights (the page says how to get real ones) */
+    int tasks;  /* SERVE_* */
+    int random; /* seeded random weights (the page says how to get real ones) */
     int classes;
-    void *handle;          /* the runner's (pgd_model or detr state) */
+    void *handle; /* the runner's (pgd_model or detr state) */
 } serve_model;
 
 /* A job for the runner: one decoded image through one model. */
 typedef struct serve_job {
     serve_model *model;
-    int task;        /* one SERVE_* */
-    double qx, qy;   /* SERVE_AFFINITY: the query in [0, 1) of the model's input */
+    int task;         /* one SERVE_* */
+    double qx, qy;    /* SERVE_AFFINITY: the query in [0, 1) of the model's input */
     double threshold; /* SERVE_DETECT: the score a detection must exceed (default 0.7) */
     const pgd_image *img;
 } serve_job;
@@ -114,7 +114,7 @@ typedef struct serve_app {
     serve_limits limits;
     serve_model *models;
     int nmodels;
-    char device[300];     /* the device's name, for the page */
+    char device[300];            /* the device's name, for the page */
     serve_gallery_item *gallery; /* --gallery's images, sorted by name */
     int ngallery;
     serve_runner runner;
@@ -133,20 +133,20 @@ void serve_error(serve_response *res, int json, int status, const char *fmt, ...
 void serve_limits_default(serve_limits *l);
 
 /* The page's and --help's hint when a model has random weights. */
-#define SERVE_REAL_WEIGHTS                                                                       \
-    "pagoda pull timm/vit_base_patch16_224.augreg2_in21k_ft_in1k facebook/detr-resnet-50, "      \
-    "then pagoda serve --models hf:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k,"             \
+#define SERVE_REAL_WEIGHTS                                                                         \
+    "pagoda pull timm/vit_base_patch16_224.augreg2_in21k_ft_in1k facebook/detr-resnet-50, "        \
+    "then pagoda serve --models hf:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k,"               \
     "hf:facebook/detr-resnet-50"
 
 /* What serve_models.c loaded for one model and serve_run.c runs (serve_model.handle). */
 struct detr_model;
 typedef struct serve_weights {
-    pgd_model *pm;            /* a classifier (pgd_model_*), or NULL */
-    struct detr_model *detr;  /* a DETR, or NULL */
-    void *detr_src;           /* its model_source (kept while it lives) */
-    void *detr_file;          /* its pgd_weights file, or NULL (random) */
-    void *dino;               /* a self-supervised ViT (serve_dino.c), or NULL */
-    int detr_side;            /* DETR: the shorter side images are resized to */
+    pgd_model *pm;           /* a classifier (pgd_model_*), or NULL */
+    struct detr_model *detr; /* a DETR, or NULL */
+    void *detr_src;          /* its model_source (kept while it lives) */
+    void *detr_file;         /* its pgd_weights file, or NULL (random) */
+    void *dino;              /* a self-supervised ViT (serve_dino.c), or NULL */
+    int detr_side;           /* DETR: the shorter side images are resized to */
 } serve_weights;
 
 /* ---- serve_dino.c ---- */

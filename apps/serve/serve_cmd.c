@@ -70,8 +70,8 @@ static int number(const char *name, const char *arg, long long lo, long long hi,
     char *end;
     long long v = strtoll(arg, &end, 10);
     if (!*arg || *end || v < lo || v > hi)
-        return app_usage_error("serve ", "--%s wants an integer in %lld..%lld, got '%s'", name,
-                               lo, hi, arg);
+        return app_usage_error("serve ", "--%s wants an integer in %lld..%lld, got '%s'", name, lo,
+                               hi, arg);
     *out = v;
     return EXIT_OK;
 }
@@ -87,8 +87,7 @@ static int option(opts *o, const char *name, const char *arg)
         o->detr_side = (int)v;
     else if (!strcmp(name, "max-upload") && !(rc = number(name, arg, 1, 1LL << 30, &v)))
         l->max_upload = (size_t)v;
-    else if (!strcmp(name, "max-pixels") &&
-             !(rc = number(name, arg, 1, PGD_IMAGE_MAX_PIXELS, &v)))
+    else if (!strcmp(name, "max-pixels") && !(rc = number(name, arg, 1, PGD_IMAGE_MAX_PIXELS, &v)))
         l->max_pixels = v;
     else if (!strcmp(name, "max-connections") && !(rc = number(name, arg, 1, 1024, &v)))
         l->max_connections = (unsigned)v;
@@ -108,15 +107,14 @@ static int option(opts *o, const char *name, const char *arg)
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longs[] = {
-        {"port", required_argument, 0, 1},      {"bind", required_argument, 0, 2},
-        {"device", required_argument, 0, 3},    {"models", required_argument, 0, 4},
-        {"detr-side", required_argument, 0, 1}, {"max-upload", required_argument, 0, 1},
+        {"port", required_argument, 0, 1},       {"bind", required_argument, 0, 2},
+        {"device", required_argument, 0, 3},     {"models", required_argument, 0, 4},
+        {"detr-side", required_argument, 0, 1},  {"max-upload", required_argument, 0, 1},
         {"max-pixels", required_argument, 0, 1}, {"max-connections", required_argument, 0, 1},
-        {"per-ip", required_argument, 0, 1},    {"timeout", required_argument, 0, 1},
-        {"rate", required_argument, 0, 1},      {"burst", required_argument, 0, 1},
-        {"queue", required_argument, 0, 1},     {"help", no_argument, 0, 'h'},
-        {"gallery", required_argument, 0, 5},
-        {0, 0, 0, 0}};
+        {"per-ip", required_argument, 0, 1},     {"timeout", required_argument, 0, 1},
+        {"rate", required_argument, 0, 1},       {"burst", required_argument, 0, 1},
+        {"queue", required_argument, 0, 1},      {"help", no_argument, 0, 'h'},
+        {"gallery", required_argument, 0, 5},    {0, 0, 0, 0}};
     int c, idx = 0, rc;
     opterr = 0;
     optind = 1;

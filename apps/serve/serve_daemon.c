@@ -2,7 +2,8 @@
  * them (serve.h): connections in all and per address, the idle time-out, the time a request
  * may take to arrive (a slow client), the upload size while the body arrives (a declared
  * Content-Length over the limit is refused before a byte of it is read), and the per-address
- * rate of model runs (a token bucket); Ctrl-C and SIGTERM. Everything else is the pure handler's (serve_http.c). */
+ * rate of model runs (a token bucket); Ctrl-C and SIGTERM. Everything else is the pure handler's
+ * (serve_http.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -48,8 +49,8 @@ static double now_ms(void)
 
 static void client_addr(struct MHD_Connection *c, char *buf, size_t size)
 {
-    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c,
-                                                                MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     snprintf(buf, size, "?");
     if (!i || !i->client_addr)
         return;
@@ -57,8 +58,7 @@ static void client_addr(struct MHD_Connection *c, char *buf, size_t size)
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf, size);
     else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf,
-                  size);
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, size);
 }
 
 /* Takes one token of the address's bucket: 0, or the seconds to wait. */
@@ -134,8 +134,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, serve_response *res)
     return ok;
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *c, int status, unsigned retry,
-                              const char *msg)
+static enum MHD_Result refuse(struct MHD_Connection *c, int status, unsigned retry, const char *msg)
 {
     serve_response res;
     serve_error(&res, 1, status, "%s", msg);
@@ -193,8 +192,8 @@ static int take_body(serve_app *app, conn *k, const char *data, size_t n)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **state)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **state)
 {
     (void)version;
     serve_app *app = cls;
@@ -297,8 +296,10 @@ int serve_daemon_run(serve_app *app, const char *bind_addr, int port)
         l->per_ip, MHD_OPTION_CONNECTION_TIMEOUT, l->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!d) {
-        fprintf(stderr, "pagoda: error: serve: cannot listen on %s port %d (in use, or not an "
-                        "address of this machine)\n", bind_addr, port);
+        fprintf(stderr,
+                "pagoda: error: serve: cannot listen on %s port %d (in use, or not an "
+                "address of this machine)\n",
+                bind_addr, port);
         return EXIT_RUNTIME;
     }
     const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

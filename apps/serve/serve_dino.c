@@ -161,11 +161,11 @@ int serve_dino_run(serve_weights *w, const serve_app *app, const serve_job *job,
         json_object_set_new(doc, "nearest", nearest_json(d, app, f));
     }
     if (!rc) {
-        json_object_set_new(doc, "view", json_pack("[f,f,f,f]", rect[0], rect[1], rect[2],
-                                                   rect[3]));
+        json_object_set_new(doc, "view",
+                            json_pack("[f,f,f,f]", rect[0], rect[1], rect[2], rect[3]));
         /* one pass: the preprocessing is inside it */
-        json_object_set_new(doc, "timings", json_pack("{s:f,s:f}", "preprocess", 0.0,
-                                                      "forward", t1 - t0));
+        json_object_set_new(doc, "timings",
+                            json_pack("{s:f,s:f}", "preprocess", 0.0, "forward", t1 - t0));
     } else {
         snprintf(msg, size, "%s", err ? pgd_error_get_message(err) : "out of memory");
         pgd_error_destroy(err);
@@ -182,8 +182,10 @@ static int by_name(const void *a, const void *b)
 
 static const char *image_type(const char *name)
 {
-    static const char *const types[][2] = {{".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"},
-                                           {".png", "image/png"},  {".webp", "image/webp"},
+    static const char *const types[][2] = {{".jpg", "image/jpeg"},
+                                           {".jpeg", "image/jpeg"},
+                                           {".png", "image/png"},
+                                           {".webp", "image/webp"},
                                            {".bmp", "image/bmp"}};
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
@@ -222,8 +224,8 @@ int serve_gallery_load(serve_app *app, const char *dir)
     }
     closedir(d);
     if (!rc && !app->ngallery)
-        rc = app_usage_error("serve ", "--gallery %s holds no .jpg, .png, .webp or .bmp image",
-                             dir);
+        rc =
+            app_usage_error("serve ", "--gallery %s holds no .jpg, .png, .webp or .bmp image", dir);
     if (!rc)
         qsort(app->gallery, (size_t)app->ngallery, sizeof *app->gallery, by_name);
     return rc;

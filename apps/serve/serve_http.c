@@ -63,16 +63,26 @@ static void set_owned(serve_response *res, int status, const char *type, char *b
 static const char *reason(int status)
 {
     switch (status) {
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 503: return "Service Unavailable";
-    default: return status >= 500 ? "Internal Server Error" : "Error";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status >= 500 ? "Internal Server Error" : "Error";
     }
 }
 
@@ -143,19 +153,19 @@ static void api_models(serve_app *app, serve_response *res)
         const serve_model *m = &app->models[i];
         random |= m->random;
         json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:b,s:i}", "name", m->name,
-                                              "family", m->family, "description",
-                                              m->description, "tasks", tasks_json(m->tasks),
-                                              "random", m->random, "classes", m->classes));
+                                              "family", m->family, "description", m->description,
+                                              "tasks", tasks_json(m->tasks), "random", m->random,
+                                              "classes", m->classes));
     }
-    json_t *l = json_pack("{s:I,s:I,s:i}", "max_upload", (json_int_t)app->limits.max_upload,
-                          "max_pixels", (json_int_t)app->limits.max_pixels, "timeout_s",
-                          (int)app->limits.timeout_s);
+    json_t *l =
+        json_pack("{s:I,s:I,s:i}", "max_upload", (json_int_t)app->limits.max_upload, "max_pixels",
+                  (json_int_t)app->limits.max_pixels, "timeout_s", (int)app->limits.timeout_s);
     json_t *gallery = json_array();
     for (int i = 0; i < app->ngallery; i++)
         json_array_append_new(gallery, json_string(app->gallery[i].name));
-    send_json(res, json_pack("{s:s,s:o,s:o,s:o,s:s}", "device", app->device, "models", list,
-                             "gallery", gallery, "limits", l, "real_weights",
-                             random ? SERVE_REAL_WEIGHTS : ""));
+    send_json(res,
+              json_pack("{s:s,s:o,s:o,s:o,s:s}", "device", app->device, "models", list, "gallery",
+                        gallery, "limits", l, "real_weights", random ? SERVE_REAL_WEIGHTS : ""));
 }
 
 /* The value of argument `key`, "" for a key without one; NULL when absent. A key given twice
@@ -211,8 +221,7 @@ static int parse_unit(const char *s, double fallback, double *out)
 }
 
 /* The job's model, task and query from the arguments; -1 with the error response set. */
-static int parse_job(serve_app *app, const serve_request *req, serve_job *job,
-                     serve_response *res)
+static int parse_job(serve_app *app, const serve_request *req, serve_job *job, serve_response *res)
 {
     char q[80];
     if (check_args(req, res))
@@ -232,8 +241,9 @@ static int parse_job(serve_app *app, const serve_request *req, serve_job *job,
         if (!strcmp(task ? task : "classify", task_names[i]))
             job->task = 1 << i;
     if (!job->task) {
-        serve_error(res, 1, 400, "unknown task '%s' (classify, maps, affinity, detect, heads, "
-                                 "nearest)",
+        serve_error(res, 1, 400,
+                    "unknown task '%s' (classify, maps, affinity, detect, heads, "
+                    "nearest)",
                     serve_quote(task, q, sizeof q));
         return -1;
     }
@@ -243,8 +253,9 @@ static int parse_job(serve_app *app, const serve_request *req, serve_job *job,
     }
     if (parse_unit(arg(req, "qx"), 0.5, &job->qx) || parse_unit(arg(req, "qy"), 0.5, &job->qy) ||
         parse_unit(arg(req, "threshold"), 0.7, &job->threshold)) {
-        serve_error(res, 1, 400, "qx, qy (fractions of the image) and threshold are decimals in "
-                                 "[0, 1)");
+        serve_error(res, 1, 400,
+                    "qx, qy (fractions of the image) and threshold are decimals in "
+                    "[0, 1)");
         return -1;
     }
     return 0;
@@ -261,17 +272,18 @@ static double now_ms(void)
 static int decode(serve_app *app, const serve_request *req, pgd_image **img, serve_response *res)
 {
     if (!req->body_size) {
-        serve_error(res, 1, 400, "no image: POST the image file (JPEG, PNG, WebP or BMP) as "
-                                 "the request body");
+        serve_error(res, 1, 400,
+                    "no image: POST the image file (JPEG, PNG, WebP or BMP) as "
+                    "the request body");
         return -1;
     }
     pgd_error *err = NULL;
     int rc = pgd_image_load_memory(req->body, req->body_size, "the upload", img, &err);
     if (rc) {
-        int status = rc == PGD_ERR_UNSUPPORTED  ? 415
-                     : rc == PGD_ERR_TOO_LARGE  ? 413
+        int status = rc == PGD_ERR_UNSUPPORTED          ? 415
+                     : rc == PGD_ERR_TOO_LARGE          ? 413
                      : rc == PGD_ERR_OUT_OF_HOST_MEMORY ? 503
-                                                         : 422;
+                                                        : 422;
         serve_error(res, 1, status, "not an image Pagoda reads: %s",
                     err ? pgd_error_get_message(err) : "decode failed");
         pgd_error_destroy(err);
@@ -279,8 +291,9 @@ static int decode(serve_app *app, const serve_request *req, pgd_image **img, ser
     }
     int64_t px = (int64_t)pgd_image_get_width(*img) * pgd_image_get_height(*img);
     if (px > app->limits.max_pixels) {
-        serve_error(res, 1, 413, "the image is %d x %d pixels; this server takes at most %lld "
-                                 "(--max-pixels)",
+        serve_error(res, 1, 413,
+                    "the image is %d x %d pixels; this server takes at most %lld "
+                    "(--max-pixels)",
                     pgd_image_get_width(*img), pgd_image_get_height(*img),
                     (long long)app->limits.max_pixels);
         pgd_image_destroy(*img);
@@ -356,8 +369,9 @@ static void api_run(serve_app *app, const serve_request *req, serve_response *re
         json_object_set_new(doc, "model", json_string(job.model->name));
         json_object_set_new(doc, "task", json_string(task_names[__builtin_ctz(job.task)]));
         json_object_set_new(doc, "device", json_string(app->device));
-        json_object_set_new(doc, "image", json_pack("{s:i,s:i}", "width", pgd_image_get_width(img),
-                                                    "height", pgd_image_get_height(img)));
+        json_object_set_new(doc, "image",
+                            json_pack("{s:i,s:i}", "width", pgd_image_get_width(img), "height",
+                                      pgd_image_get_height(img)));
         send_json(res, doc);
     }
     pgd_image_destroy(img);
@@ -367,8 +381,8 @@ static void api_run(serve_app *app, const serve_request *req, serve_response *re
 static void api_gallery(serve_app *app, const serve_request *req, serve_response *res)
 {
     char q[80];
-    const char *name = req->nargs == 1 && !strcmp(req->args[0].key, "name") ? req->args[0].value
-                                                                          : NULL;
+    const char *name =
+        req->nargs == 1 && !strcmp(req->args[0].key, "name") ? req->args[0].value : NULL;
     if (!name) {
         serve_error(res, 1, 400, "give ?name=NAME, one of the gallery's (GET /api/models)");
         return;

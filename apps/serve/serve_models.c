@@ -2,8 +2,9 @@
  * cache, pulled on first use as --weights hf: is), a .safetensors or .onnx file (a DETR
  * checkpoint is recognised by its names, any other goes through the family table's one rule,
  * pgd_model_load; a ViT without a classifier is a DINO, serve_dino.c), or random:NAME (seeded
- * random weights: pgd_model_random's names, random:detr or random:dino). Each is named on the page and in requests by its entry as given (a file by its
- * base name): a request names a model, never a path. */
+ * random weights: pgd_model_random's names, random:detr or random:dino). Each is named on the page
+ * and in requests by its entry as given (a file by its base name): a request names a model, never a
+ * path. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,7 @@
 #include "serve.h"
 
 /* Without --models: seeded random weights of the four families the page shows best. */
-static const char default_models[] =
-    "random:vit_ti16,random:resnet50-nl,random:detr,random:dino";
+static const char default_models[] = "random:vit_ti16,random:resnet50-nl,random:detr,random:dino";
 
 static int detr_open(serve_weights *w, pgd_ctx *ctx, const char *path, serve_model *m,
                      pgd_error **err)
@@ -38,9 +38,10 @@ static int detr_open(serve_weights *w, pgd_ctx *ctx, const char *path, serve_mod
     if ((rc = detr_detect(src, NULL, &cfg, err)) || (rc = detr_load(ctx, src, &cfg, &w->detr, err)))
         return rc;
     snprintf(m->family, sizeof m->family, "detr");
-    snprintf(m->description, sizeof m->description, "DETR (ResNet-%d backbone), %lld queries, "
-             "%lld classes", cfg.backbone.depth, (long long)cfg.queries,
-             (long long)cfg.classes - 1);
+    snprintf(m->description, sizeof m->description,
+             "DETR (ResNet-%d backbone), %lld queries, "
+             "%lld classes",
+             cfg.backbone.depth, (long long)cfg.queries, (long long)cfg.classes - 1);
     m->tasks = SERVE_DETECT;
     m->classes = (int)cfg.classes - 1;
     return PGD_OK;
@@ -133,8 +134,10 @@ static int add_model(serve_app *app, pgd_ctx *ctx, const char *entry, int detr_s
     if (load_one(app, m, w, ctx, entry, &err))
         return app_fail_in(entry, err);
     if (!m->tasks)
-        return app_usage_error("serve ", "--models: %s has no classifier: give a DINO as its "
-                                         "file or as random:dino", entry);
+        return app_usage_error("serve ",
+                               "--models: %s has no classifier: give a DINO as its "
+                               "file or as random:dino",
+                               entry);
     return EXIT_OK;
 }
 

@@ -63,9 +63,9 @@ static int top_json(const float *logits, int classes, json_t *doc)
         const char *name = classes == 1000 ? pgd_model_imagenet_label(best[k]) : NULL;
         char buf[32];
         snprintf(buf, sizeof buf, "class %d", best[k]);
-        json_array_append_new(top, json_pack("{s:i,s:s,s:f}", "index", best[k], "label",
-                                             name ? name : buf, "p",
-                                             exp(logits[best[k]] - mx) / sum));
+        json_array_append_new(top,
+                              json_pack("{s:i,s:s,s:f}", "index", best[k], "label",
+                                        name ? name : buf, "p", exp(logits[best[k]] - mx) / sum));
     }
     json_object_set_new(doc, "top", top);
     return 0;
@@ -110,8 +110,7 @@ static int classifier_pass(pgd_model *pm, const serve_job *job, const float *x, 
     return rc;
 }
 
-static int run_classifier(pgd_model *pm, const serve_job *job, json_t *doc, char *msg,
-                          size_t size)
+static int run_classifier(pgd_model *pm, const serve_job *job, json_t *doc, char *msg, size_t size)
 {
     pgd_model_info info;
     pgd_model_get_info(pm, &info);
@@ -135,8 +134,8 @@ static int run_classifier(pgd_model *pm, const serve_job *job, json_t *doc, char
         status = 500, snprintf(msg, size, "the model's output holds NaN or infinity");
     if (!status) {
         json_object_set_new(doc, "view", view_json(rect));
-        json_object_set_new(doc, "timings", json_pack("{s:f,s:f}", "preprocess", t1 - t0,
-                                                      "forward", t2 - t1));
+        json_object_set_new(doc, "timings",
+                            json_pack("{s:f,s:f}", "preprocess", t1 - t0, "forward", t2 - t1));
     }
     free(x);
     free(logits);
@@ -228,8 +227,8 @@ static int run_detr(serve_weights *w, const serve_job *job, json_t *doc, char *m
         json_object_set_new(doc, "view", json_pack("[i,i,i,i]", 0, 0, iw, ih));
         json_object_set_new(doc, "input", json_pack("[i,i]", W, H));
         json_object_set_new(doc, "threshold", json_real(job->threshold));
-        json_object_set_new(doc, "timings", json_pack("{s:f,s:f}", "preprocess", t1 - t0,
-                                                      "forward", t2 - t1));
+        json_object_set_new(doc, "timings",
+                            json_pack("{s:f,s:f}", "preprocess", t1 - t0, "forward", t2 - t1));
     }
     free(x), free(logits), free(boxes), free(cross);
     return status;

@@ -1,10 +1,10 @@
 /* fuzz_serve.c — libFuzzer target: `pagoda serve`'s pure request handler (apps/serve/
  * serve_http.c) on any request, with two stand-in models and a stub runner (no device). The
- * gallery holds one image, a.png. The input: a flags byte (bit 0: the body passed --max-upload), then "METHOD PATH[?QUERY]\n", then
- * the body (an image, or anything). The query is cut at '&' and '=' as libmicrohttpd hands the
- * arguments over. Every response must have a status 200..599 and a type; an /api/ answer must
- * be a JSON object (a gallery image: the image itself), an error one with its status; the
- * runner must get only valid jobs. */
+ * gallery holds one image, a.png. The input: a flags byte (bit 0: the body passed --max-upload),
+ * then "METHOD PATH[?QUERY]\n", then the body (an image, or anything). The query is cut at '&' and
+ * '=' as libmicrohttpd hands the arguments over. Every response must have a status 200..599 and a
+ * type; an /api/ answer must be a JSON object (a gallery image: the image itself), an error one
+ * with its status; the runner must get only valid jobs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,11 @@ static int stub_run(void *u, const serve_job *job, json_t **out, char *msg, size
 }
 
 static serve_model models[3] = {
-    {.name = "random:vit_ti16", .family = "vit", .tasks = SERVE_CLASSIFY | SERVE_MAPS,
-     .random = 1, .classes = 1000},
+    {.name = "random:vit_ti16",
+     .family = "vit",
+     .tasks = SERVE_CLASSIFY | SERVE_MAPS,
+     .random = 1,
+     .classes = 1000},
     {.name = "detr.safetensors", .family = "detr", .tasks = SERVE_DETECT, .classes = 91},
     {.name = "random:dino", .family = "dino", .tasks = SERVE_HEADS | SERVE_NEAREST, .random = 1},
 };
@@ -89,13 +92,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (path && (query = strchr(path, '?')))
         *query++ = 0;
     serve_arg args[SERVE_MAX_ARGS];
-    serve_app app = {.models = models, .nmodels = 3, .device = "stub",
-                     .runner = {NULL, stub_run}, .gallery = gallery, .ngallery = 1};
+    serve_app app = {.models = models,
+                     .nmodels = 3,
+                     .device = "stub",
+                     .runner = {NULL, stub_run},
+                     .gallery = gallery,
+                     .ngallery = 1};
     serve_limits_default(&app.limits);
     app.limits.max_pixels = 4096;
     pthread_mutex_init(&app.lock, NULL);
-    serve_request req = {head, path ? path : "", args, query ? split_query(query, args) : 0,
-                         nl ? nl + 1 : NULL, nl ? size - line - 2 : 0, data[0] & 1};
+    serve_request req = {head,
+                         path ? path : "",
+                         args,
+                         query ? split_query(query, args) : 0,
+                         nl ? nl + 1 : NULL,
+                         nl ? size - line - 2 : 0,
+                         data[0] & 1};
     serve_response res;
     serve_handle(&app, &req, &res);
     check(&req, &res);
