@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """serve_http.py PAGODA IMAGE DATA — `pagoda serve` over real sockets (Python stdlib only).
 
+Loads checkpoint files of each family and an hf: model from an offline Hugging Face cache.
 Starts the server on a free port (--port 0; it prints its URL on stdout), checks the page and
 the JSON API (classify, ViT maps, non-local affinity, DETR boxes, DINO heads and the nearest
 images of a gallery made from DATA's images), then the hostile side:
@@ -46,9 +47,9 @@ def png(width, height):
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.p = subprocess.Popen([PAGODA, "serve", "--port", "0", *args], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE, text=True, env=env)
         line = self.p.stdout.readline()
         if not line.startswith("pagoda serve: http://"):
             err = self.p.stderr.read()
@@ -311,6 +312,61 @@ def rate(s):
     s.alive("the rate limit")
 
 
+def file_models(image):
+    """--models with checkpoint files: each family detected from its names, one run each."""
+    files = ["detr-hf4.safetensors", "dino-tiny.safetensors", "nl-bottleneck.safetensors",
+             "swin-timm.safetensors", "vit-hf.safetensors"]
+    s = Server("--models", ",".join(os.path.join(DATA, f) for f in files), "--detr-side", "128")
+    try:
+        status, _, doc = s.json("GET", "/api/models")
+        got = {m["name"]: (m["family"], m["tasks"], m["random"]) for m in doc["models"]}
+        check(got == {"detr-hf4.safetensors": ("detr", ["detect"], False),
+                      "dino-tiny.safetensors": ("dino", ["heads"], False),
+                      "nl-bottleneck.safetensors": ("resnet", ["classify", "affinity"], False),
+                      "swin-timm.safetensors": ("swin", ["classify"], False),
+                      "vit-hf.safetensors": ("vit", ["classify", "maps"], False)} and
+              doc["real_weights"] == "", "--models FILE,...: named by their base names, "
+              "families detected: %s" % got)
+        for q, key in (("detr-hf4.safetensors&task=detect&threshold=0", "boxes"),
+                       ("dino-tiny.safetensors&task=heads", "heads"),
+                       ("nl-bottleneck.safetensors&task=affinity", "affinity"),
+                       ("swin-timm.safetensors", "top"), ("vit-hf.safetensors&task=maps", "rollout")):
+            status, _, doc = s.json("POST", "/api/run?model=" + q, image)
+            check(status == 200 and doc.get(key), "a file model: %s: %d" % (q, status))
+    finally:
+        rc, _ = s.stop()
+    check(rc == 0, "stopped cleanly")
+
+
+def hub_models(image):
+    """--models hf:ORG/NAME from a Hugging Face cache, offline (the hub is never asked)."""
+    home = tempfile.mkdtemp(prefix="serve-hf-", dir=os.environ.get("PAGODA_TEST_TMP"))
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    repo = os.path.join(home, "hub", "models--test--vit")
+    os.makedirs(os.path.join(repo, "refs"))
+    os.makedirs(os.path.join(repo, "snapshots", rev))
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(rev)
+    shutil.copy(os.path.join(DATA, "vit-hf.safetensors"),
+                os.path.join(repo, "snapshots", rev, "model.safetensors"))
+    env = dict(os.environ, HF_HOME=home, HF_HUB_OFFLINE="1")
+    s = Server("--models", "hf:test/vit", env=env)
+    try:
+        status, _, doc = s.json("GET", "/api/models")
+        m = doc["models"][0]
+        check(m["name"] == "hf:test/vit" and m["family"] == "vit" and not m["random"],
+              "--models hf:test/vit from the cache: %s" % m["name"])
+        status, _, doc = s.json("POST", "/api/run?model=hf:test/vit&task=maps", image)
+        check(status == 200 and doc.get("rollout"), "hf:test/vit runs: %d" % status)
+    finally:
+        rc, _ = s.stop()
+    r = subprocess.run([PAGODA, "serve", "--port", "0", "--models", "hf:test/missing"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    check(r.returncode == 1 and "not in the cache" in r.stderr,
+          "hf: not in the cache, offline: exit %d" % r.returncode)
+    shutil.rmtree(home, ignore_errors=True)
+
+
 def main():
     helped = subprocess.run([PAGODA, "serve", "--help"], capture_output=True, text=True)
     if helped.returncode != 0:
@@ -327,6 +383,8 @@ def main():
               "serve %s: exit %d, %s" % (" ".join(args), r.returncode, r.stderr.strip()[-80:]))
     with open(IMAGE, "rb") as f:
         image = f.read()
+    file_models(image)
+    hub_models(image)
     gallery = tempfile.mkdtemp(prefix="serve-gallery-", dir=os.environ.get("PAGODA_TEST_TMP"))
     for f in (IMAGE, os.path.join(DATA, "grad_300x200.png"), os.path.join(DATA, "noise_97x143.png")):
         shutil.copy(f, gallery)
