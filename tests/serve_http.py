@@ -315,7 +315,7 @@ def rate(s):
 def file_models(image):
     """--models with checkpoint files: each family detected from its names, one run each."""
     files = ["detr-hf4.safetensors", "dino-tiny.safetensors", "nl-bottleneck.safetensors",
-             "swin-timm.safetensors", "vit-hf.safetensors"]
+             "swin-timm.safetensors", "vit-hf.safetensors", "mixer-tiny.safetensors"]
     s = Server("--models", ",".join(os.path.join(DATA, f) for f in files), "--detr-side", "128")
     try:
         status, _, doc = s.json("GET", "/api/models")
@@ -324,13 +324,15 @@ def file_models(image):
                       "dino-tiny.safetensors": ("dino", ["heads"], False),
                       "nl-bottleneck.safetensors": ("resnet", ["classify", "affinity"], False),
                       "swin-timm.safetensors": ("swin", ["classify"], False),
-                      "vit-hf.safetensors": ("vit", ["classify", "maps"], False)} and
+                      "vit-hf.safetensors": ("vit", ["classify", "maps"], False),
+                      "mixer-tiny.safetensors": ("mixer", ["classify"], False)} and
               doc["real_weights"] == "", "--models FILE,...: named by their base names, "
               "families detected: %s" % got)
         for q, key in (("detr-hf4.safetensors&task=detect&threshold=0", "boxes"),
                        ("dino-tiny.safetensors&task=heads", "heads"),
                        ("nl-bottleneck.safetensors&task=affinity", "affinity"),
-                       ("swin-timm.safetensors", "top"), ("vit-hf.safetensors&task=maps", "rollout")):
+                       ("swin-timm.safetensors", "top"), ("vit-hf.safetensors&task=maps", "rollout"),
+                       ("mixer-tiny.safetensors", "top")):
             status, _, doc = s.json("POST", "/api/run?model=" + q, image)
             check(status == 200 and doc.get(key), "a file model: %s: %d" % (q, status))
     finally:

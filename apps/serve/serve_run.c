@@ -79,14 +79,14 @@ static int fail(pgd_error *err, char *msg, size_t size, int status)
 }
 
 /* The task's forward pass of a classifier, its maps into doc. */
-static int classifier_pass(pgd_model *pm, const serve_job *job, const float *x, float *logits,
-                           json_t *doc, pgd_error **err)
+static int classifier_pass(pgd_model *pm, const serve_job *job, const float *x, int H, int W,
+                           float *logits, json_t *doc, pgd_error **err)
 {
     pgd_model_info info;
     pgd_model_get_info(pm, &info);
     int gh = SIDE / (info.patch > 0 ? info.patch : 1), gw = gh, qi = 0, qj = 0, rc;
     if (job->task == SERVE_CLASSIFY)
-        return pgd_model_forward(pm, x, 1, SIDE, SIDE, logits, NULL, err);
+        return pgd_model_forward(pm, x, 1, H, W, logits, NULL, err);
     if (job->task == SERVE_AFFINITY && !pgd_model_affinity_grid(pm, SIDE, SIDE, &gh, &gw))
         return pgd_error_set(err, PGD_ERR_UNSUPPORTED, "the model has no non-local block");
     float *a = malloc(sizeof *a * (size_t)gh * gw * 2);
@@ -110,13 +110,43 @@ static int classifier_pass(pgd_model *pm, const serve_job *job, const float *x, 
     return rc;
 }
 
+/* x [3, SIDE, SIDE] resampled (bilinear, pixel centres aligned) to [3, H, W] in place: x holds
+ * 3 * max(SIDE^2, H * W) floats. For models that take only their own size (an MLP-Mixer, an
+ * ONNX model of a fixed input) when it is not SIDE. */
+static void resample(float *x, int H, int W)
+{
+    float *src = malloc(sizeof *src * 3 * SIDE * SIDE);
+    if (!src)
+        return;
+    memcpy(src, x, sizeof *src * 3 * SIDE * SIDE);
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < H; y++) {
+            double fy = fmin(fmax((y + 0.5) * SIDE / H - 0.5, 0), SIDE - 1);
+            int y0 = (int)fy, y1 = y0 + 1 < SIDE ? y0 + 1 : y0;
+            for (int i = 0; i < W; i++) {
+                double fx = fmin(fmax((i + 0.5) * SIDE / W - 0.5, 0), SIDE - 1);
+                int x0 = (int)fx, x1 = x0 + 1 < SIDE ? x0 + 1 : x0;
+                const float *p = src + (size_t)c * SIDE * SIDE;
+                double ay = fy - y0, ax = fx - x0;
+                x[((size_t)c * H + y) * W + i] =
+                    (float)((1 - ay) * ((1 - ax) * p[y0 * SIDE + x0] + ax * p[y0 * SIDE + x1]) +
+                            ay * ((1 - ax) * p[y1 * SIDE + x0] + ax * p[y1 * SIDE + x1]));
+            }
+        }
+    free(src);
+}
+
 static int run_classifier(pgd_model *pm, const serve_job *job, json_t *doc, char *msg, size_t size)
 {
     pgd_model_info info;
     pgd_model_get_info(pm, &info);
     pgd_error *err = NULL;
     double rect[4];
-    float *x = malloc(sizeof *x * 3 * SIDE * SIDE), *logits = malloc(sizeof *logits * info.classes);
+    /* an MLP-Mixer or a fixed-size ONNX model runs at its own size, the rest at SIDE */
+    int fixed = info.family == PGD_MODEL_MIXER || info.family == PGD_MODEL_ONNX;
+    int H = fixed ? info.input_h : SIDE, W = fixed ? info.input_w : SIDE;
+    size_t n = (size_t)3 * (H * W > SIDE * SIDE ? H * W : SIDE * SIDE);
+    float *x = malloc(sizeof *x * n), *logits = malloc(sizeof *logits * info.classes);
     if (!x || !logits) {
         free(x), free(logits);
         return fail(NULL, msg, size, 503);
@@ -125,9 +155,11 @@ static int run_classifier(pgd_model *pm, const serve_job *job, json_t *doc, char
     int rc = pgd_image_preprocess(job->img, info.preprocess, x, &err);
     if (!rc)
         rc = pgd_image_preprocess_view(job->img, info.preprocess, rect);
+    if (!rc && (H != SIDE || W != SIDE))
+        resample(x, H, W);
     double t1 = model_now_ms();
     if (!rc)
-        rc = classifier_pass(pm, job, x, logits, doc, &err);
+        rc = classifier_pass(pm, job, x, H, W, logits, doc, &err);
     double t2 = model_now_ms();
     int status = rc ? fail(err, msg, size, rc == PGD_ERR_OUT_OF_HOST_MEMORY ? 503 : 500) : 0;
     if (!status && top_json(logits, info.classes, doc))
