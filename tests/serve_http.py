@@ -100,7 +100,7 @@ def api_checks(s, image):
     check(status == 200 and names == ["random:vit_ti16", "random:resnet50-nl", "random:detr",
                                       "random:dino"],
           "/api/models lists the configured models: %s" % names)
-    check(all(m["random"] for m in doc["models"]) and "pagoda pull" in doc["real_weights"],
+    check(all(m["random"] for m in doc["models"]) and "--models hf:" in doc["real_weights"],
           "/api/models says the weights are random and how to get real ones")
     status, _, doc = s.json("POST", "/api/run?model=random:vit_ti16&task=classify", image)
     top = doc.get("top", [])
@@ -374,7 +374,7 @@ def main():
     if helped.returncode != 0:
         print("skip: this pagoda has no serve: " + helped.stderr.strip())
         sys.exit(77)
-    check("--max-upload" in helped.stdout and "pagoda pull" in helped.stdout, "serve --help")
+    check("--max-upload" in helped.stdout and "--models hf:" in helped.stdout, "serve --help")
     listed = subprocess.run([PAGODA, "--help"], capture_output=True, text=True).stdout
     check("  serve " in listed, "pagoda --help lists serve")
     for args in (["--port", "70000"], ["--bind", "localhost"], ["--nope"], ["--rate", "x"],

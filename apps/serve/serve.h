@@ -132,11 +132,11 @@ void serve_error(serve_response *res, int json, int status, const char *fmt, ...
 /* The default limits. */
 void serve_limits_default(serve_limits *l);
 
-/* The page's and --help's hint when a model has random weights. */
+/* The page's and --help's hint when a model has random weights: one command. */
 #define SERVE_REAL_WEIGHTS                                                                         \
-    "pagoda pull timm/vit_base_patch16_224.augreg2_in21k_ft_in1k facebook/detr-resnet-50, "        \
-    "then pagoda serve --models hf:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k,"               \
-    "hf:facebook/detr-resnet-50"
+    "pagoda serve --models hf:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k,"                    \
+    "hf:facebook/detr-resnet-50,hf:timm/vit_small_patch16_224.dino (each pulled from the "         \
+    "Hugging Face hub on first use; 'pagoda pull --list' shows more)"
 
 /* What serve_models.c loaded for one model and serve_run.c runs (serve_model.handle). */
 struct detr_model;

@@ -56,7 +56,7 @@ static const char usage[] =
     "  --queue N           runs waiting for the device before 503 Busy (default 8)\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Real weights in one command each: " SERVE_REAL_WEIGHTS "\n";
+    "Real weights in one command: " SERVE_REAL_WEIGHTS "\n";
 
 typedef struct opts {
     int port, detr_side;
