@@ -397,6 +397,10 @@ def main():
                "--max-upload", "200000", "--max-pixels", "1000000", "--per-ip", str(PER_IP),
                "--timeout", str(TIMEOUT), "--rate", "2", "--burst", "40", "--queue", "3")
     try:
+        r = subprocess.run([PAGODA, "serve", "--port", str(s.port), "--models", "random:vit_ti16"],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 1 and "cannot listen" in r.stderr,
+              "a port in use: exit %d, %s" % (r.returncode, r.stderr.strip()[-60:]))
         api_checks(s, image)
         dino_checks(s, image)
         hostile_uploads(s, image)
