@@ -344,6 +344,30 @@ def scenarios(page, url, args):
     check(err.startswith("415"), "a text file: the error shown (%s)" % err[:60])
 
 
+def side_by_side(page, args):
+    """A server on two devices ($PAGODA_SERVE_DEVICES, default the first one twice): the page
+    runs the image on both (with --docs, its picture: not compared, the devices vary)."""
+    devices = os.environ.get("PAGODA_SERVE_DEVICES", "0:0,0:0")
+    server = subprocess.Popen([args["pagoda"], "serve", "--port", "0", "--device", devices,
+                               "--models", "random:vit_ti16"], stdout=subprocess.PIPE, text=True)
+    try:
+        page.call("Page.navigate", url=server.stdout.readline().split(": ", 1)[1].strip())
+        page.wait("document.getElementById('device-select') && "
+                  "document.getElementById('device-select').options.length === 3",
+                  "the two devices and 'all'")
+        choose(page, "device-select", "all")
+        upload(page, args["image"])
+        done(page, "the runs on both devices")
+        rows = page.js("document.querySelectorAll('#compare tbody tr').length")
+        check(rows == 2, "devices side by side: %s rows" % rows)
+        if args["docs"]:
+            with open(os.path.join(args["docs"], "serve-devices.png"), "wb") as f:
+                f.write(page.screenshot())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        check(server.wait(timeout=60) == 0, "the two-device server stopped cleanly")
+
+
 def main():
     argv = sys.argv[1:]
     args = {"update": "--update" in argv, "docs": None}
@@ -352,6 +376,7 @@ def main():
         argv.remove(args["docs"])
     argv = [a for a in argv if not a.startswith("--")]
     pagoda, args["image"], args["expected"] = argv[:3]
+    args["pagoda"] = pagoda
     if subprocess.run([pagoda, "serve", "--help"], capture_output=True).returncode != 0:
         print("skip: this pagoda has no serve")
         sys.exit(77)
@@ -374,6 +399,7 @@ def main():
     try:
         browser, page = start_chromium(os.path.join(args["tmp"], "profile"))
         scenarios(page, line.split(": ", 1)[1].strip(), args)
+        side_by_side(page, args)
     finally:
         if browser:
             browser.kill()

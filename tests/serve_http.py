@@ -369,6 +369,26 @@ def hub_models(image):
     shutil.rmtree(home, ignore_errors=True)
 
 
+def two_devices(image):
+    """--device SEL,SEL: each model on each device (here the first device twice), ?device=I."""
+    s = Server("--device", "0:0,0:0", "--models", "random:vit_ti16")
+    try:
+        status, _, doc = s.json("GET", "/api/models")
+        check(len(doc["devices"]) == 2, "two devices listed: %s" % doc["devices"])
+        tops = []
+        for d in ("0", "1"):
+            status, _, doc = s.json("POST", "/api/run?model=random:vit_ti16&device=" + d, image)
+            tops.append(doc["top"][0]["index"] if status == 200 else None)
+        check(tops[0] is not None and tops[0] == tops[1], "the same model on each device: %s" %
+              tops)
+        for bad in ("2", "-1", "x", ""):
+            status, _, doc = s.json("POST", "/api/run?model=random:vit_ti16&device=" + bad, image)
+            check(status == 400 and "device" in doc["error"]["message"], "device=%r: 400" % bad)
+    finally:
+        rc, _ = s.stop()
+    check(rc == 0, "stopped cleanly")
+
+
 def main():
     helped = subprocess.run([PAGODA, "serve", "--help"], capture_output=True, text=True)
     if helped.returncode != 0:
@@ -387,6 +407,7 @@ def main():
         image = f.read()
     file_models(image)
     hub_models(image)
+    two_devices(image)
     gallery = tempfile.mkdtemp(prefix="serve-gallery-", dir=os.environ.get("PAGODA_TEST_TMP"))
     for f in (IMAGE, os.path.join(DATA, "grad_300x200.png"), os.path.join(DATA, "noise_97x143.png")):
         shutil.copy(f, gallery)

@@ -90,7 +90,7 @@ typedef struct serve_model {
     int tasks;  /* SERVE_* */
     int random; /* seeded random weights (the page says how to get real ones) */
     int classes;
-    void *handle; /* the runner's (pgd_model or detr state) */
+    void *handle[4]; /* the runner's, one per device (serve_weights) */
 } serve_model;
 
 /* A job for the runner: one decoded image through one model. */
@@ -99,6 +99,7 @@ typedef struct serve_job {
     int task;         /* one SERVE_* */
     double qx, qy;    /* SERVE_AFFINITY: the query in [0, 1) of the model's input */
     double threshold; /* SERVE_DETECT: the score a detection must exceed (default 0.7) */
+    int device;       /* which of the app's devices (0 .. ndevices - 1) */
     const pgd_image *img;
 } serve_job;
 
@@ -114,7 +115,8 @@ typedef struct serve_app {
     serve_limits limits;
     serve_model *models;
     int nmodels;
-    char device[300];            /* the device's name, for the page */
+    char device[4][300]; /* the devices' names (--device SEL[,SEL...]), for the page */
+    int ndevices;
     serve_gallery_item *gallery; /* --gallery's images, sorted by name */
     int ngallery;
     serve_runner runner;
@@ -138,7 +140,8 @@ void serve_limits_default(serve_limits *l);
     "hf:facebook/detr-resnet-50,hf:timm/vit_small_patch16_224.dino (each pulled from the "         \
     "Hugging Face hub on first use; 'pagoda pull --list' shows more)"
 
-/* What serve_models.c loaded for one model and serve_run.c runs (serve_model.handle). */
+/* What serve_models.c loaded for one model on one device and serve_run.c runs
+ * (serve_model.handle[device]). */
 struct detr_model;
 typedef struct serve_weights {
     pgd_model *pm;           /* a classifier (pgd_model_*), or NULL */
@@ -166,9 +169,10 @@ int serve_gallery_load(serve_app *app, const char *dir);
 void serve_gallery_free(serve_app *app);
 
 /* ---- serve_models.c ---- */
-/* Loads the models of `list` (comma-separated; NULL: the seeded random defaults) on ctx into
- * app->models. Prints errors; EXIT_OK or the exit status. */
-int serve_models_load(serve_app *app, pgd_ctx *ctx, const char *list, int detr_side);
+enum { SERVE_MAX_DEVICES = 4 };
+/* Loads the models of `list` (comma-separated; NULL: the seeded random defaults) on each of the
+ * app->ndevices contexts into app->models. Prints errors; EXIT_OK or the exit status. */
+int serve_models_load(serve_app *app, pgd_ctx *const *ctx, const char *list, int detr_side);
 void serve_models_free(serve_app *app);
 serve_model *serve_model_find(serve_app *app, const char *name);
 

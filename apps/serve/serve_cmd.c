@@ -27,7 +27,8 @@ static const char usage[] =
     "  --port P            TCP port (default 8080; 0: any free port, the URL says which)\n"
     "  --bind ADDR         numeric address to listen on (default 127.0.0.1: this machine\n"
     "                      only; 0.0.0.0 or :: opens it to the network)\n"
-    "  --device SEL        device selector (see 'pagoda devices --help')\n"
+    "  --device SEL[,SEL]  device selector (see 'pagoda devices --help'); several (at most\n"
+    "                      4): each model on each, the page runs them side by side\n"
     "  --models LIST       comma-separated models, each named on the page as given:\n"
     "                        hf:ORG/NAME    from the Hugging Face cache (pulled on first use)\n"
     "                        FILE           a .safetensors (ViT, ResNet, Swin, Mixer, DETR)\n"
@@ -143,6 +144,26 @@ static int parse(int argc, char **argv, opts *o)
     return EXIT_OK;
 }
 
+/* --device SEL[,SEL...]: a context on each (NULL: the default device), named in app. */
+static int open_devices(serve_app *app, const char *list, pgd_ctx **ctx)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    char *save = NULL, *sel = list ? strtok_r(buf, ",", &save) : NULL;
+    int rc = EXIT_OK;
+    do {
+        if (app->ndevices == SERVE_MAX_DEVICES)
+            return app_usage_error("serve ", "--device names more than %d devices",
+                                   SERVE_MAX_DEVICES);
+        rc = app_ctx_open(sel, &ctx[app->ndevices]);
+        if (!rc)
+            snprintf(app->device[app->ndevices], sizeof app->device[0], "%s",
+                     pgd_ctx_get_device(ctx[app->ndevices])->name);
+        app->ndevices += !rc;
+    } while (!rc && sel && (sel = strtok_r(NULL, ",", &save)));
+    return rc;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     opts o = {.port = 8080, .detr_side = 800, .bind = "127.0.0.1"};
@@ -156,19 +177,18 @@ int cmd_serve(int argc, char **argv)
     app.limits = o.limits;
     pthread_mutex_init(&app.lock, NULL);
     app.runner = (serve_runner){&app, serve_run_job};
-    pgd_ctx *ctx = NULL;
+    pgd_ctx *ctx[SERVE_MAX_DEVICES] = {NULL};
     rc = o.gallery ? serve_gallery_load(&app, o.gallery) : EXIT_OK;
     if (!rc)
-        rc = app_ctx_open(o.device, &ctx);
-    if (!rc) {
-        snprintf(app.device, sizeof app.device, "%s", pgd_ctx_get_device(ctx)->name);
+        rc = open_devices(&app, o.device, ctx);
+    if (!rc)
         rc = serve_models_load(&app, ctx, o.models, o.detr_side);
-    }
     if (!rc)
         rc = serve_daemon_run(&app, o.bind, o.port);
     serve_models_free(&app);
     serve_gallery_free(&app);
-    pgd_ctx_destroy(ctx);
+    for (int d = 0; d < SERVE_MAX_DEVICES; d++)
+        pgd_ctx_destroy(ctx[d]);
     pthread_mutex_destroy(&app.lock);
     return rc;
 }

@@ -307,7 +307,8 @@ int serve_daemon_run(serve_app *app, const char *bind_addr, int port)
     printf(family == AF_INET6 ? "pagoda serve: http://[%s]:%d/\n" : "pagoda serve: http://%s:%d/\n",
            bind_addr, bound);
     fflush(stdout);
-    fprintf(stderr, "pagoda: serve: on %s; Ctrl-C stops it\n", app->device);
+    fprintf(stderr, "pagoda: serve: on %s%s; Ctrl-C stops it\n", app->device[0],
+            app->ndevices > 1 ? " and more" : "");
     int sig = 0;
     while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR)
         ;

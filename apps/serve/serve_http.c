@@ -160,12 +160,14 @@ static void api_models(serve_app *app, serve_response *res)
     json_t *l =
         json_pack("{s:I,s:I,s:i}", "max_upload", (json_int_t)app->limits.max_upload, "max_pixels",
                   (json_int_t)app->limits.max_pixels, "timeout_s", (int)app->limits.timeout_s);
-    json_t *gallery = json_array();
+    json_t *gallery = json_array(), *devices = json_array();
     for (int i = 0; i < app->ngallery; i++)
         json_array_append_new(gallery, json_string(app->gallery[i].name));
-    send_json(res,
-              json_pack("{s:s,s:o,s:o,s:o,s:s}", "device", app->device, "models", list, "gallery",
-                        gallery, "limits", l, "real_weights", random ? SERVE_REAL_WEIGHTS : ""));
+    for (int i = 0; i < app->ndevices; i++)
+        json_array_append_new(devices, json_string(app->device[i]));
+    send_json(res, json_pack("{s:s,s:o,s:o,s:o,s:o,s:s}", "device", app->device[0], "devices",
+                             devices, "models", list, "gallery", gallery, "limits", l,
+                             "real_weights", random ? SERVE_REAL_WEIGHTS : ""));
 }
 
 /* The value of argument `key`, "" for a key without one; NULL when absent. A key given twice
@@ -180,7 +182,7 @@ static const char *arg(const serve_request *req, const char *key)
 
 static int check_args(const serve_request *req, serve_response *res)
 {
-    static const char *const known[] = {"model", "task", "qx", "qy", "threshold"};
+    static const char *const known[] = {"model", "task", "qx", "qy", "threshold", "device"};
     char q[80];
     if (req->nargs > SERVE_MAX_ARGS) {
         serve_error(res, 1, 400, "more than %d query arguments", SERVE_MAX_ARGS);
@@ -191,7 +193,8 @@ static int check_args(const serve_request *req, serve_response *res)
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             ok |= req->args[i].key && !strcmp(req->args[i].key, known[k]);
         if (!ok) {
-            serve_error(res, 1, 400, "unknown argument '%s' (model, task, qx, qy, threshold)",
+            serve_error(res, 1, 400,
+                        "unknown argument '%s' (model, task, qx, qy, threshold, device)",
                         serve_quote(req->args[i].key, q, sizeof q));
             return -1;
         }
@@ -251,6 +254,15 @@ static int parse_job(serve_app *app, const serve_request *req, serve_job *job, s
         serve_error(res, 1, 400, "model '%s' does not do '%s'", job->model->name, task);
         return -1;
     }
+    const char *dev = arg(req, "device");
+    char *end = NULL;
+    long d = dev ? strtol(dev, &end, 10) : 0;
+    if (dev && (!*dev || *end || d < 0 || d >= app->ndevices)) {
+        serve_error(res, 1, 400, "device is an index of GET /api/models' devices, 0..%d",
+                    app->ndevices - 1);
+        return -1;
+    }
+    job->device = (int)d;
     if (parse_unit(arg(req, "qx"), 0.5, &job->qx) || parse_unit(arg(req, "qy"), 0.5, &job->qy) ||
         parse_unit(arg(req, "threshold"), 0.7, &job->threshold)) {
         serve_error(res, 1, 400,
@@ -368,7 +380,7 @@ static void api_run(serve_app *app, const serve_request *req, serve_response *re
             json_object_set_new(t, "decode", json_real(decode_ms));
         json_object_set_new(doc, "model", json_string(job.model->name));
         json_object_set_new(doc, "task", json_string(task_names[__builtin_ctz(job.task)]));
-        json_object_set_new(doc, "device", json_string(app->device));
+        json_object_set_new(doc, "device", json_string(app->device[job.device]));
         json_object_set_new(doc, "image",
                             json_pack("{s:i,s:i}", "width", pgd_image_get_width(img), "height",
                                       pgd_image_get_height(img)));

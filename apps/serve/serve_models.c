@@ -112,7 +112,7 @@ static void entry_name(const char *entry, char *name, size_t size)
     snprintf(name, size, "%s", file && slash ? slash + 1 : entry);
 }
 
-static int add_model(serve_app *app, pgd_ctx *ctx, const char *entry, int detr_side)
+static int add_model(serve_app *app, pgd_ctx *const *ctx, const char *entry, int detr_side)
 {
     char name[160];
     entry_name(entry, name, sizeof name);
@@ -120,19 +120,20 @@ static int add_model(serve_app *app, pgd_ctx *ctx, const char *entry, int detr_s
         return app_usage_error("serve ", "--models: '%s' is %s", entry,
                                *name ? "given twice (or two files of the same name)"
                                      : "not a model");
-    serve_model *m = &app->models[app->nmodels];
-    serve_weights *w = calloc(1, sizeof *w);
-    if (!w)
-        return app_usage_error("serve ", "out of memory");
+    serve_model *m = &app->models[app->nmodels++];
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->handle = w;
-    app->nmodels++;
-    w->detr_side = detr_side;
-    fprintf(stderr, "pagoda: serve: loading %s\n", entry);
-    pgd_error *err = NULL;
-    if (load_one(app, m, w, ctx, entry, &err))
-        return app_fail_in(entry, err);
+    for (int d = 0; d < app->ndevices; d++) { /* the same model on each device */
+        serve_weights *w = calloc(1, sizeof *w);
+        if (!w)
+            return app_usage_error("serve ", "out of memory");
+        m->handle[d] = w;
+        w->detr_side = detr_side;
+        fprintf(stderr, "pagoda: serve: loading %s on %s\n", entry, app->device[d]);
+        pgd_error *err = NULL;
+        if (load_one(app, m, w, ctx[d], entry, &err))
+            return app_fail_in(entry, err);
+    }
     if (!m->tasks)
         return app_usage_error("serve ",
                                "--models: %s has no classifier: give a DINO as its "
@@ -141,7 +142,7 @@ static int add_model(serve_app *app, pgd_ctx *ctx, const char *entry, int detr_s
     return EXIT_OK;
 }
 
-int serve_models_load(serve_app *app, pgd_ctx *ctx, const char *list, int detr_side)
+int serve_models_load(serve_app *app, pgd_ctx *const *ctx, const char *list, int detr_side)
 {
     char *copy = strdup(list && *list ? list : default_models);
     size_t n = 1;
@@ -164,8 +165,8 @@ int serve_models_load(serve_app *app, pgd_ctx *ctx, const char *list, int detr_s
 
 void serve_models_free(serve_app *app)
 {
-    for (int i = 0; i < app->nmodels; i++) {
-        serve_weights *w = app->models[i].handle;
+    for (int i = 0; i < app->nmodels * SERVE_MAX_DEVICES; i++) {
+        serve_weights *w = app->models[i / SERVE_MAX_DEVICES].handle[i % SERVE_MAX_DEVICES];
         if (!w)
             continue;
         pgd_model_destroy(w->pm);

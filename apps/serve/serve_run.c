@@ -268,7 +268,7 @@ static int run_detr(serve_weights *w, const serve_job *job, json_t *doc, char *m
 
 int serve_run_job(void *u, const serve_job *job, json_t **out, char *msg, size_t size)
 {
-    serve_weights *w = job->model->handle;
+    serve_weights *w = job->model->handle[job->device];
     json_t *doc = json_object();
     if (!doc)
         return fail(NULL, msg, size, 503);

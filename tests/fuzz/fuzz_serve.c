@@ -18,7 +18,8 @@ static int stub_run(void *u, const serve_job *job, json_t **out, char *msg, size
     (void)u, (void)msg, (void)size;
     if (!job->model || !job->img || !(job->model->tasks & job->task) ||
         (job->task & (job->task - 1)) || !(job->qx >= 0 && job->qx < 1) ||
-        !(job->qy >= 0 && job->qy < 1) || !(job->threshold >= 0 && job->threshold < 1))
+        !(job->qy >= 0 && job->qy < 1) || !(job->threshold >= 0 && job->threshold < 1) ||
+        job->device < 0 || job->device > 1)
         abort();
     if (pgd_image_get_width(job->img) * (int64_t)pgd_image_get_height(job->img) > 4096)
         abort(); /* --max-pixels */
@@ -94,7 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     serve_arg args[SERVE_MAX_ARGS];
     serve_app app = {.models = models,
                      .nmodels = 3,
-                     .device = "stub",
+                     .device = {"stub 0", "stub 1"},
+                     .ndevices = 2,
                      .runner = {NULL, stub_run},
                      .gallery = gallery,
                      .ngallery = 1};

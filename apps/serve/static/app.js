@@ -42,7 +42,13 @@ async function loadModels() {
     return;
   }
   state.models = doc.models;
-  $("device").textContent = "device: " + doc.device;
+  state.devices = doc.devices;
+  $("device").textContent = "device: " + doc.devices.join(", ");
+  if (doc.devices.length > 1) {
+    const opts = doc.devices.map((d, i) => new Option(i + ": " + d, String(i)));
+    $("device-select").replaceChildren(...opts, new Option("all, side by side", "all"));
+    $("device-label").hidden = false;
+  }
   const sel = $("model");
   sel.replaceChildren(...doc.models.map((m) => new Option(m.name, m.name)));
   if (doc.models.some((m) => m.random)) {
@@ -75,6 +81,19 @@ async function setImage(blob) {
   run();
 }
 
+// One run on device d; the answer, or an Error with the server's status and message.
+async function runOn(params, d) {
+  const q = new URLSearchParams({ ...params, device: String(d) });
+  const r = await fetch("/api/run?" + q, { method: "POST", body: state.blob });
+  const doc = await r.json();
+  if (!r.ok) {
+    const e = doc.error || {};
+    throw new Error((e.status || r.status) + " " + (e.reason || r.statusText) + ": " +
+                    (e.message || ""));
+  }
+  return doc;
+}
+
 async function run(extra) {
   if (!state.blob || state.busy) return;
   const m = currentModel();
@@ -83,16 +102,12 @@ async function run(extra) {
   showError("");
   setStatus("running " + m.name + " on the device\u2026");
   const task = $("task").value, more = task === "detect" ? { threshold: $("threshold").value } : {};
-  const q = new URLSearchParams({ model: m.name, task, ...more, ...(extra || {}) });
-  let doc = null;
+  const params = { model: m.name, task, ...more, ...(extra || {}) };
+  const pick = $("device-select").value;
+  const devices = pick === "all" ? state.devices.map((_, i) => i) : [Number(pick) || 0];
+  const docs = [];
   try {
-    const r = await fetch("/api/run?" + q, { method: "POST", body: state.blob });
-    doc = await r.json();
-    if (!r.ok) {
-      const e = doc.error || {};
-      throw new Error((e.status || r.status) + " " + (e.reason || r.statusText) + ": " +
-                      (e.message || ""));
-    }
+    for (const d of devices) docs.push(await runOn(params, d));
   } catch (e) {
     state.busy = false;
     setStatus("");
@@ -101,8 +116,26 @@ async function run(extra) {
   }
   state.busy = false;
   setStatus("done");
-  state.result = doc;
-  render(doc);
+  state.result = docs[0];
+  render(docs[0]);
+  fillCompare(pick === "all" ? docs : []);
+}
+
+// Several devices side by side: the same image and model on each.
+function fillCompare(docs) {
+  $("compare").hidden = !docs.length;
+  $("compare").tBodies[0].replaceChildren(...docs.map((doc, i) => {
+    const tr = document.createElement("tr"), t = doc.timings || {};
+    const what = doc.top ? doc.top[0].label + " " + (100 * doc.top[0].p).toFixed(1) + " %"
+               : doc.boxes ? doc.boxes.length + " objects" : doc.nearest ? doc.nearest[0].name : "";
+    for (const v of [i + ": " + doc.device, (t.preprocess || 0).toFixed(1) + " ms",
+                     (t.forward || 0).toFixed(1) + " ms", what]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.append(td);
+    }
+    return tr;
+  }));
 }
 
 function fit(w, h, side) {
@@ -360,6 +393,7 @@ $("camera-off").addEventListener("click", cameraOff);
 $("model").addEventListener("change", modelChanged);
 $("task").addEventListener("change", () => run());
 $("threshold").addEventListener("change", () => run());
+$("device-select").addEventListener("change", () => run());
 $("file").addEventListener("change", (ev) => setImage(ev.target.files[0]));
 const drop = $("drop");
 document.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
