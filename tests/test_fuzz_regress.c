@@ -3,7 +3,7 @@
  * (tests/fuzz/fuzz_*.c, compiled here with LLVMFuzzerTestOneInput renamed). The file name's
  * prefix picks the target: safetensors-, image-, npy-, model_config-, resnet_config-, labels-,
  * bench_spec-, options-, jpeg-, png-, webp-, gat_graph-, memnet_story-, detr_config-, csv-,
- * results-, eval_lists-, http_header-, tokenizer-, onnx-, bert_config-.
+ * results-, eval_lists-, http_header-, tokenizer-, onnx-, bert_config-, serve-.
  * A regression crashes
  * or aborts this test (and under tools/setup test-asan, any sanitizer report fails it). */
 #include <dirent.h>
@@ -34,6 +34,7 @@ int pgd_fuzz_http_header(const uint8_t *data, size_t size);
 int pgd_fuzz_tokenizer(const uint8_t *data, size_t size);
 int pgd_fuzz_onnx(const uint8_t *data, size_t size);
 int pgd_fuzz_bert_config(const uint8_t *data, size_t size);
+int pgd_fuzz_serve(const uint8_t *data, size_t size);
 
 static const struct {
     const char *prefix;
@@ -60,6 +61,7 @@ static const struct {
     {"tokenizer-", pgd_fuzz_tokenizer},
     {"onnx-", pgd_fuzz_onnx},
     {"bert_config-", pgd_fuzz_bert_config},
+    {"serve-", pgd_fuzz_serve},
 };
 
 START_TEST(regressions)

@@ -23,6 +23,10 @@ int cmd_pull(int argc, char **argv);
  * on stderr): the one place every command's --weights learns hf:. Nothing is done when argv
  * asks for --help. EXIT_OK, or the exit status with the error printed. */
 int pull_resolve_weights(int argc, char **argv);
+/* The weights file of hub model SPEC (ORG/NAME[@REV], without "hf:") into *path (malloc'd),
+ * from the cache or pulled first (said on stderr), as --weights hf:SPEC resolves it (`pagoda
+ * serve --models`). EXIT_OK, or the exit status with the error printed. */
+int pull_resolve_spec(const char *spec, char **path);
 /* The cached model.safetensors of hub repository `repo` (ORG/NAME[@REV]) without a request or a
  * message (malloc'd), or NULL when the cache lacks it. */
 char *pull_cached_weights(const char *repo);
@@ -32,5 +36,6 @@ int cmd_embed_text(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

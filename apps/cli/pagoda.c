@@ -7,6 +7,18 @@
 #include "bench_cmd.h"
 #include "commands.h"
 
+#if !PGD_HAVE_SERVE
+/* Built without libmicrohttpd: the command is known, and says what it needs. */
+int cmd_serve(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "pagoda: error: 'pagoda serve' is not in this build: libmicrohttpd was not "
+                    "found when it was configured (apt-get install libmicrohttpd-dev, then "
+                    "meson setup --reconfigure)\n");
+    return EXIT_RUNTIME;
+}
+#endif
+
 static const char usage[] =
     "usage: pagoda <command> [options]\n"
     "\n"
@@ -34,6 +46,7 @@ static const char usage[] =
     "  fill-mask  the masked words of a text, by a BERT-family masked language model\n"
     "  embed-text sentence embeddings from a BERT-family encoder (mean or [CLS] pooling)\n"
     "  generate   text from GPT-2 with a KV cache, greedy or sampled, streamed\n"
+    "  serve      a local web page: drop an image, see classes, attention maps, boxes\n"
     "  version    print the version ('version --features': which decoder serves each image\n"
     "             format)\n"
     "  help       show this help\n"
@@ -150,6 +163,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune"))
         return cmd_tune(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo"))
         return cmd_demo(argc - 1, argv + 1);
     return app_usage_error(NULL, "unknown command '%s'", cmd);

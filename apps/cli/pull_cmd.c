@@ -428,6 +428,12 @@ static int resolve_hf(const char *spec, char **path)
     return rc;
 }
 
+int pull_resolve_spec(const char *spec, char **path)
+{
+    *path = NULL;
+    return resolve_hf(spec, path);
+}
+
 char *pull_cached_weights(const char *repo)
 {
     puller p;
