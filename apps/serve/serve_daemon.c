@@ -307,6 +307,11 @@ int serve_daemon_run(serve_app *app, const char *bind_addr, int port)
     printf(family == AF_INET6 ? "pagoda serve: http://[%s]:%d/\n" : "pagoda serve: http://%s:%d/\n",
            bind_addr, bound);
     fflush(stdout);
+    if (strncmp(bind_addr, "127.", 4) && strcmp(bind_addr, "::1"))
+        fprintf(stderr,
+                "pagoda: serve: note: listening on %s, not this machine's loopback: "
+                "anyone who reaches it can use the page (there is no login)\n",
+                bind_addr);
     fprintf(stderr, "pagoda: serve: on %s%s; Ctrl-C stops it\n", app->device[0],
             app->ndevices > 1 ? " and more" : "");
     int sig = 0;
