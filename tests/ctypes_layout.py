@@ -33,6 +33,8 @@ STRUCTS = {
     "PoolDesc": "pgd_pool_desc",
     "AttentionExt": "pgd_attention_ext",
     "GraphIO": "pgd_graph_io",
+    "DeviceLowp": "pgd_device_lowp",
+    "BertInfo": "pgd_bert_info",
 }
 
 
