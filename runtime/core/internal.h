@@ -381,6 +381,10 @@ int64_t pgd__launch_rows(const pgd_ctx *ctx, int64_t rows, uint64_t flops_per_ro
 #define PGD_LAUNCH_GEMM_FLOPS (UINT64_C(1) << 30)
 /* The work-group size for a one-item-per-element kernel. */
 size_t pgd__flat_wg(pgd_ctx *ctx, cl_kernel k);
+/* Enqueues a flat kernel (a work-item an element, its arguments set) over `total` items of about
+ * `flops` FLOPs each, in chunks of whole work-groups; on CPU devices groups of cpu_wg items. */
+int pgd__enqueue_flat_cap(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
+                          uint64_t flops, size_t cpu_wg, pgd_error **err);
 /* PGD_OK when y has rank nd and sizes shape, else PGD_ERR_SHAPE "op: y is [..] but what [..]"
  * (the broadcasting and layout ops' output check). */
 int pgd__check_out_shape(const char *op, const pgd_tensor *y, int nd, const int64_t *shape,

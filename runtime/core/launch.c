@@ -158,3 +158,29 @@ int pgd__check_out_shape(const char *op, const pgd_tensor *y, int nd, const int6
     return pgd__error_set(err, PGD_ERR_SHAPE, "%s: y is %s but %s %s", op,
                           pgd_tensor_shape_str(y, sy, sizeof sy), what, want);
 }
+
+/* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
+ * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
+ * kernels index by the global id and test it against the total). */
+int pgd__enqueue_flat_cap(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
+                          uint64_t flops, size_t cpu_wg, pgd_error **err)
+{
+    size_t wg = pgd__flat_wg(ctx, k);
+    /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
+     * hundred items make that call's cost small (PoCL 3.1: the stem's im2col took 31 ms in
+     * groups of 32); cpu_wg items where each item is bigger. */
+    if (pgd__gemm_uses_cpu_kernel(ctx)) {
+        size_t limit = pgd__kernel_wg(ctx, k);
+        wg = limit < cpu_wg ? limit : cpu_wg;
+    }
+    size_t global = pgd__round_up((size_t)total, wg);
+    size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops,
+                                                    PGD_LAUNCH_GEMM_FLOPS, (int64_t)wg)
+                         : global;
+    int rc = PGD_OK;
+    for (size_t x0 = 0; x0 < global && !rc; x0 += chunk) {
+        size_t n = global - x0 < chunk ? global - x0 : chunk;
+        rc = pgd__enqueue_at(ctx, k, name, 1, x0 ? &x0 : NULL, &n, &wg, err);
+    }
+    return rc;
+}

@@ -55,36 +55,10 @@ struct pgd_conv2d {
     pgd_tensor *dw;      /* depthwise layers: the weights tap-major [kh, kw, C]; else NULL */
 };
 
-/* Enqueues a flat kernel (one work-item per element) over `total` items, each of about
- * `flops` FLOPs: long launches go in chunks of whole work-groups at their global offset (the
- * kernels index by the global id and test it against the total). */
-static int enqueue_flat_cap(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total,
-                            uint64_t flops, size_t cpu_wg, pgd_error **err)
-{
-    size_t wg = pgd__flat_wg(ctx, k);
-    /* On a CPU device a work-group is a call into the kernel's loop over its items: a few
-     * hundred items make that call's cost small (PoCL 3.1: the stem's im2col took 31 ms in
-     * groups of 32); cpu_wg items where each item is bigger. */
-    if (pgd__gemm_uses_cpu_kernel(ctx)) {
-        size_t limit = pgd__kernel_wg(ctx, k);
-        wg = limit < cpu_wg ? limit : cpu_wg;
-    }
-    size_t global = pgd__round_up((size_t)total, wg);
-    size_t chunk = flops ? (size_t)pgd__launch_rows(ctx, (int64_t)global, flops,
-                                                    PGD_LAUNCH_GEMM_FLOPS, (int64_t)wg)
-                         : global;
-    int rc = PGD_OK;
-    for (size_t x0 = 0; x0 < global && !rc; x0 += chunk) {
-        size_t n = global - x0 < chunk ? global - x0 : chunk;
-        rc = pgd__enqueue_at(ctx, k, name, 1, x0 ? &x0 : NULL, &n, &wg, err);
-    }
-    return rc;
-}
-
 static int enqueue_flat(pgd_ctx *ctx, cl_kernel k, const char *name, int64_t total, uint64_t flops,
                         pgd_error **err)
 {
-    return enqueue_flat_cap(ctx, k, name, total, flops, 256, err);
+    return pgd__enqueue_flat_cap(ctx, k, name, total, flops, 256, err);
 }
 
 static int same_shape4(const pgd_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
@@ -822,7 +796,7 @@ static int run_winograd(const fwd *f, pgd_error **err)
             pgd__arg_mem(&args, f->x->buf);
             pgd__arg_mem(&args, v->buf);
             if (!(rc = pgd__args_end(&args, err)))
-                rc = enqueue_flat_cap(ctx, kin, "wino_input", total, 0, 64, err);
+                rc = pgd__enqueue_flat_cap(ctx, kin, "wino_input", total, 0, 64, err);
         }
         if (!rc)
             rc = wino_products(ctx, c->wino, nt, grouped, v, m, err);
@@ -841,7 +815,7 @@ static int run_winograd(const fwd *f, pgd_error **err)
             pgd__arg_mem(&args, f->res ? f->res->buf : f->y->buf);
             pgd__arg_int(&args, epi_code(f));
             if (!(rc = pgd__args_end(&args, err)))
-                rc = enqueue_flat_cap(ctx, kout, "wino_output", total, 0, 64, err);
+                rc = pgd__enqueue_flat_cap(ctx, kout, "wino_output", total, 0, 64, err);
         }
         pgd_tensor_destroy(v); /* the pool keeps the buffers; the in-order queue orders reuse */
         pgd_tensor_destroy(m);
@@ -900,130 +874,4 @@ pgd_status pgd_conv2d_forward(pgd_ctx *ctx, const pgd_conv2d *conv, const pgd_te
     case ALG_DEPTHWISE: return run_depthwise(&f, err);
     default: return run_direct(&f, err);
     }
-}
-
-/* ---- pooling ---- */
-
-/* Starts the arguments of pooling kernel `kernel` over C channels: where C % 4 == 0 (every
- * ResNet pool) its _vec form, a work-item taking *pvw = 16, 8 or 4 contiguous channels, else the
- * scalar one (*pvw = 1). The kernel's name goes to name (for the launch). */
-static int pool_kernel(pgd_ctx *ctx, const char *kernel, int64_t C, pgd__args *args, cl_kernel *k,
-                       int *pvw, char *name, size_t size, pgd_error **err)
-{
-    *pvw = C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : 1;
-    char opts[32];
-    snprintf(name, size, "%s%s", kernel, *pvw > 1 ? "_vec" : "");
-    snprintf(opts, sizeof opts, "-DPVW=%d", *pvw);
-    return pgd__args_kernel(args, ctx, "conv", *pvw > 1 ? opts : NULL, name, k, err);
-}
-
-static int pool(pgd_ctx *ctx, const char *op, const char *kernel, const pgd_tensor *x, int k,
-                int stride, int pad, pgd_tensor *y, pgd_error **err)
-{
-    if (!ctx || !x || !y)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, x and y are required", op);
-    if (k < 1 || stride < 1 || pad < 0 || pad > k / 2)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT,
-                              "%s: need k >= 1, stride >= 1 and 0 <= pad <= k/2, got k %d, stride "
-                              "%d, pad %d",
-                              op, k, stride, pad);
-    if (x->ndim != 4)
-        return pgd__shape_error(err, op, "x must be 4-D [N, H, W, C] (NHWC)", x, y);
-    int64_t N = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
-    int64_t eh = H + 2 * (int64_t)pad - k, ew = W + 2 * (int64_t)pad - k;
-    if (H < 1 || W < 1 || eh < 0 || ew < 0) {
-        char what[96];
-        snprintf(what, sizeof what, "a %d x %d window (padding %d) does not fit the input", k, k,
-                 pad);
-        return pgd__shape_error(err, op, what, x, y);
-    }
-    int64_t OH = eh / stride + 1, OW = ew / stride + 1;
-    if (!same_shape4(y, N, OH, OW, C)) {
-        char what[128];
-        snprintf(what, sizeof what, "y must be [%lld, %lld, %lld, %lld] for this input",
-                 (long long)N, (long long)OH, (long long)OW, (long long)C);
-        return pgd__shape_error(err, op, what, x, y);
-    }
-    if (x->buf == y->buf)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias x", op);
-    if (pgd_tensor_get_numel(x) > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
-    int64_t total = pgd_tensor_get_numel(y);
-    if (total == 0)
-        return PGD_OK;
-    int pvw;
-    char name[32];
-    cl_kernel kk;
-    pgd__args args;
-    int rc = pool_kernel(ctx, kernel, C, &args, &kk, &pvw, name, sizeof name, err);
-    if (rc)
-        return rc;
-    /* The _vec kernels take an output pixel a work-item (all its C channels, PVW at a time), the
-     * scalar ones an output element. */
-    int64_t per_item = pvw > 1 ? C : 1;
-    int64_t items = total / per_item;
-    cl_int a[9] = {(cl_int)items, (cl_int)C, (cl_int)H, (cl_int)W, (cl_int)OH,
-                   (cl_int)OW,    k,         stride,    pad};
-    pgd__arg_mem(&args, x->buf);
-    pgd__arg_mem(&args, y->buf);
-    for (cl_uint i = 0; i < 9; i++)
-        pgd__arg_int(&args, a[i]);
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    /* On a CPU, work-groups of about 256 vectors (at least 16 work-items), as the other flat
-     * kernels' 256 items: 64 pixels of ResNet's 64 channels. */
-    int64_t vectors = per_item / pvw, wg = 256 / vectors;
-    return enqueue_flat_cap(ctx, kk, name, items, (uint64_t)k * (uint64_t)k * (uint64_t)per_item,
-                            (size_t)(wg > 16 ? wg : 16), err);
-}
-
-pgd_status pgd_maxpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
-                         pgd_tensor *y, pgd_error **err)
-{
-    return pool(ctx, "maxpool2d", "maxpool2d", x, k, stride, pad, y, err);
-}
-
-pgd_status pgd_avgpool2d(pgd_ctx *ctx, const pgd_tensor *x, int k, int stride, int pad,
-                         pgd_tensor *y, pgd_error **err)
-{
-    return pool(ctx, "avgpool2d", "avgpool2d", x, k, stride, pad, y, err);
-}
-
-pgd_status pgd_global_avgpool(pgd_ctx *ctx, const pgd_tensor *x, pgd_tensor *y, pgd_error **err)
-{
-    const char *op = "global_avgpool";
-    if (!ctx || !x || !y)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: ctx, x and y are required", op);
-    if (x->ndim != 4)
-        return pgd__shape_error(err, op, "x must be 4-D [N, H, W, C] (NHWC)", x, y);
-    int64_t N = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
-    if (y->ndim != 2 || y->shape[0] != N || y->shape[1] != C)
-        return pgd__shape_error(err, op, "y must be [N, C] for x [N, H, W, C]", x, y);
-    if (H < 1 || W < 1)
-        return pgd__shape_error(err, op, "x has no pixels to average", x, y);
-    if (x->buf == y->buf)
-        return pgd__error_set(err, PGD_ERR_INVALID_ARGUMENT, "%s: y must not alias x", op);
-    if (pgd_tensor_get_numel(x) > INT32_MAX)
-        return pgd__error_set(err, PGD_ERR_TOO_LARGE, "%s: more than 2^31 elements", op);
-    int64_t total = N * C;
-    if (total == 0)
-        return PGD_OK;
-    /* As the pools: PVW contiguous channels a work-item where C allows. PoCL 3.1, AMD EPYC,
-     * inside ResNet-50 (7x7x2048): batch 8 1.07 -> 0.12-0.30 ms, batch 1 0.16 -> 0.011-0.02 ms
-     * (one channel a work-item, its 49 loads 8 KB apart, did not vectorise across items). */
-    int pvw;
-    char name[32];
-    cl_kernel k;
-    pgd__args args;
-    int rc = pool_kernel(ctx, "global_avgpool", C, &args, &k, &pvw, name, sizeof name, err);
-    if (rc)
-        return rc;
-    cl_int a[3] = {(cl_int)total, (cl_int)C, (cl_int)(H * W)};
-    pgd__arg_mem(&args, x->buf);
-    pgd__arg_mem(&args, y->buf);
-    for (cl_uint i = 0; i < 3; i++)
-        pgd__arg_int(&args, a[i]);
-    if ((rc = pgd__args_end(&args, err)))
-        return rc;
-    return enqueue_flat(ctx, k, name, total / pvw, (uint64_t)(H * W) * (uint64_t)pvw, err);
 }
